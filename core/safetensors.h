@@ -1,0 +1,69 @@
+#pragma once
+// The safetensors container format, and nothing about GPT: an 8-byte little-endian header length,
+// a JSON header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the
+// raw little-endian tensor bytes. The file is memory-mapped; tensors are views into the mapping.
+//
+//   SafetensorsFile f(path);            open, mmap, validate everything; throws LoadError
+//   f.tensors()                         every tensor, in file (offset) order
+//   f.find("wte.weight")                one tensor or nullptr
+//   write_safetensors(path, tensors)    writer used by tests and model generators (atomic: temp + rename)
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+enum class Dtype { F32, F16, BF16 };
+const char* to_string(Dtype d);      // "F32" | "F16" | "BF16"
+size_t dtype_size(Dtype d);          // bytes per element
+
+struct TensorView {
+    std::string name;
+    Dtype dtype = Dtype::F32;
+    std::vector<int64_t> shape;      // outer to inner, as in the header
+    const std::byte* data = nullptr; // into the mapping; may be unaligned for F32 only if the file is
+    size_t n_bytes = 0;
+    int64_t n_elements() const;
+};
+
+class SafetensorsFile {
+public:
+    explicit SafetensorsFile(const std::string& path);  // throws LoadError
+    ~SafetensorsFile();
+    SafetensorsFile(const SafetensorsFile&) = delete;
+    SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+    const std::string& path() const { return path_; }
+    const std::vector<TensorView>& tensors() const { return tensors_; }
+    const TensorView* find(const std::string& name) const;
+    const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    size_t file_size() const { return size_; }
+
+private:
+    std::string path_;
+    void* mapping_ = nullptr;
+    size_t size_ = 0;
+    std::vector<TensorView> tensors_;
+    std::map<std::string, std::string> metadata_;
+};
+
+// Tensor data to write: element bytes already in `dtype`'s little-endian encoding.
+struct TensorToWrite {
+    std::string name;
+    Dtype dtype = Dtype::F32;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> bytes;
+};
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Element conversions (exact for F16/BF16 -> F32; F32 -> BF16/F16 round to nearest even).
+float f16_to_f32(uint16_t h);
+float bf16_to_f32(uint16_t b);
+uint16_t f32_to_bf16(float f);
+uint16_t f32_to_f16(float f);
+
+}  // namespace kvscope
