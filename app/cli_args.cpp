@@ -1,0 +1,134 @@
+#include "cli_args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "errors.h"
+
+namespace kvscope {
+
+CliArgs::CliArgs(std::string command, std::string summary)
+    : command_(std::move(command)), summary_(std::move(summary)) {}
+
+CliArgs& CliArgs::option(const std::string& name, const std::string& metavar, const std::string& help,
+                         bool repeatable) {
+    specs_.push_back({name, metavar, help, true, repeatable, {}, false});
+    return *this;
+}
+
+CliArgs& CliArgs::flag(const std::string& name, const std::string& help) {
+    specs_.push_back({name, "", help, false, false, {}, false});
+    return *this;
+}
+
+const CliArgs::Spec& CliArgs::spec(const std::string& name) const {
+    for (const Spec& s : specs_)
+        if (s.name == name) return s;
+    throw std::logic_error("CliArgs: option " + name + " was never declared");
+}
+
+bool CliArgs::parse(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::string word = argv[i];
+        if (word == "--help" || word == "-h") {
+            std::fputs(help().c_str(), stdout);
+            return false;
+        }
+        std::string value;
+        bool inline_value = false;
+        if (auto eq = word.find('='); word.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = word.substr(eq + 1);
+            word = word.substr(0, eq);
+            inline_value = true;
+        }
+        Spec* found = nullptr;
+        for (Spec& s : specs_)
+            if (s.name == word) found = &s;
+        if (!found)
+            throw UsageError(command_ + ": unknown option '" + word + "' (see kvscope " + command_ + " --help)");
+        if (!found->takes_value) {
+            if (inline_value) throw UsageError(command_ + ": " + word + " takes no value");
+            found->seen = true;
+            continue;
+        }
+        if (!inline_value) {
+            if (i + 1 >= argc) throw UsageError(command_ + ": " + word + " needs a value (" + found->metavar + ")");
+            value = argv[++i];
+        }
+        if (found->seen && !found->repeatable)
+            throw UsageError(command_ + ": " + word + " given twice");
+        found->seen = true;
+        found->values.push_back(value);
+    }
+    return true;
+}
+
+bool CliArgs::has(const std::string& name) const { return spec(name).seen; }
+
+std::optional<std::string> CliArgs::text(const std::string& name) const {
+    const Spec& s = spec(name);
+    if (s.values.empty()) return std::nullopt;
+    return s.values.back();
+}
+
+const std::vector<std::string>& CliArgs::all(const std::string& name) const { return spec(name).values; }
+
+int64_t CliArgs::integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
+    auto t = text(name);
+    if (!t) return fallback;
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(t->c_str(), &end, 10);
+    if (t->empty() || *end != '\0' || errno == ERANGE)
+        throw UsageError(command_ + ": " + name + " wants a whole number, got '" + *t + "'");
+    if (v < min || v > max)
+        throw UsageError(command_ + ": " + name + " must be between " + std::to_string(min) + " and " +
+                         std::to_string(max) + ", got " + *t);
+    return v;
+}
+
+double CliArgs::real(const std::string& name, double fallback) const {
+    auto t = text(name);
+    if (!t) return fallback;
+    char* end = nullptr;
+    double v = std::strtod(t->c_str(), &end);
+    if (t->empty() || *end != '\0' || !std::isfinite(v))
+        throw UsageError(command_ + ": " + name + " wants a number, got '" + *t + "'");
+    return v;
+}
+
+std::string CliArgs::help() const {
+    std::string out = "usage: kvscope " + command_ + " [options]\n" + summary_ + "\n\noptions:\n";
+    for (const Spec& s : specs_) {
+        std::string left = "  " + s.name + (s.takes_value ? " " + s.metavar : "");
+        if (left.size() < 28) left.resize(28, ' ');
+        else left += "\n" + std::string(28, ' ');
+        out += left + s.help + (s.repeatable ? " (repeatable)" : "") + "\n";
+    }
+    out += "  --help                    this text\n";
+    return out;
+}
+
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& what) {
+    std::vector<int64_t> ids;
+    size_t i = 0;
+    while (i <= text.size()) {
+        size_t comma = text.find(',', i);
+        if (comma == std::string::npos) comma = text.size();
+        std::string item = text.substr(i, comma - i);
+        while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+        while (!item.empty() && item.back() == ' ') item.pop_back();
+        char* end = nullptr;
+        errno = 0;
+        long long v = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || errno == ERANGE)
+            throw UsageError(what + ": '" + text + "' is not a comma-separated list of token ids");
+        ids.push_back(v);
+        i = comma + 1;
+    }
+    return ids;
+}
+
+}  // namespace kvscope
