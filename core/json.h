@@ -6,6 +6,11 @@
 //   v.as_string() / as_number() / as_bool() / as_array() / as_object()   typed access, throw on kind mismatch
 //   v.find("key")              member or nullptr (objects keep file order; duplicate keys are an error)
 //   json_escape(s)             quote a string for writing JSON
+//
+// Strictness: no comments, trailing commas, NaN, leading zeros or raw control characters; strings
+// must be valid UTF-8 and \u escapes must pair surrogates (a lone surrogate is an error); nesting
+// deeper than 256 is an error; a leading UTF-8 BOM is skipped. Typed accessors on the wrong kind
+// throw JsonError with offset == std::string::npos.
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -61,6 +66,6 @@ private:
     friend class JsonParser;
 };
 
-std::string json_escape(std::string_view s);  // returns "..." with JSON escapes; input is UTF-8 bytes
+std::string json_escape(std::string_view s);  // returns "..." with JSON escapes; bytes of invalid UTF-8 become U+FFFD
 
 }  // namespace kvscope
