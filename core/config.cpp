@@ -1,0 +1,243 @@
+// config.json -> ModelConfig. Every key is checked for kind and range here, so code past this point
+// can trust the sizes (positive, divisible, small enough that products fit int64).
+#include "config.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "errors.h"
+#include "json.h"
+
+namespace kvscope {
+
+namespace {
+
+constexpr int64_t kMaxDim = int64_t(1) << 20;    // vocab, positions, width, inner width, heads
+constexpr int64_t kMaxLayers = int64_t(1) << 12;
+// Parameters counted in f32 bytes must fit comfortably in int64 and size_t.
+constexpr int64_t kMaxParams = int64_t(1) << 40;
+
+std::string line_and_column(std::string_view text, size_t offset) {
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < offset && i < text.size(); ++i) {
+        if (text[i] == '\n') { ++line; col = 1; }
+        else ++col;
+    }
+    return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+std::string show_value(const Json& v) {
+    switch (v.kind()) {
+    case Json::Kind::Null: return "null";
+    case Json::Kind::Bool: return v.as_bool() ? "true" : "false";
+    case Json::Kind::String: return "string " + json_escape(v.as_string());
+    case Json::Kind::Array: return "an array";
+    case Json::Kind::Object: return "an object";
+    case Json::Kind::Number: {
+        if (v.is_integer()) return std::to_string(v.as_integer());
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof buf, v.as_number());
+        return std::string(buf, r.ptr);
+    }
+    }
+    return "?";
+}
+
+class Reader {
+public:
+    Reader(const Json& root, const std::string& path) : root_(root), path_(path) {}
+
+    [[noreturn]] void fail(const std::string& what, const std::string& hint = "") const {
+        throw LoadError(path_, what, hint);
+    }
+
+    const Json* get(const char* key) const { return root_.find(key); }
+
+    int64_t size(const char* key, int64_t max, bool required, int64_t fallback = 0) const {
+        const Json* v = get(key);
+        if (!v) {
+            if (required) fail(std::string("missing required key ") + key,
+                               "a GPT-2 config.json has vocab_size, n_positions, n_embd, n_layer and n_head");
+            return fallback;
+        }
+        return size_value(key, *v, max);
+    }
+
+    int64_t size_value(const char* key, const Json& v, int64_t max) const {
+        if (!v.is_integer())
+            fail(std::string(key) + " must be a whole number, found " + show_value(v));
+        int64_t x = v.as_integer();
+        if (x <= 0) fail(std::string(key) + " must be positive, found " + std::to_string(x));
+        if (x > max)
+            fail(std::string(key) + " (" + std::to_string(x) + ") is larger than kvscope supports (" +
+                 std::to_string(max) + ")");
+        return x;
+    }
+
+    bool flag(const char* key, bool fallback) const {
+        const Json* v = get(key);
+        if (!v) return fallback;
+        if (!v->is_bool()) fail(std::string(key) + " must be true or false, found " + show_value(*v));
+        return v->as_bool();
+    }
+
+    double positive_real(const char* key, double fallback) const {
+        const Json* v = get(key);
+        if (!v) return fallback;
+        if (!v->is_number()) fail(std::string(key) + " must be a number, found " + show_value(*v));
+        double x = v->as_number();
+        if (!(x > 0) || !std::isfinite(x))
+            fail(std::string(key) + " must be a finite number greater than 0, found " + show_value(*v));
+        return x;
+    }
+
+    // Returns the string of a key that must be one of `allowed` (nullptr-terminated), or nullptr if absent.
+    const std::string* choice(const char* key, const char* const* allowed) const {
+        const Json* v = get(key);
+        if (!v) return nullptr;
+        std::string list;
+        for (const char* const* a = allowed; *a; ++a) list += std::string(list.empty() ? "" : ", ") + *a;
+        if (!v->is_string()) fail(std::string(key) + " must be a string (one of " + list + "), found " + show_value(*v));
+        for (const char* const* a = allowed; *a; ++a)
+            if (v->as_string() == *a) return &v->as_string();
+        fail(std::string(key) + " " + json_escape(v->as_string()) + " is not supported", "use one of " + list);
+    }
+
+private:
+    const Json& root_;
+    const std::string& path_;
+};
+
+}  // namespace
+
+ModelConfig parse_config(std::string_view json_text, const std::string& path) {
+    Json root;
+    try {
+        root = Json::parse(json_text);
+    } catch (const JsonError& e) {
+        std::string what = e.what();
+        // Lead with line and column: people open config.json in an editor, not a hex viewer.
+        size_t colon = what.find(": ");
+        std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+        throw LoadError(path, "not valid JSON at " + line_and_column(json_text, e.offset) + " (byte " +
+                                  std::to_string(e.offset) + "): " + detail);
+    }
+    if (!root.is_object()) throw LoadError(path, std::string("expected a JSON object, found ") + root.kind_name());
+    Reader r(root, path);
+
+    ModelConfig c;
+    c.n_vocab = r.size("vocab_size", kMaxDim, true);
+    c.n_ctx = r.size("n_positions", kMaxDim, true);
+    c.n_embd = r.size("n_embd", kMaxDim, true);
+    c.n_layer = r.size("n_layer", kMaxLayers, true);
+    c.n_head = r.size("n_head", kMaxDim, true);
+    const Json* inner = r.get("n_inner");
+    c.n_inner = (!inner || inner->is_null()) ? 4 * c.n_embd : r.size_value("n_inner", *inner, kMaxDim);
+
+    static const char* const activations[] = {"gelu_new", "gelu_pytorch_tanh", "gelu", "relu", nullptr};
+    if (const std::string* a = r.choice("activation_function", activations)) {
+        if (*a == "gelu") c.activation = Activation::GeluErf;
+        else if (*a == "relu") c.activation = Activation::Relu;
+        else c.activation = Activation::GeluTanh;
+    }
+    c.layer_norm_epsilon = r.positive_real("layer_norm_epsilon", 1e-5);
+    c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
+
+    c.qkv_bias = r.flag("qkv_bias", true);
+    c.lm_head_bias = r.flag("lm_head_bias", false);
+    static const char* const norms[] = {"pre", "post", nullptr};
+    if (const std::string* s = r.choice("norm_position", norms))
+        c.norm_position = *s == "post" ? NormPosition::Post : NormPosition::Pre;
+    static const char* const positions[] = {"learned", "sinusoidal", nullptr};
+    if (const std::string* s = r.choice("position_embedding", positions))
+        c.position_embedding = *s == "sinusoidal" ? PositionEmbedding::Sinusoidal : PositionEmbedding::Learned;
+    c.embedding_scale = r.positive_real("embedding_scale", 1.0);
+    c.final_layer_norm = r.flag("final_layer_norm", true);
+
+    if (c.n_embd % c.n_head != 0)
+        r.fail("n_embd (" + std::to_string(c.n_embd) + ") is not divisible by n_head (" +
+               std::to_string(c.n_head) + ")");
+    if (c.position_embedding == PositionEmbedding::Sinusoidal && c.n_embd % 2 != 0)
+        r.fail("position_embedding \"sinusoidal\" needs an even n_embd, found " + std::to_string(c.n_embd));
+
+    // pass: parameter count, in a type that cannot overflow with the caps above (each term < 2^57).
+    __int128 C = c.n_embd, F = c.n_inner, L = c.n_layer;
+    __int128 per_layer = 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (C * F + F) + (F * C + C);
+    __int128 params = __int128(c.n_vocab) * C + __int128(c.n_ctx) * C + L * per_layer + 2 * C;
+    if (!c.tie_word_embeddings) params += __int128(c.n_vocab) * C;
+    if (params > kMaxParams)
+        r.fail("the sizes describe about " + std::to_string(int64_t(params >> 30)) +
+                   " Gi parameters, more than kvscope supports (" + std::to_string(kMaxParams >> 30) + " Gi)",
+               "check vocab_size, n_embd, n_inner and n_layer");
+    return c;
+}
+
+ModelConfig load_config(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw LoadError(path, std::string("cannot open: ") + std::strerror(errno),
+                        "a model folder needs config.json, model.safetensors, vocab.json and merges.txt");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw LoadError(path, std::string("cannot read: ") + std::strerror(errno));
+    return parse_config(ss.str(), path);
+}
+
+namespace {
+std::string real_to_json(double x) {
+    char buf[32];
+    auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back exactly
+    std::string s(buf, r.ptr);
+    // "1" would read back as an integer; keep reals visibly real.
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+}
+}  // namespace
+
+std::string config_to_json(const ModelConfig& c) {
+    std::string s = "{\n";
+    auto line = [&](const char* key, const std::string& value, bool last = false) {
+        s += "  \"";
+        s += key;
+        s += "\": " + value + (last ? "\n" : ",\n");
+    };
+    auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+    line("model_type", "\"gpt2\"");
+    line("vocab_size", std::to_string(c.n_vocab));
+    line("n_positions", std::to_string(c.n_ctx));
+    line("n_embd", std::to_string(c.n_embd));
+    line("n_layer", std::to_string(c.n_layer));
+    line("n_head", std::to_string(c.n_head));
+    line("n_inner", std::to_string(c.n_inner));
+    line("activation_function", json_escape(to_string(c.activation)));
+    line("layer_norm_epsilon", real_to_json(c.layer_norm_epsilon));
+    line("tie_word_embeddings", b(c.tie_word_embeddings));
+    line("qkv_bias", b(c.qkv_bias));
+    line("lm_head_bias", b(c.lm_head_bias));
+    line("norm_position", json_escape(to_string(c.norm_position)));
+    line("position_embedding", json_escape(to_string(c.position_embedding)));
+    line("embedding_scale", real_to_json(c.embedding_scale));
+    line("final_layer_norm", b(c.final_layer_norm), true);
+    s += "}\n";
+    return s;
+}
+
+const char* to_string(Activation a) {
+    switch (a) {
+    case Activation::GeluTanh: return "gelu_new";
+    case Activation::GeluErf: return "gelu";
+    case Activation::Relu: return "relu";
+    }
+    return "?";
+}
+
+const char* to_string(NormPosition n) { return n == NormPosition::Post ? "post" : "pre"; }
+
+const char* to_string(PositionEmbedding p) {
+    return p == PositionEmbedding::Sinusoidal ? "sinusoidal" : "learned";
+}
+
+}  // namespace kvscope

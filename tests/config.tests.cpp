@@ -1,0 +1,284 @@
+// config.json: every key, every default, each wrong type and each impossible value. Expected
+// defaults are GPT-2's as documented by Hugging Face's GPT2Config (n_inner = 4 * n_embd,
+// layer_norm_epsilon = 1e-5, tie_word_embeddings = true) plus kvscope's documented extension defaults.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "config.h"
+#include "errors.h"
+
+using namespace kvscope;
+
+namespace {
+
+// The keys of the real gpt2 (124M) config.json, including ones kvscope ignores.
+const char* const kGpt2Config = R"({
+  "activation_function": "gelu_new",
+  "architectures": ["GPT2LMHeadModel"],
+  "attn_pdrop": 0.1,
+  "bos_token_id": 50256,
+  "embd_pdrop": 0.1,
+  "eos_token_id": 50256,
+  "initializer_range": 0.02,
+  "layer_norm_epsilon": 1e-05,
+  "model_type": "gpt2",
+  "n_ctx": 1024,
+  "n_embd": 768,
+  "n_head": 12,
+  "n_layer": 12,
+  "n_positions": 1024,
+  "resid_pdrop": 0.1,
+  "summary_activation": null,
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+  "vocab_size": 50257
+})";
+
+const char* const kMinimal =
+    R"({"vocab_size": 10, "n_positions": 8, "n_embd": 4, "n_layer": 1, "n_head": 2)";
+
+// kMinimal plus one extra member.
+std::string with(const std::string& member) { return std::string(kMinimal) + ", " + member + "}"; }
+
+std::string load_error(const std::string& text) {
+    try {
+        parse_config(text, "dir/config.json");
+    } catch (const LoadError& e) {
+        CHECK(e.path == "dir/config.json");
+        return e.what();
+    }
+    FAIL("expected a LoadError for: " << text);
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2's own config.json reads with GPT-2 defaults") {
+    ModelConfig c = parse_config(kGpt2Config, "config.json");
+    CHECK(c.n_vocab == 50257);
+    CHECK(c.n_ctx == 1024);
+    CHECK(c.n_embd == 768);
+    CHECK(c.n_layer == 12);
+    CHECK(c.n_head == 12);
+    CHECK(c.head_dim() == 64);
+    CHECK(c.n_inner == 3072);
+    CHECK(c.activation == Activation::GeluTanh);
+    CHECK(c.layer_norm_epsilon == 1e-5);
+    CHECK(c.tie_word_embeddings);
+    CHECK(c.qkv_bias);
+    CHECK_FALSE(c.lm_head_bias);
+    CHECK(c.norm_position == NormPosition::Pre);
+    CHECK(c.position_embedding == PositionEmbedding::Learned);
+    CHECK(c.embedding_scale == 1.0);
+    CHECK(c.final_layer_norm);
+}
+
+TEST_CASE("every key is read") {
+    ModelConfig c = parse_config(R"({
+        "vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3, "n_head": 6, "n_inner": 100,
+        "activation_function": "relu", "layer_norm_epsilon": 0.001, "tie_word_embeddings": false,
+        "qkv_bias": false, "lm_head_bias": true, "norm_position": "post",
+        "position_embedding": "sinusoidal", "embedding_scale": 6.928203230275509, "final_layer_norm": false
+    })", "config.json");
+    CHECK(c.n_vocab == 300);
+    CHECK(c.n_ctx == 64);
+    CHECK(c.n_embd == 48);
+    CHECK(c.n_layer == 3);
+    CHECK(c.n_head == 6);
+    CHECK(c.head_dim() == 8);
+    CHECK(c.n_inner == 100);
+    CHECK(c.activation == Activation::Relu);
+    CHECK(c.layer_norm_epsilon == 0.001);
+    CHECK_FALSE(c.tie_word_embeddings);
+    CHECK_FALSE(c.qkv_bias);
+    CHECK(c.lm_head_bias);
+    CHECK(c.norm_position == NormPosition::Post);
+    CHECK(c.position_embedding == PositionEmbedding::Sinusoidal);
+    CHECK(c.embedding_scale == 6.928203230275509);
+    CHECK_FALSE(c.final_layer_norm);
+}
+
+TEST_CASE("activation names map to the right function") {
+    CHECK(parse_config(with(R"("activation_function": "gelu_new")"), "c").activation == Activation::GeluTanh);
+    CHECK(parse_config(with(R"("activation_function": "gelu_pytorch_tanh")"), "c").activation ==
+          Activation::GeluTanh);
+    CHECK(parse_config(with(R"("activation_function": "gelu")"), "c").activation == Activation::GeluErf);
+    CHECK(parse_config(with(R"("activation_function": "relu")"), "c").activation == Activation::Relu);
+}
+
+TEST_CASE("n_inner null or absent means 4 * n_embd") {
+    CHECK(parse_config(with(R"("n_inner": null)"), "c").n_inner == 16);
+    CHECK(parse_config(std::string(kMinimal) + "}", "c").n_inner == 16);
+    CHECK(parse_config(with(R"("n_inner": 7)"), "c").n_inner == 7);
+}
+
+TEST_CASE("missing required keys are named") {
+    for (const char* key : {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head"}) {
+        INFO(key);
+        std::string text = R"({"vocab_size": 10, "n_positions": 8, "n_embd": 4, "n_layer": 1, "n_head": 2})";
+        // Rename the key so it is absent but the document stays valid.
+        size_t at = text.find(std::string("\"") + key + "\"");
+        REQUIRE(at != std::string::npos);
+        text.insert(at + 1, "x_");
+        CHECK_THAT(load_error(text), Catch::Contains(std::string("missing required key ") + key));
+    }
+}
+
+TEST_CASE("wrong types are errors naming the key") {
+    struct Case {
+        const char* member;
+        const char* key;
+    };
+    const Case cases[] = {
+        {R"("vocab_size": "50257")", "vocab_size"},
+        {R"("n_positions": 1024.0)", "n_positions"},
+        {R"("n_embd": 7.68e2)", "n_embd"},
+        {R"("n_layer": true)", "n_layer"},
+        {R"("n_head": [2])", "n_head"},
+        {R"("n_inner": "16")", "n_inner"},
+        {R"("n_inner": 16.5)", "n_inner"},
+        {R"("activation_function": 1)", "activation_function"},
+        {R"("activation_function": null)", "activation_function"},
+        {R"("layer_norm_epsilon": "1e-5")", "layer_norm_epsilon"},
+        {R"("tie_word_embeddings": 1)", "tie_word_embeddings"},
+        {R"("tie_word_embeddings": "true")", "tie_word_embeddings"},
+        {R"("qkv_bias": null)", "qkv_bias"},
+        {R"("lm_head_bias": 0)", "lm_head_bias"},
+        {R"("norm_position": true)", "norm_position"},
+        {R"("position_embedding": {})", "position_embedding"},
+        {R"("embedding_scale": "2")", "embedding_scale"},
+        {R"("final_layer_norm": "yes")", "final_layer_norm"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.member);
+        // A duplicate of a required key is a JSON error, so replace it instead of appending.
+        std::string text = std::string(kMinimal) + "}";
+        std::string key = std::string("\"") + c.key + "\"";
+        size_t at = text.find(key);
+        if (at != std::string::npos) {
+            size_t end = text.find_first_of(",}", at);
+            text.replace(at, end - at, c.member);
+        } else {
+            text = with(c.member);
+        }
+        std::string msg = load_error(text);
+        CHECK_THAT(msg, Catch::StartsWith(std::string("dir/config.json: ") + c.key));
+    }
+}
+
+TEST_CASE("impossible values are errors with the numbers in the message") {
+    auto replace = [](const char* key, const std::string& value) {
+        std::string text = std::string(kMinimal) + "}";
+        size_t at = text.find(std::string("\"") + key + "\"");
+        size_t colon = text.find(':', at);
+        size_t end = text.find_first_of(",}", colon);
+        text.replace(colon + 1, end - colon - 1, " " + value);
+        return text;
+    };
+    CHECK(load_error(R"({"vocab_size": 50257, "n_positions": 1024, "n_embd": 770, "n_layer": 12, "n_head": 12})") ==
+          "dir/config.json: n_embd (770) is not divisible by n_head (12)");
+    CHECK_THAT(load_error(replace("n_embd", "0")), Catch::Contains("n_embd must be positive, found 0"));
+    CHECK_THAT(load_error(replace("n_head", "-2")), Catch::Contains("n_head must be positive, found -2"));
+    CHECK_THAT(load_error(replace("vocab_size", "0")), Catch::Contains("vocab_size must be positive"));
+    CHECK_THAT(load_error(replace("n_layer", "0")), Catch::Contains("n_layer must be positive"));
+    CHECK_THAT(load_error(replace("n_positions", "-1")), Catch::Contains("n_positions must be positive"));
+    CHECK_THAT(load_error(with(R"("n_inner": 0)")), Catch::Contains("n_inner must be positive"));
+    // Sizes past the caps, including ones past int64 (which are not integers to the reader at all).
+    CHECK_THAT(load_error(replace("vocab_size", "1048577")), Catch::Contains("vocab_size (1048577) is larger"));
+    CHECK_THAT(load_error(replace("n_layer", "5000")), Catch::Contains("n_layer (5000) is larger"));
+    CHECK_THAT(load_error(replace("n_embd", "99999999999999999999")), Catch::Contains("n_embd must be a whole number"));
+    CHECK_THAT(load_error(replace("n_embd", "9223372036854775807")), Catch::Contains("n_embd (9223372036854775807)"));
+    // Each dimension under its cap, but together too many parameters (2^20 * 2^20 embedding alone).
+    CHECK_THAT(load_error(R"({"vocab_size": 1048576, "n_positions": 8, "n_embd": 1048576, "n_layer": 4096,
+                             "n_head": 1})"),
+               Catch::Contains("parameters, more than kvscope supports"));
+    for (const char* eps : {"0", "-1e-5", "0.0"}) {
+        INFO(eps);
+        CHECK_THAT(load_error(with(std::string("\"layer_norm_epsilon\": ") + eps)),
+                   Catch::Contains("layer_norm_epsilon must be a finite number greater than 0"));
+    }
+    CHECK_THAT(load_error(with(R"("layer_norm_epsilon": 1e400)")), Catch::Contains("not valid JSON"));
+    CHECK_THAT(load_error(with(R"("embedding_scale": 0)")), Catch::Contains("embedding_scale must be a finite"));
+    CHECK_THAT(load_error(with(R"("embedding_scale": -2.0)")), Catch::Contains("embedding_scale must be a finite"));
+    CHECK_THAT(load_error(R"({"vocab_size": 10, "n_positions": 8, "n_embd": 3, "n_layer": 1, "n_head": 1,
+                             "position_embedding": "sinusoidal"})"),
+               Catch::Contains("sinusoidal\" needs an even n_embd, found 3"));
+    CHECK_THAT(load_error(with(R"("activation_function": "swish")")),
+               Catch::Contains("activation_function \"swish\" is not supported"));
+    CHECK_THAT(load_error(with(R"("norm_position": "sandwich")")), Catch::Contains("use one of pre, post"));
+    CHECK_THAT(load_error(with(R"("position_embedding": "rotary")")),
+               Catch::Contains("use one of learned, sinusoidal"));
+}
+
+TEST_CASE("documents that are not a JSON object are errors with a line and column") {
+    CHECK(load_error("[1, 2]") == "dir/config.json: expected a JSON object, found array");
+    // Counted by hand: '{' + newline (2 bytes), two 15-byte lines, so the '}' is byte 32, line 4, column 1.
+    CHECK_THAT(load_error("{\n  \"n_embd\": 4,\n  \"n_head\": 2,\n}"),
+               Catch::Contains("not valid JSON at line 4, column 1 (byte 32): trailing comma in object"));
+    CHECK_THAT(load_error(""), Catch::Contains("line 1, column 1 (byte 0)"));
+}
+
+TEST_CASE("unknown keys are ignored") {
+    CHECK(parse_config(with(R"("rope_theta": 10000, "something": {"nested": [1, 2]})"), "c").n_embd == 4);
+}
+
+TEST_CASE("config_to_json round trips every field") {
+    ModelConfig a;
+    a.n_vocab = 300;
+    a.n_ctx = 64;
+    a.n_embd = 48;
+    a.n_layer = 3;
+    a.n_head = 6;
+    a.n_inner = 100;
+    a.activation = Activation::GeluErf;
+    a.layer_norm_epsilon = 1e-6;
+    a.tie_word_embeddings = false;
+    a.qkv_bias = false;
+    a.lm_head_bias = true;
+    a.norm_position = NormPosition::Post;
+    a.position_embedding = PositionEmbedding::Sinusoidal;
+    a.embedding_scale = 0.1;  // not exact in binary: the text must still read back bit-exactly
+    a.final_layer_norm = false;
+    for (Activation act : {Activation::GeluTanh, Activation::GeluErf, Activation::Relu}) {
+        a.activation = act;
+        ModelConfig b = parse_config(config_to_json(a), "roundtrip");
+        CHECK(b.n_vocab == a.n_vocab);
+        CHECK(b.n_ctx == a.n_ctx);
+        CHECK(b.n_embd == a.n_embd);
+        CHECK(b.n_layer == a.n_layer);
+        CHECK(b.n_head == a.n_head);
+        CHECK(b.n_inner == a.n_inner);
+        CHECK(b.activation == a.activation);
+        CHECK(b.layer_norm_epsilon == a.layer_norm_epsilon);
+        CHECK(b.tie_word_embeddings == a.tie_word_embeddings);
+        CHECK(b.qkv_bias == a.qkv_bias);
+        CHECK(b.lm_head_bias == a.lm_head_bias);
+        CHECK(b.norm_position == a.norm_position);
+        CHECK(b.position_embedding == a.position_embedding);
+        CHECK(b.embedding_scale == a.embedding_scale);
+        CHECK(b.final_layer_norm == a.final_layer_norm);
+    }
+    ModelConfig gpt2 = parse_config(kGpt2Config, "c");
+    CHECK_THAT(config_to_json(gpt2), Catch::Contains("\"layer_norm_epsilon\": 1e-05"));
+    CHECK_THAT(config_to_json(gpt2), Catch::Contains("\"embedding_scale\": 1.0"));
+}
+
+TEST_CASE("load_config reads a file and names it in errors") {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "config";
+    fs::create_directories(dir);
+    fs::path good = dir / "config.json";
+    std::ofstream(good) << kGpt2Config;
+    CHECK(load_config(good.string()).n_embd == 768);
+    fs::path missing = dir / "nope" / "config.json";
+    try {
+        load_config(missing.string());
+        FAIL("no error for a missing file");
+    } catch (const LoadError& e) {
+        CHECK(e.path == missing.string());
+        CHECK_THAT(std::string(e.what()), Catch::Contains("cannot open"));
+    }
+}
