@@ -1,0 +1,134 @@
+// kvscope tokenize / detokenize: the model folder's tokenizer on its own (only vocab.json and
+// merges.txt are read, so a folder without weights works too).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli_args.h"
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "errors.h"
+#include "json.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+Tokenizer load_tokenizer(const CliArgs& args) {
+    std::optional<std::string> given = args.text("--model");
+    std::string dir = given.value_or(default_model_dir());
+    if (!std::filesystem::is_directory(dir))
+        throw LoadError(dir, "no such folder",
+                        given ? "--model wants a folder with vocab.json and merges.txt"
+                              : "the default model is missing; pass --model DIR");
+    return Tokenizer::load(dir);
+}
+
+// The bytes of a file, or of stdin for "-".
+std::string read_input(const std::string& path) {
+    std::ostringstream buf;
+    if (path == "-") {
+        buf << std::cin.rdbuf();
+        return buf.str();
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw LoadError(path, "cannot open file");
+    buf << in.rdbuf();
+    if (in.bad()) throw LoadError(path, "read failed");
+    return buf.str();
+}
+
+void write_out(std::string_view bytes) {
+    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+}
+
+std::string space_separated(const std::vector<TokenId>& ids) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+    return s;
+}
+
+}  // namespace
+
+int cli_tokenize(int argc, char** argv) {
+    CliArgs args("tokenize", "Turn text into token ids with the model's byte-level BPE tokenizer.");
+    args.option("--model", "DIR", "folder with vocab.json and merges.txt (default: the embedded model)");
+    args.option("--text", "TEXT", "the text to encode; prints the ids space-separated on one line");
+    args.option("--file", "FILE", "encode the bytes of FILE ('-' for stdin), same output as --text");
+    args.option("--jsonl", "FILE", "one JSON object {\"text\": ...} per line ('-' for stdin); prints one "
+                                   "{\"ids\": [...]} line per input line, in order; blank lines are skipped");
+    args.flag("--allow-special", "encode <|endoftext|> (and other <|...|> tokens) as their own ids");
+    if (!args.parse(argc, argv)) return 0;
+
+    int n_inputs = int(args.has("--text")) + int(args.has("--file")) + int(args.has("--jsonl"));
+    if (n_inputs != 1) throw UsageError("tokenize: give exactly one of --text, --file, --jsonl");
+    const bool allow_special = args.has("--allow-special");
+    Tokenizer tokenizer = load_tokenizer(args);
+
+    if (!args.has("--jsonl")) {
+        std::string text = args.has("--text") ? *args.text("--text") : read_input(*args.text("--file"));
+        write_out(space_separated(tokenizer.encode(text, allow_special)) + "\n");
+        return 0;
+    }
+    const std::string input = read_input(*args.text("--jsonl"));
+    const std::string path = *args.text("--jsonl") == "-" ? "<stdin>" : *args.text("--jsonl");
+    std::string out;
+    size_t line_no = 0;
+    for (size_t pos = 0; pos < input.size();) {
+        size_t eol = input.find('\n', pos);
+        if (eol == std::string::npos) eol = input.size();
+        std::string_view line(input.data() + pos, eol - pos);
+        pos = eol + 1;
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+        const std::string where = "line " + std::to_string(line_no) + ": ";
+        Json row;
+        try {
+            row = Json::parse(line);
+        } catch (const JsonError& e) {
+            throw LoadError(path, where + "not valid JSON: " + e.what());
+        }
+        const Json* text = row.is_object() ? row.find("text") : nullptr;
+        if (!text || !text->is_string())
+            throw LoadError(path, where + "expected an object with a string member \"text\"");
+        out += "{\"ids\": " + json_ids(tokenizer.encode(text->as_string(), allow_special)) + "}\n";
+    }
+    write_out(out);
+    return 0;
+}
+
+int cli_detokenize(int argc, char** argv) {
+    CliArgs args("detokenize", "Turn token ids back into the bytes they stand for (written raw to stdout).");
+    args.option("--model", "DIR", "folder with vocab.json and merges.txt (default: the embedded model)");
+    args.option("--ids", "LIST", "comma-separated token ids, e.g. 15496,995");
+    args.flag("--hex", "write the bytes as lowercase hex and a newline instead of raw");
+    if (!args.parse(argc, argv)) return 0;
+
+    if (!args.has("--ids")) throw UsageError("detokenize: --ids is required (e.g. --ids 15496,995)");
+    std::vector<int64_t> wide = parse_id_list(*args.text("--ids"), "detokenize: --ids");
+    Tokenizer tokenizer = load_tokenizer(args);
+    std::vector<TokenId> ids;
+    for (int64_t id : wide) {
+        if (id < 0 || id >= tokenizer.n_vocab())
+            throw UsageError("detokenize: token id " + std::to_string(id) + " is not in the vocabulary (ids 0.." +
+                             std::to_string(tokenizer.n_vocab() - 1) + ")");
+        ids.push_back(TokenId(id));
+    }
+    std::string bytes = tokenizer.decode(ids);
+    if (!args.has("--hex")) {
+        write_out(bytes);
+        return 0;
+    }
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned char b : bytes) {
+        out += hex[b >> 4];
+        out += hex[b & 15];
+    }
+    write_out(out + "\n");
+    return 0;
+}
+
+}  // namespace kvscope
