@@ -46,7 +46,10 @@ void write_out(std::string_view bytes) {
 
 std::string space_separated(const std::vector<TokenId>& ids) {
     std::string s;
-    for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (i) s += ' ';
+        s += std::to_string(ids[i]);
+    }
     return s;
 }
 

