@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target (tests/fuzz/fuzz_*.cpp) with clang, ASan and UBSan, then runs each
+# for a fixed time. Exit status: 0 all clean, 1 a target found a crash (input saved under
+# <build>/artifacts/), 77 clang or libFuzzer is not available (ctest counts that as skipped).
+#
+#   tools/fuzz.sh                 short pass, 20 s per target (what CI runs via ctest, with 10 s)
+#   tools/fuzz.sh 3600            long pass: an hour per target; the corpus in <build>/corpus/ grows
+#                                 across runs, so repeated long runs keep making progress
+#   tools/fuzz.sh 60 fuzz_config  only the named targets
+#
+# Environment: KVSCOPE_FUZZ_BUILD (build dir, default <repo>/build-fuzz), JOBS (build jobs, default 2).
+# To reproduce a crash: <build>/tests/fuzz/<target> <build>/artifacts/<target>/crash-...
+set -euo pipefail
+
+seconds=${1:-20}
+shift || true
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KVSCOPE_FUZZ_BUILD:-$root/build-fuzz}
+jobs=${JOBS:-2}
+
+# pass 1: is libFuzzer there at all?
+if ! command -v clang++ >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1; then
+    echo "fuzz: clang/clang++ not found; skipping (apt-get install clang libclang-rt-dev)"
+    exit 77
+fi
+probe_dir=$(mktemp -d)
+trap 'rm -rf "$probe_dir"' EXIT
+printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' \
+    >"$probe_dir/probe.cpp"
+if ! clang++ -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cpp" -o "$probe_dir/probe" \
+        >"$probe_dir/log" 2>&1; then
+    echo "fuzz: clang++ cannot link libFuzzer; skipping (install libclang-rt-<version>-dev)"
+    sed 's/^/  /' "$probe_dir/log" | head -5
+    exit 77
+fi
+
+# pass 2: build the library and the targets with coverage instrumentation
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    targets=()
+    for f in "$root"/tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
+cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS=$sanitize" \
+    -DKVSCOPE_FUZZ=ON -DKVSCOPE_GUI=OFF -DBUILD_TESTING=OFF -DKVSCOPE_NATIVE=OFF >"$build.configure.log" 2>&1 \
+    || { cat "$build.configure.log"; exit 1; }
+cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+
+# pass 3: seeds (a valid tiny safetensors file, config.json variants) and a token dictionary
+seeds="$build/seeds"
+mkdir -p "$seeds/fuzz_safetensors" "$seeds/fuzz_config"
+python3 - "$seeds" <<'PY'
+import json, struct, sys, os
+out = sys.argv[1]
+def st(name, header, data):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    open(os.path.join(out, "fuzz_safetensors", name), "wb").write(struct.pack("<Q", len(h)) + h + data)
+st("two_f32", {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+               "b": {"dtype": "F32", "shape": [], "data_offsets": [8, 12]}},
+   struct.pack("<3f", 1.0, -2.0, 0.5))
+st("mixed", {"__metadata__": {"format": "pt"},
+             "h": {"dtype": "F16", "shape": [1, 2], "data_offsets": [0, 4]},
+             "b": {"dtype": "BF16", "shape": [1], "data_offsets": [4, 6]},
+             "z": {"dtype": "F32", "shape": [0, 3], "data_offsets": [6, 6]}},
+   struct.pack("<3H", 0x3C00, 0xC000, 0x3F80))
+st("empty", {}, b"")
+gpt2 = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "layer_norm_epsilon": 1e-05,
+        "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+        "summary_activation": None, "vocab_size": 50257}
+ext = {"vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3, "n_head": 6, "n_inner": None,
+       "activation_function": "relu", "layer_norm_epsilon": 0.001, "tie_word_embeddings": False,
+       "qkv_bias": False, "lm_head_bias": True, "norm_position": "post", "position_embedding": "sinusoidal",
+       "embedding_scale": 6.9282, "final_layer_norm": False}
+for name, doc in (("gpt2", gpt2), ("extensions", ext)):
+    open(os.path.join(out, "fuzz_config", name + ".json"), "w").write(json.dumps(doc, indent=2))
+open(os.path.join(out, "fuzz_config", "escapes.json"), "w").write('["\\ud83d\\ude00\\u0120\\n", -0.5e-3, {}]')
+PY
+dict="$build/json.dict"
+cat >"$dict" <<'DICT'
+"{"
+"}"
+"["
+"]"
+":"
+","
+"\""
+"\\u"
+"\\ud83d\\ude00"
+"true"
+"false"
+"null"
+"-0.5e+3"
+"1e-05"
+"9223372036854775808"
+"\"dtype\""
+"\"shape\""
+"\"data_offsets\""
+"\"__metadata__\""
+"\"F32\""
+"\"F16\""
+"\"BF16\""
+"\"I64\""
+"\"vocab_size\""
+"\"n_positions\""
+"\"n_embd\""
+"\"n_layer\""
+"\"n_head\""
+"\"n_inner\""
+"\"activation_function\""
+"\"gelu_new\""
+"\"layer_norm_epsilon\""
+"\"tie_word_embeddings\""
+"\"position_embedding\""
+"\"sinusoidal\""
+"\"norm_position\""
+"\"post\""
+"\"embedding_scale\""
+DICT
+
+# pass 4: run each target for the given time
+status=0
+for t in "${targets[@]}"; do
+    bin="$build/tests/fuzz/$t"
+    corpus="$build/corpus/$t"
+    artifacts="$build/artifacts/$t"
+    mkdir -p "$corpus" "$artifacts" "$seeds/$t"
+    extra=()
+    [ -d "$root/tests/fuzz/corpus/$t" ] && extra+=("$root/tests/fuzz/corpus/$t")
+    dict_flag=()
+    case "$t" in fuzz_config|fuzz_safetensors) dict_flag=("-dict=$dict") ;; esac
+    log="$build/$t.log"
+    echo "fuzz: $t for ${seconds}s"
+    if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+            "${dict_flag[@]}" -artifact_prefix="$artifacts/" "$corpus" "$seeds/$t" "${extra[@]}" >"$log" 2>&1; then
+        runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
+        echo "fuzz: $t clean: $runs executions, $cov, corpus $(ls "$corpus" | wc -l) files"
+    else
+        status=1
+        echo "fuzz: $t FAILED; log: $log; inputs: $artifacts/"
+        grep -E 'ERROR|SUMMARY|==[0-9]+==|#0|#1|#2|#3' "$log" | head -20 | sed 's/^/  /'
+    fi
+done
+exit $status
