@@ -7,6 +7,12 @@
 //   f.tensors()                         every tensor, in file (offset) order
 //   f.find("wte.weight")                one tensor or nullptr
 //   write_safetensors(path, tensors)    writer used by tests and model generators (atomic: temp + rename)
+//
+// Validation follows Hugging Face's loader: each entry has exactly dtype/shape/data_offsets; shape
+// times dtype size equals end - begin; offsets count from the byte after the header; the data section
+// is covered exactly once (no holes, overlaps or trailing bytes). Only F32/F16/BF16 are read: another
+// dtype is a LoadError naming the tensor. The writer throws UsageError for inconsistent tensors and
+// LoadError when the file cannot be written.
 #include <cstddef>
 #include <cstdint>
 #include <map>

@@ -14,7 +14,9 @@ set -euo pipefail
 
 seconds=${1:-20}
 shift || true
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+script_dir=${BASH_SOURCE[0]%/*}
+[ "$script_dir" = "${BASH_SOURCE[0]}" ] && script_dir=.
+root=$(cd "$script_dir/.." && pwd)
 build=${KVSCOPE_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${JOBS:-2}
 
