@@ -201,9 +201,9 @@ private:
     }
 
     void parse_hex4(uint32_t& out) {
-        if (n_ - i_ < 4) fail("\\u escape needs four hex digits");
         uint32_t x = 0;
-        for (int k = 0; k < 4; ++k) {
+        for (size_t k = 0; k < 4; ++k) {
+            if (i_ + k >= n_) fail_at("\\u escape needs four hex digits", i_ + k);
             char c = s_[i_ + k];
             x <<= 4;
             if (c >= '0' && c <= '9') x |= uint32_t(c - '0');
