@@ -61,6 +61,7 @@ bool CliArgs::parse(int argc, char** argv) {
             throw UsageError(command_ + ": " + word + " given twice");
         found->seen = true;
         found->values.push_back(value);
+        in_order_.emplace_back(word, value);
     }
     return true;
 }

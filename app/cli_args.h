@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvscope {
@@ -32,6 +33,8 @@ public:
     int64_t integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const;
     double real(const std::string& name, double fallback) const;        // finite numbers only
     std::string help() const;
+    // Every option value in command-line order: {name, value}.
+    const std::vector<std::pair<std::string, std::string>>& in_order() const { return in_order_; }
 
 private:
     struct Spec {
@@ -43,6 +46,7 @@ private:
     const Spec& spec(const std::string& name) const;
     std::string command_, summary_;
     std::vector<Spec> specs_;
+    std::vector<std::pair<std::string, std::string>> in_order_;
 };
 
 // "1,2,3" -> {1, 2, 3}; throws UsageError naming `what` on anything else.

@@ -1,3 +1,72 @@
-// kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line.
+// kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line:
+// exit 2 for a request that cannot be carried out as asked, 1 for anything else.
 #include <cstdio>
-int main() { std::puts("kvscope"); return 0; }
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cli_commands.h"
+#include "errors.h"
+#include "json.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: kvscope [COMMAND] [options]\n"
+    "Watch a GPT-style transformer generate text with a KV cache, one step at a time.\n\n"
+    "commands:\n"
+    "  gui         open the step-through debugger window (default when no command is given)\n"
+    "  generate    prefill + decode from a prompt; --json, --dump-logits, --trace DIR\n"
+    "  inspect     model config, parameters, tensors, KV cache bytes\n"
+    "  tokenize    text -> token ids\n"
+    "  detokenize  token ids -> text bytes\n"
+    "  bench       cached vs uncached speed, per-step time vs position\n\n"
+    "Run 'kvscope COMMAND --help' for the options of a command.\n";
+
+void print_error(const std::string& what) {
+    std::string line = what;
+    for (char& c : line)
+        if (c == '\n' || c == '\r') c = ' ';
+    std::fprintf(stderr, "error: %s\n", line.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace kvscope;
+    const std::string command = argc > 1 ? argv[1] : "gui";
+    int sub_argc = argc > 1 ? argc - 1 : 1;
+    char* gui_argv[] = {const_cast<char*>("gui"), nullptr};
+    char** sub_argv = argc > 1 ? argv + 1 : gui_argv;
+    try {
+        if (command == "generate") return cli_generate(sub_argc, sub_argv);
+        if (command == "inspect") return cli_inspect(sub_argc, sub_argv);
+        if (command == "tokenize") return cli_tokenize(sub_argc, sub_argv);
+        if (command == "detokenize") return cli_detokenize(sub_argc, sub_argv);
+        if (command == "bench") return cli_bench(sub_argc, sub_argv);
+        if (command == "gui") return cli_gui(sub_argc, sub_argv);
+        if (command == "--help" || command == "-h" || command == "help") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        if (command.rfind("--", 0) == 0) return cli_gui(argc, argv);  // `kvscope --model DIR` opens the window
+        print_error("unknown command '" + command + "' (try kvscope --help)");
+        return 2;
+    } catch (const UsageError& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const LoadError& e) {
+        print_error(e.what());
+        return 1;
+    } catch (const JsonError& e) {
+        print_error(e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        print_error("out of memory");
+        return 1;
+    } catch (const std::exception& e) {
+        print_error(e.what());
+        return 1;
+    }
+}

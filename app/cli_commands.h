@@ -1,0 +1,13 @@
+#pragma once
+// The subcommands of the kvscope executable. Each parses its own options (--help on each) and throws
+// LoadError / UsageError; main() prints them as one line.
+namespace kvscope {
+
+int cli_generate(int argc, char** argv);
+int cli_inspect(int argc, char** argv);
+int cli_tokenize(int argc, char** argv);
+int cli_detokenize(int argc, char** argv);
+int cli_bench(int argc, char** argv);
+int cli_gui(int argc, char** argv);  // the window; without KVSCOPE_WITH_GUI it explains and fails
+
+}  // namespace kvscope

@@ -1,0 +1,89 @@
+#include "cli_common.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+#include "errors.h"
+#include "thread_pool.h"
+
+namespace kvscope {
+
+std::string default_model_dir() {
+    if (const char* env = std::getenv("KVSCOPE_DEFAULT_MODEL"); env && *env) return env;
+    return std::string(KVSCOPE_ASSETS_DIR) + "/default";
+}
+
+void add_model_option(CliArgs& args) {
+    args.option("--model", "DIR", "model folder: config.json, model.safetensors, vocab.json, merges.txt "
+                                  "(default: the embedded model in assets/default)");
+}
+
+void add_threads_option(CliArgs& args) {
+    args.option("--threads", "N", "worker threads (default: all cores)");
+}
+
+std::shared_ptr<const Model> load_model_from(const CliArgs& args) {
+    return Model::load(args.text("--model").value_or(default_model_dir()));
+}
+
+void apply_threads(const CliArgs& args) {
+    ThreadPool::global().set_threads(int(args.integer("--threads", default_thread_count(), 1, 256)));
+}
+
+std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special) {
+    std::vector<std::vector<TokenId>> prompts;
+    for (const auto& [name, value] : args.in_order()) {
+        if (name == "--prompt") {
+            if (!model.tokenizer())
+                throw LoadError(model.dir(), "has no vocab.json/merges.txt, so --prompt text cannot be tokenized",
+                                "use --prompt-ids, or add the tokenizer files");
+            prompts.push_back(model.tokenizer()->encode(value, allow_special));
+            if (prompts.back().empty()) throw UsageError("--prompt is empty");
+        } else if (name == "--prompt-ids") {
+            std::vector<TokenId> ids;
+            for (int64_t id : parse_id_list(value, "--prompt-ids")) {
+                if (id < 0 || id >= model.config().n_vocab)
+                    throw UsageError("--prompt-ids: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                     std::to_string(model.config().n_vocab) + ")");
+                ids.push_back(TokenId(id));
+            }
+            prompts.push_back(std::move(ids));
+        }
+    }
+    if (prompts.empty()) throw UsageError("give a prompt: --prompt TEXT or --prompt-ids 1,2,3");
+    return prompts;
+}
+
+namespace {
+double seconds_now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Progress::Progress(std::string label, int64_t total)
+    : label_(std::move(label)), total_(total), active_(::isatty(STDERR_FILENO) == 1) {}
+
+Progress::~Progress() {
+    if (active_ && last_draw_ > 0) std::fputs("\r\033[K", stderr);
+}
+
+void Progress::update(int64_t done) {
+    if (!active_) return;
+    const double now = seconds_now();
+    if (now - last_draw_ < 0.1 && done < total_) return;
+    last_draw_ = now;
+    const int width = 30, filled = total_ > 0 ? int(width * done / total_) : width;
+    std::fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", label_.c_str(), filled, "##############################",
+                 width - filled, "", (long long)done, (long long)total_);
+    std::fflush(stderr);
+}
+
+std::string json_ids(const std::vector<TokenId>& ids) {
+    std::string s = "[";
+    for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+    return s + "]";
+}
+
+}  // namespace kvscope

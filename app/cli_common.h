@@ -1,0 +1,37 @@
+#pragma once
+// Helpers shared by the subcommands: where the default model lives, loading with --model, threads,
+// turning text or id lists into prompts, and progress on stderr.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_args.h"
+#include "model.h"
+
+namespace kvscope {
+
+std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL or assets/default
+void add_model_option(CliArgs& args);                  // --model DIR
+void add_threads_option(CliArgs& args);                // --threads N
+std::shared_ptr<const Model> load_model_from(const CliArgs& args);
+void apply_threads(const CliArgs& args);
+
+// Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).
+std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class Progress {
+public:
+    Progress(std::string label, int64_t total);
+    ~Progress();
+    void update(int64_t done);
+private:
+    std::string label_;
+    int64_t total_;
+    bool active_;
+    double last_draw_ = 0;
+};
+
+std::string json_ids(const std::vector<TokenId>& ids);  // [1, 2, 3]
+
+}  // namespace kvscope

@@ -1,0 +1,155 @@
+// kvscope generate: run prefill + decode for one prompt or a batch, print the result, optionally dump
+// logits and export every step.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "errors.h"
+#include "export.h"
+#include "json.h"
+#include "npy.h"
+#include "session.h"
+
+namespace kvscope {
+namespace {
+
+double seconds_now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string text_of(const Model& model, const std::vector<TokenId>& ids) {
+    return model.tokenizer() ? display_bytes(model.tokenizer()->decode(ids)) : "";
+}
+
+}  // namespace
+
+int cli_generate(int argc, char** argv) {
+    CliArgs args("generate", "Prefill a prompt, then decode tokens one at a time with (or without) the KV cache.");
+    add_model_option(args);
+    args.option("--prompt", "TEXT", "prompt text (needs the model's tokenizer files)", true)
+        .option("--prompt-ids", "1,2,3", "prompt as token ids", true)
+        .option("--max-new-tokens", "N", "tokens to generate (default 16)")
+        .flag("--no-cache", "recompute every position at every step (the baseline)")
+        .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
+        .option("--prefill-chunk", "C", "prefill the prompt C tokens per step (default: all at once)")
+        .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
+        .option("--top-k", "K", "sample among the K most likely tokens")
+        .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
+        .option("--seed", "S", "random seed for sampling (default 0)")
+        .flag("--allow-special", "treat <|endoftext|> in prompt text as the special token")
+        .option("--dump-logits", "OUT.npy", "write float32 logits [N, V] ([B, N, V] for several prompts)")
+        .flag("--json", "print one JSON object instead of text")
+        .option("--trace", "DIR", "export every step: heatmaps (PNG), arrays (.npy), meta (JSON)");
+    add_threads_option(args);
+    if (!args.parse(argc, argv)) return 0;
+
+    SessionOptions options;
+    options.max_new_tokens = args.integer("--max-new-tokens", 16, 1, 1 << 24);
+    options.use_cache = !args.has("--no-cache");
+    options.window = args.integer("--window", 0, 1, 1 << 24);
+    options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
+    options.record = args.has("--trace");
+    if (args.has("--temperature")) {
+        options.sampling.temperature = args.real("--temperature", 1.0);
+        if (!(options.sampling.temperature > 0))
+            throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
+    }
+    options.sampling.top_k = args.integer("--top-k", 0, 1, int64_t(1) << 31);
+    options.sampling.top_p = args.real("--top-p", 1.0);
+    options.sampling.seed = uint64_t(args.integer("--seed", 0, 0, INT64_MAX));
+    if ((args.has("--top-k") || args.has("--top-p")) && options.sampling.temperature == 0)
+        options.sampling.temperature = 1.0;  // top-k/top-p mean sampling; temperature 1 unless given
+    validate(options);
+    if (auto path = args.text("--dump-logits")) ensure_writable(*path);
+    if (auto dir = args.text("--trace")) {
+        std::error_code ec;
+        std::filesystem::create_directories(*dir, ec);
+        if (ec || !std::filesystem::is_directory(*dir)) throw UsageError("--trace: cannot create folder " + *dir);
+        ensure_writable(*dir + "/trace.json");
+    }
+    apply_threads(args);
+
+    auto model = load_model_from(args);
+    const auto prompts = prompts_from(args, *model, args.has("--allow-special"));
+    std::vector<std::unique_ptr<Session>> sessions;
+    for (const auto& p : prompts) {
+        sessions.push_back(std::make_unique<Session>(model, options));
+        sessions.back()->set_prompt(p);
+    }
+    std::vector<Session*> all;
+    for (auto& s : sessions) all.push_back(s.get());
+    Workspace batch_ws = all.size() > 1 ? Session::make_batch_workspace(all) : Workspace();
+
+    const double t0 = seconds_now();
+    double t_first = 0;
+    Progress progress("generate", options.max_new_tokens);
+    for (;;) {
+        bool any = false;
+        for (Session* s : all) any |= s->next() != Session::Next::Done;
+        if (!any) break;
+        if (all.size() == 1) all[0]->step();
+        else Session::step_batch(all, batch_ws);
+        if (t_first == 0 && !all[0]->generated().empty()) t_first = seconds_now();
+        progress.update(int64_t(all[0]->generated().size()));
+    }
+    const double t1 = seconds_now();
+
+    const int64_t V = model->config().n_vocab, N = options.max_new_tokens;
+    if (auto path = args.text("--dump-logits")) {
+        std::vector<float> logits;  // (B, N, V)
+        logits.reserve(size_t(int64_t(all.size()) * N * V));
+        for (Session* s : all)
+            for (size_t i = 0; i < s->trace().size(); ++i)
+                if (s->trace()[i].chosen) logits.insert(logits.end(), s->trace()[i].logits.begin(), s->trace()[i].logits.end());
+        std::vector<int64_t> shape = {N, V};
+        if (all.size() > 1) shape.insert(shape.begin(), int64_t(all.size()));
+        write_npy_f32(*path, shape, logits.data());
+    }
+    if (auto dir = args.text("--trace")) {
+        for (size_t b = 0; b < all.size(); ++b) {
+            const std::string sub = all.size() > 1 ? *dir + "/seq" + std::to_string(b) : *dir;
+            std::filesystem::create_directories(sub);
+            Progress export_progress("export", int64_t(all[b]->trace().size()));
+            export_trace(all[b]->trace(), model->tokenizer(), sub, {},
+                         [&](size_t i) { export_progress.update(int64_t(i) + 1); });
+        }
+    }
+
+    const double prefill_s = t_first > 0 ? t_first - t0 : 0, decode_s = t1 - (t_first > 0 ? t_first : t0);
+    const double decode_tps = N > 1 && decode_s > 0 ? double(int64_t(all.size()) * (N - 1)) / decode_s : 0;
+    if (args.has("--json")) {
+        const bool batch = all.size() > 1;
+        std::string prompt_ids, generated_ids, text;
+        for (size_t b = 0; b < all.size(); ++b) {
+            const char* sep = b ? ", " : "";
+            prompt_ids += sep + json_ids(all[b]->prompt());
+            generated_ids += sep + json_ids(all[b]->generated());
+            text += sep + json_escape(text_of(*model, all[b]->generated()));
+        }
+        if (batch) {
+            prompt_ids = "[" + prompt_ids + "]";
+            generated_ids = "[" + generated_ids + "]";
+            text = "[" + text + "]";
+        }
+        std::printf("{\"prompt_ids\": %s, \"generated_ids\": %s, \"text\": %s, \"cache\": %s, \"window\": %lld, "
+                    "\"timing\": {\"total_s\": %.6f, \"prefill_s\": %.6f, \"decode_s\": %.6f, "
+                    "\"decode_tokens_per_s\": %.3f}}\n",
+                    prompt_ids.c_str(), generated_ids.c_str(), text.c_str(), options.use_cache ? "true" : "false",
+                    (long long)options.window, t1 - t0, prefill_s, decode_s, decode_tps);
+    } else {
+        for (Session* s : all) {
+            if (model->tokenizer())
+                std::printf("%s%s\n", text_of(*model, s->prompt()).c_str(), text_of(*model, s->generated()).c_str());
+            else
+                std::printf("%s\n", json_ids(s->generated()).c_str());
+        }
+        std::fprintf(stderr, "%lld tokens in %.3f s (prefill %.3f s, decode %.1f tokens/s, cache %s)\n",
+                     (long long)(int64_t(all.size()) * N), t1 - t0, prefill_s, decode_tps,
+                     options.use_cache ? "on" : "off");
+    }
+    return 0;
+}
+
+}  // namespace kvscope

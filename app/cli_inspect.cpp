@@ -1,0 +1,80 @@
+// kvscope inspect: what a model folder holds — config, parameters, tensors, KV cache cost.
+#include <cstdio>
+
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "json.h"
+
+namespace kvscope {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::string bytes_text(double b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (b >= 1024 && u < 3) {
+        b /= 1024;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+    return buf;
+}
+
+}  // namespace
+
+int cli_inspect(int argc, char** argv) {
+    CliArgs args("inspect", "Show a model's config, parameter count, tensors and KV cache cost.");
+    add_model_option(args);
+    args.flag("--json", "print one JSON object");
+    if (!args.parse(argc, argv)) return 0;
+    auto model = load_model_from(args);
+    const ModelConfig& c = model->config();
+    const Weights& w = model->weights();
+    const int64_t kv_per_token = 2 * c.n_layer * c.n_embd * int64_t(sizeof(float));
+
+    if (args.has("--json")) {
+        std::string tensors;
+        for (const TensorInfo& t : w.tensors)
+            tensors += std::string(tensors.empty() ? "" : ", ") + "{\"name\": " + json_escape(t.name) +
+                       ", \"dtype\": \"" + to_string(t.dtype) + "\", \"shape\": " + shape_text(t.shape) + "}";
+        std::printf("{\"model\": %s, \"config\": %s, \"n_parameters\": %lld, \"file_bytes\": %lld, "
+                    "\"converted_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"kv_bytes_full_context\": %lld, "
+                    "\"tokenizer\": %s, \"tensors\": [%s]}\n",
+                    json_escape(model->dir()).c_str(), config_to_json(c).c_str(), (long long)w.n_parameters,
+                    (long long)w.file_bytes, (long long)w.converted_bytes, (long long)kv_per_token,
+                    (long long)(kv_per_token * c.n_ctx),
+                    model->tokenizer() ? std::to_string(model->tokenizer()->n_vocab()).c_str() : "null",
+                    tensors.c_str());
+        return 0;
+    }
+    std::printf("model        %s\n", model->dir().c_str());
+    std::printf("vocab_size   %lld%s\n", (long long)c.n_vocab,
+                model->tokenizer() ? (" (tokenizer: " + std::to_string(model->tokenizer()->n_vocab()) + " tokens)").c_str()
+                                   : " (no tokenizer files: --prompt-ids only)");
+    std::printf("n_positions  %lld\nn_embd       %lld\nn_layer      %lld\nn_head       %lld  (head_dim %lld)\n"
+                "n_inner      %lld\nactivation   %s\nlayer_norm   %s, epsilon %g%s\n",
+                (long long)c.n_ctx, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
+                (long long)c.head_dim(), (long long)c.n_inner, to_string(c.activation), to_string(c.norm_position),
+                c.layer_norm_epsilon, c.final_layer_norm ? ", final ln_f" : ", no final ln_f");
+    std::printf("positions    %s\nembeddings   %s, scale %g\nqkv_bias     %s\nlm_head_bias %s\n",
+                to_string(c.position_embedding), c.tie_word_embeddings ? "tied to lm_head" : "untied lm_head",
+                c.embedding_scale, c.qkv_bias ? "yes" : "no", c.lm_head_bias ? "yes" : "no");
+    std::printf("parameters   %lld (%s as float32; file %s, converted to float32 at load: %s)\n",
+                (long long)w.n_parameters, bytes_text(double(w.n_parameters) * 4).c_str(),
+                bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
+    std::printf("KV cache     %s per token (2 x %lld layers x %lld floats), %s at full context (%lld positions)\n\n",
+                bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd,
+                bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+    std::printf("%-40s %-5s %s\n", "tensor", "dtype", "shape");
+    for (const TensorInfo& t : w.tensors)
+        std::printf("%-40s %-5s %s\n", t.name.c_str(), to_string(t.dtype), shape_text(t.shape).c_str());
+    return 0;
+}
+
+}  // namespace kvscope

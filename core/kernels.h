@@ -1,0 +1,29 @@
+#pragma once
+// Numeric kernels of the forward pass. Outputs first, sizes explicit, nothing allocated inside.
+//
+// Every kernel computes each output element with one fixed sequence of float operations that does not
+// depend on how many rows are processed together, on tiling, or on threads. So a row computed in a
+// 1-token decode step is bit-for-bit the row computed in a 500-token prefill or a full recompute:
+// cached, uncached, chunked and batched runs agree exactly, not just within a tolerance.
+//
+//   matmul_kn(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(K,N) + bias(N)   (HF Conv1D layout)
+//   matmul_nk(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(N,K)ᵀ + bias(N)  (lm_head / tied wte)
+//   dot(a, b, n)                        Σ a[i]·b[i], 16 interleaved partial sums, fixed reduction
+//   axpy(y, a, x, n)                    y[i] = fma(a, x[i], y[i])
+//   layer_norm(y, x, g, b, T, C, eps)   per row; y may alias x
+//   gelu_tanh / gelu_erf / relu(x, n)   in place
+#include <cstdint>
+
+namespace kvscope {
+
+void matmul_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N);
+void matmul_nk(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N);
+float dot(const float* a, const float* b, int64_t n);
+void axpy(float* y, float a, const float* x, int64_t n);
+void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,
+                float eps);
+void gelu_tanh(float* x, int64_t n);
+void gelu_erf(float* x, int64_t n);
+void relu(float* x, int64_t n);
+
+}  // namespace kvscope

@@ -1,0 +1,210 @@
+#include "model.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "attention.h"
+#include "errors.h"
+#include "kernels.h"
+#include "thread_pool.h"
+
+namespace kvscope {
+
+std::shared_ptr<const Model> Model::load(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+        throw LoadError(dir, fs::exists(dir, ec) ? "is not a folder" : "no such folder",
+                        "--model wants a folder with config.json and model.safetensors");
+    auto model = std::make_shared<Model>();
+    model->dir_ = dir;
+    model->config_ = load_config((fs::path(dir) / "config.json").string());
+    model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string());
+    if (fs::exists(fs::path(dir) / "vocab.json", ec) || fs::exists(fs::path(dir) / "merges.txt", ec)) {
+        model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
+        if (model->tokenizer_->n_vocab() > model->config_.n_vocab)
+            throw LoadError(dir + "/vocab.json",
+                            "has " + std::to_string(model->tokenizer_->n_vocab()) + " tokens, config.json's vocab_size is " +
+                                std::to_string(model->config_.n_vocab),
+                            "tokenizer and model come from different checkpoints?");
+    }
+    return model;
+}
+
+void Model::check_token(TokenId id) const {
+    if (id < 0 || id >= config_.n_vocab)
+        throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                         std::to_string(config_.n_vocab) + ")");
+}
+
+KvCache Model::make_cache(int64_t capacity, int64_t window) const {
+    return KvCache(config_.n_layer, config_.n_head, config_.head_dim(), capacity, window);
+}
+
+Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)
+    : max_rows_(max_rows), max_chunks_(max_chunks), max_keys_(max_keys),
+      x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)), qkv(size_t(max_rows * 3 * c.n_embd)),
+      attn(size_t(max_rows * c.n_embd)), proj(size_t(max_rows * c.n_embd)),
+      hidden(size_t(max_rows * c.n_inner)), scratch(size_t(max_chunks * c.n_head * max_keys)),
+      last(size_t(max_chunks * c.n_embd)) {}
+
+namespace {
+
+void activate(Activation a, float* x, int64_t n) {
+    switch (a) {
+        case Activation::GeluTanh: gelu_tanh(x, n); break;
+        case Activation::GeluErf: gelu_erf(x, n); break;
+        case Activation::Relu: relu(x, n); break;
+    }
+}
+
+void add_in_place(float* x, const float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace
+
+void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
+    const ModelConfig& cfg = model.config();
+    const Weights& w = model.weights();
+    const int64_t C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), F = cfg.n_inner, V = cfg.n_vocab;
+    const float eps = float(cfg.layer_norm_epsilon);
+    const float scale = 1.0f / std::sqrt(float(D));
+
+    // Rows of all chunks are stacked: chunk c owns rows [row0[c], row0[c] + T_c).
+    int64_t T = 0;
+    std::array<int64_t, 64> row0_storage{};
+    if (int64_t(chunks.size()) > ws.max_chunks() || chunks.size() > row0_storage.size())
+        throw UsageError("forward: " + std::to_string(chunks.size()) + " sequences, workspace holds " +
+                         std::to_string(ws.max_chunks()));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        Chunk& ch = chunks[c];
+        if (ch.n_tokens <= 0) throw UsageError("forward: empty chunk");
+        ch.cache->require_fits(ch.n_tokens);
+        if (ch.cache->next_position() + ch.n_tokens > cfg.n_ctx)
+            throw UsageError("positions up to " + std::to_string(ch.cache->next_position() + ch.n_tokens - 1) +
+                             " exceed the model's n_positions (" + std::to_string(cfg.n_ctx) + ")");
+        for (int64_t r = 0; r < ch.n_tokens; ++r) model.check_token(ch.tokens[r]);
+        if (ch.cache->capacity() > ws.max_keys())
+            throw UsageError("forward: cache of " + std::to_string(ch.cache->capacity()) +
+                             " slots is larger than the workspace's key buffer");
+        row0_storage[c] = T;
+        T += ch.n_tokens;
+        ch.flops = 0;
+        if (ch.probe) {
+            for (auto* buf : {&ch.probe->q, &ch.probe->k, &ch.probe->v})
+                buf->assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
+        }
+    }
+    if (T > ws.max_rows())
+        throw UsageError("forward: " + std::to_string(T) + " rows, workspace holds " + std::to_string(ws.max_rows()));
+    const int64_t* row0 = row0_storage.data();
+
+    // Embeddings: x = wte[token] * embedding_scale + pos[position]   (T, C)
+    float* x = ws.x.data();
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        const Chunk& ch = chunks[c];
+        for (int64_t r = 0; r < ch.n_tokens; ++r) {
+            const int64_t pos = ch.cache->next_position() + r;
+            const float* te = w.token_embedding + int64_t(ch.tokens[r]) * C;
+            const float* pe = w.position_embedding + pos * C;
+            float* xr = x + (row0[c] + r) * C;
+            for (int64_t i = 0; i < C; ++i) xr[i] = te[i] * float(cfg.embedding_scale) + pe[i];
+        }
+    }
+
+    const bool pre = cfg.norm_position == NormPosition::Pre;
+    float* xn = ws.xn.data();
+    float* qkv = ws.qkv.data();
+    float* attn = ws.attn.data();
+    float* proj = ws.proj.data();
+    float* hidden = ws.hidden.data();
+
+    for (int64_t il = 0; il < cfg.n_layer; ++il) {
+        const LayerWeights& lw = w.layers[size_t(il)];
+
+        // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
+        const float* attn_in = x;
+        if (pre) {
+            layer_norm(xn, x, lw.ln_1_weight, lw.ln_1_bias, T, C, eps);
+            attn_in = xn;
+        }
+        matmul_kn(qkv, attn_in, lw.attn_weight, lw.attn_bias, T, C, 3 * C);  // (T, 3C)
+
+        // Store this chunk's keys and values before attending: a query sees its own position.
+        for (size_t c = 0; c < chunks.size(); ++c) {
+            Chunk& ch = chunks[c];
+            for (int64_t r = 0; r < ch.n_tokens; ++r) {
+                const float* row = qkv + (row0[c] + r) * 3 * C;
+                const int64_t pos = ch.cache->next_position() + r;
+                for (int64_t h = 0; h < H; ++h) ch.cache->write(il, h, pos, row + C + h * D, row + 2 * C + h * D);
+                if (ch.probe) {
+                    const size_t at = size_t((il * ch.n_tokens + r) * C);
+                    std::memcpy(ch.probe->q.data() + at, row, size_t(C) * sizeof(float));
+                    std::memcpy(ch.probe->k.data() + at, row + C, size_t(C) * sizeof(float));
+                    std::memcpy(ch.probe->v.data() + at, row + 2 * C, size_t(C) * sizeof(float));
+                }
+            }
+        }
+
+        // One task per (chunk, head): each query row attends to its visible keys in the cache.
+        const int64_t n_tasks = int64_t(chunks.size()) * H;
+        ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
+            const int64_t c = task / H, h = task % H;
+            const Chunk& ch = chunks[size_t(c)];
+            const KvCache& cache = *ch.cache;
+            float* weights = ws.scratch.data() + task * ws.max_keys();
+            auto key_at = [&](int64_t p) { return cache.key(il, h, p); };
+            auto value_at = [&](int64_t p) { return cache.value(il, h, p); };
+            for (int64_t r = 0; r < ch.n_tokens; ++r) {
+                const int64_t pos = cache.next_position() + r;
+                const float* q = qkv + (row0[c] + r) * 3 * C + h * D;
+                attend_row(attn + (row0[c] + r) * C + h * D, weights, q, key_at, value_at,
+                           cache.visible_from(pos), pos, D, scale);
+            }
+        });
+        matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);  // (T, C)
+        add_in_place(x, proj, T * C);
+        if (!pre) layer_norm(x, x, lw.ln_1_weight, lw.ln_1_bias, T, C, eps);
+
+        // MLP sub-layer. Pre-LN: x += mlp(ln_2(x)). Post-LN: x = ln_2(x + mlp(x)).
+        const float* mlp_in = x;
+        if (pre) {
+            layer_norm(xn, x, lw.ln_2_weight, lw.ln_2_bias, T, C, eps);
+            mlp_in = xn;
+        }
+        matmul_kn(hidden, mlp_in, lw.fc_weight, lw.fc_bias, T, C, F);  // (T, F)
+        activate(cfg.activation, hidden, T * F);
+        matmul_kn(proj, hidden, lw.fc_proj_weight, lw.fc_proj_bias, T, F, C);  // (T, C)
+        add_in_place(x, proj, T * C);
+        if (!pre) layer_norm(x, x, lw.ln_2_weight, lw.ln_2_bias, T, C, eps);
+    }
+
+    // Only each chunk's last row is turned into logits: that is the row that predicts the next token.
+    float* last = ws.last.data();  // (chunks, C)
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        const float* row = x + (row0[c] + chunks[c].n_tokens - 1) * C;
+        if (w.ln_f_weight) layer_norm(last + c * C, row, w.ln_f_weight, w.ln_f_bias, 1, C, eps);
+        else std::memcpy(last + c * C, row, size_t(C) * sizeof(float));
+    }
+    for (size_t c = 0; c < chunks.size(); ++c)
+        if (chunks[c].logits) matmul_nk(chunks[c].logits, last + c * C, w.lm_head_weight, w.lm_head_bias, 1, C, V);
+
+    // Work done, counted as 2 flops per multiply-add: projections per row, attention per visible key.
+    const double per_row = 2.0 * double(cfg.n_layer) * double(C * 3 * C + C * C + 2 * C * F);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        Chunk& ch = chunks[c];
+        double keys = 0;
+        for (int64_t r = 0; r < ch.n_tokens; ++r) {
+            const int64_t pos = ch.cache->next_position() + r;
+            keys += double(pos - ch.cache->visible_from(pos) + 1);
+        }
+        ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(cfg.n_layer * C) * keys +
+                   (ch.logits ? 2.0 * double(C * V) : 0.0);
+        ch.cache->advance(ch.n_tokens);
+    }
+}
+
+}  // namespace kvscope

@@ -1,0 +1,80 @@
+#pragma once
+// A loaded model (config, weights, optional tokenizer) and the forward pass over chunks of new tokens.
+//
+// One forward call takes one chunk per sequence (a prefill chunk of any length or a 1-token decode —
+// the same code), runs every layer over all chunks' rows together, appends their K/V to each
+// sequence's cache at absolute positions next_position()..+n-1, and returns each chunk's last-row logits.
+//
+//   Model::load(dir)              config.json + model.safetensors (+ vocab.json/merges.txt if present)
+//   Workspace(config, rows, chunks, keys)   every buffer a forward needs, allocated once
+//   forward(model, chunks, ws)    see above; throws UsageError if a chunk does not fit its cache
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "kv_cache.h"
+#include "tokenizer.h"
+#include "weights.h"
+
+namespace kvscope {
+
+class Model {
+public:
+    static std::shared_ptr<const Model> load(const std::string& dir);
+
+    const ModelConfig& config() const { return config_; }
+    const Weights& weights() const { return weights_; }
+    const std::string& dir() const { return dir_; }
+    const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
+    void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
+
+    KvCache make_cache(int64_t capacity, int64_t window) const;
+
+private:
+    ModelConfig config_;
+    Weights weights_;
+    std::string dir_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+// What the forward pass saves of a chunk when asked (the trace's raw material).
+struct ChunkProbe {
+    std::vector<float> q, k, v;  // (L, T, C) each
+};
+
+struct Chunk {
+    KvCache* cache = nullptr;
+    const TokenId* tokens = nullptr;  // (T)
+    int64_t n_tokens = 0;             // T
+    float* logits = nullptr;          // (V) logits of the chunk's last row; null = not needed
+    ChunkProbe* probe = nullptr;      // null = record nothing (costs nothing)
+    double flops = 0;                 // out: floating-point operations spent on this chunk
+};
+
+class Workspace {
+public:
+    Workspace() = default;
+    Workspace(const ModelConfig& config, int64_t max_rows, int64_t max_chunks, int64_t max_keys);
+    int64_t max_rows() const { return max_rows_; }
+    int64_t max_chunks() const { return max_chunks_; }
+    int64_t max_keys() const { return max_keys_; }
+
+private:
+    friend void forward(const Model&, std::span<Chunk>, Workspace&);
+    int64_t max_rows_ = 0, max_chunks_ = 0, max_keys_ = 0;
+    std::vector<float> x;       // (T, C) residual stream
+    std::vector<float> xn;      // (T, C) normalised input of a sub-layer
+    std::vector<float> qkv;     // (T, 3C)
+    std::vector<float> attn;    // (T, C) attention output before c_proj
+    std::vector<float> proj;    // (T, C) sub-layer output
+    std::vector<float> hidden;  // (T, F)
+    std::vector<float> scratch; // (chunks, H, keys) softmax weights per attention task
+    std::vector<float> last;    // (chunks, C) final hidden state of each chunk's last row
+};
+
+void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws);
+
+}  // namespace kvscope

@@ -1,0 +1,102 @@
+#pragma once
+// A generation you can step: prefill the prompt chunk by chunk, decode one token at a time, step back,
+// reset. Owns the KV cache, the sampler and the trace of one sequence; every step appends one immutable
+// StepRecord. The app and the CLI drive the engine only through this class.
+//
+//   Session(model, options)     validate options; nothing runs yet
+//   set_prompt(ids)             validate (non-empty, ids in vocab, prompt + max_new_tokens <= n_positions);
+//                               sizes the cache and workspace once, clears the trace
+//   next()                      Prefill | Decode | Done
+//   step()                      run what next() says; prefill_step() / decode_step() insist on a phase
+//   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace)
+//   reset()                     back to before the first step, same prompt
+//   set_use_cache(on)           from the next step on: off = recompute every position from scratch
+//   step_batch(sessions, ws)    one step for several sessions at once (shared weight reads); each
+//                               session's results equal its solo run bit for bit
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv_cache.h"
+#include "model.h"
+#include "sampler.h"
+#include "trace.h"
+
+namespace kvscope {
+
+struct SessionOptions {
+    int64_t prefill_chunk = 0;   // tokens per prefill step; 0 = the whole prompt in one step
+    int64_t window = 0;          // sliding window W; 0 = off (all positions stay visible)
+    bool use_cache = true;
+    bool record = true;          // keep q/k/v rows so attention views can be derived
+    int64_t max_new_tokens = 16; // N
+    int64_t n_top = 10;          // top tokens kept per step for display
+    SamplerOptions sampling;
+};
+void validate(const SessionOptions& options);  // throws UsageError
+
+class Session {
+public:
+    enum class Next { Prefill, Decode, Done };
+
+    Session(std::shared_ptr<const Model> model, SessionOptions options);
+
+    void set_prompt(std::vector<TokenId> prompt);
+    Next next() const;
+    const StepRecord& step();
+    const StepRecord& prefill_step();
+    const StepRecord& decode_step();
+    bool step_back();            // false when there is nothing to undo
+    void reset();
+    void set_use_cache(bool on) { options_.use_cache = on; }
+
+    const Model& model() const { return *model_; }
+    std::shared_ptr<const Model> share_model() const { return model_; }
+    const SessionOptions& options() const { return options_; }
+    const std::vector<TokenId>& prompt() const { return prompt_; }
+    const std::vector<TokenId>& generated() const { return generated_; }
+    int64_t n_prompt_done() const { return n_prompt_done_; }   // prompt tokens already in the cache
+    const KvCache& cache() const { return cache_; }
+    const Trace& trace() const { return trace_; }
+    const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
+
+    static void step_batch(std::span<Session* const> sessions, Workspace& ws);
+    static Workspace make_batch_workspace(std::span<Session* const> sessions);
+
+private:
+    struct Undo {
+        KvCacheCheckpoint cache;
+        uint64_t rng_state = 0;
+        size_t n_generated = 0;
+        int64_t n_prompt_done = 0;
+        std::vector<float> logits;
+    };
+    struct Pending {             // a step between prepare() and finish()
+        Phase phase = Phase::Prefill;
+        std::vector<TokenId> tokens;
+        bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
+        double started = 0;
+        Chunk chunk;
+        ChunkProbe probe;
+    };
+    void prepare(Pending& p, Phase phase);
+    const StepRecord& finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
+                             int64_t n_reused);
+    const StepRecord& run_uncached(Pending& p);
+    std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
+
+    std::shared_ptr<const Model> model_;
+    SessionOptions options_;
+    std::vector<TokenId> prompt_;
+    std::vector<TokenId> generated_;
+    int64_t n_prompt_done_ = 0;
+    KvCache cache_;
+    Workspace workspace_;
+    Sampler sampler_;
+    Trace trace_;
+    std::vector<Undo> undo_;
+    std::vector<float> logits_;  // (V)
+};
+
+}  // namespace kvscope

@@ -1,0 +1,53 @@
+#pragma once
+// A small fork-join pool for the numeric kernels. The calling thread works too; idle workers spin
+// briefly before sleeping, because a decode step forks ~6 times per layer and a sleep/wake per fork
+// would cost more than the work.
+//
+//   ThreadPool::global()              the process-wide pool (size: set_threads, default = all cores)
+//   set_threads(n)                    resize; n >= 1
+//   parallel_for(n_tasks, fn)         fn(task) for task in [0, n_tasks), spread over the threads; returns
+//                                     when all are done. Which thread runs a task never changes results:
+//                                     kernels split work by output element, never inside a sum.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvscope {
+
+class ThreadPool {
+public:
+    static ThreadPool& global();
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    void set_threads(int n_threads);
+    int n_threads() const { return n_threads_; }
+    void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn);
+
+private:
+    void start(int n_threads);
+    void stop();
+    void worker_loop(uint32_t seen);
+    void run_tasks();
+
+    int n_threads_ = 1;
+    std::vector<std::thread> workers_;
+    std::atomic<uint32_t> generation_{0};  // bumped (under mutex_) once per fork
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::atomic<uint64_t> cursor_{0};       // fork id | n_tasks | next task (thread_pool.cpp)
+    std::atomic<int64_t> done_{0};          // tasks finished in the current fork
+    std::atomic<bool> quit_{false};
+    uint32_t fork_ = 0;
+    const std::function<void(int64_t)>* fn_ = nullptr;
+};
+
+int default_thread_count();  // hardware threads, at least 1
+
+}  // namespace kvscope

@@ -1,0 +1,114 @@
+#include "trace.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "attention.h"
+#include "errors.h"
+
+namespace kvscope {
+
+const char* probe_name(Probe p) {
+    switch (p) {
+        case Probe::Query: return "q";
+        case Probe::Key: return "k";
+        case Probe::Value: return "v";
+        case Probe::Scores: return "scores";
+        case Probe::Mask: return "mask";
+        case Probe::Weights: return "weights";
+        case Probe::Logits: return "logits";
+    }
+    return "?";
+}
+
+const char* phase_name(Phase p) { return p == Phase::Prefill ? "prefill" : "decode"; }
+
+int64_t StepRecord::visible_from(int64_t query_position) const {
+    return window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
+}
+
+void Trace::append(std::shared_ptr<const StepRecord> step) { steps_.push_back(std::move(step)); }
+
+void Trace::truncate(size_t n_steps) {
+    if (n_steps < steps_.size()) steps_.resize(n_steps);
+}
+
+const float* Trace::row(const std::vector<float> StepRecord::*which, size_t as_of, int64_t il, int64_t h,
+                        int64_t position) const {
+    for (size_t s = std::min(as_of + 1, steps_.size()); s-- > 0;) {
+        const StepRecord& r = *steps_[s];
+        const int64_t i = position - r.first_computed_position;
+        if (!r.recorded() || i < 0 || i >= r.n_rows_computed) continue;
+        const int64_t C = r.n_head * r.head_dim;
+        return (r.*which).data() + (il * r.n_rows_computed + i) * C + h * r.head_dim;
+    }
+    return nullptr;
+}
+
+const float* Trace::key_row(size_t as_of, int64_t il, int64_t h, int64_t position) const {
+    return row(&StepRecord::k, as_of, il, h, position);
+}
+
+const float* Trace::value_row(size_t as_of, int64_t il, int64_t h, int64_t position) const {
+    return row(&StepRecord::v, as_of, il, h, position);
+}
+
+int64_t Trace::memory_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& s : steps_)
+        bytes += int64_t(sizeof(StepRecord)) +
+                 int64_t((s->q.size() + s->k.size() + s->v.size() + s->logits.size()) * sizeof(float)) +
+                 int64_t(s->slot_positions.size() * sizeof(int64_t) + s->tokens.size() * sizeof(TokenId) +
+                         s->top.size() * sizeof(TokenProbability));
+    return bytes;
+}
+
+AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
+    if (step >= trace.size()) throw UsageError("step " + std::to_string(step) + " is not in the trace");
+    const StepRecord& r = trace[step];
+    if (!r.recorded()) throw UsageError("step " + std::to_string(step) + " was run without recording");
+    if (layer < 0 || layer >= r.n_layer || head < 0 || head >= r.n_head)
+        throw UsageError("layer " + std::to_string(layer) + ", head " + std::to_string(head) + " does not exist");
+    const int64_t R = r.n_rows_computed, C = r.n_head * r.head_dim, D = r.head_dim;
+    const int64_t first_q = r.first_computed_position, last_q = first_q + R - 1;
+    const int64_t first_key = r.visible_from(first_q);
+
+    AttentionMap m;
+    m.step = int64_t(step);
+    m.layer = layer;
+    m.head = head;
+    m.n_query = R;
+    m.n_key = last_q - first_key + 1;
+    const int64_t P = m.n_key;
+    for (int64_t i = 0; i < R; ++i) m.query_positions.push_back(first_q + i);
+    for (int64_t j = 0; j < P; ++j) m.key_positions.push_back(first_key + j);
+
+    std::vector<const float*> keys(static_cast<size_t>(P)), values(static_cast<size_t>(P));  // (P) rows of this head
+    for (int64_t j = 0; j < P; ++j) {
+        keys[size_t(j)] = trace.key_row(step, layer, head, first_key + j);
+        values[size_t(j)] = trace.value_row(step, layer, head, first_key + j);
+        if (!keys[size_t(j)])
+            throw UsageError("step " + std::to_string(step) + ": key of position " + std::to_string(first_key + j) +
+                             " was computed by a step that was not recorded");
+    }
+    const float scale = 1.0f / std::sqrt(float(D));
+    m.scores.assign(size_t(R * P), 0.0f);
+    m.visible.assign(size_t(R * P), 0);
+    m.weights.assign(size_t(R * P), 0.0f);
+    m.output.assign(size_t(R * D), 0.0f);
+    auto key_at = [&](int64_t p) { return keys[size_t(p - first_key)]; };
+    auto value_at = [&](int64_t p) { return values[size_t(p - first_key)]; };
+    for (int64_t i = 0; i < R; ++i) {
+        const float* q = r.q.data() + (layer * R + i) * C + head * D;
+        const int64_t qpos = first_q + i, lo = r.visible_from(qpos);
+        for (int64_t j = 0; j < P; ++j) {
+            m.scores[size_t(i * P + j)] = scaled_score(q, keys[size_t(j)], D, scale);
+            m.visible[size_t(i * P + j)] = (first_key + j >= lo && first_key + j <= qpos) ? 1 : 0;
+        }
+        attend_row(m.output.data() + i * D, m.weights.data() + i * P + (lo - first_key), q, key_at, value_at, lo,
+                   qpos, D, scale);
+    }
+    return m;
+}
+
+}  // namespace kvscope

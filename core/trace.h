@@ -1,0 +1,108 @@
+#pragma once
+// What a session did, step by step: immutable StepRecords in an append-only Trace, and the attention
+// views derived from them on demand.
+//
+// A record keeps the small facts of a step and, when recording is on, the q, k, v rows the step
+// computed. Scores, masks and softmax weights are not stored: attention_map() recomputes them from
+// those rows with the very function the forward pass used (attend_row), so they are the exact numbers
+// the model used, and a 1024-token prefill does not need gigabytes of heatmaps.
+//
+//   Probe, probe_name(p)            names of the intermediates, shared by views and exported files
+//   StepRecord                      one step (fields below)
+//   Trace::append / truncate        grow by one step; drop steps from the end (step back)
+//   Trace::key_row / value_row      (D) K or V of (layer, head, position) as of a step
+//   attention_map(trace, s, il, h)  scores, mask and weights of step s for layer il, head h
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sampler.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+
+enum class Probe { Query, Key, Value, Scores, Mask, Weights, Logits };
+const char* probe_name(Probe p);  // "q", "k", "v", "scores", "mask", "weights", "logits"
+
+enum class Phase { Prefill, Decode };
+const char* phase_name(Phase p);  // "prefill" | "decode"
+
+struct StepRecord {
+    int64_t index = 0;                   // 0-based step number in the trace
+    Phase phase = Phase::Prefill;
+    bool cache_on = true;                // false: this step recomputed every position from scratch
+    std::vector<TokenId> tokens;         // (n) tokens that are new this step
+    int64_t first_position = 0;          // absolute position of tokens[0]
+    int64_t n_rows_computed = 0;         // R: rows the forward pass ran (n, or every position when uncached)
+    int64_t first_computed_position = 0; // position of computed row 0
+    int64_t n_rows_reused = 0;           // K/V rows read from the cache instead of being recomputed
+    int64_t window = 0;                  // 0 = no window
+    int64_t n_layer = 0, n_head = 0, head_dim = 0;
+
+    // The cache after the step.
+    int64_t cache_capacity = 0;          // S
+    int64_t cache_used = 0;              // slots still visible to the next query
+    int64_t write_slot = 0;              // where the next position will be written
+    int64_t next_position = 0;           // the position pointer
+    int64_t cache_bytes_used = 0, cache_bytes_capacity = 0;
+    std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
+
+    // Recorded rows (empty when recording is off): row r is position first_computed_position + r.
+    std::vector<float> q, k, v;          // (L, R, C) each
+
+    // The prediction made at the end of the step (absent for a prefill chunk that is not the last).
+    std::vector<float> logits;           // (V) of the last row
+    std::optional<TokenId> chosen;
+    std::vector<TokenProbability> top;   // most likely tokens, descending
+    double entropy = 0;                  // nats, of the distribution the choice was made from
+
+    double flops = 0;
+    double seconds = 0;                  // wall time of the forward pass and sampling
+
+    bool recorded() const { return !q.empty(); }
+    int64_t last_position() const { return first_position + int64_t(tokens.size()) - 1; }
+    int64_t visible_from(int64_t query_position) const;  // lowest key position the query may see
+};
+
+class Trace {
+public:
+    void append(std::shared_ptr<const StepRecord> step);
+    void truncate(size_t n_steps);      // keep the first n_steps
+    void clear() { truncate(0); }
+    size_t size() const { return steps_.size(); }
+    bool empty() const { return steps_.empty(); }
+    const StepRecord& operator[](size_t i) const { return *steps_[i]; }
+    const StepRecord& back() const { return *steps_.back(); }
+    std::shared_ptr<const StepRecord> share(size_t i) const { return steps_[i]; }
+
+    // (D) row of position p's key/value in layer il, head h, from the newest recorded step at or before
+    // `as_of` that computed it; nullptr when no recorded step did.
+    const float* key_row(size_t as_of, int64_t il, int64_t h, int64_t position) const;
+    const float* value_row(size_t as_of, int64_t il, int64_t h, int64_t position) const;
+    int64_t memory_bytes() const;       // bytes held by records
+
+private:
+    const float* row(const std::vector<float> StepRecord::*which, size_t as_of, int64_t il, int64_t h,
+                     int64_t position) const;
+    std::vector<std::shared_ptr<const StepRecord>> steps_;
+};
+
+// Attention of one step, layer and head: rows = the step's computed queries, columns = every key
+// position any of them could see (key_positions[0] .. last query position).
+struct AttentionMap {
+    int64_t step = 0, layer = 0, head = 0;
+    int64_t n_query = 0, n_key = 0;      // R, P
+    std::vector<int64_t> query_positions;// (R)
+    std::vector<int64_t> key_positions;  // (P) ascending
+    std::vector<float> scores;           // (R, P) q·k/sqrt(D) before masking
+    std::vector<uint8_t> visible;        // (R, P) 1 = the mask lets the query see this key
+    std::vector<float> weights;          // (R, P) softmax over visible keys; 0 where masked
+    std::vector<float> output;           // (R, D) Σ weights·v, the head's output
+};
+
+// Throws UsageError when the step was not recorded or an index is out of range.
+AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head);
+
+}  // namespace kvscope

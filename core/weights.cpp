@@ -1,0 +1,144 @@
+#include "weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "errors.h"
+
+namespace kvscope {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+class NameMap {
+public:
+    NameMap(const ModelConfig& config, Weights& w) : config_(config), w_(w) {
+        const SafetensorsFile& f = *w.file;
+        // Hugging Face checkpoints saved from GPT2LMHeadModel prefix the body with "transformer.".
+        prefix_ = (f.find("transformer.wte.weight") && !f.find("wte.weight")) ? "transformer." : "";
+    }
+
+    const float* get(const std::string& short_name, std::vector<int64_t> shape, bool required = true,
+                     bool never_prefixed = false) {
+        const std::string name = (never_prefixed ? "" : prefix_) + short_name;
+        const TensorView* t = w_.file->find(name);
+        if (!t) {
+            if (!required) return nullptr;
+            throw LoadError(w_.file->path(), "tensor " + name + " is missing",
+                            "expected shape " + shape_text(shape) + " for this config.json");
+        }
+        if (t->shape != shape)
+            throw LoadError(w_.file->path(),
+                            "tensor " + name + " has shape " + shape_text(t->shape) + ", config says " +
+                                shape_text(shape),
+                            "is config.json from another model?");
+        used_.insert(name);
+        w_.tensors.push_back({name, t->dtype, t->shape});
+        w_.n_parameters += t->n_elements();
+        return as_float(*t);
+    }
+
+    void forbid(const std::string& short_name, const std::string& why, bool never_prefixed = false) {
+        const std::string name = (never_prefixed ? "" : prefix_) + short_name;
+        if (w_.file->find(name))
+            throw LoadError(w_.file->path(), "tensor " + name + " is present but " + why,
+                            "config.json and model.safetensors disagree");
+    }
+
+private:
+    const float* as_float(const TensorView& t) {
+        const int64_t n = t.n_elements();
+        if (t.dtype == Dtype::F32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0)
+            return reinterpret_cast<const float*>(t.data);
+        std::vector<float> out(static_cast<size_t>(n));  // (n) float32 copy
+        const auto* bytes = reinterpret_cast<const unsigned char*>(t.data);
+        for (int64_t i = 0; i < n; ++i) {
+            if (t.dtype == Dtype::F32) {
+                std::memcpy(&out[size_t(i)], bytes + 4 * i, 4);
+            } else {
+                uint16_t h;
+                std::memcpy(&h, bytes + 2 * i, 2);
+                out[size_t(i)] = t.dtype == Dtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+        }
+        w_.converted_bytes += n * int64_t(sizeof(float));
+        w_.owned.push_back(std::move(out));
+        return w_.owned.back().data();
+    }
+
+    const ModelConfig& config_;
+    Weights& w_;
+    std::string prefix_;
+    std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::vector<float> sinusoidal_positions(int64_t n_ctx, int64_t C) {
+    std::vector<float> pe(static_cast<size_t>(n_ctx * C));  // (n_ctx, C)
+    for (int64_t t = 0; t < n_ctx; ++t)
+        for (int64_t i = 0; 2 * i < C; ++i) {
+            const double angle = double(t) / std::pow(10000.0, double(2 * i) / double(C));
+            pe[size_t(t * C + 2 * i)] = float(std::sin(angle));
+            if (2 * i + 1 < C) pe[size_t(t * C + 2 * i + 1)] = float(std::cos(angle));
+        }
+    return pe;
+}
+
+Weights load_weights(const ModelConfig& config, const std::string& safetensors_path) {
+    Weights w;
+    w.file = std::make_shared<SafetensorsFile>(safetensors_path);
+    w.file_bytes = int64_t(w.file->file_size());
+    // Converted tensors live in `owned`; reserve so pointers into it stay valid.
+    w.owned.reserve(w.file->tensors().size() + 1);
+    NameMap m(config, w);
+    const int64_t V = config.n_vocab, C = config.n_embd, F = config.n_inner, P = config.n_ctx;
+
+    w.token_embedding = m.get("wte.weight", {V, C});
+    if (config.position_embedding == PositionEmbedding::Learned) {
+        w.position_embedding = m.get("wpe.weight", {P, C});
+    } else {
+        m.forbid("wpe.weight", "config.json says position_embedding is sinusoidal");
+        w.owned.push_back(sinusoidal_positions(P, C));
+        w.position_embedding = w.owned.back().data();
+    }
+    for (int64_t il = 0; il < config.n_layer; ++il) {
+        const std::string h = "h." + std::to_string(il) + ".";
+        LayerWeights lw;
+        lw.ln_1_weight = m.get(h + "ln_1.weight", {C});
+        lw.ln_1_bias = m.get(h + "ln_1.bias", {C});
+        lw.attn_weight = m.get(h + "attn.c_attn.weight", {C, 3 * C});
+        if (config.qkv_bias) lw.attn_bias = m.get(h + "attn.c_attn.bias", {3 * C});
+        else m.forbid(h + "attn.c_attn.bias", "config.json says qkv_bias is false");
+        lw.attn_proj_weight = m.get(h + "attn.c_proj.weight", {C, C});
+        lw.attn_proj_bias = m.get(h + "attn.c_proj.bias", {C});
+        lw.ln_2_weight = m.get(h + "ln_2.weight", {C});
+        lw.ln_2_bias = m.get(h + "ln_2.bias", {C});
+        lw.fc_weight = m.get(h + "mlp.c_fc.weight", {C, F});
+        lw.fc_bias = m.get(h + "mlp.c_fc.bias", {F});
+        lw.fc_proj_weight = m.get(h + "mlp.c_proj.weight", {F, C});
+        lw.fc_proj_bias = m.get(h + "mlp.c_proj.bias", {C});
+        w.layers.push_back(lw);
+    }
+    if (config.final_layer_norm) {
+        w.ln_f_weight = m.get("ln_f.weight", {C});
+        w.ln_f_bias = m.get("ln_f.bias", {C});
+    } else {
+        m.forbid("ln_f.weight", "config.json says final_layer_norm is false");
+    }
+    if (config.tie_word_embeddings) {
+        w.lm_head_weight = w.token_embedding;
+    } else {
+        w.lm_head_weight = m.get("lm_head.weight", {V, C}, true, /*never_prefixed=*/true);
+    }
+    if (config.lm_head_bias) w.lm_head_bias = m.get("lm_head.bias", {V}, true, true);
+    else m.forbid("lm_head.bias", "config.json says lm_head_bias is false", true);
+    return w;
+}
+
+}  // namespace kvscope
