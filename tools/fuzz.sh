@@ -43,11 +43,12 @@ else
     targets=()
     for f in "$root"/tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
+mkdir -p "$build"
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS=$sanitize" \
-    -DKVSCOPE_FUZZ=ON -DKVSCOPE_GUI=OFF -DBUILD_TESTING=OFF -DKVSCOPE_NATIVE=OFF >"$build.configure.log" 2>&1 \
-    || { cat "$build.configure.log"; exit 1; }
+    -DKVSCOPE_FUZZ=ON -DKVSCOPE_GUI=OFF -DBUILD_TESTING=OFF -DKVSCOPE_NATIVE=OFF >"$build/configure.log" 2>&1 \
+    || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 
 # pass 3: seeds (a valid tiny safetensors file, config.json variants) and a token dictionary
