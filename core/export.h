@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "colormap.h"
 #include "tokenizer.h"
 #include "trace.h"
 
@@ -36,9 +37,12 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
 void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir,
                   const ExportScope& scope = {}, const std::function<void(size_t)>& on_step = {});
 
-// The heatmap colouring, shared with anything else that writes PNGs.
-//   write_heatmap_png(path, rows, cols, values, visible, lo, hi)   values (rows, cols); visible may be null
+// The heatmap colouring (core/colormap.h), shared with anything else that writes PNGs.
+//   write_heatmap_png(path, rows, cols, values, visible, lo, hi)          viridis; visible may be null
+//   write_heatmap_png(path, rows, cols, values, visible, lo, hi, table)   any 256-entry table
 void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
                        const uint8_t* visible, float lo, float hi);
+void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
+                       const uint8_t* visible, float lo, float hi, const ColorTable& table);
 
 }  // namespace kvscope
