@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what kvscope needs on Debian 12. `setup.sh run` = build + the window; `setup.sh test` = also
+# everything the test suite uses (PyTorch reference, npm tokenizers, clang/libFuzzer, Xvfb).
+# As root it runs apt-get; otherwise it lists what is missing and the command to install it.
+set -euo pipefail
+mode=${1:-run}
+
+run_packages=(build-essential cmake pkg-config libeigen3-dev catch2 libimgui-dev libglfw3-dev libepoxy-dev
+              libstb-dev fonts-dejavu-core)
+test_packages=(python3-torch python3-numpy clang libclang-rt-14-dev xvfb xauth xdotool imagemagick)
+packages=("${run_packages[@]}")
+[ "$mode" = test ] && packages+=("${test_packages[@]}")
+# Node.js and npm for the tokenizer oracle (npm tiktoken); keep a newer node if one is installed.
+if [ "$mode" = test ] && ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "kvscope needs these Debian packages: ${missing[*]}" >&2
+  echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
