@@ -123,10 +123,10 @@ int cli_generate(int argc, char** argv) {
         const bool batch = all.size() > 1;
         std::string prompt_ids, generated_ids, text;
         for (size_t b = 0; b < all.size(); ++b) {
-            const char* sep = b ? ", " : "";
-            prompt_ids += sep + json_ids(all[b]->prompt());
-            generated_ids += sep + json_ids(all[b]->generated());
-            text += sep + json_escape(text_of(*model, all[b]->generated()));
+            const std::string sep = b ? ", " : "";
+            prompt_ids.append(sep).append(json_ids(all[b]->prompt()));
+            generated_ids.append(sep).append(json_ids(all[b]->generated()));
+            text.append(sep).append(json_escape(text_of(*model, all[b]->generated())));
         }
         if (batch) {
             prompt_ids = "[" + prompt_ids + "]";
