@@ -6,6 +6,10 @@
 #include "thread_pool.h"
 
 #if defined(__AVX512F__)
+// GCC 12's _mm512_reduce_add_ps starts from _mm256_undefined_pd() and warns about it; the lanes it
+// leaves undefined are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 
@@ -122,8 +126,16 @@ void matmul_kn(float* y, const float* x, const float* w, const float* bias, int6
     ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
         int64_t b0 = n_blocks * task / n_tasks, b1 = n_blocks * (task + 1) / n_tasks;
         int64_t n_begin = b0 * kColumnBlock, n_end = std::min(N, b1 * kColumnBlock);
-        if (T < 6) rows_kn<1, 4>(y, x, w, bias, T, K, N, n_begin, n_end);
-        else rows_kn<6, 4>(y, x, w, bias, T, K, N, n_begin, n_end);
+        // Few rows (decode, small batches): all rows share each weight load, wide tiles keep the
+        // weight stream in long contiguous runs. Many rows (prefill): 6x64 register tiles.
+        switch (T) {
+            case 1: rows_kn<1, 16>(y, x, w, bias, T, K, N, n_begin, n_end); break;
+            case 2: rows_kn<2, 8>(y, x, w, bias, T, K, N, n_begin, n_end); break;
+            case 3: rows_kn<3, 6>(y, x, w, bias, T, K, N, n_begin, n_end); break;
+            case 4: rows_kn<4, 4>(y, x, w, bias, T, K, N, n_begin, n_end); break;
+            case 5: rows_kn<5, 4>(y, x, w, bias, T, K, N, n_begin, n_end); break;
+            default: rows_kn<6, 4>(y, x, w, bias, T, K, N, n_begin, n_end); break;
+        }
     });
 }
 
