@@ -126,6 +126,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rec->first_computed_position = first_computed;
     rec->n_rows_reused = n_reused;
     rec->window = options_.window;
+    rec->shift_cache_hidden_pairs = shift_cache_hidden_pairs(rec->first_position, int64_t(rec->tokens.size()), options_.window);
     rec->n_layer = cfg.n_layer;
     rec->n_head = cfg.n_head;
     rec->head_dim = cfg.head_dim();
@@ -163,7 +164,10 @@ const StepRecord& Session::run_uncached(Pending& p) {
     const std::vector<TokenId> all = all_tokens();
     const int64_t end = cache_.next_position() + p.chunk.n_tokens;
     cache_.reset();
-    const int64_t piece = options_.window > 0 ? cache_.capacity() - options_.window + 1 : cache_.capacity();
+    // A chunk of n needs W-1+n slots once the ring wraps. When the sequence fits the ring it never
+    // wraps (and W may exceed the ring: set_prompt clamps the capacity to the sequence), so one pass.
+    const int64_t piece = options_.window > 0 && end > cache_.capacity() ? cache_.capacity() - options_.window + 1
+                                                                         : cache_.capacity();
     double flops = 0;
     ChunkProbe whole;
     const int64_t C = model_->config().n_embd, L = model_->config().n_layer;

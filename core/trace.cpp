@@ -27,6 +27,17 @@ int64_t StepRecord::visible_from(int64_t query_position) const {
     return window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
 }
 
+int64_t shift_cache_hidden_pairs(int64_t p, int64_t n, int64_t window) {
+    if (window <= 0) return 0;
+    if (n > window) return -1;
+    // That cache holds positions p-min(p,W) .. p-1, and shifts out the oldest so the chunk fits in W
+    // slots: afterwards it holds p+n-W .. p+n-1, and every query of the chunk sees only those.
+    const int64_t kept_from = std::max<int64_t>(0, p + n - window);
+    int64_t hidden = 0;
+    for (int64_t r = 0; r < n; ++r) hidden += std::max<int64_t>(0, kept_from - std::max<int64_t>(0, p + r - window + 1));
+    return hidden;
+}
+
 void Trace::append(std::shared_ptr<const StepRecord> step) { steps_.push_back(std::move(step)); }
 
 void Trace::truncate(size_t n_steps) {

@@ -39,6 +39,10 @@ struct StepRecord {
     int64_t first_computed_position = 0; // position of computed row 0
     int64_t n_rows_reused = 0;           // K/V rows read from the cache instead of being recomputed
     int64_t window = 0;                  // 0 = no window
+    // What a shift-before-write cache of exactly W entries (the GPT-2 walkthrough's) would have hidden in
+    // this step: (query, key) pairs inside a query's window that it evicts before the chunk attends.
+    // 0 when nothing differs; -1 when that cache would refuse the chunk (more than W tokens).
+    int64_t shift_cache_hidden_pairs = 0;
     int64_t n_layer = 0, n_head = 0, head_dim = 0;
 
     // The cache after the step.
@@ -65,6 +69,9 @@ struct StepRecord {
     int64_t last_position() const { return first_position + int64_t(tokens.size()) - 1; }
     int64_t visible_from(int64_t query_position) const;  // lowest key position the query may see
 };
+
+// For a chunk of n tokens at positions p..p+n-1 with window W (see StepRecord::shift_cache_hidden_pairs).
+int64_t shift_cache_hidden_pairs(int64_t p, int64_t n, int64_t window);
 
 class Trace {
 public:

@@ -1,0 +1,62 @@
+// The sliding window kvscope implements vs the shift-before-write cache of the GPT-2 walkthrough.
+// The walkthrough's cache is simulated here literally, as a list of cached positions: shift out the
+// overflow, append the chunk, then mask with offset = cached - new. Counting what each query loses
+// against a true window gives the independent answer shift_cache_hidden_pairs() must match.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "trace.h"
+
+namespace {
+
+// Pairs (query, key) with key inside the query's true window that the walkthrough's cache cannot show,
+// for a chunk of n at position p, when every earlier chunk was fed through the same cache.
+long long hidden_by_walkthrough_cache(const std::vector<int>& chunk_sizes, size_t which, int window) {
+    std::vector<long long> cache;  // positions, oldest first; at most `window` entries
+    long long next = 0, hidden = 0;
+    for (size_t c = 0; c <= which; ++c) {
+        const int n = chunk_sizes[c];
+        const long long overflow = (long long)cache.size() + n - window;
+        if (overflow > 0) cache.erase(cache.begin(), cache.begin() + overflow);
+        for (int r = 0; r < n; ++r) cache.push_back(next + r);
+        if (c == which) {
+            const long long offset = (long long)cache.size() - n;
+            for (int r = 0; r < n; ++r) {
+                const long long q = next + r;
+                for (long long key = std::max(0LL, q - window + 1); key <= q; ++key) {
+                    const auto it = std::find(cache.begin(), cache.end(), key);
+                    const bool shown = it != cache.end() && (it - cache.begin()) <= r + offset;
+                    hidden += shown ? 0 : 1;
+                }
+            }
+        }
+        next += n;
+    }
+    return hidden;
+}
+
+}  // namespace
+
+TEST_CASE("shift_cache_hidden_pairs matches a literal simulation of the walkthrough's cache") {
+    const int window = GENERATE(1, 2, 3, 5, 8);
+    const int chunk = GENERATE(1, 2, 3, 4, 7, 8);
+    if (chunk > window) {
+        CHECK(kvscope::shift_cache_hidden_pairs(0, chunk, window) == -1);
+        return;
+    }
+    std::vector<int> sizes(12, chunk);
+    long long position = 0;
+    for (size_t c = 0; c < sizes.size(); ++c) {
+        INFO("window " << window << ", chunk " << chunk << ", chunk index " << c << " at position " << position);
+        CHECK(kvscope::shift_cache_hidden_pairs(position, chunk, window) ==
+              hidden_by_walkthrough_cache(sizes, c, window));
+        position += chunk;
+    }
+}
+
+TEST_CASE("one-token decode steps lose nothing in either cache") {
+    for (long long p = 0; p < 40; ++p) CHECK(kvscope::shift_cache_hidden_pairs(p, 1, 4) == 0);
+    CHECK(kvscope::shift_cache_hidden_pairs(10, 3, 0) == 0);  // no window: nothing is evicted
+}
