@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "thread_pool.h"
 
@@ -51,6 +52,33 @@ void tile_kn(float* y, const float* x, const float* w, const float* bias, int64_
     }
 }
 
+// Few rows (decode, small batches): weight rows are streamed once, whole and in order, and every row
+// of x is applied to each loaded weight vector. Accumulators for a block of columns stay in L1.
+// Per output element this is the same fma chain in k order as tile_kn, so results are identical.
+template <int T>
+void stream_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
+               int64_t n_begin, int64_t n_end) {
+    constexpr int64_t kBlock = 512;  // columns per accumulator block: T * 2 KiB, in L1
+    alignas(64) float acc[T][kBlock];
+    for (int64_t b0 = n_begin; b0 < n_end; b0 += kBlock) {
+        const int64_t width = std::min(kBlock, n_end - b0);
+        for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
+        for (int64_t k = 0; k < K; ++k) {
+            const float* wk = w + k * N + b0;
+            __m512 xv[T];
+            for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * K + k]);
+            for (int64_t i = 0; i < width; i += 16) {
+                const __mmask16 m = tail_mask(width - i);
+                const __m512 wv = _mm512_maskz_loadu_ps(m, wk + i);
+                for (int t = 0; t < T; ++t)
+                    _mm512_mask_storeu_ps(acc[t] + i, m, _mm512_fmadd_ps(xv[t], wv, _mm512_maskz_loadu_ps(m, acc[t] + i)));
+            }
+        }
+        for (int t = 0; t < T; ++t)
+            for (int64_t i = 0; i < width; ++i) y[t * N + b0 + i] = acc[t][i] + (bias ? bias[b0 + i] : 0.0f);
+    }
+}
+
 // Partial sums of a dot product: lane l accumulates k ≡ l (mod 16) in k order.
 inline __m512 dot_lanes(const float* a, const float* b, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
@@ -83,6 +111,17 @@ void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_
 }
 
 #else  // portable fallback: the same arithmetic per element, one element at a time
+
+template <int T>
+void stream_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
+               int64_t n_begin, int64_t n_end) {
+    for (int t = 0; t < T; ++t)
+        for (int64_t n = n_begin; n < n_end; ++n) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[t * K + k], w[k * N + n], acc);
+            y[t * N + n] = acc + (bias ? bias[n] : 0.0f);
+        }
+}
 
 template <int RT, int CT>
 void tile_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
@@ -121,21 +160,37 @@ void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_
 void matmul_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N) {
     const int64_t n_blocks = (N + kColumnBlock - 1) / kColumnBlock;
     const int64_t n_threads = ThreadPool::global().n_threads();
+    if (T <= 8) {
+        // Memory-bound: one contiguous column range per thread, so each streams its half of every row.
+        const int64_t n_tasks = std::min(n_blocks, n_threads);
+        ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
+            const int64_t n_begin = n_blocks * task / n_tasks * kColumnBlock;
+            const int64_t n_end = std::min(N, n_blocks * (task + 1) / n_tasks * kColumnBlock);
+            for (int64_t t0 = 0; t0 < T;) {
+                const int64_t rows = T - t0;
+                const float* xt = x + t0 * K;
+                float* yt = y + t0 * N;
+                switch (rows) {
+                    case 1: stream_kn<1>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 2: stream_kn<2>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 3: stream_kn<3>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 4: stream_kn<4>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 5: stream_kn<5>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 6: stream_kn<6>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 7: stream_kn<7>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    default: stream_kn<8>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                }
+                t0 += rows;
+            }
+        });
+        return;
+    }
     // A few contiguous column ranges per thread: each thread streams its own part of every weight row.
     const int64_t n_tasks = std::min(n_blocks, n_threads * 4);
     ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
         int64_t b0 = n_blocks * task / n_tasks, b1 = n_blocks * (task + 1) / n_tasks;
         int64_t n_begin = b0 * kColumnBlock, n_end = std::min(N, b1 * kColumnBlock);
-        // Few rows (decode, small batches): all rows share each weight load, wide tiles keep the
-        // weight stream in long contiguous runs. Many rows (prefill): 6x64 register tiles.
-        switch (T) {
-            case 1: rows_kn<1, 16>(y, x, w, bias, T, K, N, n_begin, n_end); break;
-            case 2: rows_kn<2, 8>(y, x, w, bias, T, K, N, n_begin, n_end); break;
-            case 3: rows_kn<3, 6>(y, x, w, bias, T, K, N, n_begin, n_end); break;
-            case 4: rows_kn<4, 4>(y, x, w, bias, T, K, N, n_begin, n_end); break;
-            case 5: rows_kn<5, 4>(y, x, w, bias, T, K, N, n_begin, n_end); break;
-            default: rows_kn<6, 4>(y, x, w, bias, T, K, N, n_begin, n_end); break;
-        }
+        rows_kn<6, 4>(y, x, w, bias, T, K, N, n_begin, n_end);  // compute-bound: 6x64 register tiles
     });
 }
 
