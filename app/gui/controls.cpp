@@ -1,0 +1,239 @@
+// Controls: the prompt (tokenized as you type), the step buttons, long runs, session options and the
+// cache switch. Every button only queues a Command.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "errors.h"
+#include "panels.h"
+
+namespace kvscope::gui {
+namespace {
+
+struct Edit {
+    std::string prompt;             // what the box shows
+    std::string synced_prompt;      // controller text the box was last synced from
+    SessionOptions options;         // option fields before Apply
+    uint64_t synced_generation = ~0ull;
+    int run_n = 8;
+};
+Edit e;
+
+void token_chips(const Model& model, const std::vector<TokenId>& ids) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const ImGuiStyle& st = ImGui::GetStyle();
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string text = short_token(model, ids[i], 10);
+        char id[24];
+        std::snprintf(id, sizeof id, "%d", ids[i]);
+        const ImVec2 ts = ImGui::CalcTextSize(text.c_str()), is = ImGui::CalcTextSize(id);
+        const float w = ts.x + is.x + st.FramePadding.x * 3, h = ImGui::GetTextLineHeight() + 4;
+        if (i > 0) {
+            ImGui::SameLine(0, 4);
+            if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
+        }
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        ImGui::PushID(int(i));
+        ImGui::InvisibleButton("chip", {w, h});
+        ImGui::PopID();
+        dl->AddRectFilled(p, {p.x + w, p.y + h}, IM_COL32(46, 70, 110, 255), 4);
+        dl->AddText({p.x + st.FramePadding.x, p.y + 2}, IM_COL32(235, 235, 240, 255), text.c_str());
+        dl->AddText({p.x + ts.x + st.FramePadding.x * 2, p.y + 2}, IM_COL32(150, 170, 200, 255), id);
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("token %d, position %zu\n'%s'", ids[i], i, token_text(model, ids[i]).c_str());
+    }
+}
+
+}  // namespace
+
+void draw_controls(PanelContext& c) {
+    place_panel(Panel::Controls, c.display);
+    if (!ImGui::Begin("Controls")) {
+        ImGui::End();
+        return;
+    }
+    Controller& ctl = c.ctl;
+    const Session& s = ctl.session();
+    const Model& model = ctl.model();
+    const ModelConfig& cfg = model.config();
+    if (e.synced_generation != ctl.generation()) {
+        e.options = s.options();
+        e.synced_generation = ctl.generation();
+    }
+    if (e.synced_prompt != ctl.prompt_text()) {
+        e.prompt = e.synced_prompt = ctl.prompt_text();
+    }
+
+    ImGui::TextDisabled("model");
+    ImGui::SameLine();
+    ImGui::TextWrapped("%s", model.dir().c_str());
+    ImGui::TextDisabled("L=%lld H=%lld D=%lld  vocab %lld  ctx %lld", (long long)cfg.n_layer, (long long)cfg.n_head,
+                        (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+
+    ImGui::Spacing();
+    ImGui::TextUnformatted(model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
+    const float box_h = ImGui::GetTextLineHeight() * 3.2f;
+    if (ImGui::InputTextMultiline("##prompt", &e.prompt, {-1, box_h})) {
+        Command cmd;
+        cmd.kind = Command::Kind::SetPrompt;
+        cmd.text = e.prompt;
+        ctl.push(cmd);
+        e.synced_prompt = e.prompt;  // the controller will hold this text once applied
+    }
+    // Chips from the text as typed (the tokenizer is part of the model, not the session).
+    std::vector<TokenId> ids;
+    std::string token_error;
+    try {
+        ids = ctl.encode_prompt(e.prompt);
+    } catch (const UsageError& err) {
+        token_error = err.what();
+    }
+    ImGui::TextDisabled("%zu tokens", ids.size());
+    if (!token_error.empty()) {
+        ImGui::SameLine();
+        ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", token_error.c_str());
+    }
+    if (ImGui::BeginChild("chips", {-1, ImGui::GetTextLineHeight() * 3.6f}, false)) token_chips(model, ids);
+    ImGui::EndChild();
+
+    ImGui::Separator();
+    const Session::Next next = s.next();
+    auto button = [&](const char* label, Command::Kind kind, bool enabled, int64_t n = 1) {
+        ImGui::BeginDisabled(!enabled);
+        const bool pressed = ImGui::Button(label);
+        ImGui::EndDisabled();
+        if (pressed) {
+            Command cmd;
+            cmd.kind = kind;
+            cmd.n = n;
+            ctl.push(cmd);
+        }
+        return pressed;
+    };
+    const bool idle = !ctl.running();
+    button("Prefill step", Command::Kind::Prefill, idle && next == Session::Next::Prefill);
+    ImGui::SameLine();
+    button("Decode step", Command::Kind::Decode, idle && next == Session::Next::Decode);
+    ImGui::SameLine();
+    button("Step back", Command::Kind::Back, idle && !s.trace().empty());
+    ImGui::SameLine();
+    button("Reset", Command::Kind::Reset, idle && !s.prompt().empty());
+
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
+    ImGui::InputInt("##runn", &e.run_n);
+    e.run_n = std::max(1, e.run_n);
+    ImGui::SameLine();
+    button("Run N", Command::Kind::Run, idle && next != Session::Next::Done, e.run_n);
+    ImGui::SameLine();
+    button("Run to end", Command::Kind::Run, idle && next != Session::Next::Done, -1);
+    ImGui::SameLine();
+    button("Pause", Command::Kind::Pause, !idle);
+    if (ctl.running()) {
+        char label[64];
+        const int64_t total = ctl.run_total() > 0 ? ctl.run_total() : s.options().max_new_tokens;
+        std::snprintf(label, sizeof label, "%lld / %lld steps", (long long)ctl.run_done(), (long long)total);
+        ImGui::ProgressBar(total > 0 ? float(ctl.run_done()) / float(total) : 0.0f, {-1, 0}, label);
+    }
+    ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
+
+    ImGui::Separator();
+    bool cache_on = s.options().use_cache;
+    ImGui::PushStyleColor(ImGuiCol_Button, cache_on ? ImVec4(0.16f, 0.50f, 0.30f, 1) : ImVec4(0.60f, 0.25f, 0.20f, 1));
+    if (ImGui::Button(cache_on ? "KV cache: ON " : "KV cache: OFF")) {
+        Command cmd;
+        cmd.kind = Command::Kind::Cache;
+        cmd.on = !cache_on;
+        ctl.push(cmd);
+    }
+    ImGui::PopStyleColor();
+    help_marker("ON: each step computes only its new tokens and reads earlier keys/values from the cache.\n"
+                "OFF: each step recomputes every position from scratch (same answer, more work).");
+    bool compare = ctl.compare();
+    if (ImGui::Checkbox("Also compute each step the other way", &compare)) {
+        Command cmd;
+        cmd.kind = Command::Kind::Compare;
+        cmd.on = compare;
+        ctl.push(cmd);
+    }
+
+    if (ImGui::CollapsingHeader("Session options", ImGuiTreeNodeFlags_DefaultOpen)) {
+        SessionOptions& o = e.options;
+        const float w = ImGui::GetFontSize() * 7;
+        auto input64 = [&](const char* label, int64_t& v, int64_t lo, const char* help) {
+            int x = int(v);
+            ImGui::SetNextItemWidth(w);
+            if (ImGui::InputInt(label, &x)) v = std::max<int64_t>(lo, x);
+            help_marker(help);
+        };
+        input64("prefill chunk", o.prefill_chunk, 0, "tokens per prefill step; 0 = the whole prompt at once");
+        input64("window", o.window, 0, "sliding window W: a query sees the last W positions; 0 = off");
+        input64("max new tokens", o.max_new_tokens, 1, "tokens to generate after the prompt");
+        float t = float(o.sampling.temperature), p = float(o.sampling.top_p);
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::InputFloat("temperature", &t, 0.1f, 0.5f, "%.2f")) o.sampling.temperature = std::max(0.0f, t);
+        help_marker("0 = greedy (always the most likely token)");
+        input64("top-k", o.sampling.top_k, 0, "sample among the k most likely tokens; 0 = off");
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::InputFloat("top-p", &p, 0.05f, 0.1f, "%.2f")) o.sampling.top_p = std::clamp(p, 0.01f, 1.0f);
+        int seed = int(o.sampling.seed);
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::InputInt("seed", &seed)) o.sampling.seed = uint64_t(std::max(0, seed));
+        if (ImGui::Button("Apply options (restarts the session)")) {
+            Command cmd;
+            cmd.kind = Command::Kind::SetOptions;
+            cmd.options = o;
+            ctl.push(cmd);
+        }
+    }
+
+    ImGui::Separator();
+    if (ctl.status_is_error()) ImGui::TextColored({1.0f, 0.45f, 0.35f, 1}, "error:");
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted(ctl.status().c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::TextDisabled("drop a model folder on the window to load it");
+    ImGui::End();
+}
+
+void draw_export(PanelContext& c) {
+    place_panel(Panel::Export, c.display);
+    if (!ImGui::Begin("Export")) {
+        ImGui::End();
+        return;
+    }
+    ViewPrefs& v = c.prefs;
+    ImGui::SetNextItemWidth(-1);
+    ImGui::InputText("##dir", &v.export_dir);
+    ImGui::RadioButton("selected head", !v.export_all_heads) && (v.export_all_heads = false);
+    ImGui::SameLine();
+    ImGui::RadioButton("all heads", v.export_all_heads) && (v.export_all_heads = true);
+    const bool any = !c.ctl.session().trace().empty() && !c.ctl.running();
+    ImGui::BeginDisabled(!any);
+    Command cmd;
+    cmd.text = v.export_dir;
+    cmd.layer = v.export_all_heads ? -1 : v.layer;
+    cmd.head = v.export_all_heads ? -1 : v.head;
+    if (ImGui::Button("Export snapshot")) {
+        cmd.kind = Command::Kind::ExportStep;
+        size_t i = 0;
+        if (viewed_step(c.ctl.session(), v, &i)) cmd.step = int64_t(i);
+        c.ctl.push(cmd);
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Export session")) {
+        cmd.kind = Command::Kind::ExportSession;
+        c.ctl.push(cmd);
+    }
+    ImGui::EndDisabled();
+    help_marker("PNG heatmaps + .npy arrays + JSON, the same files as `kvscope generate --trace DIR`.");
+    if (!c.ctl.last_export().empty()) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("last: %s", c.ctl.last_export().c_str());
+        ImGui::PopTextWrapPos();
+    }
+    ImGui::End();
+}
+
+}  // namespace kvscope::gui

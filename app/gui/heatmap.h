@@ -1,0 +1,38 @@
+#pragma once
+// A heatmap widget: reserves a rectangle, draws a value texture through the heatmap shader, and reports
+// the hovered / clicked cell. With a HeatmapZoom it also zooms (mouse wheel, around the cursor) and pans
+// (drag); double-click resets. Cells keep a sane aspect: square when they fit, never thinner than a line.
+#include <cstdint>
+
+#include <imgui.h>
+
+#include "gl.h"
+
+namespace kvscope::gui {
+
+struct HeatmapZoom {
+    float* zoom = nullptr;    // 1 = whole map
+    ImVec2* center = nullptr; // uv of the view centre
+};
+
+struct HeatmapResult {
+    ImVec2 p0, p1;            // screen rectangle of the map
+    ImVec2 uv0, uv1;          // visible uv window
+    int64_t hover_row = -1, hover_col = -1;
+    bool clicked = false;     // released without dragging on a cell
+    // Screen rectangle of a cell (for overlays); may lie outside p0..p1 when zoomed.
+    ImVec2 cell_min(int64_t row, int64_t col) const;
+    ImVec2 cell_max(int64_t row, int64_t col) const;
+    int64_t rows = 0, cols = 0;
+};
+
+// Size of a (rows, cols) map that fits `avail`: square cells when possible, rows at least min_row_px tall.
+ImVec2 heatmap_fit(int64_t rows, int64_t cols, ImVec2 avail, float min_row_px = 3.0f);
+
+HeatmapResult heatmap(const char* id, unsigned tex, int64_t rows, int64_t cols, ImVec2 size, const HeatmapStyle& style,
+                      HeatmapZoom zoom = {});
+
+// A small horizontal colour bar with the range written under it.
+void colorbar(const HeatmapStyle& style, float width, const char* lo_text, const char* hi_text);
+
+}  // namespace kvscope::gui

@@ -1,0 +1,76 @@
+// The first-start layout and small helpers shared by the panels. Proportions were chosen on a
+// 1600x1000 window: controls in a left column, the timeline across the top, attention and the KV
+// cache side by side in the middle, mask / next token / cache comparison along the bottom.
+#include <cmath>
+#include <cstdio>
+
+#include "panels.h"
+
+namespace kvscope::gui {
+
+void place_panel(Panel p, ImVec2 d) {
+    const float left = std::round(d.x * 0.23f), top = std::round(d.y * 0.16f), bottom = std::round(d.y * 0.69f);
+    const float mid = std::round(left + (d.x - left) * 0.55f);
+    const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.60f);
+    const float export_top = std::round(d.y * 0.80f);
+    ImVec2 pos, size;
+    switch (p) {
+    case Panel::Controls: pos = {0, 0}; size = {left, export_top}; break;
+    case Panel::Export: pos = {0, export_top}; size = {left, d.y - export_top}; break;
+    case Panel::Timeline: pos = {left, 0}; size = {d.x - left, top}; break;
+    case Panel::Attention: pos = {left, top}; size = {mid - left, bottom - top}; break;
+    case Panel::KvCache: pos = {mid, top}; size = {d.x - mid, bottom - top}; break;
+    case Panel::Mask: pos = {left, bottom}; size = {b1 - left, d.y - bottom}; break;
+    case Panel::NextToken: pos = {b1, bottom}; size = {b2 - b1, d.y - bottom}; break;
+    case Panel::Compare: pos = {b2, bottom}; size = {d.x - b2, d.y - bottom}; break;
+    }
+    ImGui::SetNextWindowPos(pos, ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(size, ImGuiCond_FirstUseEver);
+}
+
+std::string short_token(const Model& model, TokenId id, size_t max_chars) {
+    std::string t = token_text(model, id);
+    // Count UTF-8 code points, cut at max_chars.
+    size_t n = 0, i = 0;
+    for (; i < t.size(); ++i) {
+        if ((uint8_t(t[i]) & 0xC0) != 0x80) {
+            if (n == max_chars) break;
+            ++n;
+        }
+    }
+    if (i < t.size()) t = t.substr(0, i) + "..";
+    return t;
+}
+
+std::string human_bytes(double b) {
+    char buf[32];
+    if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
+    else if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
+    else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%.1f KiB", b / double(1 << 10));
+    else std::snprintf(buf, sizeof buf, "%.0f B", b);
+    return buf;
+}
+
+std::string human_count(double n) {
+    char buf[32];
+    if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);
+    else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", n / 1e9);
+    else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
+    else if (n >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", n / 1e3);
+    else std::snprintf(buf, sizeof buf, "%.0f", n);
+    return buf;
+}
+
+void help_marker(const char* text) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("(?)");
+    if (ImGui::IsItemHovered()) {
+        ImGui::BeginTooltip();
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
+        ImGui::TextUnformatted(text);
+        ImGui::PopTextWrapPos();
+        ImGui::EndTooltip();
+    }
+}
+
+}  // namespace kvscope::gui

@@ -1,0 +1,59 @@
+// Mask: which keys each query of the step may see, drawn at the step's shape (new x cached), with the
+// offset, the window band and the rule written out.
+#include <imgui.h>
+
+#include <algorithm>
+
+#include "panels.h"
+
+namespace kvscope::gui {
+
+void draw_mask(PanelContext& c) {
+    place_panel(Panel::Mask, c.display);
+    if (!ImGui::Begin("Mask")) {
+        ImGui::End();
+        return;
+    }
+    const Session& s = c.ctl.session();
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, c.prefs, &step);
+    if (!r || !r->recorded()) {
+        ImGui::TextDisabled("No step yet.");
+        ImGui::End();
+        return;
+    }
+    const AttentionMap& m = c.maps.map(s.trace(), step, c.prefs.layer, c.prefs.head);
+    const long long p = (long long)m.query_positions.front();
+    ImGui::Text("%lld new x %lld keys, offset p = %lld", (long long)m.n_query, (long long)m.n_key, p);
+    ImGui::PushTextWrapPos(0);
+    if (r->window > 0)
+        ImGui::TextDisabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld)",
+                            (long long)r->window, (long long)r->window);
+    else
+        ImGui::TextDisabled("rule: the query at position p+r sees keys at positions <= p+r (causal)");
+    ImGui::PopTextWrapPos();
+    int64_t n_visible = 0;
+    for (uint8_t x : m.visible) n_visible += x;
+    ImGui::TextDisabled("%lld of %lld cells visible", (long long)n_visible, (long long)m.visible.size());
+    ImGui::TextDisabled("green = visible, striped = masked");
+    // A mask-only texture: the same visibility, drawn flat.
+    // The mask depends only on the query positions, the key range and the window.
+    static unsigned tex = 0;
+    static int64_t key[4] = {-1, -1, -1, -1};
+    const int64_t now[4] = {m.query_positions.front(), m.n_query, m.n_key, r->window};
+    if (!std::equal(now, now + 4, key)) {
+        tex = Gl::upload(tex, m.n_query, m.n_key, nullptr, m.visible.data());
+        std::copy(now, now + 4, key);
+    }
+    HeatmapStyle st;
+    st.mask_only = true;
+    const ImVec2 size = heatmap_fit(m.n_query, m.n_key, ImGui::GetContentRegionAvail());
+    HeatmapResult h = heatmap("mask", tex, m.n_query, m.n_key, size, st);
+    if (h.hover_row >= 0)
+        ImGui::SetTooltip("query pos %lld, key pos %lld: %s", (long long)m.query_positions[size_t(h.hover_row)],
+                          (long long)m.key_positions[size_t(h.hover_col)],
+                          m.visible[size_t(h.hover_row * m.n_key + h.hover_col)] ? "visible" : "masked");
+    ImGui::End();
+}
+
+}  // namespace kvscope::gui

@@ -1,0 +1,222 @@
+#include "script.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "errors.h"
+
+namespace kvscope::gui {
+namespace {
+
+std::string where(const std::string& path, int line) { return path + ":" + std::to_string(line) + ": "; }
+
+bool to_int(const std::string& s, int64_t& out) {
+    const char* end = s.data() + s.size();
+    auto [p, ec] = std::from_chars(s.data(), end, out);
+    return ec == std::errc() && p == end;
+}
+
+bool to_real(const std::string& s, double& out) {
+    try {
+        size_t used = 0;
+        out = std::stod(s, &used);
+        return used == s.size();
+    } catch (...) {
+        return false;
+    }
+}
+
+struct Spec {
+    const char* name;
+    int min_args, max_args;
+};
+const Spec kSpecs[] = {
+    {"prompt", 1, 1},  {"prefill", 0, 0},  {"decode", 0, 1},  {"step", 0, 1},    {"run", 1, 1},
+    {"back", 0, 1},    {"reset", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 7},
+    {"model", 1, 1},   {"layer", 1, 1},    {"head", 1, 1},    {"view", 1, 1},    {"values", 1, 1},
+    {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
+    {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
+};
+
+bool on_off(const std::string& s, bool& out) {
+    if (s == "on") return out = true, true;
+    if (s == "off") return out = false, true;
+    return false;
+}
+
+}  // namespace
+
+std::vector<ScriptLine> parse_script(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw UsageError("cannot read script " + path);
+    std::vector<ScriptLine> out;
+    std::string text;
+    int n = 0;
+    while (std::getline(f, text)) {
+        ++n;
+        if (!text.empty() && text.back() == '\r') text.pop_back();
+        const size_t first = text.find_first_not_of(" \t");
+        if (first == std::string::npos || text[first] == '#') continue;
+        text = text.substr(first);
+        ScriptLine l;
+        l.line = n;
+        const size_t sp = text.find_first_of(" \t");
+        l.words.push_back(text.substr(0, sp));
+        if (l.words[0] == "prompt") {
+            if (sp == std::string::npos) throw UsageError(where(path, n) + "prompt needs text");
+            l.words.push_back(text.substr(sp + 1));
+        } else {
+            std::istringstream rest(sp == std::string::npos ? "" : text.substr(sp));
+            std::string w;
+            while (rest >> w) l.words.push_back(w);
+        }
+        const Spec* spec = nullptr;
+        for (const Spec& s : kSpecs)
+            if (l.words[0] == s.name) spec = &s;
+        if (!spec) throw UsageError(where(path, n) + "unknown command '" + l.words[0] + "' (see kvscope gui --help)");
+        const int n_args = int(l.words.size()) - 1;
+        if (n_args < spec->min_args || n_args > spec->max_args)
+            throw UsageError(where(path, n) + l.words[0] + " takes " + std::to_string(spec->min_args) +
+                             (spec->max_args != spec->min_args ? ".." + std::to_string(spec->max_args) : "") + " argument(s)");
+        // Check argument syntax now, so a typo fails before anything runs.
+        const std::string& cmd = l.words[0];
+        int64_t x = 0;
+        bool b = false;
+        auto bad = [&](const std::string& why) { throw UsageError(where(path, n) + cmd + ": " + why); };
+        if ((cmd == "decode" || cmd == "step" || cmd == "back" || cmd == "layer" || cmd == "head" || cmd == "frames" ||
+             cmd == "measure") && n_args == 1 && (!to_int(l.words[1], x) || x < 0))
+            bad("expected a number >= 0, got '" + l.words[1] + "'");
+        if (cmd == "run" && l.words[1] != "end" && (!to_int(l.words[1], x) || x < 1)) bad("expected N >= 1 or 'end'");
+        if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm") && !on_off(l.words[1], b)) bad("expected on or off");
+        if (cmd == "view" && l.words[1] != "one-head" && l.words[1] != "all-heads") bad("expected one-head or all-heads");
+        if (cmd == "values" && l.words[1] != "weights" && l.words[1] != "scores") bad("expected weights or scores");
+        if (cmd == "scale" && l.words[1] != "linear" && l.words[1] != "log") bad("expected linear or log");
+        if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
+        if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
+        if ((cmd == "export" || cmd == "export-session") && n_args == 2 && l.words[2] != "all-heads")
+            bad("the second word can only be all-heads");
+        if (cmd == "zoom") {
+            double r = 0;
+            for (int i = 1; i <= n_args; ++i)
+                if (!to_real(l.words[size_t(i)], r)) bad("expected numbers");
+        }
+        if (cmd == "options")
+            for (int i = 1; i <= n_args; ++i) {
+                const std::string& kv = l.words[size_t(i)];
+                const size_t eq = kv.find('=');
+                const std::string key = kv.substr(0, eq);
+                double r = 0;
+                if (eq == std::string::npos || !to_real(kv.substr(eq + 1), r))
+                    bad("expected key=value, got '" + kv + "'");
+                if (key != "chunk" && key != "window" && key != "max-new" && key != "temperature" && key != "top-k" &&
+                    key != "top-p" && key != "seed")
+                    bad("unknown option '" + key + "' (chunk, window, max-new, temperature, top-k, top-p, seed)");
+            }
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
+ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& v) {
+    using K = Command::Kind;
+    const std::string& cmd = l.words[0];
+    const std::string arg = l.words.size() > 1 ? l.words[1] : "";
+    int64_t n = 1;
+    if (l.words.size() > 1) to_int(arg, n);
+    ScriptEffect fx;
+    auto run = [&](Command c) {
+        if (!ctl.execute(c)) throw UsageError("line " + std::to_string(l.line) + ": " + cmd + ": " + ctl.status());
+    };
+    auto command = [](K k) {
+        Command c;
+        c.kind = k;
+        return c;
+    };
+    if (cmd == "prompt") {
+        Command c = command(K::SetPrompt);
+        c.text = arg;
+        run(c);
+    } else if (cmd == "prefill") {
+        run(command(K::Prefill));
+    } else if (cmd == "decode" || cmd == "step") {
+        for (int64_t i = 0; i < n; ++i) run(command(cmd == "decode" ? K::Decode : K::Step));
+    } else if (cmd == "run") {
+        Command c = command(K::Run);
+        c.n = arg == "end" ? -1 : n;
+        run(c);
+    } else if (cmd == "back") {
+        for (int64_t i = 0; i < n; ++i) run(command(K::Back));
+    } else if (cmd == "reset") {
+        run(command(K::Reset));
+    } else if (cmd == "cache" || cmd == "compare") {
+        Command c = command(cmd == "cache" ? K::Cache : K::Compare);
+        c.on = arg == "on";
+        run(c);
+    } else if (cmd == "options") {
+        Command c = command(K::SetOptions);
+        c.options = ctl.session().options();
+        for (size_t i = 1; i < l.words.size(); ++i) {
+            const std::string& kv = l.words[i];
+            const std::string key = kv.substr(0, kv.find('='));
+            double r = 0;
+            to_real(kv.substr(kv.find('=') + 1), r);
+            if (key == "chunk") c.options.prefill_chunk = int64_t(r);
+            if (key == "window") c.options.window = int64_t(r);
+            if (key == "max-new") c.options.max_new_tokens = int64_t(r);
+            if (key == "temperature") c.options.sampling.temperature = r;
+            if (key == "top-k") c.options.sampling.top_k = int64_t(r);
+            if (key == "top-p") c.options.sampling.top_p = r;
+            if (key == "seed") c.options.sampling.seed = uint64_t(r);
+        }
+        run(c);
+    } else if (cmd == "model") {
+        Command c = command(K::LoadModel);
+        c.text = arg;
+        run(c);
+    } else if (cmd == "layer" || cmd == "head") {
+        const ModelConfig& cfg = ctl.model().config();
+        const int64_t limit = cmd == "layer" ? cfg.n_layer : cfg.n_head;
+        if (n >= limit)
+            throw UsageError("line " + std::to_string(l.line) + ": " + cmd + " " + arg + " out of range (0.." +
+                             std::to_string(limit - 1) + ")");
+        (cmd == "layer" ? v.layer : v.head) = n;
+    } else if (cmd == "view") {
+        v.all_heads = arg == "all-heads";
+    } else if (cmd == "values") {
+        v.show_scores = arg == "scores";
+    } else if (cmd == "scale") {
+        v.log_scale = arg == "log";
+    } else if (cmd == "rownorm") {
+        v.row_norm = arg == "on";
+    } else if (cmd == "select") {
+        to_int(l.words[1], v.sel_query);
+        to_int(l.words[2], v.sel_key);
+    } else if (cmd == "show-step") {
+        v.view_step = arg == "newest" ? -1 : n;
+        if (v.view_step >= int64_t(ctl.session().trace().size()))
+            throw UsageError("line " + std::to_string(l.line) + ": no step " + arg + " yet");
+    } else if (cmd == "zoom") {
+        double z = 1, u = 0.5, w = 0.5;
+        to_real(l.words[1], z);
+        if (l.words.size() > 2) to_real(l.words[2], u);
+        if (l.words.size() > 3) to_real(l.words[3], w);
+        v.zoom = float(z);
+        v.center = {float(u), float(w)};
+    } else if (cmd == "export" || cmd == "export-session") {
+        Command c = command(cmd == "export" ? K::ExportStep : K::ExportSession);
+        c.text = arg;
+        const bool all = l.words.size() > 2;
+        c.layer = all ? -1 : v.layer;
+        c.head = all ? -1 : v.head;
+        c.step = v.view_step;
+        run(c);
+    } else if (cmd == "frames") {
+        fx.frames = int(n);
+    } else if (cmd == "measure") {
+        fx.measure = int(n);
+    }
+    return fx;
+}
+
+}  // namespace kvscope::gui

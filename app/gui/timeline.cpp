@@ -1,0 +1,122 @@
+// Token timeline: every token of the sequence at its absolute position, coloured by what the cache
+// holds after the viewed step (prompt / generated / new this step / evicted by the window / not yet
+// processed), the position pointer, the window bounds and the fill level.
+#include <imgui.h>
+
+#include <cstdio>
+
+#include "panels.h"
+
+namespace kvscope::gui {
+
+void draw_timeline(PanelContext& c) {
+    place_panel(Panel::Timeline, c.display);
+    if (!ImGui::Begin("Token timeline")) {
+        ImGui::End();
+        return;
+    }
+    const Session& s = c.ctl.session();
+    const Model& model = c.ctl.model();
+    ViewPrefs& v = c.prefs;
+    size_t step_index = 0;
+    const StepRecord* r = viewed_step(s, v, &step_index);
+
+    // Step browser: which step every panel shows.
+    const int n_steps = int(s.trace().size());
+    if (n_steps > 0) {
+        int shown = int(step_index);
+        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+        if (ImGui::SliderInt("step", &shown, 0, n_steps - 1)) v.view_step = shown == n_steps - 1 ? -1 : shown;
+        ImGui::SameLine();
+        bool follow = v.view_step < 0;
+        if (ImGui::Checkbox("follow newest", &follow)) v.view_step = follow ? -1 : int64_t(step_index);
+        ImGui::SameLine();
+        ImGui::Text("| %s, cache %s | position pointer %lld | cache %lld / %lld slots", phase_name(r->phase),
+                    r->cache_on ? "ON" : "OFF", (long long)r->next_position, (long long)r->cache_used,
+                    (long long)r->cache_capacity);
+        if (r->window > 0) {
+            ImGui::SameLine();
+            ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->window,
+                        (long long)r->visible_from(r->next_position), (long long)r->next_position);
+        }
+    } else {
+        ImGui::TextDisabled("no step yet: type a prompt and press Prefill");
+    }
+
+    std::vector<TokenId> tokens = s.prompt();
+    tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
+    const int64_t n_prompt = int64_t(s.prompt().size());
+    const int64_t next_pos = r ? r->next_position : 0;
+    const int64_t visible_lo = r ? r->visible_from(next_pos) : 0;
+    const int64_t new_lo = r ? r->first_position : -1, new_hi = r ? r->last_position() : -2;
+
+    ImGui::BeginChild("strip", {0, 0}, false, ImGuiWindowFlags_HorizontalScrollbar);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float line = ImGui::GetTextLineHeight();
+    const float chip_h = line + 6;
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    float x = origin.x;
+    const float y = origin.y + 2;
+    float pointer_x = x;
+    for (int64_t p = 0; p < int64_t(tokens.size()); ++p) {
+        const std::string text = short_token(model, tokens[size_t(p)], 10);
+        const float w = std::max(ImGui::CalcTextSize(text.c_str()).x, ImGui::CalcTextSize("0000").x) + 10;
+        const bool done = p < next_pos;
+        const bool evicted = done && p < visible_lo;
+        const bool is_new = p >= new_lo && p <= new_hi;
+        ImU32 fill = p < n_prompt ? IM_COL32(46, 70, 110, 255) : IM_COL32(40, 100, 70, 255);
+        ImU32 ink = IM_COL32(235, 235, 240, 255);
+        if (!done) {
+            fill = IM_COL32(40, 40, 46, 255);
+            ink = IM_COL32(140, 140, 150, 255);
+        }
+        if (evicted) {
+            fill = IM_COL32(60, 60, 60, 255);
+            ink = IM_COL32(120, 120, 120, 255);
+        }
+        dl->AddRectFilled({x, y}, {x + w, y + chip_h}, fill, 4);
+        if (is_new) dl->AddRect({x, y}, {x + w, y + chip_h}, IM_COL32(250, 200, 60, 255), 4, 0, 2);
+        if (p == v.sel_query) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(255, 110, 110, 255), 4, 0, 2);
+        if (p == v.sel_key) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
+        dl->AddText({x + 5, y + 3}, ink, text.c_str());
+        char pos[16];
+        std::snprintf(pos, sizeof pos, "%lld", (long long)p);
+        dl->AddText({x + 5, y + chip_h + 2}, IM_COL32(150, 150, 160, 255), pos);
+        if (ImGui::IsMouseHoveringRect({x, y}, {x + w, y + chip_h}) && ImGui::IsWindowHovered()) {
+            const std::string& bytes = model.tokenizer() ? model.tokenizer()->token_bytes(tokens[size_t(p)]) : std::string();
+            std::string hex;
+            for (unsigned char ch : bytes) {
+                char b[4];
+                std::snprintf(b, sizeof b, "%02x ", ch);
+                hex += b;
+            }
+            ImGui::SetTooltip("position %lld: token %d '%s'\nbytes: %s\n%s%s", (long long)p, tokens[size_t(p)],
+                              token_text(model, tokens[size_t(p)]).c_str(), hex.c_str(),
+                              p < n_prompt ? "prompt" : "generated",
+                              evicted ? ", outside the window (evicted)" : done ? ", in the cache" : ", not processed yet");
+        }
+        if (p == next_pos) pointer_x = x;
+        x += w + 3;
+    }
+    if (next_pos >= int64_t(tokens.size())) pointer_x = x;
+    // Position pointer: where the next token goes.
+    const float py = y + chip_h + line + 4;
+    dl->AddTriangleFilled({pointer_x, py - 6}, {pointer_x - 6, py + 4}, {pointer_x + 6, py + 4}, IM_COL32(250, 200, 60, 255));
+    dl->AddText({pointer_x + 8, py - 4}, IM_COL32(250, 200, 60, 255), "next position");
+    // Cache fill bar under the strip.
+    const float bar_y = py + line + 4;
+    if (r) {
+        const float bw = std::max(200.0f, ImGui::GetContentRegionAvail().x - 10);
+        const float fw = bw * float(r->cache_used) / float(std::max<int64_t>(1, r->cache_capacity));
+        dl->AddRectFilled({origin.x, bar_y}, {origin.x + bw, bar_y + 8}, IM_COL32(50, 50, 58, 255), 3);
+        dl->AddRectFilled({origin.x, bar_y}, {origin.x + fw, bar_y + 8}, IM_COL32(70, 150, 220, 255), 3);
+        char fill[96];
+        std::snprintf(fill, sizeof fill, "cache fill %lld / %lld slots", (long long)r->cache_used, (long long)r->cache_capacity);
+        dl->AddText({origin.x, bar_y + 10}, IM_COL32(170, 170, 180, 255), fill);
+    }
+    ImGui::Dummy({x - origin.x + 120, bar_y + 10 + line - origin.y});
+    ImGui::EndChild();
+    ImGui::End();
+}
+
+}  // namespace kvscope::gui

@@ -1,0 +1,113 @@
+#include "view.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gl.h"
+
+namespace kvscope::gui {
+namespace {
+constexpr size_t kMaxEntries = 64;  // 12 heads x (map + texture) plus the K/V views, with room to spare
+}
+
+const StepRecord* viewed_step(const Session& s, const ViewPrefs& prefs, size_t* index) {
+    const Trace& t = s.trace();
+    if (t.empty()) return nullptr;
+    size_t i = prefs.view_step < 0 || size_t(prefs.view_step) >= t.size() ? t.size() - 1 : size_t(prefs.view_step);
+    if (index) *index = i;
+    return &t[i];
+}
+
+MapCache::Entry* MapCache::find(const StepRecord* r, int64_t layer, int64_t head, int kind) {
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+        if (it->record.get() == r && it->layer == layer && it->head == head && it->kind == kind) {
+            entries_.splice(entries_.begin(), entries_, it);
+            return &entries_.front();
+        }
+    return nullptr;
+}
+
+MapCache::Entry& MapCache::insert(Entry e) {
+    entries_.push_front(std::move(e));
+    while (entries_.size() > kMaxEntries) {
+        Gl::release(entries_.back().tex);
+        entries_.pop_back();
+    }
+    return entries_.front();
+}
+
+const AttentionMap& MapCache::map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
+    auto rec = trace.share(step);
+    if (Entry* e = find(rec.get(), layer, head, 0)) return *e->map;
+    Entry e;
+    e.record = rec;
+    e.layer = layer;
+    e.head = head;
+    e.map = std::make_shared<AttentionMap>(attention_map(trace, step, layer, head));
+    return *insert(std::move(e)).map;
+}
+
+unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm) {
+    if (!trace[step].recorded()) return 0;
+    const int kind = (scores ? 2 : 1) + (row_norm ? 2 : 0);
+    auto rec = trace.share(step);
+    if (Entry* e = find(rec.get(), layer, head, kind)) return e->tex;
+    const AttentionMap& m = map(trace, step, layer, head);
+    std::vector<float> v = scores ? m.scores : m.weights;  // (R, P)
+    if (row_norm)
+        for (int64_t r = 0; r < m.n_query; ++r) {
+            float mx = 0;
+            for (int64_t c = 0; c < m.n_key; ++c)
+                if (m.visible[size_t(r * m.n_key + c)]) mx = std::max(mx, std::fabs(v[size_t(r * m.n_key + c)]));
+            if (mx > 0)
+                for (int64_t c = 0; c < m.n_key; ++c) v[size_t(r * m.n_key + c)] /= mx;
+        }
+    Entry e;
+    e.record = rec;
+    e.layer = layer;
+    e.head = head;
+    e.kind = kind;
+    e.tex = Gl::upload(0, m.n_query, m.n_key, v.data(), m.visible.data());
+    return insert(std::move(e)).tex;
+}
+
+unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values, float* absmax) {
+    const int kind = values ? 11 : 10;
+    auto rec = trace.share(step);
+    if (Entry* e = find(rec.get(), layer, head, kind)) {
+        if (absmax) *absmax = e->absmax;
+        return e->tex;
+    }
+    const StepRecord& r = *rec;
+    const int64_t S = r.cache_capacity, D = r.head_dim;
+    std::vector<float> kv(size_t(S * D), 0.0f);  // (S, D)
+    std::vector<uint8_t> visible(size_t(S * D), 0);
+    float mx = 0;
+    for (int64_t slot = 0; slot < S; ++slot) {
+        const int64_t p = r.slot_positions[size_t(slot)];
+        if (p < 0) continue;
+        const float* row = values ? trace.value_row(step, layer, head, p) : trace.key_row(step, layer, head, p);
+        if (!row) continue;
+        for (int64_t d = 0; d < D; ++d) {
+            kv[size_t(slot * D + d)] = row[d];
+            visible[size_t(slot * D + d)] = 1;
+            mx = std::max(mx, std::fabs(row[d]));
+        }
+    }
+    Entry e;
+    e.record = rec;
+    e.layer = layer;
+    e.head = head;
+    e.kind = kind;
+    e.absmax = mx;
+    e.tex = Gl::upload(0, S, D, kv.data(), visible.data());
+    if (absmax) *absmax = mx;
+    return insert(std::move(e)).tex;
+}
+
+void MapCache::clear() {
+    for (Entry& e : entries_) Gl::release(e.tex);
+    entries_.clear();
+}
+
+}  // namespace kvscope::gui

@@ -1,0 +1,60 @@
+#pragma once
+// What the panels share: the view toggles (one plain struct, edited by the panels and by script lines)
+// and the cache of derived attention maps and their textures. attention_map() recomputes scores and
+// weights from a step's q/k rows, so results are kept by (step record, layer, head) and textures are
+// uploaded again only when that key or the value kind changes.
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+
+#include <imgui.h>
+
+#include "commands.h"
+#include "trace.h"
+
+namespace kvscope::gui {
+
+struct ViewPrefs {
+    int64_t layer = 0, head = 0;
+    bool all_heads = false;       // attention: every head of the layer as small multiples
+    bool show_scores = false;     // attention: scaled scores (diverging) instead of weights (viridis)
+    bool log_scale = false;
+    bool row_norm = false;        // divide each row by its largest |value|
+    int64_t view_step = -1;       // step shown by the panels; -1 = the newest
+    int64_t sel_query = -1;       // selected query position (click in the attention map), -1 = none
+    int64_t sel_key = -1;         // selected key position
+    std::string export_dir = "kvscope_export";
+    bool export_all_heads = false;
+    float zoom = 1;               // attention map zoom (1 = whole map) and pan centre in uv
+    ImVec2 center = {0.5f, 0.5f};
+};
+
+// The step the panels show, or nullptr before the first step.
+const StepRecord* viewed_step(const Session& s, const ViewPrefs& prefs, size_t* index = nullptr);
+
+class MapCache {
+public:
+    const AttentionMap& map(const Trace& trace, size_t step, int64_t layer, int64_t head);
+    // Texture of the map's weights or scores (optionally row-normalised); 0 when the step was not recorded.
+    unsigned texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm);
+    // (S, D) K or V of the cache slots after `step` for (layer, head); masked rows = empty slots.
+    unsigned kv_texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values, float* absmax);
+    void clear();
+    ~MapCache() { clear(); }
+
+private:
+    struct Entry {
+        std::shared_ptr<const StepRecord> record;  // held so the address identifies the step
+        int64_t layer = 0, head = 0;
+        int kind = 0;                              // 0 map only, 1 weights, 2 scores, +2 row norm; 10 K, 11 V
+        std::shared_ptr<AttentionMap> map;
+        unsigned tex = 0;
+        float absmax = 0;
+    };
+    Entry* find(const StepRecord* r, int64_t layer, int64_t head, int kind);
+    Entry& insert(Entry e);
+    std::list<Entry> entries_;  // most recently used first
+};
+
+}  // namespace kvscope::gui

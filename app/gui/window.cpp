@@ -1,0 +1,320 @@
+// `kvscope gui`: the window, the frame loop and scripted screenshots. The loop each frame: apply queued
+// intents (a few ms of stepping when a run is going), draw every panel, render, and in scripted mode
+// feed the next script line or capture the framebuffer.
+#include <epoxy/gl.h>  // before GLFW, so GLFW does not pull in the system GL header
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../cli_commands.h"
+#include "../cli_common.h"
+#include "errors.h"
+#include "gl.h"
+#include "panels.h"
+#include "script.h"
+
+namespace kvscope {
+namespace {
+
+using namespace gui;
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string glfw_error;
+void on_glfw_error(int, const char* what) { glfw_error = what ? what : "unknown GLFW error"; }
+
+std::vector<std::string> dropped;
+void on_drop(GLFWwindow*, int n, const char** paths) {
+    if (n > 0) dropped.emplace_back(paths[0]);  // one model folder at a time
+}
+
+std::string config_dir() {
+    if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/kvscope";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.config/kvscope";
+    return "";
+}
+
+std::string shaders_dir() {
+    if (const char* s = std::getenv("KVSCOPE_SHADERS"); s && *s) return s;
+    return KVSCOPE_SHADERS_DIR;
+}
+
+void load_font(float scale) {
+    ImGuiIO& io = ImGui::GetIO();
+    // Latin, Latin extended, Greek, Cyrillic, punctuation, arrows, math, geometric shapes: enough for
+    // most token text; anything else shows as ImGui's fallback box (the tooltip also gives the bytes).
+    static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x206F,
+                                     0x2190, 0x21FF, 0x2200, 0x22FF, 0x25A0, 0x25FF, 0};
+    const std::string candidates[] = {std::string(KVSCOPE_ASSETS_DIR) + "/fonts/DejaVuSans.ttf",
+                                      "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"};
+    for (const std::string& path : candidates)
+        if (std::filesystem::exists(path) && io.Fonts->AddFontFromFileTTF(path.c_str(), std::round(16.0f * scale), nullptr, ranges))
+            return;
+    ImFontConfig cfg;
+    cfg.SizePixels = std::round(13.0f * scale);
+    io.Fonts->AddFontDefault(&cfg);
+}
+
+void style(float scale) {
+    ImGui::StyleColorsDark();
+    ImGuiStyle& s = ImGui::GetStyle();
+    s.WindowRounding = 0;
+    s.FrameRounding = 3;
+    s.GrabRounding = 3;
+    s.WindowPadding = {8, 6};
+    s.ItemSpacing = {8, 5};
+    s.WindowBorderSize = 1;
+    s.Colors[ImGuiCol_WindowBg] = {0.11f, 0.11f, 0.13f, 1};
+    s.Colors[ImGuiCol_TitleBg] = {0.15f, 0.16f, 0.20f, 1};
+    s.Colors[ImGuiCol_TitleBgActive] = {0.20f, 0.26f, 0.38f, 1};
+    s.ScaleAllSizes(scale);
+}
+
+bool write_png(const std::string& path, int w, int h, const std::vector<uint8_t>& rgba) {
+    std::vector<uint8_t> rgb(size_t(w) * size_t(h) * 3);  // drop alpha: the window is opaque
+    for (size_t i = 0; i < size_t(w) * size_t(h); ++i)
+        for (int c = 0; c < 3; ++c) rgb[i * 3 + size_t(c)] = rgba[i * 4 + size_t(c)];
+    return stbi_write_png(path.c_str(), w, h, 3, rgb.data(), w * 3) != 0;
+}
+
+struct Glfw {
+    ~Glfw() { glfwTerminate(); }
+};
+
+}  // namespace
+
+int cli_gui(int argc, char** argv) {
+    CliArgs args("gui", "Open the step-through debugger window.");
+    add_model_option(args);
+    args.option("--script", "FILE", "run the intents in FILE (one per line: prompt, prefill, decode N, back, ...)")
+        .option("--screenshot", "OUT.png", "after the script, render, save the window as PNG and exit")
+        .option("--size", "WxH", "window size in pixels (default 1600x1000)");
+    if (!args.parse(argc, argv)) return 0;
+
+    int width = 1600, height = 1000;
+    if (auto size = args.text("--size")) {
+        if (std::sscanf(size->c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240 || width > 8192 ||
+            height > 8192)
+            throw UsageError("--size: expected WxH between 320x240 and 8192x8192, got '" + *size + "'");
+    }
+    const bool scripted = args.has("--script") || args.has("--screenshot");
+    std::vector<ScriptLine> script;
+    std::string script_path;
+    if (auto path = args.text("--script")) {
+        script_path = *path;
+        script = parse_script(*path);
+    }
+    const std::string screenshot = args.text("--screenshot").value_or("");
+    const char* display = std::getenv("DISPLAY");
+    const char* wayland = std::getenv("WAYLAND_DISPLAY");
+    if ((!display || !*display) && (!wayland || !*wayland))
+        throw UsageError("no display (DISPLAY is not set); try kvscope gui --script FILE --screenshot OUT.png under "
+                         "xvfb-run, or the CLI: kvscope generate --prompt TEXT");
+
+    auto model = load_model_from(args);
+
+    glfwSetErrorCallback(on_glfw_error);
+    if (!glfwInit()) throw UsageError("cannot open a window (" + glfw_error + "); try xvfb-run or the CLI: kvscope generate");
+    Glfw glfw_guard;
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+    if (scripted) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
+    if (!scripted && !args.has("--size"))
+        if (GLFWmonitor* mon = glfwGetPrimaryMonitor()) {
+            int x = 0, y = 0, w = 0, h = 0;
+            glfwGetMonitorWorkarea(mon, &x, &y, &w, &h);
+            if (w > 0 && h > 0) {
+                width = std::min(width, int(w * 0.95));
+                height = std::min(height, int(h * 0.92));
+            }
+        }
+    const std::string title = "kvscope - " + model->dir();
+    GLFWwindow* window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
+    if (!window) throw UsageError("cannot create an OpenGL 3.3 window (" + glfw_error + ")");
+    glfwMakeContextCurrent(window);
+    glfwSwapInterval(scripted ? 0 : 1);
+    glfwSetDropCallback(window, on_drop);
+
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    std::string ini_path;
+    if (scripted) {
+        io.IniFilename = nullptr;  // screenshots always show the first-start layout
+    } else if (std::string dir = config_dir(); !dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        ini_path = dir + "/imgui.ini";
+        io.IniFilename = ini_path.c_str();
+    }
+    float xscale = 1, yscale = 1;
+    glfwGetWindowContentScale(window, &xscale, &yscale);
+    const float scale = std::clamp(std::max(xscale, yscale), 1.0f, 4.0f);
+    load_font(scale);
+    style(scale);
+    ImGui_ImplGlfw_InitForOpenGL(window, true);
+    ImGui_ImplOpenGL3_Init("#version 330 core");
+    if (!Gl::init(shaders_dir())) {
+        ImGui_ImplOpenGL3_Shutdown();
+        ImGui_ImplGlfw_Shutdown();
+        ImGui::DestroyContext();
+        glfwDestroyWindow(window);
+        throw LoadError(shaders_dir(), Gl::error(), "the heatmap shaders ship in the source tree's shaders/ folder");
+    }
+
+    SessionOptions options;
+    options.max_new_tokens = 24;
+    options.n_top = 10;
+    int exit_code = 0;
+    {
+        Controller ctl(model, options);
+        ViewPrefs prefs;
+        MapCache maps;
+        if (!scripted && model->tokenizer()) {
+            Command c;
+            c.kind = Command::Kind::SetPrompt;
+            c.text = "The cat sat on the mat because";
+            ctl.push(c);
+        }
+        uint64_t generation = ctl.generation();
+        size_t next_line = 0;
+        int wait_frames = 2, measure_left = 0, measure_total = 0, warmup = 0;
+        std::vector<double> frame_ms, work_ms;
+        double frame_start = now_s();
+
+        while (!glfwWindowShouldClose(window)) {
+            if (scripted || ctl.running()) glfwPollEvents();
+            else glfwWaitEventsTimeout(0.25);  // idle: sleep until input, but keep tooltips/progress alive
+            for (const std::string& path : dropped) {
+                Command c;
+                c.kind = Command::Kind::LoadModel;
+                c.text = path;
+                ctl.push(c);
+            }
+            dropped.clear();
+
+            // Scripted mode: one line per frame, so every intent is drawn at least once.
+            if (scripted && wait_frames == 0 && measure_left == 0 && next_line < script.size()) {
+                try {
+                    const ScriptEffect fx = apply_script_line(script[next_line], ctl, prefs);
+                    wait_frames = std::max(1, fx.frames);
+                    if (fx.measure > 0) {
+                        warmup = 2;  // the first frames compute maps and upload textures
+                        measure_left = measure_total = fx.measure;
+                        frame_ms.clear();
+                        work_ms.clear();
+                    }
+                } catch (const UsageError& e) {
+                    std::fprintf(stderr, "error: %s:%s\n", script_path.c_str(), e.what() + (std::string(e.what()).rfind("line ", 0) == 0 ? 4 : 0));
+                    exit_code = 2;
+                    break;
+                }
+                ++next_line;
+            }
+            ctl.update(0.008);
+            if (ctl.generation() != generation) {
+                maps.clear();
+                generation = ctl.generation();
+                prefs.view_step = -1;
+                prefs.sel_query = prefs.sel_key = -1;
+                glfwSetWindowTitle(window, ("kvscope - " + ctl.model().dir()).c_str());
+            }
+
+            const double t0 = now_s();
+            ImGui_ImplOpenGL3_NewFrame();
+            ImGui_ImplGlfw_NewFrame();
+            ImGui::NewFrame();
+            Gl::begin_frame();
+            if (!io.WantTextInput && !ctl.running()) {
+                auto push = [&](Command::Kind k) {
+                    Command c;
+                    c.kind = k;
+                    ctl.push(c);
+                };
+                if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false) && ctl.session().next() != Session::Next::Done) push(Command::Kind::Step);
+                if (ImGui::IsKeyPressed(GLFW_KEY_BACKSPACE, false)) push(Command::Kind::Back);
+                if (ImGui::IsKeyPressed(GLFW_KEY_R, false)) push(Command::Kind::Reset);
+            }
+            PanelContext pc{ctl, prefs, maps, io.DisplaySize};
+            draw_controls(pc);
+            draw_export(pc);
+            draw_timeline(pc);
+            draw_attention(pc);
+            draw_kv_cache(pc);
+            draw_mask(pc);
+            draw_next_token(pc);
+            draw_compare(pc);
+            ImGui::Render();
+            int fb_w = 0, fb_h = 0;
+            glfwGetFramebufferSize(window, &fb_w, &fb_h);
+            glViewport(0, 0, fb_w, fb_h);
+            glClearColor(0.08f, 0.08f, 0.09f, 1);
+            glClear(GL_COLOR_BUFFER_BIT);
+            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+
+            if (measure_left > 0) {
+                Gl::finish();
+                const double t1 = now_s();
+                if (warmup > 0) {
+                    --warmup;
+                } else {
+                    work_ms.push_back((t1 - t0) * 1e3);
+                    frame_ms.push_back((t1 - frame_start) * 1e3);
+                    if (--measure_left == 0) {
+                        auto mean = [](const std::vector<double>& v) {
+                            double s = 0;
+                            for (double x : v) s += x;
+                            return s / double(v.size());
+                        };
+                        std::vector<double> sorted = frame_ms;
+                        std::sort(sorted.begin(), sorted.end());
+                        const double m = mean(frame_ms);
+                        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms\n",
+                                    measure_total, m, 1000.0 / m, sorted[size_t(double(sorted.size() - 1) * 0.95)], mean(work_ms));
+                        std::fflush(stdout);
+                    }
+                }
+            }
+            if (scripted && wait_frames > 0) --wait_frames;
+            if (scripted && next_line >= script.size() && wait_frames == 0 && measure_left == 0) {
+                if (!screenshot.empty()) {
+                    const std::vector<uint8_t> rgba = Gl::read_framebuffer(fb_w, fb_h);
+                    if (!write_png(screenshot, fb_w, fb_h, rgba)) {
+                        std::fprintf(stderr, "error: cannot write %s\n", screenshot.c_str());
+                        exit_code = 1;
+                    }
+                }
+                if (ctl.status_is_error()) {
+                    std::fprintf(stderr, "error: %s\n", ctl.status().c_str());
+                    exit_code = exit_code ? exit_code : 2;
+                }
+                break;
+            }
+            frame_start = now_s();
+            glfwSwapBuffers(window);
+        }
+        maps.clear();
+    }
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    return exit_code;
+}
+
+}  // namespace kvscope
