@@ -39,6 +39,7 @@ void token_chips(const Model& model, const std::vector<TokenId>& ids) {
         ImGui::PushID(int(i));
         ImGui::InvisibleButton("chip", {w, h});
         ImGui::PopID();
+        if (!ImGui::IsItemVisible()) continue;  // long prompts: draw only the chips in view
         dl->AddRectFilled(p, {p.x + w, p.y + h}, IM_COL32(46, 70, 110, 255), 4);
         dl->AddText({p.x + st.FramePadding.x, p.y + 2}, IM_COL32(235, 235, 240, 255), text.c_str());
         dl->AddText({p.x + ts.x + st.FramePadding.x * 2, p.y + 2}, IM_COL32(150, 170, 200, 255), id);

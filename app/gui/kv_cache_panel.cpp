@@ -104,8 +104,11 @@ void draw_kv_cache(PanelContext& c) {
         for (const HeatmapResult* h : {&hk, &hv}) {
             if (p >= 0 && p < visible_lo)  // outside the window: kept in the slot but no longer attended
                 dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150));
-            if (p >= written_lo && p <= written_hi)
-                dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+            if (p >= written_lo && p <= written_hi) {
+                // Tall rows get an outline; thin ones a mark in the gutter beside the map (merged visually).
+                if (y1 - y0 >= 6) dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+                else dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+            }
             if (p >= 0 && p == v.sel_key)
                 dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
         }
@@ -136,7 +139,7 @@ void draw_kv_cache(PanelContext& c) {
             if (h->clicked && p >= 0) v.sel_key = p;
         }
     ImGui::SetCursorScreenPos({top.x, top.y + title_h + size.y + 4});
-    ImGui::TextDisabled("outlined = written this step, arrow = write pointer, dark = outside the window");
+    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window");
     ImGui::End();
 }
 

@@ -3,6 +3,7 @@
 // processed), the position pointer, the window bounds and the fill level.
 #include <imgui.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "panels.h"
@@ -58,9 +59,17 @@ void draw_timeline(PanelContext& c) {
     float x = origin.x;
     const float y = origin.y + 2;
     float pointer_x = x;
+    const float clip_lo = ImGui::GetWindowPos().x - 200, clip_hi = ImGui::GetWindowPos().x + ImGui::GetWindowSize().x + 200;
+    const float min_w = ImGui::CalcTextSize("0000").x + 10;
     for (int64_t p = 0; p < int64_t(tokens.size()); ++p) {
+        if (p == next_pos) pointer_x = x;
+        if (x > clip_hi || x + 300 < clip_lo) {
+            // Off screen: advance by a cheap estimate of the chip width, draw nothing.
+            x += min_w + 3;
+            continue;
+        }
         const std::string text = short_token(model, tokens[size_t(p)], 10);
-        const float w = std::max(ImGui::CalcTextSize(text.c_str()).x, ImGui::CalcTextSize("0000").x) + 10;
+        const float w = std::max(ImGui::CalcTextSize(text.c_str()).x + 10, min_w);
         const bool done = p < next_pos;
         const bool evicted = done && p < visible_lo;
         const bool is_new = p >= new_lo && p <= new_hi;
@@ -95,7 +104,6 @@ void draw_timeline(PanelContext& c) {
                               p < n_prompt ? "prompt" : "generated",
                               evicted ? ", outside the window (evicted)" : done ? ", in the cache" : ", not processed yet");
         }
-        if (p == next_pos) pointer_x = x;
         x += w + 3;
     }
     if (next_pos >= int64_t(tokens.size())) pointer_x = x;
@@ -108,13 +116,23 @@ void draw_timeline(PanelContext& c) {
     if (r) {
         const float bw = std::max(200.0f, ImGui::GetContentRegionAvail().x - 10);
         const float fw = bw * float(r->cache_used) / float(std::max<int64_t>(1, r->cache_capacity));
-        dl->AddRectFilled({origin.x, bar_y}, {origin.x + bw, bar_y + 8}, IM_COL32(50, 50, 58, 255), 3);
-        dl->AddRectFilled({origin.x, bar_y}, {origin.x + fw, bar_y + 8}, IM_COL32(70, 150, 220, 255), 3);
+        const float bx = ImGui::GetWindowPos().x + 4;  // the bar stays put when the strip scrolls
+        dl->AddRectFilled({bx, bar_y}, {bx + bw, bar_y + line + 2}, IM_COL32(50, 50, 58, 255), 3);
+        dl->AddRectFilled({bx, bar_y}, {bx + fw, bar_y + line + 2}, IM_COL32(50, 110, 170, 255), 3);
         char fill[96];
-        std::snprintf(fill, sizeof fill, "cache fill %lld / %lld slots", (long long)r->cache_used, (long long)r->cache_capacity);
-        dl->AddText({origin.x, bar_y + 10}, IM_COL32(170, 170, 180, 255), fill);
+        std::snprintf(fill, sizeof fill, "cache fill: %lld / %lld slots", (long long)r->cache_used, (long long)r->cache_capacity);
+        dl->AddText({bx + 6, bar_y + 1}, IM_COL32(230, 230, 235, 255), fill);
     }
-    ImGui::Dummy({x - origin.x + 120, bar_y + 10 + line - origin.y});
+    ImGui::Dummy({x - origin.x + 120, bar_y + line + 2 - origin.y});
+    // Follow the position pointer when it moves (a step, a step back, another viewed step).
+    static int64_t followed = -1;
+    if (next_pos != followed) {
+        followed = next_pos;
+        const float want = pointer_x - origin.x + ImGui::GetScrollX();
+        const float width = ImGui::GetWindowSize().x;
+        if (want < ImGui::GetScrollX() + 40 || want > ImGui::GetScrollX() + width - 160)
+            ImGui::SetScrollX(std::max(0.0f, want - width * 0.7f));
+    }
     ImGui::EndChild();
     ImGui::End();
 }
