@@ -1,6 +1,7 @@
 // The first-start layout and small helpers shared by the panels. Proportions were chosen on a
 // 1600x1000 window: controls in a left column, the timeline across the top, attention and the KV
 // cache side by side in the middle, mask / next token / cache comparison along the bottom.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -9,7 +10,7 @@
 namespace kvscope::gui {
 
 void place_panel(Panel p, ImVec2 d) {
-    const float left = std::round(d.x * 0.23f), top = std::round(d.y * 0.16f), bottom = std::round(d.y * 0.69f);
+    const float left = std::round(std::max(d.x * 0.23f, std::min(360.0f, d.x * 0.4f))), top = std::round(std::max(d.y * 0.16f, ImGui::GetFontSize() * 9.8f)), bottom = std::round(d.y * 0.69f);
     const float mid = std::round(left + (d.x - left) * 0.55f);
     const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.60f);
     const float export_top = std::round(d.y * 0.80f);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -220,7 +221,9 @@ int cli_gui(int argc, char** argv) {
                         work_ms.clear();
                     }
                 } catch (const UsageError& e) {
-                    std::fprintf(stderr, "error: %s:%s\n", script_path.c_str(), e.what() + (std::string(e.what()).rfind("line ", 0) == 0 ? 4 : 0));
+                    std::string what = e.what();  // "line N: ..." -> "FILE:N: ..."
+                    if (what.rfind("line ", 0) == 0) what = what.substr(5);
+                    std::fprintf(stderr, "error: %s:%s\n", script_path.c_str(), what.c_str());
                     exit_code = 2;
                     break;
                 }
@@ -238,6 +241,7 @@ int cli_gui(int argc, char** argv) {
             const double t0 = now_s();
             ImGui_ImplOpenGL3_NewFrame();
             ImGui_ImplGlfw_NewFrame();
+            if (scripted) io.MousePos = {-FLT_MAX, -FLT_MAX};  // no stray hover tooltips in screenshots
             ImGui::NewFrame();
             Gl::begin_frame();
             if (!io.WantTextInput && !ctl.running()) {

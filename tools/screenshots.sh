@@ -1,0 +1,53 @@
+#!/bin/sh
+# Regenerate the README screenshots in docs/screenshots/ with the window's scripted mode under Xvfb.
+#   tools/screenshots.sh [path/to/kvscope]      (default: build/app/kvscope, then build-gui/app/kvscope)
+# Needs xvfb-run (apt install xvfb). The scripts below are the same intents the buttons send.
+set -eu
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-}
+if [ -z "$bin" ]; then
+  for b in "$repo/build/app/kvscope" "$repo/build-gui/app/kvscope"; do [ -x "$b" ] && bin=$b && break; done
+fi
+[ -n "$bin" ] && [ -x "$bin" ] || { echo "error: kvscope binary not found; pass its path" >&2; exit 1; }
+out="$repo/docs/screenshots"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+size=1440x900
+
+# 1. Prefill then four decode steps, viewing the prefill step: the causal triangle, K/V rows, charts.
+cat > "$work/overview.txt" <<'S'
+prompt The cat sat on the mat because it was
+prefill
+decode 4
+layer 1
+head 2
+show-step 0
+select 9 3
+S
+# 2. Sliding window 6, prefill in chunks of 4: the window band in the mask, evicted tokens greyed,
+#    all heads of a layer on a log scale.
+cat > "$work/window.txt" <<'S'
+options chunk=4 window=6
+prompt The cat sat on the mat because it was tired and the dog
+step 6
+show-step 2
+layer 2
+view all-heads
+scale log
+S
+# 3. Cache off for one step: the comparison panel and the full recompute map.
+cat > "$work/cache_off.txt" <<'S'
+prompt Once upon a time there was a
+prefill
+decode 3
+cache off
+decode 1
+values scores
+layer 3
+head 1
+S
+for name in overview window cache_off; do
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" gui --script "$work/$name.txt" --screenshot "$out/$name.png" --size $size
+  echo "wrote $out/$name.png"
+done
