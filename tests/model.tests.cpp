@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "model.h"
 #include "session.h"
 #include "test_models.h"
+#include "thread_pool.h"
 
 using namespace kvscope;
 using namespace kvtest;
@@ -139,9 +141,14 @@ TEST_CASE("forward equals the reference for every architecture option", "[model]
     const Reference ref = reference_forward(fm, tokens, v.window);
 
     SECTION("every position, one token per step and in chunks of 1, 5 and 7") {
+        std::map<int64_t, std::vector<float>> seen;  // position -> logits from the first chunking that ended there
         for (int64_t chunk : {1, 5, 7}) {
-            for (const auto& [pos, logits] : engine_logits(*model, tokens, v.window, chunk))
+            for (const auto& [pos, logits] : engine_logits(*model, tokens, v.window, chunk)) {
                 check_logits_row(logits, ref.logits, pos, "chunk size " + std::to_string(chunk));
+                // And bit-identical to the same position reached with another chunk size (kernels.h).
+                auto [it, fresh] = seen.emplace(pos, logits);
+                if (!fresh) CHECK(first_mismatch(logits, it->second) == "");
+            }
         }
     }
     SECTION("greedy generation through a Session, cached and uncached") {
@@ -176,26 +183,47 @@ TEST_CASE("forward equals the reference for every architecture option", "[model]
 // Wider than the sweep's models so the kernels' blocked paths run: 40 rows in one chunk (6-row tiles
 // plus a tail), 3C = 192 columns over several column blocks, F = 200 with a partial SIMD vector,
 // D = 12 (a masked tail in every dot product), and V = 257 (a partial group in the lm_head kernel).
-TEST_CASE("forward equals the reference on a wider model, one chunk and token by token", "[model][reference]") {
+//
+// The second model is wider than the kernels' column blocks (3C = 576 and F = 600 columns, V = 515
+// rows of the lm_head, D = 32), run with 1 and 2 threads, with chunks on both sides of the
+// few-rows/many-rows switch in matmul_kn.
+TEST_CASE("forward equals the reference on wider models, in one chunk and token by token", "[model][reference]") {
+    struct Shape {
+        const char* name;
+        int64_t V, P, C, H, F, L, T;
+        float stddev;
+    };
+    const Shape shape = GENERATE(Shape{"wide", 257, 64, 48, 4, 200, 3, 40, 0.15f},
+                                 Shape{"wider", 515, 32, 192, 6, 600, 1, 24, 0.08f});
+    INFO(shape.name);
     FixtureSpec spec;
-    spec.config.n_vocab = 257;
-    spec.config.n_ctx = 64;
-    spec.config.n_embd = 48;
-    spec.config.n_head = 4;
-    spec.config.n_inner = 200;
-    spec.config.n_layer = 3;
+    spec.config.n_vocab = shape.V;
+    spec.config.n_ctx = shape.P;
+    spec.config.n_embd = shape.C;
+    spec.config.n_head = shape.H;
+    spec.config.n_inner = shape.F;
+    spec.config.n_layer = shape.L;
     spec.seed = 99;
-    spec.stddev = 0.15f;
-    const FixtureModel fm = write_fixture(work_dir("model") / "wide", spec);
+    spec.stddev = shape.stddev;
+    const FixtureModel fm = write_fixture(work_dir("model") / shape.name, spec);
     const auto model = Model::load(fm.dir.string());
-    const std::vector<int32_t> tokens = random_tokens(5, 40, spec.config.n_vocab);
-    for (int64_t window : {0, 9}) {
-        INFO("window " << window);
-        const Reference ref = reference_forward(fm, tokens, window);
-        for (int64_t chunk : {40, 13, 1})
-            for (const auto& [pos, logits] : engine_logits(*model, tokens, window, chunk))
-                check_logits_row(logits, ref.logits, pos, "chunk size " + std::to_string(chunk));
+    const std::vector<int32_t> tokens = random_tokens(5, shape.T, spec.config.n_vocab);
+    const int threads_before = ThreadPool::global().n_threads();
+    for (int threads : {1, 2}) {
+        ThreadPool::global().set_threads(threads);
+        for (int64_t window : {0, 9}) {
+            INFO("threads " << threads << ", window " << window);
+            const Reference ref = reference_forward(fm, tokens, window);
+            std::map<int64_t, std::vector<float>> seen;
+            for (int64_t chunk : {shape.T, int64_t(13), int64_t(8), int64_t(3), int64_t(1)})
+                for (const auto& [pos, logits] : engine_logits(*model, tokens, window, chunk)) {
+                    check_logits_row(logits, ref.logits, pos, "chunk size " + std::to_string(chunk));
+                    auto [it, fresh] = seen.emplace(pos, logits);
+                    if (!fresh) CHECK(first_mismatch(logits, it->second) == "");
+                }
+        }
     }
+    ThreadPool::global().set_threads(threads_before);
 }
 
 TEST_CASE("forward refuses chunks that cannot run, before touching the cache", "[model]") {

@@ -243,6 +243,19 @@ TEST_CASE("a ragged batch equals each sequence's solo run, bit for bit", "[sessi
         REQUIRE(batched.records.size() == solo[i].records.size());
         for (size_t k = 0; k < batched.records.size(); ++k) require_same_record(*batched.records[k], *solo[i].records[k]);
     }
+    // A batched session steps back and carries on alone as if it had always been alone.
+    for (size_t i = 0; i < members.size(); ++i) {
+        INFO("member " << i);
+        Session& s = *sessions[i];
+        const size_t n = s.trace().size();
+        const size_t back = std::min<size_t>(n, 3 + i);
+        for (size_t k = 0; k < back; ++k) REQUIRE(s.step_back());
+        while (s.next() != Session::Next::Done) {
+            const size_t k = s.trace().size();
+            require_same_record(s.step(), *solo[i].records[k]);
+        }
+        require_identical(collect(s), solo[i]);
+    }
 }
 
 TEST_CASE("step_back restores everything and re-stepping replays the same records", "[session][step]") {
@@ -339,7 +352,16 @@ TEST_CASE("turning the cache off and on mid-run changes nothing but the work don
             CHECK(r.n_rows_reused == 0);
         }
     }
-    require_identical(collect(s), baseline);
+    const Run toggled = collect(s);
+    require_identical(toggled, baseline);
+    // A recompute leaves the ring exactly as the cached steps would have.
+    REQUIRE(toggled.records.size() == baseline.records.size());
+    for (size_t i = 0; i < toggled.records.size(); ++i) {
+        INFO("step " << i);
+        CHECK(toggled.records[i]->slot_positions == baseline.records[i]->slot_positions);
+        CHECK(toggled.records[i]->cache_used == baseline.records[i]->cache_used);
+        CHECK(toggled.records[i]->write_slot == baseline.records[i]->write_slot);
+    }
     // And back: stepping back over uncached steps leaves a cache the cached run can continue from.
     for (int k = 0; k < 4; ++k) REQUIRE(s.step_back());
     s.set_use_cache(true);

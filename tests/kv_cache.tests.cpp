@@ -1,0 +1,223 @@
+// KvCache: the ring (position p in slot p % S), the window's visibility rule, fits(), checkpoint/restore
+// and the byte counts. Expectations come from a plain simulation written here: an array of S slots that
+// records which position was written last into each, and the rule "a query at q sees q-W+1 .. q".
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "errors.h"
+#include "kv_cache.h"
+
+using namespace kvscope;
+
+namespace {
+
+constexpr int64_t L = 2, H = 3, D = 5;
+
+// A value that names its coordinates, so any misplaced row is visible.
+float tag(int64_t il, int64_t h, int64_t p, int64_t d, bool value) {
+    return float(p * 1000 + il * 100 + h * 10 + d) + (value ? 0.5f : 0.0f);
+}
+
+void write_position(KvCache& c, int64_t p) {
+    for (int64_t il = 0; il < L; ++il)
+        for (int64_t h = 0; h < H; ++h) {
+            float k[D], v[D];
+            for (int64_t d = 0; d < D; ++d) {
+                k[d] = tag(il, h, p, d, false);
+                v[d] = tag(il, h, p, d, true);
+            }
+            c.write(il, h, p, k, v);
+        }
+}
+
+// Writes a chunk the way forward() does: every row of the chunk, then the pointer moves.
+void write_chunk(KvCache& c, int64_t n) {
+    for (int64_t p = c.next_position(); p < c.next_position() + n; ++p) write_position(c, p);
+    c.advance(n);
+}
+
+bool holds(const KvCache& c, int64_t p) {
+    if (c.slot_position(p % c.capacity()) != p) return false;
+    for (int64_t il = 0; il < L; ++il)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t d = 0; d < D; ++d)
+                if (c.key(il, h, p)[d] != tag(il, h, p, d, false) || c.value(il, h, p)[d] != tag(il, h, p, d, true))
+                    return false;
+    return true;
+}
+
+// Everything observable, for restore checks.
+struct Snapshot {
+    int64_t next_position;
+    std::vector<int64_t> slots;
+    std::vector<float> rows;
+    bool operator==(const Snapshot&) const = default;
+};
+Snapshot snapshot(const KvCache& c) {
+    Snapshot s{c.next_position(), c.slot_positions(), {}};
+    for (int64_t slot = 0; slot < c.capacity(); ++slot) {
+        if (c.slot_position(slot) < 0) continue;
+        for (int64_t il = 0; il < L; ++il)
+            for (int64_t h = 0; h < H; ++h) {
+                const int64_t p = c.slot_position(slot);
+                s.rows.insert(s.rows.end(), c.key(il, h, p), c.key(il, h, p) + D);
+                s.rows.insert(s.rows.end(), c.value(il, h, p), c.value(il, h, p) + D);
+            }
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("a new cache is empty and its sizes are what the shape says", "[kv_cache]") {
+    KvCache c(L, H, D, 7, 0);
+    CHECK(c.capacity() == 7);
+    CHECK(c.window() == 0);
+    CHECK(c.next_position() == 0);
+    CHECK(c.write_slot() == 0);
+    CHECK(c.used() == 0);
+    CHECK(c.slot_positions() == std::vector<int64_t>(7, -1));
+    // K and V, float32: 2 * L * H * D * 4 bytes per position.
+    CHECK(c.bytes_per_position() == 2 * L * H * D * 4);
+    CHECK(c.bytes_capacity() == 7 * 2 * L * H * D * 4);
+    CHECK(c.bytes_used() == 0);
+}
+
+TEST_CASE("positions go to slot p % S and stay readable until overwritten", "[kv_cache]") {
+    const int64_t S = GENERATE(1, 4, 7);
+    const int64_t W = GENERATE(0, 1, 3, 4);
+    if (W > S) return;  // such a cache cannot take even one token once full (fits() below)
+    INFO("S " << S << ", W " << W);
+    KvCache c(L, H, D, S, W);
+    std::vector<int64_t> sim(size_t(S), -1);  // the simulation: last position written per slot
+    for (int64_t p = 0; p < 3 * S + 2; ++p) {
+        INFO("position " << p);
+        if (W == 0 && p >= S) {
+            CHECK_FALSE(c.fits(1));  // without a window every position must stay: a full cache is full
+            break;
+        }
+        REQUIRE(c.fits(1));
+        CHECK(c.write_slot() == p % S);
+        write_chunk(c, 1);
+        sim[size_t(p % S)] = p;
+        CHECK(c.next_position() == p + 1);
+        CHECK(c.write_slot() == (p + 1) % S);
+        CHECK(c.slot_positions() == sim);
+        for (int64_t q = std::max<int64_t>(0, p + 1 - S); q <= p; ++q) CHECK(holds(c, q));
+        // used(): positions the next query (at p + 1) can see that are already in the cache.
+        const int64_t visible = W > 0 ? std::min(p + 1, W - 1) : p + 1;
+        CHECK(c.used() == std::min(visible, S));
+        CHECK(c.bytes_used() == c.used() * c.bytes_per_position());
+    }
+}
+
+TEST_CASE("visible_from: a query at q sees q-W+1 .. q", "[kv_cache]") {
+    KvCache none(L, H, D, 10, 0), w4(L, H, D, 10, 4), w1(L, H, D, 10, 1);
+    for (int64_t q : {0, 1, 2, 3, 4, 9, 100}) {
+        CHECK(none.visible_from(q) == 0);
+        CHECK(w4.visible_from(q) == std::max<int64_t>(0, q - 3));
+        CHECK(w1.visible_from(q) == q);
+    }
+}
+
+TEST_CASE("fits(n) is true exactly when every query of the chunk still finds all its keys", "[kv_cache]") {
+    // Brute force: simulate the ring up to `start`, write the chunk, then check every query's keys.
+    for (int64_t S = 1; S <= 9; ++S)
+        for (int64_t W = 0; W <= 9; ++W)
+            for (int64_t start = 0; start <= 12; ++start)
+                for (int64_t n = 1; n <= 10; ++n) {
+                    std::vector<int64_t> ring(size_t(S), -1);
+                    for (int64_t p = 0; p < start + n; ++p) ring[size_t(p % S)] = p;
+                    bool ok = true;
+                    for (int64_t q = start; q < start + n; ++q)
+                        for (int64_t k = W > 0 ? std::max<int64_t>(0, q - W + 1) : 0; k <= q; ++k)
+                            ok = ok && ring[size_t(k % S)] == k;
+                    KvCache c(1, 1, 1, S, W);
+                    for (int64_t p = 0; p < start; ++p) {  // reach `start` one position at a time where possible
+                        float x = 0;
+                        c.write(0, 0, p, &x, &x);
+                        c.advance(1);
+                    }
+                    INFO("S " << S << ", W " << W << ", start " << start << ", n " << n);
+                    CHECK(c.fits(n) == ok);
+                    if (ok) {
+                        CHECK_NOTHROW(c.require_fits(n));
+                    } else {
+                        CHECK_THROWS_AS(c.require_fits(n), UsageError);
+                    }
+                }
+}
+
+TEST_CASE("the chunk-size rule: a chunk of n needs W - 1 + n slots", "[kv_cache]") {
+    KvCache c(L, H, D, 6, 4);
+    write_chunk(c, 3);
+    write_chunk(c, 3);        // positions 0..5, keys needed from 0: 6 slots
+    CHECK(c.fits(3));         // 6..8 needs 3..8
+    CHECK_FALSE(c.fits(4));   // 6..9 needs 3..9 = 7 slots
+    try {
+        c.require_fits(4);
+        FAIL("expected a UsageError");
+    } catch (const UsageError& e) {
+        CHECK_THAT(e.what(), Catch::Matchers::Contains("7") && Catch::Matchers::Contains("6"));
+    }
+}
+
+TEST_CASE("checkpoint(n) and restore undo exactly what n writes did", "[kv_cache]") {
+    const int64_t S = GENERATE(3, 5, 8);
+    const int64_t W = GENERATE(0, 2, 3);
+    INFO("S " << S << ", W " << W);
+    KvCache c(L, H, D, S, W);
+    std::mt19937 rng(uint32_t(S * 10 + W));
+    std::vector<std::pair<KvCacheCheckpoint, Snapshot>> stack;
+    // Grow with random chunk sizes while they fit, keeping every checkpoint.
+    for (int step = 0; step < 40; ++step) {
+        const int64_t n = 1 + int64_t(rng() % 3);
+        if (!c.fits(n)) {
+            if (!c.fits(1)) break;
+            continue;
+        }
+        stack.push_back({c.checkpoint(n), snapshot(c)});
+        write_chunk(c, n);
+    }
+    REQUIRE(stack.size() >= 2);
+    // Undo in reverse order; after each restore the cache is exactly as it was.
+    while (!stack.empty()) {
+        INFO("undo to position " << stack.back().second.next_position);
+        c.restore(stack.back().first);
+        REQUIRE(snapshot(c) == stack.back().second);
+        CHECK(c.write_slot() == c.next_position() % S);
+        stack.pop_back();
+    }
+    CHECK(c.next_position() == 0);
+    CHECK(c.used() == 0);
+    CHECK(c.slot_positions() == std::vector<int64_t>(size_t(S), -1));
+}
+
+TEST_CASE("restore then rewrite reaches the same state as never undoing", "[kv_cache]") {
+    KvCache a(L, H, D, 4, 3), b(L, H, D, 4, 3);
+    for (int i = 0; i < 5; ++i) {
+        write_chunk(a, 1);
+        write_chunk(b, 1);
+    }
+    const KvCacheCheckpoint cp = b.checkpoint(2);
+    write_chunk(b, 2);
+    b.restore(cp);
+    write_chunk(b, 2);
+    write_chunk(a, 2);
+    CHECK(snapshot(a) == snapshot(b));
+}
+
+TEST_CASE("reset empties the cache", "[kv_cache]") {
+    KvCache c(L, H, D, 5, 0);
+    write_chunk(c, 4);
+    c.reset();
+    CHECK(c.next_position() == 0);
+    CHECK(c.used() == 0);
+    CHECK(c.bytes_used() == 0);
+    CHECK(c.write_slot() == 0);
+    CHECK(c.slot_positions() == std::vector<int64_t>(5, -1));
+    CHECK(c.fits(5));
+    CHECK_FALSE(c.fits(6));
+}

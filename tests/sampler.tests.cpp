@@ -1,0 +1,208 @@
+// Sampler: greedy picks the first argmax; sampling draws from softmax(logits / T) cut to the top-k ids,
+// then to the smallest prefix (by descending probability) whose mass reaches top_p of what is left,
+// renormalised. The expected distributions are computed here in double from that definition; the
+// empirical frequencies of many seeded draws must match them (a chi-square statistic with a loose
+// bound), and no draw may land outside the kept set.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "errors.h"
+#include "sampler.h"
+
+using namespace kvscope;
+
+namespace {
+
+std::vector<double> expected_distribution(const std::vector<float>& logits, double T, int64_t top_k, double top_p) {
+    const size_t V = logits.size();
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    std::vector<double> p(V);
+    double z = 0;
+    for (size_t i = 0; i < V; ++i) z += p[i] = std::exp((double(logits[i]) - mx) / T);
+    for (double& x : p) x /= z;
+    std::vector<size_t> ids(V);
+    std::iota(ids.begin(), ids.end(), size_t(0));
+    std::stable_sort(ids.begin(), ids.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+    size_t keep = top_k > 0 && size_t(top_k) < V ? size_t(top_k) : V;
+    if (top_p < 1.0) {
+        double total = 0, cum = 0;
+        for (size_t i = 0; i < keep; ++i) total += p[ids[i]];
+        size_t n = 0;
+        while (n < keep) {
+            cum += p[ids[n++]];
+            if (cum >= top_p * total) break;
+        }
+        keep = n;
+    }
+    std::vector<double> q(V, 0.0);
+    double mass = 0;
+    for (size_t i = 0; i < keep; ++i) mass += p[ids[i]];
+    for (size_t i = 0; i < keep; ++i) q[ids[i]] = p[ids[i]] / mass;
+    return q;
+}
+
+std::vector<int64_t> draw_counts(const std::vector<float>& logits, SamplerOptions o, int n_draws) {
+    Sampler s(o, int64_t(logits.size()));
+    std::vector<int64_t> counts(logits.size(), 0);
+    int64_t n_outside = 0;
+    for (int i = 0; i < n_draws; ++i) {
+        const TokenId id = s.sample(logits.data());
+        if (id >= 0 && size_t(id) < logits.size()) ++counts[size_t(id)];
+        else ++n_outside;
+    }
+    REQUIRE(n_outside == 0);
+    return counts;
+}
+
+const std::vector<float> kLogits = {1.2f, -0.3f, 2.5f, 0.0f, 0.7f, 2.5f, -1.8f, 1.9f, 0.4f, -0.6f, 3.1f, 1.0f};
+
+}  // namespace
+
+TEST_CASE("options are validated", "[sampler]") {
+    auto bad = [](SamplerOptions o) { CHECK_THROWS_AS(validate(o), UsageError); };
+    bad({-1.0, 0, 1.0, 0});
+    bad({-1e-9, 0, 1.0, 0});
+    bad({double(NAN), 0, 1.0, 0});
+    bad({double(INFINITY), 0, 1.0, 0});
+    bad({1.0, -1, 1.0, 0});
+    bad({1.0, 0, 0.0, 0});
+    bad({1.0, 0, -0.5, 0});
+    bad({1.0, 0, 1.5, 0});
+    bad({1.0, 0, double(NAN), 0});
+    CHECK_NOTHROW(validate({0.0, 0, 1.0, 0}));
+    CHECK_NOTHROW(validate({0.5, 3, 0.01, 9}));
+    CHECK_THROWS_AS(Sampler(SamplerOptions{1.0, 0, 2.0, 0}, 10), UsageError);
+}
+
+TEST_CASE("greedy returns the first index of the largest logit", "[sampler]") {
+    Sampler s({}, 6);
+    const std::vector<float> tie = {0.0f, 3.0f, 1.0f, 3.0f, -2.0f, 3.0f};
+    CHECK(s.sample(tie.data()) == 1);
+    const std::vector<float> last = {-5.0f, -4.0f, -3.0f, -2.0f, -1.0f, -0.5f};
+    CHECK(s.sample(last.data()) == 5);
+    // top-k / top-p do not change a greedy choice.
+    Sampler g({0.0, 1, 0.1, 3}, 6);
+    CHECK(g.sample(tie.data()) == 1);
+}
+
+TEST_CASE("top() and entropy() describe softmax(logits / T)", "[sampler]") {
+    for (double T : {0.0, 0.5, 2.0}) {
+        INFO("T " << T);
+        Sampler s({T, 0, 1.0, 1}, int64_t(kLogits.size()));
+        s.sample(kLogits.data());
+        const std::vector<double> p = expected_distribution(kLogits, T == 0 ? 1.0 : T, 0, 1.0);
+        double h = 0;
+        for (double x : p) h -= x * std::log(x);
+        CHECK_THAT(s.entropy(), Catch::Matchers::WithinAbs(h, 1e-12));
+        const auto top = s.top(4);
+        REQUIRE(top.size() == 4);
+        // Descending logits, ties by id: 3.1 (10), 2.5 (2), 2.5 (5), 1.9 (7).
+        const TokenId want[] = {10, 2, 5, 7};
+        for (size_t i = 0; i < 4; ++i) {
+            CHECK(top[i].id == want[i]);
+            CHECK(top[i].logit == kLogits[size_t(want[i])]);
+            CHECK_THAT(top[i].probability, Catch::Matchers::WithinAbs(p[size_t(want[i])], 1e-7));
+        }
+        CHECK(s.top(100).size() == kLogits.size());
+    }
+}
+
+TEST_CASE("sampled frequencies match the truncated, renormalised distribution", "[sampler]") {
+    struct Case {
+        double T;
+        int64_t k;
+        double p;
+    };
+    const Case c = GENERATE(Case{1.0, 0, 1.0}, Case{0.5, 5, 1.0}, Case{2.0, 0, 0.8}, Case{1.3, 6, 0.7},
+                            Case{0.7, 15, 1.0}, Case{3.0, 3, 0.5}, Case{1.0, 0, 0.05});
+    INFO("T " << c.T << ", top_k " << c.k << ", top_p " << c.p);
+    const int n = 200000;
+    const std::vector<int64_t> counts = draw_counts(kLogits, {c.T, c.k, c.p, 777}, n);
+    const std::vector<double> q = expected_distribution(kLogits, c.T, c.k, c.p);
+    double chi2 = 0;
+    int df = -1;
+    for (size_t i = 0; i < q.size(); ++i) {
+        INFO("id " << i << ": " << counts[i] << " draws, expected " << q[i] * n);
+        if (q[i] == 0) {
+            CHECK(counts[i] == 0);  // never outside the kept set
+            continue;
+        }
+        chi2 += (double(counts[i]) - q[i] * n) * (double(counts[i]) - q[i] * n) / (q[i] * n);
+        ++df;
+    }
+    // For df <= 11, the chance that chi-square exceeds df + 6 sqrt(2 df) + 10 is far below 1e-6.
+    INFO("chi2 " << chi2 << " with " << df << " degrees of freedom");
+    CHECK(chi2 < df + 6 * std::sqrt(2.0 * std::max(df, 1)) + 10);
+}
+
+TEST_CASE("top-p keeps the smallest prefix reaching p", "[sampler]") {
+    // Probabilities 0.5, 0.3, 0.15, 0.05 at ids 2, 0, 3, 1 (logits are their logs, T = 1).
+    const std::vector<float> logits = {std::log(0.3f), std::log(0.05f), std::log(0.5f), std::log(0.15f)};
+    auto kept = [&](double p) {
+        const auto counts = draw_counts(logits, {1.0, 0, p, 3}, 4000);
+        std::vector<int> ids;
+        for (size_t i = 0; i < counts.size(); ++i)
+            if (counts[i] > 0) ids.push_back(int(i));
+        return ids;
+    };
+    CHECK(kept(0.3) == std::vector<int>{2});
+    CHECK(kept(0.79) == std::vector<int>{0, 2});
+    CHECK(kept(0.81) == std::vector<int>{0, 2, 3});
+    CHECK(kept(0.96) == std::vector<int>{0, 1, 2, 3});
+    CHECK(kept(1.0) == std::vector<int>{0, 1, 2, 3});
+    // With top-k = 2 first, p applies to the renormalised pair {0.625, 0.375}.
+    const auto counts = draw_counts(logits, {1.0, 2, 0.6, 3}, 4000);
+    CHECK(counts == std::vector<int64_t>{0, 0, 4000, 0});
+}
+
+TEST_CASE("top-k never returns a token outside the k best", "[sampler]") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> logits(50);
+    for (float& x : logits) x = normal(rng);
+    std::vector<size_t> order(logits.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+    const int64_t k = 7;
+    const auto counts = draw_counts(logits, {4.0, k, 1.0, 5}, 20000);  // T = 4: nearly flat inside the k
+    for (size_t r = 0; r < order.size(); ++r) {
+        INFO("rank " << r << " id " << order[r]);
+        if (r < size_t(k)) CHECK(counts[order[r]] > 0);
+        else CHECK(counts[order[r]] == 0);
+    }
+    // Ties at the boundary go to the lower id.
+    const std::vector<float> tied = {1.0f, 2.0f, 2.0f, 2.0f, 0.0f};
+    const auto t = draw_counts(tied, {1.0, 2, 1.0, 5}, 2000);
+    CHECK(t[3] == 0);
+    CHECK(t[0] == 0);
+    CHECK(t[1] > 0);
+    CHECK(t[2] > 0);
+}
+
+TEST_CASE("draws are a function of the seed and the RNG state", "[sampler]") {
+    SamplerOptions o{1.0, 0, 1.0, 42};
+    Sampler a(o, int64_t(kLogits.size())), b(o, int64_t(kLogits.size()));
+    std::vector<TokenId> da, db;
+    for (int i = 0; i < 500; ++i) {
+        da.push_back(a.sample(kLogits.data()));
+        db.push_back(b.sample(kLogits.data()));
+    }
+    CHECK(da == db);
+    o.seed = 43;
+    Sampler c(o, int64_t(kLogits.size()));
+    std::vector<TokenId> dc;
+    for (int i = 0; i < 500; ++i) dc.push_back(c.sample(kLogits.data()));
+    CHECK(dc != da);
+    // Saving and restoring the state replays the same draws.
+    const uint64_t state = a.rng_state();
+    std::vector<TokenId> first, again;
+    for (int i = 0; i < 20; ++i) first.push_back(a.sample(kLogits.data()));
+    a.set_rng_state(state);
+    for (int i = 0; i < 20; ++i) again.push_back(a.sample(kLogits.data()));
+    CHECK(first == again);
+}
