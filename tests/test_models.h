@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "config.h"
 #include "safetensors.h"
 
@@ -169,7 +171,9 @@ inline FixtureModel write_fixture(const fs::path& dir, const FixtureSpec& spec) 
     m.dir = dir;
     m.config = spec.config;
     {
-        const fs::path tmp = dir / "config.json.tmp";
+        // ctest -j runs test cases of one executable in parallel processes that write the same
+        // fixture: each writes its own temporary file and renames it into place (atomic).
+        const fs::path tmp = dir / ("config.json.tmp-" + std::to_string(::getpid()));
         std::ofstream(tmp, std::ios::trunc) << kvscope::config_to_json(spec.config);
         fs::rename(tmp, dir / "config.json");
     }
