@@ -557,3 +557,55 @@ TEST_CASE("session errors are UsageErrors raised before any work", "[session][er
         CHECK(s.generated().size() == 10);
     }
 }
+
+TEST_CASE("recording, a second prompt and one-token runs do not change the numbers", "[session]") {
+    const std::vector<int32_t> first = random_tokens(61, 11, 101), second = random_tokens(62, 4, 101);
+    SessionOptions o = options(3, 2, 5);
+    const Run want_first = run(o, first), want_second = run(o, second);
+
+    SECTION("recording off") {
+        o.record = false;
+        const Run quiet = run(o, first);
+        require_identical(quiet, want_first);
+        for (const auto& r : quiet.records) CHECK_FALSE(r->recorded());
+    }
+    SECTION("set_prompt again on a used session starts over with the new prompt") {
+        Session s(parity_model(), o);
+        s.set_prompt(first);
+        while (s.next() != Session::Next::Done) s.step();
+        s.set_prompt(second);
+        CHECK(s.trace().empty());
+        CHECK(s.generated().empty());
+        CHECK(s.cache().next_position() == 0);
+        while (s.next() != Session::Next::Done) s.step();
+        require_identical(collect(s), want_second);
+    }
+    SECTION("max_new_tokens = 1: the prefill's prediction is the only token") {
+        o.max_new_tokens = 1;
+        Session s(parity_model(), o);
+        s.set_prompt(first);
+        int n_steps = 0;
+        while (s.next() != Session::Next::Done) {
+            CHECK(s.next() == Session::Next::Prefill);
+            s.step();
+            ++n_steps;
+        }
+        CHECK(n_steps == 6);  // 11 tokens in chunks of 2
+        REQUIRE(s.generated().size() == 1);
+        CHECK(s.generated()[0] == want_first.generated[0]);
+        CHECK(first_mismatch(s.trace().back().logits, want_first.logits[0]) == "");
+    }
+    SECTION("n_top larger than the vocabulary, and 0") {
+        o.n_top = 1000;
+        Session s(parity_model(), o);
+        s.set_prompt(second);
+        while (s.next() != Session::Next::Done) {
+            const StepRecord& r = s.step();
+            if (r.chosen) CHECK(r.top.size() == 101);
+        }
+        o.n_top = 0;
+        Session z(parity_model(), o);
+        z.set_prompt(second);
+        while (z.next() != Session::Next::Done) CHECK(z.step().top.empty());
+    }
+}
