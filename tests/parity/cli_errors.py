@@ -12,7 +12,7 @@ import shutil
 import struct
 import sys
 
-from common import Failure, main, model_dir, run_cli
+from common import Failure, main, make_model, model_dir, ref, run_cli
 
 
 def broken_models(work, good):
@@ -76,9 +76,11 @@ def broken_models(work, good):
     h = json.loads(json.dumps(header))
     h["h.1.mlp.c_fc.weight"]["shape"] = [256, 64]  # transposed (a Linear layout, not Conv1D)
     write_st(copy("transposed_shape"), h, body)
-    h = json.loads(json.dumps(header))
-    del h["ln_f.weight"]
-    write_st(copy("missing_tensor"), h, body)
+    # A well-formed file that lacks one tensor (so the loader's name check, not its byte
+    # accounting, has to notice).
+    _, tensors, dtypes = make_model.build()
+    ref.safetensors_io.write(os.path.join(copy("missing_tensor"), "model.safetensors"),
+                             [(n, t) for n, t in tensors if n != "h.1.ln_2.bias"], dtypes)
     h = json.loads(json.dumps(header))
     h["wte.weight"]["shape"] = [-300, 64]
     write_st(copy("negative_dim"), h, body)
@@ -139,10 +141,14 @@ def cases(kvscope, work):
                                                            "--max-new-tokens", "4"], f"model {name}")
 
     def flag(extra, what, replace_prompt=None):
-        args = list(base)
+        """base arguments with `extra` appended; an option already in base gets the new value instead."""
+        args, extra = list(base), list(extra)
         if replace_prompt is not None:
             args[args.index("--prompt-ids") + 1] = replace_prompt
-        return lambda: expect_error(kvscope, args + list(extra), what)
+        if len(extra) == 2 and extra[0] in ("--max-new-tokens",):
+            args[args.index(extra[0]) + 1] = extra[1]
+            extra = []
+        return lambda: expect_error(kvscope, args + extra, what)
 
     yield lambda: expect_error(kvscope, ["generate", "--model", os.path.join(work, "does_not_exist"),
                                          "--prompt-ids", "1"], "missing model dir")
@@ -156,6 +162,7 @@ def cases(kvscope, work):
     yield flag([], "empty prompt", "")
     yield flag(["--prompt-ids", "5,6,7,400"], "second prompt of a batch has a bad id")
     yield flag(["--max-new-tokens", "126"], "prompt 3 + new 126 > n_positions 128")
+    yield lambda: expect_error(kvscope, base + ["--max-new-tokens", "4"], "max-new-tokens given twice")
     yield flag([], "prompt longer than n_positions", ",".join(["1"] * 129))
     for v in ("0", "-1", "-5", "x"):
         yield flag(["--window", v], f"window {v}")

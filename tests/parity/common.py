@@ -64,7 +64,7 @@ class Failure(Exception):
     pass
 
 
-def run_cli(kvscope, args, timeout=120):
+def run_cli(kvscope, args, timeout=30):
     """-> (returncode, stdout, stderr). A hang or a signal is a failure by itself."""
     try:
         p = subprocess.run([kvscope] + args, capture_output=True, text=True, timeout=timeout)
@@ -106,6 +106,7 @@ def generate(kvscope, model, prompts, n_new, window=None, chunk=None, no_cache=F
 
 
 _model_cache = {}
+_expected_cache = {}
 
 
 def reference_model(path):
@@ -147,10 +148,13 @@ def check_case(kvscope, model, prompts, n_new, window=None, chunk=None, no_cache
             f"{' no-cache' if no_cache else ''}{f' window={window}' if window else ''}"
             f"{f' chunk={chunk}' if chunk else ''}{' ' + ' '.join(extra) if extra else ''}")
     m = reference_model(model)
-    if len(prompts) == 1:
-        expected = [ref.greedy(m, prompts[0], n_new, window)]
-    else:
-        expected = ref.greedy_batch(m, prompts, n_new, window)
+    key = (model, tuple(tuple(p) for p in prompts), n_new, window)
+    if key not in _expected_cache:  # cached, no-cache and chunked runs share one reference run
+        if len(prompts) == 1:
+            _expected_cache[key] = [ref.greedy(m, prompts[0], n_new, window)]
+        else:
+            _expected_cache[key] = ref.greedy_batch(m, prompts, n_new, window)
+    expected = _expected_cache[key]
     eot = _end_of_text(model)
     for b, (ids, rows) in enumerate(expected):
         if eot is not None and eot in ids:

@@ -4,9 +4,10 @@
 
     windows.py --kvscope BIN --work DIR
 """
+import os
 import sys
 
-from common import check_case, main, model_dir, prompt
+from common import HERE, check_case, main, model_dir, prompt
 
 
 def cases(kvscope, work):
@@ -20,6 +21,12 @@ def cases(kvscope, work):
     m = model_dir(work, "bf16_post_gelu_untied")
     yield lambda: check_case(kvscope, m, [prompt(110, 40)], 24, window=8)
     yield lambda: check_case(kvscope, m, [prompt(110, 40)], 24, window=8, chunk=5)
+    # The default model over a long run: 200-token prompt, 40 new tokens, window 64 (the cache slides
+    # for every decode step), prefilled in chunks of 32 and recomputed without a cache.
+    d = os.path.normpath(os.path.join(HERE, "..", "..", "assets", "default"))
+    p = prompt(72, 200, vocab=767)
+    yield lambda: check_case(kvscope, d, [p], 40, window=64, chunk=32)
+    yield lambda: check_case(kvscope, d, [p], 40, window=64, no_cache=True)
     # A window wider than the whole run must equal no window at all.
     m = model_dir(work, "sinusoidal_scaled")
     yield lambda: check_case(kvscope, m, [prompt(111, 6)], 6, window=100)
