@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "thread_pool.h"
 
@@ -28,16 +29,17 @@ __mmask16 tail_mask(int64_t remaining) {
 }
 
 // y[r, n0:n0+16*CT] for RT rows: acc = 0; for k: acc = fma(x[r,k], w[k,n], acc); y = acc + bias.
+// w_tile points at w[0, n0], and row k of the tile starts at w_tile + k * ldw.
 template <int RT, int CT>
-void tile_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
-             int64_t n0, int64_t n_end) {
+void tile_kn(float* y, const float* x, const float* w_tile, int64_t ldw, const float* bias, int64_t K,
+             int64_t N, int64_t n0, int64_t n_end) {
     __m512 acc[RT][CT];
     __mmask16 mask[CT];
     for (int c = 0; c < CT; ++c) mask[c] = n0 + 16 * c < n_end ? tail_mask(n_end - n0 - 16 * c) : 0;
     for (int r = 0; r < RT; ++r)
         for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; ++k) {
-        const float* wk = w + k * N + n0;
+        const float* wk = w_tile + k * ldw;
         __m512 wv[CT];
         for (int c = 0; c < CT; ++c) wv[c] = _mm512_maskz_loadu_ps(mask[c], wk + 16 * c);
         for (int r = 0; r < RT; ++r) {
@@ -124,12 +126,12 @@ void stream_kn(float* y, const float* x, const float* w, const float* bias, int6
 }
 
 template <int RT, int CT>
-void tile_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
-             int64_t n0, int64_t n_end) {
+void tile_kn(float* y, const float* x, const float* w_tile, int64_t ldw, const float* bias, int64_t K,
+             int64_t N, int64_t n0, int64_t n_end) {
     for (int r = 0; r < RT; ++r)
         for (int64_t n = n0; n < std::min(n_end, n0 + 16 * CT); ++n) {
             float acc = 0.0f;
-            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[r * K + k], w[k * N + n], acc);
+            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[r * K + k], w_tile[k * ldw + (n - n0)], acc);
             y[r * N + n] = acc + (bias ? bias[n] : 0.0f);
         }
 }
@@ -144,14 +146,25 @@ void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_
 
 #endif
 
-// Rows in blocks of RT (the tail one at a time), columns [n_begin, n_end) in tiles of 16*CT.
+// Rows in blocks of RT (the tail one at a time), columns [n_begin, n_end) in tiles of 16*CT. Each
+// weight tile (K, 16*CT) is first copied into a contiguous buffer: walked in place it would touch a
+// new page every few cache lines, and every row block walks it again.
 template <int RT, int CT>
 void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N,
              int64_t n_begin, int64_t n_end) {
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += 16 * CT) {
+    constexpr int64_t W = 16 * CT;
+    thread_local std::vector<float> packed;  // (K, W); grows once per thread, then reused
+    if (int64_t(packed.size()) < K * W) packed.resize(size_t(K * W));
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += W) {
+        const int64_t width = std::min(W, n_end - n0);
+        for (int64_t k = 0; k < K; ++k) {
+            std::memcpy(packed.data() + k * W, w + k * N + n0, size_t(width) * sizeof(float));
+            std::memset(packed.data() + k * W + width, 0, size_t(W - width) * sizeof(float));
+        }
         int64_t t = 0;
-        for (; t + RT <= T; t += RT) tile_kn<RT, CT>(y + t * N, x + t * K, w, bias, K, N, n0, n_end);
-        for (; t < T; ++t) tile_kn<1, CT>(y + t * N, x + t * K, w, bias, K, N, n0, n_end);
+        for (; t + RT <= T; t += RT)
+            tile_kn<RT, CT>(y + t * N, x + t * K, packed.data(), W, bias, K, N, n0, n_end);
+        for (; t < T; ++t) tile_kn<1, CT>(y + t * N, x + t * K, packed.data(), W, bias, K, N, n0, n_end);
     }
 }
 
