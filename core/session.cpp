@@ -250,7 +250,14 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
         first[i] = s->cache_.next_position();
         chunks.push_back(pending[i].chunk);
     }
-    forward(*together.front()->model_, std::span<Chunk>(chunks), ws);
+    try {
+        forward(*together.front()->model_, std::span<Chunk>(chunks), ws);
+    } catch (...) {
+        // forward() checks every chunk before it writes, so the caches are untouched: only the undo
+        // entries prepare() pushed must go, or a later step_back would undo a step that never ran.
+        for (Session* s : together) s->undo_.pop_back();
+        throw;
+    }
     for (size_t i = 0; i < together.size(); ++i) {
         Session* s = together[i];
         s->finish(pending[i], chunks[i].flops, first[i], chunks[i].n_tokens,

@@ -609,3 +609,22 @@ TEST_CASE("recording, a second prompt and one-token runs do not change the numbe
         while (z.next() != Session::Next::Done) CHECK(z.step().top.empty());
     }
 }
+
+TEST_CASE("a batch step refused for a too-small workspace leaves every session as it was", "[session][batch][errors]") {
+    SessionOptions o = options(0, 0, 4);
+    Session a(parity_model(), o), b(parity_model(), o);
+    a.set_prompt(random_tokens(71, 9, 101));
+    b.set_prompt(random_tokens(72, 12, 101));
+    a.step();
+    const State before_a = capture(a), before_b = capture(b);
+    std::vector<Session*> only_a{&a}, both{&a, &b};
+    Workspace small = Session::make_batch_workspace(only_a);  // one sequence's rows, one chunk
+    CHECK_THROWS_AS(Session::step_batch(both, small), UsageError);
+    require_same_state(capture(a), before_a);
+    require_same_state(capture(b), before_b);
+    // Undo history is intact too: one step back returns a to its start, b has nothing to undo.
+    REQUIRE(a.step_back());
+    CHECK(a.trace().empty());
+    CHECK(a.cache().next_position() == 0);
+    CHECK_FALSE(b.step_back());
+}
