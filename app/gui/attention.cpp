@@ -13,14 +13,22 @@
 namespace kvscope::gui {
 namespace {
 
-HeatmapStyle style_for(const ViewPrefs& v, const AttentionMap& m) {
+// Largest |score| over the visible cells of the maps (one head, or every head of the layer).
+float score_absmax(const std::vector<const AttentionMap*>& maps) {
+    float mx = 0;
+    for (const AttentionMap* m : maps)
+        for (size_t i = 0; i < m->scores.size(); ++i)
+            if (m->visible[i]) mx = std::max(mx, std::fabs(m->scores[i]));
+    return mx;
+}
+
+// Scores use a symmetric range: |max| of the shown head, or shared by every head in the small multiples
+// (so colours compare across heads); weights are probabilities, always 0..1.
+HeatmapStyle style_for(const ViewPrefs& v, float score_abs) {
     HeatmapStyle st;
     if (v.show_scores) {
         st.colormap = Colormap::Diverging;
-        float mx = 0;
-        for (size_t i = 0; i < m.scores.size(); ++i)
-            if (m.visible[i]) mx = std::max(mx, std::fabs(m.scores[i]));
-        if (v.row_norm) mx = 1;
+        float mx = v.row_norm ? 1.0f : score_abs;
         st.lo = -std::max(mx, 1e-6f);
         st.hi = std::max(mx, 1e-6f);
         st.scale = v.log_scale ? Scale::SymLog : Scale::Linear;
@@ -55,24 +63,20 @@ void draw_attention(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const Session& s = c.ctl.session();
-    const Model& model = c.ctl.model();
+    dump_window("Attention");
+    const Snapshot& s = c.snap;
+    const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
     const ModelConfig& cfg = model.config();
     v.layer = std::clamp<int64_t>(v.layer, 0, cfg.n_layer - 1);
     v.head = std::clamp<int64_t>(v.head, 0, cfg.n_head - 1);
 
-    const float w = ImGui::GetFontSize() * 8;
-    int layer = int(v.layer), head = int(v.head);
-    ImGui::SetNextItemWidth(w);
-    if (ImGui::SliderInt("layer", &layer, 0, int(cfg.n_layer - 1))) v.layer = layer;
-    ImGui::SameLine();
-    ImGui::BeginDisabled(v.all_heads);
-    ImGui::SetNextItemWidth(w);
-    if (ImGui::SliderInt("head", &head, 0, int(cfg.n_head - 1))) v.head = head;
-    ImGui::EndDisabled();
-    ImGui::SameLine();
+    stepper("layer", v.layer, 0, cfg.n_layer - 1);
+    ImGui::SameLine(0, 16);
+    stepper("head", v.head, 0, cfg.n_head - 1);
+    ImGui::SameLine(0, 16);
     ImGui::Checkbox("all heads", &v.all_heads);
+    dump_item("all heads");
     if (ImGui::RadioButton("weights", !v.show_scores)) v.show_scores = false;
     ImGui::SameLine();
     if (ImGui::RadioButton("scores", v.show_scores)) v.show_scores = true;
@@ -107,15 +111,20 @@ void draw_attention(PanelContext& c) {
                         (long long)m0.query_positions.back(), (long long)m0.n_key, (long long)m0.key_positions.front(),
                         (long long)m0.key_positions.back());
 
-    const HeatmapStyle st = style_for(v, m0);
+    std::vector<const AttentionMap*> shown;
+    if (v.show_scores && !v.row_norm)
+        for (int64_t hh = 0; hh < (v.all_heads ? cfg.n_head : 1); ++hh)
+            shown.push_back(&c.maps.map(s.trace(), step, v.layer, v.all_heads ? hh : v.head));
+    const HeatmapStyle st = style_for(v, score_absmax(shown));
     char lo[32], hi[32];
     std::snprintf(lo, sizeof lo, v.show_scores ? "%.3g" : "%.0e", double(st.lo));
     std::snprintf(hi, sizeof hi, "%.3g", double(st.hi));
     if (!v.log_scale && !v.show_scores) std::snprintf(lo, sizeof lo, "0");
     colorbar(st, std::min(240.0f, ImGui::GetContentRegionAvail().x), lo, hi);
     ImGui::SameLine();
-    ImGui::TextDisabled("  %s%s; striped = masked", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
-                        v.row_norm ? " / row max" : "");
+    ImGui::TextDisabled("  %s%s%s; striped = masked", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
+                        v.row_norm ? " / row max" : "",
+                        v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "");
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (!v.all_heads) {

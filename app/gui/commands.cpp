@@ -1,6 +1,7 @@
-// The command queue (see commands.h). Every Session call of the app is in this file.
+// The command queue and its worker thread (see commands.h). Every Session call of the app is in this file.
 #include "commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -12,6 +13,8 @@
 namespace kvscope::gui {
 namespace {
 
+constexpr size_t kMaxQueued = 64;  // more than anyone types ahead; beyond it intents are refused
+
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -21,6 +24,17 @@ SessionOptions shadow_options(SessionOptions o) {
     return o;
 }
 
+// Intents that end a run in progress (the others wait for it, or apply between two of its steps).
+bool stops_run(Command::Kind k) {
+    using K = Command::Kind;
+    return k == K::Pause || k == K::Back || k == K::Reset || k == K::SetPrompt || k == K::SetOptions || k == K::LoadModel;
+}
+
+bool is_step(Command::Kind k) {
+    using K = Command::Kind;
+    return k == K::Prefill || k == K::Decode || k == K::Step || k == K::Run;
+}
+
 }  // namespace
 
 std::string token_text(const Model& model, TokenId id) {
@@ -28,24 +42,202 @@ std::string token_text(const Model& model, TokenId id) {
     return display_bytes(model.tokenizer()->token_bytes(id));
 }
 
-Controller::Controller(std::shared_ptr<const Model> model, SessionOptions options) {
-    options.record = true;
-    rebuild(std::move(model), options);
-    set_status("type a prompt, then press Prefill (or Space)");
-}
-
-void Controller::set_status(std::string s, bool error) {
-    status_ = std::move(s);
-    status_error_ = error;
-}
-
-std::vector<TokenId> Controller::encode_prompt(const std::string& text) const {
-    const Model& m = model();
+std::vector<TokenId> encode_prompt(const Model& m, const std::string& text) {
     if (m.tokenizer()) return m.tokenizer()->encode(text, false);
     std::vector<TokenId> ids;
     for (int64_t id : parse_id_list(text, "prompt ids"))
         ids.push_back(TokenId(id));
     return ids;
+}
+
+// ---- UI side ----
+
+Controller::Controller(std::shared_ptr<const Model> model, SessionOptions options) {
+    options.record = true;
+    rebuild(std::move(model), options);
+    set_status("type a prompt, then press Prefill (or Space)");
+    publish();
+    worker_ = std::thread([this] { worker_loop(); });
+}
+
+Controller::~Controller() {
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        stop_ = true;
+        queue_.clear();
+    }
+    cv_.notify_all();
+    worker_.join();
+}
+
+bool Controller::push(Command c) {
+    using K = Command::Kind;
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        if (c.kind == K::SetPrompt) {
+            ++prompt_edits_pushed_;
+            c.n = int64_t(prompt_edits_pushed_);
+            // Typing while the worker is busy: only the newest text matters.
+            if (!queue_.empty() && queue_.back().kind == K::SetPrompt) {
+                queue_.back() = std::move(c);
+                return true;
+            }
+        }
+        if (queue_.size() >= kMaxQueued) {
+            notice_ = "busy: " + std::to_string(queue_.size()) + " intents are already waiting; this one was dropped";
+            return false;
+        }
+        notice_.clear();
+        queue_.push_back(std::move(c));
+    }
+    cv_.notify_all();
+    return true;
+}
+
+std::shared_ptr<const Snapshot> Controller::snapshot() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return snap_;
+}
+
+Progress Controller::progress() const {
+    std::lock_guard<std::mutex> lock(m_);
+    Progress p;
+    p.busy = working_ || !queue_.empty() || run_left_ != 0;
+    p.activity = p.busy ? activity_ : std::string();
+    p.elapsed_s = p.busy ? now_s() - activity_start_ : 0;
+    p.running = run_left_ != 0;
+    p.run_done = run_done_;
+    p.run_total = run_total_;
+    p.run_limit = run_limit_;
+    p.queued = queue_.size();
+    p.notice = notice_;
+    return p;
+}
+
+bool Controller::busy() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return working_ || !queue_.empty() || run_left_ != 0;
+}
+
+void Controller::wait_idle() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return !working_ && queue_.empty() && run_left_ == 0; });
+}
+
+bool Controller::execute(const Command& c) {
+    const uint64_t errors = snapshot()->n_errors;
+    push(c);
+    wait_idle();
+    return snapshot()->n_errors == errors;
+}
+
+void Controller::set_wake(std::function<void()> wake) {
+    std::lock_guard<std::mutex> lock(m_);
+    wake_ = std::move(wake);
+}
+
+uint64_t Controller::prompt_edits() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return prompt_edits_pushed_;
+}
+
+// ---- worker side ----
+
+void Controller::worker_loop() {
+    for (;;) {
+        Command c;
+        bool have = false;
+        {
+            std::unique_lock<std::mutex> lock(m_);
+            working_ = false;
+            cv_.notify_all();  // wait_idle() may be waiting
+            // A run takes the next step unless an intent that can apply between steps is waiting; step
+            // intents wait for the run to end, so "decode, decode, decode" makes three steps.
+            cv_.wait(lock, [&] {
+                return stop_ || run_left_ != 0 || !queue_.empty();
+            });
+            if (stop_) return;
+            if (!queue_.empty() && (run_left_ == 0 || !is_step(queue_.front().kind))) {
+                c = std::move(queue_.front());
+                queue_.pop_front();
+                have = true;
+                if (stops_run(c.kind) && c.kind != Command::Kind::Pause) run_left_ = 0;
+            }
+            working_ = true;
+        }
+        if (have) {
+            try {
+                apply(c);
+            } catch (const UsageError& e) {
+                set_status(e.what(), true);
+            } catch (const LoadError& e) {
+                set_status(e.what(), true);
+            } catch (const JsonError& e) {
+                set_status(e.what(), true);
+            } catch (const std::exception& e) {
+                set_status(e.what(), true);
+            }
+            if (status_error_) {
+                std::lock_guard<std::mutex> lock(m_);
+                run_left_ = 0;
+            }
+        } else {
+            try {
+                run_step();
+            } catch (const std::exception& e) {
+                std::lock_guard<std::mutex> lock(m_);
+                run_left_ = 0;
+                status_ = e.what();
+                status_error_ = true;
+                ++n_errors_;
+            }
+        }
+        publish();
+    }
+}
+
+void Controller::set_status(std::string s, bool error) {
+    status_ = std::move(s);
+    status_error_ = error;
+    if (error) ++n_errors_;
+}
+
+void Controller::set_activity(std::string what) {
+    std::lock_guard<std::mutex> lock(m_);
+    activity_ = std::move(what);
+    activity_start_ = now_s();
+}
+
+void Controller::publish() {
+    auto s = std::make_shared<Snapshot>();
+    s->model_ptr = session_->share_model();
+    s->main_trace = session_->trace();
+    s->has_shadow = shadow_ != nullptr;
+    if (shadow_) s->shadow_trace = shadow_->trace();
+    s->shadow_diverged = shadow_diverged_;
+    s->compare = compare_;
+    s->prompt_ids = session_->prompt();
+    s->generated_ids = session_->generated();
+    s->session_options = session_->options();
+    s->next_phase = session_->next();
+    s->prompt_text = prompt_text_;
+    s->prompt_edits = prompt_edits_applied_;
+    s->generation = generation_;
+    s->status = status_;
+    s->status_error = status_error_;
+    s->n_errors = n_errors_;
+    s->last_export = last_export_;
+    std::function<void()> wake;
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        snap_ = std::move(s);
+        wake = wake_;
+    }
+    if (wake) wake();
+}
+
+std::vector<TokenId> Controller::encode(const Model& model, const std::string& text) const {
+    return encode_prompt(model, text);
 }
 
 void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions options) {
@@ -61,10 +253,7 @@ void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions opti
     // Keep the prompt when it still fits the new model/options; otherwise start empty.
     if (!prompt_text_.empty()) {
         try {
-            std::vector<TokenId> ids = model->tokenizer() ? model->tokenizer()->encode(prompt_text_, false)
-                                                          : std::vector<TokenId>{};
-            if (!model->tokenizer())
-                for (int64_t id : parse_id_list(prompt_text_, "prompt ids")) ids.push_back(TokenId(id));
+            std::vector<TokenId> ids = encode(*model, prompt_text_);
             fresh->set_prompt(ids);
             if (fresh_shadow) fresh_shadow->set_prompt(ids);
         } catch (const UsageError&) {
@@ -73,7 +262,10 @@ void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions opti
     session_ = std::move(fresh);
     shadow_ = std::move(fresh_shadow);
     shadow_diverged_ = false;
-    run_left_ = 0;
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        run_left_ = 0;
+    }
     ++generation_;
 }
 
@@ -86,6 +278,7 @@ void Controller::sync_shadow() {
     if (!session_->prompt().empty()) {
         s->set_prompt(session_->prompt());
         const Trace& t = session_->trace();
+        if (t.size() > 0) set_activity("replaying " + std::to_string(t.size()) + " step(s) the other way");
         for (size_t i = 0; i < t.size(); ++i) {
             s->set_use_cache(!t[i].cache_on);
             s->step();
@@ -99,14 +292,50 @@ void Controller::sync_shadow() {
 }
 
 bool Controller::step_once() {
-    if (session_->next() == Session::Next::Done) return false;
+    const Session::Next next = session_->next();
+    if (next == Session::Next::Done) return false;
+    {
+        const int64_t n_prompt = int64_t(session_->prompt().size());
+        const int64_t done = session_->n_prompt_done();
+        const int64_t chunk = session_->options().prefill_chunk;
+        const int64_t n = next == Session::Next::Prefill ? (chunk > 0 ? std::min(chunk, n_prompt - done) : n_prompt - done) : 1;
+        const bool cache = session_->options().use_cache;
+        const int64_t rows = cache ? n : done + int64_t(session_->generated().size()) + n;
+        set_activity(std::string(next == Session::Next::Prefill ? "prefill" : "decode") + " step " +
+                     std::to_string(session_->trace().size()) + ": " + std::to_string(n) + " new token(s), " +
+                     std::to_string(rows) + " row(s) computed (cache " + (cache ? "ON)" : "OFF)"));
+    }
     const StepRecord& r = session_->step();
     if (shadow_ && !shadow_diverged_) {
+        // Show the step now; the other way (often the slow cache-off one) follows.
+        publish();
+        set_activity("the same step with the cache " + std::string(r.cache_on ? "OFF" : "ON") + " (comparison)");
         shadow_->set_use_cache(!r.cache_on);
         const StepRecord& s = shadow_->step();
         if (s.chosen != r.chosen) shadow_diverged_ = true;  // sampling split on a near tie: stop comparing
     }
     return true;
+}
+
+void Controller::run_step() {
+    const Session::Next next = session_->next();
+    if (next == Session::Next::Done || (run_decode_only_ && next != Session::Next::Decode)) {
+        std::lock_guard<std::mutex> lock(m_);
+        run_left_ = 0;
+    } else {
+        step_once();
+        std::lock_guard<std::mutex> lock(m_);
+        ++run_done_;
+        if (run_left_ > 0) --run_left_;
+    }
+    if (run_left_ == 0) {
+        const StepRecord* last = session_->trace().empty() ? nullptr : &session_->trace().back();
+        set_status("ran " + std::to_string(run_done_) + " step(s)" +
+                   (last ? "; now at position " + std::to_string(last->next_position) : std::string()));
+    } else {
+        set_status("running: " + std::to_string(run_done_) +
+                   (run_total_ > 0 ? " / " + std::to_string(run_total_) : std::string()) + " steps");
+    }
 }
 
 void Controller::apply(const Command& c) {
@@ -115,14 +344,18 @@ void Controller::apply(const Command& c) {
     auto describe = [&](const StepRecord& r) {
         std::string msg = std::string(phase_name(r.phase)) + " step " + std::to_string(r.index) + ": " +
                           std::to_string(r.tokens.size()) + " token(s) at position " + std::to_string(r.first_position);
-        if (r.chosen) msg += ", next token " + std::to_string(*r.chosen) + " '" + token_text(model(), *r.chosen) + "'";
+        if (r.chosen) msg += ", next token " + std::to_string(*r.chosen) + " '" + token_text(s.model(), *r.chosen) + "'";
         return msg;
     };
+    auto no_more = [&] {
+        return UsageError(s.prompt().empty() ? "no prompt is set" : "generation is finished: step back or reset");
+    };
+    set_activity("");
     switch (c.kind) {
     case K::SetPrompt: {
-        run_left_ = 0;
         prompt_text_ = c.text;
-        std::vector<TokenId> ids = encode_prompt(c.text);
+        prompt_edits_applied_ = uint64_t(std::max<int64_t>(0, c.n));
+        std::vector<TokenId> ids = encode(s.model(), c.text);
         s.set_prompt(ids);
         if (shadow_) shadow_->set_prompt(ids);
         shadow_diverged_ = false;
@@ -137,38 +370,49 @@ void Controller::apply(const Command& c) {
         set_status(describe(s.trace().back()));
         return;
     case K::Step:
-        if (s.next() == Session::Next::Done)
-            throw UsageError(s.prompt().empty() ? "no prompt is set" : "generation is finished: step back or reset");
+        if (s.next() == Session::Next::Done) throw no_more();
         step_once();
         set_status(describe(s.trace().back()));
         return;
     case K::Decode:
-    case K::Run:
+    case K::Run: {
         if (c.kind == K::Decode && s.next() != Session::Next::Decode)
             throw UsageError(s.prompt().empty() ? "no prompt is set"
                              : s.next() == Session::Next::Prefill ? "prefill the prompt first"
                                                                    : "generation is finished: step back or reset");
-        if (c.kind == K::Run && s.next() == Session::Next::Done)
-            throw UsageError(s.prompt().empty() ? "no prompt is set" : "generation is finished: step back or reset");
+        if (c.kind == K::Run && s.next() == Session::Next::Done) throw no_more();
+        // Steps a run to the end would take: the rest of the prompt's chunks plus the tokens still to generate.
+        const int64_t chunk = s.options().prefill_chunk;
+        const int64_t left_prompt = int64_t(s.prompt().size()) - s.n_prompt_done();
+        const int64_t prefill_steps = left_prompt <= 0 ? 0 : chunk > 0 ? (left_prompt + chunk - 1) / chunk : 1;
+        const int64_t decode_steps = s.options().max_new_tokens - int64_t(s.generated().size()) - (left_prompt > 0 ? 1 : 0) + 1;
+        std::lock_guard<std::mutex> lock(m_);
         run_left_ = c.n < 0 ? -1 : c.n;
         run_total_ = c.n < 0 ? -1 : c.n;
+        run_limit_ = c.n < 0 ? std::max<int64_t>(1, prefill_steps + std::max<int64_t>(0, decode_steps - 1)) : c.n;
         run_done_ = 0;
         run_decode_only_ = c.kind == K::Decode;
-        if (run_left_ == 0) set_status("nothing to run");
+        if (run_left_ == 0) status_ = "nothing to run";
         return;
-    case K::Pause:
-        if (run_left_) set_status("paused after " + std::to_string(run_done_) + " step(s)");
+    }
+    case K::Pause: {
+        std::lock_guard<std::mutex> lock(m_);
+        if (run_left_) status_ = "paused after " + std::to_string(run_done_) + " step(s)", status_error_ = false;
         run_left_ = 0;
         return;
+    }
     case K::Back:
-        run_left_ = 0;
-        if (!s.step_back()) throw UsageError("nothing to step back: no step has run");
-        if (shadow_ && !shadow_diverged_) shadow_->step_back();
-        if (shadow_diverged_) sync_shadow();
+        for (int64_t i = 0; i < c.n; ++i) {
+            if (!s.step_back()) throw UsageError("nothing to step back: no step has run");
+            if (shadow_ && !shadow_diverged_) {
+                // The shadow may lag when a step's comparison was cut short by an error.
+                if (shadow_->trace().size() > s.trace().size()) shadow_->step_back();
+            }
+        }
+        if (shadow_diverged_ || (shadow_ && shadow_->trace().size() != s.trace().size())) sync_shadow();
         set_status("stepped back to " + std::to_string(s.trace().size()) + " step(s)");
         return;
     case K::Reset:
-        run_left_ = 0;
         s.reset();
         sync_shadow();
         set_status("reset: the cache is empty, same prompt");
@@ -190,6 +434,7 @@ void Controller::apply(const Command& c) {
         return;
     }
     case K::LoadModel: {
+        set_activity("loading model " + c.text);
         std::shared_ptr<const Model> m = Model::load(c.text);  // throws: the current model stays
         rebuild(m, s.options());
         if (session_->prompt().empty() && !prompt_text_.empty()) prompt_text_.clear();
@@ -199,6 +444,7 @@ void Controller::apply(const Command& c) {
     case K::ExportStep:
     case K::ExportSession: {
         if (s.trace().empty()) throw UsageError("nothing to export yet: run a step first");
+        set_activity("exporting to " + c.text);
         std::error_code ec;
         std::filesystem::create_directories(c.text, ec);
         if (ec || !std::filesystem::is_directory(c.text)) throw UsageError("cannot create folder " + c.text);
@@ -208,81 +454,15 @@ void Controller::apply(const Command& c) {
         if (c.kind == K::ExportStep) {
             size_t step = c.step < 0 ? s.trace().size() - 1 : size_t(c.step);
             if (step >= s.trace().size()) throw UsageError("no step " + std::to_string(step) + " to export");
-            last_export_ = export_step(s.trace(), step, model().tokenizer(), c.text, scope);
+            last_export_ = export_step(s.trace(), step, s.model().tokenizer(), c.text, scope);
             set_status("exported step " + std::to_string(step) + " to " + last_export_);
         } else {
-            export_trace(s.trace(), model().tokenizer(), c.text, scope);
+            export_trace(s.trace(), s.model().tokenizer(), c.text, scope);
             last_export_ = c.text;
             set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.text);
         }
         return;
     }
-    }
-}
-
-bool Controller::execute(const Command& c) {
-    try {
-        apply(c);
-        // Scripts run to completion at once.
-        while (run_left_ != 0) update(1e9);
-    } catch (const UsageError& e) {
-        run_left_ = 0;
-        set_status(e.what(), true);
-    } catch (const LoadError& e) {
-        set_status(e.what(), true);
-    } catch (const JsonError& e) {
-        set_status(e.what(), true);
-    } catch (const std::exception& e) {
-        run_left_ = 0;
-        set_status(e.what(), true);
-    }
-    return !status_error_;
-}
-
-void Controller::update(double budget_s) {
-    while (!queue_.empty()) {
-        Command c = std::move(queue_.front());
-        queue_.pop_front();
-        try {
-            apply(c);
-        } catch (const UsageError& e) {
-            run_left_ = 0;
-            set_status(e.what(), true);
-        } catch (const LoadError& e) {
-            set_status(e.what(), true);
-        } catch (const JsonError& e) {
-            set_status(e.what(), true);
-        } catch (const std::exception& e) {
-            run_left_ = 0;
-            set_status(e.what(), true);
-        }
-    }
-    if (run_left_ == 0) return;
-    // Time slice: at least one step, then more while the budget lasts.
-    const double t0 = now_s();
-    try {
-        do {
-            const Session::Next next = session_->next();
-            if (next == Session::Next::Done || (run_decode_only_ && next != Session::Next::Decode)) {
-                run_left_ = 0;
-                break;
-            }
-            step_once();
-            ++run_done_;
-            if (run_left_ > 0) --run_left_;
-        } while (run_left_ != 0 && now_s() - t0 < budget_s);
-    } catch (const std::exception& e) {
-        run_left_ = 0;
-        set_status(e.what(), true);
-        return;
-    }
-    if (run_left_ == 0) {
-        const StepRecord* last = session_->trace().empty() ? nullptr : &session_->trace().back();
-        set_status("ran " + std::to_string(run_done_) + " step(s)" +
-                   (last ? "; now at position " + std::to_string(last->next_position) : std::string()));
-    } else {
-        set_status("running: " + std::to_string(run_done_) +
-                   (run_total_ > 0 ? " / " + std::to_string(run_total_) : std::string()) + " steps");
     }
 }
 

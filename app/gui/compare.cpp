@@ -60,25 +60,31 @@ void draw_compare(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const Session& s = c.ctl.session();
-    const Session* shadow = c.ctl.shadow();
+    dump_window("Cache on vs off");
+    const Snapshot& s = c.snap;
+    const Trace* shadow = s.shadow();
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);
     if (!shadow) {
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled(c.ctl.shadow_diverged()
+        ImGui::TextDisabled(s.shadow_diverged
                                 ? "The two ways sampled different tokens (a near tie); comparison stopped. Reset to restart it."
                                 : "Comparison is off: tick \"Also compute each step the other way\" in Controls.");
         ImGui::PopTextWrapPos();
         ImGui::End();
         return;
     }
-    if (!r || shadow->trace().size() <= step) {
-        ImGui::TextDisabled("Run a step: it is computed with the cache on and off.");
+    if (!r || shadow->size() <= step) {
+        if (r && c.progress.busy) {
+            ImGui::Text("computing step %zu the other way... %.1f s", step, c.progress.elapsed_s);
+            ImGui::TextDisabled("(%s)", c.progress.activity.c_str());
+        } else {
+            ImGui::TextDisabled("Run a step: it is computed with the cache on and off.");
+        }
         ImGui::End();
         return;
     }
-    const StepRecord& o = shadow->trace()[step];
+    const StepRecord& o = (*shadow)[step];
     const StepRecord& on = r->cache_on ? *r : o;
     const StepRecord& off = r->cache_on ? o : *r;
     double max_delta = 0;
@@ -112,9 +118,9 @@ void draw_compare(PanelContext& c) {
         ImGui::TextDisabled("this prefill chunk predicts nothing: no logits to compare");
 
     std::vector<double> f_on, f_off, t_on, t_off;
-    for (size_t i = 0; i < s.trace().size() && i < shadow->trace().size(); ++i) {
+    for (size_t i = 0; i < s.trace().size() && i < shadow->size(); ++i) {
         const StepRecord& a = s.trace()[i];
-        const StepRecord& b = shadow->trace()[i];
+        const StepRecord& b = (*shadow)[i];
         const StepRecord& x_on = a.cache_on ? a : b;
         const StepRecord& x_off = a.cache_on ? b : a;
         f_on.push_back(x_on.flops);

@@ -4,6 +4,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "errors.h"
@@ -47,6 +48,37 @@ void token_chips(const Model& model, const std::vector<TokenId>& ids) {
     }
 }
 
+// "working..." with what the worker does, how long it has been at it, and a bar: steps of a run, or an
+// indeterminate sweep for a single long step (the engine does not report progress inside a step).
+void working_indicator(const Progress& p) {
+    if (!p.busy && p.notice.empty()) return;
+    if (p.busy) {
+        char label[96];
+        float fraction = 0;
+        if (p.running) {
+            const int64_t total = p.run_total > 0 ? p.run_total : p.run_limit;
+            std::snprintf(label, sizeof label, "%lld / %lld%s steps  %.1f s", (long long)p.run_done, (long long)total,
+                          p.run_total > 0 ? "" : " (to the end)", p.elapsed_s);
+            fraction = total > 0 ? std::min(1.0f, float(p.run_done) / float(total)) : 0.0f;
+        } else {
+            std::snprintf(label, sizeof label, "working... %.1f s", p.elapsed_s);
+            fraction = float(std::fmod(p.elapsed_s * 0.5, 1.0));  // a sweep: alive, not a percentage
+        }
+        ImGui::PushStyleColor(ImGuiCol_PlotHistogram, ImVec4(0.85f, 0.62f, 0.18f, 1));
+        ImGui::ProgressBar(fraction, {-1, 0}, label);
+        ImGui::PopStyleColor();
+        ImGui::PushTextWrapPos(0);
+        if (!p.activity.empty()) ImGui::TextDisabled("%s", p.activity.c_str());
+        if (p.queued > 0) ImGui::TextDisabled("%zu intent(s) queued behind it", p.queued);
+        ImGui::PopTextWrapPos();
+    }
+    if (!p.notice.empty()) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextColored({1.0f, 0.6f, 0.3f, 1}, "%s", p.notice.c_str());
+        ImGui::PopTextWrapPos();
+    }
+}
+
 }  // namespace
 
 void draw_controls(PanelContext& c) {
@@ -55,16 +87,19 @@ void draw_controls(PanelContext& c) {
         ImGui::End();
         return;
     }
+    dump_window("Controls");
     Controller& ctl = c.ctl;
-    const Session& s = ctl.session();
-    const Model& model = ctl.model();
+    const Snapshot& s = c.snap;
+    const Model& model = s.model();
     const ModelConfig& cfg = model.config();
-    if (e.synced_generation != ctl.generation()) {
+    if (e.synced_generation != s.generation) {
         e.options = s.options();
-        e.synced_generation = ctl.generation();
+        e.synced_generation = s.generation;
     }
-    if (e.synced_prompt != ctl.prompt_text()) {
-        e.prompt = e.synced_prompt = ctl.prompt_text();
+    // Take the controller's prompt text only when none of our edits is still queued (the worker may be
+    // busy with a long step), so typing ahead is never overwritten by an older text.
+    if (s.prompt_edits == ctl.prompt_edits() && e.synced_prompt != s.prompt_text) {
+        e.prompt = e.synced_prompt = s.prompt_text;
     }
 
     ImGui::TextDisabled("model");
@@ -76,18 +111,20 @@ void draw_controls(PanelContext& c) {
     ImGui::Spacing();
     ImGui::TextUnformatted(model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
     const float box_h = ImGui::GetTextLineHeight() * 3.2f;
-    if (ImGui::InputTextMultiline("##prompt", &e.prompt, {-1, box_h})) {
+    const bool edited = ImGui::InputTextMultiline("##prompt", &e.prompt, {-1, box_h});
+    dump_item("prompt");
+    if (edited) {
         Command cmd;
         cmd.kind = Command::Kind::SetPrompt;
         cmd.text = e.prompt;
         ctl.push(cmd);
-        e.synced_prompt = e.prompt;  // the controller will hold this text once applied
+        e.synced_prompt = e.prompt;  // the controller will hold this text once the worker applies it
     }
     // Chips from the text as typed (the tokenizer is part of the model, not the session).
     std::vector<TokenId> ids;
     std::string token_error;
     try {
-        ids = ctl.encode_prompt(e.prompt);
+        ids = encode_prompt(model, e.prompt);
     } catch (const UsageError& err) {
         token_error = err.what();
     }
@@ -105,6 +142,7 @@ void draw_controls(PanelContext& c) {
         ImGui::BeginDisabled(!enabled);
         const bool pressed = ImGui::Button(label);
         ImGui::EndDisabled();
+        dump_item(label);
         if (pressed) {
             Command cmd;
             cmd.kind = kind;
@@ -113,14 +151,16 @@ void draw_controls(PanelContext& c) {
         }
         return pressed;
     };
-    const bool idle = !ctl.running();
+    // Intents queue while the worker is busy; only a run in progress disables the step buttons.
+    const Progress& pr = c.progress;
+    const bool idle = !pr.running;
     button("Prefill step", Command::Kind::Prefill, idle && next == Session::Next::Prefill);
     ImGui::SameLine();
     button("Decode step", Command::Kind::Decode, idle && next == Session::Next::Decode);
     ImGui::SameLine();
-    button("Step back", Command::Kind::Back, idle && !s.trace().empty());
+    button("Step back", Command::Kind::Back, !s.trace().empty());
     ImGui::SameLine();
-    button("Reset", Command::Kind::Reset, idle && !s.prompt().empty());
+    button("Reset", Command::Kind::Reset, !s.prompt().empty());
 
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
     ImGui::InputInt("##runn", &e.run_n);
@@ -130,19 +170,16 @@ void draw_controls(PanelContext& c) {
     ImGui::SameLine();
     button("Run to end", Command::Kind::Run, idle && next != Session::Next::Done, -1);
     ImGui::SameLine();
-    button("Pause", Command::Kind::Pause, !idle);
-    if (ctl.running()) {
-        char label[64];
-        const int64_t total = ctl.run_total() > 0 ? ctl.run_total() : s.options().max_new_tokens;
-        std::snprintf(label, sizeof label, "%lld / %lld steps", (long long)ctl.run_done(), (long long)total);
-        ImGui::ProgressBar(total > 0 ? float(ctl.run_done()) / float(total) : 0.0f, {-1, 0}, label);
-    }
+    button("Pause", Command::Kind::Pause, pr.running);
+    working_indicator(pr);
     ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
 
     ImGui::Separator();
     bool cache_on = s.options().use_cache;
     ImGui::PushStyleColor(ImGuiCol_Button, cache_on ? ImVec4(0.16f, 0.50f, 0.30f, 1) : ImVec4(0.60f, 0.25f, 0.20f, 1));
-    if (ImGui::Button(cache_on ? "KV cache: ON " : "KV cache: OFF")) {
+    const bool flip = ImGui::Button(cache_on ? "KV cache: ON " : "KV cache: OFF");
+    dump_item("cache switch");
+    if (flip) {
         Command cmd;
         cmd.kind = Command::Kind::Cache;
         cmd.on = !cache_on;
@@ -151,7 +188,7 @@ void draw_controls(PanelContext& c) {
     ImGui::PopStyleColor();
     help_marker("ON: each step computes only its new tokens and reads earlier keys/values from the cache.\n"
                 "OFF: each step recomputes every position from scratch (same answer, more work).");
-    bool compare = ctl.compare();
+    bool compare = s.compare;
     if (ImGui::Checkbox("Also compute each step the other way", &compare)) {
         Command cmd;
         cmd.kind = Command::Kind::Compare;
@@ -190,9 +227,9 @@ void draw_controls(PanelContext& c) {
     }
 
     ImGui::Separator();
-    if (ctl.status_is_error()) ImGui::TextColored({1.0f, 0.45f, 0.35f, 1}, "error:");
+    if (s.status_error) ImGui::TextColored({1.0f, 0.45f, 0.35f, 1}, "error:");
     ImGui::PushTextWrapPos(0);
-    ImGui::TextUnformatted(ctl.status().c_str());
+    ImGui::TextUnformatted(s.status.c_str());
     ImGui::PopTextWrapPos();
     ImGui::TextDisabled("drop a model folder on the window to load it");
     ImGui::End();
@@ -204,34 +241,40 @@ void draw_export(PanelContext& c) {
         ImGui::End();
         return;
     }
+    dump_window("Export");
     ViewPrefs& v = c.prefs;
     ImGui::SetNextItemWidth(-1);
     ImGui::InputText("##dir", &v.export_dir);
+    dump_item("export dir");
     ImGui::RadioButton("selected head", !v.export_all_heads) && (v.export_all_heads = false);
     ImGui::SameLine();
     ImGui::RadioButton("all heads", v.export_all_heads) && (v.export_all_heads = true);
-    const bool any = !c.ctl.session().trace().empty() && !c.ctl.running();
+    const bool any = !c.snap.trace().empty();
     ImGui::BeginDisabled(!any);
     Command cmd;
     cmd.text = v.export_dir;
     cmd.layer = v.export_all_heads ? -1 : v.layer;
     cmd.head = v.export_all_heads ? -1 : v.head;
-    if (ImGui::Button("Export snapshot")) {
+    const bool snapshot = ImGui::Button("Export snapshot");
+    dump_item("Export snapshot");
+    if (snapshot) {
         cmd.kind = Command::Kind::ExportStep;
         size_t i = 0;
-        if (viewed_step(c.ctl.session(), v, &i)) cmd.step = int64_t(i);
+        if (viewed_step(c.snap, v, &i)) cmd.step = int64_t(i);
         c.ctl.push(cmd);
     }
     ImGui::SameLine();
-    if (ImGui::Button("Export session")) {
+    const bool session = ImGui::Button("Export session");
+    dump_item("Export session");
+    if (session) {
         cmd.kind = Command::Kind::ExportSession;
         c.ctl.push(cmd);
     }
     ImGui::EndDisabled();
     help_marker("PNG heatmaps + .npy arrays + JSON, the same files as `kvscope generate --trace DIR`.");
-    if (!c.ctl.last_export().empty()) {
+    if (!c.snap.last_export.empty()) {
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("last: %s", c.ctl.last_export().c_str());
+        ImGui::TextDisabled("last: %s", c.snap.last_export.c_str());
         ImGui::PopTextWrapPos();
     }
     ImGui::End();

@@ -17,8 +17,9 @@ void draw_kv_cache(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const Session& s = c.ctl.session();
-    const Model& model = c.ctl.model();
+    dump_window("KV cache");
+    const Snapshot& s = c.snap;
+    const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
     size_t step = 0;
     const StepRecord* r = viewed_step(s, v, &step);

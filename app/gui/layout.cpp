@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
+#include "json.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -72,6 +76,72 @@ void help_marker(const char* text) {
         ImGui::PopTextWrapPos();
         ImGui::EndTooltip();
     }
+}
+
+bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi) {
+    ImGui::PushID(label);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted(label);
+    ImGui::SameLine(0, 4);
+    bool changed = false;
+    const std::string name = label;
+    ImGui::BeginDisabled(v <= lo);
+    if (ImGui::ArrowButton("dec", ImGuiDir_Left)) v = std::max(lo, v - 1), changed = true;
+    ImGui::EndDisabled();
+    dump_item((name + " -").c_str());
+    ImGui::SameLine(0, 2);
+    // A drag box shows the whole number (a slider's grab would cover it); drag or double-click to type.
+    int x = int(v);
+    ImGui::SetNextItemWidth(ImGui::CalcTextSize("0000").x + ImGui::GetStyle().FramePadding.x * 2);
+    if (ImGui::DragInt("##v", &x, 0.05f, int(lo), int(hi), "%d", ImGuiSliderFlags_AlwaysClamp)) v = x, changed = true;
+    dump_item((name + " value").c_str());
+    ImGui::SameLine(0, 2);
+    ImGui::BeginDisabled(v >= hi);
+    if (ImGui::ArrowButton("inc", ImGuiDir_Right)) v = std::min(hi, v + 1), changed = true;
+    ImGui::EndDisabled();
+    dump_item((name + " +").c_str());
+    ImGui::SameLine(0, 4);
+    ImGui::TextDisabled("of %lld", (long long)(hi + 1));
+    ImGui::PopID();
+    return changed;
+}
+
+namespace {
+std::map<std::string, ImVec4> dumped;  // name -> (x0, y0, x1, y1) in window pixels
+}
+
+void dump_item(const char* name) {
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    dumped[name] = {a.x, a.y, b.x, b.y};
+}
+
+void dump_window(const char* name) {
+    const ImVec2 a = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+    dumped[name] = {a.x, a.y, a.x + s.x, a.y + s.y};
+}
+
+bool write_layout_dump(const std::string& path, const std::string& state_json) {
+    std::string text = "{\n  \"state\": " + state_json + ",\n  \"widgets\": {";
+    const char* sep = "\n";
+    for (const auto& [name, r] : dumped) {
+        char line[160];
+        std::snprintf(line, sizeof line, "%s    %s: [%.0f, %.0f, %.0f, %.0f]", sep, json_escape(name).c_str(), double(r.x),
+                      double(r.y), double(r.z), double(r.w));
+        text += line;
+        sep = ",\n";
+    }
+    text += "\n  }\n}\n";
+    static std::string last;
+    if (text == last) return true;
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp);
+        if (!f || !(f << text)) return false;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);  // readers never see a half-written file
+    if (!ec) last = text;
+    return !ec;
 }
 
 }  // namespace kvscope::gui

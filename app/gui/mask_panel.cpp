@@ -14,7 +14,8 @@ void draw_mask(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const Session& s = c.ctl.session();
+    dump_window("Mask");
+    const Snapshot& s = c.snap;
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);
     if (!r || !r->recorded()) {

@@ -15,8 +15,9 @@ void draw_next_token(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const Session& s = c.ctl.session();
-    const Model& model = c.ctl.model();
+    dump_window("Next token");
+    const Snapshot& s = c.snap;
+    const Model& model = c.snap.model();
     const StepRecord* r = viewed_step(s, c.prefs);
     if (!r) {
         ImGui::TextDisabled("No prediction yet.");

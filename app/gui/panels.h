@@ -1,6 +1,6 @@
 #pragma once
-// The panels. Each is one ImGui window drawn from the session's step records (read-only) and the shared
-// view toggles; anything that changes the session goes through Controller::push.
+// The panels. Each is one ImGui window drawn from the newest Snapshot of the session (immutable step
+// records) and the shared view toggles; anything that changes the session goes through Controller::push.
 //
 //   draw_controls       prompt + token chips, step buttons, run/pause, options, cache switch, status
 //   draw_export         export snapshot / session buttons and where the files went
@@ -13,6 +13,8 @@
 //   default_layout      first-start window rectangles computed from the window size
 #include <imgui.h>
 
+#include <string>
+
 #include "commands.h"
 #include "heatmap.h"
 #include "view.h"
@@ -20,7 +22,9 @@
 namespace kvscope::gui {
 
 struct PanelContext {
-    Controller& ctl;
+    Controller& ctl;        // only to push intents
+    const Snapshot& snap;   // what every panel draws this frame
+    const Progress& progress;
     ViewPrefs& prefs;
     MapCache& maps;
     ImVec2 display;  // window size in ImGui units, for the first-start layout
@@ -43,5 +47,13 @@ std::string short_token(const Model& model, TokenId id, size_t max_chars = 12);
 std::string human_bytes(double bytes);
 std::string human_count(double n);  // 1.2k, 3.4M, 5.6G
 void help_marker(const char* text);
+// "label [<] 3 [>] of 12": arrow buttons and a drag box that never hides the number; true when changed.
+bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi);
+
+// --layout-dump: the screen rectangles of named widgets, for tests that click by name.
+void dump_item(const char* name);                 // the last ImGui item's rectangle
+void dump_window(const char* name);               // the current window's rectangle (call between Begin/End)
+// JSON {"state": state_json, "widgets": {"name": [x0, y0, x1, y1], ...}}; rewritten (atomically) on change.
+bool write_layout_dump(const std::string& path, const std::string& state_json);
 
 }  // namespace kvscope::gui

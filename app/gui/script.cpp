@@ -61,6 +61,12 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         text = text.substr(first);
         ScriptLine l;
         l.line = n;
+        if (text.rfind("background", 0) == 0 && (text.size() == 10 || text[10] == ' ' || text[10] == '\t')) {
+            const size_t rest = text.find_first_not_of(" \t", 10);
+            if (rest == std::string::npos) throw UsageError(where(path, n) + "background needs a command line after it");
+            text = text.substr(rest);
+            l.background = true;
+        }
         const size_t sp = text.find_first_of(" \t");
         l.words.push_back(text.substr(0, sp));
         if (l.words[0] == "prompt") {
@@ -113,12 +119,16 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                     key != "top-p" && key != "seed")
                     bad("unknown option '" + key + "' (chunk, window, max-new, temperature, top-k, top-p, seed)");
             }
+        if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
+                             cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
+                             cmd == "show-step" || cmd == "zoom"))
+            bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
     return out;
 }
 
-ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& v) {
+ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snapshot& snap, ViewPrefs& v) {
     using K = Command::Kind;
     const std::string& cmd = l.words[0];
     const std::string arg = l.words.size() > 1 ? l.words[1] : "";
@@ -126,7 +136,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& 
     if (l.words.size() > 1) to_int(arg, n);
     ScriptEffect fx;
     auto run = [&](Command c) {
-        if (!ctl.execute(c)) throw UsageError("line " + std::to_string(l.line) + ": " + cmd + ": " + ctl.status());
+        if (!ctl.push(c)) throw UsageError("line " + std::to_string(l.line) + ": " + cmd + ": " + ctl.progress().notice);
     };
     auto command = [](K k) {
         Command c;
@@ -146,7 +156,9 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& 
         c.n = arg == "end" ? -1 : n;
         run(c);
     } else if (cmd == "back") {
-        for (int64_t i = 0; i < n; ++i) run(command(K::Back));
+        Command c = command(K::Back);
+        c.n = n;
+        run(c);
     } else if (cmd == "reset") {
         run(command(K::Reset));
     } else if (cmd == "cache" || cmd == "compare") {
@@ -155,7 +167,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& 
         run(c);
     } else if (cmd == "options") {
         Command c = command(K::SetOptions);
-        c.options = ctl.session().options();
+        c.options = snap.options();
         for (size_t i = 1; i < l.words.size(); ++i) {
             const std::string& kv = l.words[i];
             const std::string key = kv.substr(0, kv.find('='));
@@ -175,7 +187,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& 
         c.text = arg;
         run(c);
     } else if (cmd == "layer" || cmd == "head") {
-        const ModelConfig& cfg = ctl.model().config();
+        const ModelConfig& cfg = snap.model().config();
         const int64_t limit = cmd == "layer" ? cfg.n_layer : cfg.n_head;
         if (n >= limit)
             throw UsageError("line " + std::to_string(l.line) + ": " + cmd + " " + arg + " out of range (0.." +
@@ -194,7 +206,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, ViewPrefs& 
         to_int(l.words[2], v.sel_key);
     } else if (cmd == "show-step") {
         v.view_step = arg == "newest" ? -1 : n;
-        if (v.view_step >= int64_t(ctl.session().trace().size()))
+        if (v.view_step >= int64_t(snap.trace().size()))
             throw UsageError("line " + std::to_string(l.line) + ": no step " + arg + " yet");
     } else if (cmd == "zoom") {
         double z = 1, u = 0.5, w = 0.5;

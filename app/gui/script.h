@@ -15,7 +15,12 @@
 //   export DIR [all-heads] export the shown step (selected head unless all-heads)
 //   export-session DIR [all-heads]
 //   frames N               render N frames                   measure N        render N frames, print timing
+//   background LINE        send LINE's intents and go on without waiting for the worker (e.g. a long
+//                          prefill followed by `measure N`: frame times while the worker steps)
 //   # comment, blank lines ignored
+//
+// Every other line waits until the worker has finished its intents (and at least one frame shows the
+// result) before the next line runs, so a script always produces the same screenshot.
 #include <string>
 #include <vector>
 
@@ -27,6 +32,7 @@ namespace kvscope::gui {
 struct ScriptLine {
     int line = 0;                   // 1-based line number in the file
     std::vector<std::string> words; // words[0] = the command; prompt keeps the rest of the line in words[1]
+    bool background = false;        // `background LINE`: do not wait for the worker after this line
 };
 
 // Parse and check every line up front; throws UsageError "FILE:LINE: ..." on the first bad line.
@@ -36,10 +42,12 @@ std::vector<ScriptLine> parse_script(const std::string& path);
 struct ScriptEffect {
     int frames = 0;        // render this many frames before the next line
     int measure = 0;       // render and time this many frames
+    bool background = false;  // go on without waiting for the worker
 };
 
-// Apply one line: commands go through the controller at once, view lines change prefs.
-// Throws UsageError with the controller's message when the command fails.
-ScriptEffect apply_script_line(const ScriptLine& line, Controller& ctl, ViewPrefs& prefs);
+// Apply one line: commands are pushed to the controller (the window loop waits for the worker and then
+// checks Snapshot::n_errors), view lines change prefs. `snap` is the state after the previous line.
+// Throws UsageError for a line that cannot apply to that state (layer out of range, no such step).
+ScriptEffect apply_script_line(const ScriptLine& line, Controller& ctl, const Snapshot& snap, ViewPrefs& prefs);
 
 }  // namespace kvscope::gui

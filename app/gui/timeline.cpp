@@ -16,8 +16,9 @@ void draw_timeline(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const Session& s = c.ctl.session();
-    const Model& model = c.ctl.model();
+    dump_window("Token timeline");
+    const Snapshot& s = c.snap;
+    const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
     size_t step_index = 0;
     const StepRecord* r = viewed_step(s, v, &step_index);
@@ -88,7 +89,7 @@ void draw_timeline(PanelContext& c) {
         if (p == v.sel_query) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(255, 110, 110, 255), 4, 0, 2);
         if (p == v.sel_key) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
         dl->AddText({x + 5, y + 3}, ink, text.c_str());
-        char pos[16];
+        char pos[24];
         std::snprintf(pos, sizeof pos, "%lld", (long long)p);
         dl->AddText({x + 5, y + chip_h + 2}, IM_COL32(150, 150, 160, 255), pos);
         if (ImGui::IsMouseHoveringRect({x, y}, {x + w, y + chip_h}) && ImGui::IsWindowHovered()) {

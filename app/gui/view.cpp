@@ -10,7 +10,7 @@ namespace {
 constexpr size_t kMaxEntries = 64;  // 12 heads x (map + texture) plus the K/V views, with room to spare
 }
 
-const StepRecord* viewed_step(const Session& s, const ViewPrefs& prefs, size_t* index) {
+const StepRecord* viewed_step(const Snapshot& s, const ViewPrefs& prefs, size_t* index) {
     const Trace& t = s.trace();
     if (t.empty()) return nullptr;
     size_t i = prefs.view_step < 0 || size_t(prefs.view_step) >= t.size() ? t.size() - 1 : size_t(prefs.view_step);

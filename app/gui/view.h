@@ -31,7 +31,7 @@ struct ViewPrefs {
 };
 
 // The step the panels show, or nullptr before the first step.
-const StepRecord* viewed_step(const Session& s, const ViewPrefs& prefs, size_t* index = nullptr);
+const StepRecord* viewed_step(const Snapshot& s, const ViewPrefs& prefs, size_t* index = nullptr);
 
 class MapCache {
 public:

@@ -1,6 +1,6 @@
-// `kvscope gui`: the window, the frame loop and scripted screenshots. The loop each frame: apply queued
-// intents (a few ms of stepping when a run is going), draw every panel, render, and in scripted mode
-// feed the next script line or capture the framebuffer.
+// `kvscope gui`: the window, the frame loop and scripted screenshots. The loop each frame: take the
+// controller's newest snapshot (its worker thread does the stepping), draw every panel from it, render,
+// and in scripted mode feed the next script line once the worker is idle, or capture the framebuffer.
 #include <epoxy/gl.h>  // before GLFW, so GLFW does not pull in the system GL header
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -21,6 +21,7 @@
 #include "../cli_commands.h"
 #include "../cli_common.h"
 #include "errors.h"
+#include "json.h"
 #include "gl.h"
 #include "panels.h"
 #include "script.h"
@@ -102,7 +103,8 @@ int cli_gui(int argc, char** argv) {
     add_model_option(args);
     args.option("--script", "FILE", "run the intents in FILE (one per line: prompt, prefill, decode N, back, ...)")
         .option("--screenshot", "OUT.png", "after the script, render, save the window as PNG and exit")
-        .option("--size", "WxH", "window size in pixels (default 1600x1000)");
+        .option("--size", "WxH", "window size in pixels (default 1600x1000)")
+        .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)");
     if (!args.parse(argc, argv)) return 0;
 
     int width = 1600, height = 1000;
@@ -119,6 +121,7 @@ int cli_gui(int argc, char** argv) {
         script = parse_script(*path);
     }
     const std::string screenshot = args.text("--screenshot").value_or("");
+    const std::string layout_dump = args.text("--layout-dump").value_or("");
     const char* display = std::getenv("DISPLAY");
     const char* wayland = std::getenv("WAYLAND_DISPLAY");
     if ((!display || !*display) && (!wayland || !*wayland))
@@ -184,6 +187,7 @@ int cli_gui(int argc, char** argv) {
     int exit_code = 0;
     {
         Controller ctl(model, options);
+        ctl.set_wake([] { glfwPostEmptyEvent(); });  // a published step redraws at once
         ViewPrefs prefs;
         MapCache maps;
         if (!scripted && model->tokenizer()) {
@@ -192,15 +196,20 @@ int cli_gui(int argc, char** argv) {
             c.text = "The cat sat on the mat because";
             ctl.push(c);
         }
-        uint64_t generation = ctl.generation();
+        uint64_t generation = ctl.snapshot()->generation;
         size_t next_line = 0;
+        int64_t pending = -1;          // script line whose intents the worker is applying
+        uint64_t pending_errors = 0;   // Snapshot::n_errors before that line
+        ScriptEffect pending_fx;
         int wait_frames = 2, measure_left = 0, measure_total = 0, warmup = 0;
         std::vector<double> frame_ms, work_ms;
         double frame_start = now_s();
+        std::string last_dump;
 
         while (!glfwWindowShouldClose(window)) {
-            if (scripted || ctl.running()) glfwPollEvents();
-            else glfwWaitEventsTimeout(0.25);  // idle: sleep until input, but keep tooltips/progress alive
+            const bool was_busy = ctl.busy();
+            if (scripted) glfwPollEvents();
+            else glfwWaitEventsTimeout(was_busy ? 1.0 / 30 : 0.25);  // busy: keep the elapsed time ticking
             for (const std::string& path : dropped) {
                 Command c;
                 c.kind = Command::Kind::LoadModel;
@@ -209,17 +218,35 @@ int cli_gui(int argc, char** argv) {
             }
             dropped.clear();
 
-            // Scripted mode: one line per frame, so every intent is drawn at least once.
-            if (scripted && wait_frames == 0 && measure_left == 0 && next_line < script.size()) {
+            // Idle is checked before the snapshot is taken: when idle, the snapshot is the final one.
+            const bool idle = !ctl.busy();
+            const std::shared_ptr<const Snapshot> snap = ctl.snapshot();
+            const gui::Progress progress = ctl.progress();
+
+            if (scripted && pending >= 0 && (idle || pending_fx.background)) {
+                const ScriptLine& l = script[size_t(pending)];
+                if (!pending_fx.background && snap->n_errors != pending_errors) {
+                    std::fprintf(stderr, "error: %s:%d: %s: %s\n", script_path.c_str(), l.line, l.words[0].c_str(),
+                                 snap->status.c_str());
+                    exit_code = 2;
+                    break;
+                }
+                wait_frames = std::max(1, pending_fx.frames);
+                if (pending_fx.measure > 0) {
+                    warmup = 2;  // the first frames compute maps and upload textures
+                    measure_left = measure_total = pending_fx.measure;
+                    frame_ms.clear();
+                    work_ms.clear();
+                }
+                pending = -1;
+            }
+            // Scripted mode: the next line once the previous one is done and drawn.
+            if (scripted && pending < 0 && wait_frames == 0 && measure_left == 0 && next_line < script.size()) {
                 try {
-                    const ScriptEffect fx = apply_script_line(script[next_line], ctl, prefs);
-                    wait_frames = std::max(1, fx.frames);
-                    if (fx.measure > 0) {
-                        warmup = 2;  // the first frames compute maps and upload textures
-                        measure_left = measure_total = fx.measure;
-                        frame_ms.clear();
-                        work_ms.clear();
-                    }
+                    pending_errors = snap->n_errors;
+                    pending_fx = apply_script_line(script[next_line], ctl, *snap, prefs);
+                    pending_fx.background = script[next_line].background;
+                    pending = int64_t(next_line);
                 } catch (const UsageError& e) {
                     std::string what = e.what();  // "line N: ..." -> "FILE:N: ..."
                     if (what.rfind("line ", 0) == 0) what = what.substr(5);
@@ -229,13 +256,12 @@ int cli_gui(int argc, char** argv) {
                 }
                 ++next_line;
             }
-            ctl.update(0.008);
-            if (ctl.generation() != generation) {
+            if (snap->generation != generation) {
                 maps.clear();
-                generation = ctl.generation();
+                generation = snap->generation;
                 prefs.view_step = -1;
                 prefs.sel_query = prefs.sel_key = -1;
-                glfwSetWindowTitle(window, ("kvscope - " + ctl.model().dir()).c_str());
+                glfwSetWindowTitle(window, ("kvscope - " + snap->model().dir()).c_str());
             }
 
             const double t0 = now_s();
@@ -244,17 +270,18 @@ int cli_gui(int argc, char** argv) {
             if (scripted) io.MousePos = {-FLT_MAX, -FLT_MAX};  // no stray hover tooltips in screenshots
             ImGui::NewFrame();
             Gl::begin_frame();
-            if (!io.WantTextInput && !ctl.running()) {
+            if (!io.WantTextInput) {
+                // Keys never wait for the worker: they queue (a run in progress ends on step back / reset).
                 auto push = [&](Command::Kind k) {
                     Command c;
                     c.kind = k;
                     ctl.push(c);
                 };
-                if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false) && ctl.session().next() != Session::Next::Done) push(Command::Kind::Step);
+                if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false) && !progress.running) push(Command::Kind::Step);
                 if (ImGui::IsKeyPressed(GLFW_KEY_BACKSPACE, false)) push(Command::Kind::Back);
                 if (ImGui::IsKeyPressed(GLFW_KEY_R, false)) push(Command::Kind::Reset);
             }
-            PanelContext pc{ctl, prefs, maps, io.DisplaySize};
+            PanelContext pc{ctl, *snap, progress, prefs, maps, io.DisplaySize};
             draw_controls(pc);
             draw_export(pc);
             draw_timeline(pc);
@@ -270,6 +297,19 @@ int cli_gui(int argc, char** argv) {
             glClearColor(0.08f, 0.08f, 0.09f, 1);
             glClear(GL_COLOR_BUFFER_BIT);
             ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+            if (!layout_dump.empty()) {
+                // Rewritten only when a rectangle moved; the step count tells tests the frame caught up.
+                const StepRecord* shown = viewed_step(*snap, prefs);
+                char state[256];
+                std::snprintf(state, sizeof state,
+                              "{\"steps\": %zu, \"idle\": %s, \"errors\": %llu, \"cache_on\": %s, \"layer\": %lld, "
+                              "\"head\": %lld, \"shown_step\": %lld, \"frames\": %llu, \"status\": ",
+                              snap->trace().size(), idle ? "true" : "false", (unsigned long long)snap->n_errors,
+                              snap->options().use_cache ? "true" : "false", (long long)prefs.layer, (long long)prefs.head,
+                              shown ? (long long)shown->index : -1LL, (unsigned long long)ImGui::GetFrameCount());
+                write_layout_dump(layout_dump, state + json_escape(snap->status) + ", \"prompt\": " +
+                                                   json_escape(snap->prompt_text) + "}");
+            }
 
             if (measure_left > 0) {
                 Gl::finish();
@@ -288,14 +328,15 @@ int cli_gui(int argc, char** argv) {
                         std::vector<double> sorted = frame_ms;
                         std::sort(sorted.begin(), sorted.end());
                         const double m = mean(frame_ms);
-                        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms\n",
-                                    measure_total, m, 1000.0 / m, sorted[size_t(double(sorted.size() - 1) * 0.95)], mean(work_ms));
+                        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms%s\n",
+                                    measure_total, m, 1000.0 / m, sorted[size_t(double(sorted.size() - 1) * 0.95)],
+                                    mean(work_ms), ctl.busy() ? " (worker still busy at the end)" : "");
                         std::fflush(stdout);
                     }
                 }
             }
-            if (scripted && wait_frames > 0) --wait_frames;
-            if (scripted && next_line >= script.size() && wait_frames == 0 && measure_left == 0) {
+            if (scripted && wait_frames > 0 && pending < 0) --wait_frames;
+            if (scripted && next_line >= script.size() && pending < 0 && wait_frames == 0 && measure_left == 0 && idle) {
                 if (!screenshot.empty()) {
                     const std::vector<uint8_t> rgba = Gl::read_framebuffer(fb_w, fb_h);
                     if (!write_png(screenshot, fb_w, fb_h, rgba)) {
@@ -303,8 +344,8 @@ int cli_gui(int argc, char** argv) {
                         exit_code = 1;
                     }
                 }
-                if (ctl.status_is_error()) {
-                    std::fprintf(stderr, "error: %s\n", ctl.status().c_str());
+                if (snap->status_error) {
+                    std::fprintf(stderr, "error: %s\n", snap->status.c_str());
                     exit_code = exit_code ? exit_code : 2;
                 }
                 break;
