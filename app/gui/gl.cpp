@@ -170,7 +170,6 @@ bool init(const std::string& shaders_dir) {
 const std::string& error() { return g.error; }
 
 unsigned upload(unsigned tex, int64_t rows, int64_t cols, const float* values, const uint8_t* visible) {
-    if (std::getenv("KVSCOPE_GL_DEBUG")) std::fprintf(stderr, "upload %lldx%lld\n", (long long)rows, (long long)cols);
     std::vector<float> rg(size_t(rows * cols * 2));  // (rows, cols, 2): value, visible
     for (int64_t i = 0; i < rows * cols; ++i) {
         rg[size_t(2 * i)] = values ? values[i] : 0.0f;
