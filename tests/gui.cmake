@@ -1,7 +1,9 @@
-# GUI smoke tests: `kvscope gui --script ... --screenshot ...` under Xvfb, checked by tests/gui/check_gui.py
-# (screenshot not blank, every panel drawn; exported attention equals a numpy recomputation from the
-# exported q/k; logits equal `kvscope generate --dump-logits`). Skipped with a message when the GUI is not
-# built or xvfb-run / numpy / PIL are missing.
+# GUI tests under Xvfb. Skipped with a message when the GUI is not built or a tool is missing.
+#   gui.smoke  `kvscope gui --script ... --screenshot ...`, checked by tests/gui/check_gui.py (screenshot
+#              not blank, every panel drawn; exported attention equals a numpy recomputation from the
+#              exported q/k; logits equal `kvscope generate --dump-logits`)
+#   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace),
+#              widgets found through --layout-dump; tests/gui/check_input.py
 #
 #   ctest -L gui
 if(KVSCOPE_GUI)
@@ -20,5 +22,15 @@ if(KVSCOPE_GUI)
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_gui.py
                      --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/smoke)
     set_tests_properties(gui.smoke PROPERTIES LABELS "gui" TIMEOUT 300)
+    find_program(KVSCOPE_XDOTOOL xdotool)
+    find_program(KVSCOPE_IMPORT import)
+    if(KVSCOPE_XDOTOOL AND KVSCOPE_IMPORT)
+      add_test(NAME gui.input
+               COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_input.py
+                       --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/input)
+      set_tests_properties(gui.input PROPERTIES LABELS "gui" TIMEOUT 600)
+    else()
+      message(STATUS "gui.input skipped: xdotool or ImageMagick's import not found (apt install xdotool imagemagick)")
+    endif()
   endif()
 endif()
