@@ -136,6 +136,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
     if (l.words.size() > 1) to_int(arg, n);
     ScriptEffect fx;
     auto run = [&](Command c) {
+        fx.pushed = true;
         if (!ctl.push(c)) throw UsageError("line " + std::to_string(l.line) + ": " + cmd + ": " + ctl.progress().notice);
     };
     auto command = [](K k) {

@@ -43,6 +43,7 @@ struct ScriptEffect {
     int frames = 0;        // render this many frames before the next line
     int measure = 0;       // render and time this many frames
     bool background = false;  // go on without waiting for the worker
+    bool pushed = false;      // the line sent intents (only such lines wait for the worker)
 };
 
 // Apply one line: commands are pushed to the controller (the window loop waits for the worker and then

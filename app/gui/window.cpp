@@ -223,9 +223,9 @@ int cli_gui(int argc, char** argv) {
             const std::shared_ptr<const Snapshot> snap = ctl.snapshot();
             const gui::Progress progress = ctl.progress();
 
-            if (scripted && pending >= 0 && (idle || pending_fx.background)) {
+            if (scripted && pending >= 0 && (idle || pending_fx.background || !pending_fx.pushed)) {
                 const ScriptLine& l = script[size_t(pending)];
-                if (!pending_fx.background && snap->n_errors != pending_errors) {
+                if (pending_fx.pushed && !pending_fx.background && snap->n_errors != pending_errors) {
                     std::fprintf(stderr, "error: %s:%d: %s: %s\n", script_path.c_str(), l.line, l.words[0].c_str(),
                                  snap->status.c_str());
                     exit_code = 2;
