@@ -30,13 +30,17 @@ std::string shape_text(const std::vector<int64_t>& shape, const char* sep = ", "
     return s + "]";
 }
 
-bool known_other_dtype(const std::string& d) {
-    static const char* const others[] = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16",
-                                         "I32", "U32", "F64", "I64", "U64"};
-    for (const char* o : others)
-        if (d == o) return true;
-    return false;
-}
+struct DtypeName {
+    Dtype dtype;
+    const char* name;
+    size_t size;
+};
+constexpr DtypeName kDtypes[] = {
+    {Dtype::F32, "F32", 4},  {Dtype::F16, "F16", 2},  {Dtype::BF16, "BF16", 2}, {Dtype::F64, "F64", 8},
+    {Dtype::I64, "I64", 8},  {Dtype::I32, "I32", 4},  {Dtype::I16, "I16", 2},   {Dtype::I8, "I8", 1},
+    {Dtype::U64, "U64", 8},  {Dtype::U32, "U32", 4},  {Dtype::U16, "U16", 2},   {Dtype::U8, "U8", 1},
+    {Dtype::BOOL, "BOOL", 1}, {Dtype::F8_E5M2, "F8_E5M2", 1}, {Dtype::F8_E4M3, "F8_E4M3", 1},
+};
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -52,15 +56,18 @@ struct Fd {
 }  // namespace
 
 const char* to_string(Dtype d) {
-    switch (d) {
-    case Dtype::F32: return "F32";
-    case Dtype::F16: return "F16";
-    case Dtype::BF16: return "BF16";
-    }
+    for (const DtypeName& n : kDtypes)
+        if (n.dtype == d) return n.name;
     return "?";
 }
 
-size_t dtype_size(Dtype d) { return d == Dtype::F32 ? 4 : 2; }
+size_t dtype_size(Dtype d) {
+    for (const DtypeName& n : kDtypes)
+        if (n.dtype == d) return n.size;
+    return 1;
+}
+
+bool is_float_dtype(Dtype d) { return d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16; }
 
 int64_t TensorView::n_elements() const {
     int64_t n = 1;
@@ -164,14 +171,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             view.name = name;
             if (!dtype->is_string()) fail_load(path_, tensor + ": dtype must be a string, found " + dtype->kind_name());
             const std::string& d = dtype->as_string();
-            if (d == "F32") view.dtype = Dtype::F32;
-            else if (d == "F16") view.dtype = Dtype::F16;
-            else if (d == "BF16") view.dtype = Dtype::BF16;
-            else if (known_other_dtype(d))
-                fail_load(path_, tensor + " has dtype " + d + ", which kvscope does not read",
-                     "kvscope reads F32, F16 and BF16 tensors; convert the checkpoint or drop that tensor");
-            else
-                fail_load(path_, tensor + " has unknown dtype " + json_escape(d));
+            const DtypeName* known = nullptr;
+            for (const DtypeName& n : kDtypes)
+                if (d == n.name) known = &n;
+            if (!known) fail_load(path_, tensor + " has unknown dtype " + json_escape(d));
+            view.dtype = known->dtype;
 
             if (!shape->is_array()) fail_load(path_, tensor + ": shape must be an array, found " + shape->kind_name());
             for (const Json& dim : shape->as_array()) {
@@ -292,7 +296,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
             throw UsageError("write_safetensors: tensor " + json_escape(t.name) + " has " +
                              std::to_string(t.bytes.size()) + " bytes, but shape " + shape_text(t.shape) + " of " +
                              to_string(t.dtype) + " needs " + std::to_string(uint64_t(n) * dtype_size(t.dtype)));
-        header += (first ? "" : ",") + json_escape(t.name) + ":{\"dtype\":\"" + to_string(t.dtype) +
+        if (!first) header += ',';
+        header += json_escape(t.name) + ":{\"dtype\":\"" + to_string(t.dtype) +
                   "\",\"shape\":" + shape_text(t.shape, ",") + ",\"data_offsets\":[" + std::to_string(offset) + "," +
                   std::to_string(offset + t.bytes.size()) + "]}";
         first = false;

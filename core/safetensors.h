@@ -22,9 +22,13 @@
 
 namespace kvscope {
 
-enum class Dtype { F32, F16, BF16 };
-const char* to_string(Dtype d);      // "F32" | "F16" | "BF16"
+// Every dtype the format defines. Files holding any of them open and validate; kvscope computes with
+// F32, F16 and BF16 only, and weights.cpp refuses a tensor it would use in another dtype. (Checkpoints
+// may carry integer or boolean buffers kvscope never reads.)
+enum class Dtype { F32, F16, BF16, F64, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E5M2, F8_E4M3 };
+const char* to_string(Dtype d);      // the header's spelling: "F32", "BF16", "BOOL", ...
 size_t dtype_size(Dtype d);          // bytes per element
+bool is_float_dtype(Dtype d);        // F32, F16 or BF16: the dtypes kvscope computes with
 
 struct TensorView {
     std::string name;

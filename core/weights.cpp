@@ -32,6 +32,10 @@ public:
             throw LoadError(w_.file->path(), "tensor " + name + " is missing",
                             "expected shape " + shape_text(shape) + " for this config.json");
         }
+        if (!is_float_dtype(t->dtype))
+            throw LoadError(w_.file->path(), "tensor " + name + " has dtype " + to_string(t->dtype) +
+                                                 ", which kvscope does not compute with",
+                            "kvscope reads F32, F16 and BF16 weights; convert the checkpoint");
         if (t->shape != shape)
             throw LoadError(w_.file->path(),
                             "tensor " + name + " has shape " + shape_text(t->shape) + ", config says " +

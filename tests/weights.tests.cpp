@@ -227,3 +227,45 @@ TEST_CASE("a tensor the config says must not exist is a LoadError", "[weights][e
     head_bias.add = {{"lm_head.bias", {53}}};
     CHECK_THAT(load_error(head_bias, "forbid-lm-head-bias"), Contains("lm_head.bias"));
 }
+
+namespace {
+
+// Rewrites a fixture's model.safetensors with some tensors stored in another dtype (same bytes, cut to
+// the size that dtype needs): what a checkpoint with integer buffers or a mistyped weight looks like.
+void retype(const FixtureModel& fm, const std::map<std::string, Dtype>& dtypes) {
+    const std::string path = (fm.dir / "model.safetensors").string();
+    std::vector<TensorToWrite> out;
+    {
+        SafetensorsFile src(path);
+        for (const TensorView& t : src.tensors()) {
+            TensorToWrite w{t.name, t.dtype, t.shape, {}};
+            if (auto it = dtypes.find(t.name); it != dtypes.end()) w.dtype = it->second;
+            const size_t n = size_t(t.n_elements()) * dtype_size(w.dtype);
+            REQUIRE(n <= t.n_bytes);
+            w.bytes.assign(t.data, t.data + n);
+            out.push_back(std::move(w));
+        }
+    }
+    write_safetensors(path, out);
+}
+
+}  // namespace
+
+TEST_CASE("integer buffers are ignored; a weight in a dtype kvscope does not compute with is refused",
+          "[weights][errors]") {
+    FixtureSpec spec;
+    spec.extra_buffers = true;
+    const FixtureModel fm = write_fixture(dir_for("retyped-buffers"), spec);
+    retype(fm, {{"h.0.attn.bias", Dtype::U8}, {"h.1.attn.bias", Dtype::BOOL}});
+    const std::string path = (fm.dir / "model.safetensors").string();
+    CHECK_NOTHROW(load_weights(spec.config, path));
+
+    const FixtureModel bad = write_fixture(dir_for("retyped-weight"), FixtureSpec{});
+    retype(bad, {{"ln_f.bias", Dtype::I32}});
+    try {
+        load_weights(FixtureSpec{}.config, (bad.dir / "model.safetensors").string());
+        FAIL("expected a LoadError");
+    } catch (const LoadError& e) {
+        CHECK_THAT(std::string(e.what()), Contains("ln_f.bias") && Contains("I32"));
+    }
+}
