@@ -105,17 +105,27 @@ void draw_attention(PanelContext& c) {
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
 
-    const AttentionMap& m0 = c.maps.map(s.trace(), step, v.layer, v.all_heads ? 0 : v.head);
+    // Every map this view needs; the maps are computed off the UI thread, so the first frames may wait.
+    std::vector<const AttentionMap*> shown;
+    int64_t n_ready = 0;
+    for (int64_t hh = 0; hh < (v.all_heads ? cfg.n_head : 1); ++hh) {
+        shown.push_back(c.maps.map(s.trace(), step, v.layer, v.all_heads ? hh : v.head));
+        n_ready += shown.back() != nullptr;
+    }
+    if (n_ready < int64_t(shown.size())) {
+        ImGui::Text("computing attention of step %zu, layer %lld: %lld / %zu head(s) ready...", step, (long long)v.layer,
+                    (long long)n_ready, shown.size());
+        if (!c.maps.error().empty()) ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", c.maps.error().c_str());
+        ImGui::End();
+        return;
+    }
+    const AttentionMap& m0 = *shown[0];
     ImGui::TextDisabled("step %zu (%s): %lld queries (rows, positions %lld..%lld) x %lld keys (cols, %lld..%lld)", step,
                         phase_name(r->phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
                         (long long)m0.query_positions.back(), (long long)m0.n_key, (long long)m0.key_positions.front(),
                         (long long)m0.key_positions.back());
 
-    std::vector<const AttentionMap*> shown;
-    if (v.show_scores && !v.row_norm)
-        for (int64_t hh = 0; hh < (v.all_heads ? cfg.n_head : 1); ++hh)
-            shown.push_back(&c.maps.map(s.trace(), step, v.layer, v.all_heads ? hh : v.head));
-    const HeatmapStyle st = style_for(v, score_absmax(shown));
+    const HeatmapStyle st = style_for(v, v.show_scores && !v.row_norm ? score_absmax(shown) : 1.0f);
     char lo[32], hi[32];
     std::snprintf(lo, sizeof lo, v.show_scores ? "%.3g" : "%.0e", double(st.lo));
     std::snprintf(hi, sizeof hi, "%.3g", double(st.hi));
@@ -159,7 +169,7 @@ void draw_attention(PanelContext& c) {
                 dl->AddRect({h.cell_min(0, col).x, h.p0.y}, {h.cell_max(0, col).x, h.p1.y}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
         dl->PopClipRect();
         if (h.hover_row >= 0) {
-            cell_tooltip(model, tokens, m0.head == v.head ? m0 : c.maps.map(s.trace(), step, v.layer, v.head), h.hover_row, h.hover_col);
+            cell_tooltip(model, tokens, m0, h.hover_row, h.hover_col);
             if (h.clicked) {
                 v.sel_query = m0.query_positions[size_t(h.hover_row)];
                 v.sel_key = m0.key_positions[size_t(h.hover_col)];
@@ -199,7 +209,7 @@ void draw_attention(PanelContext& c) {
             if (hh == v.head)
                 ImGui::GetWindowDrawList()->AddRect({h.p0.x - 3, h.p0.y - 3}, {h.p1.x + 3, h.p1.y + 3}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
             if (h.hover_row >= 0) {
-                cell_tooltip(model, tokens, c.maps.map(s.trace(), step, v.layer, hh), h.hover_row, h.hover_col);
+                cell_tooltip(model, tokens, *shown[size_t(hh)], h.hover_row, h.hover_col);
                 if (h.clicked) {
                     v.head = hh;
                     v.sel_query = m0.query_positions[size_t(h.hover_row)];

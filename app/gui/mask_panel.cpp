@@ -23,7 +23,13 @@ void draw_mask(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const AttentionMap& m = c.maps.map(s.trace(), step, c.prefs.layer, c.prefs.head);
+    const AttentionMap* mp = c.maps.map(s.trace(), step, c.prefs.layer, c.prefs.head);
+    if (!mp) {
+        ImGui::TextDisabled("computing the mask of step %zu...", step);
+        ImGui::End();
+        return;
+    }
+    const AttentionMap& m = *mp;
     const long long p = (long long)m.query_positions.front();
     ImGui::Text("%lld new x %lld keys, offset p = %lld", (long long)m.n_query, (long long)m.n_key, p);
     ImGui::PushTextWrapPos(0);

@@ -1,6 +1,7 @@
 #include "view.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "gl.h"
@@ -31,20 +32,42 @@ MapCache::Entry& MapCache::insert(Entry e) {
     entries_.push_front(std::move(e));
     while (entries_.size() > kMaxEntries) {
         Gl::release(entries_.back().tex);
+        if (entries_.back().computing.valid()) dropped_.push_back(entries_.back().computing);
         entries_.pop_back();
     }
+    // Forget abandoned computations once they finish (never wait for one on the UI thread).
+    dropped_.remove_if([](const auto& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
     return entries_.front();
 }
 
-const AttentionMap& MapCache::map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
+const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
     auto rec = trace.share(step);
-    if (Entry* e = find(rec.get(), layer, head, 0)) return *e->map;
-    Entry e;
-    e.record = rec;
-    e.layer = layer;
-    e.head = head;
-    e.map = std::make_shared<AttentionMap>(attention_map(trace, step, layer, head));
-    return *insert(std::move(e)).map;
+    Entry* e = find(rec.get(), layer, head, 0);
+    if (!e) {
+        Entry fresh;
+        fresh.record = rec;
+        fresh.layer = layer;
+        fresh.head = head;
+        // The task owns a copy of the trace (shared, immutable records), so it outlives any snapshot.
+        fresh.computing = std::async(std::launch::async, [trace, step, layer, head] {
+                              return std::shared_ptr<const AttentionMap>(
+                                  std::make_shared<AttentionMap>(attention_map(trace, step, layer, head)));
+                          }).share();
+        e = &insert(std::move(fresh));
+    }
+    if (e->computing.valid()) {
+        if (e->computing.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+            ++n_missing_;
+            return nullptr;
+        }
+        try {
+            e->map = e->computing.get();
+        } catch (const std::exception& ex) {
+            error_ = ex.what();
+        }
+        e->computing = {};
+    }
+    return e->map.get();
 }
 
 unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm) {
@@ -52,7 +75,9 @@ unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64
     const int kind = (scores ? 2 : 1) + (row_norm ? 2 : 0);
     auto rec = trace.share(step);
     if (Entry* e = find(rec.get(), layer, head, kind)) return e->tex;
-    const AttentionMap& m = map(trace, step, layer, head);
+    const AttentionMap* mp = map(trace, step, layer, head);
+    if (!mp) return 0;
+    const AttentionMap& m = *mp;
     std::vector<float> v = scores ? m.scores : m.weights;  // (R, P)
     if (row_norm)
         for (int64_t r = 0; r < m.n_query; ++r) {
@@ -106,7 +131,10 @@ unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, in
 }
 
 void MapCache::clear() {
-    for (Entry& e : entries_) Gl::release(e.tex);
+    for (Entry& e : entries_) {
+        Gl::release(e.tex);
+        if (e.computing.valid()) dropped_.push_back(e.computing);
+    }
     entries_.clear();
 }
 

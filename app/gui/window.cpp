@@ -208,8 +208,11 @@ int cli_gui(int argc, char** argv) {
 
         while (!glfwWindowShouldClose(window)) {
             const bool was_busy = ctl.busy();
-            if (scripted) glfwPollEvents();
-            else glfwWaitEventsTimeout(was_busy ? 1.0 / 30 : 0.25);  // busy: keep the elapsed time ticking
+            if (scripted) {
+                glfwPollEvents();
+                if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
+            }
+            else glfwWaitEventsTimeout(was_busy || maps.incomplete() ? 1.0 / 30 : 0.25);  // keep progress ticking
             for (const std::string& path : dropped) {
                 Command c;
                 c.kind = Command::Kind::LoadModel;
@@ -270,6 +273,7 @@ int cli_gui(int argc, char** argv) {
             if (scripted) io.MousePos = {-FLT_MAX, -FLT_MAX};  // no stray hover tooltips in screenshots
             ImGui::NewFrame();
             Gl::begin_frame();
+            maps.begin_frame();
             if (!io.WantTextInput) {
                 // Keys never wait for the worker: they queue (a run in progress ends on step back / reset).
                 auto push = [&](Command::Kind k) {
@@ -314,8 +318,8 @@ int cli_gui(int argc, char** argv) {
             if (measure_left > 0) {
                 Gl::finish();
                 const double t1 = now_s();
-                if (warmup > 0) {
-                    --warmup;
+                if (warmup > 0 || maps.incomplete()) {
+                    if (!maps.incomplete()) --warmup;  // measure frames that draw every map
                 } else {
                     work_ms.push_back((t1 - t0) * 1e3);
                     frame_ms.push_back((t1 - frame_start) * 1e3);
@@ -335,8 +339,10 @@ int cli_gui(int argc, char** argv) {
                     }
                 }
             }
-            if (scripted && wait_frames > 0 && pending < 0) --wait_frames;
-            if (scripted && next_line >= script.size() && pending < 0 && wait_frames == 0 && measure_left == 0 && idle) {
+            // Script lines and the screenshot wait for frames whose maps were all ready (reproducible pictures).
+            if (scripted && wait_frames > 0 && pending < 0 && !maps.incomplete()) --wait_frames;
+            if (scripted && next_line >= script.size() && pending < 0 && wait_frames == 0 && measure_left == 0 && idle &&
+                !maps.incomplete()) {
                 if (!screenshot.empty()) {
                     const std::vector<uint8_t> rgba = Gl::read_framebuffer(fb_w, fb_h);
                     if (!write_png(screenshot, fb_w, fb_h, rgba)) {
