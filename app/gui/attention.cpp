@@ -132,15 +132,17 @@ void draw_attention(PanelContext& c) {
     if (!v.log_scale && !v.show_scores) std::snprintf(lo, sizeof lo, "0");
     colorbar(st, std::min(240.0f, ImGui::GetContentRegionAvail().x), lo, hi);
     ImGui::SameLine();
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("  %s%s%s; striped = masked", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
                         v.row_norm ? " / row max" : "",
                         v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "");
+    ImGui::PopTextWrapPos();
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (!v.all_heads) {
         // Row labels (query tokens) on the left when rows are tall enough to read.
         const float label_w = ImGui::CalcTextSize("0000 wwwwwwww").x;
-        ImVec2 size = heatmap_fit(m0.n_query, m0.n_key, {avail.x - label_w, avail.y - 4});
+        ImVec2 size = heatmap_fit(m0.n_query, m0.n_key, {avail.x - label_w, avail.y - ImGui::GetTextLineHeightWithSpacing() - 6});
         const bool labels = size.y / float(m0.n_query) * v.zoom >= ImGui::GetTextLineHeight();
         const ImVec2 top = ImGui::GetCursorScreenPos();
         ImGui::SetCursorScreenPos({top.x + label_w, top.y});

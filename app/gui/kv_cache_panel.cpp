@@ -46,7 +46,9 @@ void draw_kv_cache(PanelContext& c) {
                   human_bytes(double(r->cache_bytes_capacity)).c_str());
     ImGui::ProgressBar(float(r->cache_bytes_used) / float(std::max<int64_t>(1, r->cache_bytes_capacity)), {bar_w, 0}, text);
     ImGui::SameLine();
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("bytes used / capacity (all layers, K+V)");
+    ImGui::PopTextWrapPos();
     {
         // Every layer's fill: the same slots are used in each layer.
         ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -69,7 +71,7 @@ void draw_kv_cache(PanelContext& c) {
     const float gap = 12;
     const float map_w = std::max(40.0f, (avail.x - label_w - gap - 20) / 2);
     const float title_h = ImGui::GetTextLineHeight() + 2;
-    const float map_h = std::max(40.0f, avail.y - title_h - ImGui::GetTextLineHeightWithSpacing() - 8);
+    const float map_h = std::max(40.0f, avail.y - title_h - 2 * ImGui::GetTextLineHeightWithSpacing() - 8);  // the legend may wrap
     const float row_h = std::min(map_h / float(S), 22.0f);
     const ImVec2 size = {map_w, row_h * float(S)};
     const ImVec2 top = ImGui::GetCursorScreenPos();
@@ -140,7 +142,9 @@ void draw_kv_cache(PanelContext& c) {
             if (h->clicked && p >= 0) v.sel_key = p;
         }
     ImGui::SetCursorScreenPos({top.x, top.y + title_h + size.y + 4});
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window");
+    ImGui::PopTextWrapPos();
     ImGui::End();
 }
 

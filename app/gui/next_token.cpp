@@ -33,8 +33,10 @@ void draw_next_token(PanelContext& c) {
     }
     const SamplerOptions& so = s.options().sampling;
     ImGui::Text("chosen: %d '%s'", *r->chosen, token_text(model, *r->chosen).c_str());
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("entropy %.3f nats (perplexity %.1f), %s", r->entropy, std::exp(r->entropy),
                         so.temperature == 0 ? "greedy" : "sampled");
+    ImGui::PopTextWrapPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("00000 wwwwwwwwww").x;

@@ -26,9 +26,8 @@ void draw_timeline(PanelContext& c) {
     // Step browser: which step every panel shows.
     const int n_steps = int(s.trace().size());
     if (n_steps > 0) {
-        int shown = int(step_index);
-        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
-        if (ImGui::SliderInt("step", &shown, 0, n_steps - 1)) v.view_step = shown == n_steps - 1 ? -1 : shown;
+        int64_t shown = int64_t(step_index);
+        if (stepper("step", shown, 0, n_steps - 1)) v.view_step = shown == n_steps - 1 ? -1 : shown;
         ImGui::SameLine();
         bool follow = v.view_step < 0;
         if (ImGui::Checkbox("follow newest", &follow)) v.view_step = follow ? -1 : int64_t(step_index);
@@ -124,15 +123,19 @@ void draw_timeline(PanelContext& c) {
         std::snprintf(fill, sizeof fill, "cache fill: %lld / %lld slots", (long long)r->cache_used, (long long)r->cache_capacity);
         dl->AddText({bx + 6, bar_y + 1}, IM_COL32(230, 230, 235, 255), fill);
     }
-    ImGui::Dummy({x - origin.x + 120, bar_y + line + 2 - origin.y});
-    // Follow the position pointer when it moves (a step, a step back, another viewed step).
+    ImGui::Dummy({x - origin.x + ImGui::CalcTextSize("next position").x + 24, bar_y + line + 2 - origin.y});
+    // Follow the position pointer when it moves (a step, a step back, another viewed step), scrolling only
+    // as far as needed to bring it and its label into view: a sequence that fits never scrolls, so
+    // position 0 stays visible.
     static int64_t followed = -1;
     if (next_pos != followed) {
         followed = next_pos;
-        const float want = pointer_x - origin.x + ImGui::GetScrollX();
+        const float scroll = ImGui::GetScrollX();
+        const float want = pointer_x - origin.x + scroll;  // pointer in content coordinates
         const float width = ImGui::GetWindowSize().x;
-        if (want < ImGui::GetScrollX() + 40 || want > ImGui::GetScrollX() + width - 160)
-            ImGui::SetScrollX(std::max(0.0f, want - width * 0.7f));
+        const float label = ImGui::CalcTextSize("next position").x + 24;
+        if (want + label > scroll + width) ImGui::SetScrollX(want + label - width);
+        else if (want < scroll + 40) ImGui::SetScrollX(std::max(0.0f, want - 40));
     }
     ImGui::EndChild();
     ImGui::End();
