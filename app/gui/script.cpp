@@ -33,7 +33,7 @@ struct Spec {
 };
 const Spec kSpecs[] = {
     {"prompt", 1, 1},  {"prefill", 0, 0},  {"decode", 0, 1},  {"step", 0, 1},    {"run", 1, 1},
-    {"back", 0, 1},    {"reset", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 7},
+    {"back", 0, 1},    {"reset", 0, 0},    {"pause", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 7},
     {"model", 1, 1},   {"layer", 1, 1},    {"head", 1, 1},    {"view", 1, 1},    {"values", 1, 1},
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
@@ -162,6 +162,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(c);
     } else if (cmd == "reset") {
         run(command(K::Reset));
+    } else if (cmd == "pause") {
+        run(command(K::Pause));
     } else if (cmd == "cache" || cmd == "compare") {
         Command c = command(cmd == "cache" ? K::Cache : K::Compare);
         c.on = arg == "on";

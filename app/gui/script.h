@@ -4,7 +4,8 @@
 //   prompt TEXT            set the prompt (resets)           prefill          one prefill chunk
 //   decode [N]             N decode steps (default 1)        step [N]         N steps of whatever is next
 //   run N | run end        like the Run buttons              back [N]         step back N times
-//   reset                                                     cache on|off     the KV cache switch
+//   reset                  back to before the first step    cache on|off     the KV cache switch
+//   pause                  stop a run (after `background run ...`)
 //   compare on|off         shadow session for the on/off panel
 //   options k=v ...        chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed= (restarts)
 //   model DIR              load another model folder

@@ -359,6 +359,8 @@ int cli_gui(int argc, char** argv) {
             frame_start = now_s();
             glfwSwapBuffers(window);
         }
+        // The controller's destructor waits for a step in progress: close the window at once meanwhile.
+        glfwHideWindow(window);
         maps.clear();
     }
     ImGui_ImplOpenGL3_Shutdown();
