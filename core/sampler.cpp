@@ -18,7 +18,7 @@ void validate(const SamplerOptions& o) {
 
 Sampler::Sampler(const SamplerOptions& options, int64_t n_vocab)
     : options_(options), rng_state_(options.seed), probs_(size_t(n_vocab)), order_(size_t(n_vocab)),
-      logits_(size_t(n_vocab)) {
+      logits_(size_t(n_vocab)), ranked_(size_t(n_vocab)) {
     validate(options);
 }
 
@@ -82,17 +82,24 @@ TokenId Sampler::sample(const float* logits) {
 }
 
 std::vector<TokenProbability> Sampler::top(int64_t k) const {
+    std::vector<TokenProbability> out;
+    top(k, out);
+    return out;
+}
+
+void Sampler::top(int64_t k, std::vector<TokenProbability>& out) const {
     const int64_t V = int64_t(probs_.size());
     k = std::min(k, V);
-    std::vector<TokenId> ids(static_cast<size_t>(V));
-    std::iota(ids.begin(), ids.end(), TokenId(0));
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](TokenId a, TokenId b) {
+    ranked_.resize(size_t(V));
+    std::iota(ranked_.begin(), ranked_.end(), TokenId(0));
+    std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), [&](TokenId a, TokenId b) {
         return logits_[size_t(a)] != logits_[size_t(b)] ? logits_[size_t(a)] > logits_[size_t(b)] : a < b;
     });
-    std::vector<TokenProbability> out;
-    for (int64_t i = 0; i < k; ++i)
-        out.push_back({ids[size_t(i)], float(probs_[size_t(ids[size_t(i)])]), logits_[size_t(ids[size_t(i)])]});
-    return out;
+    out.clear();
+    for (int64_t i = 0; i < k; ++i) {
+        const TokenId id = ranked_[size_t(i)];
+        out.push_back({id, float(probs_[size_t(id)]), logits_[size_t(id)]});
+    }
 }
 
 }  // namespace kvscope

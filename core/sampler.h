@@ -36,6 +36,7 @@ public:
 
     TokenId sample(const float* logits);  // (V)
     std::vector<TokenProbability> top(int64_t k) const;
+    void top(int64_t k, std::vector<TokenProbability>& out) const;  // into `out`, reusing its capacity
     double entropy() const { return entropy_; }
     uint64_t rng_state() const { return rng_state_; }
     void set_rng_state(uint64_t s) { rng_state_ = s; }
@@ -48,6 +49,7 @@ private:
     std::vector<double> probs_;    // (V) softmax(logits / T), T = 1 when greedy
     std::vector<TokenId> order_;   // (V) ids by descending probability (top-k/top-p work area)
     std::vector<float> logits_;    // (V) copy of the last logits
+    mutable std::vector<TokenId> ranked_;  // (V) work area of top()
     double entropy_ = 0;
 };
 

@@ -47,6 +47,9 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     workspace_ = Workspace(cfg, capacity, 1, capacity);
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
+    generated_.reserve(size_t(options_.max_new_tokens));
+    latest_ = StepRecord{};
+    latest_.top.reserve(size_t(options_.n_top));
     reset();
 }
 
@@ -57,6 +60,8 @@ void Session::reset() {
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
     undo_.clear();
+    latest_.tokens.clear();
+    latest_.index = 0;
     std::fill(logits_.begin(), logits_.end(), 0.0f);
 }
 
@@ -88,23 +93,25 @@ void Session::prepare(Pending& p, Phase phase) {
         const int64_t P = int64_t(prompt_.size());
         const int64_t chunk = options_.prefill_chunk > 0 ? options_.prefill_chunk : P;
         const int64_t n = std::min(chunk, P - n_prompt_done_);
-        p.tokens.assign(prompt_.begin() + n_prompt_done_, prompt_.begin() + n_prompt_done_ + n);
+        p.tokens = std::span<const TokenId>(prompt_).subspan(size_t(n_prompt_done_), size_t(n));
         p.predicts = n_prompt_done_ + n == P;
     } else {
         if (next() != Next::Decode)
             throw UsageError(next() == Next::Prefill ? "prefill the prompt first" : "generation is finished");
-        p.tokens = {generated_.back()};
+        p.tokens = std::span<const TokenId>(generated_).last(1);
         p.predicts = true;
     }
     p.phase = phase;
     p.started = now_seconds();
-    Undo u;
-    u.cache = cache_.checkpoint(int64_t(p.tokens.size()));
-    u.rng_state = sampler_.rng_state();
-    u.n_generated = generated_.size();
-    u.n_prompt_done = n_prompt_done_;
-    u.logits = logits_;
-    undo_.push_back(std::move(u));
+    if (options_.history) {
+        Undo u;
+        u.cache = cache_.checkpoint(int64_t(p.tokens.size()));
+        u.rng_state = sampler_.rng_state();
+        u.n_generated = generated_.size();
+        u.n_prompt_done = n_prompt_done_;
+        u.logits = logits_;
+        undo_.push_back(std::move(u));
+    }
     p.chunk = Chunk{};
     p.chunk.cache = &cache_;
     p.chunk.tokens = p.tokens.data();
@@ -116,12 +123,15 @@ void Session::prepare(Pending& p, Phase phase) {
 const StepRecord& Session::finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
                                   int64_t n_reused) {
     const ModelConfig& cfg = model_->config();
-    auto rec = std::make_shared<StepRecord>();
-    rec->index = int64_t(trace_.size());
+    // With history the record is a new immutable object in the trace; without, `latest_` is refilled in
+    // place, its vectors keeping their capacity, so a decode step allocates nothing.
+    std::shared_ptr<StepRecord> fresh = options_.history ? std::make_shared<StepRecord>() : nullptr;
+    StepRecord* rec = fresh ? fresh.get() : &latest_;
+    rec->index = options_.history ? int64_t(trace_.size()) : latest_.index + (latest_.tokens.empty() ? 0 : 1);
     rec->phase = p.phase;
     rec->cache_on = options_.use_cache;
     rec->first_position = cache_.next_position() - int64_t(p.tokens.size());
-    rec->tokens = std::move(p.tokens);
+    rec->tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
     rec->n_rows_computed = n_computed;
     rec->first_computed_position = first_computed;
     rec->n_rows_reused = n_reused;
@@ -135,9 +145,14 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
         const TokenId chosen = sampler_.sample(logits_.data());
         generated_.push_back(chosen);
         rec->chosen = chosen;
-        rec->top = sampler_.top(options_.n_top);
+        sampler_.top(options_.n_top, rec->top);
         rec->entropy = sampler_.entropy();
-        rec->logits = logits_;
+        rec->logits.assign(logits_.begin(), logits_.end());
+    } else {
+        rec->chosen.reset();
+        rec->top.clear();
+        rec->entropy = 0;
+        rec->logits.clear();
     }
     rec->flops = flops;
     rec->seconds = now_seconds() - p.started;
@@ -147,14 +162,20 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rec->next_position = cache_.next_position();
     rec->cache_bytes_used = cache_.bytes_used();
     rec->cache_bytes_capacity = cache_.bytes_capacity();
-    rec->slot_positions = cache_.slot_positions();
+    rec->slot_positions.assign(cache_.slot_positions().begin(), cache_.slot_positions().end());
     if (options_.record) {
         rec->q = std::move(p.probe.q);
         rec->k = std::move(p.probe.k);
         rec->v = std::move(p.probe.v);
     }
-    trace_.append(std::move(rec));
+    if (!fresh) return latest_;
+    trace_.append(std::move(fresh));
     return trace_.back();
+}
+
+const StepRecord* Session::latest() const {
+    if (options_.history) return trace_.empty() ? nullptr : &trace_.back();
+    return latest_.tokens.empty() ? nullptr : &latest_;
 }
 
 const StepRecord& Session::run_uncached(Pending& p) {

@@ -30,6 +30,9 @@ struct SessionOptions {
     int64_t window = 0;          // sliding window W; 0 = off (all positions stay visible)
     bool use_cache = true;
     bool record = true;          // keep q/k/v rows so attention views can be derived
+    bool history = true;         // keep every StepRecord in the trace and allow step_back. Off: only the
+                                 // latest record is kept (reused in place), and a cached decode step
+                                 // allocates nothing — what benchmarks and long generations want
     int64_t max_new_tokens = 16; // N
     int64_t n_top = 10;          // top tokens kept per step for display
     SamplerOptions sampling;
@@ -58,7 +61,8 @@ public:
     const std::vector<TokenId>& generated() const { return generated_; }
     int64_t n_prompt_done() const { return n_prompt_done_; }   // prompt tokens already in the cache
     const KvCache& cache() const { return cache_; }
-    const Trace& trace() const { return trace_; }
+    const Trace& trace() const { return trace_; }                  // empty when !history
+    const StepRecord* latest() const;                               // newest step's record, or null
     const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
 
     static void step_batch(std::span<Session* const> sessions, Workspace& ws);
@@ -74,7 +78,7 @@ private:
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
-        std::vector<TokenId> tokens;
+        std::span<const TokenId> tokens;  // into prompt_ or generated_
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         double started = 0;
         Chunk chunk;
@@ -95,6 +99,7 @@ private:
     Workspace workspace_;
     Sampler sampler_;
     Trace trace_;
+    StepRecord latest_;          // the record of the newest step when !history
     std::vector<Undo> undo_;
     std::vector<float> logits_;  // (V)
 };

@@ -82,7 +82,7 @@ void ThreadPool::worker_loop(uint32_t seen) {
     }
 }
 
-void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
     if (n_tasks <= 0) return;
     if (n_threads_ == 1 || n_tasks == 1 || n_tasks > int64_t(kField)) {
         for (int64_t t = 0; t < n_tasks; ++t) fn(t);

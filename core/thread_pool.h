@@ -5,18 +5,33 @@
 //
 //   ThreadPool::global()              the process-wide pool (size: set_threads, default = all cores)
 //   set_threads(n)                    resize; n >= 1
+//   TaskRef                           a non-owning reference to a callable (no allocation, unlike
+//                                     std::function: the decode path must not allocate)
 //   parallel_for(n_tasks, fn)         fn(task) for task in [0, n_tasks), spread over the threads; returns
 //                                     when all are done. Which thread runs a task never changes results:
 //                                     kernels split work by output element, never inside a sum.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace kvscope {
+
+class TaskRef {
+public:
+    template <class F>
+    TaskRef(F&& f)  // NOLINT: implicit, so a lambda can be passed directly; it outlives the call
+        : object_(const_cast<void*>(static_cast<const void*>(&f))),
+          call_([](void* o, int64_t task) { (*static_cast<std::remove_reference_t<F>*>(o))(task); }) {}
+    void operator()(int64_t task) const { call_(object_, task); }
+
+private:
+    void* object_;
+    void (*call_)(void*, int64_t);
+};
 
 class ThreadPool {
 public:
@@ -28,7 +43,7 @@ public:
 
     void set_threads(int n_threads);
     int n_threads() const { return n_threads_; }
-    void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn);
+    void parallel_for(int64_t n_tasks, TaskRef fn);
 
 private:
     void start(int n_threads);
@@ -45,7 +60,7 @@ private:
     std::atomic<int64_t> done_{0};          // tasks finished in the current fork
     std::atomic<bool> quit_{false};
     uint32_t fork_ = 0;
-    const std::function<void(int64_t)>* fn_ = nullptr;
+    const TaskRef* fn_ = nullptr;
 };
 
 int default_thread_count();  // hardware threads, at least 1

@@ -1,0 +1,71 @@
+// The decode path allocates nothing: every buffer a cached decode step needs (workspace, cache,
+// sampler scratch, the reused latest record) exists before the step. A counting global operator new,
+// active only inside the measured region, checks it.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "session.h"
+#include "test_models.h"
+#include "thread_pool.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+using namespace kvscope;
+using namespace kvtest;
+
+TEST_CASE("a cached decode step allocates nothing (history off, recording off)", "[allocation]") {
+    const int threads = GENERATE(1, 2);
+    ThreadPool::global().set_threads(threads);
+    FixtureSpec spec;
+    const FixtureModel fm = write_fixture(work_dir("allocation") / ("model" + std::to_string(threads)), spec);
+    auto model = Model::load(fm.dir.string());
+    SessionOptions options;
+    options.history = false;
+    options.record = false;
+    options.max_new_tokens = 12;
+    options.window = GENERATE(0, 3);
+    options.sampling.temperature = GENERATE(0.0, 0.8);
+    options.sampling.top_k = 5;
+    Session session(model, options);
+    session.set_prompt({1, 2, 3, 4});
+    session.step();         // prefill
+    session.decode_step();  // warm-up: first use of every reused buffer
+    g_allocations = 0;
+    g_counting = true;
+    for (int i = 0; i < 8; ++i) session.decode_step();
+    g_counting = false;
+    INFO("threads " << threads << ", window " << options.window << ", temperature " << options.sampling.temperature);
+    CHECK(g_allocations.load() == 0);
+    REQUIRE(session.latest() != nullptr);
+    CHECK(session.latest()->chosen.has_value());
+    CHECK(session.generated().size() == 10);
+
+    // The same steps with history on do allocate (a record per step): the counter does see allocations.
+    options.history = true;
+    Session with_history(model, options);
+    with_history.set_prompt({1, 2, 3, 4});
+    with_history.step();
+    g_allocations = 0;
+    g_counting = true;
+    with_history.decode_step();
+    g_counting = false;
+    CHECK(g_allocations.load() > 0);
+    CHECK(with_history.generated() == std::vector<TokenId>(session.generated().begin(), session.generated().begin() + 2));
+}
