@@ -21,7 +21,9 @@ const char* kUsage =
     "  inspect     model config, parameters, tensors, KV cache bytes\n"
     "  tokenize    text -> token ids\n"
     "  detokenize  token ids -> text bytes\n"
-    "  bench       cached vs uncached speed, per-step time vs position\n\n"
+    "  bench       cached vs uncached speed, per-step time vs position\n"
+    "  train       train a small GPT-2 on the generated corpus, write a model folder\n"
+    "  heads       previous-token and induction score of every attention head\n\n"
     "Run 'kvscope COMMAND --help' for the options of a command.\n";
 
 void print_error(const std::string& what) {
@@ -45,6 +47,8 @@ int main(int argc, char** argv) {
         if (command == "tokenize") return cli_tokenize(sub_argc, sub_argv);
         if (command == "detokenize") return cli_detokenize(sub_argc, sub_argv);
         if (command == "bench") return cli_bench(sub_argc, sub_argv);
+        if (command == "train") return cli_train(sub_argc, sub_argv);
+        if (command == "heads") return cli_heads(sub_argc, sub_argv);
         if (command == "gui") return cli_gui(sub_argc, sub_argv);
         if (command == "--help" || command == "-h" || command == "help") {
             std::fputs(kUsage, stdout);

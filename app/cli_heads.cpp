@@ -1,0 +1,41 @@
+// kvscope heads: the previous-token and induction score of every attention head (core/heads.h).
+#include <cstdio>
+
+#include "cli_args.h"
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "heads.h"
+
+namespace kvscope {
+
+int cli_heads(int argc, char** argv) {
+    CliArgs args("heads", "Score every attention head: previous-token (attention to the position just before, "
+                          "on grammar text) and induction (on a random letter/digit span repeated once, attention "
+                          "from a token's second occurrence to the token after its first).");
+    add_model_option(args);
+    add_threads_option(args);
+    args.option("--seed", "S", "seed of the probe prompts (default 7)");
+    args.option("--prompts", "N", "probe prompts of each kind, averaged (default 4)");
+    args.flag("--json", "print {\"heads\": [{\"layer\", \"head\", \"previous_token\", \"induction\"}, ...]}");
+    if (!args.parse(argc, argv)) return 0;
+    apply_threads(args);
+    HeadProbeOptions o;
+    o.seed = uint64_t(args.integer("--seed", 7, 0, INT64_MAX));
+    o.n_prompts = args.integer("--prompts", 4, 1, 1000);
+    const std::vector<HeadScore> scores = head_scores(load_model_from(args), o);
+    if (args.has("--json")) {
+        std::printf("{\"heads\": [");
+        for (size_t i = 0; i < scores.size(); ++i)
+            std::printf("%s\n  {\"layer\": %lld, \"head\": %lld, \"previous_token\": %.4f, \"induction\": %.4f}",
+                        i ? "," : "", (long long)scores[i].layer, (long long)scores[i].head, scores[i].previous_token,
+                        scores[i].induction);
+        std::printf("\n]}\n");
+        return 0;
+    }
+    std::printf("layer  head  previous_token  induction\n");
+    for (const HeadScore& s : scores)
+        std::printf("%5lld  %4lld  %14.3f  %9.3f\n", (long long)s.layer, (long long)s.head, s.previous_token, s.induction);
+    return 0;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,106 @@
+// kvscope train: train a small GPT-2 on the generated corpus (core/corpus.h) and write a model folder.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+
+#include "cli_args.h"
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "errors.h"
+#include "loss_plot.h"
+#include "train.h"
+
+namespace kvscope {
+namespace {
+
+std::string duration(double s) {
+    char buf[32];
+    const long t = long(std::lround(std::max(0.0, s)));
+    if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+    return buf;
+}
+
+}  // namespace
+
+int cli_train(int argc, char** argv) {
+    CliArgs args("train", "Train a small GPT-2 on kvscope's generated corpus (grammar sentences, copied spans, "
+                          "repeated random letter/digit spans) and write a model folder.");
+    args.option("--out", "DIR", "model folder to write (default: trained-model)");
+    args.option("--tokenizer", "DIR", "folder with vocab.json and merges.txt, copied into --out "
+                                      "(default: the embedded model's)");
+    args.option("--steps", "N", "optimizer steps (default 1500)");
+    args.option("--seed", "S", "seed of the corpus and the initial weights (default 1)");
+    add_threads_option(args);
+    args.option("--batch", "B", "sequences per step (default 8)");
+    args.option("--seq", "T", "tokens per sequence (default 256)");
+    args.option("--lr", "X", "peak learning rate (default 0.002)");
+    args.option("--warmup", "N", "linear warm-up steps (default 100, at most --steps)");
+    args.option("--weight-decay", "X", "AdamW decoupled weight decay on matrices (default 0.1)");
+    args.option("--n-layer", "N", "layers (default 2)");
+    args.option("--n-head", "N", "heads per layer (default 4)");
+    args.option("--n-embd", "N", "model width C (default 128)");
+    args.option("--n-positions", "N", "context length of the model (default 256, >= --seq)");
+    args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
+    args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
+    args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG)");
+    if (!args.parse(argc, argv)) return 0;
+
+    apply_threads(args);
+    TrainOptions o;
+    o.steps = args.integer("--steps", 1500, 1, 10'000'000);
+    o.seed = uint64_t(args.integer("--seed", 1, 0, INT64_MAX));
+    o.batch = args.integer("--batch", 8, 1, 4096);
+    o.seq_len = args.integer("--seq", 256, 2, 8192);
+    o.lr = args.real("--lr", 2e-3);
+    o.warmup = std::min(o.steps, args.integer("--warmup", 100, 0, 10'000'000));
+    o.adamw.weight_decay = args.real("--weight-decay", 0.1);
+    if (!(o.lr > 0 && o.lr < 1)) throw UsageError("train: --lr must be in (0, 1)");
+    if (!(o.adamw.weight_decay >= 0 && o.adamw.weight_decay < 1)) throw UsageError("train: --weight-decay must be in [0, 1)");
+    o.config.n_layer = args.integer("--n-layer", 2, 1, 64);
+    o.config.n_head = args.integer("--n-head", 4, 1, 64);
+    o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);
+    o.config.n_ctx = args.integer("--n-positions", 256, 2, 8192);
+    o.config.n_inner = 4 * o.config.n_embd;
+    if (o.config.n_embd % o.config.n_head) throw UsageError("train: --n-embd must be a multiple of --n-head");
+    if (o.seq_len > o.config.n_ctx) throw UsageError("train: --seq must be <= --n-positions");
+    const int64_t log_every = args.integer("--log-every", 50, 1, 10'000'000);
+    const int64_t checkpoint_every = args.integer("--checkpoint-every", 0, 0, 10'000'000);
+    const std::string out = args.text("--out").value_or("trained-model");
+    const std::string tok_dir = args.text("--tokenizer").value_or(default_model_dir());
+
+    const Tokenizer tokenizer = Tokenizer::load(tok_dir);
+    ModelConfig config = o.config;
+    config.n_vocab = tokenizer.n_vocab();
+    const bool tty = ::isatty(STDERR_FILENO) == 1;
+    std::fprintf(stderr, "train: %lld parameters, %lld steps x %lld x %lld tokens, seed %llu -> %s\n",
+                 (long long)n_params(config), (long long)o.steps, (long long)o.batch, (long long)o.seq_len,
+                 (unsigned long long)o.seed, out.c_str());
+    double last_draw = -1;
+    TrainResult result = train(o, tokenizer, [&](const TrainProgress& p) {
+        const double tps = double(p.tokens) / std::max(1e-9, p.seconds);
+        const double eta = p.seconds / double(p.step) * double(p.n_steps - p.step);
+        const bool line = !tty && (p.step % log_every == 0 || p.step == p.n_steps || p.step == 1);
+        if (line || (tty && (p.seconds - last_draw >= 0.2 || p.step == p.n_steps))) {
+            last_draw = p.seconds;
+            std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %s  ETA %s%s",
+                         tty ? "\r\033[K" : "", (long long)p.step, (long long)p.n_steps, p.loss, p.lr, p.grad_norm,
+                         tps, duration(p.seconds).c_str(), duration(eta).c_str(), tty ? "" : "\n");
+            std::fflush(stderr);
+        }
+        if (checkpoint_every > 0 && p.step % checkpoint_every == 0 && p.step < p.n_steps)
+            save_model(out, config, *p.params, tok_dir);
+    });
+    if (tty) std::fputc('\n', stderr);
+    save_model(out, config, result.params, tok_dir);
+    double tail = 0;
+    const size_t n_tail = std::min<size_t>(50, result.losses.size());
+    for (size_t i = result.losses.size() - n_tail; i < result.losses.size(); ++i) tail += result.losses[i];
+    std::fprintf(stderr, "train: done in %s; mean loss of the last %zu steps %.4f; wrote %s\n",
+                 duration(result.seconds).c_str(), n_tail, tail / double(n_tail), out.c_str());
+    if (auto png = args.text("--loss-png")) write_loss_png(*png, result.losses);
+    return 0;
+}
+
+}  // namespace kvscope

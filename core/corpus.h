@@ -1,0 +1,67 @@
+#pragma once
+// The training corpus the default model learns from, generated on demand and deterministically: every
+// training sequence is a pure function of (seed, step, index), so runs repeat exactly and nothing is
+// written to disk. Three kinds of segment, joined by "\n" until the sequence is full:
+//
+//   text      1-4 sentences from a small English grammar (the grammar tools/make_default_model.py
+//             learned the tokenizer's merges from: names, animals, things, places, ten sentence shapes)
+//   copy      a span of 8-32 tokens copied from earlier in the same sequence (copying pays off)
+//   random    a span of 8-32 "ordinary tokens" (single letters and digits, see below) drawn uniformly,
+//             then repeated once or twice right after it, without a separator
+//
+//   Rng                            splitmix64; also seeds the trainer's initial weights
+//   sentence(rng)                  one grammar sentence
+//   ordinary_tokens(tokenizer)     ids of " a", " 7", ...: a space and one ASCII letter or digit that are
+//                                  a single token (with the default tokenizer: 40 ids)
+//   Corpus(tokenizer, seed)        the generator; keeps a reference to the tokenizer
+//   Corpus::sequence(step, i, n)   n tokens of training sequence i of step `step`
+//   Corpus::text(seed, n)          n tokens of text segments only (previous-token probes)
+//   Corpus::random_span(rng, n)    n ordinary tokens drawn uniformly (induction and copy probes)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tokenizer.h"
+
+namespace kvscope {
+
+struct Rng {
+    uint64_t state;
+    explicit Rng(uint64_t seed) : state(seed) {}
+    uint64_t next();                    // splitmix64
+    uint64_t below(uint64_t n);         // uniform in [0, n); n >= 1
+    double uniform();                   // [0, 1)
+    double normal();                    // standard normal (Box-Muller, one draw per call)
+};
+
+// Mixes several numbers into one seed (each step and sequence gets its own stream).
+uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0);
+
+std::string sentence(Rng& rng);
+std::vector<TokenId> ordinary_tokens(const Tokenizer& tokenizer);
+
+struct CorpusMix {
+    double text = 0.45;                 // probability of a text segment
+    double copy = 0.15;                 // of a copy segment (when 16+ tokens exist); the rest is random
+    int64_t min_span = 8, max_span = 32;
+};
+
+class Corpus {
+public:
+    Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix = {});  // throws UsageError when the
+                                                                            // tokenizer has < 10 ordinary tokens
+    std::vector<TokenId> sequence(int64_t step, int64_t index, int64_t n) const;
+    std::vector<TokenId> text(uint64_t seed, int64_t n) const;
+    std::vector<TokenId> random_span(Rng& rng, int64_t n) const;
+    const std::vector<TokenId>& ordinary() const { return ordinary_; }
+
+private:
+    std::vector<TokenId> paragraph(Rng& rng) const;
+    const Tokenizer& tokenizer_;
+    uint64_t seed_;
+    CorpusMix mix_;
+    std::vector<TokenId> ordinary_;
+    TokenId newline_;
+};
+
+}  // namespace kvscope

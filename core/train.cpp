@@ -1,0 +1,297 @@
+#include "train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "corpus.h"
+#include "errors.h"
+#include "safetensors.h"
+#include "train_ops.h"
+
+namespace kvscope {
+
+namespace {
+// Index of a tensor in param_layout(): wte, wpe, 12 per layer, ln_f.weight, ln_f.bias.
+enum LayerParam { Ln1W, Ln1B, AttnW, AttnB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, FcProjW, FcProjB, kPerLayer };
+constexpr int64_t kWte = 0, kWpe = 1;
+int64_t lp(int64_t il, LayerParam k) { return 2 + il * kPerLayer + k; }
+}  // namespace
+
+void check_trainable(const ModelConfig& c) {
+    auto no = [](const std::string& what) { throw UsageError("train: the trainer supports GPT-2's defaults only: " + what); };
+    if (c.n_vocab < 2 || c.n_ctx < 2 || c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_inner < 1)
+        no("every size must be positive");
+    if (c.n_embd % c.n_head) no("n_embd must be a multiple of n_head");
+    if (c.activation != Activation::GeluTanh) no("activation gelu_new");
+    if (c.norm_position != NormPosition::Pre) no("pre-LN");
+    if (c.position_embedding != PositionEmbedding::Learned) no("learned positions");
+    if (!c.tie_word_embeddings || c.lm_head_bias) no("tied embeddings without an lm_head bias");
+    if (!c.qkv_bias || !c.final_layer_norm || c.embedding_scale != 1.0) no("qkv bias, final layer norm, no embedding scale");
+}
+
+std::vector<ParamInfo> param_layout(const ModelConfig& c) {
+    const int64_t V = c.n_vocab, C = c.n_embd, F = c.n_inner, P = c.n_ctx;
+    std::vector<ParamInfo> out;
+    int64_t offset = 0;
+    auto add = [&](std::string name, std::vector<int64_t> shape) {
+        ParamInfo p;
+        p.name = std::move(name);
+        p.size = 1;
+        for (int64_t d : shape) p.size *= d;
+        p.decay = shape.size() == 2;
+        p.shape = std::move(shape);
+        p.offset = offset;
+        offset += p.size;
+        out.push_back(std::move(p));
+    };
+    add("wte.weight", {V, C});
+    add("wpe.weight", {P, C});
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        const std::string h = "h." + std::to_string(il) + ".";
+        add(h + "ln_1.weight", {C});
+        add(h + "ln_1.bias", {C});
+        add(h + "attn.c_attn.weight", {C, 3 * C});
+        add(h + "attn.c_attn.bias", {3 * C});
+        add(h + "attn.c_proj.weight", {C, C});
+        add(h + "attn.c_proj.bias", {C});
+        add(h + "ln_2.weight", {C});
+        add(h + "ln_2.bias", {C});
+        add(h + "mlp.c_fc.weight", {C, F});
+        add(h + "mlp.c_fc.bias", {F});
+        add(h + "mlp.c_proj.weight", {F, C});
+        add(h + "mlp.c_proj.bias", {C});
+    }
+    add("ln_f.weight", {C});
+    add("ln_f.bias", {C});
+    return out;
+}
+
+int64_t n_params(const ModelConfig& c) {
+    const std::vector<ParamInfo> l = param_layout(c);
+    return l.back().offset + l.back().size;
+}
+
+std::vector<float> init_params(const ModelConfig& c, uint64_t seed) {
+    const std::vector<ParamInfo> layout = param_layout(c);
+    std::vector<float> params(size_t(n_params(c)), 0.0f);
+    Rng rng(mix_seed(seed, 0x696E6974));
+    const double residual_std = 0.02 / std::sqrt(2.0 * double(c.n_layer));
+    for (const ParamInfo& p : layout) {
+        float* w = params.data() + p.offset;
+        const bool gain = p.name.find("ln_") != std::string::npos && p.name.ends_with(".weight");
+        if (gain) std::fill(w, w + p.size, 1.0f);
+        if (!p.decay) continue;  // biases stay 0
+        const double std = p.name.ends_with("c_proj.weight") ? residual_std : 0.02;
+        for (int64_t i = 0; i < p.size; ++i) w[i] = float(std * rng.normal());
+    }
+    return params;
+}
+
+template <typename S>
+TrainModel<S>::TrainModel(const ModelConfig& config, int64_t max_batch, int64_t seq_len)
+    : config_(config), layout_(param_layout(config)), max_rows_(max_batch * seq_len) {
+    check_trainable(config);
+    if (seq_len > config.n_ctx) throw UsageError("train: sequence length exceeds n_positions");
+    const size_t N = size_t(max_rows_), C = size_t(config.n_embd), F = size_t(config.n_inner);
+    const size_t V = size_t(config.n_vocab), H = size_t(config.n_head), T = size_t(seq_len);
+    params.assign(size_t(n_params(config)), S(0));
+    grads.assign(params.size(), S(0));
+    x0.resize(N * C);
+    layers_.resize(size_t(config.n_layer));
+    for (Layer& l : layers_) {
+        l.ln1.resize(N * C), l.ln1_mean.resize(N), l.ln1_rstd.resize(N);
+        l.qkv.resize(N * 3 * C);
+        l.att.resize(size_t(max_batch) * H * T * T);
+        l.atty.resize(N * C), l.mid.resize(N * C);
+        l.ln2.resize(N * C), l.ln2_mean.resize(N), l.ln2_rstd.resize(N);
+        l.fc.resize(N * F), l.fc_gelu.resize(N * F);
+        l.out.resize(N * C);
+    }
+    lnf.resize(N * C), lnf_mean.resize(N), lnf_rstd.resize(N);
+    logits.resize(N * V), probs.resize(N * V);
+    dres.resize(N * C), dln.resize(N * C), datty.resize(N * C), dtmp.resize(N * C);
+    dqkv.resize(N * 3 * C);
+    dfc.resize(N * F), dfc_gelu.resize(N * F);
+}
+
+template <typename S>
+double TrainModel<S>::loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, bool backward) {
+    const int64_t N = B * T, C = config_.n_embd, F = config_.n_inner, V = config_.n_vocab, H = config_.n_head;
+    const int64_t L = config_.n_layer;
+    const double eps = config_.layer_norm_epsilon;
+    if (N > max_rows_ || T > config_.n_ctx) throw UsageError("train: batch larger than the model was sized for");
+    for (int64_t i = 0; i < N; ++i)
+        if (tokens[i] < 0 || tokens[i] >= V || targets[i] < 0 || targets[i] >= V)
+            throw UsageError("train: token id outside the vocabulary");
+    const int64_t ln_f = 2 + L * kPerLayer;
+
+    // forward
+    embedding_forward(x0.data(), tokens, p(kWte), p(kWpe), B, T, C);
+    for (int64_t il = 0; il < L; ++il) {
+        Layer& l = layers_[size_t(il)];
+        const S* in = il ? layers_[size_t(il - 1)].out.data() : x0.data();
+        layer_norm_forward(l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), in, p(lp(il, Ln1W)), p(lp(il, Ln1B)), N,
+                           C, eps);
+        linear_forward(l.qkv.data(), l.ln1.data(), p(lp(il, AttnW)), p(lp(il, AttnB)), N, C, 3 * C);
+        attention_forward(l.atty.data(), l.att.data(), l.qkv.data(), B, T, C, H);
+        linear_forward(l.mid.data(), l.atty.data(), p(lp(il, ProjW)), p(lp(il, ProjB)), N, C, C);
+        for (int64_t i = 0; i < N * C; ++i) l.mid[size_t(i)] += in[i];
+        layer_norm_forward(l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(), p(lp(il, Ln2W)),
+                           p(lp(il, Ln2B)), N, C, eps);
+        linear_forward(l.fc.data(), l.ln2.data(), p(lp(il, FcW)), p(lp(il, FcB)), N, C, F);
+        gelu_forward(l.fc_gelu.data(), l.fc.data(), N * F);
+        linear_forward(l.out.data(), l.fc_gelu.data(), p(lp(il, FcProjW)), p(lp(il, FcProjB)), N, F, C);
+        for (int64_t i = 0; i < N * C; ++i) l.out[size_t(i)] += l.mid[size_t(i)];
+    }
+    const S* last = layers_.back().out.data();
+    layer_norm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), last, p(ln_f), p(ln_f + 1), N, C, eps);
+    matmul_nt(logits.data(), lnf.data(), p(kWte), N, C, V, false);  // tied: logits = lnf · wteᵀ
+    const double loss_value = cross_entropy_forward(probs.data(), logits.data(), targets, N, V);
+    if (!backward) return loss_value;
+
+    // backward: dres carries ∂loss/∂(residual stream) down through the layers
+    std::fill(grads.begin(), grads.end(), S(0));
+    S* dlogits = logits.data();
+    cross_entropy_backward(dlogits, probs.data(), targets, N, V);
+    matmul_nn(dln.data(), dlogits, p(kWte), N, V, C, false);
+    matmul_tn(g(kWte), dlogits, lnf.data(), N, V, C, true);
+    std::fill(dres.begin(), dres.begin() + N * C, S(0));
+    layer_norm_backward(dres.data(), g(ln_f), g(ln_f + 1), dln.data(), last, lnf_mean.data(), lnf_rstd.data(),
+                        p(ln_f), N, C);
+    for (int64_t il = L - 1; il >= 0; --il) {
+        Layer& l = layers_[size_t(il)];
+        const S* in = il ? layers_[size_t(il - 1)].out.data() : x0.data();
+        // MLP: out = mid + c_proj(gelu(c_fc(ln_2(mid))))
+        linear_backward(dfc_gelu.data(), g(lp(il, FcProjW)), g(lp(il, FcProjB)), dres.data(), l.fc_gelu.data(),
+                        p(lp(il, FcProjW)), N, F, C);
+        gelu_backward(dfc.data(), dfc_gelu.data(), l.fc.data(), N * F);
+        linear_backward(dln.data(), g(lp(il, FcW)), g(lp(il, FcB)), dfc.data(), l.ln2.data(), p(lp(il, FcW)), N, C, F);
+        layer_norm_backward(dres.data(), g(lp(il, Ln2W)), g(lp(il, Ln2B)), dln.data(), l.mid.data(),
+                            l.ln2_mean.data(), l.ln2_rstd.data(), p(lp(il, Ln2W)), N, C);
+        // attention: mid = in + c_proj(attn(c_attn(ln_1(in))))
+        linear_backward(datty.data(), g(lp(il, ProjW)), g(lp(il, ProjB)), dres.data(), l.atty.data(),
+                        p(lp(il, ProjW)), N, C, C);
+        attention_backward(dqkv.data(), datty.data(), l.att.data(), l.qkv.data(), B, T, C, H);
+        linear_backward(dln.data(), g(lp(il, AttnW)), g(lp(il, AttnB)), dqkv.data(), l.ln1.data(), p(lp(il, AttnW)), N,
+                        C, 3 * C);
+        layer_norm_backward(dres.data(), g(lp(il, Ln1W)), g(lp(il, Ln1B)), dln.data(), in, l.ln1_mean.data(),
+                            l.ln1_rstd.data(), p(lp(il, Ln1W)), N, C);
+    }
+    embedding_backward(g(kWte), g(kWpe), dres.data(), tokens, B, T, C);
+    return loss_value;
+}
+
+template class TrainModel<float>;
+template class TrainModel<double>;
+
+void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, int64_t t, double lr, double wd,
+                const AdamWOptions& o) {
+    const double c1 = 1.0 - std::pow(o.beta1, double(t)), c2 = 1.0 - std::pow(o.beta2, double(t));
+    for (int64_t i = 0; i < n; ++i) {
+        m[i] = float(o.beta1 * m[i] + (1.0 - o.beta1) * g[i]);
+        v[i] = float(o.beta2 * v[i] + (1.0 - o.beta2) * double(g[i]) * g[i]);
+        const double step = (m[i] / c1) / (std::sqrt(v[i] / c2) + o.eps);
+        p[i] = float(double(p[i]) * (1.0 - lr * wd) - lr * step);
+    }
+}
+
+double learning_rate(int64_t step, const TrainOptions& o) {
+    if (step < o.warmup) return o.lr * double(step + 1) / double(o.warmup);
+    const double span = double(std::max<int64_t>(1, o.steps - o.warmup));
+    const double progress = std::min(1.0, double(step - o.warmup) / span);
+    const double floor = o.lr * o.min_lr_ratio;
+    return floor + 0.5 * (o.lr - floor) * (1.0 + std::cos(3.141592653589793 * progress));
+}
+
+TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
+                  const std::function<void(const TrainProgress&)>& on_step) {
+    ModelConfig config = o.config;
+    config.n_vocab = tokenizer.n_vocab();
+    if (o.steps < 1 || o.batch < 1 || o.seq_len < 2) throw UsageError("train: steps, batch must be >= 1, seq_len >= 2");
+    if (o.seq_len > config.n_ctx)
+        throw UsageError("train: --seq " + std::to_string(o.seq_len) + " exceeds n_positions " +
+                         std::to_string(config.n_ctx));
+    check_trainable(config);
+    const Corpus corpus(tokenizer, o.seed);
+    TrainModel<float> model(config, o.batch, o.seq_len);
+    model.params = init_params(config, o.seed);
+    std::vector<float> m(model.params.size(), 0.0f), v(model.params.size(), 0.0f);
+    std::vector<int32_t> tokens(size_t(o.batch * o.seq_len)), targets(tokens.size());
+
+    TrainResult result;
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t step = 0; step < o.steps; ++step) {
+        for (int64_t b = 0; b < o.batch; ++b) {
+            const std::vector<TokenId> seq = corpus.sequence(step, b, o.seq_len + 1);
+            std::copy(seq.begin(), seq.end() - 1, tokens.begin() + b * o.seq_len);
+            std::copy(seq.begin() + 1, seq.end(), targets.begin() + b * o.seq_len);
+        }
+        const double loss = model.loss(tokens.data(), targets.data(), o.batch, o.seq_len, true);
+        if (!std::isfinite(loss)) throw UsageError("train: the loss diverged at step " + std::to_string(step) +
+                                                   " (try a smaller --lr)");
+        double norm2 = 0;
+        for (float gi : model.grads) norm2 += double(gi) * gi;
+        const double norm = std::sqrt(norm2);
+        if (o.clip > 0 && norm > o.clip) {
+            const float s = float(o.clip / norm);
+            for (float& gi : model.grads) gi *= s;
+        }
+        const double lr = learning_rate(step, o);
+        for (const ParamInfo& p : model.layout())
+            adamw_step(model.params.data() + p.offset, model.grads.data() + p.offset, m.data() + p.offset,
+                       v.data() + p.offset, p.size, step + 1, lr, p.decay ? o.adamw.weight_decay : 0.0, o.adamw);
+        result.losses.push_back(loss);
+        if (on_step) {
+            TrainProgress pr;
+            pr.step = step + 1;
+            pr.n_steps = o.steps;
+            pr.loss = loss;
+            pr.lr = lr;
+            pr.grad_norm = norm;
+            pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            pr.tokens = (step + 1) * o.batch * o.seq_len;
+            pr.params = &model.params;
+            on_step(pr);
+        }
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.params = std::move(model.params);
+    return result;
+}
+
+void save_model(const std::string& dir, const ModelConfig& config, const std::vector<float>& params,
+                const std::string& tokenizer_dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw LoadError(dir, "cannot create folder: " + ec.message());
+    std::vector<TensorToWrite> tensors;
+    for (const ParamInfo& p : param_layout(config)) {
+        TensorToWrite t;
+        t.name = p.name;
+        t.shape = p.shape;
+        t.bytes.resize(size_t(p.size) * sizeof(float));
+        std::memcpy(t.bytes.data(), params.data() + p.offset, t.bytes.size());
+        tensors.push_back(std::move(t));
+    }
+    write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
+    const std::string config_path = (fs::path(dir) / "config.json").string();
+    {
+        FILE* f = std::fopen(config_path.c_str(), "wb");
+        if (!f) throw LoadError(config_path, "cannot write file");
+        const std::string text = config_to_json(config);
+        const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+        if (std::fclose(f) != 0 || !ok) throw LoadError(config_path, "write failed");
+    }
+    if (tokenizer_dir.empty() || fs::equivalent(tokenizer_dir, dir, ec)) return;
+    for (const char* name : {"vocab.json", "merges.txt"}) {
+        fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+        if (ec) throw LoadError((fs::path(tokenizer_dir) / name).string(), "cannot copy: " + ec.message());
+    }
+}
+
+}  // namespace kvscope

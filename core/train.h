@@ -1,0 +1,117 @@
+#pragma once
+// Training the architecture the engine runs: GPT-2 with pre-LN, learned positions, gelu_new, tied
+// embeddings and biases on (the GPT-2 defaults of ModelConfig). Other configs are refused.
+//
+//   param_layout(config)          every tensor in safetensors order: GPT-2 name, shape, offset in the flat
+//                                 parameter vector, whether weight decay applies (matrices only)
+//   init_params(config, seed)     GPT-2's initialisation: N(0, 0.02), residual projections scaled by
+//                                 1/√(2L), biases 0, layer-norm gains 1
+//   TrainModel<S>                 flat params + grads and every activation of one batch;
+//                                 loss(tokens, targets, B, T, backward) = mean cross-entropy, and
+//                                 (when backward) grads = ∂loss/∂params. S = float, or double for tests
+//   adamw_step(...)               one AdamW update of one tensor (PyTorch's AdamW)
+//   learning_rate(step, opts)     linear warm-up, then cosine decay to min_lr_ratio·lr
+//   train(opts, tokenizer, cb)    the loop: corpus batch, loss, backward, clip, AdamW; cb after each step
+//   save_model(dir, ...)          config.json + model.safetensors (+ tokenizer files): a model folder
+//
+// Deterministic: the corpus is a function of (seed, step, index), the init of the seed, and every
+// reduction has a fixed order whatever the thread count (train_ops.h), so equal options give equal bytes.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+
+struct ParamInfo {
+    std::string name;            // "h.0.attn.c_attn.weight"
+    std::vector<int64_t> shape;  // as in GPT-2 files (Conv1D: (in, out))
+    int64_t offset = 0, size = 0;
+    bool decay = false;
+};
+std::vector<ParamInfo> param_layout(const ModelConfig& config);
+int64_t n_params(const ModelConfig& config);
+void check_trainable(const ModelConfig& config);  // throws UsageError for what the trainer cannot train
+std::vector<float> init_params(const ModelConfig& config, uint64_t seed);
+
+template <typename S> class TrainModel {
+public:
+    TrainModel(const ModelConfig& config, int64_t max_batch, int64_t seq_len);  // seq_len <= n_ctx
+    double loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, bool backward);  // (B, T) each
+    const ModelConfig& config() const { return config_; }
+    const std::vector<ParamInfo>& layout() const { return layout_; }
+    std::vector<S> params;       // (n_params)
+    std::vector<S> grads;        // (n_params), zeroed and filled by loss(..., backward = true)
+
+private:
+    struct Layer {
+        std::vector<S> ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
+        std::vector<S> qkv;                      // (N, 3C)
+        std::vector<S> att;                      // (B, H, T, T)
+        std::vector<S> atty;                     // (N, C) attention output before c_proj
+        std::vector<S> mid;                      // (N, C) residual after attention
+        std::vector<S> ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
+        std::vector<S> fc, fc_gelu;              // (N, F) each
+        std::vector<S> out;                      // (N, C) residual after the MLP
+    };
+    const S* p(int64_t i) const { return params.data() + layout_[size_t(i)].offset; }
+    S* g(int64_t i) { return grads.data() + layout_[size_t(i)].offset; }
+    ModelConfig config_;
+    std::vector<ParamInfo> layout_;
+    int64_t max_rows_;
+    std::vector<S> x0;                          // (N, C) embeddings
+    std::vector<Layer> layers_;                 // L
+    std::vector<S> lnf, lnf_mean, lnf_rstd;     // (N, C), (N), (N)
+    std::vector<S> logits, probs;               // (N, V) each; logits become dlogits in backward
+    std::vector<S> dres, dln, datty, dtmp;      // (N, C) each
+    std::vector<S> dqkv;                        // (N, 3C)
+    std::vector<S> dfc, dfc_gelu;               // (N, F) each
+};
+
+struct AdamWOptions {
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+    double weight_decay = 0.1;  // applied to tensors with ParamInfo::decay
+};
+// t = 1-based step. p ← p·(1 - lr·wd); m ← β1·m + (1-β1)·g; v ← β2·v + (1-β2)·g²;
+// p ← p - lr · (m / (1-β1ᵗ)) / (√(v / (1-β2ᵗ)) + eps)
+void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, int64_t t, double lr, double wd,
+                const AdamWOptions& opts);
+
+struct TrainOptions {
+    ModelConfig config;          // n_vocab is taken from the tokenizer
+    int64_t steps = 1500;
+    int64_t batch = 8;           // sequences per step
+    int64_t seq_len = 256;       // tokens per sequence (<= n_ctx)
+    double lr = 2e-3;
+    double min_lr_ratio = 0.1;
+    int64_t warmup = 100;
+    double clip = 1.0;           // global gradient norm; 0 = off
+    uint64_t seed = 1;
+    AdamWOptions adamw;
+};
+double learning_rate(int64_t step, const TrainOptions& opts);  // step 0-based
+
+struct TrainProgress {
+    int64_t step = 0, n_steps = 0;  // steps done, total
+    double loss = 0, lr = 0, grad_norm = 0;
+    double seconds = 0;              // since the start
+    int64_t tokens = 0;              // trained on so far
+    const std::vector<float>* params = nullptr;
+};
+struct TrainResult {
+    std::vector<float> params;
+    std::vector<double> losses;      // (steps) loss of each step's batch, before its update
+    double seconds = 0;
+};
+TrainResult train(const TrainOptions& opts, const Tokenizer& tokenizer,
+                  const std::function<void(const TrainProgress&)>& on_step = {});
+
+// Writes dir/config.json and dir/model.safetensors (F32); copies vocab.json and merges.txt from
+// tokenizer_dir when it is not empty. Throws LoadError when a file cannot be written.
+void save_model(const std::string& dir, const ModelConfig& config, const std::vector<float>& params,
+                const std::string& tokenizer_dir);
+
+}  // namespace kvscope
