@@ -1,0 +1,412 @@
+// The trainer: every backward op against double-precision central differences, the forward ops against
+// plain loops written here, AdamW against a hand computation, the schedule's end points, determinism,
+// a loss that goes down, and parity of the trainer's forward with the engine's on a saved checkpoint.
+//
+// How the goldens are made: gradients are checked against (f(x+h) - f(x-h)) / 2h of the op's own
+// double-precision forward (h = 1e-6), with a random projection of the outputs as the scalar, so every
+// output element matters; forward values against naive loops in this file; AdamW's numbers by hand
+// (written out next to the test); the engine parity against kvscope's inference forward pass (model.cpp),
+// which shares no code with the trainer.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "corpus.h"
+#include "model.h"
+#include "session.h"
+#include "thread_pool.h"
+#include "tokenizer.h"
+#include "train.h"
+#include "train_ops.h"
+
+using namespace kvscope;
+
+namespace {
+
+std::vector<double> randn(size_t n, uint32_t seed, double scale = 1.0) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<double> d(0.0, scale);
+    std::vector<double> v(n);
+    for (double& x : v) x = d(gen);
+    return v;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+}
+
+// Checks analytic gradient `grad` of scalar f at x against central differences, element by element.
+void check_grad(const char* what, std::vector<double>& x, const std::vector<double>& grad,
+                const std::function<double()>& f, double tol = 1e-6) {
+    REQUIRE(grad.size() == x.size());
+    const double h = 1e-6;
+    double worst = 0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double keep = x[i];
+        x[i] = keep + h;
+        const double up = f();
+        x[i] = keep - h;
+        const double down = f();
+        x[i] = keep;
+        const double fd = (up - down) / (2 * h);
+        const double err = std::abs(fd - grad[i]) / std::max(1.0, std::abs(fd));
+        if (err > worst) worst = err, worst_i = i;
+    }
+    INFO(what << ": worst element " << worst_i << " relative error " << worst);
+    CHECK(worst < tol);
+}
+
+std::string test_dir(const std::string& name) {
+    auto p = std::filesystem::path(KVSCOPE_TEST_WORK) / "train" / name;
+    std::filesystem::create_directories(p);
+    return p.string();
+}
+
+std::string default_dir() { return std::string(KVSCOPE_ASSETS_DIR) + "/default"; }
+
+}  // namespace
+
+TEST_CASE("linear (Conv1D) forward matches loops, backward matches finite differences") {
+    const int64_t N = 3, K = 4, M = 5;
+    std::vector<double> x = randn(N * K, 1), W = randn(K * M, 2), b = randn(M, 3), w = randn(N * M, 4);
+    std::vector<double> y(N * M);
+    linear_forward(y.data(), x.data(), W.data(), b.data(), N, K, M);
+    for (int64_t r = 0; r < N; ++r)
+        for (int64_t j = 0; j < M; ++j) {
+            double s = b[j];
+            for (int64_t k = 0; k < K; ++k) s += x[r * K + k] * W[k * M + j];
+            CHECK(y[r * M + j] == Approx(s).epsilon(1e-12));
+        }
+    auto f = [&] {
+        linear_forward(y.data(), x.data(), W.data(), b.data(), N, K, M);
+        return dot(y, w);
+    };
+    std::vector<double> dx(N * K), dW(K * M, 0.0), db(M, 0.0);
+    linear_backward(dx.data(), dW.data(), db.data(), w.data(), x.data(), W.data(), N, K, M);
+    check_grad("dx", x, dx, f);
+    check_grad("dW", W, dW, f);
+    check_grad("db", b, db, f);
+}
+
+TEST_CASE("matmul blocks: a large product equals the loop result (row blocks run on the pool)") {
+    const int64_t M = 300, K = 7, Nn = 9;  // 300 rows: 4 blocks
+    std::vector<double> A = randn(M * K, 5), B = randn(K * Nn, 6), Y(M * Nn), Yt(K * Nn);
+    matmul_nn(Y.data(), A.data(), B.data(), M, K, Nn, false);
+    std::vector<double> C2 = randn(M * Nn, 7);
+    matmul_tn(Yt.data(), A.data(), C2.data(), M, K, Nn, false);
+    for (int64_t r = 0; r < M; r += 37)
+        for (int64_t j = 0; j < Nn; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k) s += A[r * K + k] * B[k * Nn + j];
+            CHECK(Y[r * Nn + j] == Approx(s).epsilon(1e-12));
+        }
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < Nn; ++j) {
+            double s = 0;
+            for (int64_t r = 0; r < M; ++r) s += A[r * K + k] * C2[r * Nn + j];
+            CHECK(Yt[k * Nn + j] == Approx(s).epsilon(1e-10));
+        }
+}
+
+TEST_CASE("layer norm forward matches loops, backward matches finite differences") {
+    const int64_t N = 3, C = 6;
+    std::vector<double> x = randn(N * C, 11, 2.0), g = randn(C, 12), b = randn(C, 13), w = randn(N * C, 14);
+    std::vector<double> y(N * C), mean(N), rstd(N);
+    layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), N, C, 1e-5);
+    for (int64_t r = 0; r < N; ++r) {
+        double m = 0, var = 0;
+        for (int64_t c = 0; c < C; ++c) m += x[r * C + c] / C;
+        for (int64_t c = 0; c < C; ++c) var += (x[r * C + c] - m) * (x[r * C + c] - m) / C;
+        for (int64_t c = 0; c < C; ++c)
+            CHECK(y[r * C + c] == Approx((x[r * C + c] - m) / std::sqrt(var + 1e-5) * g[c] + b[c]).epsilon(1e-12));
+    }
+    auto f = [&] {
+        layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), N, C, 1e-5);
+        return dot(y, w);
+    };
+    f();
+    std::vector<double> dx(N * C, 0.0), dg(C, 0.0), db(C, 0.0);
+    layer_norm_backward(dx.data(), dg.data(), db.data(), w.data(), x.data(), mean.data(), rstd.data(), g.data(), N, C);
+    check_grad("dx", x, dx, f);
+    check_grad("dg", g, dg, f);
+    check_grad("db", b, db, f);
+}
+
+TEST_CASE("gelu_new forward matches the formula, backward matches finite differences") {
+    std::vector<double> x = randn(9, 21, 2.0), w = randn(9, 22), y(9);
+    gelu_forward(y.data(), x.data(), 9);
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double v = x[i];
+        CHECK(y[i] == Approx(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))).epsilon(1e-12));
+    }
+    auto f = [&] {
+        gelu_forward(y.data(), x.data(), 9);
+        return dot(y, w);
+    };
+    std::vector<double> dx(9);
+    gelu_backward(dx.data(), w.data(), x.data(), 9);
+    check_grad("dx", x, dx, f);
+}
+
+TEST_CASE("causal attention forward matches loops, backward matches finite differences") {
+    const int64_t B = 2, T = 5, C = 6, H = 2, D = C / H;
+    std::vector<double> qkv = randn(B * T * 3 * C, 31), w = randn(B * T * C, 32);
+    std::vector<double> out(B * T * C), att(B * H * T * T);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    // loops: softmax over keys j <= t of q_t·k_j/√D, then Σ_j a_tj v_j
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t t = 0; t < T; ++t) {
+                std::vector<double> s(t + 1);
+                double mx = -1e300, sum = 0;
+                for (int64_t j = 0; j <= t; ++j) {
+                    double d = 0;
+                    for (int64_t e = 0; e < D; ++e)
+                        d += qkv[(b * T + t) * 3 * C + h * D + e] * qkv[(b * T + j) * 3 * C + C + h * D + e];
+                    s[j] = d / std::sqrt(double(D));
+                    mx = std::max(mx, s[j]);
+                }
+                for (double& v : s) sum += (v = std::exp(v - mx));
+                for (int64_t j = 0; j < T; ++j)
+                    CHECK(att[((b * H + h) * T + t) * T + j] == Approx(j <= t ? s[j] / sum : 0.0).margin(1e-14));
+                for (int64_t e = 0; e < D; ++e) {
+                    double o = 0;
+                    for (int64_t j = 0; j <= t; ++j) o += s[j] / sum * qkv[(b * T + j) * 3 * C + 2 * C + h * D + e];
+                    CHECK(out[(b * T + t) * C + h * D + e] == Approx(o).epsilon(1e-12));
+                }
+            }
+    auto f = [&] {
+        attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
+        return dot(out, w);
+    };
+    f();
+    std::vector<double> dqkv(B * T * 3 * C);
+    attention_backward(dqkv.data(), w.data(), att.data(), qkv.data(), B, T, C, H);
+    check_grad("dqkv", qkv, dqkv, f);
+}
+
+TEST_CASE("softmax cross-entropy forward matches loops, backward matches finite differences") {
+    const int64_t N = 4, V = 7;
+    std::vector<double> logits = randn(N * V, 41, 3.0), probs(N * V);
+    const std::vector<int32_t> targets = {0, 6, 3, 3};
+    double want = 0;
+    for (int64_t r = 0; r < N; ++r) {
+        double z = 0;
+        for (int64_t j = 0; j < V; ++j) z += std::exp(logits[r * V + j]);
+        want += -(logits[r * V + targets[r]] - std::log(z)) / N;
+    }
+    CHECK(cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V) == Approx(want).epsilon(1e-12));
+    auto f = [&] { return cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V); };
+    f();
+    std::vector<double> dlogits(N * V);
+    cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), N, V);
+    check_grad("dlogits", logits, dlogits, f);
+}
+
+TEST_CASE("embedding forward adds token and position rows, backward matches finite differences") {
+    const int64_t B = 2, T = 3, C = 4, V = 5;
+    const std::vector<int32_t> tokens = {1, 4, 1, 0, 2, 2};  // repeated ids: gradients must add up
+    std::vector<double> wte = randn(V * C, 51), wpe = randn(T * C, 52), w = randn(B * T * C, 53), x(B * T * C);
+    embedding_forward(x.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    CHECK(x[(1 * T + 2) * C + 3] == wte[2 * C + 3] + wpe[2 * C + 3]);
+    auto f = [&] {
+        embedding_forward(x.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+        return dot(x, w);
+    };
+    std::vector<double> dwte(V * C, 0.0), dwpe(T * C, 0.0);
+    embedding_backward(dwte.data(), dwpe.data(), w.data(), tokens.data(), B, T, C);
+    check_grad("dwte", wte, dwte, f);
+    check_grad("dwpe", wpe, dwpe, f);
+}
+
+namespace {
+ModelConfig tiny_config() {
+    ModelConfig c;
+    c.n_vocab = 11;
+    c.n_ctx = 8;
+    c.n_embd = 8;
+    c.n_head = 2;
+    c.n_layer = 2;
+    c.n_inner = 12;
+    return c;
+}
+}  // namespace
+
+TEST_CASE("the whole model's loss: every parameter's gradient matches finite differences") {
+    const ModelConfig c = tiny_config();
+    TrainModel<double> model(c, 2, 6);
+    // Random values everywhere (not the init: zero biases and unit gains would hide their gradients).
+    model.params = randn(model.params.size(), 61, 0.3);
+    const std::vector<int32_t> tokens = {1, 5, 9, 2, 2, 7, 0, 10, 3, 3, 4, 8};
+    const std::vector<int32_t> targets = {5, 9, 2, 2, 7, 1, 10, 3, 3, 4, 8, 6};
+    model.loss(tokens.data(), targets.data(), 2, 6, true);
+    const std::vector<double> grads = model.grads;
+    for (const ParamInfo& p : model.layout()) {
+        std::vector<double> slice(model.params.begin() + p.offset, model.params.begin() + p.offset + p.size);
+        std::vector<double> g(grads.begin() + p.offset, grads.begin() + p.offset + p.size);
+        auto f = [&] {
+            std::copy(slice.begin(), slice.end(), model.params.begin() + p.offset);
+            return model.loss(tokens.data(), targets.data(), 2, 6, false);
+        };
+        check_grad(p.name.c_str(), slice, g, f);
+        std::copy(slice.begin(), slice.end(), model.params.begin() + p.offset);
+    }
+    // Positions 6, 7 are never used with T = 6: their gradient is exactly zero.
+    const ParamInfo& wpe = model.layout()[1];
+    for (int64_t i = 6 * c.n_embd; i < 8 * c.n_embd; ++i) CHECK(grads[size_t(wpe.offset + i)] == 0.0);
+}
+
+TEST_CASE("AdamW: one step equals the hand computation") {
+    // p = (0.5, -1), g = (0.1, -0.2), m = v = 0, t = 1, lr = 0.01, wd = 0.1, β = (0.9, 0.95), eps = 1e-8.
+    // m = 0.1·g = (0.01, -0.02); v = 0.05·g² = (0.0005, 0.002); m̂ = g; v̂ = g², so the step is
+    // g/(|g| + 1e-8) ≈ ±(1 - 1e-7 / |g|·...) — exactly 0.1/(0.1+1e-8) and -0.2/(0.2+1e-8).
+    // p1 = 0.5·(1 - 0.001) - 0.01·0.1/(0.1 + 1e-8)  = 0.4995 - 0.0099999990000001 = 0.4895000009999999
+    // p2 = -1·(1 - 0.001) + 0.01·0.2/(0.2 + 1e-8)   = -0.999 + 0.0099999995 = -0.9890000005
+    float p[2] = {0.5f, -1.0f}, g[2] = {0.1f, -0.2f}, m[2] = {0, 0}, v[2] = {0, 0};
+    AdamWOptions o;
+    o.beta1 = 0.9, o.beta2 = 0.95, o.eps = 1e-8;
+    adamw_step(p, g, m, v, 2, 1, 0.01, 0.1, o);
+    CHECK(p[0] == Approx(0.4895000009999999).epsilon(1e-7));
+    CHECK(p[1] == Approx(-0.9890000005).epsilon(1e-7));
+    CHECK(m[0] == Approx(0.01).epsilon(1e-6));
+    CHECK(v[1] == Approx(0.002).epsilon(1e-6));
+    // Second step with the same gradient and no decay: m = 0.019, v = 0.000975 for element 0;
+    // m̂ = 0.019/0.19 = 0.1, v̂ = 0.000975/0.0975 = 0.01 → step 0.1/(0.1 + 1e-8) again.
+    adamw_step(p, g, m, v, 2, 2, 0.01, 0.0, o);
+    CHECK(p[0] == Approx(0.4895000009999999 - 0.0099999990000001).epsilon(1e-6));
+}
+
+TEST_CASE("learning rate: linear warm-up, then cosine down to min_lr_ratio") {
+    TrainOptions o;
+    o.lr = 1e-3, o.warmup = 10, o.steps = 110, o.min_lr_ratio = 0.1;
+    CHECK(learning_rate(0, o) == Approx(1e-4));
+    CHECK(learning_rate(9, o) == Approx(1e-3));
+    CHECK(learning_rate(60, o) == Approx(1e-4 + 0.5 * 9e-4));  // half-way: cos(π/2) = 0
+    CHECK(learning_rate(110, o) == Approx(1e-4));
+}
+
+TEST_CASE("initialisation: GPT-2's layout, names and statistics") {
+    ModelConfig c = tiny_config();
+    c.n_vocab = 300, c.n_embd = 32, c.n_inner = 128;
+    const std::vector<ParamInfo> layout = param_layout(c);
+    REQUIRE(layout.size() == size_t(2 + 12 * c.n_layer + 2));
+    CHECK(layout[2].name == "h.0.ln_1.weight");
+    CHECK(layout[4].shape == std::vector<int64_t>{32, 96});
+    const std::vector<float> p = init_params(c, 5);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < layout[0].size; ++i) s += p[size_t(i)], s2 += double(p[size_t(i)]) * p[size_t(i)];
+    CHECK(std::sqrt(s2 / double(layout[0].size)) == Approx(0.02).epsilon(0.05));
+    CHECK(p[size_t(layout[2].offset)] == 1.0f);  // ln gain
+    CHECK(p[size_t(layout[3].offset)] == 0.0f);  // ln bias
+    CHECK(init_params(c, 5) == p);
+    CHECK(init_params(c, 6) != p);
+}
+
+TEST_CASE("corpus: deterministic, single-token letters and digits, repeated random spans") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    const std::vector<TokenId> ordinary = ordinary_tokens(tok);
+    CHECK(ordinary.size() == 40);  // 19 lowercase + 11 uppercase letters + 10 digits have a " x" token
+    for (TokenId id : ordinary) {
+        const std::string b = tok.token_bytes(id);
+        REQUIRE(b.size() == 2);
+        CHECK(b[0] == ' ');
+        CHECK(std::isalnum(static_cast<unsigned char>(b[1])));
+    }
+    const Corpus corpus(tok, 3);
+    CHECK(corpus.sequence(5, 1, 200) == corpus.sequence(5, 1, 200));
+    CHECK(corpus.sequence(5, 1, 200) != corpus.sequence(5, 2, 200));
+    CHECK(Corpus(tok, 4).sequence(5, 1, 200) != corpus.sequence(5, 1, 200));
+    // Over many sequences, some contain an ordinary-token span of >= 8 immediately repeated.
+    int with_repeat = 0;
+    for (int i = 0; i < 20; ++i) {
+        const std::vector<TokenId> s = corpus.sequence(0, i, 256);
+        bool found = false;  // a span of length L in [8, 32] followed by itself
+        for (size_t L = 8; L <= 32 && !found; ++L)
+            for (size_t a = 0; a + 2 * L <= s.size() && !found; ++a) {
+                bool all = true;
+                for (size_t k = 0; k < L && all; ++k)
+                    all = s[a + k] == s[a + L + k] && std::count(ordinary.begin(), ordinary.end(), s[a + k]);
+                found = all;
+            }
+        with_repeat += found;
+    }
+    CHECK(with_repeat >= 10);
+    const std::string text = tok.decode(corpus.text(9, 60));
+    CHECK(text.find('.') != std::string::npos);
+}
+
+TEST_CASE("training is deterministic: equal options give equal weights, whatever the thread count") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    TrainOptions o;
+    o.config = tiny_config();
+    o.config.n_ctx = 32, o.config.n_embd = 16, o.config.n_inner = 64;
+    o.steps = 3, o.batch = 2, o.seq_len = 32, o.warmup = 1;
+    ThreadPool::global().set_threads(2);
+    const TrainResult a = train(o, tok);
+    const TrainResult b = train(o, tok);
+    ThreadPool::global().set_threads(1);
+    const TrainResult c = train(o, tok);
+    ThreadPool::global().set_threads(default_thread_count());
+    REQUIRE(a.params.size() == b.params.size());
+    CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(a.params.data(), c.params.data(), a.params.size() * sizeof(float)) == 0);
+    CHECK(a.losses == c.losses);
+    o.seed = 2;
+    CHECK(train(o, tok).params != a.params);
+}
+
+TEST_CASE("a tiny training run: the loss goes down") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    TrainOptions o;
+    o.config = tiny_config();
+    o.config.n_ctx = 64, o.config.n_embd = 32, o.config.n_head = 2, o.config.n_layer = 1, o.config.n_inner = 128;
+    o.steps = 60, o.batch = 4, o.seq_len = 64, o.warmup = 5, o.lr = 3e-3;
+    const TrainResult r = train(o, tok);
+    REQUIRE(r.losses.size() == 60);
+    double last = 0;
+    for (size_t i = 50; i < 60; ++i) last += r.losses[i] / 10;
+    INFO("first loss " << r.losses[0] << ", mean of the last 10 " << last);
+    CHECK(r.losses[0] == Approx(std::log(768.0)).epsilon(0.05));  // uniform guess at the start
+    CHECK(last < r.losses[0] - 1.5);
+}
+
+TEST_CASE("a saved checkpoint loads in the engine, and the engine's loss equals the trainer's") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    ModelConfig c = tiny_config();
+    c.n_vocab = tok.n_vocab(), c.n_ctx = 16, c.n_embd = 16, c.n_inner = 64;
+    std::vector<float> params = init_params(c, 77);
+    for (size_t i = 0; i < params.size(); ++i) params[i] += 0.05f * float(std::sin(double(i)));  // no zero biases
+    const std::string dir = test_dir("checkpoint");
+    save_model(dir, c, params, default_dir());
+    auto model = Model::load(dir);
+    REQUIRE(model->tokenizer());
+    CHECK(model->config().n_layer == 2);
+
+    const std::vector<int32_t> seq = {10, 200, 37, 5, 600, 91, 91, 3, 44};
+    const int64_t T = int64_t(seq.size()) - 1;
+    TrainModel<float> tm(c, 1, T);
+    tm.params = params;
+    const double trainer = tm.loss(seq.data(), seq.data() + 1, 1, T, false);
+    double engine = 0;
+    for (int64_t t = 1; t <= T; ++t) {  // last-row logits of each prefix, from the engine
+        SessionOptions so;
+        so.max_new_tokens = 1;
+        Session s(model, so);
+        s.set_prompt(std::vector<TokenId>(seq.begin(), seq.begin() + t));
+        s.prefill_step();
+        const std::vector<float>& l = s.last_logits();
+        double mx = l[0], z = 0;
+        for (float x : l) mx = std::max(mx, double(x));
+        for (float x : l) z += std::exp(double(x) - mx);
+        engine += -(double(l[size_t(seq[size_t(t)])]) - mx - std::log(z)) / double(T);
+    }
+    CHECK(trainer == Approx(engine).epsilon(1e-5));
+}
