@@ -5,6 +5,12 @@
 #include <chrono>
 #include <filesystem>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "../cli_args.h"
 #include "errors.h"
 #include "export.h"
@@ -144,6 +150,11 @@ uint64_t Controller::prompt_edits() const {
 // ---- worker side ----
 
 void Controller::worker_loop() {
+#ifdef __linux__
+    // Steps yield to drawing when both want the cores: a lower priority for this thread and for the
+    // engine's pool threads when they are first started from here (Linux threads inherit it).
+    setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 8);
+#endif
     for (;;) {
         Command c;
         bool have = false;

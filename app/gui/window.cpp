@@ -206,13 +206,18 @@ int cli_gui(int argc, char** argv) {
         double frame_start = now_s();
         std::string last_dump;
 
+        double frame_begin = now_s();
         while (!glfwWindowShouldClose(window)) {
             const bool was_busy = ctl.busy();
             if (scripted) {
                 glfwPollEvents();
                 if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
             }
-            else glfwWaitEventsTimeout(was_busy || maps.incomplete() ? 1.0 / 30 : 0.25);  // keep progress ticking
+            else if (was_busy || maps.incomplete())
+                // Keep the progress ticking at about 40 fps, sleeping only what is left of the frame budget
+                // (the rest of the machine belongs to the worker).
+                glfwWaitEventsTimeout(std::max(0.002, 1.0 / 40 - (now_s() - frame_begin)));
+            else glfwWaitEventsTimeout(0.25);  // idle: sleep until input, but keep tooltips alive
             for (const std::string& path : dropped) {
                 Command c;
                 c.kind = Command::Kind::LoadModel;
@@ -268,6 +273,7 @@ int cli_gui(int argc, char** argv) {
             }
 
             const double t0 = now_s();
+            frame_begin = t0;
             ImGui_ImplOpenGL3_NewFrame();
             ImGui_ImplGlfw_NewFrame();
             if (scripted) io.MousePos = {-FLT_MAX, -FLT_MAX};  // no stray hover tooltips in screenshots
