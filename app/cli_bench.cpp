@@ -1,110 +1,279 @@
-// kvscope bench: what the KV cache buys. Decodes one sequence and, at sampled positions, times the same
-// step with the cache (one new row) and without it (every position recomputed), stepping back between
-// the two so both compute the very same token.
+// kvscope bench: how fast the engine is, next to what this machine can do. Measures memory bandwidth
+// and FMA peak first, derives the bounds they imply for the model, then times decode (batch 1, 4, 8),
+// prefill, cached vs uncached steps at growing positions, recording overhead, load time and memory.
+// Every figure is min / median / max over --repeat runs.
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
+#include "machine_probe.h"
+#include "npy.h"
+#include "plot.h"
+#include "random_model.h"
 #include "session.h"
 #include "thread_pool.h"
 
 namespace kvscope {
 namespace {
 
-struct Timing {
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Stats {
     double min = 0, median = 0, max = 0;
 };
 
-Timing summarize(std::vector<double> v) {
+template <class F>
+Stats repeat(int64_t n, F&& measure) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(measure());
     std::sort(v.begin(), v.end());
     return {v.front(), v[v.size() / 2], v.back()};
+}
+
+std::string stats_json(const Stats& s) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"min\": %.6g, \"median\": %.6g, \"max\": %.6g}", s.min, s.median, s.max);
+    return buf;
+}
+
+std::string stats_text(const Stats& s, const char* fmt = "%.1f") {
+    char a[32], b[32], c[32];
+    std::snprintf(a, sizeof a, fmt, s.min);
+    std::snprintf(b, sizeof b, fmt, s.median);
+    std::snprintf(c, sizeof c, fmt, s.max);
+    return std::string(a) + " / " + b + " / " + c;
+}
+
+std::vector<TokenId> random_prompt(const ModelConfig& c, int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<TokenId> ids(static_cast<size_t>(n));
+    for (TokenId& t : ids) t = TokenId(rng() % uint32_t(c.n_vocab));
+    return ids;
+}
+
+// Tokens per second of `batch` sequences decoding n_decode tokens together after a short prompt.
+double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batch, int64_t n_decode, bool record,
+                                uint32_t seed) {
+    SessionOptions o;
+    o.history = record;
+    o.record = record;
+    o.max_new_tokens = n_decode + 1;
+    std::vector<std::unique_ptr<Session>> sessions;
+    std::vector<Session*> all;
+    for (int64_t b = 0; b < batch; ++b) {
+        sessions.push_back(std::make_unique<Session>(model, o));
+        sessions.back()->set_prompt(random_prompt(model->config(), 4, seed + uint32_t(b)));
+        all.push_back(sessions.back().get());
+    }
+    Workspace ws = Session::make_batch_workspace(all);
+    Session::step_batch(all, ws);  // prefill
+    const double t0 = now();
+    while (all[0]->next() != Session::Next::Done) Session::step_batch(all, ws);
+    return double(batch * n_decode) / (now() - t0);
 }
 
 }  // namespace
 
 int cli_bench(int argc, char** argv) {
-    CliArgs args("bench", "Cached vs uncached decode: per-step time vs position, tokens/s.");
+    CliArgs args("bench", "Decode, prefill and batch throughput, cached vs uncached step times, against the "
+                          "bounds this machine's measured bandwidth and FMA peak imply.");
     add_model_option(args);
-    args.option("--prompt-len", "N", "random prompt length (default 8)")
-        .option("--positions", "N", "decode until this position (default: min(n_positions, 256))")
-        .option("--samples", "K", "positions at which both modes are timed (default 8)")
-        .option("--repeat", "R", "timings per sample, reported as min/median/max (default 3)")
+    args.flag("--gpt2-shape", "bench random weights of GPT-2 124M's shape (written once to --work)")
+        .option("--work", "DIR", "folder for --gpt2-shape's weights (default: kvscope-bench-model)")
+        .option("--repeat", "R", "runs per figure, reported as min / median / max (default 3)")
+        .option("--decode-tokens", "N", "tokens per decode run (default 64)")
+        .option("--prefill-tokens", "N", "prompt length for the prefill figure (default 512)")
+        .option("--chart", "FILE.png", "write per-step time vs position, cached and uncached")
+        .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
         .flag("--json", "print one JSON object");
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
-    apply_threads(args);
-    auto model = load_model_from(args);
-    const ModelConfig& c = model->config();
-    const int64_t prompt_len = args.integer("--prompt-len", 8, 1, c.n_ctx - 1);
-    const int64_t last = args.integer("--positions", std::min<int64_t>(c.n_ctx, 256), prompt_len + 1, c.n_ctx);
-    const int64_t n_samples = args.integer("--samples", 8, 1, 1000);
-    const int64_t repeat = args.integer("--repeat", 3, 1, 1000);
+    if (auto chart = args.text("--chart")) ensure_writable(*chart);
+    const int threads = int(args.integer("--threads", default_thread_count(), 1, 256));
+    const bool quick = args.has("--quick");
+    const int64_t R = args.integer("--repeat", quick ? 1 : 3, 1, 1000);
+    const int64_t n_decode = args.integer("--decode-tokens", quick ? 8 : 64, 1, 1 << 20);
 
-    std::mt19937 rng(1234);
-    std::vector<TokenId> prompt(static_cast<size_t>(prompt_len));
-    for (auto& t : prompt) t = TokenId(rng() % uint32_t(c.n_vocab));
-    SessionOptions options;
-    options.record = false;
-    options.max_new_tokens = last - prompt_len;
-    Session session(model, options);
-    session.set_prompt(prompt);
-    session.step();  // prefill
-
-    std::vector<int64_t> sample_at;
-    for (int64_t i = 1; i <= n_samples; ++i)
-        sample_at.push_back(prompt_len + (last - 1 - prompt_len) * i / n_samples);
-    struct Row {
-        int64_t position;
-        Timing cached, uncached;
-    };
-    std::vector<Row> rows;
-    double decode_seconds = 0;
-    int64_t decoded = 0;
-    Progress progress("bench", last - prompt_len);
-    while (session.next() == Session::Next::Decode) {
-        const int64_t position = session.cache().next_position();
-        if (std::find(sample_at.begin(), sample_at.end(), position) != sample_at.end()) {
-            std::vector<double> on, off;
-            for (int64_t r = 0; r < repeat; ++r) {
-                on.push_back(session.decode_step().seconds);
-                session.step_back();
-                session.set_use_cache(false);
-                off.push_back(session.decode_step().seconds);
-                session.step_back();
-                session.set_use_cache(true);
-            }
-            rows.push_back({position, summarize(on), summarize(off)});
+    std::string model_dir = args.text("--model").value_or(default_model_dir());
+    if (args.has("--gpt2-shape")) {
+        model_dir = args.text("--work").value_or("kvscope-bench-model");
+        if (!std::filesystem::exists(model_dir + "/model.safetensors")) {
+            std::fprintf(stderr, "writing GPT-2 124M-shaped random weights to %s ...\n", model_dir.c_str());
+            write_random_model(model_dir, gpt2_small_config(), 124);
         }
-        decode_seconds += session.decode_step().seconds;
-        ++decoded;
-        progress.update(decoded);
     }
-    const double tps = decoded / decode_seconds;
+
+    ThreadPool::global().set_threads(threads);
+
+    Model::load(model_dir);  // first load pages the file in; the timed ones are what a second start costs
+    std::shared_ptr<const Model> model;
+    const Stats load_seconds = repeat(R, [&] {
+        const double t0 = now();
+        model = Model::load(model_dir);
+        return now() - t0;
+    });
+    const ModelConfig& c = model->config();
+    const double C = double(c.n_embd), F = double(c.n_inner), L = double(c.n_layer), V = double(c.n_vocab);
+    // Bytes a decode step must stream: every weight matrix once, plus the lm_head; embeddings are one row.
+    const double weight_bytes = 4.0 * (L * (C * 3 * C + C * C + 2 * C * F + 3 * C + C + F + C + 4 * C) + V * C);
+    const double kv_bytes_per_position = 2.0 * L * C * 4.0;
+    const double flops_per_token = 2.0 * L * (C * 3 * C + C * C + 2 * C * F);
+
+    Progress progress("bench", 6);
+    const Stats decode1 = repeat(R, [&] { return decode_tokens_per_second(model, 1, n_decode, false, 1); });
+    progress.update(1);
+    const Stats decode4 = repeat(R, [&] { return decode_tokens_per_second(model, 4, n_decode, false, 2); });
+    const Stats decode8 = repeat(R, [&] { return decode_tokens_per_second(model, 8, n_decode, false, 3); });
+    progress.update(2);
+
+    const int64_t n_prefill = std::min<int64_t>(args.integer("--prefill-tokens", quick ? 32 : 512, 1, 1 << 20), c.n_ctx - 1);
+    const Stats prefill = repeat(R, [&] {
+        SessionOptions o;
+        o.history = false;
+        o.record = false;
+        o.max_new_tokens = 1;
+        Session s(model, o);
+        s.set_prompt(random_prompt(c, n_prefill, 7));
+        return double(n_prefill) / s.step().seconds;
+    });
+    progress.update(3);
+
+    // Cached vs uncached: the same decode step at position p, once reading the cache, once recomputing
+    // all p+1 positions (step back in between, so both compute the very same token).
+    std::vector<int64_t> positions;
+    const int64_t last = c.n_ctx - 2;
+    for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000})
+        if (p <= last && (!quick || p <= 128)) positions.push_back(p);
+    if (positions.empty() || positions.back() < last / 2) positions.push_back(std::max<int64_t>(1, last));
+    std::vector<Stats> cached_ms, uncached_ms;
+    for (int64_t p : positions) {
+        SessionOptions o;
+        o.record = false;
+        o.max_new_tokens = 2;
+        Session s(model, o);
+        s.set_prompt(random_prompt(c, p, 11));
+        s.step();  // prefill p tokens; the decode step below is at position p
+        cached_ms.push_back(repeat(R, [&] {
+            const double t = s.decode_step().seconds;
+            s.step_back();
+            return t * 1e3;
+        }));
+        s.set_use_cache(false);
+        uncached_ms.push_back(repeat(R, [&] {
+            const double t = s.decode_step().seconds;
+            s.step_back();
+            return t * 1e3;
+        }));
+    }
+    progress.update(4);
+
+    // Recording every step: memory of the trace and what it costs decode.
+    const int64_t n_record_decode = quick ? 8 : std::min<int64_t>(200, c.n_ctx / 4);
+    const int64_t n_record_prompt = std::min<int64_t>(1024, c.n_ctx - n_record_decode);
+    int64_t trace_bytes = 0;
+    double recorded_tps = 0, plain_tps = 0;
+    for (bool record : {true, false}) {
+        SessionOptions o;
+        o.record = record;
+        o.history = record;
+        o.max_new_tokens = n_record_decode;
+        Session s(model, o);
+        s.set_prompt(random_prompt(c, n_record_prompt, 13));
+        s.step();
+        const double t0 = now();
+        while (s.next() == Session::Next::Decode) s.decode_step();
+        const double tps = double(n_record_decode - 1) / (now() - t0);
+        (record ? recorded_tps : plain_tps) = tps;
+        if (record) trace_bytes = s.trace().memory_bytes();
+    }
+    progress.update(5);
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    const double peak_rss_mb = double(usage.ru_maxrss) / 1024.0;  // before the probe's 1 GiB buffer
+
+    // The machine, measured last so its buffer does not count in the peak RSS above; these bound the rest.
+    const Stats bandwidth = repeat(R, [&] { return measure_read_bandwidth(int64_t(1) << 30, threads); });
+    const Stats fma_peak = repeat(R, [&] { return measure_fma_peak(threads); });
+    const int64_t mid_position = 4 + n_decode / 2;
+    const double decode_bound = bandwidth.median * 1e9 / (weight_bytes + kv_bytes_per_position * double(mid_position));
+    const double prefill_bound = fma_peak.median * 1e9 / flops_per_token;
+
+    if (auto chart = args.text("--chart")) {
+        LineSeries on{"cache on", {33, 102, 172}, {}, {}}, off{"cache off (recompute all positions)", {214, 96, 77}, {}, {}};
+        for (size_t i = 0; i < positions.size(); ++i) {
+            on.xs.push_back(double(positions[i]));
+            on.ys.push_back(cached_ms[i].median);
+            off.xs.push_back(double(positions[i]));
+            off.ys.push_back(uncached_ms[i].median);
+        }
+        write_line_chart_png(*chart, "kvscope: time of one decode step vs position", "position of the new token",
+                             "ms per step", {on, off}, /*log_y=*/true);
+    }
 
     if (args.has("--json")) {
-        std::string items;
-        for (const Row& r : rows) {
-            char buf[256];
-            std::snprintf(buf, sizeof buf,
-                          "%s{\"position\": %lld, \"cached_ms\": [%.4f, %.4f, %.4f], \"uncached_ms\": [%.4f, %.4f, %.4f]}",
-                          items.empty() ? "" : ", ", (long long)r.position, r.cached.min * 1e3, r.cached.median * 1e3,
-                          r.cached.max * 1e3, r.uncached.min * 1e3, r.uncached.median * 1e3, r.uncached.max * 1e3);
-            items += buf;
-        }
-        std::printf("{\"threads\": %d, \"decode_tokens_per_s\": %.3f, \"decoded\": %lld, \"steps\": [%s]}\n",
-                    ThreadPool::global().n_threads(), tps, (long long)decoded, items.c_str());
+        std::string steps;
+        for (size_t i = 0; i < positions.size(); ++i)
+            steps += std::string(i ? ", " : "") + "{\"position\": " + std::to_string(positions[i]) +
+                     ", \"cached_ms\": " + stats_json(cached_ms[i]) + ", \"uncached_ms\": " + stats_json(uncached_ms[i]) + "}";
+        std::printf("{\"model\": \"%s\", \"threads\": %d, \"repeat\": %lld,\n"
+                    " \"machine\": {\"read_bandwidth_gb_s\": %s, \"fma_peak_gflop_s\": %s},\n"
+                    " \"bounds\": {\"weight_bytes_per_token\": %.0f, \"decode_tokens_per_s\": %.2f, "
+                    "\"prefill_tokens_per_s\": %.2f},\n"
+                    " \"decode_tokens_per_s\": {\"batch1\": %s, \"batch4\": %s, \"batch8\": %s},\n"
+                    " \"prefill_tokens_per_s\": %s, \"prefill_tokens\": %lld,\n"
+                    " \"steps\": [%s],\n"
+                    " \"recording\": {\"prompt\": %lld, \"decode\": %lld, \"trace_bytes\": %lld, "
+                    "\"decode_tokens_per_s_recorded\": %.3f, \"decode_tokens_per_s_plain\": %.3f},\n"
+                    " \"load_seconds\": %s, \"peak_rss_mb\": %.1f, \"kv_bytes_per_token\": %.0f, "
+                    "\"kv_bytes_full_context\": %.0f}\n",
+                    model_dir.c_str(), threads, (long long)R, stats_json(bandwidth).c_str(), stats_json(fma_peak).c_str(),
+                    weight_bytes, decode_bound, prefill_bound, stats_json(decode1).c_str(), stats_json(decode4).c_str(),
+                    stats_json(decode8).c_str(), stats_json(prefill).c_str(), (long long)n_prefill, steps.c_str(),
+                    (long long)n_record_prompt, (long long)n_record_decode, (long long)trace_bytes, recorded_tps,
+                    plain_tps, stats_json(load_seconds).c_str(), peak_rss_mb, kv_bytes_per_position,
+                    kv_bytes_per_position * double(c.n_ctx));
         return 0;
     }
-    std::printf("model %s, %lld decode steps from position %lld, cache on: %.1f tokens/s\n\n", model->dir().c_str(),
-                (long long)decoded, (long long)prompt_len, tps);
-    std::printf("%9s  %26s  %26s  %8s\n", "position", "cached ms (min/med/max)", "uncached ms (min/med/max)", "speedup");
-    for (const Row& r : rows)
-        std::printf("%9lld  %8.3f %8.3f %8.3f  %8.3f %8.3f %8.3f  %7.1fx\n", (long long)r.position, r.cached.min * 1e3,
-                    r.cached.median * 1e3, r.cached.max * 1e3, r.uncached.min * 1e3, r.uncached.median * 1e3,
-                    r.uncached.max * 1e3, r.uncached.median / r.cached.median);
+
+    std::printf("kvscope bench — %s, %d threads, min / median / max of %lld runs\n\n", model_dir.c_str(), threads,
+                (long long)R);
+    std::printf("machine    read bandwidth %s GB/s, FMA peak %s GFLOP/s\n", stats_text(bandwidth).c_str(),
+                stats_text(fma_peak).c_str());
+    std::printf("model      %.1f MB of weights streamed per decode token, %.1f MFLOP per token, KV %.0f KiB per position\n",
+                weight_bytes / 1e6, flops_per_token / 1e6, kv_bytes_per_position / 1024);
+    std::printf("bounds     decode %.1f tokens/s (bandwidth / bytes per token at position %lld), prefill %.0f tokens/s "
+                "(FMA peak / flops per token)\n\n",
+                decode_bound, (long long)mid_position, prefill_bound);
+    std::printf("%-34s %-28s %s\n", "figure", "min / median / max", "vs bound");
+    std::printf("%-34s %-28s %.0f%%\n", "decode, batch 1 (tokens/s)", stats_text(decode1).c_str(),
+                100 * decode1.median / decode_bound);
+    std::printf("%-34s %-28s %.1fx batch 1\n", "decode, batch 4 (tokens/s, total)", stats_text(decode4).c_str(),
+                decode4.median / decode1.median);
+    std::printf("%-34s %-28s %.1fx batch 1\n", "decode, batch 8 (tokens/s, total)", stats_text(decode8).c_str(),
+                decode8.median / decode1.median);
+    std::printf("%-34s %-28s %.0f%%\n", ("prefill " + std::to_string(n_prefill) + " tokens (tokens/s)").c_str(),
+                stats_text(prefill, "%.0f").c_str(), 100 * prefill.median / prefill_bound);
+    std::printf("%-34s %-28s\n", "model load, second start (s)", stats_text(load_seconds, "%.3f").c_str());
+    std::printf("\n%9s  %-28s %-28s %s\n", "position", "cached ms", "uncached ms", "uncached / cached");
+    for (size_t i = 0; i < positions.size(); ++i)
+        std::printf("%9lld  %-28s %-28s %.1fx\n", (long long)positions[i], stats_text(cached_ms[i], "%.2f").c_str(),
+                    stats_text(uncached_ms[i], "%.2f").c_str(), uncached_ms[i].median / cached_ms[i].median);
+    std::printf("\nrecording %lld-token prompt + %lld decode steps: trace %.1f MB, decode %.1f tokens/s recorded vs "
+                "%.1f plain (%.2fx slower)\n",
+                (long long)n_record_prompt, (long long)n_record_decode, double(trace_bytes) / 1e6, recorded_tps,
+                plain_tps, plain_tps / recorded_tps);
+    std::printf("memory    peak RSS %.0f MB; KV cache %.0f KiB per position, %.1f MB at full context (%lld positions)\n",
+                peak_rss_mb, kv_bytes_per_position / 1024, kv_bytes_per_position * double(c.n_ctx) / 1e6,
+                (long long)c.n_ctx);
     return 0;
 }
 

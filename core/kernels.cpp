@@ -7,13 +7,7 @@
 
 #include "thread_pool.h"
 
-#if defined(__AVX512F__)
-// GCC 12's _mm512_reduce_add_ps starts from _mm256_undefined_pd() and warns about it; the lanes it
-// leaves undefined are never read.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#endif
+#include "simd.h"
 
 namespace kvscope {
 namespace {
@@ -109,7 +103,7 @@ void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_
     }
     for (int r = 0; r < RT; ++r)
         for (int c = 0; c < CT && c < n_count; ++c)
-            y[r * N + n0 + c] = _mm512_reduce_add_ps(acc[r][c]) + (bias ? bias[n0 + c] : 0.0f);
+            y[r * N + n0 + c] = reduce_add(acc[r][c]) + (bias ? bias[n0 + c] : 0.0f);
 }
 
 #else  // portable fallback: the same arithmetic per element, one element at a time
@@ -225,7 +219,7 @@ void matmul_nk(float* y, const float* x, const float* w, const float* bias, int6
 
 float dot(const float* a, const float* b, int64_t n) {
 #if defined(__AVX512F__)
-    return _mm512_reduce_add_ps(dot_lanes(a, b, n));
+    return reduce_add(dot_lanes(a, b, n));
 #else
     float lanes[16] = {};
     for (int64_t k = 0; k < n; ++k) lanes[k % 16] = std::fma(a[k], b[k], lanes[k % 16]);

@@ -1,0 +1,90 @@
+#include "machine_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "thread_pool.h"
+
+#include "simd.h"
+
+namespace kvscope {
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double measure_read_bandwidth(int64_t bytes, int threads) {
+    ThreadPool::global().set_threads(threads);
+    const int64_t n = bytes / int64_t(sizeof(float));
+    std::vector<float> buffer(static_cast<size_t>(n), 1.0f);
+    std::vector<float> sums(size_t(threads) * 16, 0.0f);
+    double best = 1e30;
+    for (int pass = 0; pass < 5; ++pass) {
+        const double t0 = now();
+        ThreadPool::global().parallel_for(threads, [&](int64_t t) {
+            const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+            const float* p = buffer.data();
+#if defined(__AVX512F__)
+            // Four independent accumulators keep several loads in flight.
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            int64_t i = begin;
+            for (; i + 64 <= end; i += 64) {
+                a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+                a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+                a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+                a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+            }
+            float s = reduce_add(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+            for (; i < end; ++i) s += p[i];
+#else
+            float s = 0;
+            for (int64_t i = begin; i < end; ++i) s += p[i];
+#endif
+            sums[size_t(t) * 16] = s;  // keeps the loads from being optimised away
+        });
+        best = std::min(best, now() - t0);
+    }
+    return double(bytes) / best / 1e9;
+}
+
+double measure_fma_peak(int threads) {
+    ThreadPool::global().set_threads(threads);
+    constexpr int64_t kIterations = 20'000'000;
+    std::vector<float> out(size_t(threads) * 16, 0.0f);
+    double best = 1e30;
+    for (int pass = 0; pass < 3; ++pass) {
+        const double t0 = now();
+        ThreadPool::global().parallel_for(threads, [&](int64_t t) {
+#if defined(__AVX512F__)
+            // Twelve independent chains cover the FMA latency on two ports.
+            __m512 a[12];
+            for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(float(j) * 1e-3f);
+            const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+            for (int64_t i = 0; i < kIterations / 12; ++i)
+                for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], m, c);
+            __m512 s = a[0];
+            for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, a[j]);
+            out[size_t(t) * 16] = reduce_add(s);
+#else
+            float a[8] = {};
+            for (int64_t i = 0; i < kIterations; ++i)
+                for (float& x : a) x = x * 0.999999f + 1e-7f;
+            out[size_t(t) * 16] = a[0];
+#endif
+        });
+        best = std::min(best, now() - t0);
+    }
+#if defined(__AVX512F__)
+    const double flops_per_thread = double(kIterations / 12 * 12) * 16 * 2;
+#else
+    const double flops_per_thread = double(kIterations) * 8 * 2;
+#endif
+    return flops_per_thread * threads / best / 1e9;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,143 @@
+#include "plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "errors.h"
+#include "npy.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <stb_easy_font.h>
+#pragma GCC diagnostic pop
+#include <stb_image_write.h>
+
+namespace kvscope {
+namespace {
+
+struct Canvas {
+    int w, h;
+    std::vector<uint8_t> rgb;  // (h, w, 3)
+    Canvas(int w_, int h_) : w(w_), h(h_), rgb(size_t(w_) * size_t(h_) * 3, 255) {}
+
+    void pixel(int x, int y, std::array<uint8_t, 3> c) {
+        if (x < 0 || y < 0 || x >= w || y >= h) return;
+        std::memcpy(&rgb[(size_t(y) * size_t(w) + size_t(x)) * 3], c.data(), 3);
+    }
+    void rect(int x0, int y0, int x1, int y1, std::array<uint8_t, 3> c) {
+        for (int y = std::max(0, y0); y < std::min(h, y1); ++y)
+            for (int x = std::max(0, x0); x < std::min(w, x1); ++x) pixel(x, y, c);
+    }
+    // A line `thickness` pixels wide, stepped along its longer axis.
+    void line(double x0, double y0, double x1, double y1, std::array<uint8_t, 3> c, int thickness = 2) {
+        const int steps = int(std::max(std::abs(x1 - x0), std::abs(y1 - y0))) + 1;
+        for (int i = 0; i <= steps; ++i) {
+            const double t = double(i) / steps;
+            const int x = int(std::lround(x0 + (x1 - x0) * t)), y = int(std::lround(y0 + (y1 - y0) * t));
+            rect(x - thickness / 2, y - thickness / 2, x - thickness / 2 + thickness, y - thickness / 2 + thickness, c);
+        }
+    }
+    // stb_easy_font's segment font, scaled up: each glyph quad becomes a filled rectangle.
+    void text(int x, int y, const std::string& s, std::array<uint8_t, 3> c, int scale = 2) {
+        static char quads[60000];
+        std::string copy = s;
+        const int n = stb_easy_font_print(0, 0, copy.data(), nullptr, quads, sizeof quads);
+        for (int q = 0; q < n; ++q) {
+            const float* v = reinterpret_cast<const float*>(quads + q * 64);  // 4 vertices of 16 bytes
+            rect(x + int(v[0] * scale), y + int(v[1] * scale), x + int(v[8] * scale), y + int(v[9] * scale), c);
+        }
+    }
+    static int text_width(const std::string& s, int scale = 2) {
+        std::string copy = s;
+        return stb_easy_font_width(copy.data()) * scale;
+    }
+};
+
+std::string tick_text(double v) {
+    char buf[32];
+    const double a = std::abs(v);
+    if (a != 0 && (a >= 1e5 || a < 1e-2)) std::snprintf(buf, sizeof buf, "%.0e", v);
+    else if (a >= 100 || v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f", v);
+    else std::snprintf(buf, sizeof buf, "%.2g", v);
+    return buf;
+}
+
+// About five round tick values covering [lo, hi].
+std::vector<double> ticks(double lo, double hi) {
+    const double span = hi - lo > 0 ? hi - lo : 1;
+    const double raw = span / 5, mag = std::pow(10, std::floor(std::log10(raw)));
+    const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+    std::vector<double> out;
+    for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push_back(v);
+    return out;
+}
+
+}  // namespace
+
+void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
+                          const std::string& y_label, const std::vector<LineSeries>& series, bool log_y,
+                          int width, int height) {
+    Canvas c(width, height);
+    const int left = 90, right = 20, top = 66, bottom = 60;
+    const int pw = width - left - right, ph = height - top - bottom;
+    auto ty = [&](double y) { return log_y ? std::log10(std::max(y, 1e-300)) : y; };
+
+    double x_lo = 1e300, x_hi = -1e300, y_lo = 1e300, y_hi = -1e300;
+    for (const LineSeries& s : series)
+        for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i) {
+            if (!std::isfinite(s.ys[i]) || (log_y && s.ys[i] <= 0)) continue;
+            x_lo = std::min(x_lo, s.xs[i]);
+            x_hi = std::max(x_hi, s.xs[i]);
+            y_lo = std::min(y_lo, ty(s.ys[i]));
+            y_hi = std::max(y_hi, ty(s.ys[i]));
+        }
+    if (x_lo > x_hi) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
+    if (!log_y) y_lo = std::min(y_lo, 0.0);
+    if (x_hi == x_lo) x_hi = x_lo + 1;
+    if (y_hi == y_lo) y_hi = y_lo + 1;
+    y_hi += (y_hi - y_lo) * 0.05;
+    auto px = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * pw; };
+    auto py = [&](double y) { return top + ph - (ty(y) - y_lo) / (y_hi - y_lo) * ph; };
+
+    const std::array<uint8_t, 3> ink{40, 40, 40}, grid{225, 225, 225};
+    c.text(left, 10, title, ink, 2);
+    for (double v : ticks(x_lo, x_hi)) {
+        const int x = int(px(v));
+        c.rect(x, top, x + 1, top + ph, grid);
+        c.text(x - Canvas::text_width(tick_text(v)) / 2, top + ph + 8, tick_text(v), ink);
+    }
+    for (double v : ticks(y_lo, y_hi)) {
+        const int y = int(top + ph - (v - y_lo) / (y_hi - y_lo) * ph);
+        c.rect(left, y, left + pw, y + 1, grid);
+        const std::string label = log_y ? tick_text(std::pow(10, v)) : tick_text(v);
+        c.text(left - 8 - Canvas::text_width(label), y - 6, label, ink);
+    }
+    c.rect(left, top + ph, left + pw, top + ph + 2, ink);
+    c.rect(left - 2, top, left, top + ph + 2, ink);
+    c.text(left + pw / 2 - Canvas::text_width(x_label) / 2, height - 24, x_label, ink);
+    c.text(8, top - 20, y_label + (log_y ? " (log scale)" : ""), ink);
+
+    int legend_y = top + 8;
+    for (const LineSeries& s : series) {
+        for (size_t i = 1; i < s.xs.size() && i < s.ys.size(); ++i)
+            if (std::isfinite(s.ys[i - 1]) && std::isfinite(s.ys[i]) && (!log_y || (s.ys[i - 1] > 0 && s.ys[i] > 0)))
+                c.line(px(s.xs[i - 1]), py(s.ys[i - 1]), px(s.xs[i]), py(s.ys[i]), s.rgb);
+        if (s.xs.size() == 1) c.rect(int(px(s.xs[0])) - 3, int(py(s.ys[0])) - 3, int(px(s.xs[0])) + 3, int(py(s.ys[0])) + 3, s.rgb);
+        c.rect(left + 16, legend_y + 4, left + 40, legend_y + 8, s.rgb);
+        c.text(left + 48, legend_y, s.label, ink);
+        legend_y += 22;
+    }
+
+    std::string png;
+    auto append = [](void* context, void* data, int size) {
+        static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
+    };
+    if (!stbi_write_png_to_func(append, &png, width, height, 3, c.rgb.data(), width * 3))
+        throw UsageError("cannot encode the chart " + path);
+    write_file_atomic(path, png);
+}
+
+}  // namespace kvscope
