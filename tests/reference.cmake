@@ -29,6 +29,13 @@ else()
     set_tests_properties(parity.${group} PROPERTIES LABELS "parity" TIMEOUT 300)
   endforeach()
 
+  # kvscope against the reference documents' own PyTorch code, read at run time from --seeds,
+  # $KVSCOPE_SEEDS, <source>/../shared/seeds or /work/shared/seeds; skipped (77) when none exists.
+  add_test(NAME parity.seeds
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/seeds.py
+                   --kvscope $<TARGET_FILE:kvscope> --work ${kvscope_parity_work}/seeds)
+  set_tests_properties(parity.seeds PROPERTIES LABELS "parity" TIMEOUT 300 SKIP_RETURN_CODE 77)
+
   # The embedded model must be exactly what its generator writes (byte for byte).
   add_test(NAME parity.default_model_reproducible
            COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tools/make_default_model.py
