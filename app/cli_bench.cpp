@@ -5,13 +5,13 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "clock.h"
 #include "errors.h"
 #include "machine_probe.h"
 #include "npy.h"
@@ -22,10 +22,6 @@
 
 namespace kvscope {
 namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Stats {
     double min = 0, median = 0, max = 0;
@@ -76,9 +72,9 @@ double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batc
     }
     Workspace ws = Session::make_batch_workspace(all);
     Session::step_batch(all, ws);  // prefill
-    const double t0 = now();
+    const double t0 = seconds_now();
     while (all[0]->next() != Session::Next::Done) Session::step_batch(all, ws);
-    return double(batch * n_decode) / (now() - t0);
+    return double(batch * n_decode) / (seconds_now() - t0);
 }
 
 }  // namespace
@@ -117,9 +113,9 @@ int cli_bench(int argc, char** argv) {
     Model::load(model_dir);  // first load pages the file in; the timed ones are what a second start costs
     std::shared_ptr<const Model> model;
     const Stats load_seconds = repeat(R, [&] {
-        const double t0 = now();
+        const double t0 = seconds_now();
         model = Model::load(model_dir);
-        return now() - t0;
+        return seconds_now() - t0;
     });
     const ModelConfig& c = model->config();
     const double C = double(c.n_embd), F = double(c.n_inner), L = double(c.n_layer), V = double(c.n_vocab);
@@ -189,9 +185,9 @@ int cli_bench(int argc, char** argv) {
         Session s(model, o);
         s.set_prompt(random_prompt(c, n_record_prompt, 13));
         s.step();
-        const double t0 = now();
+        const double t0 = seconds_now();
         while (s.next() == Session::Next::Decode) s.decode_step();
-        const double tps = double(n_record_decode - 1) / (now() - t0);
+        const double tps = double(n_record_decode - 1) / (seconds_now() - t0);
         (record ? recorded_tps : plain_tps) = tps;
         if (record) trace_bytes = s.trace().memory_bytes();
     }

@@ -1,10 +1,10 @@
 #include "cli_common.h"
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errors.h"
 #include "thread_pool.h"
 
@@ -55,12 +55,6 @@ std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model&
     if (prompts.empty()) throw UsageError("give a prompt: --prompt TEXT or --prompt-ids 1,2,3");
     return prompts;
 }
-
-namespace {
-double seconds_now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 Progress::Progress(std::string label, int64_t total)
     : label_(std::move(label)), total_(total), active_(::isatty(STDERR_FILENO) == 1) {}

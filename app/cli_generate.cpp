@@ -1,11 +1,11 @@
 // kvscope generate: run prefill + decode for one prompt or a batch, print the result, optionally dump
 // logits and export every step.
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "clock.h"
 #include "errors.h"
 #include "export.h"
 #include "json.h"
@@ -14,10 +14,6 @@
 
 namespace kvscope {
 namespace {
-
-double seconds_now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string text_of(const Model& model, const std::vector<TokenId>& ids) {
     return model.tokenizer() ? display_bytes(model.tokenizer()->decode(ids)) : "";

@@ -8,12 +8,6 @@
 namespace kvscope {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 std::string bytes_text(double b) {
     const char* units[] = {"B", "KiB", "MiB", "GiB"};
     int u = 0;

@@ -1,23 +1,15 @@
 #include "machine_probe.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
+#include "clock.h"
 #include "thread_pool.h"
 
 #include "simd.h"
 
 namespace kvscope {
-namespace {
-
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 double measure_read_bandwidth(int64_t bytes, int threads) {
     ThreadPool::global().set_threads(threads);
     const int64_t n = bytes / int64_t(sizeof(float));
@@ -25,7 +17,7 @@ double measure_read_bandwidth(int64_t bytes, int threads) {
     std::vector<float> sums(size_t(threads) * 16, 0.0f);
     double best = 1e30;
     for (int pass = 0; pass < 5; ++pass) {
-        const double t0 = now();
+        const double t0 = seconds_now();
         ThreadPool::global().parallel_for(threads, [&](int64_t t) {
             const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
             const float* p = buffer.data();
@@ -47,7 +39,7 @@ double measure_read_bandwidth(int64_t bytes, int threads) {
 #endif
             sums[size_t(t) * 16] = s;  // keeps the loads from being optimised away
         });
-        best = std::min(best, now() - t0);
+        best = std::min(best, seconds_now() - t0);
     }
     return double(bytes) / best / 1e9;
 }
@@ -58,7 +50,7 @@ double measure_fma_peak(int threads) {
     std::vector<float> out(size_t(threads) * 16, 0.0f);
     double best = 1e30;
     for (int pass = 0; pass < 3; ++pass) {
-        const double t0 = now();
+        const double t0 = seconds_now();
         ThreadPool::global().parallel_for(threads, [&](int64_t t) {
 #if defined(__AVX512F__)
             // Twelve independent chains cover the FMA latency on two ports.
@@ -77,7 +69,7 @@ double measure_fma_peak(int threads) {
             out[size_t(t) * 16] = a[0];
 #endif
         });
-        best = std::min(best, now() - t0);
+        best = std::min(best, seconds_now() - t0);
     }
 #if defined(__AVX512F__)
     const double flops_per_thread = double(kIterations / 12 * 12) * 16 * 2;

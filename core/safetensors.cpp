@@ -24,12 +24,6 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // Hugging Face's limit
 const char* const kTruncatedHint = "was the download interrupted? download the file again";
 
-std::string shape_text(const std::vector<int64_t>& shape, const char* sep = ", ") {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? sep : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 struct DtypeName {
     Dtype dtype;
     const char* name;
@@ -59,6 +53,12 @@ const char* to_string(Dtype d) {
     for (const DtypeName& n : kDtypes)
         if (n.dtype == d) return n.name;
     return "?";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape, const char* sep) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? sep : "") + std::to_string(shape[i]);
+    return s + "]";
 }
 
 size_t dtype_size(Dtype d) {

@@ -28,6 +28,7 @@ namespace kvscope {
 enum class Dtype { F32, F16, BF16, F64, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E5M2, F8_E4M3 };
 const char* to_string(Dtype d);      // the header's spelling: "F32", "BF16", "BOOL", ...
 size_t dtype_size(Dtype d);          // bytes per element
+std::string shape_text(const std::vector<int64_t>& shape, const char* sep = ", ");  // "[768, 2304]"
 bool is_float_dtype(Dtype d);        // F32, F16 or BF16: the dtypes kvscope computes with
 
 struct TensorView {

@@ -1,19 +1,11 @@
 #include "session.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "clock.h"
 #include "errors.h"
 
 namespace kvscope {
-namespace {
-
-double now_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 void validate(const SessionOptions& o) {
     if (o.prefill_chunk < 0) throw UsageError("prefill chunk must be >= 1 (or 0 for the whole prompt)");
     if (o.window < 0) throw UsageError("window must be >= 1 (or 0 for no window)");
@@ -102,7 +94,7 @@ void Session::prepare(Pending& p, Phase phase) {
         p.predicts = true;
     }
     p.phase = phase;
-    p.started = now_seconds();
+    p.started = seconds_now();
     if (options_.history) {
         Undo u;
         u.cache = cache_.checkpoint(int64_t(p.tokens.size()));
@@ -155,7 +147,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
         rec->logits.clear();
     }
     rec->flops = flops;
-    rec->seconds = now_seconds() - p.started;
+    rec->seconds = seconds_now() - p.started;
     rec->cache_capacity = cache_.capacity();
     rec->cache_used = cache_.used();
     rec->write_slot = cache_.write_slot();

@@ -9,12 +9,6 @@
 namespace kvscope {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 class NameMap {
 public:
     NameMap(const ModelConfig& config, Weights& w) : config_(config), w_(w) {
