@@ -42,6 +42,9 @@ int cli_train(int argc, char** argv) {
     args.option("--n-head", "N", "heads per layer (default 4)");
     args.option("--n-embd", "N", "model width C (default 128)");
     args.option("--n-positions", "N", "context length of the model (default 256, >= --seq)");
+    args.option("--mix-text", "P", "probability of a grammar-text segment (default 0.35)");
+    args.option("--mix-copy", "P", "probability of a segment copied from earlier in the sequence (default 0.15); "
+                                   "the rest are repeated random letter/digit spans");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG)");
@@ -58,6 +61,10 @@ int cli_train(int argc, char** argv) {
     o.adamw.weight_decay = args.real("--weight-decay", 0.1);
     if (!(o.lr > 0 && o.lr < 1)) throw UsageError("train: --lr must be in (0, 1)");
     if (!(o.adamw.weight_decay >= 0 && o.adamw.weight_decay < 1)) throw UsageError("train: --weight-decay must be in [0, 1)");
+    o.mix.text = args.real("--mix-text", o.mix.text);
+    o.mix.copy = args.real("--mix-copy", o.mix.copy);
+    if (!(o.mix.text >= 0 && o.mix.copy >= 0 && o.mix.text + o.mix.copy <= 1))
+        throw UsageError("train: --mix-text and --mix-copy must be >= 0 with a sum <= 1");
     o.config.n_layer = args.integer("--n-layer", 2, 1, 64);
     o.config.n_head = args.integer("--n-head", 4, 1, 64);
     o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);

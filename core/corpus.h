@@ -41,7 +41,7 @@ std::string sentence(Rng& rng);
 std::vector<TokenId> ordinary_tokens(const Tokenizer& tokenizer);
 
 struct CorpusMix {
-    double text = 0.45;                 // probability of a text segment
+    double text = 0.35;                 // probability of a text segment
     double copy = 0.15;                 // of a copy segment (when 16+ tokens exist); the rest is random
     int64_t min_span = 8, max_span = 32;
 };

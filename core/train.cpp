@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "safetensors.h"
 #include "train_ops.h"
+#include "weights.h"
 
 namespace kvscope {
 
@@ -85,6 +86,13 @@ std::vector<float> init_params(const ModelConfig& c, uint64_t seed) {
         const bool gain = p.name.find("ln_") != std::string::npos && p.name.ends_with(".weight");
         if (gain) std::fill(w, w + p.size, 1.0f);
         if (!p.decay) continue;  // biases stay 0
+        if (p.name == "wpe.weight") {
+            // Learned positions start from the sinusoidal table (RMS 0.02 like the token rows): relative
+            // offsets are then linear maps of it, so a previous-token head is quick to find.
+            const std::vector<float> table = sinusoidal_positions(c.n_ctx, c.n_embd);
+            for (int64_t i = 0; i < p.size; ++i) w[i] = float(0.02 * std::sqrt(2.0) * table[size_t(i)]);
+            continue;
+        }
         const double std = p.name.ends_with("c_proj.weight") ? residual_std : 0.02;
         for (int64_t i = 0; i < p.size; ++i) w[i] = float(std * rng.normal());
     }
@@ -216,7 +224,7 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
         throw UsageError("train: --seq " + std::to_string(o.seq_len) + " exceeds n_positions " +
                          std::to_string(config.n_ctx));
     check_trainable(config);
-    const Corpus corpus(tokenizer, o.seed);
+    const Corpus corpus(tokenizer, o.seed, o.mix);
     TrainModel<float> model(config, o.batch, o.seq_len);
     model.params = init_params(config, o.seed);
     std::vector<float> m(model.params.size(), 0.0f), v(model.params.size(), 0.0f);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config.h"
+#include "corpus.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -90,6 +91,7 @@ struct TrainOptions {
     int64_t warmup = 100;
     double clip = 1.0;           // global gradient norm; 0 = off
     uint64_t seed = 1;
+    CorpusMix mix;               // segment kinds of the generated corpus
     AdamWOptions adamw;
 };
 double learning_rate(int64_t step, const TrainOptions& opts);  // step 0-based

@@ -410,3 +410,26 @@ TEST_CASE("a saved checkpoint loads in the engine, and the engine's loss equals 
     }
     CHECK(trainer == Approx(engine).epsilon(1e-5));
 }
+
+TEST_CASE("large shapes (matmuls split into blocks on the pool): float gradients equal double gradients") {
+    ModelConfig c = tiny_config();
+    c.n_vocab = 300, c.n_ctx = 128, c.n_embd = 64, c.n_head = 4, c.n_inner = 256;
+    const int64_t B = 4, T = 128;
+    TrainModel<float> f(c, B, T);
+    TrainModel<double> d(c, B, T);
+    f.params = init_params(c, 9);
+    d.params.assign(f.params.begin(), f.params.end());
+    std::mt19937 gen(3);
+    std::vector<int32_t> tok(size_t(B * T + 1));
+    for (int32_t& t : tok) t = int32_t(gen() % 300);
+    const double lf = f.loss(tok.data(), tok.data() + 1, B, T, true);
+    const double ld = d.loss(tok.data(), tok.data() + 1, B, T, true);
+    CHECK(lf == Approx(ld).epsilon(1e-5));
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < f.grads.size(); ++i) {
+        worst = std::max(worst, std::abs(double(f.grads[i]) - d.grads[i]));
+        scale = std::max(scale, std::abs(d.grads[i]));
+    }
+    INFO("max |float - double| gradient " << worst << " of max " << scale);
+    CHECK(worst < 1e-4 * scale);
+}

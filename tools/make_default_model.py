@@ -5,6 +5,11 @@ byte-level BPE tokenizer, so `kvscope` works with text prompts and no download.
     /usr/bin/python3 tools/make_default_model.py assets/default          # (re)write the folder
     /usr/bin/python3 tools/make_default_model.py --check assets/default  # regenerate elsewhere, compare bytes
     ... --cases tests/data/default_tokenizer_cases.json   # also write text -> ids cases for tokenizer tests
+    ... --tokenizer-only   # write / check vocab.json and merges.txt only
+
+The shipped assets/default keeps this script's tokenizer but carries TRAINED weights (`kvscope train`,
+see assets/default/README.md), so the parity test checks it with --tokenizer-only. Without that flag
+the script still writes the random weights below (a quick stand-in model for a fresh folder).
 
 Everything is deterministic (own xorshift generator for the corpus, a seeded torch.Generator for
 the weights, sorted tie-breaks in the BPE learner), so two runs give identical bytes.
@@ -29,6 +34,7 @@ N_MERGES = 511
 MODEL = dict(vocab=256 + N_MERGES + 1, n_embd=128, n_layer=4, n_head=4, n_positions=512,
              activation="gelu_new", hf_style=True, seed=20240601, std=0.2)
 FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
+TOKENIZER_FILES = ("vocab.json", "merges.txt")
 
 
 class XorShift:
@@ -103,7 +109,7 @@ def corpus(n_sentences=4000, seed=0x6B7673636F7065):
     return "\n".join(lines) + "\n"
 
 
-def write(out_dir):
+def write(out_dir, tokenizer_only=False):
     os.makedirs(out_dir, exist_ok=True)
     merges = bpe.learn(corpus(), N_MERGES)
     vocab = bpe.vocab_of(merges)
@@ -112,7 +118,8 @@ def write(out_dir):
         f.write(bpe.vocab_json(vocab))
     with open(os.path.join(out_dir, "merges.txt"), "w", encoding="utf-8", newline="\n") as f:
         f.write(bpe.merges_txt(merges))
-    make_model.write(out_dir, **MODEL)
+    if not tokenizer_only:
+        make_model.write(out_dir, **MODEL)
     return merges, vocab
 
 
@@ -149,9 +156,9 @@ def write_cases(path, merges, vocab):
     json.load(open(path))
 
 
-def digests(folder):
+def digests(folder, files=FILES):
     out = {}
-    for name in FILES:
+    for name in files:
         with open(os.path.join(folder, name), "rb") as f:
             out[name] = hashlib.sha256(f.read()).hexdigest()
     return out
@@ -163,19 +170,21 @@ def main(argv):
     ap.add_argument("--check", metavar="DIR", help="regenerate into --work and compare with DIR byte for byte")
     ap.add_argument("--work", default=None, help="scratch folder for --check")
     ap.add_argument("--cases", metavar="JSON", help="also write (or with --check, compare) tokenizer cases")
+    ap.add_argument("--tokenizer-only", action="store_true", help="write / compare vocab.json and merges.txt only")
     a = ap.parse_args(argv)
+    files = TOKENIZER_FILES if a.tokenizer_only else FILES
     if a.check:
         work = a.work or os.path.join(os.path.abspath(a.check), "..", ".default_check")
         shutil.rmtree(work, ignore_errors=True)
-        merges, vocab = write(work)
-        want, got = digests(a.check), digests(work)
-        bad = [n for n in FILES if want[n] != got[n]]
+        merges, vocab = write(work, a.tokenizer_only)
+        want, got = digests(a.check, files), digests(work, files)
+        bad = [n for n in files if want[n] != got[n]]
         if a.cases:
             fresh = os.path.join(work, "cases.json")
             write_cases(fresh, merges, vocab)
             if open(fresh, "rb").read() != open(a.cases, "rb").read():
                 bad.append(a.cases)
-        for n in FILES:
+        for n in files:
             print(f"{'ok  ' if n not in bad else 'DIFF'} {n} {got[n]}")
         if bad:
             print(f"{a.check} differs from a fresh generation in {bad}: rerun tools/make_default_model.py {a.check}")
@@ -183,10 +192,10 @@ def main(argv):
         return 0
     if not a.out_dir:
         ap.error("give OUT_DIR or --check DIR")
-    merges, vocab = write(a.out_dir)
+    merges, vocab = write(a.out_dir, a.tokenizer_only)
     if a.cases:
         write_cases(a.cases, merges, vocab)
-    for n, d in digests(a.out_dir).items():
+    for n, d in digests(a.out_dir, files).items():
         print(f"{d}  {n}")
     return 0
 
