@@ -1,16 +1,24 @@
 #pragma once
 // Attention snapshots on disk, the one format shared by `generate --trace`, the GUI's export buttons and
 // tests. For each exported step s, layer l, head h, in DIR:
-//   step_0003/meta.json                  tokens (ids, display text), positions, phase, shapes, mask offset,
-//                                        window, chosen token, top-k, cache state, file list
-//   step_0003/l01_h05_weights.png        softmax weights as a heatmap (perceptual colormap; masked cells
-//                                        drawn in a distinct hatch colour), rows = queries, cols = keys
+//   step_0003/meta.json                  tokens (ids, display text or null), query/key positions, phase,
+//                                        shapes, mask {offset, window, rule}, chosen token, top-k, entropy,
+//                                        flops, seconds, cache state, heatmaps {written, reason}, file list
+//   step_0003/l01_h05_weights.png        softmax weights, viridis on [0, 1]; rows = queries, cols = keys
+//   step_0003/l01_h05_scores.png         scores, diverging map on ±max|visible score| (0 = light grey)
 //   step_0003/l01_h05_scores.npy         (R, P) float32 scaled scores before masking
 //   step_0003/l01_h05_weights.npy        (R, P) float32 softmax weights (0 where masked)
 //   step_0003/l01_h05_mask.npy           (R, P) uint8, 1 = visible
-//   step_0003/q.npy, k.npy, v.npy        (L, R, C) float32 rows computed this step
+//   step_0003/q.npy, k.npy, v.npy        (L, R, C) float32 rows computed this step (recorded steps only)
 //   step_0003/logits.npy                 (V) float32 when the step predicted a token
-//   trace.json                           one summary line per step (index, phase, positions, chosen, ...)
+//   trace.json                           {"format", "version", "model", "n_steps", "steps": [one line each]}
+//
+// Columns: column c is key position key_positions[0] + c. mask.offset = query_positions[0] -
+// key_positions[0], the number of key columns before the first query's own key, so row r's own key is
+// column offset + r; row r sees columns <= offset + r, and with a window W only those > offset + r - W.
+// PNGs: nearest-neighbour cells of >= 8 px, sides capped at 2048 px; masked cells are a two-grey hatch
+// no colormap entry produces. Steps run with recording off get meta.json (heatmaps.written = false,
+// with the reason) and logits.npy only.
 //
 //   ExportScope                    all heads of all layers, or one (layer, head)
 //   export_step(trace, s, tok, dir, scope)   write one step's folder; returns the folder path
