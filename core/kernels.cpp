@@ -22,31 +22,70 @@ __mmask16 tail_mask(int64_t remaining) {
     return remaining >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << remaining) - 1u);
 }
 
-// y[r, n0:n0+16*CT] for RT rows: acc = 0; for k: acc = fma(x[r,k], w[k,n], acc); y = acc + bias.
-// w_tile points at w[0, n0], and row k of the tile starts at w_tile + k * ldw.
-template <int RT, int CT>
-void tile_kn(float* y, const float* x, const float* w_tile, int64_t ldw, const float* bias, int64_t K,
-             int64_t N, int64_t n0, int64_t n_end) {
-    __m512 acc[RT][CT];
-    __mmask16 mask[CT];
-    for (int c = 0; c < CT; ++c) mask[c] = n0 + 16 * c < n_end ? tail_mask(n_end - n0 - 16 * c) : 0;
-    for (int r = 0; r < RT; ++r)
-        for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_setzero_ps();
+// y[r, n0:n0+64] for RT rows (1 or 6): acc = 0; for k: acc = fma(x[r,k], w[k,n], acc); y = acc + bias.
+// w_tile is a packed (K, 64) tile, zero beyond the matrix's last column, so its loads need no mask.
+// The accumulators are named variables, not an array: GCC keeps an array of vectors in memory and
+// stores every accumulator on every iteration, which halves the speed.
+#define KVSCOPE_ROW_FMA(r)                                        \
+    {                                                             \
+        const __m512 xv = _mm512_set1_ps(x[(r) * K + k]);         \
+        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);               \
+        a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);               \
+        a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);               \
+        a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);               \
+    }
+#define KVSCOPE_ROW_ZERO(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
+#define KVSCOPE_ROW_STORE(r)                                                                 \
+    {                                                                                        \
+        float* yr = y + (r) * N + n0;                                                        \
+        _mm512_mask_storeu_ps(yr, m0, _mm512_add_ps(a##r##0, b0));                           \
+        _mm512_mask_storeu_ps(yr + 16, m1, _mm512_add_ps(a##r##1, b1));                      \
+        _mm512_mask_storeu_ps(yr + 32, m2, _mm512_add_ps(a##r##2, b2));                      \
+        _mm512_mask_storeu_ps(yr + 48, m3, _mm512_add_ps(a##r##3, b3));                      \
+    }
+
+template <int RT>
+void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_end) {
+    static_assert(RT == 1 || RT == 6, "tile_kn is written out for 1 and 6 rows");
+    const __mmask16 m0 = tail_mask(n_end - n0), m1 = n0 + 16 < n_end ? tail_mask(n_end - n0 - 16) : 0,
+                    m2 = n0 + 32 < n_end ? tail_mask(n_end - n0 - 32) : 0,
+                    m3 = n0 + 48 < n_end ? tail_mask(n_end - n0 - 48) : 0;
+    KVSCOPE_ROW_ZERO(0)
+    KVSCOPE_ROW_ZERO(1)
+    KVSCOPE_ROW_ZERO(2)
+    KVSCOPE_ROW_ZERO(3)
+    KVSCOPE_ROW_ZERO(4)
+    KVSCOPE_ROW_ZERO(5)
     for (int64_t k = 0; k < K; ++k) {
-        const float* wk = w_tile + k * ldw;
-        __m512 wv[CT];
-        for (int c = 0; c < CT; ++c) wv[c] = _mm512_maskz_loadu_ps(mask[c], wk + 16 * c);
-        for (int r = 0; r < RT; ++r) {
-            __m512 xv = _mm512_set1_ps(x[r * K + k]);
-            for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+        const float* wk = w_tile + k * 64;
+        const __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + 16), w2 = _mm512_loadu_ps(wk + 32),
+                     w3 = _mm512_loadu_ps(wk + 48);
+        KVSCOPE_ROW_FMA(0)
+        if constexpr (RT == 6) {
+            KVSCOPE_ROW_FMA(1)
+            KVSCOPE_ROW_FMA(2)
+            KVSCOPE_ROW_FMA(3)
+            KVSCOPE_ROW_FMA(4)
+            KVSCOPE_ROW_FMA(5)
         }
     }
-    for (int c = 0; c < CT; ++c) {
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mask[c], bias + n0 + 16 * c) : _mm512_setzero_ps();
-        for (int r = 0; r < RT; ++r)
-            _mm512_mask_storeu_ps(y + r * N + n0 + 16 * c, mask[c], _mm512_add_ps(acc[r][c], b));
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + n0) : _mm512_setzero_ps(),
+                 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + n0 + 16) : _mm512_setzero_ps(),
+                 b2 = bias ? _mm512_maskz_loadu_ps(m2, bias + n0 + 32) : _mm512_setzero_ps(),
+                 b3 = bias ? _mm512_maskz_loadu_ps(m3, bias + n0 + 48) : _mm512_setzero_ps();
+    KVSCOPE_ROW_STORE(0)
+    if constexpr (RT == 6) {
+        KVSCOPE_ROW_STORE(1)
+        KVSCOPE_ROW_STORE(2)
+        KVSCOPE_ROW_STORE(3)
+        KVSCOPE_ROW_STORE(4)
+        KVSCOPE_ROW_STORE(5)
     }
 }
+#undef KVSCOPE_ROW_FMA
+#undef KVSCOPE_ROW_ZERO
+#undef KVSCOPE_ROW_STORE
 
 // Few rows (decode, small batches): weight rows are streamed once, whole and in order, and every row
 // of x is applied to each loaded weight vector. Accumulators for a block of columns stay in L1.
@@ -85,26 +124,54 @@ inline __m512 dot_lanes(const float* a, const float* b, int64_t n) {
     return acc;
 }
 
-template <int RT, int CT>
-void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
-             int64_t n0, int64_t n_count) {
-    __m512 acc[RT][CT];
-    for (int r = 0; r < RT; ++r)
-        for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k += 16) {
-        __mmask16 m = tail_mask(K - k);
-        __m512 wv[CT];
-        for (int c = 0; c < CT; ++c)
-            wv[c] = c < n_count ? _mm512_maskz_loadu_ps(m, w + (n0 + c) * K + k) : _mm512_setzero_ps();
-        for (int r = 0; r < RT; ++r) {
-            __m512 xv = _mm512_maskz_loadu_ps(m, x + r * K + k);
-            for (int c = 0; c < CT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
-        }
+// y[r, n0:n0+4] = Σ_k x[r,k]·w[n,k] for RT rows (1 or 4) and 4 weight rows; lanes hold partial sums
+// over k ≡ lane (mod 16), reduced in a fixed order. Named accumulators for the reason given at tile_kn.
+#define KVSCOPE_NK_ROW(r)                                                \
+    if ((r) < RT) {                                                      \
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + (r) * K + k);     \
+        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                      \
+        a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                      \
+        a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                      \
+        a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);                      \
     }
-    for (int r = 0; r < RT; ++r)
-        for (int c = 0; c < CT && c < n_count; ++c)
-            y[r * N + n0 + c] = reduce_add(acc[r][c]) + (bias ? bias[n0 + c] : 0.0f);
+#define KVSCOPE_NK_ZERO(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
+#define KVSCOPE_NK_STORE(r)                                                                     \
+    if ((r) < RT) {                                                                             \
+        const __m512 row_acc[4] = {a##r##0, a##r##1, a##r##2, a##r##3};                         \
+        for (int c = 0; c < n_count; ++c)                                                       \
+            y[(r) * N + n0 + c] = reduce_add(row_acc[c]) + (bias ? bias[n0 + c] : 0.0f);        \
+    }
+
+template <int RT>
+void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_count) {
+    static_assert(RT == 1 || RT == 4, "tile_nk is written out for 1 and 4 rows");
+    // Missing weight rows (past N) read row n0 again; their sums are never stored.
+    const float* r0 = w + n0 * K;
+    const float* r1 = w + (n0 + (n_count > 1 ? 1 : 0)) * K;
+    const float* r2 = w + (n0 + (n_count > 2 ? 2 : 0)) * K;
+    const float* r3 = w + (n0 + (n_count > 3 ? 3 : 0)) * K;
+    KVSCOPE_NK_ZERO(0)
+    KVSCOPE_NK_ZERO(1)
+    KVSCOPE_NK_ZERO(2)
+    KVSCOPE_NK_ZERO(3)
+    for (int64_t k = 0; k < K; k += 16) {
+        const __mmask16 m = tail_mask(K - k);
+        const __m512 w0 = _mm512_maskz_loadu_ps(m, r0 + k), w1 = _mm512_maskz_loadu_ps(m, r1 + k),
+                     w2 = _mm512_maskz_loadu_ps(m, r2 + k), w3 = _mm512_maskz_loadu_ps(m, r3 + k);
+        KVSCOPE_NK_ROW(0)
+        KVSCOPE_NK_ROW(1)
+        KVSCOPE_NK_ROW(2)
+        KVSCOPE_NK_ROW(3)
+    }
+    KVSCOPE_NK_STORE(0)
+    KVSCOPE_NK_STORE(1)
+    KVSCOPE_NK_STORE(2)
+    KVSCOPE_NK_STORE(3)
 }
+#undef KVSCOPE_NK_ROW
+#undef KVSCOPE_NK_ZERO
+#undef KVSCOPE_NK_STORE
 
 #else  // portable fallback: the same arithmetic per element, one element at a time
 
@@ -119,34 +186,34 @@ void stream_kn(float* y, const float* x, const float* w, const float* bias, int6
         }
 }
 
-template <int RT, int CT>
-void tile_kn(float* y, const float* x, const float* w_tile, int64_t ldw, const float* bias, int64_t K,
-             int64_t N, int64_t n0, int64_t n_end) {
+template <int RT>
+void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_end) {
     for (int r = 0; r < RT; ++r)
-        for (int64_t n = n0; n < std::min(n_end, n0 + 16 * CT); ++n) {
+        for (int64_t n = n0; n < std::min(n_end, n0 + 64); ++n) {
             float acc = 0.0f;
-            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[r * K + k], w_tile[k * ldw + (n - n0)], acc);
+            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], acc);
             y[r * N + n] = acc + (bias ? bias[n] : 0.0f);
         }
 }
+}
 
-template <int RT, int CT>
-void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
-             int64_t n0, int64_t n_count) {
+template <int RT>
+void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_count) {
     for (int r = 0; r < RT; ++r)
-        for (int c = 0; c < CT && c < n_count; ++c)
+        for (int c = 0; c < n_count; ++c)
             y[r * N + n0 + c] = dot(x + r * K, w + (n0 + c) * K, K) + (bias ? bias[n0 + c] : 0.0f);
 }
 
 #endif
 
-// Rows in blocks of RT (the tail one at a time), columns [n_begin, n_end) in tiles of 16*CT. Each
-// weight tile (K, 16*CT) is first copied into a contiguous buffer: walked in place it would touch a
-// new page every few cache lines, and every row block walks it again.
-template <int RT, int CT>
+// Rows in blocks of 6 (the tail one at a time), columns [n_begin, n_end) in tiles of 64. Each weight
+// tile (K, 64) is first copied into a contiguous buffer: walked in place it would touch a new page
+// every few cache lines, and every row block walks it again.
 void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N,
              int64_t n_begin, int64_t n_end) {
-    constexpr int64_t W = 16 * CT;
+    constexpr int64_t W = 64;
     thread_local std::vector<float> packed;  // (K, W); grows once per thread, then reused
     if (int64_t(packed.size()) < K * W) packed.resize(size_t(K * W));
     for (int64_t n0 = n_begin; n0 < n_end; n0 += W) {
@@ -156,9 +223,8 @@ void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_
             std::memset(packed.data() + k * W + width, 0, size_t(W - width) * sizeof(float));
         }
         int64_t t = 0;
-        for (; t + RT <= T; t += RT)
-            tile_kn<RT, CT>(y + t * N, x + t * K, packed.data(), W, bias, K, N, n0, n_end);
-        for (; t < T; ++t) tile_kn<1, CT>(y + t * N, x + t * K, packed.data(), W, bias, K, N, n0, n_end);
+        for (; t + 6 <= T; t += 6) tile_kn<6>(y + t * N, x + t * K, packed.data(), bias, K, N, n0, n_end);
+        for (; t < T; ++t) tile_kn<1>(y + t * N, x + t * K, packed.data(), bias, K, N, n0, n_end);
     }
 }
 
@@ -197,7 +263,7 @@ void matmul_kn(float* y, const float* x, const float* w, const float* bias, int6
     ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
         int64_t b0 = n_blocks * task / n_tasks, b1 = n_blocks * (task + 1) / n_tasks;
         int64_t n_begin = b0 * kColumnBlock, n_end = std::min(N, b1 * kColumnBlock);
-        rows_kn<6, 4>(y, x, w, bias, T, K, N, n_begin, n_end);  // compute-bound: 6x64 register tiles
+        rows_kn(y, x, w, bias, T, K, N, n_begin, n_end);  // compute-bound: 6x64 register tiles
     });
 }
 
@@ -211,8 +277,8 @@ void matmul_nk(float* y, const float* x, const float* w, const float* bias, int6
         for (int64_t g = g0; g < g1; ++g) {
             int64_t n0 = g * CT, count = std::min<int64_t>(CT, N - n0);
             int64_t t = 0;
-            for (; t + 4 <= T; t += 4) tile_nk<4, CT>(y + t * N, x + t * K, w, bias, K, N, n0, count);
-            for (; t < T; ++t) tile_nk<1, CT>(y + t * N, x + t * K, w, bias, K, N, n0, count);
+            for (; t + 4 <= T; t += 4) tile_nk<4>(y + t * N, x + t * K, w, bias, K, N, n0, count);
+            for (; t < T; ++t) tile_nk<1>(y + t * N, x + t * K, w, bias, K, N, n0, count);
         }
     });
 }
