@@ -93,20 +93,33 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
 template <int T>
 void stream_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
                int64_t n_begin, int64_t n_end) {
-    constexpr int64_t kBlock = 512;  // columns per accumulator block: T * 2 KiB, in L1
-    alignas(64) float acc[T][kBlock];
+    // Columns per accumulator block: a thread's whole share of a GPT-2-sized row, so each weight row
+    // is read as one contiguous run. T * 8 KiB of accumulators, in L1/L2.
+    constexpr int64_t kBlock = 2048;
+    constexpr int64_t kPrefetchRows = 4;
+    alignas(64) static thread_local float acc[T][kBlock];
     for (int64_t b0 = n_begin; b0 < n_end; b0 += kBlock) {
         const int64_t width = std::min(kBlock, n_end - b0);
+        const int64_t full = width & ~int64_t(15);
+        const __mmask16 tail = tail_mask(width - full);
         for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
         for (int64_t k = 0; k < K; ++k) {
             const float* wk = w + k * N + b0;
             __m512 xv[T];
             for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * K + k]);
-            for (int64_t i = 0; i < width; i += 16) {
-                const __mmask16 m = tail_mask(width - i);
-                const __m512 wv = _mm512_maskz_loadu_ps(m, wk + i);
+            // The hardware prefetcher loses track at each jump to the next row: ask for rows ahead.
+            const float* ahead = wk + kPrefetchRows * N;
+            for (int64_t i = 0; i < full; i += 16) {
+                if (k + kPrefetchRows < K) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+                const __m512 wv = _mm512_loadu_ps(wk + i);
                 for (int t = 0; t < T; ++t)
-                    _mm512_mask_storeu_ps(acc[t] + i, m, _mm512_fmadd_ps(xv[t], wv, _mm512_maskz_loadu_ps(m, acc[t] + i)));
+                    _mm512_store_ps(acc[t] + i, _mm512_fmadd_ps(xv[t], wv, _mm512_load_ps(acc[t] + i)));
+            }
+            if (full < width) {
+                const __m512 wv = _mm512_maskz_loadu_ps(tail, wk + full);
+                for (int t = 0; t < T; ++t)
+                    _mm512_mask_store_ps(acc[t] + full, tail,
+                                         _mm512_fmadd_ps(xv[t], wv, _mm512_maskz_load_ps(tail, acc[t] + full)));
             }
         }
         for (int t = 0; t < T; ++t)
