@@ -238,6 +238,7 @@ void Controller::publish() {
     s->status_error = status_error_;
     s->n_errors = n_errors_;
     s->last_export = last_export_;
+    s->heads = heads_;
     std::function<void()> wake;
     {
         std::lock_guard<std::mutex> lock(m_);
@@ -448,6 +449,7 @@ void Controller::apply(const Command& c) {
         set_activity("loading model " + c.text);
         std::shared_ptr<const Model> m = Model::load(c.text);  // throws: the current model stays
         rebuild(m, s.options());
+        heads_.clear();
         if (session_->prompt().empty() && !prompt_text_.empty()) prompt_text_.clear();
         set_status("loaded " + c.text);
         return;
@@ -472,6 +474,12 @@ void Controller::apply(const Command& c) {
             last_export_ = c.text;
             set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.text);
         }
+        return;
+    }
+    case K::ExplainHeads: {
+        set_activity("measuring every head on probe prompts");
+        heads_ = head_scores(s.share_model());
+        set_status("measured " + std::to_string(heads_.size()) + " heads: previous-token and induction scores");
         return;
     }
     }

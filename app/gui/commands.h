@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "heads.h"
 #include "session.h"
 
 namespace kvscope::gui {
@@ -50,6 +51,7 @@ struct Command {
         LoadModel,      // text: model folder; on failure the current model stays
         ExportStep,     // text: folder; step, layer, head (layer < 0 = all heads of all layers)
         ExportSession,  // text: folder; layer, head as above
+        ExplainHeads,   // measure every head's previous-token and induction scores (core/heads.h)
     };
     Kind kind = Kind::Step;
     std::string text;
@@ -78,6 +80,7 @@ struct Snapshot {
     bool status_error = false;
     uint64_t n_errors = 0;               // failed commands so far (scripts compare before/after a line)
     std::string last_export;
+    std::vector<HeadScore> heads;        // ExplainHeads' result for this model (empty: not measured)
 
     const Model& model() const { return *model_ptr; }
     const Trace& trace() const { return main_trace; }
@@ -154,6 +157,7 @@ private:
     bool status_error_ = false;
     uint64_t n_errors_ = 0;
     std::string last_export_;
+    std::vector<HeadScore> heads_;       // for the current model; cleared when it is replaced
     uint64_t generation_ = 0;
     std::thread worker_;                 // last: starts after every member above exists
 };

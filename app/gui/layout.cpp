@@ -17,10 +17,11 @@ void place_panel(Panel p, ImVec2 d) {
     const float left = std::round(std::max(d.x * 0.23f, std::min(360.0f, d.x * 0.4f))), top = std::round(std::max(d.y * 0.16f, ImGui::GetFontSize() * 9.8f)), bottom = std::round(d.y * 0.69f);
     const float mid = std::round(left + (d.x - left) * 0.55f);
     const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.60f);
-    const float export_top = std::round(d.y * 0.80f);
+    const float export_top = std::round(d.y * 0.87f), heads_top = std::round(d.y * 0.73f);
     ImVec2 pos, size;
     switch (p) {
-    case Panel::Controls: pos = {0, 0}; size = {left, export_top}; break;
+    case Panel::Controls: pos = {0, 0}; size = {left, heads_top}; break;
+    case Panel::Heads: pos = {0, heads_top}; size = {left, export_top - heads_top}; break;
     case Panel::Export: pos = {0, export_top}; size = {left, d.y - export_top}; break;
     case Panel::Timeline: pos = {left, 0}; size = {d.x - left, top}; break;
     case Panel::Attention: pos = {left, top}; size = {mid - left, bottom - top}; break;

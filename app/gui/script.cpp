@@ -37,6 +37,7 @@ const Spec kSpecs[] = {
     {"model", 1, 1},   {"layer", 1, 1},    {"head", 1, 1},    {"view", 1, 1},    {"values", 1, 1},
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
+    {"heads", 0, 0},
 };
 
 bool on_off(const std::string& s, bool& out) {
@@ -164,6 +165,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(command(K::Reset));
     } else if (cmd == "pause") {
         run(command(K::Pause));
+    } else if (cmd == "heads") {
+        run(command(K::ExplainHeads));
     } else if (cmd == "cache" || cmd == "compare") {
         Command c = command(cmd == "cache" ? K::Cache : K::Compare);
         c.on = arg == "on";

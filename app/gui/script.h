@@ -6,6 +6,7 @@
 //   run N | run end        like the Run buttons              back [N]         step back N times
 //   reset                  back to before the first step    cache on|off     the KV cache switch
 //   pause                  stop a run (after `background run ...`)
+//   heads                  measure every head (the Heads panel's "Explain heads")
 //   compare on|off         shadow session for the on/off panel
 //   options k=v ...        chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed= (restarts)
 //   model DIR              load another model folder

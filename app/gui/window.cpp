@@ -293,6 +293,7 @@ int cli_gui(int argc, char** argv) {
             }
             PanelContext pc{ctl, *snap, progress, prefs, maps, io.DisplaySize};
             draw_controls(pc);
+            draw_heads(pc);
             draw_export(pc);
             draw_timeline(pc);
             draw_attention(pc);

@@ -1,0 +1,77 @@
+// What each head does: previous-token and induction scores from core/heads, measured on the worker
+// on request; clicking a row shows that head's attention map.
+#include <algorithm>
+#include <cstdio>
+
+#include "panels.h"
+
+namespace kvscope::gui {
+
+void draw_heads(PanelContext& c) {
+    place_panel(Panel::Heads, c.display);
+    if (!ImGui::Begin("Heads")) {
+        ImGui::End();
+        return;
+    }
+    dump_window("Heads");
+    const std::vector<HeadScore>& heads = c.snap.heads;
+    if (heads.empty()) {
+        ImGui::BeginDisabled(!c.snap.model().tokenizer());
+        const bool measure = ImGui::Button("Explain heads");
+        dump_item("Explain heads");
+        ImGui::EndDisabled();
+        if (measure) {
+            Command cmd;
+            cmd.kind = Command::Kind::ExplainHeads;
+            c.ctl.push(cmd);
+        }
+        help_marker("Runs probe prompts through the model and scores every head: previous-token = mean "
+                    "attention to the position just before; induction = on a random span repeated once, "
+                    "mean attention from a token's second occurrence to the token after its first. "
+                    "Needs the model's tokenizer.");
+        ImGui::End();
+        return;
+    }
+    // Strongest heads first: by the larger of the two scores.
+    std::vector<const HeadScore*> rows;
+    for (const HeadScore& h : heads) rows.push_back(&h);
+    std::stable_sort(rows.begin(), rows.end(), [](const HeadScore* a, const HeadScore* b) {
+        return std::max(a->previous_token, a->induction) > std::max(b->previous_token, b->induction);
+    });
+    ImGui::TextDisabled("click a head to show its map");
+    if (ImGui::BeginTable("heads", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY, ImVec2(-1, -1))) {
+        const float digit = ImGui::CalcTextSize("0").x;
+        ImGui::TableSetupScrollFreeze(0, 1);
+        ImGui::TableSetupColumn("layer", ImGuiTableColumnFlags_WidthFixed, digit * 6);
+        ImGui::TableSetupColumn("head", ImGuiTableColumnFlags_WidthFixed, digit * 6);
+        ImGui::TableSetupColumn("prev-token", ImGuiTableColumnFlags_WidthStretch);
+        ImGui::TableSetupColumn("induction", ImGuiTableColumnFlags_WidthStretch);
+        ImGui::TableHeadersRow();
+        for (const HeadScore* h : rows) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            char label[32];
+            std::snprintf(label, sizeof label, "%lld##head%lld_%lld", (long long)h->layer, (long long)h->layer,
+                          (long long)h->head);
+            const bool selected = c.prefs.layer == h->layer && c.prefs.head == h->head;
+            if (ImGui::Selectable(label, selected, ImGuiSelectableFlags_SpanAllColumns)) {
+                c.prefs.layer = h->layer;
+                c.prefs.head = h->head;
+                c.prefs.all_heads = false;
+            }
+            ImGui::TableNextColumn();
+            ImGui::Text("%lld", (long long)h->head);
+            for (double score : {h->previous_token, h->induction}) {
+                ImGui::TableNextColumn();
+                const bool strong = score > 0.5;
+                if (strong) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.99f, 0.80f, 0.25f, 1));
+                ImGui::Text("%.2f", score);
+                if (strong) ImGui::PopStyleColor();
+            }
+        }
+        ImGui::EndTable();
+    }
+    ImGui::End();
+}
+
+}  // namespace kvscope::gui
