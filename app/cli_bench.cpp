@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -120,12 +121,34 @@ int cli_bench(int argc, char** argv) {
     const ModelConfig& c = model->config();
     const double C = double(c.n_embd), F = double(c.n_inner), L = double(c.n_layer), V = double(c.n_vocab);
     // Bytes a decode step must stream: every weight matrix once, plus the lm_head; embeddings are one row.
-    const double weight_bytes = 4.0 * (L * (C * 3 * C + C * C + 2 * C * F + 3 * C + C + F + C + 4 * C) + V * C);
+    // (matrices as stored, plus biases and layer norms)
+    const double weight_bytes = double(model->weights().matrix_bytes) + 4.0 * L * (3 * C + C + F + C + 4 * C);
+    const std::shared_ptr<const Model> model_bf16 = Model::load(model_dir, WeightFormat::BF16);
+    const double weight_bytes_bf16 = double(model_bf16->weights().matrix_bytes) + 4.0 * L * (3 * C + C + F + C + 4 * C);
     const double kv_bytes_per_position = 2.0 * L * C * 4.0;
     const double flops_per_token = 2.0 * L * (C * 3 * C + C * C + 2 * C * F);
 
     Progress progress("bench", 6);
     const Stats decode1 = repeat(R, [&] { return decode_tokens_per_second(model, 1, n_decode, false, 1); });
+    const Stats decode1_bf16 = repeat(R, [&] { return decode_tokens_per_second(model_bf16, 1, n_decode, false, 1); });
+    // What bfloat16 matrices cost in accuracy: the same prefill in both, largest logit difference.
+    double bf16_max_diff = 0, bf16_max_logit = 0;
+    {
+        SessionOptions o;
+        o.history = false;
+        o.record = false;
+        o.max_new_tokens = 1;
+        Session a(model, o), b(model_bf16, o);
+        const auto prompt = random_prompt(c, std::min<int64_t>(64, c.n_ctx - 1), 5);
+        a.set_prompt(prompt);
+        b.set_prompt(prompt);
+        a.step();
+        b.step();
+        for (size_t i = 0; i < a.last_logits().size(); ++i) {
+            bf16_max_diff = std::max(bf16_max_diff, double(std::abs(a.last_logits()[i] - b.last_logits()[i])));
+            bf16_max_logit = std::max(bf16_max_logit, double(std::abs(a.last_logits()[i])));
+        }
+    }
     progress.update(1);
     const Stats decode4 = repeat(R, [&] { return decode_tokens_per_second(model, 4, n_decode, false, 2); });
     const Stats decode8 = repeat(R, [&] { return decode_tokens_per_second(model, 8, n_decode, false, 3); });
@@ -202,6 +225,8 @@ int cli_bench(int argc, char** argv) {
     const int64_t mid_position = 4 + n_decode / 2;
     const double decode_bound = bandwidth.median * 1e9 / (weight_bytes + kv_bytes_per_position * double(mid_position));
     const double prefill_bound = fma_peak.median * 1e9 / flops_per_token;
+    const double decode_bound_bf16 =
+        bandwidth.median * 1e9 / (weight_bytes_bf16 + kv_bytes_per_position * double(mid_position));
 
     if (auto chart = args.text("--chart")) {
         LineSeries on{"cache on", {33, 102, 172}, {}, {}}, off{"cache off (recompute all positions)", {214, 96, 77}, {}, {}};
@@ -223,8 +248,10 @@ int cli_bench(int argc, char** argv) {
         std::printf("{\"model\": \"%s\", \"threads\": %d, \"repeat\": %lld,\n"
                     " \"machine\": {\"read_bandwidth_gb_s\": %s, \"fma_peak_gflop_s\": %s},\n"
                     " \"bounds\": {\"weight_bytes_per_token\": %.0f, \"decode_tokens_per_s\": %.2f, "
-                    "\"prefill_tokens_per_s\": %.2f},\n"
-                    " \"decode_tokens_per_s\": {\"batch1\": %s, \"batch4\": %s, \"batch8\": %s},\n"
+                    "\"prefill_tokens_per_s\": %.2f, \"weight_bytes_per_token_bf16\": %.0f, "
+                    "\"decode_tokens_per_s_bf16\": %.2f},\n"
+                    " \"decode_tokens_per_s\": {\"batch1\": %s, \"batch4\": %s, \"batch8\": %s, \"bf16_batch1\": %s},\n"
+                    " \"bf16_max_abs_logit_diff\": %.6g, \"max_abs_logit\": %.6g,\n"
                     " \"prefill_tokens_per_s\": %s, \"prefill_tokens\": %lld,\n"
                     " \"steps\": [%s],\n"
                     " \"recording\": {\"prompt\": %lld, \"decode\": %lld, \"trace_bytes\": %lld, "
@@ -232,8 +259,9 @@ int cli_bench(int argc, char** argv) {
                     " \"load_seconds\": %s, \"peak_rss_mb\": %.1f, \"kv_bytes_per_token\": %.0f, "
                     "\"kv_bytes_full_context\": %.0f}\n",
                     model_dir.c_str(), threads, (long long)R, stats_json(bandwidth).c_str(), stats_json(fma_peak).c_str(),
-                    weight_bytes, decode_bound, prefill_bound, stats_json(decode1).c_str(), stats_json(decode4).c_str(),
-                    stats_json(decode8).c_str(), stats_json(prefill).c_str(), (long long)n_prefill, steps.c_str(),
+                    weight_bytes, decode_bound, prefill_bound, weight_bytes_bf16, decode_bound_bf16,
+                    stats_json(decode1).c_str(), stats_json(decode4).c_str(), stats_json(decode8).c_str(),
+                    stats_json(decode1_bf16).c_str(), bf16_max_diff, bf16_max_logit, stats_json(prefill).c_str(), (long long)n_prefill, steps.c_str(),
                     (long long)n_record_prompt, (long long)n_record_decode, (long long)trace_bytes, recorded_tps,
                     plain_tps, stats_json(load_seconds).c_str(), peak_rss_mb, kv_bytes_per_position,
                     kv_bytes_per_position * double(c.n_ctx));
@@ -246,12 +274,15 @@ int cli_bench(int argc, char** argv) {
                 stats_text(fma_peak).c_str());
     std::printf("model      %.1f MB of weights streamed per decode token, %.1f MFLOP per token, KV %.0f KiB per position\n",
                 weight_bytes / 1e6, flops_per_token / 1e6, kv_bytes_per_position / 1024);
-    std::printf("bounds     decode %.1f tokens/s (bandwidth / bytes per token at position %lld), prefill %.0f tokens/s "
-                "(FMA peak / flops per token)\n\n",
-                decode_bound, (long long)mid_position, prefill_bound);
+    std::printf("bounds     decode %.1f tokens/s (bandwidth / bytes per token at position %lld; %.1f with bfloat16 "
+                "matrices, %.1f MB), prefill %.0f tokens/s (FMA peak / flops per token)\n\n",
+                decode_bound, (long long)mid_position, decode_bound_bf16, weight_bytes_bf16 / 1e6, prefill_bound);
     std::printf("%-34s %-28s %s\n", "figure", "min / median / max", "vs bound");
     std::printf("%-34s %-28s %.0f%%\n", "decode, batch 1 (tokens/s)", stats_text(decode1).c_str(),
                 100 * decode1.median / decode_bound);
+    std::printf("%-34s %-28s %.0f%% (max |logit diff| vs f32 %.2g, logits up to %.1f)\n",
+                "decode, bf16 matrices (tokens/s)", stats_text(decode1_bf16).c_str(),
+                100 * decode1_bf16.median / decode_bound_bf16, bf16_max_diff, bf16_max_logit);
     std::printf("%-34s %-28s %.1fx batch 1\n", "decode, batch 4 (tokens/s, total)", stats_text(decode4).c_str(),
                 decode4.median / decode1.median);
     std::printf("%-34s %-28s %.1fx batch 1\n", "decode, batch 8 (tokens/s, total)", stats_text(decode8).c_str(),

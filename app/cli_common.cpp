@@ -18,6 +18,15 @@ std::string default_model_dir() {
 void add_model_option(CliArgs& args) {
     args.option("--model", "DIR", "model folder: config.json, model.safetensors, vocab.json, merges.txt "
                                   "(default: the embedded model in assets/default)");
+    args.option("--dtype", "f32|bf16", "how weight matrices are kept: float32 (default) or bfloat16, which "
+                                       "halves what a decode step reads; arithmetic is float32 either way");
+}
+
+WeightFormat weight_format_from(const CliArgs& args) {
+    const std::string d = args.text("--dtype").value_or("f32");
+    if (d == "f32" || d == "fp32" || d == "float32") return WeightFormat::F32;
+    if (d == "bf16" || d == "bfloat16") return WeightFormat::BF16;
+    throw UsageError("--dtype must be f32 or bf16, got '" + d + "'");
 }
 
 void add_threads_option(CliArgs& args) {
@@ -25,7 +34,7 @@ void add_threads_option(CliArgs& args) {
 }
 
 std::shared_ptr<const Model> load_model_from(const CliArgs& args) {
-    return Model::load(args.text("--model").value_or(default_model_dir()));
+    return Model::load(args.text("--model").value_or(default_model_dir()), weight_format_from(args));
 }
 
 void apply_threads(const CliArgs& args) {

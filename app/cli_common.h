@@ -11,7 +11,8 @@
 namespace kvscope {
 
 std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL or assets/default
-void add_model_option(CliArgs& args);                  // --model DIR
+void add_model_option(CliArgs& args);                  // --model DIR, --dtype f32|bf16
+WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 void add_threads_option(CliArgs& args);                // --threads N
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 void apply_threads(const CliArgs& args);

@@ -38,10 +38,11 @@ int cli_inspect(int argc, char** argv) {
             tensors += std::string(tensors.empty() ? "" : ", ") + "{\"name\": " + json_escape(t.name) +
                        ", \"dtype\": \"" + to_string(t.dtype) + "\", \"shape\": " + shape_text(t.shape) + "}";
         std::printf("{\"model\": %s, \"config\": %s, \"n_parameters\": %lld, \"file_bytes\": %lld, "
-                    "\"converted_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"kv_bytes_full_context\": %lld, "
+                    "\"converted_bytes\": %lld, \"matrix_dtype\": \"%s\", \"matrix_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"kv_bytes_full_context\": %lld, "
                     "\"tokenizer\": %s, \"tensors\": [%s]}\n",
                     json_escape(model->dir()).c_str(), config_to_json(c).c_str(), (long long)w.n_parameters,
-                    (long long)w.file_bytes, (long long)w.converted_bytes, (long long)kv_per_token,
+                    (long long)w.file_bytes, (long long)w.converted_bytes, w.bf16 ? "bf16" : "f32",
+                    (long long)w.matrix_bytes, (long long)kv_per_token,
                     (long long)(kv_per_token * c.n_ctx),
                     model->tokenizer() ? std::to_string(model->tokenizer()->n_vocab()).c_str() : "null",
                     tensors.c_str());
@@ -59,9 +60,11 @@ int cli_inspect(int argc, char** argv) {
     std::printf("positions    %s\nembeddings   %s, scale %g\nqkv_bias     %s\nlm_head_bias %s\n",
                 to_string(c.position_embedding), c.tie_word_embeddings ? "tied to lm_head" : "untied lm_head",
                 c.embedding_scale, c.qkv_bias ? "yes" : "no", c.lm_head_bias ? "yes" : "no");
-    std::printf("parameters   %lld (%s as float32; file %s, converted to float32 at load: %s)\n",
+    std::printf("parameters   %lld (%s as float32; file %s, converted at load: %s)\n",
                 (long long)w.n_parameters, bytes_text(double(w.n_parameters) * 4).c_str(),
                 bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
+    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16)\n", w.bf16 ? "bfloat16" : "float32",
+                bytes_text(double(w.matrix_bytes)).c_str());
     std::printf("KV cache     %s per token (2 x %lld layers x %lld floats), %s at full context (%lld positions)\n\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd,
                 bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);

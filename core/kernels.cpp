@@ -12,6 +12,14 @@
 namespace kvscope {
 namespace {
 
+inline float as_f32(float v) { return v; }
+inline float as_f32(uint16_t bf16) {
+    const uint32_t bits = uint32_t(bf16) << 16;
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 // Columns are split between threads in blocks of this many floats, so the split never lands inside
 // a SIMD vector and every thread streams whole cache lines of the weight rows.
 constexpr int64_t kColumnBlock = 64;
@@ -20,6 +28,19 @@ constexpr int64_t kColumnBlock = 64;
 
 __mmask16 tail_mask(int64_t remaining) {
     return remaining >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << remaining) - 1u);
+}
+
+// 16 weights as float32. bfloat16 is the top half of a float32, so widening is exact: the products
+// below are float32 FMAs on the stored values (no AVX512_BF16 dot products, which would also round x).
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+inline __m512 maskz_load16(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 maskz_load16(__mmask16 m, const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 
 // y[r, n0:n0+64] for RT rows (1 or 6): acc = 0; for k: acc = fma(x[r,k], w[k,n], acc); y = acc + bias.
@@ -90,8 +111,8 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
 // Few rows (decode, small batches): weight rows are streamed once, whole and in order, and every row
 // of x is applied to each loaded weight vector. Accumulators for a block of columns stay in L1.
 // Per output element this is the same fma chain in k order as tile_kn, so results are identical.
-template <int T>
-void stream_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
+template <int T, class Wt>
+void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N,
                int64_t n_begin, int64_t n_end) {
     // Columns per accumulator block: a thread's whole share of a GPT-2-sized row, so each weight row
     // is read as one contiguous run. T * 8 KiB of accumulators, in L1/L2.
@@ -104,19 +125,19 @@ void stream_kn(float* y, const float* x, const float* w, const float* bias, int6
         const __mmask16 tail = tail_mask(width - full);
         for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
         for (int64_t k = 0; k < K; ++k) {
-            const float* wk = w + k * N + b0;
+            const Wt* wk = w + k * N + b0;
             __m512 xv[T];
             for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * K + k]);
             // The hardware prefetcher loses track at each jump to the next row: ask for rows ahead.
-            const float* ahead = wk + kPrefetchRows * N;
+            const Wt* ahead = wk + kPrefetchRows * N;
             for (int64_t i = 0; i < full; i += 16) {
                 if (k + kPrefetchRows < K) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
-                const __m512 wv = _mm512_loadu_ps(wk + i);
+                const __m512 wv = load16(wk + i);
                 for (int t = 0; t < T; ++t)
                     _mm512_store_ps(acc[t] + i, _mm512_fmadd_ps(xv[t], wv, _mm512_load_ps(acc[t] + i)));
             }
             if (full < width) {
-                const __m512 wv = _mm512_maskz_loadu_ps(tail, wk + full);
+                const __m512 wv = maskz_load16(tail, wk + full);
                 for (int t = 0; t < T; ++t)
                     _mm512_mask_store_ps(acc[t] + full, tail,
                                          _mm512_fmadd_ps(xv[t], wv, _mm512_maskz_load_ps(tail, acc[t] + full)));
@@ -155,23 +176,23 @@ inline __m512 dot_lanes(const float* a, const float* b, int64_t n) {
             y[(r) * N + n0 + c] = reduce_add(row_acc[c]) + (bias ? bias[n0 + c] : 0.0f);        \
     }
 
-template <int RT>
-void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+template <int RT, class Wt>
+void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
              int64_t n_count) {
     static_assert(RT == 1 || RT == 4, "tile_nk is written out for 1 and 4 rows");
     // Missing weight rows (past N) read row n0 again; their sums are never stored.
-    const float* r0 = w + n0 * K;
-    const float* r1 = w + (n0 + (n_count > 1 ? 1 : 0)) * K;
-    const float* r2 = w + (n0 + (n_count > 2 ? 2 : 0)) * K;
-    const float* r3 = w + (n0 + (n_count > 3 ? 3 : 0)) * K;
+    const Wt* r0 = w + n0 * K;
+    const Wt* r1 = w + (n0 + (n_count > 1 ? 1 : 0)) * K;
+    const Wt* r2 = w + (n0 + (n_count > 2 ? 2 : 0)) * K;
+    const Wt* r3 = w + (n0 + (n_count > 3 ? 3 : 0)) * K;
     KVSCOPE_NK_ZERO(0)
     KVSCOPE_NK_ZERO(1)
     KVSCOPE_NK_ZERO(2)
     KVSCOPE_NK_ZERO(3)
     for (int64_t k = 0; k < K; k += 16) {
         const __mmask16 m = tail_mask(K - k);
-        const __m512 w0 = _mm512_maskz_loadu_ps(m, r0 + k), w1 = _mm512_maskz_loadu_ps(m, r1 + k),
-                     w2 = _mm512_maskz_loadu_ps(m, r2 + k), w3 = _mm512_maskz_loadu_ps(m, r3 + k);
+        const __m512 w0 = maskz_load16(m, r0 + k), w1 = maskz_load16(m, r1 + k), w2 = maskz_load16(m, r2 + k),
+                     w3 = maskz_load16(m, r3 + k);
         KVSCOPE_NK_ROW(0)
         KVSCOPE_NK_ROW(1)
         KVSCOPE_NK_ROW(2)
@@ -188,13 +209,13 @@ void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_
 
 #else  // portable fallback: the same arithmetic per element, one element at a time
 
-template <int T>
-void stream_kn(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N,
+template <int T, class Wt>
+void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N,
                int64_t n_begin, int64_t n_end) {
     for (int t = 0; t < T; ++t)
         for (int64_t n = n_begin; n < n_end; ++n) {
             float acc = 0.0f;
-            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[t * K + k], w[k * N + n], acc);
+            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[t * K + k], as_f32(w[k * N + n]), acc);
             y[t * N + n] = acc + (bias ? bias[n] : 0.0f);
         }
 }
@@ -211,12 +232,18 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
 }
 }
 
-template <int RT>
-void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+template <int RT, class Wt>
+void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
              int64_t n_count) {
     for (int r = 0; r < RT; ++r)
-        for (int c = 0; c < n_count; ++c)
-            y[r * N + n0 + c] = dot(x + r * K, w + (n0 + c) * K, K) + (bias ? bias[n0 + c] : 0.0f);
+        for (int c = 0; c < n_count; ++c) {
+            float lanes[16] = {};
+            for (int64_t k = 0; k < K; ++k)
+                lanes[k % 16] = std::fma(x[r * K + k], as_f32(w[(n0 + c) * K + k]), lanes[k % 16]);
+            float sum = 0.0f;
+            for (float l : lanes) sum += l;
+            y[r * N + n0 + c] = sum + (bias ? bias[n0 + c] : 0.0f);
+        }
 }
 
 #endif
@@ -224,7 +251,8 @@ void tile_nk(float* y, const float* x, const float* w, const float* bias, int64_
 // Rows in blocks of 6 (the tail one at a time), columns [n_begin, n_end) in tiles of 64. Each weight
 // tile (K, 64) is first copied into a contiguous buffer: walked in place it would touch a new page
 // every few cache lines, and every row block walks it again.
-void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N,
+template <class Wt>
+void rows_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N,
              int64_t n_begin, int64_t n_end) {
     constexpr int64_t W = 64;
     thread_local std::vector<float> packed;  // (K, W); grows once per thread, then reused
@@ -232,8 +260,9 @@ void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_
     for (int64_t n0 = n_begin; n0 < n_end; n0 += W) {
         const int64_t width = std::min(W, n_end - n0);
         for (int64_t k = 0; k < K; ++k) {
-            std::memcpy(packed.data() + k * W, w + k * N + n0, size_t(width) * sizeof(float));
-            std::memset(packed.data() + k * W + width, 0, size_t(W - width) * sizeof(float));
+            float* row = packed.data() + k * W;
+            for (int64_t i = 0; i < width; ++i) row[i] = as_f32(w[k * N + n0 + i]);
+            std::memset(row + width, 0, size_t(W - width) * sizeof(float));
         }
         int64_t t = 0;
         for (; t + 6 <= T; t += 6) tile_kn<6>(y + t * N, x + t * K, packed.data(), bias, K, N, n0, n_end);
@@ -243,7 +272,10 @@ void rows_kn(float* y, const float* x, const float* w, const float* bias, int64_
 
 }  // namespace
 
-void matmul_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N) {
+namespace {
+
+template <class Wt>
+void matmul_kn_impl(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N) {
     const int64_t n_blocks = (N + kColumnBlock - 1) / kColumnBlock;
     const int64_t n_threads = ThreadPool::global().n_threads();
     if (T <= 8) {
@@ -257,14 +289,14 @@ void matmul_kn(float* y, const float* x, const float* w, const float* bias, int6
                 const float* xt = x + t0 * K;
                 float* yt = y + t0 * N;
                 switch (rows) {
-                    case 1: stream_kn<1>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 2: stream_kn<2>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 3: stream_kn<3>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 4: stream_kn<4>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 5: stream_kn<5>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 6: stream_kn<6>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 7: stream_kn<7>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    default: stream_kn<8>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 1: stream_kn<1, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 2: stream_kn<2, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 3: stream_kn<3, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 4: stream_kn<4, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 5: stream_kn<5, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 6: stream_kn<6, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    case 7: stream_kn<7, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
+                    default: stream_kn<8, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
                 }
                 t0 += rows;
             }
@@ -276,11 +308,12 @@ void matmul_kn(float* y, const float* x, const float* w, const float* bias, int6
     ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
         int64_t b0 = n_blocks * task / n_tasks, b1 = n_blocks * (task + 1) / n_tasks;
         int64_t n_begin = b0 * kColumnBlock, n_end = std::min(N, b1 * kColumnBlock);
-        rows_kn(y, x, w, bias, T, K, N, n_begin, n_end);  // compute-bound: 6x64 register tiles
+        rows_kn<Wt>(y, x, w, bias, T, K, N, n_begin, n_end);  // compute-bound: 6x64 register tiles
     });
 }
 
-void matmul_nk(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N) {
+template <class Wt>
+void matmul_nk_impl(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N) {
     constexpr int CT = 4;
     const int64_t n_groups = (N + CT - 1) / CT;
     const int64_t n_threads = ThreadPool::global().n_threads();
@@ -290,10 +323,22 @@ void matmul_nk(float* y, const float* x, const float* w, const float* bias, int6
         for (int64_t g = g0; g < g1; ++g) {
             int64_t n0 = g * CT, count = std::min<int64_t>(CT, N - n0);
             int64_t t = 0;
-            for (; t + 4 <= T; t += 4) tile_nk<4>(y + t * N, x + t * K, w, bias, K, N, n0, count);
-            for (; t < T; ++t) tile_nk<1>(y + t * N, x + t * K, w, bias, K, N, n0, count);
+            for (; t + 4 <= T; t += 4) tile_nk<4, Wt>(y + t * N, x + t * K, w, bias, K, N, n0, count);
+            for (; t < T; ++t) tile_nk<1, Wt>(y + t * N, x + t * K, w, bias, K, N, n0, count);
         }
     });
+}
+
+}  // namespace
+
+void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N) {
+    if (w.f32) matmul_kn_impl(y, x, w.f32, bias, T, K, N);
+    else matmul_kn_impl(y, x, w.bf16, bias, T, K, N);
+}
+
+void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N) {
+    if (w.f32) matmul_nk_impl(y, x, w.f32, bias, T, K, N);
+    else matmul_nk_impl(y, x, w.bf16, bias, T, K, N);
 }
 
 float dot(const float* a, const float* b, int64_t n) {

@@ -6,6 +6,8 @@
 // 1-token decode step is bit-for-bit the row computed in a 500-token prefill or a full recompute:
 // cached, uncached, chunked and batched runs agree exactly, not just within a tolerance.
 //
+//   WeightRef                           a weight matrix stored as float32 or as bfloat16 (exactly one set);
+//                                       bfloat16 weights are widened exactly and multiplied in float32
 //   matmul_kn(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(K,N) + bias(N)   (HF Conv1D layout)
 //   matmul_nk(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(N,K)ᵀ + bias(N)  (lm_head / tied wte)
 //   dot(a, b, n)                        Σ a[i]·b[i], 16 interleaved partial sums, fixed reduction
@@ -16,8 +18,17 @@
 
 namespace kvscope {
 
-void matmul_kn(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N);
-void matmul_nk(float* y, const float* x, const float* w, const float* bias, int64_t T, int64_t K, int64_t N);
+struct WeightRef {
+    const float* f32 = nullptr;
+    const uint16_t* bf16 = nullptr;
+    WeightRef() = default;
+    WeightRef(const float* w) : f32(w) {}  // NOLINT: a float matrix is a WeightRef
+    WeightRef(const uint16_t* w) : bf16(w) {}  // NOLINT
+    bool empty() const { return !f32 && !bf16; }
+};
+
+void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
+void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float* y, float a, const float* x, int64_t n);
 void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,

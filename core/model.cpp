@@ -12,7 +12,7 @@
 
 namespace kvscope {
 
-std::shared_ptr<const Model> Model::load(const std::string& dir) {
+std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat format) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
@@ -21,7 +21,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir) {
     auto model = std::make_shared<Model>();
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
-    model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string());
+    model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string(), format);
     if (fs::exists(fs::path(dir) / "vocab.json", ec) || fs::exists(fs::path(dir) / "merges.txt", ec)) {
         model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
         if (model->tokenizer_->n_vocab() > model->config_.n_vocab)
@@ -108,10 +108,10 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         const Chunk& ch = chunks[c];
         for (int64_t r = 0; r < ch.n_tokens; ++r) {
             const int64_t pos = ch.cache->next_position() + r;
-            const float* te = w.token_embedding + int64_t(ch.tokens[r]) * C;
             const float* pe = w.position_embedding + pos * C;
             float* xr = x + (row0[c] + r) * C;
-            for (int64_t i = 0; i < C; ++i) xr[i] = te[i] * float(cfg.embedding_scale) + pe[i];
+            embedding_row(w, C, ch.tokens[r], xr);
+            for (int64_t i = 0; i < C; ++i) xr[i] = xr[i] * float(cfg.embedding_scale) + pe[i];
         }
     }
 

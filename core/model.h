@@ -5,7 +5,8 @@
 // the same code), runs every layer over all chunks' rows together, appends their K/V to each
 // sequence's cache at absolute positions next_position()..+n-1, and returns each chunk's last-row logits.
 //
-//   Model::load(dir)              config.json + model.safetensors (+ vocab.json/merges.txt if present)
+//   Model::load(dir, format)      config.json + model.safetensors (+ vocab.json/merges.txt if present);
+//                                 format: matrices in float32 (default) or bfloat16 (weights.h)
 //   Workspace(config, rows, chunks, keys)   every buffer a forward needs, allocated once
 //   forward(model, chunks, ws)    see above; throws UsageError if a chunk does not fit its cache
 #include <cstdint>
@@ -23,7 +24,7 @@ namespace kvscope {
 
 class Model {
 public:
-    static std::shared_ptr<const Model> load(const std::string& dir);
+    static std::shared_ptr<const Model> load(const std::string& dir, WeightFormat format = WeightFormat::F32);
 
     const ModelConfig& config() const { return config_; }
     const Weights& weights() const { return weights_; }

@@ -11,7 +11,7 @@ namespace {
 
 class NameMap {
 public:
-    NameMap(const ModelConfig& config, Weights& w) : config_(config), w_(w) {
+    NameMap(const ModelConfig& config, Weights& w, WeightFormat format) : config_(config), w_(w), format_(format) {
         const SafetensorsFile& f = *w.file;
         // Hugging Face checkpoints saved from GPT2LMHeadModel prefix the body with "transformer.".
         prefix_ = (f.find("transformer.wte.weight") && !f.find("wte.weight")) ? "transformer." : "";
@@ -19,6 +19,13 @@ public:
 
     const float* get(const std::string& short_name, std::vector<int64_t> shape, bool required = true,
                      bool never_prefixed = false) {
+        const TensorView* t = view(short_name, std::move(shape), never_prefixed, required);
+        return t ? as_float(*t) : nullptr;
+    }
+
+    // The tensor, checked (present, float dtype, shape), and counted as used.
+    const TensorView* view(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed,
+                           bool required = true) {
         const std::string name = (never_prefixed ? "" : prefix_) + short_name;
         const TensorView* t = w_.file->find(name);
         if (!t) {
@@ -38,7 +45,33 @@ public:
         used_.insert(name);
         w_.tensors.push_back({name, t->dtype, t->shape});
         w_.n_parameters += t->n_elements();
-        return as_float(*t);
+        return t;
+    }
+
+    // A matrix in the storage `format_` asks for.
+    WeightRef matrix(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed = false) {
+        const TensorView* t = view(short_name, shape, never_prefixed);
+        w_.matrix_bytes += t->n_elements() * (format_ == WeightFormat::BF16 ? 2 : 4);
+        if (format_ == WeightFormat::F32) return as_float(*t);
+        if (t->dtype == Dtype::BF16 && reinterpret_cast<uintptr_t>(t->data) % alignof(uint16_t) == 0)
+            return reinterpret_cast<const uint16_t*>(t->data);
+        const int64_t n = t->n_elements();
+        std::vector<uint16_t> out(static_cast<size_t>(n));  // (n) bfloat16, round to nearest even
+        const auto* bytes = reinterpret_cast<const unsigned char*>(t->data);
+        for (int64_t i = 0; i < n; ++i) {
+            float f;
+            if (t->dtype == Dtype::F32) {
+                std::memcpy(&f, bytes + 4 * i, 4);
+            } else {
+                uint16_t h;
+                std::memcpy(&h, bytes + 2 * i, 2);
+                f = t->dtype == Dtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+            out[size_t(i)] = f32_to_bf16(f);
+        }
+        w_.converted_bytes += n * 2;
+        w_.owned_bf16.push_back(std::move(out));
+        return w_.owned_bf16.back().data();
     }
 
     void forbid(const std::string& short_name, const std::string& why, bool never_prefixed = false) {
@@ -71,6 +104,7 @@ private:
 
     const ModelConfig& config_;
     Weights& w_;
+    WeightFormat format_;
     std::string prefix_;
     std::set<std::string> used_;
 };
@@ -88,16 +122,28 @@ std::vector<float> sinusoidal_positions(int64_t n_ctx, int64_t C) {
     return pe;
 }
 
-Weights load_weights(const ModelConfig& config, const std::string& safetensors_path) {
+const char* to_string(WeightFormat f) { return f == WeightFormat::BF16 ? "bf16" : "f32"; }
+
+void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {
+    if (w.token_embedding.f32) {
+        std::memcpy(out, w.token_embedding.f32 + id * C, size_t(C) * sizeof(float));
+        return;
+    }
+    for (int64_t i = 0; i < C; ++i) out[i] = bf16_to_f32(w.token_embedding.bf16[id * C + i]);
+}
+
+Weights load_weights(const ModelConfig& config, const std::string& safetensors_path, WeightFormat format) {
     Weights w;
+    w.bf16 = format == WeightFormat::BF16;
     w.file = std::make_shared<SafetensorsFile>(safetensors_path);
     w.file_bytes = int64_t(w.file->file_size());
     // Converted tensors live in `owned`; reserve so pointers into it stay valid.
     w.owned.reserve(w.file->tensors().size() + 1);
-    NameMap m(config, w);
+    w.owned_bf16.reserve(w.file->tensors().size());
+    NameMap m(config, w, format);
     const int64_t V = config.n_vocab, C = config.n_embd, F = config.n_inner, P = config.n_ctx;
 
-    w.token_embedding = m.get("wte.weight", {V, C});
+    w.token_embedding = m.matrix("wte.weight", {V, C});
     if (config.position_embedding == PositionEmbedding::Learned) {
         w.position_embedding = m.get("wpe.weight", {P, C});
     } else {
@@ -110,16 +156,16 @@ Weights load_weights(const ModelConfig& config, const std::string& safetensors_p
         LayerWeights lw;
         lw.ln_1_weight = m.get(h + "ln_1.weight", {C});
         lw.ln_1_bias = m.get(h + "ln_1.bias", {C});
-        lw.attn_weight = m.get(h + "attn.c_attn.weight", {C, 3 * C});
+        lw.attn_weight = m.matrix(h + "attn.c_attn.weight", {C, 3 * C});
         if (config.qkv_bias) lw.attn_bias = m.get(h + "attn.c_attn.bias", {3 * C});
         else m.forbid(h + "attn.c_attn.bias", "config.json says qkv_bias is false");
-        lw.attn_proj_weight = m.get(h + "attn.c_proj.weight", {C, C});
+        lw.attn_proj_weight = m.matrix(h + "attn.c_proj.weight", {C, C});
         lw.attn_proj_bias = m.get(h + "attn.c_proj.bias", {C});
         lw.ln_2_weight = m.get(h + "ln_2.weight", {C});
         lw.ln_2_bias = m.get(h + "ln_2.bias", {C});
-        lw.fc_weight = m.get(h + "mlp.c_fc.weight", {C, F});
+        lw.fc_weight = m.matrix(h + "mlp.c_fc.weight", {C, F});
         lw.fc_bias = m.get(h + "mlp.c_fc.bias", {F});
-        lw.fc_proj_weight = m.get(h + "mlp.c_proj.weight", {F, C});
+        lw.fc_proj_weight = m.matrix(h + "mlp.c_proj.weight", {F, C});
         lw.fc_proj_bias = m.get(h + "mlp.c_proj.bias", {C});
         w.layers.push_back(lw);
     }
@@ -132,7 +178,7 @@ Weights load_weights(const ModelConfig& config, const std::string& safetensors_p
     if (config.tie_word_embeddings) {
         w.lm_head_weight = w.token_embedding;
     } else {
-        w.lm_head_weight = m.get("lm_head.weight", {V, C}, true, /*never_prefixed=*/true);
+        w.lm_head_weight = m.matrix("lm_head.weight", {V, C}, /*never_prefixed=*/true);
     }
     if (config.lm_head_bias) w.lm_head_bias = m.get("lm_head.bias", {V}, true, true);
     else m.forbid("lm_head.bias", "config.json says lm_head_bias is false", true);

@@ -1,10 +1,16 @@
 #pragma once
 // The GPT-2 name map: which safetensors tensor is which weight, checked against the config.
-// F32 tensors are used in place from the memory-mapped file; F16/BF16 are converted to float32 once.
 // Conv1D weights keep their file layout (in, out): y = x·W + b needs no transpose.
 //
-//   load_weights(config, path)   open model.safetensors, map names (optionally "transformer."-prefixed),
-//                                check every shape; throws LoadError naming tensor, shapes and a hint
+// Storage: with WeightFormat::F32 the matrices are float32 — F32 tensors used in place from the
+// memory-mapped file, F16/BF16 widened once (exactly). With WeightFormat::BF16 the five kinds of
+// matrix (wte/lm_head, c_attn, attn c_proj, c_fc, mlp c_proj) are bfloat16 — BF16 tensors in place,
+// others rounded to nearest even once — which halves the bytes a decode step streams; biases, layer
+// norms and positions stay float32. Kernels widen bfloat16 exactly and compute in float32.
+//
+//   load_weights(config, path, format)   open model.safetensors, map names (optionally
+//                                "transformer."-prefixed), check every shape; throws LoadError naming
+//                                tensor, shapes and a hint
 //   Weights::tensors             what was found, for `inspect`: name, dtype, shape
 #include <cstdint>
 #include <memory>
@@ -12,6 +18,7 @@
 #include <vector>
 
 #include "config.h"
+#include "kernels.h"
 #include "safetensors.h"
 
 namespace kvscope {
@@ -19,15 +26,15 @@ namespace kvscope {
 struct LayerWeights {
     const float* ln_1_weight = nullptr;      // (C)
     const float* ln_1_bias = nullptr;        // (C)
-    const float* attn_weight = nullptr;      // (C, 3C) q|k|v along the output dim
+    WeightRef attn_weight;      // (C, 3C) q|k|v along the output dim
     const float* attn_bias = nullptr;        // (3C) or null when !qkv_bias
-    const float* attn_proj_weight = nullptr; // (C, C)
+    WeightRef attn_proj_weight; // (C, C)
     const float* attn_proj_bias = nullptr;   // (C)
     const float* ln_2_weight = nullptr;      // (C)
     const float* ln_2_bias = nullptr;        // (C)
-    const float* fc_weight = nullptr;        // (C, F)
+    WeightRef fc_weight;        // (C, F)
     const float* fc_bias = nullptr;          // (F)
-    const float* fc_proj_weight = nullptr;   // (F, C)
+    WeightRef fc_proj_weight;   // (F, C)
     const float* fc_proj_bias = nullptr;     // (C)
 };
 
@@ -38,24 +45,34 @@ struct TensorInfo {
 };
 
 struct Weights {
-    const float* token_embedding = nullptr;     // wte (V, C)
+    WeightRef token_embedding;                  // wte (V, C)
     const float* position_embedding = nullptr;  // wpe (n_ctx, C), or the sinusoidal table
     std::vector<LayerWeights> layers;           // L
     const float* ln_f_weight = nullptr;         // (C) or null when !final_layer_norm
     const float* ln_f_bias = nullptr;           // (C)
-    const float* lm_head_weight = nullptr;      // (V, C); == token_embedding when tied
+    WeightRef lm_head_weight;                   // (V, C); the same storage as token_embedding when tied
     const float* lm_head_bias = nullptr;        // (V) or null
 
     std::vector<TensorInfo> tensors;            // every tensor used, in file order
     int64_t n_parameters = 0;                   // elements of the tensors used
     int64_t file_bytes = 0;
-    int64_t converted_bytes = 0;                // float32 copies made (F16/BF16 or misaligned F32)
+    int64_t converted_bytes = 0;                // copies made at load (conversions, misaligned data)
+    int64_t matrix_bytes = 0;                   // bytes of the matrices as stored for computing
 
     std::shared_ptr<SafetensorsFile> file;      // keeps the mapping alive
     std::vector<std::vector<float>> owned;      // converted tensors and the sinusoidal table
+    std::vector<std::vector<uint16_t>> owned_bf16;  // matrices rounded to bfloat16
+    bool bf16 = false;                          // matrices stored as bfloat16
 };
 
-Weights load_weights(const ModelConfig& config, const std::string& safetensors_path);
+enum class WeightFormat { F32, BF16 };
+const char* to_string(WeightFormat f);  // "f32" | "bf16"
+
+Weights load_weights(const ModelConfig& config, const std::string& safetensors_path,
+                     WeightFormat format = WeightFormat::F32);
+
+// The token embedding row of `id` as float32 (exact for either storage). (C)
+void embedding_row(const Weights& w, int64_t C, int64_t id, float* out);
 
 // PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(t / 10000^(2i/C)); (n_ctx, C)
 std::vector<float> sinusoidal_positions(int64_t n_ctx, int64_t C);

@@ -30,7 +30,7 @@ void check_values(const float* loaded, const FixtureModel& fm, const std::string
 
 void check_all_values(const Weights& w, const FixtureModel& fm) {
     const ModelConfig& c = fm.config;
-    check_values(w.token_embedding, fm, "wte.weight");
+    check_values(w.token_embedding.f32, fm, "wte.weight");
     if (c.position_embedding == PositionEmbedding::Learned) check_values(w.position_embedding, fm, "wpe.weight");
     REQUIRE(int64_t(w.layers.size()) == c.n_layer);
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -38,16 +38,16 @@ void check_all_values(const Weights& w, const FixtureModel& fm) {
         const std::string h = "h." + std::to_string(il) + ".";
         check_values(l.ln_1_weight, fm, h + "ln_1.weight");
         check_values(l.ln_1_bias, fm, h + "ln_1.bias");
-        check_values(l.attn_weight, fm, h + "attn.c_attn.weight");
+        check_values(l.attn_weight.f32, fm, h + "attn.c_attn.weight");
         if (c.qkv_bias) check_values(l.attn_bias, fm, h + "attn.c_attn.bias");
         else CHECK(l.attn_bias == nullptr);
-        check_values(l.attn_proj_weight, fm, h + "attn.c_proj.weight");
+        check_values(l.attn_proj_weight.f32, fm, h + "attn.c_proj.weight");
         check_values(l.attn_proj_bias, fm, h + "attn.c_proj.bias");
         check_values(l.ln_2_weight, fm, h + "ln_2.weight");
         check_values(l.ln_2_bias, fm, h + "ln_2.bias");
-        check_values(l.fc_weight, fm, h + "mlp.c_fc.weight");
+        check_values(l.fc_weight.f32, fm, h + "mlp.c_fc.weight");
         check_values(l.fc_bias, fm, h + "mlp.c_fc.bias");
-        check_values(l.fc_proj_weight, fm, h + "mlp.c_proj.weight");
+        check_values(l.fc_proj_weight.f32, fm, h + "mlp.c_proj.weight");
         check_values(l.fc_proj_bias, fm, h + "mlp.c_proj.bias");
     }
     if (c.final_layer_norm) {
@@ -56,8 +56,8 @@ void check_all_values(const Weights& w, const FixtureModel& fm) {
     } else {
         CHECK(w.ln_f_weight == nullptr);
     }
-    if (c.tie_word_embeddings) CHECK(w.lm_head_weight == w.token_embedding);
-    else check_values(w.lm_head_weight, fm, "lm_head.weight");
+    if (c.tie_word_embeddings) CHECK(w.lm_head_weight.f32 == w.token_embedding.f32);
+    else check_values(w.lm_head_weight.f32, fm, "lm_head.weight");
     if (c.lm_head_bias) check_values(w.lm_head_bias, fm, "lm_head.bias");
     else CHECK(w.lm_head_bias == nullptr);
 }
