@@ -31,11 +31,10 @@ void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, Valu
         max_score = weights[j] > max_score ? weights[j] : max_score;
     }
     // pass 2: softmax, summed in position order
+    for (int64_t j = 0; j < n; ++j) weights[j] -= max_score;
+    exp_in_place(weights, n);
     float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
-        weights[j] = std::exp(weights[j] - max_score);
-        sum += weights[j];
-    }
+    for (int64_t j = 0; j < n; ++j) sum += weights[j];
     for (int64_t j = 0; j < n; ++j) weights[j] /= sum;
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(D) * sizeof(float));

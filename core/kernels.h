@@ -12,6 +12,8 @@
 //   matmul_nk(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(N,K)ᵀ + bias(N)  (lm_head / tied wte)
 //   dot(a, b, n)                        Σ a[i]·b[i], 16 interleaved partial sums, fixed reduction
 //   axpy(y, a, x, n)                    y[i] = fma(a, x[i], y[i])
+//   exp_in_place(x, n)                  x[i] = e^x[i] for x[i] <= 0 (softmax), within ~2 ulp; each element
+//                                       depends only on its own value
 //   layer_norm(y, x, g, b, T, C, eps)   per row; y may alias x
 //   gelu_tanh / gelu_erf / relu(x, n)   in place
 #include <cstdint>
@@ -31,6 +33,7 @@ void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t
 void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float* y, float a, const float* x, int64_t n);
+void exp_in_place(float* x, int64_t n);
 void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,
                 float eps);
 void gelu_tanh(float* x, int64_t n);
