@@ -45,6 +45,16 @@ int cli_train(int argc, char** argv) {
     args.option("--mix-text", "P", "probability of a grammar-text segment (default 0.35)");
     args.option("--mix-copy", "P", "probability of a segment copied from earlier in the sequence (default 0.15); "
                                    "the rest are repeated random letter/digit spans");
+    args.option("--span-min", "N", "shortest random or copied span (default 8)");
+    args.option("--span-max", "N", "longest random or copied span (default 32)");
+    args.option("--min-repeat", "N", "repeat each random span until its segment has N tokens (default 0: 2-3 copies)");
+    args.option("--attn-init", "X", "std of the initial query/key/value weights (default 0.02)");
+    args.option("--pos-init", "X", "RMS of the initial (sinusoidal) position table (default 0.02)");
+    args.option("--prev-head-init", "G", "start layer 0 head 0 as a previous-token head with query/key gain G "
+                                         "(default 0: off)");
+    args.option("--tok-init", "X", "std of the initial token embeddings (default 0.02)");
+    args.option("--prev-value-init", "G", "with --prev-head-init: gain of that head's output (default 0)");
+    args.option("--copy-phase", "N", "the first N steps use repeated random spans only (default 0)");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG)");
@@ -65,6 +75,20 @@ int cli_train(int argc, char** argv) {
     o.mix.copy = args.real("--mix-copy", o.mix.copy);
     if (!(o.mix.text >= 0 && o.mix.copy >= 0 && o.mix.text + o.mix.copy <= 1))
         throw UsageError("train: --mix-text and --mix-copy must be >= 0 with a sum <= 1");
+    o.mix.min_span = args.integer("--span-min", o.mix.min_span, 1, 4096);
+    o.mix.max_span = args.integer("--span-max", o.mix.max_span, o.mix.min_span, 4096);
+    o.mix.min_repeat = args.integer("--min-repeat", 0, 0, 1 << 20);
+    o.init.attn_std = args.real("--attn-init", 0.02);
+    if (!(o.init.attn_std >= 0 && o.init.attn_std < 10)) throw UsageError("train: --attn-init must be in [0, 10)");
+    o.init.pos_rms = args.real("--pos-init", 0.02);
+    if (!(o.init.pos_rms >= 0 && o.init.pos_rms < 10)) throw UsageError("train: --pos-init must be in [0, 10)");
+    o.init.prev_head_gain = args.real("--prev-head-init", 0);
+    if (!(o.init.prev_head_gain >= 0 && o.init.prev_head_gain < 100)) throw UsageError("train: --prev-head-init must be in [0, 100)");
+    o.init.tok_std = args.real("--tok-init", 0.02);
+    if (!(o.init.tok_std > 0 && o.init.tok_std < 10)) throw UsageError("train: --tok-init must be in (0, 10)");
+    o.init.prev_value_gain = args.real("--prev-value-init", 0);
+    if (!(o.init.prev_value_gain >= 0 && o.init.prev_value_gain < 100)) throw UsageError("train: --prev-value-init must be in [0, 100)");
+    o.copy_phase = args.integer("--copy-phase", 0, 0, 10'000'000);
     o.config.n_layer = args.integer("--n-layer", 2, 1, 64);
     o.config.n_head = args.integer("--n-head", 4, 1, 64);
     o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);

@@ -179,7 +179,8 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
         } else {
             const std::vector<TokenId> span = random_span(rng, span_length());
             const int64_t copies = 2 + int64_t(rng.below(2));
-            for (int64_t c = 0; c < copies; ++c) seq.insert(seq.end(), span.begin(), span.end());
+            for (int64_t c = 0; c < copies || c * int64_t(span.size()) < mix_.min_repeat; ++c)
+                seq.insert(seq.end(), span.begin(), span.end());
         }
     }
     seq.resize(size_t(n));

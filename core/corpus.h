@@ -8,6 +8,7 @@
 //   copy      a span of 8-32 tokens copied from earlier in the same sequence (copying pays off)
 //   random    a span of 8-32 "ordinary tokens" (single letters and digits, see below) drawn uniformly,
 //             then repeated once or twice right after it, without a separator
+//             (CorpusMix::min_repeat: repeated until the segment is that long)
 //
 //   Rng                            splitmix64; also seeds the trainer's initial weights
 //   sentence(rng)                  one grammar sentence
@@ -44,6 +45,9 @@ struct CorpusMix {
     double text = 0.35;                 // probability of a text segment
     double copy = 0.15;                 // of a copy segment (when 16+ tokens exist); the rest is random
     int64_t min_span = 8, max_span = 32;
+    int64_t min_repeat = 0;             // a random span repeats until its segment has this many tokens: short
+                                        // spans then repeat many times ("a b a b a b"), which rewards a head
+                                        // that looks back a fixed small offset, the seed of an induction circuit
 };
 
 class Corpus {

@@ -76,7 +76,54 @@ int64_t n_params(const ModelConfig& c) {
     return l.back().offset + l.back().size;
 }
 
-std::vector<float> init_params(const ModelConfig& c, uint64_t seed) {
+namespace {
+
+// Layer 0 head 0 as a previous-token head, built from the sinusoidal position table: its keys read the
+// head_dim/2 fastest (sin, cos) pairs of a position s, its queries the same pairs rotated back one step,
+// so q_t·k_s ∝ Σ_i cos(ω_i (t-1-s)), largest at s = t-1. Token embeddings start with zeros in those
+// dims, so the head sees clean positions. Training is free to change all of it. An experiment towards
+// the two-layer induction circuit (previous-token head, then a layer-1 head keyed on it): in the runs
+// recorded in assets/default/README.md, training on repeated random spans wore this head away again
+// (score 0.6 at init, 0.1 after 1000 steps) and no induction head formed.
+void seed_previous_token_head(const ModelConfig& c, const std::vector<ParamInfo>& layout, std::vector<float>& params,
+                              double gain, double value_gain) {
+    const int64_t C = c.n_embd, D = C / c.n_head, n_pairs = D / 2;
+    auto find = [&](const std::string& name) -> float* {
+        for (const ParamInfo& p : layout)
+            if (p.name == name) return params.data() + p.offset;
+        throw UsageError("train: no tensor " + name);
+    };
+    float* wte = find("wte.weight");
+    for (int64_t v = 0; v < c.n_vocab; ++v) std::fill(wte + v * C, wte + v * C + 2 * n_pairs, 0.0f);
+    float* w = find("h.0.attn.c_attn.weight");  // (C, 3C): columns [0, C) queries, [C, 2C) keys
+    for (int64_t r = 0; r < C; ++r)
+        for (int64_t j = 0; j < D; ++j) w[r * 3 * C + j] = w[r * 3 * C + C + j] = 0.0f;
+    // Its values: a random projection of the token dims [2·n_pairs, C); c_proj writes them into the
+    // position dims [0, 2·n_pairs), so the next layer finds "the previous token" apart from the current one.
+    Rng rng(0x70726576);
+    const int64_t n_tok_dims = C - 2 * n_pairs;
+    for (int64_t r = 0; r < C; ++r)
+        for (int64_t j = 0; j < D; ++j)
+            w[r * 3 * C + 2 * C + j] = r < 2 * n_pairs ? 0.0f : float(rng.normal() / std::sqrt(double(n_tok_dims)));
+    float* proj = find("h.0.attn.c_proj.weight");  // (C, C): row = attention output dim, column = residual dim
+    for (int64_t j = 0; j < D; ++j)
+        for (int64_t o = 0; o < C; ++o) proj[j * C + o] = (o == j && j < 2 * n_pairs) ? float(value_gain) : 0.0f;
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const double omega = 1.0 / std::pow(10000.0, double(2 * i) / double(C));
+        const double cs = gain * std::cos(omega), sn = gain * std::sin(omega);
+        const int64_t rs = 2 * i, rc = 2 * i + 1;          // rows: sin(ω t), cos(ω t)
+        w[rs * 3 * C + C + 2 * i] = float(gain);            // k = gain·(sin ωs, cos ωs)
+        w[rc * 3 * C + C + 2 * i + 1] = float(gain);
+        w[rs * 3 * C + 2 * i] = float(cs);                  // q = gain·(sin ω(t-1), cos ω(t-1))
+        w[rc * 3 * C + 2 * i] = float(-sn);
+        w[rc * 3 * C + 2 * i + 1] = float(cs);
+        w[rs * 3 * C + 2 * i + 1] = float(sn);
+    }
+}
+
+}  // namespace
+
+std::vector<float> init_params(const ModelConfig& c, uint64_t seed, const InitOptions& init) {
     const std::vector<ParamInfo> layout = param_layout(c);
     std::vector<float> params(size_t(n_params(c)), 0.0f);
     Rng rng(mix_seed(seed, 0x696E6974));
@@ -90,12 +137,16 @@ std::vector<float> init_params(const ModelConfig& c, uint64_t seed) {
             // Learned positions start from the sinusoidal table (RMS 0.02 like the token rows): relative
             // offsets are then linear maps of it, so a previous-token head is quick to find.
             const std::vector<float> table = sinusoidal_positions(c.n_ctx, c.n_embd);
-            for (int64_t i = 0; i < p.size; ++i) w[i] = float(0.02 * std::sqrt(2.0) * table[size_t(i)]);
+            for (int64_t i = 0; i < p.size; ++i) w[i] = float(init.pos_rms * std::sqrt(2.0) * table[size_t(i)]);
             continue;
         }
-        const double std = p.name.ends_with("c_proj.weight") ? residual_std : 0.02;
+        const double std = p.name.ends_with("c_proj.weight")   ? residual_std
+                           : p.name.ends_with("c_attn.weight") ? init.attn_std
+                           : p.name == "wte.weight"            ? init.tok_std
+                                                               : 0.02;
         for (int64_t i = 0; i < p.size; ++i) w[i] = float(std * rng.normal());
     }
+    if (init.prev_head_gain > 0) seed_previous_token_head(c, layout, params, init.prev_head_gain, init.prev_value_gain);
     return params;
 }
 
@@ -225,8 +276,11 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
                          std::to_string(config.n_ctx));
     check_trainable(config);
     const Corpus corpus(tokenizer, o.seed, o.mix);
+    CorpusMix spans_only = o.mix;
+    spans_only.text = spans_only.copy = 0;
+    const Corpus warmup_corpus(tokenizer, o.seed, spans_only);
     TrainModel<float> model(config, o.batch, o.seq_len);
-    model.params = init_params(config, o.seed);
+    model.params = init_params(config, o.seed, o.init);
     std::vector<float> m(model.params.size(), 0.0f), v(model.params.size(), 0.0f);
     std::vector<int32_t> tokens(size_t(o.batch * o.seq_len)), targets(tokens.size());
 
@@ -234,7 +288,8 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < o.steps; ++step) {
         for (int64_t b = 0; b < o.batch; ++b) {
-            const std::vector<TokenId> seq = corpus.sequence(step, b, o.seq_len + 1);
+            const Corpus& c = step < o.copy_phase ? warmup_corpus : corpus;
+            const std::vector<TokenId> seq = c.sequence(step, b, o.seq_len + 1);
             std::copy(seq.begin(), seq.end() - 1, tokens.begin() + b * o.seq_len);
             std::copy(seq.begin() + 1, seq.end(), targets.begin() + b * o.seq_len);
         }

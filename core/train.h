@@ -4,8 +4,9 @@
 //
 //   param_layout(config)          every tensor in safetensors order: GPT-2 name, shape, offset in the flat
 //                                 parameter vector, whether weight decay applies (matrices only)
-//   init_params(config, seed)     GPT-2's initialisation: N(0, 0.02), residual projections scaled by
-//                                 1/√(2L), biases 0, layer-norm gains 1
+//   init_params(config, seed, i)  GPT-2's initialisation: N(0, 0.02), residual projections scaled by
+//                                 1/√(2L), biases 0, layer-norm gains 1; positions: the sinusoidal table;
+//                                 InitOptions can seed a previous-token head (a prior, then trained)
 //   TrainModel<S>                 flat params + grads and every activation of one batch;
 //                                 loss(tokens, targets, B, T, backward) = mean cross-entropy, and
 //                                 (when backward) grads = ∂loss/∂params. S = float, or double for tests
@@ -36,7 +37,14 @@ struct ParamInfo {
 std::vector<ParamInfo> param_layout(const ModelConfig& config);
 int64_t n_params(const ModelConfig& config);
 void check_trainable(const ModelConfig& config);  // throws UsageError for what the trainer cannot train
-std::vector<float> init_params(const ModelConfig& config, uint64_t seed);
+struct InitOptions {
+    double attn_std = 0.02;      // std of the c_attn (query/key/value) weights
+    double tok_std = 0.02;       // std of the token embeddings (tied: also the output layer)
+    double pos_rms = 0.02;       // RMS of the position table (the sinusoidal table, scaled)
+    double prev_head_gain = 0;   // > 0: layer 0 head 0 starts as a previous-token head (see init_params)
+    double prev_value_gain = 0;  // and writes the previous token's code into the position dims this much
+};
+std::vector<float> init_params(const ModelConfig& config, uint64_t seed, const InitOptions& init = {});
 
 template <typename S> class TrainModel {
 public:
@@ -92,6 +100,9 @@ struct TrainOptions {
     double clip = 1.0;           // global gradient norm; 0 = off
     uint64_t seed = 1;
     CorpusMix mix;               // segment kinds of the generated corpus
+    InitOptions init;
+    int64_t copy_phase = 0;      // the first copy_phase steps draw repeated random spans only (mix.text
+                                 // and mix.copy read as 0): induction forms on them before text competes
     AdamWOptions adamw;
 };
 double learning_rate(int64_t step, const TrainOptions& opts);  // step 0-based

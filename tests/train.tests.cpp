@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "corpus.h"
+#include "heads.h"
 #include "model.h"
 #include "session.h"
 #include "thread_pool.h"
@@ -341,6 +342,38 @@ TEST_CASE("corpus: deterministic, single-token letters and digits, repeated rand
     CHECK(with_repeat >= 10);
     const std::string text = tok.decode(corpus.text(9, 60));
     CHECK(text.find('.') != std::string::npos);
+}
+
+TEST_CASE("corpus: min_repeat repeats short random spans until the segment is long") {
+    // Spans of exactly 2 tokens repeated to >= 24 tokens: each segment is "x y x y ...", then "\n".
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix;
+    mix.text = 0, mix.copy = 0, mix.min_span = 2, mix.max_span = 2, mix.min_repeat = 24;
+    const std::vector<TokenId> s = Corpus(tok, 3, mix).sequence(0, 0, 60);
+    for (size_t i = 0; i + 2 < 24; ++i) CHECK(s[i] == s[i + 2]);
+    CHECK(s[24] == tok.encode("\n").at(0));
+    CorpusMix plain = mix;
+    plain.min_repeat = 0;  // 2-3 copies: the newline comes after 4 or 6 tokens
+    const std::vector<TokenId> p = Corpus(tok, 3, plain).sequence(0, 0, 60);
+    CHECK((p[4] == tok.encode("\n").at(0) || p[6] == tok.encode("\n").at(0)));
+}
+
+TEST_CASE("initialisation: prev_head_gain makes layer 0 head 0 a previous-token head before any training") {
+    // Measured through the engine (heads.h: mean attention from t to t-1 on grammar text), which shares no
+    // code with init_params. Without the option every head is near uniform (about 0.04 on 128 tokens).
+    ModelConfig c = tiny_config();
+    c.n_vocab = 768, c.n_ctx = 256, c.n_embd = 64, c.n_head = 4, c.n_layer = 2, c.n_inner = 256;
+    InitOptions init;
+    init.prev_head_gain = 5, init.pos_rms = 0.1, init.tok_std = 0.1;
+    const std::string dir = test_dir("prev_head_init");
+    save_model(dir, c, init_params(c, 1, init), default_dir());
+    const std::vector<HeadScore> seeded = head_scores(Model::load(dir));
+    save_model(dir, c, init_params(c, 1), default_dir());
+    const std::vector<HeadScore> plain = head_scores(Model::load(dir));
+    INFO("seeded head: " << seeded[0].previous_token << ", next head: " << seeded[1].previous_token);
+    CHECK(seeded[0].previous_token > 0.4);
+    for (size_t i = 1; i < seeded.size(); ++i) CHECK(seeded[i].previous_token < 0.1);
+    for (const HeadScore& h : plain) CHECK(h.previous_token < 0.1);
 }
 
 TEST_CASE("training is deterministic: equal options give equal weights, whatever the thread count") {
