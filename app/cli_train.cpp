@@ -54,7 +54,10 @@ int cli_train(int argc, char** argv) {
                                          "(default 0: off)");
     args.option("--tok-init", "X", "std of the initial token embeddings (default 0.02)");
     args.option("--prev-value-init", "G", "with --prev-head-init: gain of that head's output (default 0)");
-    args.option("--copy-phase", "N", "the first N steps use repeated random spans only (default 0)");
+    args.option("--copy-phase", "N", "curriculum: the first N steps train on repeated random spans only (default 0)");
+    args.option("--copy-seq", "T", "tokens per sequence during --copy-phase (default 32; the batch grows to keep "
+                                   "tokens per step)");
+    args.option("--copy-span", "A-B", "random span lengths during --copy-phase (default 6-12)");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG)");
@@ -89,6 +92,14 @@ int cli_train(int argc, char** argv) {
     o.init.prev_value_gain = args.real("--prev-value-init", 0);
     if (!(o.init.prev_value_gain >= 0 && o.init.prev_value_gain < 100)) throw UsageError("train: --prev-value-init must be in [0, 100)");
     o.copy_phase = args.integer("--copy-phase", 0, 0, 10'000'000);
+    o.copy_seq = args.integer("--copy-seq", 32, 2, 8192);
+    if (auto span = args.text("--copy-span")) {
+        long a = 0, b = 0;
+        char dash = 0, extra = 0;
+        if (std::sscanf(span->c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 || b < a)
+            throw UsageError("train: --copy-span wants A-B with 1 <= A <= B, e.g. 6-12");
+        o.copy_mix.min_span = a, o.copy_mix.max_span = b;
+    }
     o.config.n_layer = args.integer("--n-layer", 2, 1, 64);
     o.config.n_head = args.integer("--n-head", 4, 1, 64);
     o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);

@@ -276,9 +276,9 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
                          std::to_string(config.n_ctx));
     check_trainable(config);
     const Corpus corpus(tokenizer, o.seed, o.mix);
-    CorpusMix spans_only = o.mix;
-    spans_only.text = spans_only.copy = 0;
-    const Corpus warmup_corpus(tokenizer, o.seed, spans_only);
+    const Corpus copy_corpus(tokenizer, o.seed, o.copy_mix);
+    const int64_t copy_seq = o.copy_seq > 0 ? std::min(o.copy_seq, o.seq_len) : o.seq_len;
+    const int64_t copy_batch = std::max<int64_t>(1, o.batch * o.seq_len / copy_seq);
     TrainModel<float> model(config, o.batch, o.seq_len);
     model.params = init_params(config, o.seed, o.init);
     std::vector<float> m(model.params.size(), 0.0f), v(model.params.size(), 0.0f);
@@ -286,14 +286,18 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
 
     TrainResult result;
     const auto start = std::chrono::steady_clock::now();
+    int64_t n_tokens = 0;
     for (int64_t step = 0; step < o.steps; ++step) {
-        for (int64_t b = 0; b < o.batch; ++b) {
-            const Corpus& c = step < o.copy_phase ? warmup_corpus : corpus;
-            const std::vector<TokenId> seq = c.sequence(step, b, o.seq_len + 1);
-            std::copy(seq.begin(), seq.end() - 1, tokens.begin() + b * o.seq_len);
-            std::copy(seq.begin() + 1, seq.end(), targets.begin() + b * o.seq_len);
+        const bool copying = step < o.copy_phase;
+        const Corpus& c = copying ? copy_corpus : corpus;
+        const int64_t B = copying ? copy_batch : o.batch, T = copying ? copy_seq : o.seq_len;
+        for (int64_t b = 0; b < B; ++b) {
+            const std::vector<TokenId> seq = c.sequence(step, b, T + 1);
+            std::copy(seq.begin(), seq.end() - 1, tokens.begin() + b * T);
+            std::copy(seq.begin() + 1, seq.end(), targets.begin() + b * T);
         }
-        const double loss = model.loss(tokens.data(), targets.data(), o.batch, o.seq_len, true);
+        const double loss = model.loss(tokens.data(), targets.data(), B, T, true);
+        n_tokens += B * T;
         if (!std::isfinite(loss)) throw UsageError("train: the loss diverged at step " + std::to_string(step) +
                                                    " (try a smaller --lr)");
         double norm2 = 0;
@@ -316,7 +320,7 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
             pr.lr = lr;
             pr.grad_norm = norm;
             pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            pr.tokens = (step + 1) * o.batch * o.seq_len;
+            pr.tokens = n_tokens;
             pr.params = &model.params;
             on_step(pr);
         }

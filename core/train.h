@@ -101,8 +101,12 @@ struct TrainOptions {
     uint64_t seed = 1;
     CorpusMix mix;               // segment kinds of the generated corpus
     InitOptions init;
-    int64_t copy_phase = 0;      // the first copy_phase steps draw repeated random spans only (mix.text
-                                 // and mix.copy read as 0): induction forms on them before text competes
+    // Curriculum: the first copy_phase steps train on repeated random spans only (copy_mix), in sequences
+    // of copy_seq tokens (0: seq_len), batch·seq_len / copy_seq of them per step. Short sequences with
+    // short spans are where the induction circuit forms at this size (assets/default/README.md).
+    int64_t copy_phase = 0;
+    int64_t copy_seq = 0;
+    CorpusMix copy_mix{.text = 0, .copy = 0, .min_span = 6, .max_span = 12};
     AdamWOptions adamw;
 };
 double learning_rate(int64_t step, const TrainOptions& opts);  // step 0-based

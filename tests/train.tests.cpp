@@ -396,6 +396,24 @@ TEST_CASE("training is deterministic: equal options give equal weights, whatever
     CHECK(train(o, tok).params != a.params);
 }
 
+TEST_CASE("curriculum: a copy phase of short sequences runs in the same buffers and changes the result") {
+    // copy_seq 8 with batch 2 x seq 32 trains 8 sequences of 8 tokens per step during the phase.
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    TrainOptions o;
+    o.config = tiny_config();
+    o.config.n_ctx = 32, o.config.n_embd = 16, o.config.n_inner = 64;
+    o.steps = 4, o.batch = 2, o.seq_len = 32, o.warmup = 1;
+    const TrainResult plain = train(o, tok);
+    o.copy_phase = 2, o.copy_seq = 8;
+    std::vector<int64_t> tokens;
+    const TrainResult a = train(o, tok, [&](const TrainProgress& p) { tokens.push_back(p.tokens); });
+    CHECK(tokens == std::vector<int64_t>{64, 128, 192, 256});
+    CHECK(train(o, tok).params == a.params);
+    CHECK(a.params != plain.params);
+    CHECK(a.losses[2] != plain.losses[2]);  // same step-2 batch, weights that differ after the phase
+    CHECK(a.losses.size() == 4);
+}
+
 TEST_CASE("a tiny training run: the loss goes down") {
     const Tokenizer tok = Tokenizer::load(default_dir());
     TrainOptions o;
