@@ -109,7 +109,16 @@ void write_line_chart_png(const std::string& path, const std::string& title, con
         c.rect(x, top, x + 1, top + ph, grid);
         c.text(x - Canvas::text_width(tick_text(v)) / 2, top + ph + 8, tick_text(v), ink);
     }
-    for (double v : ticks(y_lo, y_hi)) {
+    // On a log axis, ticks at 1, 2 and 5 times powers of ten (whole decades when there are many).
+    std::vector<double> y_ticks = ticks(y_lo, y_hi);
+    if (log_y) {
+        y_ticks.clear();
+        const bool many = y_hi - y_lo > 3;
+        for (double decade = std::floor(y_lo); decade <= y_hi; ++decade)
+            for (double m : many ? std::vector<double>{1} : std::vector<double>{1, 2, 5})
+                if (const double v = decade + std::log10(m); v >= y_lo && v <= y_hi) y_ticks.push_back(v);
+    }
+    for (double v : y_ticks) {
         const int y = int(top + ph - (v - y_lo) / (y_hi - y_lo) * ph);
         c.rect(left, y, left + pw, y + 1, grid);
         const std::string label = log_y ? tick_text(std::pow(10, v)) : tick_text(v);
