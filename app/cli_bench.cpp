@@ -119,7 +119,7 @@ int cli_bench(int argc, char** argv) {
         return seconds_now() - t0;
     });
     const ModelConfig& c = model->config();
-    const double C = double(c.n_embd), F = double(c.n_inner), L = double(c.n_layer), V = double(c.n_vocab);
+    const double C = double(c.n_embd), F = double(c.n_inner), L = double(c.n_layer);
     // Bytes a decode step must stream: every weight matrix once, plus the lm_head; embeddings are one row.
     // (matrices as stored, plus biases and layer norms)
     const double weight_bytes = double(model->weights().matrix_bytes) + 4.0 * L * (3 * C + C + F + C + 4 * C);

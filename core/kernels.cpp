@@ -230,7 +230,6 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
             y[r * N + n] = acc + (bias ? bias[n] : 0.0f);
         }
 }
-}
 
 template <int RT, class Wt>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
