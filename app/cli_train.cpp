@@ -1,5 +1,6 @@
 // kvscope train: train a small GPT-2 on the generated corpus (core/corpus.h) and write a model folder.
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <unistd.h>
@@ -8,7 +9,8 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
-#include "loss_plot.h"
+#include "npy.h"
+#include "plot.h"
 #include "train.h"
 
 namespace kvscope {
@@ -111,6 +113,14 @@ int cli_train(int argc, char** argv) {
     const int64_t checkpoint_every = args.integer("--checkpoint-every", 0, 0, 10'000'000);
     const std::string out = args.text("--out").value_or("trained-model");
     const std::string tok_dir = args.text("--tokenizer").value_or(default_model_dir());
+    // Refuse unwritable outputs before minutes of training, not after.
+    {
+        std::error_code ec;
+        std::filesystem::create_directories(out, ec);
+        if (ec || !std::filesystem::is_directory(out)) throw UsageError("train: cannot create folder " + out);
+    }
+    ensure_writable(out + "/config.json");
+    if (auto png = args.text("--loss-png")) ensure_writable(*png);
 
     const Tokenizer tokenizer = Tokenizer::load(tok_dir);
     ModelConfig config = o.config;
@@ -141,7 +151,19 @@ int cli_train(int argc, char** argv) {
     for (size_t i = result.losses.size() - n_tail; i < result.losses.size(); ++i) tail += result.losses[i];
     std::fprintf(stderr, "train: done in %s; mean loss of the last %zu steps %.4f; wrote %s\n",
                  duration(result.seconds).c_str(), n_tail, tail / double(n_tail), out.c_str());
-    if (auto png = args.text("--loss-png")) write_loss_png(*png, result.losses);
+    if (auto png = args.text("--loss-png")) {
+        // The per-step loss and its 50-step moving average.
+        LineSeries raw{"loss per step", {158, 202, 225}, {}, {}}, smooth{"50-step average", {33, 102, 172}, {}, {}};
+        double window_sum = 0;
+        for (size_t i = 0; i < result.losses.size(); ++i) {
+            raw.xs.push_back(double(i + 1));
+            raw.ys.push_back(result.losses[i]);
+            window_sum += result.losses[i] - (i >= 50 ? result.losses[i - 50] : 0.0);
+            smooth.xs.push_back(double(i + 1));
+            smooth.ys.push_back(window_sum / double(std::min<size_t>(i + 1, 50)));
+        }
+        write_line_chart_png(*png, "kvscope train: cross-entropy loss", "step", "loss (nats)", {raw, smooth});
+    }
     return 0;
 }
 
