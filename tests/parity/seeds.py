@@ -22,6 +22,7 @@ asserts that difference precisely instead of agreement:
 """
 import argparse
 import copy
+import functools
 import json
 import math
 import os
@@ -313,17 +314,13 @@ def cases_000(kvscope, work, seeds):
 
     yield lambda: expect_match("000 their cached (KVCache, one token at a time) = their full recompute",
                                uncached([p], n), want, "(document only)")
-    for kw in (dict(), dict(no_cache=True), dict(chunk=3)):
-        yield lambda kw=kw: expect_match(f"000 prompt 7 new {n} kvscope {kw or 'cached'} vs their cached",
-                                         *_swap(kvscope_run(kvscope, folder, [p], n, **kw), want))
+    yield from _modes_vs(f"000 prompt 7 new {n}", kvscope, folder, [p], n, lambda: want, 3, "their cached")
     batch = [prompt(1, 6), prompt(2, 6), prompt(3, 6)]
     yield lambda: expect_match("000 batch of 3 (their KVCache with B=3) vs kvscope batch",
                                *_swap(kvscope_run(kvscope, folder, batch, 15), cached(batch, 15)))
     ragged = [prompt(4, 5), prompt(5, 9), prompt(6, 2)]
-    for kw in (dict(), dict(no_cache=True), dict(chunk=4)):
-        yield lambda kw=kw: expect_match(f"000 ragged [5, 9, 2] kvscope {kw or 'cached'} vs their solo runs",
-                                         *_swap(kvscope_run(kvscope, folder, ragged, 12, **kw),
-                                                solo_runs(cached, ragged, 12)))
+    yield from _modes_vs("000 ragged [5, 9, 2]", kvscope, folder, ragged, 12,
+                         lambda: solo_runs(cached, ragged, 12), 4, "their solo runs")
 
     path3 = notebook.document(seeds, "003")
     if path3:
@@ -336,6 +333,15 @@ def cases_000(kvscope, work, seeds):
         unc3 = minigpt_uncached_run(m, minigpt_uncached(m, defs3.CausalSelfAttention))
         yield lambda: expect_match("003 its CausalSelfAttention (in 000's blocks, no cache) vs kvscope --no-cache",
                                    *_swap(kvscope_run(kvscope, folder, [p], n, no_cache=True), unc3([p], n)))
+
+
+def _modes_vs(tag, kvscope, folder, prompts, n, want, chunk, against):
+    """Cases: kvscope cached, --no-cache and --prefill-chunk `chunk` on `prompts`, each against want(),
+    which is computed once, when the first case runs."""
+    want = functools.lru_cache(maxsize=None)(want)
+    for kw in (dict(), dict(no_cache=True), dict(chunk=chunk)):
+        yield lambda kw=kw: expect_match(f"{tag} kvscope {kw or 'cached'} vs {against}",
+                                         *_swap(kvscope_run(kvscope, folder, prompts, n, **kw), want()))
 
 
 def _swap(run, want):
@@ -460,9 +466,7 @@ def cases_001(kvscope, work, seeds):
     want = their_generate(defs, full)([p], n)
     yield lambda: expect_match("001 their generate_text_cached = their recompute (cache reset each step)",
                                their_recompute(full)([p], n), want, "(document only)")
-    for kw in (dict(), dict(no_cache=True), dict(chunk=4)):
-        yield lambda kw=kw: expect_match(f"001 prompt 9 new {n} kvscope {kw or 'cached'} vs their generate",
-                                         *_swap(kvscope_run(kvscope, folder, [p], n, **kw), want))
+    yield from _modes_vs(f"001 prompt 9 new {n}", kvscope, folder, [p], n, lambda: want, 4, "their generate")
     yield lambda: expect_match("001 their forward prefilled in chunks of 4 vs kvscope --prefill-chunk 4",
                                *_swap(kvscope_run(kvscope, folder, [p], n, chunk=4), their_chunked(full, 4)([p], n)))
 
@@ -475,10 +479,8 @@ def cases_001(kvscope, work, seeds):
     yield lambda: expect_match("001 batch of 3 (their generate, b=3) vs kvscope batch",
                                *_swap(kvscope_run(kvscope, folder, batch, 15), their_generate(defs, full)(batch, 15)))
     ragged = [prompt(14, 4), prompt(15, 11), prompt(16, 7)]
-    for kw in (dict(), dict(no_cache=True), dict(chunk=3)):
-        yield lambda kw=kw: expect_match(f"001 ragged [4, 11, 7] kvscope {kw or 'cached'} vs their solo runs",
-                                         *_swap(kvscope_run(kvscope, folder, ragged, 12, **kw),
-                                                solo_runs(their_generate(defs, full), ragged, 12)))
+    yield from _modes_vs("001 ragged [4, 11, 7]", kvscope, folder, ragged, 12,
+                         lambda: solo_runs(their_generate(defs, full), ragged, 12), 3, "their solo runs")
 
     # Sliding windows. Same weights, their cache with W slots; kvscope --window W.
     for W in (4, 8):
@@ -594,17 +596,13 @@ def cases_004(kvscope, work, seeds):
     full = decoder_full(m)
     p, n = prompt(30, 7), 20
     want = full([p], n)
-    for kw in (dict(), dict(no_cache=True), dict(chunk=3)):
-        yield lambda kw=kw: expect_match(f"004 prompt 7 new {n} kvscope {kw or 'cached'} vs their full forward",
-                                         *_swap(kvscope_run(kvscope, folder, [p], n, **kw), want))
+    yield from _modes_vs(f"004 prompt 7 new {n}", kvscope, folder, [p], n, lambda: want, 3, "their full forward")
     batch = [prompt(31, 5), prompt(32, 5), prompt(33, 5)]
     yield lambda: expect_match("004 batch of 3 (their forward, B=3) vs kvscope batch",
                                *_swap(kvscope_run(kvscope, folder, batch, 15), full(batch, 15)))
     ragged = [prompt(34, 3), prompt(35, 10), prompt(36, 6)]
-    for kw in (dict(), dict(no_cache=True), dict(chunk=4)):
-        yield lambda kw=kw: expect_match(f"004 ragged [3, 10, 6] kvscope {kw or 'cached'} vs their solo runs",
-                                         *_swap(kvscope_run(kvscope, folder, ragged, 12, **kw),
-                                                solo_runs(full, ragged, 12)))
+    yield from _modes_vs("004 ragged [3, 10, 6]", kvscope, folder, ragged, 12,
+                         lambda: solo_runs(full, ragged, 12), 4, "their solo runs")
     yield lambda: _decoder_cached_case(kvscope, folder, m, p, n)
 
 
