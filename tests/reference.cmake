@@ -36,6 +36,21 @@ else()
                    --kvscope $<TARGET_FILE:kvscope> --work ${kvscope_parity_work}/seeds)
   set_tests_properties(parity.seeds PROPERTIES LABELS "parity" TIMEOUT 300 SKIP_RETURN_CODE 77)
 
+  # The example folders in assets/ (tools/make_seed_models.py): the decoder-only ones loaded into the
+  # reference documents' own code (skipped, 77, without the documents); the encoder-decoder against
+  # tools/kvscope_reference/encoder_decoder.py (its self-checks always; kvscope's run skipped, 77, while
+  # the engine does not read the folder as an encoder-decoder); and the folders regenerate byte for byte.
+  add_test(NAME parity.seed_folders
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/seed_folders.py
+                   --kvscope $<TARGET_FILE:kvscope> --work ${kvscope_parity_work}/seed_folders)
+  add_test(NAME parity.seed_folders_encoder_decoder
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/seed_folders.py --encoder-decoder
+                   --kvscope $<TARGET_FILE:kvscope> --work ${kvscope_parity_work}/seed_folders_ed)
+  add_test(NAME parity.seed_folders_reproducible
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tools/make_seed_models.py --check ${CMAKE_SOURCE_DIR}/assets)
+  set_tests_properties(parity.seed_folders parity.seed_folders_encoder_decoder parity.seed_folders_reproducible
+                       PROPERTIES LABELS "parity" TIMEOUT 300 SKIP_RETURN_CODE 77)
+
   # The embedded model's tokenizer must be exactly what its generator writes (byte for byte). Its weights
   # are trained (`kvscope train`, assets/default/README.md); train.reproducible checks that cheaply.
   add_test(NAME parity.default_tokenizer_reproducible
