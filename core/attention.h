@@ -1,13 +1,16 @@
 #pragma once
-// Scaled dot-product attention of one query row of one head, the single definition used both by the
-// forward pass and by every attention view derived from a trace, so a heatmap shows the exact numbers
-// the model used.
+// Scaled dot-product attention of one query row of one head, and the rule that says which keys a query
+// sees. Both are the single definitions used by the forward pass and by every attention view derived
+// from a trace, so a heatmap shows the exact numbers the model used.
 //
-//   attend_row(out, weights, q, key_at, value_at, lo, hi, D, scale)
-//       keys at absolute positions lo..hi (inclusive, all visible: the mask is already applied by the
-//       caller's choice of lo and hi); weights (hi-lo+1) = softmax(q·k * scale); out (D) = Σ w·v.
-//       `weights` also holds the scaled scores on the way: pass a buffer of hi-lo+1 floats.
+//   KeyRange                        the keys one query sees: sinks 0..n_sink-1, then lo..hi (positions)
+//   visible_keys(q, window, sinks)  the mask rule: causal; with a window W only q-W+1..q, plus with
+//                                   attention sinks the first S positions stay visible too
+//   attend_row(out, weights, q, key_at, value_at, keys, D, scale)
+//       weights (keys.count()) = softmax(q·k * scale) over the visible keys in position order;
+//       out (D) = Σ w·v. `weights` also holds the scaled scores on the way.
 //   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,18 +19,34 @@
 
 namespace kvscope {
 
+struct KeyRange {
+    int64_t n_sink = 0;      // positions 0..n_sink-1, all below lo
+    int64_t lo = 0, hi = -1; // then lo..hi inclusive
+    int64_t count() const { return n_sink + hi - lo + 1; }
+    int64_t position(int64_t j) const { return j < n_sink ? j : lo + (j - n_sink); }
+    bool contains(int64_t p) const { return (p >= lo && p <= hi) || (p >= 0 && p < n_sink); }
+};
+
+inline KeyRange visible_keys(int64_t query_position, int64_t window, int64_t sinks) {
+    KeyRange k;
+    k.hi = query_position;
+    k.lo = window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
+    k.n_sink = window > 0 ? std::min(sinks, k.lo) : 0;
+    return k;
+}
+
 inline float scaled_score(const float* q, const float* k, int64_t D, float scale) {
     return dot(q, k, D) * scale;
 }
 
 template <class KeyAt, class ValueAt>
-void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at, int64_t lo,
-                int64_t hi, int64_t D, float scale) {
-    const int64_t n = hi - lo + 1;
+void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
+                const KeyRange& keys, int64_t D, float scale) {
+    const int64_t n = keys.count();
     // pass 1: scores = q·kᵀ · scale, and their maximum (subtracted before exp so nothing overflows)
     float max_score = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
-        weights[j] = scaled_score(q, key_at(lo + j), D, scale);
+        weights[j] = scaled_score(q, key_at(keys.position(j)), D, scale);
         max_score = weights[j] > max_score ? weights[j] : max_score;
     }
     // pass 2: softmax, summed in position order
@@ -38,7 +57,7 @@ void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, Valu
     for (int64_t j = 0; j < n; ++j) weights[j] /= sum;
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(D) * sizeof(float));
-    for (int64_t j = 0; j < n; ++j) axpy(out, weights[j], value_at(lo + j), D);
+    for (int64_t j = 0; j < n; ++j) axpy(out, weights[j], value_at(keys.position(j)), D);
 }
 
 }  // namespace kvscope

@@ -202,7 +202,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     }
     if (query_positions.empty()) {  // no map was made: the same positions attention_map would use
         for (int64_t i = 0; i < R; ++i) query_positions.push_back(r.first_computed_position + i);
-        const int64_t first_key = r.visible_from(r.first_computed_position);
+        const int64_t first_key = r.visible_keys(r.first_computed_position).n_sink > 0 ? 0 : r.visible_from(r.first_computed_position);
         for (int64_t p = first_key; p < r.first_computed_position + R; ++p) key_positions.push_back(p);
     }
     if (!r.logits.empty()) {

@@ -7,62 +7,230 @@
 
 namespace kvscope {
 
-KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window)
-    : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), capacity_(capacity), window_(window),
-      k_(size_t(n_layer * n_head * capacity * head_dim)),
-      v_(size_t(n_layer * n_head * capacity * head_dim)),
-      slot_positions_(size_t(capacity), -1) {}
+BlockHolds& BlockHolds::operator=(BlockHolds&& o) noexcept {
+    if (this != &o) {
+        drop();
+        pool_ = std::move(o.pool_);
+        ids_ = std::move(o.ids_);
+        o.ids_.clear();
+    }
+    return *this;
+}
 
-int64_t KvCache::visible_from(int64_t query_position) const {
-    return window_ > 0 ? std::max<int64_t>(0, query_position - window_ + 1) : 0;
+void BlockHolds::hold(std::shared_ptr<BlockPool> pool, int32_t b) {
+    pool_ = std::move(pool);
+    pool_->acquire(b);
+    ids_.push_back(b);
+}
+
+bool BlockHolds::holds(int32_t b) const { return std::find(ids_.begin(), ids_.end(), b) != ids_.end(); }
+
+void BlockHolds::drop() {
+    for (int32_t b : ids_) pool_->release(b);
+    ids_.clear();
+}
+
+KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks)
+    : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), capacity_(capacity), window_(window),
+      sinks_(window > 0 ? sinks : 0), slot_positions_(size_t(capacity), -1),
+      k_(size_t(n_layer * n_head * capacity * head_dim)), v_(size_t(n_layer * n_head * capacity * head_dim)) {}
+
+KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks)
+    : n_layer_(pool->n_layer()), n_head_(pool->n_head()), head_dim_(pool->head_dim()), capacity_(max_positions),
+      window_(window), sinks_(window > 0 ? sinks : 0), slot_positions_(size_t(max_positions), -1),
+      pool_(std::move(pool)) {
+    // Reserved once so that mapping a new block during decode does not allocate here.
+    const size_t max_blocks = size_t((max_positions + pool_->block_size() - 1) / pool_->block_size());
+    table_.reserve(max_blocks);
+    chains_.reserve(max_blocks);
+    tokens_.reserve(size_t(max_positions));
+}
+
+int64_t KvCache::slot_of(int64_t position) const {
+    if (pool_ || position < sinks_ || capacity_ <= sinks_) return position;
+    return sinks_ + (position - sinks_) % (capacity_ - sinks_);
+}
+
+int64_t KvCache::oldest_needed(int64_t position) const {
+    return std::max(sinks_, visible_from(position));
 }
 
 int64_t KvCache::used() const {
-    const int64_t alive = next_position_ - visible_from(next_position_);
-    return std::min(alive, capacity_);
+    const KeyRange k = visible_keys(next_position_);
+    return std::min(k.count() - 1, capacity_);  // every visible key but the query's own position
+}
+
+int64_t KvCache::blocks_needed(int64_t n_new) const {
+    if (!pool_ || n_new <= 0) return 0;
+    const int64_t B = pool_->block_size();
+    int64_t needed = 0;
+    for (int64_t k = next_position_ / B; k <= (next_position_ + n_new - 1) / B; ++k) {
+        if (k >= int64_t(table_.size()) || table_[size_t(k)] < 0) ++needed;
+        else if (pool_->ref_count(table_[size_t(k)]) > 1) ++needed;  // shared: copied before the write
+    }
+    return needed;
 }
 
 bool KvCache::fits(int64_t n_new) const {
-    const int64_t oldest_needed = visible_from(next_position_);
-    return next_position_ + n_new - oldest_needed <= capacity_;
+    if (next_position_ + n_new <= capacity_) return !pool_ || blocks_needed(n_new) <= pool_->n_free();
+    if (pool_) return false;
+    // The ring wraps: the positions the chunk's first query needs (past the sinks) plus the chunk must
+    // fit in the slots after the sinks.
+    return next_position_ + n_new - oldest_needed(next_position_) <= capacity_ - sinks_;
 }
 
 void KvCache::require_fits(int64_t n_new) const {
     if (fits(n_new)) return;
-    const int64_t oldest_needed = visible_from(next_position_);
-    throw UsageError("a chunk of " + std::to_string(n_new) + " tokens at position " +
-                     std::to_string(next_position_) + " needs " +
-                     std::to_string(next_position_ + n_new - oldest_needed) + " cache slots, the cache has " +
-                     std::to_string(capacity_));
+    const std::string chunk = "a chunk of " + std::to_string(n_new) + " tokens at position " + std::to_string(next_position_);
+    if (pool_ && next_position_ + n_new <= capacity_)
+        throw UsageError(chunk + " needs " + std::to_string(blocks_needed(n_new)) + " free blocks, the pool has " +
+                         std::to_string(pool_->n_free()) + " of " + std::to_string(pool_->n_blocks()));
+    if (pool_)
+        throw UsageError(chunk + " goes past the " + std::to_string(capacity_) + " positions this sequence may map");
+    throw UsageError(chunk + " needs " + std::to_string(sinks_ + next_position_ + n_new - oldest_needed(next_position_)) +
+                     " cache slots, the cache has " + std::to_string(capacity_));
+}
+
+uint64_t KvCache::chain_of(int64_t block) const {
+    if (block == 0) return kChainStart;
+    const int64_t B = pool_->block_size();
+    return extend_chain(chains_[size_t(block - 1)],
+                        std::span<const TokenId>(tokens_).subspan(size_t((block - 1) * B), size_t(B)));
+}
+
+void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
+    require_fits(n_new);
+    if (!pool_) return;
+    tokens_.resize(size_t(next_position_));
+    tokens_.insert(tokens_.end(), tokens, tokens + n_new);
+    const int64_t B = pool_->block_size();
+    for (int64_t k = next_position_ / B; k <= (next_position_ + n_new - 1) / B; ++k) {
+        if (k == int64_t(table_.size())) {
+            chains_.push_back(chain_of(k));
+            table_.push_back(pool_->allocate(chains_.back()));
+        } else if (pool_->ref_count(table_[size_t(k)]) > 1) {
+            table_[size_t(k)] = pool_->copy_for_write(table_[size_t(k)]);
+        }
+        // The block now holds only the committed positions before the chunk; advance() adds the chunk's.
+        const int64_t kept = std::clamp<int64_t>(next_position_ - k * B, 0, B);
+        pool_->set_content(table_[size_t(k)], std::span<const TokenId>(tokens_).subspan(size_t(k * B), size_t(kept)));
+    }
 }
 
 const float* KvCache::key(int64_t il, int64_t h, int64_t position) const {
-    return k_.data() + offset(il, h, position % capacity_);
+    if (pool_) {
+        const int64_t B = pool_->block_size();
+        return pool_->key(table_[size_t(position / B)], il, h, position % B);
+    }
+    return k_.data() + offset(il, h, slot_of(position));
 }
 
 const float* KvCache::value(int64_t il, int64_t h, int64_t position) const {
-    return v_.data() + offset(il, h, position % capacity_);
+    if (pool_) {
+        const int64_t B = pool_->block_size();
+        return pool_->value(table_[size_t(position / B)], il, h, position % B);
+    }
+    return v_.data() + offset(il, h, slot_of(position));
 }
 
 void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
-    const int64_t slot = position % capacity_;
-    std::memcpy(k_.data() + offset(il, h, slot), k, size_t(head_dim_) * sizeof(float));
-    std::memcpy(v_.data() + offset(il, h, slot), v, size_t(head_dim_) * sizeof(float));
-    if (il == 0 && h == 0) slot_positions_[size_t(slot)] = position;
+    float* k_row;
+    float* v_row;
+    if (pool_) {
+        const int64_t B = pool_->block_size();
+        const int32_t b = table_[size_t(position / B)];
+        k_row = pool_->key(b, il, h, position % B);
+        v_row = pool_->value(b, il, h, position % B);
+    } else {
+        k_row = k_.data() + offset(il, h, slot_of(position));
+        v_row = v_.data() + offset(il, h, slot_of(position));
+    }
+    std::memcpy(k_row, k, size_t(head_dim_) * sizeof(float));
+    std::memcpy(v_row, v, size_t(head_dim_) * sizeof(float));
+    if (il == 0 && h == 0) slot_positions_[size_t(slot_of(position))] = position;
 }
 
-void KvCache::advance(int64_t n_new) { next_position_ += n_new; }
+void KvCache::advance(int64_t n_new) {
+    if (pool_) {
+        const int64_t B = pool_->block_size(), end = next_position_ + n_new;
+        for (int64_t k = next_position_ / B; k <= (end - 1) / B; ++k)
+            pool_->set_content(table_[size_t(k)], std::span<const TokenId>(tokens_).subspan(
+                                                      size_t(k * B), size_t(std::min(end, (k + 1) * B) - k * B)));
+    }
+    next_position_ += n_new;
+    if (pool_) evict_invisible_blocks();
+}
+
+void KvCache::evict_invisible_blocks() {
+    if (window_ <= 0) return;
+    const int64_t B = pool_->block_size(), lo = oldest_needed(next_position_);
+    for (int64_t k = 0; k < int64_t(table_.size()) && (k + 1) * B <= lo; ++k) {
+        if (table_[size_t(k)] < 0 || k * B < sinks_) continue;  // already gone, or holds a sink
+        pool_->release(table_[size_t(k)]);
+        table_[size_t(k)] = -1;
+        for (int64_t p = k * B; p < (k + 1) * B; ++p) slot_positions_[size_t(p)] = -1;
+    }
+}
+
+int64_t KvCache::adopt_prefix(std::span<const TokenId> tokens, int64_t max_positions) {
+    if (!pool_ || next_position_ != 0) return 0;
+    const int64_t B = pool_->block_size();
+    const int64_t limit = std::min({max_positions, int64_t(tokens.size()), capacity_});
+    int64_t n = 0;
+    uint64_t chain = kChainStart;
+    while (n < limit) {
+        const BlockPool::Match m = pool_->best_match(chain, tokens.subspan(size_t(n), size_t(std::min(B, limit - n))));
+        if (m.length == 0) break;
+        pool_->acquire(m.block);
+        table_.push_back(m.block);
+        chains_.push_back(chain);
+        n += m.length;
+        if (m.length < B) break;
+        chain = extend_chain(chain, tokens.subspan(size_t(n - B), size_t(B)));
+    }
+    if (n == 0) return 0;
+    pool_->note_adoption(n);
+    tokens_.assign(tokens.begin(), tokens.begin() + n);
+    for (int64_t p = 0; p < n; ++p) slot_positions_[size_t(p)] = p;
+    next_position_ = n;
+    evict_invisible_blocks();
+    return n;
+}
 
 void KvCache::reset() {
     next_position_ = 0;
     std::fill(slot_positions_.begin(), slot_positions_.end(), -1);
+    if (!pool_) return;
+    for (int32_t b : table_)
+        if (b >= 0) pool_->release(b);
+    table_.clear();
+    chains_.clear();
+    tokens_.clear();
 }
 
 KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
     KvCacheCheckpoint c;
     c.next_position = next_position_;
+    if (pool_) {
+        // Hold every mapped block so an undo finds it, except the private block the chunk writes into at
+        // positions past the pointer (holding it would force a needless copy): an undo keeps whatever
+        // block then maps it, the same one or its copy, both unchanged below the pointer. Should the
+        // chunk evict that block, it is held too.
+        const int64_t B = pool_->block_size();
+        const int64_t write_block = next_position_ % B ? next_position_ / B : -1;
+        const bool evicted_by_chunk = window_ > 0 && write_block >= 0 && (write_block + 1) * B <= oldest_needed(next_position_ + n_new) &&
+                                      write_block * B >= sinks_;
+        c.table = table_;
+        for (int64_t k = 0; k < int64_t(table_.size()); ++k) {
+            const int32_t b = table_[size_t(k)];
+            if (b < 0) continue;
+            if (k == write_block && pool_->ref_count(b) == 1 && !evicted_by_chunk) continue;
+            c.holds.hold(pool_, b);
+        }
+        return c;
+    }
     for (int64_t p = next_position_; p < next_position_ + n_new && p - next_position_ < capacity_; ++p) {
-        const int64_t slot = p % capacity_;
+        const int64_t slot = slot_of(p);
         if (slot_positions_[size_t(slot)] < 0) continue;
         c.slots.push_back(slot);
         c.slot_positions.push_back(slot_positions_[size_t(slot)]);
@@ -76,10 +244,34 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
     return c;
 }
 
-void KvCache::restore(const KvCacheCheckpoint& c) {
+void KvCache::rebuild_slot_positions() {
+    const int64_t B = pool_->block_size();
+    for (int64_t p = 0; p < capacity_; ++p)
+        slot_positions_[size_t(p)] = p < next_position_ && table_[size_t(p / B)] >= 0 ? p : -1;
+}
+
+void KvCache::restore(KvCacheCheckpoint& c) {
+    if (pool_) {
+        std::vector<int32_t> table = c.table;
+        for (size_t k = 0; k < table_.size(); ++k) {
+            const int32_t now = table_[k];
+            if (k < table.size() && table[k] >= 0 && !c.holds.holds(table[k])) {
+                table[k] = now;  // the unheld write block: keep the current mapping (same block or its copy)
+                continue;
+            }
+            if (now >= 0) pool_->release(now);
+        }
+        c.holds.disown();  // the held references now belong to the restored table
+        table_ = std::move(table);
+        chains_.resize(table_.size());
+        next_position_ = c.next_position;
+        tokens_.resize(size_t(next_position_));
+        rebuild_slot_positions();
+        return;
+    }
     // Slots written after the checkpoint that held nothing before become empty again.
     for (int64_t p = c.next_position; p < next_position_; ++p) {
-        const int64_t slot = p % capacity_;
+        const int64_t slot = slot_of(p);
         if (slot_positions_[size_t(slot)] == p) slot_positions_[size_t(slot)] = -1;
     }
     const float* src = c.rows.data();
@@ -94,6 +286,16 @@ void KvCache::restore(const KvCacheCheckpoint& c) {
                 }
     }
     next_position_ = c.next_position;
+}
+
+int64_t KvCache::bytes_used() const {
+    if (!pool_) return used() * bytes_per_position();
+    return int64_t(std::count_if(table_.begin(), table_.end(), [](int32_t b) { return b >= 0; })) * pool_->bytes_per_block();
+}
+
+int64_t KvCache::bytes_capacity() const {
+    if (!pool_) return capacity_ * bytes_per_position();
+    return (capacity_ + pool_->block_size() - 1) / pool_->block_size() * pool_->bytes_per_block();
 }
 
 }  // namespace kvscope

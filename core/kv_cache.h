@@ -1,77 +1,146 @@
 #pragma once
-// The KV cache of one sequence: per layer, K and V preallocated as (H, S, D) float32, S = capacity slots.
+// The KV cache of one sequence: for every layer and head, the (D) key and value rows of the positions
+// the next queries may still see. Two storages behind one interface, giving bit-identical results:
 //
-// Slots form a ring: absolute position p is stored in slot p % S, so nothing is ever shifted or
-// reallocated. With a sliding window W, a query at position q sees keys at positions q-W+1 .. q.
-// A chunk of n new tokens starting at position p therefore needs keys p-W+1 .. p+n-1 alive at once,
-// W-1+n slots: `fits(n)` checks that before anything is written. Positions stay absolute.
+// Ring (contiguous): per layer, K and V preallocated as (H, S, D) float32, S = capacity slots. Position p
+// lives in slot p % S (sinks: p < S_sink in slot p, later positions in a ring over the remaining slots),
+// so nothing is ever shifted or reallocated.
+// Paged: positions map through a block table to fixed-size blocks of a BlockPool (block_pool.h) that
+// several sequences may share; a block referenced elsewhere is copied before this cache writes into it.
 //
-//   KvCache(L, H, D, S, W)      W = 0: no window (every earlier position stays visible)
+// Visibility (attention.h visible_keys): causal; with a window W a query at q sees q-W+1 .. q, plus
+// with `sinks` S the first S positions (StreamingLLM's attention sinks). A chunk of n new tokens at
+// position p needs the keys the chunk's first query sees plus the chunk itself alive at once:
+// `fits(n)` checks that before anything is written. Positions stay absolute.
+//
+//   KvCache(L, H, D, S, W, sinks)       ring; W = 0: no window (every earlier position stays visible)
+//   KvCache(pool, max_positions, W, sinks)  paged over a shared pool
 //   next_position()             the position pointer: absolute position the next token gets
-//   write_slot()                where the next token's K/V will be written
-//   used()                      slots holding positions still visible to the next query (fill level)
-//   slot_position(s)            absolute position in slot s, or -1 if never written
-//   visible_from(q)             lowest key position a query at q may see
-//   fits(n) / require_fits(n)   can a chunk of n tokens be processed now
+//   write_slot()                where the next token's K/V will be written (paged: its position)
+//   used()                      positions still visible to the next query (fill level)
+//   slot_position(s)            absolute position in slot s, or -1 if empty or evicted
+//   visible_keys(q)             the keys a query at q sees; visible_from(q): lowest of its window part
+//   fits(n) / require_fits(n)   can a chunk of n tokens be processed now (paged: free blocks too)
+//   blocks_needed(n)            paged: blocks a chunk of n would take from the pool (new + copies)
+//   prepare(tokens, n)          before a chunk's writes: map its positions (allocate / copy-on-write)
 //   key(il, h, p) / value(...)  (D) row of absolute position p; p must be alive
 //   write(il, h, p, k, v)       store one position's (D) rows; called by the model for each new token
-//   advance(n)                  move the position pointer after all layers wrote a chunk
-//   checkpoint(n) / restore(c)  save what the next n writes overwrite (and the pointer); undo them later
-//   bytes_used() / bytes_capacity()
+//   advance(n)                  after all layers wrote the chunk: move the pointer, evict what no query
+//                               can see any more (paged: blocks return to the pool)
+//   adopt_prefix(tokens, max)   paged, empty cache: map the longest run of positions whose K/V another
+//                               sequence already holds for the same tokens; returns how many
+//   checkpoint(n) / restore(c)  save what the next chunk of n changes; undo it later, exactly
+//   reset()                     empty (paged: every block released)
+//   bytes_used() / bytes_capacity()   this sequence's view (a shared block counts for each sharer)
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
+
+#include "attention.h"
+#include "block_pool.h"
+#include "tokenizer.h"
 
 namespace kvscope {
 
+// References a checkpoint keeps on pool blocks so an undo finds them; released with the checkpoint.
+class BlockHolds {
+public:
+    BlockHolds() = default;
+    BlockHolds(const BlockHolds&) = delete;
+    BlockHolds& operator=(const BlockHolds&) = delete;
+    BlockHolds(BlockHolds&& o) noexcept : pool_(std::move(o.pool_)), ids_(std::move(o.ids_)) { o.ids_.clear(); }
+    BlockHolds& operator=(BlockHolds&& o) noexcept;
+    ~BlockHolds() { drop(); }
+    void hold(std::shared_ptr<BlockPool> pool, int32_t b);
+    bool holds(int32_t b) const;
+    void disown() { ids_.clear(); }  // the references now belong to a block table
+    void drop();
+
+private:
+    std::shared_ptr<BlockPool> pool_;
+    std::vector<int32_t> ids_;
+};
+
 struct KvCacheCheckpoint {
     int64_t next_position = 0;
+    // ring
     std::vector<int64_t> slots;           // slots the chunk overwrote that held live positions
     std::vector<int64_t> slot_positions;  // their positions before the write
     std::vector<float> rows;              // their K then V rows: (n, L, 2, H, D)
+    // paged
+    std::vector<int32_t> table;           // the block table before the chunk
+    BlockHolds holds;                     // keeps the blocks of `table` alive (all but a private write block)
 };
 
 class KvCache {
 public:
     KvCache() = default;
-    KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window);
+    KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0);
+    KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0);
 
+    bool paged() const { return pool_ != nullptr; }
     int64_t n_layer() const { return n_layer_; }
     int64_t n_head() const { return n_head_; }
     int64_t head_dim() const { return head_dim_; }
-    int64_t capacity() const { return capacity_; }
-    int64_t window() const { return window_; }  // 0 = no window
+    int64_t capacity() const { return capacity_; }   // ring: slots S; paged: the most positions it may map
+    int64_t window() const { return window_; }       // 0 = no window
+    int64_t sinks() const { return sinks_; }
     int64_t next_position() const { return next_position_; }
-    int64_t write_slot() const { return capacity_ ? next_position_ % capacity_ : 0; }
+    int64_t write_slot() const { return slot_of(next_position_); }
     int64_t used() const;
     int64_t slot_position(int64_t slot) const { return slot_positions_[size_t(slot)]; }
     const std::vector<int64_t>& slot_positions() const { return slot_positions_; }
-    int64_t visible_from(int64_t query_position) const;
+    KeyRange visible_keys(int64_t query_position) const { return kvscope::visible_keys(query_position, window_, sinks_); }
+    int64_t visible_from(int64_t query_position) const { return visible_keys(query_position).lo; }
     bool fits(int64_t n_new) const;
     void require_fits(int64_t n_new) const;  // throws UsageError with the numbers
+    int64_t blocks_needed(int64_t n_new) const;
 
+    void prepare(const TokenId* tokens, int64_t n_new);
     const float* key(int64_t il, int64_t h, int64_t position) const;
     const float* value(int64_t il, int64_t h, int64_t position) const;
     void write(int64_t il, int64_t h, int64_t position, const float* k, const float* v);
     void advance(int64_t n_new);
+    int64_t adopt_prefix(std::span<const TokenId> tokens, int64_t max_positions);
     void reset();
 
     KvCacheCheckpoint checkpoint(int64_t n_new) const;
-    void restore(const KvCacheCheckpoint& c);
+    void restore(KvCacheCheckpoint& c);  // consumes c's holds
+
+    // paged
+    const BlockPool* pool() const { return pool_.get(); }
+    std::shared_ptr<BlockPool> share_pool() const { return pool_; }
+    int64_t block_size() const { return pool_ ? pool_->block_size() : 0; }
+    const std::vector<int32_t>& block_table() const { return table_; }  // logical block -> pool block, -1 = none
+    const std::vector<TokenId>& tokens() const { return tokens_; }      // (next_position) token per position
 
     int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * head_dim_ * int64_t(sizeof(float)); }
-    int64_t bytes_used() const { return used() * bytes_per_position(); }
-    int64_t bytes_capacity() const { return capacity_ * bytes_per_position(); }
+    int64_t bytes_used() const;
+    int64_t bytes_capacity() const;
 
 private:
+    int64_t slot_of(int64_t position) const;
     size_t offset(int64_t il, int64_t h, int64_t slot) const {
         return size_t(((il * n_head_ + h) * capacity_ + slot) * head_dim_);
     }
-    int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0, capacity_ = 0, window_ = 0;
+    int64_t oldest_needed(int64_t position) const;  // lowest non-sink position a query at `position` sees
+    uint64_t chain_of(int64_t block) const;          // hash of tokens_[0, block * B)
+    void evict_invisible_blocks();
+    void rebuild_slot_positions();
+
+    int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0, capacity_ = 0, window_ = 0, sinks_ = 0;
     int64_t next_position_ = 0;
+    std::vector<int64_t> slot_positions_; // (S) ring: position per slot; paged: slot = position; -1 = empty
+    std::vector<TokenId> tokens_;         // tokens of positions 0 .. next_position (+ a prepared chunk)
+    // ring
     std::vector<float> k_;                // (L, H, S, D)
     std::vector<float> v_;                // (L, H, S, D)
-    std::vector<int64_t> slot_positions_; // (S), -1 = empty
+    // paged
+    std::shared_ptr<BlockPool> pool_;
+    std::vector<int32_t> table_;          // (blocks mapped so far) pool block per logical block, -1 = evicted
+    std::vector<uint64_t> chains_;        // (table_.size()) chain hash of each logical block
 };
 
 }  // namespace kvscope

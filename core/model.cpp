@@ -39,8 +39,8 @@ void Model::check_token(TokenId id) const {
                          std::to_string(config_.n_vocab) + ")");
 }
 
-KvCache Model::make_cache(int64_t capacity, int64_t window) const {
-    return KvCache(config_.n_layer, config_.n_head, config_.head_dim(), capacity, window);
+KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks) const {
+    return KvCache(config_.n_layer, config_.n_head, config_.head_dim(), capacity, window, sinks);
 }
 
 Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)
@@ -83,6 +83,14 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         Chunk& ch = chunks[c];
         if (ch.n_tokens <= 0) throw UsageError("forward: empty chunk");
         ch.cache->require_fits(ch.n_tokens);
+        if (const BlockPool* pool = ch.cache->pool()) {  // chunks whose caches share a pool draw on it together
+            int64_t needed = 0;
+            for (const Chunk& other : chunks)
+                if (other.cache->pool() == pool) needed += other.cache->blocks_needed(other.n_tokens);
+            if (needed > pool->n_free())
+                throw UsageError("this step needs " + std::to_string(needed) + " free KV blocks, the pool has " +
+                                 std::to_string(pool->n_free()) + " of " + std::to_string(pool->n_blocks()));
+        }
         if (ch.cache->next_position() + ch.n_tokens > cfg.n_ctx)
             throw UsageError("positions up to " + std::to_string(ch.cache->next_position() + ch.n_tokens - 1) +
                              " exceed the model's n_positions (" + std::to_string(cfg.n_ctx) + ")");
@@ -101,6 +109,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     if (T > ws.max_rows())
         throw UsageError("forward: " + std::to_string(T) + " rows, workspace holds " + std::to_string(ws.max_rows()));
     const int64_t* row0 = row0_storage.data();
+    // Every check passed: map the chunks' positions (paged caches allocate or copy blocks here).
+    for (Chunk& ch : chunks) ch.cache->prepare(ch.tokens, ch.n_tokens);
 
     // Embeddings: x = wte[token] * embedding_scale + pos[position]   (T, C)
     float* x = ws.x.data();
@@ -162,7 +172,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                 const int64_t pos = cache.next_position() + r;
                 const float* q = qkv + (row0[c] + r) * 3 * C + h * D;
                 attend_row(attn + (row0[c] + r) * C + h * D, weights, q, key_at, value_at,
-                           cache.visible_from(pos), pos, D, scale);
+                           cache.visible_keys(pos), D, scale);
             }
         });
         matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);  // (T, C)
@@ -199,7 +209,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         double keys = 0;
         for (int64_t r = 0; r < ch.n_tokens; ++r) {
             const int64_t pos = ch.cache->next_position() + r;
-            keys += double(pos - ch.cache->visible_from(pos) + 1);
+            keys += double(ch.cache->visible_keys(pos).count());
         }
         ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(cfg.n_layer * C) * keys +
                    (ch.logits ? 2.0 * double(C * V) : 0.0);

@@ -32,7 +32,7 @@ public:
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
     void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
 
-    KvCache make_cache(int64_t capacity, int64_t window) const;
+    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0) const;  // ring storage
 
 private:
     ModelConfig config_;

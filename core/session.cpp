@@ -9,6 +9,10 @@ namespace kvscope {
 void validate(const SessionOptions& o) {
     if (o.prefill_chunk < 0) throw UsageError("prefill chunk must be >= 1 (or 0 for the whole prompt)");
     if (o.window < 0) throw UsageError("window must be >= 1 (or 0 for no window)");
+    if (o.sinks < 0) throw UsageError("sinks must be >= 0");
+    if (o.sinks > 0 && o.window == 0) throw UsageError("attention sinks keep the first positions beside a window: set a window too");
+    if (o.block_size < 0) throw UsageError("block size must be >= 1 (or 0 for the contiguous cache)");
+    if (o.share_prefix && o.block_size == 0) throw UsageError("prefix sharing needs the paged cache: set a block size");
     if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
     if (o.n_top < 0) throw UsageError("n_top must be >= 0");
     validate(o.sampling);
@@ -34,8 +38,19 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     const int64_t chunk = options_.prefill_chunk > 0 ? std::min(options_.prefill_chunk, P) : P;
     // Without a window every position stays alive. With one, a chunk of n needs W-1+n slots (kv_cache.h).
     int64_t capacity = n_total;
-    if (options_.window > 0) capacity = std::min(n_total, options_.window + chunk - 1);
-    cache_ = model_->make_cache(capacity, options_.window);
+    if (options_.block_size > 0) {
+        std::shared_ptr<BlockPool> pool = shared_pool_;
+        if (!pool)
+            pool = std::make_shared<BlockPool>(cfg.n_layer, cfg.n_head, cfg.head_dim(), options_.block_size,
+                                               pool_blocks_for(n_total, options_.block_size));
+        else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.n_head || pool->head_dim() != cfg.head_dim() ||
+                 pool->block_size() != options_.block_size)
+            throw UsageError("the shared block pool was made for another model shape or block size");
+        cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
+    } else {
+        if (options_.window > 0) capacity = std::min(n_total, options_.sinks + options_.window + chunk - 1);
+        cache_ = model_->make_cache(capacity, options_.window, options_.sinks);
+    }
     workspace_ = Workspace(cfg, capacity, 1, capacity);
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
@@ -87,6 +102,7 @@ void Session::prepare(Pending& p, Phase phase) {
         const int64_t n = std::min(chunk, P - n_prompt_done_);
         p.tokens = std::span<const TokenId>(prompt_).subspan(size_t(n_prompt_done_), size_t(n));
         p.predicts = n_prompt_done_ + n == P;
+        p.n_adopted = 0;
     } else {
         if (next() != Next::Decode)
             throw UsageError(next() == Next::Prefill ? "prefill the prompt first" : "generation is finished");
@@ -104,12 +120,44 @@ void Session::prepare(Pending& p, Phase phase) {
         u.logits = logits_;
         undo_.push_back(std::move(u));
     }
+    if (phase == Phase::Prefill && options_.share_prefix && options_.use_cache) adopt_shared_prefix(p);
     p.chunk = Chunk{};
     p.chunk.cache = &cache_;
-    p.chunk.tokens = p.tokens.data();
-    p.chunk.n_tokens = int64_t(p.tokens.size());
+    p.chunk.tokens = p.tokens.data() + p.n_adopted;
+    p.chunk.n_tokens = int64_t(p.tokens.size()) - p.n_adopted;
     p.chunk.logits = p.predicts ? logits_.data() : nullptr;
     p.chunk.probe = options_.record ? &p.probe : nullptr;
+}
+
+void Session::adopt_shared_prefix(Pending& p) {
+    // Map the longest prefix other sequences of the pool hold, but compute at least the prompt's last
+    // token: its logits are the prediction. The undo entry above already covers the adoption.
+    const int64_t P = int64_t(prompt_.size()), start = n_prompt_done_;
+    if (cache_.next_position() != start || start % options_.block_size != 0) return;
+    const int64_t adopted = cache_.adopt_prefix(std::span<const TokenId>(prompt_).subspan(0, size_t(P - 1)), P - 1) - start;
+    if (adopted <= 0) return;
+    const int64_t chunk = options_.prefill_chunk > 0 ? options_.prefill_chunk : P;
+    const int64_t computed = std::min(chunk, P - start - adopted);
+    p.tokens = std::span<const TokenId>(prompt_).subspan(size_t(start), size_t(adopted + computed));
+    p.n_adopted = adopted;
+    p.predicts = start + adopted + computed == P;
+}
+
+void Session::record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const {
+    const int64_t L = cache_.n_layer(), H = cache_.n_head(), D = cache_.head_dim(), C = H * D;
+    rec.k_adopted.assign(size_t(L * n * C), 0.0f);
+    rec.v_adopted.assign(size_t(L * n * C), 0.0f);
+    for (int64_t il = 0; il < L; ++il)
+        for (int64_t a = 0; a < n; ++a)
+            for (int64_t h = 0; h < H; ++h) {
+                const size_t at = size_t((il * n + a) * C + h * D);
+                std::copy_n(cache_.key(il, h, first + a), D, rec.k_adopted.begin() + ptrdiff_t(at));
+                std::copy_n(cache_.value(il, h, first + a), D, rec.v_adopted.begin() + ptrdiff_t(at));
+            }
+}
+
+int64_t Session::pool_blocks_for(int64_t n_positions, int64_t block_size) {
+    return (n_positions + block_size - 1) / block_size + 1;  // + 1: a copy-on-write of a shared last block
 }
 
 const StepRecord& Session::finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
@@ -128,6 +176,14 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rec->first_computed_position = first_computed;
     rec->n_rows_reused = n_reused;
     rec->window = options_.window;
+    rec->sinks = cache_.sinks();
+    rec->n_adopted = p.n_adopted;
+    rec->adopted_from = p.n_adopted > 0 ? StepRecord::Source::SharedPrefix : StepRecord::Source::None;
+    if (options_.record && p.n_adopted > 0) record_adopted_rows(*rec, rec->first_position, p.n_adopted);
+    else {
+        rec->k_adopted.clear();
+        rec->v_adopted.clear();
+    }
     rec->shift_cache_hidden_pairs = shift_cache_hidden_pairs(rec->first_position, int64_t(rec->tokens.size()), options_.window);
     rec->n_layer = cfg.n_layer;
     rec->n_head = cfg.n_head;
@@ -155,6 +211,17 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rec->cache_bytes_used = cache_.bytes_used();
     rec->cache_bytes_capacity = cache_.bytes_capacity();
     rec->slot_positions.assign(cache_.slot_positions().begin(), cache_.slot_positions().end());
+    if (const BlockPool* pool = cache_.pool()) {
+        rec->block_size = pool->block_size();
+        rec->block_table = cache_.block_table();
+        rec->block_refs.resize(rec->block_table.size());
+        for (size_t k = 0; k < rec->block_table.size(); ++k)
+            rec->block_refs[k] = rec->block_table[k] >= 0 ? int32_t(pool->ref_count(rec->block_table[k])) : 0;
+        rec->pool_blocks = pool->n_blocks();
+        rec->pool_free = pool->n_free();
+        rec->pool_copies_on_write = pool->stats().copies_on_write;
+        rec->pool_positions_adopted = pool->stats().positions_adopted;
+    }
     if (options_.record) {
         rec->q = std::move(p.probe.q);
         rec->k = std::move(p.probe.k);
@@ -176,11 +243,17 @@ const StepRecord& Session::run_uncached(Pending& p) {
     // rows do not depend on chunking (kernels.h), so this is the same arithmetic as one big pass.
     const std::vector<TokenId> all = all_tokens();
     const int64_t end = cache_.next_position() + p.chunk.n_tokens;
-    cache_.reset();
+    // A paged cache keeps its blocks (other sequences may share them): the recompute runs in a scratch
+    // ring, and only the new positions' rows, equal bit for bit, are then written to the paged cache.
+    const bool paged = cache_.paged();
+    KvCache scratch = paged ? model_->make_cache(end, options_.window, options_.sinks) : KvCache{};
+    KvCache& target = paged ? scratch : cache_;
+    const int64_t first_new = cache_.next_position();
+    target.reset();
     // A chunk of n needs W-1+n slots once the ring wraps. When the sequence fits the ring it never
     // wraps (and W may exceed the ring: set_prompt clamps the capacity to the sequence), so one pass.
-    const int64_t piece = options_.window > 0 && end > cache_.capacity() ? cache_.capacity() - options_.window + 1
-                                                                         : cache_.capacity();
+    const int64_t piece = options_.window > 0 && end > target.capacity() ? target.capacity() - options_.window + 1
+                                                                         : target.capacity();
     double flops = 0;
     ChunkProbe whole;
     const int64_t C = model_->config().n_embd, L = model_->config().n_layer;
@@ -189,7 +262,7 @@ const StepRecord& Session::run_uncached(Pending& p) {
     for (int64_t start = 0; start < end; start += piece) {
         const int64_t n = std::min(piece, end - start);
         Chunk ch;
-        ch.cache = &cache_;
+        ch.cache = &target;
         ch.tokens = all.data() + start;
         ch.n_tokens = n;
         ch.logits = start + n == end ? p.chunk.logits : nullptr;
@@ -203,6 +276,14 @@ const StepRecord& Session::run_uncached(Pending& p) {
                               dst->begin() + (il * end + start) * C);
     }
     p.probe = std::move(whole);
+    if (paged) {
+        cache_.prepare(all.data() + first_new, end - first_new);
+        const int64_t H = model_->config().n_head;
+        for (int64_t il = 0; il < L; ++il)
+            for (int64_t pos = first_new; pos < end; ++pos)
+                for (int64_t h = 0; h < H; ++h) cache_.write(il, h, pos, scratch.key(il, h, pos), scratch.value(il, h, pos));
+        cache_.advance(end - first_new);
+    }
     return finish(p, flops, 0, end, 0);
 }
 
@@ -212,7 +293,7 @@ const StepRecord& Session::prefill_step() {
     if (!options_.use_cache) return run_uncached(p);
     const int64_t first = cache_.next_position();
     forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
-    return finish(p, p.chunk.flops, first, p.chunk.n_tokens, first - cache_.visible_from(first));
+    return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visible_keys(first).count() - 1);
 }
 
 const StepRecord& Session::decode_step() {
@@ -221,7 +302,7 @@ const StepRecord& Session::decode_step() {
     if (!options_.use_cache) return run_uncached(p);
     const int64_t first = cache_.next_position();
     forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
-    return finish(p, p.chunk.flops, first, 1, first - cache_.visible_from(first));
+    return finish(p, p.chunk.flops, first, 1, cache_.visible_keys(first).count() - 1);
 }
 
 bool Session::step_back() {
@@ -250,7 +331,9 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     std::vector<Session*> together;
     for (Session* s : sessions) {
         if (s->next() == Next::Done) continue;
-        if (!s->options_.use_cache) s->step();  // a recompute has nothing to share with the others
+        // A recompute has nothing to share with the others; a sharing prefill goes alone, in order, so
+        // the blocks it fills are there for the next session's prompt.
+        if (!s->options_.use_cache || (s->options_.share_prefix && s->next() == Next::Prefill)) s->step();
         else together.push_back(s);
     }
     if (together.empty()) return;
@@ -274,7 +357,7 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     for (size_t i = 0; i < together.size(); ++i) {
         Session* s = together[i];
         s->finish(pending[i], chunks[i].flops, first[i], chunks[i].n_tokens,
-                  first[i] - s->cache_.visible_from(first[i]));
+                  s->cache_.visible_keys(first[i]).count() - 1);
     }
 }
 

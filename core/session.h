@@ -12,7 +12,11 @@
 //   reset()                     back to before the first step, same prompt
 //   set_use_cache(on)           from the next step on: off = recompute every position from scratch
 //   step_batch(sessions, ws)    one step for several sessions at once (shared weight reads); each
-//                               session's results equal its solo run bit for bit
+//                               session's results equal its solo run bit for bit. With share_prefix,
+//                               prefill steps run one session after another so later ones find the
+//                               earlier ones' blocks
+//   use_pool(pool)              before set_prompt: draw paged blocks from a pool other sessions share
+//   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -28,6 +32,9 @@ namespace kvscope {
 struct SessionOptions {
     int64_t prefill_chunk = 0;   // tokens per prefill step; 0 = the whole prompt in one step
     int64_t window = 0;          // sliding window W; 0 = off (all positions stay visible)
+    int64_t sinks = 0;           // attention sinks S: with a window, the first S positions stay visible too
+    int64_t block_size = 0;      // B > 0: a paged KV cache of B-position blocks (block_pool.h); 0 = ring
+    bool share_prefix = false;   // paged: map prompt positions another sequence of the pool already holds
     bool use_cache = true;
     bool record = true;          // keep q/k/v rows so attention views can be derived
     bool history = true;         // keep every StepRecord in the trace and allow step_back. Off: only the
@@ -53,6 +60,8 @@ public:
     bool step_back();            // false when there is nothing to undo
     void reset();
     void set_use_cache(bool on) { options_.use_cache = on; }
+    void use_pool(std::shared_ptr<BlockPool> pool) { shared_pool_ = std::move(pool); }
+    static int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);
 
     const Model& model() const { return *model_; }
     std::shared_ptr<const Model> share_model() const { return model_; }
@@ -78,7 +87,8 @@ private:
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
-        std::span<const TokenId> tokens;  // into prompt_ or generated_
+        std::span<const TokenId> tokens;  // into prompt_ or generated_: adopted then computed tokens
+        int64_t n_adopted = 0;            // leading tokens whose K/V were mapped, not computed
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         double started = 0;
         Chunk chunk;
@@ -88,6 +98,8 @@ private:
     const StepRecord& finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
                              int64_t n_reused);
     const StepRecord& run_uncached(Pending& p);
+    void adopt_shared_prefix(Pending& p);
+    void record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const;
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
 
     std::shared_ptr<const Model> model_;
@@ -96,6 +108,7 @@ private:
     std::vector<TokenId> generated_;
     int64_t n_prompt_done_ = 0;
     KvCache cache_;
+    std::shared_ptr<BlockPool> shared_pool_;  // null: a paged session makes its own
     Workspace workspace_;
     Sampler sampler_;
     Trace trace_;

@@ -23,9 +23,11 @@ const char* probe_name(Probe p) {
 
 const char* phase_name(Phase p) { return p == Phase::Prefill ? "prefill" : "decode"; }
 
-int64_t StepRecord::visible_from(int64_t query_position) const {
-    return window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
+KeyRange StepRecord::visible_keys(int64_t query_position) const {
+    return kvscope::visible_keys(query_position, window, sinks);
 }
+
+int64_t StepRecord::visible_from(int64_t query_position) const { return visible_keys(query_position).lo; }
 
 int64_t shift_cache_hidden_pairs(int64_t p, int64_t n, int64_t window) {
     if (window <= 0) return 0;
@@ -44,31 +46,33 @@ void Trace::truncate(size_t n_steps) {
     if (n_steps < steps_.size()) steps_.resize(n_steps);
 }
 
-const float* Trace::row(const std::vector<float> StepRecord::*which, size_t as_of, int64_t il, int64_t h,
-                        int64_t position) const {
+const float* Trace::row(bool key, size_t as_of, int64_t il, int64_t h, int64_t position) const {
     for (size_t s = std::min(as_of + 1, steps_.size()); s-- > 0;) {
         const StepRecord& r = *steps_[s];
-        const int64_t i = position - r.first_computed_position;
-        if (!r.recorded() || i < 0 || i >= r.n_rows_computed) continue;
         const int64_t C = r.n_head * r.head_dim;
-        return (r.*which).data() + (il * r.n_rows_computed + i) * C + h * r.head_dim;
+        const int64_t i = position - r.first_computed_position;
+        if (r.recorded() && i >= 0 && i < r.n_rows_computed)
+            return (key ? r.k : r.v).data() + (il * r.n_rows_computed + i) * C + h * r.head_dim;
+        const int64_t a = position - r.first_position;
+        if (!r.k_adopted.empty() && a >= 0 && a < r.n_adopted)
+            return (key ? r.k_adopted : r.v_adopted).data() + (il * r.n_adopted + a) * C + h * r.head_dim;
     }
     return nullptr;
 }
 
 const float* Trace::key_row(size_t as_of, int64_t il, int64_t h, int64_t position) const {
-    return row(&StepRecord::k, as_of, il, h, position);
+    return row(true, as_of, il, h, position);
 }
 
 const float* Trace::value_row(size_t as_of, int64_t il, int64_t h, int64_t position) const {
-    return row(&StepRecord::v, as_of, il, h, position);
+    return row(false, as_of, il, h, position);
 }
 
 int64_t Trace::memory_bytes() const {
     int64_t bytes = 0;
     for (const auto& s : steps_)
         bytes += int64_t(sizeof(StepRecord)) +
-                 int64_t((s->q.size() + s->k.size() + s->v.size() + s->logits.size()) * sizeof(float)) +
+                 int64_t((s->q.size() + s->k.size() + s->v.size() + s->k_adopted.size() + s->v_adopted.size() + s->logits.size()) * sizeof(float)) +
                  int64_t(s->slot_positions.size() * sizeof(int64_t) + s->tokens.size() * sizeof(TokenId) +
                          s->top.size() * sizeof(TokenProbability));
     return bytes;
@@ -82,7 +86,7 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
         throw UsageError("layer " + std::to_string(layer) + ", head " + std::to_string(head) + " does not exist");
     const int64_t R = r.n_rows_computed, C = r.n_head * r.head_dim, D = r.head_dim;
     const int64_t first_q = r.first_computed_position, last_q = first_q + R - 1;
-    const int64_t first_key = r.visible_from(first_q);
+    const int64_t first_key = r.visible_keys(first_q).n_sink > 0 ? 0 : r.visible_from(first_q);
 
     AttentionMap m;
     m.step = int64_t(step);
@@ -109,15 +113,18 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
     m.output.assign(size_t(R * D), 0.0f);
     auto key_at = [&](int64_t p) { return keys[size_t(p - first_key)]; };
     auto value_at = [&](int64_t p) { return values[size_t(p - first_key)]; };
+    std::vector<float> visible_weights(static_cast<size_t>(P));  // (visible keys) of one query, in position order
     for (int64_t i = 0; i < R; ++i) {
         const float* q = r.q.data() + (layer * R + i) * C + head * D;
-        const int64_t qpos = first_q + i, lo = r.visible_from(qpos);
+        const int64_t qpos = first_q + i;
+        const KeyRange seen = r.visible_keys(qpos);
         for (int64_t j = 0; j < P; ++j) {
             m.scores[size_t(i * P + j)] = scaled_score(q, keys[size_t(j)], D, scale);
-            m.visible[size_t(i * P + j)] = (first_key + j >= lo && first_key + j <= qpos) ? 1 : 0;
+            m.visible[size_t(i * P + j)] = seen.contains(first_key + j) ? 1 : 0;
         }
-        attend_row(m.output.data() + i * D, m.weights.data() + i * P + (lo - first_key), q, key_at, value_at, lo,
-                   qpos, D, scale);
+        attend_row(m.output.data() + i * D, visible_weights.data(), q, key_at, value_at, seen, D, scale);
+        for (int64_t j = 0; j < seen.count(); ++j)
+            m.weights[size_t(i * P + seen.position(j) - first_key)] = visible_weights[size_t(j)];
     }
     return m;
 }

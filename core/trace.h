@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "attention.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -38,7 +39,12 @@ struct StepRecord {
     int64_t n_rows_computed = 0;         // R: rows the forward pass ran (n, or every position when uncached)
     int64_t first_computed_position = 0; // position of computed row 0
     int64_t n_rows_reused = 0;           // K/V rows read from the cache instead of being recomputed
+    // Positions first_position .. +n_adopted-1 were not computed: their K/V came from elsewhere.
+    enum class Source { None, SharedPrefix, PromptCache };
+    Source adopted_from = Source::None;
+    int64_t n_adopted = 0;               // A
     int64_t window = 0;                  // 0 = no window
+    int64_t sinks = 0;                   // first positions that stay visible beside the window (0 = none)
     // What a shift-before-write cache of exactly W entries (the GPT-2 walkthrough's) would have hidden in
     // this step: (query, key) pairs inside a query's window that it evicts before the chunk attends.
     // 0 when nothing differs; -1 when that cache would refuse the chunk (more than W tokens).
@@ -52,9 +58,15 @@ struct StepRecord {
     int64_t next_position = 0;           // the position pointer
     int64_t cache_bytes_used = 0, cache_bytes_capacity = 0;
     std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
+    // Paged cache only (block_size 0 otherwise): this sequence's block table and the pool it draws on.
+    int64_t block_size = 0;              // B
+    std::vector<int32_t> block_table;    // pool block per logical block of B positions, -1 = evicted
+    std::vector<int32_t> block_refs;     // (table) reference count of each mapped block, 0 where -1
+    int64_t pool_blocks = 0, pool_free = 0, pool_copies_on_write = 0, pool_positions_adopted = 0;
 
     // Recorded rows (empty when recording is off): row r is position first_computed_position + r.
     std::vector<float> q, k, v;          // (L, R, C) each
+    std::vector<float> k_adopted, v_adopted;  // (L, A, C) the adopted positions' rows, as the cache holds them
 
     // The prediction made at the end of the step (absent for a prefill chunk that is not the last).
     std::vector<float> logits;           // (V) of the last row
@@ -67,7 +79,8 @@ struct StepRecord {
 
     bool recorded() const { return !q.empty(); }
     int64_t last_position() const { return first_position + int64_t(tokens.size()) - 1; }
-    int64_t visible_from(int64_t query_position) const;  // lowest key position the query may see
+    int64_t visible_from(int64_t query_position) const;  // lowest key position of the query's window
+    KeyRange visible_keys(int64_t query_position) const; // every key the query sees (attention.h)
 };
 
 // For a chunk of n tokens at positions p..p+n-1 with window W (see StepRecord::shift_cache_hidden_pairs).
@@ -91,13 +104,13 @@ public:
     int64_t memory_bytes() const;       // bytes held by records
 
 private:
-    const float* row(const std::vector<float> StepRecord::*which, size_t as_of, int64_t il, int64_t h,
-                     int64_t position) const;
+    const float* row(bool key, size_t as_of, int64_t il, int64_t h, int64_t position) const;
     std::vector<std::shared_ptr<const StepRecord>> steps_;
 };
 
 // Attention of one step, layer and head: rows = the step's computed queries, columns = every key
-// position any of them could see (key_positions[0] .. last query position).
+// position any of them could see (key_positions[0] .. last query position; with sinks from 0, the
+// evicted positions between sinks and window shown masked).
 struct AttentionMap {
     int64_t step = 0, layer = 0, head = 0;
     int64_t n_query = 0, n_key = 0;      // R, P

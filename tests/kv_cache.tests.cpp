@@ -34,6 +34,8 @@ void write_position(KvCache& c, int64_t p) {
 
 // Writes a chunk the way forward() does: every row of the chunk, then the pointer moves.
 void write_chunk(KvCache& c, int64_t n) {
+    std::vector<TokenId> tokens(size_t(n), 1);
+    c.prepare(tokens.data(), n);
     for (int64_t p = c.next_position(); p < c.next_position() + n; ++p) write_position(c, p);
     c.advance(n);
 }
@@ -201,7 +203,7 @@ TEST_CASE("restore then rewrite reaches the same state as never undoing", "[kv_c
         write_chunk(a, 1);
         write_chunk(b, 1);
     }
-    const KvCacheCheckpoint cp = b.checkpoint(2);
+    KvCacheCheckpoint cp = b.checkpoint(2);
     write_chunk(b, 2);
     b.restore(cp);
     write_chunk(b, 2);

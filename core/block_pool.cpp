@@ -1,0 +1,101 @@
+#include "block_pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "errors.h"
+
+namespace kvscope {
+
+BlockPool::BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t block_size, int64_t n_blocks)
+    : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), block_size_(block_size), n_blocks_(n_blocks),
+      block_floats_(2 * n_layer * n_head * block_size * head_dim),
+      // new float[] without () leaves the memory untouched: the OS maps pages when a block is first written.
+      data_(new float[size_t(n_blocks * block_floats_)]),
+      refs_(size_t(n_blocks), 0), chain_(size_t(n_blocks), 0), content_(size_t(n_blocks)) {
+    if (block_size < 1 || n_blocks < 1) throw UsageError("a block pool needs block size >= 1 and at least one block");
+    free_.reserve(size_t(n_blocks));
+    for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));  // block 0 is handed out first
+    for (auto& c : content_) c.reserve(size_t(block_size));
+    by_chain_.reserve(size_t(n_blocks));
+}
+
+int32_t BlockPool::allocate(uint64_t chain) {
+    if (free_.empty()) return -1;
+    const int32_t b = free_.back();
+    free_.pop_back();
+    refs_[size_t(b)] = 1;
+    chain_[size_t(b)] = chain;
+    content_[size_t(b)].clear();
+    by_chain_.emplace(chain, b);
+    ++stats_.allocations;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, ++stats_.in_use);
+    return b;
+}
+
+void BlockPool::acquire(int32_t b) { ++refs_[size_t(b)]; }
+
+void BlockPool::release(int32_t b) {
+    if (--refs_[size_t(b)] > 0) return;
+    unregister(b);
+    content_[size_t(b)].clear();
+    free_.push_back(b);
+    --stats_.in_use;
+}
+
+void BlockPool::unregister(int32_t b) {
+    auto [first, last] = by_chain_.equal_range(chain_[size_t(b)]);
+    for (auto it = first; it != last; ++it)
+        if (it->second == b) {
+            by_chain_.erase(it);
+            return;
+        }
+}
+
+int32_t BlockPool::copy_for_write(int32_t b) {
+    const int32_t copy = allocate(chain_[size_t(b)]);
+    if (copy < 0) return -1;
+    std::memcpy(data_.get() + size_t(copy) * size_t(block_floats_), data_.get() + size_t(b) * size_t(block_floats_),
+                size_t(block_floats_) * sizeof(float));
+    content_[size_t(copy)] = content_[size_t(b)];
+    ++stats_.copies_on_write;
+    release(b);
+    return copy;
+}
+
+void BlockPool::note_adoption(int64_t n_positions) {
+    ++stats_.adoptions;
+    stats_.positions_adopted += n_positions;
+}
+
+void BlockPool::set_content(int32_t b, std::span<const TokenId> tokens) {
+    content_[size_t(b)].assign(tokens.begin(), tokens.end());
+}
+
+BlockPool::Match BlockPool::best_match(uint64_t chain, std::span<const TokenId> tokens) const {
+    Match best;
+    auto [first, last] = by_chain_.equal_range(chain);
+    for (auto it = first; it != last; ++it) {
+        const std::vector<TokenId>& held = content_[size_t(it->second)];
+        const size_t n = std::min(held.size(), tokens.size());
+        const int64_t len = std::mismatch(held.begin(), held.begin() + ptrdiff_t(n), tokens.begin()).first - held.begin();
+        // Equal lengths: the lowest block id, so the choice does not depend on hash-map order.
+        if (len > best.length || (len == best.length && len > 0 && it->second < best.block)) best = {it->second, len};
+    }
+    return best;
+}
+
+uint64_t extend_chain(uint64_t chain, std::span<const TokenId> tokens) {
+    // A 64-bit multiply-xorshift mix per token (splitmix64's finaliser): order-sensitive, and a chain
+    // differs for every different token prefix with overwhelming probability (collisions ~2^-64).
+    uint64_t h = chain;
+    for (TokenId t : tokens) {
+        h ^= uint64_t(uint32_t(t)) + 0x9e3779b97f4a7c15ull;
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+}  // namespace kvscope
