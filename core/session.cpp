@@ -134,6 +134,7 @@ void Session::adopt_shared_prefix(Pending& p) {
     // token: its logits are the prediction. The undo entry above already covers the adoption.
     const int64_t P = int64_t(prompt_.size()), start = n_prompt_done_;
     if (cache_.next_position() != start || start % options_.block_size != 0) return;
+    p.before_adoption = cache_.checkpoint(0);
     const int64_t adopted = cache_.adopt_prefix(std::span<const TokenId>(prompt_).subspan(0, size_t(P - 1)), P - 1) - start;
     if (adopted <= 0) return;
     const int64_t chunk = options_.prefill_chunk > 0 ? options_.prefill_chunk : P;
@@ -141,6 +142,15 @@ void Session::adopt_shared_prefix(Pending& p) {
     p.tokens = std::span<const TokenId>(prompt_).subspan(size_t(start), size_t(adopted + computed));
     p.n_adopted = adopted;
     p.predicts = start + adopted + computed == P;
+}
+
+void Session::abandon(Pending& p) {
+    if (options_.history) {
+        cache_.restore(undo_.back().cache);  // taken before the adoption too
+        undo_.pop_back();
+    } else if (p.before_adoption) {
+        cache_.restore(*p.before_adoption);
+    }
 }
 
 void Session::record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const {
@@ -252,7 +262,7 @@ const StepRecord& Session::run_uncached(Pending& p) {
     target.reset();
     // A chunk of n needs W-1+n slots once the ring wraps. When the sequence fits the ring it never
     // wraps (and W may exceed the ring: set_prompt clamps the capacity to the sequence), so one pass.
-    const int64_t piece = options_.window > 0 && end > target.capacity() ? target.capacity() - options_.window + 1
+    const int64_t piece = options_.window > 0 && end > target.capacity() ? target.capacity() - target.sinks() - options_.window + 1
                                                                          : target.capacity();
     double flops = 0;
     ChunkProbe whole;
@@ -290,18 +300,42 @@ const StepRecord& Session::run_uncached(Pending& p) {
 const StepRecord& Session::prefill_step() {
     Pending p;
     prepare(p, Phase::Prefill);
-    if (!options_.use_cache) return run_uncached(p);
+    if (!options_.use_cache) {
+        try {
+            return run_uncached(p);
+        } catch (...) {
+            abandon(p);
+            throw;
+        }
+    }
     const int64_t first = cache_.next_position();
-    forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
+    try {
+        forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
+    } catch (...) {
+        abandon(p);
+        throw;
+    }
     return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visible_keys(first).count() - 1);
 }
 
 const StepRecord& Session::decode_step() {
     Pending p;
     prepare(p, Phase::Decode);
-    if (!options_.use_cache) return run_uncached(p);
+    if (!options_.use_cache) {
+        try {
+            return run_uncached(p);
+        } catch (...) {
+            abandon(p);
+            throw;
+        }
+    }
     const int64_t first = cache_.next_position();
-    forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
+    try {
+        forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
+    } catch (...) {
+        abandon(p);
+        throw;
+    }
     return finish(p, p.chunk.flops, first, 1, cache_.visible_keys(first).count() - 1);
 }
 
@@ -351,7 +385,7 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     } catch (...) {
         // forward() checks every chunk before it writes, so the caches are untouched: only the undo
         // entries prepare() pushed must go, or a later step_back would undo a step that never ran.
-        for (Session* s : together) s->undo_.pop_back();
+        for (size_t i = 0; i < together.size(); ++i) together[i]->abandon(pending[i]);
         throw;
     }
     for (size_t i = 0; i < together.size(); ++i) {

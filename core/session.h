@@ -19,6 +19,7 @@
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -89,6 +90,7 @@ private:
         Phase phase = Phase::Prefill;
         std::span<const TokenId> tokens;  // into prompt_ or generated_: adopted then computed tokens
         int64_t n_adopted = 0;            // leading tokens whose K/V were mapped, not computed
+        std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         double started = 0;
         Chunk chunk;
@@ -99,6 +101,7 @@ private:
                              int64_t n_reused);
     const StepRecord& run_uncached(Pending& p);
     void adopt_shared_prefix(Pending& p);
+    void abandon(Pending& p);    // a step failed before writing: undo what prepare() did
     void record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const;
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
 

@@ -263,8 +263,10 @@ inline double reference_activation(kvscope::Activation a, double x) {
     return 0;
 }
 
-// window 0: plain causal mask; window W: query i sees keys j with i-W < j <= i.
-inline Reference reference_forward(const FixtureModel& m, const std::vector<int32_t>& tokens, int64_t window) {
+// window 0: plain causal mask; window W: query i sees keys j with i-W < j <= i, and with sinks S
+// also the keys j < S (StreamingLLM's attention sinks).
+inline Reference reference_forward(const FixtureModel& m, const std::vector<int32_t>& tokens, int64_t window,
+                                   int64_t sinks = 0) {
     const ModelConfig& c = m.config;
     const int64_t T = int64_t(tokens.size()), C = c.n_embd, H = c.n_head, D = C / H;
     auto W = [&](const std::string& name) { return as_matrix(m.tensors.at(name)); };
@@ -288,7 +290,7 @@ inline Reference reference_forward(const FixtureModel& m, const std::vector<int3
     MatD mask = MatD::Zero(T, T);  // 1 = visible
     for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j <= i; ++j)
-            if (window == 0 || j > i - window) mask(i, j) = 1;
+            if (window == 0 || j > i - window || j < sinks) mask(i, j) = 1;
 
     Reference ref;
     ref.heads.resize(size_t(c.n_layer));
@@ -353,10 +355,11 @@ struct GreedyRun {
     std::vector<double> margins;   // top-1 minus top-2 logit at each choice
 };
 
-inline GreedyRun reference_greedy(const FixtureModel& m, std::vector<int32_t> seq, int64_t n_new, int64_t window) {
+inline GreedyRun reference_greedy(const FixtureModel& m, std::vector<int32_t> seq, int64_t n_new, int64_t window,
+                                  int64_t sinks = 0) {
     GreedyRun run;
     for (int64_t s = 0; s < n_new; ++s) {
-        const Reference ref = reference_forward(m, seq, window);
+        const Reference ref = reference_forward(m, seq, window, sinks);
         const RowD last = ref.logits.row(ref.logits.rows() - 1);
         int32_t best = 0;
         for (int32_t i = 1; i < int32_t(last.size()); ++i)
