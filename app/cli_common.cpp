@@ -45,11 +45,7 @@ std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model&
     std::vector<std::vector<TokenId>> prompts;
     for (const auto& [name, value] : args.in_order()) {
         if (name == "--prompt") {
-            if (!model.tokenizer())
-                throw LoadError(model.dir(), "has no vocab.json/merges.txt, so --prompt text cannot be tokenized",
-                                "use --prompt-ids, or add the tokenizer files");
-            prompts.push_back(model.tokenizer()->encode(value, allow_special));
-            if (prompts.back().empty()) throw UsageError("--prompt is empty");
+            prompts.push_back(encode_text(model, value, "--prompt", allow_special));
         } else if (name == "--prompt-ids") {
             std::vector<TokenId> ids;
             for (int64_t id : parse_id_list(value, "--prompt-ids")) {
@@ -63,6 +59,15 @@ std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model&
     }
     if (prompts.empty()) throw UsageError("give a prompt: --prompt TEXT or --prompt-ids 1,2,3");
     return prompts;
+}
+
+std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special) {
+    if (!model.tokenizer())
+        throw LoadError(model.dir(), std::string("has no vocab.json/merges.txt, so ") + flag + " text cannot be tokenized",
+                        "use --prompt-ids, or add the tokenizer files");
+    std::vector<TokenId> ids = model.tokenizer()->encode(text, allow_special);
+    if (ids.empty()) throw UsageError(std::string(flag) + " is empty");
+    return ids;
 }
 
 Progress::Progress(std::string label, int64_t total)

@@ -19,6 +19,8 @@ void apply_threads(const CliArgs& args);
 
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special);
+// Text of option `flag` as token ids; LoadError without tokenizer files, UsageError when empty.
+std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special);
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.
 class Progress {

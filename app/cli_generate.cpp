@@ -5,6 +5,7 @@
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "cli_kv.h"
 #include "clock.h"
 #include "errors.h"
 #include "export.h"
@@ -30,6 +31,11 @@ int cli_generate(int argc, char** argv) {
         .flag("--no-cache", "recompute every position at every step (the baseline)")
         .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
         .option("--prefill-chunk", "C", "prefill the prompt C tokens per step (default: all at once)")
+        .option("--sinks", "S", "with --window: the first S positions stay visible too (attention sinks)")
+        .option("--block-size", "B", "paged KV cache of B-position blocks in one pool for all prompts")
+        .flag("--share-prefix", "prompts starting alike map those positions to the same blocks (paged, B = 16 unless given)")
+        .option("--system", "TEXT", "text put before every prompt (a shared system prompt)")
+        .option("--prompt-cache", "FILE", "load the prompt's leading K/V rows from FILE; (re)write it after the prefill")
         .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
         .option("--top-k", "K", "sample among the K most likely tokens")
         .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
@@ -46,6 +52,11 @@ int cli_generate(int argc, char** argv) {
     options.use_cache = !args.has("--no-cache");
     options.window = args.integer("--window", 0, 1, 1 << 24);
     options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
+    options.sinks = args.integer("--sinks", 0, 0, 1 << 24);
+    options.share_prefix = args.has("--share-prefix");
+    options.block_size = args.integer("--block-size", options.share_prefix ? 16 : 0, 1, 1 << 20);
+    if (args.has("--prompt-cache") && options.window > 0)
+        throw UsageError("--prompt-cache keeps rows computed with every position visible: leave out --window");
     options.record = args.has("--trace");
     if (args.has("--temperature")) {
         options.sampling.temperature = args.real("--temperature", 1.0);
@@ -68,10 +79,28 @@ int cli_generate(int argc, char** argv) {
     apply_threads(args);
 
     auto model = load_model_from(args);
-    const auto prompts = prompts_from(args, *model, args.has("--allow-special"));
+    auto prompts = prompts_from(args, *model, args.has("--allow-special"));
+    if (auto system = args.text("--system")) {
+        const std::vector<TokenId> prefix = encode_text(*model, *system, "--system", args.has("--allow-special"));
+        for (auto& p : prompts) p.insert(p.begin(), prefix.begin(), prefix.end());
+    }
+    PromptCacheUse prompt_cache;
+    if (auto path = args.text("--prompt-cache")) {
+        if (prompts.size() > 1) throw UsageError("--prompt-cache works with one prompt");
+        prompt_cache = open_prompt_cache(*path, *model);
+    }
+    std::shared_ptr<BlockPool> pool;
+    if (options.block_size > 0) {
+        const ModelConfig& c = model->config();
+        int64_t n_blocks = 0;
+        for (const auto& p : prompts) n_blocks += Session::pool_blocks_for(int64_t(p.size()) + options.max_new_tokens, options.block_size);
+        pool = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), options.block_size, n_blocks);
+    }
     std::vector<std::unique_ptr<Session>> sessions;
     for (const auto& p : prompts) {
         sessions.push_back(std::make_unique<Session>(model, options));
+        if (pool) sessions.back()->use_pool(pool);
+        if (prompt_cache.loaded) sessions.back()->use_prompt_cache(prompt_cache.loaded);
         sessions.back()->set_prompt(p);
     }
     std::vector<Session*> all;
@@ -88,6 +117,8 @@ int cli_generate(int argc, char** argv) {
         if (all.size() == 1) all[0]->step();
         else Session::step_batch(all, batch_ws);
         if (t_first == 0 && !all[0]->generated().empty()) t_first = seconds_now();
+        if (prompt_cache.path && !prompt_cache.written && all[0]->next() != Session::Next::Prefill)
+            save_prompt_cache(prompt_cache, *model, *all[0]);
         progress.update(int64_t(all[0]->generated().size()));
     }
     const double t1 = seconds_now();
@@ -115,6 +146,7 @@ int cli_generate(int argc, char** argv) {
 
     const double prefill_s = t_first > 0 ? t_first - t0 : 0, decode_s = t1 - (t_first > 0 ? t_first : t0);
     const double decode_tps = N > 1 && decode_s > 0 ? double(int64_t(all.size()) * (N - 1)) / decode_s : 0;
+    const std::string kv_json = kv_report_json(all, pool.get(), prompt_cache);
     if (args.has("--json")) {
         const bool batch = all.size() > 1;
         std::string prompt_ids, generated_ids, text;
@@ -131,9 +163,9 @@ int cli_generate(int argc, char** argv) {
         }
         std::printf("{\"prompt_ids\": %s, \"generated_ids\": %s, \"text\": %s, \"cache\": %s, \"window\": %lld, "
                     "\"timing\": {\"total_s\": %.6f, \"prefill_s\": %.6f, \"decode_s\": %.6f, "
-                    "\"decode_tokens_per_s\": %.3f}}\n",
+                    "\"decode_tokens_per_s\": %.3f}, \"kv\": %s}\n",
                     prompt_ids.c_str(), generated_ids.c_str(), text.c_str(), options.use_cache ? "true" : "false",
-                    (long long)options.window, t1 - t0, prefill_s, decode_s, decode_tps);
+                    (long long)options.window, t1 - t0, prefill_s, decode_s, decode_tps, kv_json.c_str());
     } else {
         for (Session* s : all) {
             if (model->tokenizer())
@@ -144,6 +176,7 @@ int cli_generate(int argc, char** argv) {
         std::fprintf(stderr, "%lld tokens in %.3f s (prefill %.3f s, decode %.1f tokens/s, cache %s)\n",
                      (long long)(int64_t(all.size()) * N), t1 - t0, prefill_s, decode_tps,
                      options.use_cache ? "on" : "off");
+        print_kv_report(all, pool.get(), prompt_cache);
     }
     return 0;
 }

@@ -37,12 +37,8 @@ std::string list(const std::vector<T>& values) {
     return s + "]";
 }
 
-// {"k": v, ...} from pieces already spelled as JSON; `sep` between members (", " or ",\n  ").
 std::string object(const std::vector<std::pair<std::string, std::string>>& members, const char* sep = ", ") {
-    std::string s = "{";
-    for (size_t i = 0; i < members.size(); ++i)
-        s += (i ? sep : "") + json_escape(members[i].first) + ": " + members[i].second;
-    return s + "}";
+    return json_object(members, sep);
 }
 
 // Display text of a token, or null without a tokenizer (or for an id the tokenizer does not know).

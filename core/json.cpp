@@ -454,4 +454,11 @@ std::string json_escape(std::string_view s) {
     return out;
 }
 
+std::string json_object(const std::vector<std::pair<std::string, std::string>>& members, const char* sep) {
+    std::string s = "{";
+    for (size_t i = 0; i < members.size(); ++i)
+        s += (i ? sep : "") + json_escape(members[i].first) + ": " + members[i].second;
+    return s + "}";
+}
+
 }  // namespace kvscope

@@ -67,5 +67,7 @@ private:
 };
 
 std::string json_escape(std::string_view s);  // returns "..." with JSON escapes; bytes of invalid UTF-8 become U+FFFD
+// {"k": v, ...} from values already spelled as JSON; `sep` between members (", " or ",\n  ").
+std::string json_object(const std::vector<std::pair<std::string, std::string>>& members, const char* sep = ", ");
 
 }  // namespace kvscope

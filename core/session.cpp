@@ -120,7 +120,8 @@ void Session::prepare(Pending& p, Phase phase) {
         u.logits = logits_;
         undo_.push_back(std::move(u));
     }
-    if (phase == Phase::Prefill && options_.share_prefix && options_.use_cache) adopt_shared_prefix(p);
+    if (phase == Phase::Prefill && prompt_cache_ && options_.use_cache) adopt_prompt_cache(p);
+    if (phase == Phase::Prefill && options_.share_prefix && options_.use_cache && p.n_adopted == 0) adopt_shared_prefix(p);
     p.chunk = Chunk{};
     p.chunk.cache = &cache_;
     p.chunk.tokens = p.tokens.data() + p.n_adopted;
@@ -141,7 +142,23 @@ void Session::adopt_shared_prefix(Pending& p) {
     const int64_t computed = std::min(chunk, P - start - adopted);
     p.tokens = std::span<const TokenId>(prompt_).subspan(size_t(start), size_t(adopted + computed));
     p.n_adopted = adopted;
+    p.adopted_from = StepRecord::Source::SharedPrefix;
     p.predicts = start + adopted + computed == P;
+}
+
+void Session::adopt_prompt_cache(Pending& p) {
+    if (n_prompt_done_ != 0 || cache_.next_position() != 0) return;
+    const int64_t n = matching_prefix(*prompt_cache_, prompt_, cache_);
+    if (n <= 0) return;
+    p.before_adoption = cache_.checkpoint(0);
+    restore_prompt_cache(*prompt_cache_, n, cache_);
+    const int64_t P = int64_t(prompt_.size());
+    const int64_t chunk = options_.prefill_chunk > 0 ? options_.prefill_chunk : P;
+    const int64_t computed = std::min(chunk, P - n);
+    p.tokens = std::span<const TokenId>(prompt_).subspan(0, size_t(n + computed));
+    p.n_adopted = n;
+    p.adopted_from = StepRecord::Source::PromptCache;
+    p.predicts = n + computed == P;
 }
 
 void Session::abandon(Pending& p) {
@@ -188,7 +205,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rec->window = options_.window;
     rec->sinks = cache_.sinks();
     rec->n_adopted = p.n_adopted;
-    rec->adopted_from = p.n_adopted > 0 ? StepRecord::Source::SharedPrefix : StepRecord::Source::None;
+    rec->adopted_from = p.adopted_from;
     if (options_.record && p.n_adopted > 0) record_adopted_rows(*rec, rec->first_position, p.n_adopted);
     else {
         rec->k_adopted.clear();

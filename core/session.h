@@ -16,6 +16,8 @@
 //                               prefill steps run one session after another so later ones find the
 //                               earlier ones' blocks
 //   use_pool(pool)              before set_prompt: draw paged blocks from a pool other sessions share
+//   use_prompt_cache(pc)        the first prefill step loads the prompt's leading positions from a
+//                               prompt cache file (prompt_cache.h) instead of computing them
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
 #include <cstdint>
 #include <memory>
@@ -25,6 +27,7 @@
 
 #include "kv_cache.h"
 #include "model.h"
+#include "prompt_cache.h"
 #include "sampler.h"
 #include "trace.h"
 
@@ -62,6 +65,7 @@ public:
     void reset();
     void set_use_cache(bool on) { options_.use_cache = on; }
     void use_pool(std::shared_ptr<BlockPool> pool) { shared_pool_ = std::move(pool); }
+    void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { prompt_cache_ = std::move(pc); }
     static int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);
 
     const Model& model() const { return *model_; }
@@ -89,7 +93,8 @@ private:
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
         std::span<const TokenId> tokens;  // into prompt_ or generated_: adopted then computed tokens
-        int64_t n_adopted = 0;            // leading tokens whose K/V were mapped, not computed
+        int64_t n_adopted = 0;            // leading tokens whose K/V were mapped or loaded, not computed
+        StepRecord::Source adopted_from = StepRecord::Source::None;
         std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         double started = 0;
@@ -101,6 +106,7 @@ private:
                              int64_t n_reused);
     const StepRecord& run_uncached(Pending& p);
     void adopt_shared_prefix(Pending& p);
+    void adopt_prompt_cache(Pending& p);
     void abandon(Pending& p);    // a step failed before writing: undo what prepare() did
     void record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const;
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
@@ -112,6 +118,7 @@ private:
     int64_t n_prompt_done_ = 0;
     KvCache cache_;
     std::shared_ptr<BlockPool> shared_pool_;  // null: a paged session makes its own
+    std::shared_ptr<const PromptCache> prompt_cache_;
     Workspace workspace_;
     Sampler sampler_;
     Trace trace_;

@@ -67,6 +67,7 @@ class Model:
     def __init__(self, folder, dtype=torch.float32):
         self.folder = folder
         self.dtype = dtype
+        self.sinks = 0  # attention sinks beside a window (StreamingLLM); set by tests
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
         w = {}
@@ -145,7 +146,8 @@ class Model:
         qp, kp = q_pos[:, None], k_pos[None, :]
         allowed = kp <= qp                                                  # [T, S] causal
         if window is not None:
-            allowed = allowed & (kp > qp - window)                          # banded
+            # banded; attention sinks (self.sinks > 0) keep the first positions visible beside the band
+            allowed = allowed & ((kp > qp - window) | (kp < self.sinks))
         scores = scores.masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         out = (weights @ v).transpose(1, 2).reshape(B, T, C)                # [B, T, C]
