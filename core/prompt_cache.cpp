@@ -201,20 +201,20 @@ ModelFingerprint model_fingerprint(const Model& model) {
     fp.config_json = config_to_json(model.config());
     fp.weight_format = to_string(model.weights().bf16 ? WeightFormat::BF16 : WeightFormat::F32);
     fp.kernels = kernels_name();
+    const SafetensorsFile* file = model.weights().file.get();
+    if (!file) throw UsageError("model_fingerprint: the model has no weights file to identify it by");
     Hash64 h;
-    if (const SafetensorsFile* file = model.weights().file.get()) {
-        for (const TensorView& t : file->tensors()) {
-            // Names and shapes are length-prefixed so no two tensor lists hash the same bytes.
-            const uint64_t n_name = t.name.size(), n_dims = t.shape.size(), n_bytes = t.n_bytes;
-            const uint32_t dtype = uint32_t(t.dtype);
-            h.update(&n_name, 8);
-            h.update(t.name.data(), t.name.size());
-            h.update(&dtype, 4);
-            h.update(&n_dims, 8);
-            h.update(t.shape.data(), t.shape.size() * sizeof(int64_t));
-            h.update(&n_bytes, 8);
-            h.update(t.data, t.n_bytes);
-        }
+    for (const TensorView& t : file->tensors()) {
+        // Names and shapes are length-prefixed so no two tensor lists hash the same bytes.
+        const uint64_t n_name = t.name.size(), n_dims = t.shape.size(), n_bytes = t.n_bytes;
+        const uint32_t dtype = uint32_t(t.dtype);
+        h.update(&n_name, 8);
+        h.update(t.name.data(), t.name.size());
+        h.update(&dtype, 4);
+        h.update(&n_dims, 8);
+        h.update(t.shape.data(), t.shape.size() * sizeof(int64_t));
+        h.update(&n_bytes, 8);
+        h.update(t.data, t.n_bytes);
     }
     fp.weights_hash = h.digest();
     return fp;
@@ -239,7 +239,8 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
     const uint64_t n_magic = std::min<uint64_t>(size, sizeof magic);
     in.bytes(magic, n_magic, "magic");
     if (std::memcmp(magic, kMagic, n_magic) != 0)
-        throw LoadError(path, "is not a kvscope prompt cache (no KVPROMPT magic)", kRebuildHint);
+        throw LoadError(path, "is not a kvscope prompt cache (no KVPROMPT magic)",
+                        "is --prompt-cache naming the right file? it is left alone");
     if (n_magic < sizeof magic) in.bytes(magic, sizeof magic - n_magic, "magic");  // throws: truncated
     const uint32_t version = in.number<uint32_t>("version");
     if (version != kVersion)

@@ -11,10 +11,11 @@
 //   matching_prefix(pc, prompt, cache)   how many leading prompt positions the file can supply
 //   restore_prompt_cache(pc, n, cache)   put the file's rows 0..n-1 into an empty cache, advance(n)
 //
-// Use: fp = model_fingerprint(model) once per loaded model (it reads every weight byte: about 0.15 s
-// per 500 MB, measured in tests/prompt_cache.tests.cpp's [.bench] case); if FILE exists, pc =
-// read_prompt_cache; n = matching_prefix; restore n rows; compute the rest of the prompt; write the
-// file again when n < prompt.size() - 1 (or when it did not exist).
+// Use: fp = model_fingerprint(model) once per loaded model (it reads every weight byte: 0.1 s for
+// GPT-2 124M's 498 MB from the page cache, the disk's speed otherwise; measured by the [.bench] case of
+// tests/prompt_cache.tests.cpp). If FILE exists: pc = read_prompt_cache, n = matching_prefix,
+// restore_prompt_cache(pc, n, cache), compute the rest of the prompt, and write the file again when
+// pc.tokens is not a prefix of the prompt. If it does not exist: compute the prompt, write it.
 //
 // File format, version 1, every number little-endian:
 //   char[8]  magic "KVPROMPT"
