@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "architecture.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "json.h"
@@ -20,54 +21,6 @@ std::string bytes_text(double b) {
     char buf[32];
     std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
     return buf;
-}
-
-struct ArchLine {
-    const char* key;
-    bool extension;       // a kvscope key, not in Hugging Face's GPT-2 config
-    std::string value;    // as config.json spells it
-    std::string meaning;  // what it does to the computation
-};
-
-std::string number_text(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", x);
-    return buf;
-}
-
-// Every key that shapes the architecture, with what its value means for the forward pass.
-std::vector<ArchLine> architecture(const ModelConfig& c) {
-    const bool pre = c.norm_position == NormPosition::Pre;
-    const int64_t ratio = c.n_inner % c.n_embd == 0 ? c.n_inner / c.n_embd : 0;
-    const char* act = c.activation == Activation::GeluTanh ? "GELU, tanh approximation (GPT-2's)"
-                      : c.activation == Activation::GeluErf ? "GELU, exact: x * Phi(x) with erf"
-                                                             : "ReLU: max(0, x)";
-    return {
-        {"n_inner", false, std::to_string(c.n_inner),
-         "feed-forward width F" + (ratio ? " (" + std::to_string(ratio) + " x n_embd)" : std::string(" (its own width)"))},
-        {"activation_function", false, to_string(c.activation), std::string("after c_fc: ") + act},
-        {"layer_norm_epsilon", false, number_text(c.layer_norm_epsilon), "added to the variance inside the square root"},
-        {"tie_word_embeddings", false, c.tie_word_embeddings ? "true" : "false",
-         c.tie_word_embeddings ? "one table: the output layer is wte transposed"
-                               : "untied: the output layer is its own lm_head.weight [V, C]"},
-        {"norm_position", true, to_string(c.norm_position),
-         pre ? "pre-LN: normalise, run the sub-layer, add to the residual"
-             : "post-LN: add the sub-layer to the residual, then normalise"},
-        {"position_embedding", true, to_string(c.position_embedding),
-         c.position_embedding == PositionEmbedding::Learned
-             ? "learned table wpe [P, C] added to the token embedding"
-             : "fixed sin/cos table (PE[t, 2i] = sin, PE[t, 2i+1] = cos), no tensor"},
-        {"embedding_scale", true, number_text(c.embedding_scale),
-         c.embedding_scale == 1.0 ? "token embeddings used as stored"
-                                  : "token embeddings times " + number_text(c.embedding_scale) + " before positions are added"},
-        {"qkv_bias", true, c.qkv_bias ? "true" : "false",
-         c.qkv_bias ? "q, k, v = x W + b (c_attn.bias)" : "q, k, v = x W, no bias"},
-        {"lm_head_bias", true, c.lm_head_bias ? "true" : "false",
-         c.lm_head_bias ? "logits + lm_head.bias [V]" : "no bias on the logits"},
-        {"final_layer_norm", true, c.final_layer_norm ? "true" : "false",
-         c.final_layer_norm ? "ln_f normalises the last hidden state before the output layer"
-                            : "no ln_f: the last block's output goes straight to the output layer"},
-    };
 }
 
 }  // namespace

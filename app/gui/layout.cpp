@@ -18,12 +18,15 @@ void place_panel(Panel p, ImVec2 d) {
     const float mid = std::round(left + (d.x - left) * 0.55f);
     const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.60f);
     const float export_top = std::round(d.y * 0.87f), heads_top = std::round(d.y * 0.73f);
+    // The Model panel shares the top row with the timeline, at least 19 font heights wide.
+    const float model_left = std::round(std::min(left + (d.x - left) * 0.74f, d.x - ImGui::GetFontSize() * 19));
     ImVec2 pos, size;
     switch (p) {
     case Panel::Controls: pos = {0, 0}; size = {left, heads_top}; break;
     case Panel::Heads: pos = {0, heads_top}; size = {left, export_top - heads_top}; break;
     case Panel::Export: pos = {0, export_top}; size = {left, d.y - export_top}; break;
-    case Panel::Timeline: pos = {left, 0}; size = {d.x - left, top}; break;
+    case Panel::Timeline: pos = {left, 0}; size = {model_left - left, top}; break;
+    case Panel::Model: pos = {model_left, 0}; size = {d.x - model_left, top}; break;
     case Panel::Attention: pos = {left, top}; size = {mid - left, bottom - top}; break;
     case Panel::KvCache: pos = {mid, top}; size = {d.x - mid, bottom - top}; break;
     case Panel::Mask: pos = {left, bottom}; size = {b1 - left, d.y - bottom}; break;

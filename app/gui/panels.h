@@ -11,6 +11,7 @@
 //   draw_next_token     top-k bars, the chosen token, entropy
 //   draw_compare        cache on vs off for the same step, time and FLOPs charts over the generation
 //   draw_heads          what each head does (previous-token, induction scores); a row jumps to its map
+//   draw_model          the loaded model's config in words, KV cache bytes per token, the assets/ folder picker
 //   default_layout      first-start window rectangles computed from the window size
 #include <imgui.h>
 
@@ -40,8 +41,9 @@ void draw_mask(PanelContext& c);
 void draw_next_token(PanelContext& c);
 void draw_compare(PanelContext& c);
 void draw_heads(PanelContext& c);
+void draw_model(PanelContext& c);  // model_panel.cpp
 
-enum class Panel { Controls, Heads, Export, Timeline, Attention, KvCache, Mask, NextToken, Compare };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare };
 void place_panel(Panel p, ImVec2 display);  // SetNextWindowPos/Size with ImGuiCond_FirstUseEver
 
 // Shared bits of panel drawing.

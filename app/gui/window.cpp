@@ -296,6 +296,7 @@ int cli_gui(int argc, char** argv) {
             draw_heads(pc);
             draw_export(pc);
             draw_timeline(pc);
+            draw_model(pc);
             draw_attention(pc);
             draw_kv_cache(pc);
             draw_mask(pc);

@@ -1,0 +1,66 @@
+// The config keys that shape the forward pass, each with a sentence on what its value does.
+#include "architecture.h"
+
+#include <cstdio>
+
+namespace kvscope {
+namespace {
+
+std::string number_text(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+
+const char* flag(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+std::vector<ArchLine> architecture(const ModelConfig& c) {
+    const ModelConfig gpt2;  // the defaults are GPT-2's behaviour
+    const bool pre = c.norm_position == NormPosition::Pre;
+    const bool learned = c.position_embedding == PositionEmbedding::Learned;
+    const int64_t ratio = c.n_inner % c.n_embd == 0 ? c.n_inner / c.n_embd : 0;
+    const char* act = c.activation == Activation::GeluTanh ? "GELU, tanh approximation (GPT-2's)"
+                      : c.activation == Activation::GeluErf ? "GELU, exact: x * Phi(x) with erf"
+                                                             : "ReLU: max(0, x)";
+    const char* act_label = c.activation == Activation::GeluTanh ? "GELU (tanh)"
+                            : c.activation == Activation::GeluErf ? "GELU (erf)"
+                                                                   : "ReLU";
+    const std::string scale = number_text(c.embedding_scale);
+    return {
+        {"n_inner", false, std::to_string(c.n_inner), "F=" + std::to_string(c.n_inner),
+         "feed-forward width F" + (ratio ? " (" + std::to_string(ratio) + " x n_embd)" : std::string(" (its own width)")),
+         c.n_inner != 4 * c.n_embd},
+        {"activation_function", false, to_string(c.activation), act_label, std::string("after c_fc: ") + act,
+         c.activation != gpt2.activation},
+        {"layer_norm_epsilon", false, number_text(c.layer_norm_epsilon), "eps " + number_text(c.layer_norm_epsilon),
+         "added to the variance inside the square root", c.layer_norm_epsilon != gpt2.layer_norm_epsilon},
+        {"tie_word_embeddings", false, flag(c.tie_word_embeddings), c.tie_word_embeddings ? "tied head" : "untied head",
+         c.tie_word_embeddings ? "one table: the output layer is wte transposed"
+                               : "untied: the output layer is its own lm_head.weight [V, C]",
+         c.tie_word_embeddings != gpt2.tie_word_embeddings},
+        {"norm_position", true, to_string(c.norm_position), pre ? "pre-LN" : "post-LN",
+         pre ? "pre-LN: normalise, run the sub-layer, add to the residual"
+             : "post-LN: add the sub-layer to the residual, then normalise",
+         c.norm_position != gpt2.norm_position},
+        {"position_embedding", true, to_string(c.position_embedding), learned ? "learned pos" : "sinusoidal pos",
+         learned ? "learned table wpe [P, C] added to the token embedding"
+                 : "fixed sin/cos table (PE[t, 2i] = sin, PE[t, 2i+1] = cos), no tensor",
+         c.position_embedding != gpt2.position_embedding},
+        {"embedding_scale", true, scale, "emb x" + scale,
+         c.embedding_scale == 1.0 ? "token embeddings used as stored"
+                                  : "token embeddings times " + scale + " before positions are added",
+         c.embedding_scale != gpt2.embedding_scale},
+        {"qkv_bias", true, flag(c.qkv_bias), c.qkv_bias ? "qkv bias" : "no qkv bias",
+         c.qkv_bias ? "q, k, v = x W + b (c_attn.bias)" : "q, k, v = x W, no bias", c.qkv_bias != gpt2.qkv_bias},
+        {"lm_head_bias", true, flag(c.lm_head_bias), c.lm_head_bias ? "head bias" : "no head bias",
+         c.lm_head_bias ? "logits + lm_head.bias [V]" : "no bias on the logits", c.lm_head_bias != gpt2.lm_head_bias},
+        {"final_layer_norm", true, flag(c.final_layer_norm), c.final_layer_norm ? "ln_f" : "no ln_f",
+         c.final_layer_norm ? "ln_f normalises the last hidden state before the output layer"
+                            : "no ln_f: the last block's output goes straight to the output layer",
+         c.final_layer_norm != gpt2.final_layer_norm},
+    };
+}
+
+}  // namespace kvscope

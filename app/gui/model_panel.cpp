@@ -1,0 +1,200 @@
+// Model: which model is loaded and what its config means (every architecture key, extension keys
+// included), the KV cache cost per token, and a picker over the example folders in assets/. Picking a
+// folder, typing a path or dropping a folder on the window all push the same LoadModel intent.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../architecture.h"
+#include "errors.h"
+#include "panels.h"
+
+namespace kvscope::gui {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Folder {
+    std::string path;     // what LoadModel receives
+    std::string name;     // folder name, shown in the list
+    std::string summary;  // "3 layers, pre-LN, gelu, untied" from its config.json, or why it cannot be read
+    bool readable = false;
+};
+
+struct PickerState {
+    std::vector<Folder> folders;  // model folders under assets/, rescanned when the list opens
+    std::string typed;            // the path box
+};
+PickerState picker;
+
+std::string summary_of(const ModelConfig& c) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%lld layers, %s-LN, %s, %s%s", (long long)c.n_layer, to_string(c.norm_position),
+                  to_string(c.activation), c.tie_word_embeddings ? "tied" : "untied",
+                  c.position_embedding == PositionEmbedding::Sinusoidal ? ", sinusoidal" : "");
+    return buf;
+}
+
+// Folders holding a config.json directly under assets/, sorted by name (default first).
+void scan_assets() {
+    picker.folders.clear();
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(KVSCOPE_ASSETS_DIR, ec)) {
+        if (!e.is_directory(ec) || !fs::exists(e.path() / "config.json", ec)) continue;
+        Folder f;
+        f.path = e.path().string();
+        f.name = e.path().filename().string();
+        try {
+            f.summary = summary_of(load_config((e.path() / "config.json").string()));
+            f.readable = true;
+        } catch (const LoadError& err) {
+            f.summary = err.what();
+        }
+        picker.folders.push_back(std::move(f));
+    }
+    std::sort(picker.folders.begin(), picker.folders.end(), [](const Folder& a, const Folder& b) {
+        return (a.name != "default") < (b.name != "default") || ((a.name != "default") == (b.name != "default") && a.name < b.name);
+    });
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+    return !ea && !eb ? ca == cb : a == b;
+}
+
+void load(Controller& ctl, const std::string& path) {
+    Command cmd;
+    cmd.kind = Command::Kind::LoadModel;
+    cmd.text = path;
+    ctl.push(cmd);
+}
+
+void draw_picker(PanelContext& c) {
+    const std::string& current = c.snap.model().dir();
+    const std::string shown = fs::path(current).filename().string();
+    ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 1.6f);
+    ImGui::SetNextWindowSizeConstraints({ImGui::GetFontSize() * 30, 0}, {FLT_MAX, FLT_MAX});
+    if (ImGui::BeginCombo("##model picker", shown.empty() ? current.c_str() : shown.c_str())) {
+        if (ImGui::IsWindowAppearing()) scan_assets();
+        for (const Folder& f : picker.folders) {
+            const bool here = same_folder(f.path, current);
+            ImGui::BeginDisabled(!f.readable);
+            if (ImGui::Selectable(f.name.c_str(), here) && !here) load(c.ctl, f.path);
+            ImGui::EndDisabled();
+            dump_item(("Model " + f.name).c_str());
+            if (here) ImGui::SetItemDefaultFocus();
+            ImGui::SameLine(ImGui::GetFontSize() * 9);
+            ImGui::TextDisabled("%s", f.summary.c_str());
+        }
+        if (picker.folders.empty()) ImGui::TextDisabled("no model folders in %s", KVSCOPE_ASSETS_DIR);
+        ImGui::Separator();
+        ImGui::SetNextItemWidth(-ImGui::CalcTextSize("Load").x - ImGui::GetStyle().FramePadding.x * 2 -
+                                ImGui::GetStyle().ItemSpacing.x);
+        const bool enter = ImGui::InputTextWithHint("##model path", "or any model folder: path, Enter",
+                                                    &picker.typed, ImGuiInputTextFlags_EnterReturnsTrue);
+        ImGui::SameLine();
+        ImGui::BeginDisabled(picker.typed.empty());
+        if ((ImGui::Button("Load") || enter) && !picker.typed.empty()) {
+            load(c.ctl, picker.typed);
+            ImGui::CloseCurrentPopup();
+        }
+        ImGui::EndDisabled();
+        ImGui::EndCombo();
+    }
+    dump_item("Model picker");
+    help_marker("Example folders shipped in assets/ (assets/README.md says which reference system each one "
+                "rebuilds), or any folder by path; dropping a folder on the window loads it too. The prompt "
+                "and the session options are kept; if the folder cannot be loaded, the current model stays.");
+}
+
+// One small chip per architecture key; keys where the model is not GPT-2 stand out.
+void key_chips(const std::vector<ArchLine>& lines) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const ImGuiStyle& st = ImGui::GetStyle();
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const ArchLine& l = lines[i];
+        const float w = ImGui::CalcTextSize(l.label.c_str()).x + st.FramePadding.x * 2;
+        if (i > 0) {
+            ImGui::SameLine(0, 4);
+            if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
+        }
+        ImGui::PushStyleColor(ImGuiCol_Button, l.differs ? ImVec4(0.55f, 0.36f, 0.10f, 1) : ImVec4(0.20f, 0.22f, 0.27f, 1));
+        ImGui::PushStyleColor(ImGuiCol_ButtonHovered, l.differs ? ImVec4(0.65f, 0.44f, 0.14f, 1) : ImVec4(0.28f, 0.31f, 0.38f, 1));
+        ImGui::PushStyleColor(ImGuiCol_ButtonActive, ImGui::GetStyleColorVec4(ImGuiCol_ButtonHovered));
+        ImGui::PushID(int(i));
+        ImGui::SmallButton(l.label.c_str());
+        ImGui::PopID();
+        ImGui::PopStyleColor(3);
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s%s = %s\n%s\n%s", l.key, l.extension ? " (kvscope key)" : "", l.value.c_str(),
+                              l.meaning.c_str(), l.differs ? "GPT-2 does otherwise" : "as in GPT-2");
+    }
+}
+
+void key_table(const std::vector<ArchLine>& lines) {
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+    if (!ImGui::BeginTable("config keys", 3, flags)) return;
+    ImGui::TableSetupColumn("key");
+    ImGui::TableSetupColumn("value");
+    ImGui::TableSetupColumn("what it does", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    for (const ArchLine& l : lines) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%s%s", l.key, l.extension ? "*" : "");
+        ImGui::TableNextColumn();
+        if (l.differs) ImGui::TextColored({0.95f, 0.70f, 0.35f, 1}, "%s", l.value.c_str());
+        else ImGui::TextUnformatted(l.value.c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%s", l.meaning.c_str());
+    }
+    ImGui::EndTable();
+}
+
+void draw_config(const Model& model) {
+    const ModelConfig& cfg = model.config();
+    ImGui::Text("L=%lld H=%lld D=%lld C=%lld  V=%lld P=%lld", (long long)cfg.n_layer, (long long)cfg.n_head,
+                (long long)cfg.head_dim(), (long long)cfg.n_embd, (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+    if (!model.tokenizer()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("ids only");
+    }
+    // The cache holds K and V of every layer for each position, as float32 (core/kv_cache.h).
+    const double per_token = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * sizeof(float);
+    ImGui::Text("KV cache %s / token", human_bytes(per_token).c_str());
+    dump_item("Model kv bytes");
+    help_marker(("K and V (2) x n_layer x n_embd numbers of 4 bytes for each position the cache holds; the full "
+                 "context of n_positions = " + std::to_string(cfg.n_ctx) + " tokens takes " +
+                 human_bytes(per_token * double(cfg.n_ctx)) + ".").c_str());
+    const std::vector<ArchLine> lines = architecture(cfg);
+    key_chips(lines);
+    dump_item("Model keys");
+    // Taller than the first-start layout (the user dragged it open): the whole table with its sentences.
+    if (ImGui::GetContentRegionAvail().y > ImGui::GetTextLineHeightWithSpacing() * 4) {
+        ImGui::Spacing();
+        key_table(lines);
+    }
+}
+
+}  // namespace
+
+void draw_model(PanelContext& c) {
+    place_panel(Panel::Model, c.display);
+    if (!ImGui::Begin("Model")) {
+        ImGui::End();
+        return;
+    }
+    dump_window("Model");
+    draw_picker(c);
+    draw_config(c.snap.model());
+    ImGui::End();
+}
+
+}  // namespace kvscope::gui
