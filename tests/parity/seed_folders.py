@@ -18,7 +18,8 @@ folder that stopped describing its document fails here. Expected values are reco
 tools/kvscope_reference/encoder_decoder.py, written from the document's text. Checked here: the
 reference's cached, uncached and chunked paths agree (float64, 1e-10), float32 agrees within 1e-4, the
 bfloat16 run's distance is reported; then kvscope generate --source-ids must match the float64 run
-within 1e-4 cached and --no-cache. Exits 77 (ctest: skipped) while kvscope refuses the folder.
+within 1e-4 cached and --no-cache, with and without a decoder prompt (--prompt-ids, after
+the start token) and with a chunked prefill. Exits 77 (ctest: skipped) while kvscope refuses the folder.
 Without the reference documents the decoder-only group exits 77 too.
 """
 import argparse
@@ -284,16 +285,27 @@ def encoder_decoder_cases(kvscope, assets):
                 f"{same}/{n} tokens equal, max |logit diff| {(gl - base[1]).abs().max().item():.3g} (reported, not bounded)")
     yield bf16
 
-    def vs_kvscope(no_cache):
-        with_args = ["--source-ids", ",".join(map(str, src))]
-        obj, logits, args = _kvscope_ed(kvscope, folder, with_args, n, no_cache)
+    prefix = S.prompt(81, 5)
+    with_prefix = ed_greedy(m64, src, prefix, n)
+
+    def vs_kvscope(no_cache, prompt=(), chunk=None):
+        want = with_prefix if prompt else base
+        extra = ["--source-ids", ",".join(map(str, src))]
+        if prompt:
+            extra += ["--prompt-ids", ",".join(map(str, prompt))]
+        if chunk:
+            extra += ["--prefill-chunk", str(chunk)]
+        obj, logits, args = _kvscope_ed(kvscope, folder, extra, n, no_cache)
         got = [int(i) for i in obj["generated_ids"]]
-        return S.expect_match(f"encoder-decoder source {len(src)} new {n} kvscope "
-                              f"{'--no-cache' if no_cache else 'cached'} vs reference (float64)",
+        how = ("--no-cache" if no_cache else "cached") + (f", decoder prompt {len(prompt)}" if prompt else "") + \
+              (f", --prefill-chunk {chunk}" if chunk else "")
+        return S.expect_match(f"encoder-decoder source {len(src)} new {n} kvscope {how} vs reference (float64)",
                               ([got], logits.reshape(1, n, -1).astype(np.float64)),
-                              ([base[0]], base[1].numpy()[None]), f"{kvscope} {' '.join(args)}")
+                              ([want[0]], want[1].numpy()[None]), f"{kvscope} {' '.join(args)}")
     yield lambda: vs_kvscope(False)
     yield lambda: vs_kvscope(True)
+    yield lambda: vs_kvscope(False, prefix, 2)
+    yield lambda: vs_kvscope(True, prefix)
 
 
 def _kvscope_ed(kvscope, folder, extra, n, no_cache):
@@ -342,7 +354,7 @@ def main(argv):
         if not ok:  # the reference's own cases still run; the comparison waits for the engine
             print(f"kvscope does not run the encoder-decoder folder yet ({why.splitlines()[0] if why else '?'}):"
                   " only the reference's self-checks run")
-            cases = cases[:-2]
+            cases = cases[:-4]
     else:
         seeds, reasons = notebook.find_seeds(a.seeds)
         if not seeds:
