@@ -47,18 +47,22 @@ std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model&
         if (name == "--prompt") {
             prompts.push_back(encode_text(model, value, "--prompt", allow_special));
         } else if (name == "--prompt-ids") {
-            std::vector<TokenId> ids;
-            for (int64_t id : parse_id_list(value, "--prompt-ids")) {
-                if (id < 0 || id >= model.config().n_vocab)
-                    throw UsageError("--prompt-ids: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                     std::to_string(model.config().n_vocab) + ")");
-                ids.push_back(TokenId(id));
-            }
-            prompts.push_back(std::move(ids));
+            prompts.push_back(ids_from(value, "--prompt-ids", model));
         }
     }
     if (prompts.empty()) throw UsageError("give a prompt: --prompt TEXT or --prompt-ids 1,2,3");
     return prompts;
+}
+
+std::vector<TokenId> ids_from(const std::string& list, const char* flag, const Model& model) {
+    std::vector<TokenId> ids;
+    for (int64_t id : parse_id_list(list, flag)) {
+        if (id < 0 || id >= model.config().n_vocab)
+            throw UsageError(std::string(flag) + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(model.config().n_vocab) + ")");
+        ids.push_back(TokenId(id));
+    }
+    return ids;
 }
 
 std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special) {

@@ -19,6 +19,8 @@ void apply_threads(const CliArgs& args);
 
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special);
+// "1,2,3" of option `flag` as token ids, each checked against the vocabulary.
+std::vector<TokenId> ids_from(const std::string& list, const char* flag, const Model& model);
 // Text of option `flag` as token ids; LoadError without tokenizer files, UsageError when empty.
 std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special);
 

@@ -27,6 +27,8 @@ int cli_generate(int argc, char** argv) {
     add_model_option(args);
     args.option("--prompt", "TEXT", "prompt text (needs the model's tokenizer files)", true)
         .option("--prompt-ids", "1,2,3", "prompt as token ids", true)
+        .option("--source", "TEXT", "encoder-decoder models: the encoder's input text")
+        .option("--source-ids", "1,2,3", "encoder-decoder models: the encoder's input as token ids")
         .option("--max-new-tokens", "N", "tokens to generate (default 16)")
         .flag("--no-cache", "recompute every position at every step (the baseline)")
         .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
@@ -79,7 +81,20 @@ int cli_generate(int argc, char** argv) {
     apply_threads(args);
 
     auto model = load_model_from(args);
-    auto prompts = prompts_from(args, *model, args.has("--allow-special"));
+    const bool encoder_decoder = model->config().encoder_decoder;
+    std::vector<TokenId> source;
+    if (args.has("--source") || args.has("--source-ids")) {
+        if (!encoder_decoder) throw UsageError("--source is for encoder-decoder models; " + model->dir() + " is decoder-only");
+        if (args.has("--source") && args.has("--source-ids")) throw UsageError("give --source or --source-ids, not both");
+        source = args.has("--source") ? encode_text(*model, *args.text("--source"), "--source", args.has("--allow-special"))
+                                      : ids_from(*args.text("--source-ids"), "--source-ids", *model);
+    } else if (encoder_decoder) {
+        throw UsageError(model->dir() + " is an encoder-decoder model: give its input with --source TEXT or --source-ids 1,2,3");
+    }
+    // An encoder-decoder's decoder prompt may be left out: the decoder then starts from its start token.
+    const bool any_prompt = args.has("--prompt") || args.has("--prompt-ids");
+    auto prompts = encoder_decoder && !any_prompt ? std::vector<std::vector<TokenId>>{{}}
+                                                  : prompts_from(args, *model, args.has("--allow-special"));
     if (auto system = args.text("--system")) {
         const std::vector<TokenId> prefix = encode_text(*model, *system, "--system", args.has("--allow-special"));
         for (auto& p : prompts) p.insert(p.begin(), prefix.begin(), prefix.end());
@@ -101,6 +116,7 @@ int cli_generate(int argc, char** argv) {
         sessions.push_back(std::make_unique<Session>(model, options));
         if (pool) sessions.back()->use_pool(pool);
         if (prompt_cache.loaded) sessions.back()->use_prompt_cache(prompt_cache.loaded);
+        if (encoder_decoder) sessions.back()->set_source(source);
         sessions.back()->set_prompt(p);
     }
     std::vector<Session*> all;

@@ -156,6 +156,21 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
         c.position_embedding = *s == "sinusoidal" ? PositionEmbedding::Sinusoidal : PositionEmbedding::Learned;
     c.embedding_scale = r.positive_real("embedding_scale", 1.0);
     c.final_layer_norm = r.flag("final_layer_norm", true);
+    // Any other model_type (Hugging Face writes "gpt2") is a decoder-only folder.
+    if (const Json* t = r.get("model_type"); t && t->is_string() && t->as_string() == "encoder_decoder") {
+        c.encoder_decoder = true;
+        if (!r.get("n_encoder_layer") || !r.get("decoder_start_token_id"))
+            r.fail("an encoder_decoder config.json needs n_encoder_layer and decoder_start_token_id",
+                   "assets/README.md lists the keys of this format");
+        c.n_encoder_layer = r.size("n_encoder_layer", kMaxLayers, true);
+        const Json& start = *r.get("decoder_start_token_id");
+        if (!start.is_integer() || start.as_integer() < 0)
+            r.fail("decoder_start_token_id must be a token id (a whole number >= 0), found " + show_value(start));
+        c.decoder_start_token_id = start.as_integer();
+        if (c.decoder_start_token_id >= c.n_vocab)
+            r.fail("decoder_start_token_id " + std::to_string(c.decoder_start_token_id) + " is outside the vocabulary [0, " +
+                   std::to_string(c.n_vocab) + ")");
+    }
 
     if (c.n_embd % c.n_head != 0)
         r.fail("n_embd (" + std::to_string(c.n_embd) + ") is not divisible by n_head (" +
@@ -167,6 +182,8 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
     __int128 C = c.n_embd, F = c.n_inner, L = c.n_layer;
     __int128 per_layer = 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (C * F + F) + (F * C + C);
     __int128 params = __int128(c.n_vocab) * C + __int128(c.n_ctx) * C + L * per_layer + 2 * C;
+    if (c.encoder_decoder)  // encoder layers, and per decoder layer a norm, q, k|v and the output projection
+        params += __int128(c.n_encoder_layer) * per_layer + L * (2 * C + (C * C + C) + (2 * C * C + 2 * C) + (C * C + C));
     if (!c.tie_word_embeddings) params += __int128(c.n_vocab) * C;
     if (params > kMaxParams)
         r.fail("the sizes describe about " + std::to_string(int64_t(params >> 30)) +
@@ -205,7 +222,11 @@ std::string config_to_json(const ModelConfig& c) {
         s += "\": " + value + (last ? "\n" : ",\n");
     };
     auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-    line("model_type", "\"gpt2\"");
+    line("model_type", c.encoder_decoder ? "\"encoder_decoder\"" : "\"gpt2\"");
+    if (c.encoder_decoder) {
+        line("n_encoder_layer", std::to_string(c.n_encoder_layer));
+        line("decoder_start_token_id", std::to_string(c.decoder_start_token_id));
+    }
     line("vocab_size", std::to_string(c.n_vocab));
     line("n_positions", std::to_string(c.n_ctx));
     line("n_embd", std::to_string(c.n_embd));

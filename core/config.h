@@ -28,6 +28,11 @@ struct ModelConfig {
     PositionEmbedding position_embedding = PositionEmbedding::Learned;
     double embedding_scale = 1.0;  // multiplies token embeddings only
     bool final_layer_norm = true;
+    // Encoder-decoder models ("model_type": "encoder_decoder"): an encoder stack over the source, and
+    // decoder layers with cross-attention to its output. n_layer counts the decoder layers.
+    bool encoder_decoder = false;
+    int64_t n_encoder_layer = 0;       // E
+    int64_t decoder_start_token_id = -1;  // begins every decoder input
 
     int64_t head_dim() const { return n_embd / n_head; }  // D
 };

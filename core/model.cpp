@@ -8,6 +8,7 @@
 #include "attention.h"
 #include "errors.h"
 #include "kernels.h"
+#include "layers.h"
 #include "thread_pool.h"
 
 namespace kvscope {
@@ -50,21 +51,6 @@ Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks,
       hidden(size_t(max_rows * c.n_inner)), scratch(size_t(max_chunks * c.n_head * max_keys)),
       last(size_t(max_chunks * c.n_embd)) {}
 
-namespace {
-
-void activate(Activation a, float* x, int64_t n) {
-    switch (a) {
-        case Activation::GeluTanh: gelu_tanh(x, n); break;
-        case Activation::GeluErf: gelu_erf(x, n); break;
-        case Activation::Relu: relu(x, n); break;
-    }
-}
-
-void add_in_place(float* x, const float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-}  // namespace
 
 void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     const ModelConfig& cfg = model.config();
@@ -101,9 +87,17 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         row0_storage[c] = T;
         T += ch.n_tokens;
         ch.flops = 0;
+        if (cfg.encoder_decoder) {
+            if (!ch.encoder) throw UsageError("an encoder-decoder model needs the encoder's output for every chunk");
+            if (ch.encoder->n_source() > ws.max_keys())
+                throw UsageError("forward: a source of " + std::to_string(ch.encoder->n_source()) +
+                                 " tokens is longer than the workspace's key buffer");
+        }
         if (ch.probe) {
             for (auto* buf : {&ch.probe->q, &ch.probe->k, &ch.probe->v})
                 buf->assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
+            if (cfg.encoder_decoder) ch.probe->cross_q.assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
+            else ch.probe->cross_q.clear();
         }
     }
     if (T > ws.max_rows())
@@ -116,16 +110,10 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     float* x = ws.x.data();
     for (size_t c = 0; c < chunks.size(); ++c) {
         const Chunk& ch = chunks[c];
-        for (int64_t r = 0; r < ch.n_tokens; ++r) {
-            const int64_t pos = ch.cache->next_position() + r;
-            const float* pe = w.position_embedding + pos * C;
-            float* xr = x + (row0[c] + r) * C;
-            embedding_row(w, C, ch.tokens[r], xr);
-            for (int64_t i = 0; i < C; ++i) xr[i] = xr[i] * float(cfg.embedding_scale) + pe[i];
-        }
+        for (int64_t r = 0; r < ch.n_tokens; ++r)
+            embed(cfg, w, ch.tokens[r], ch.cache->next_position() + r, x + (row0[c] + r) * C);
     }
 
-    const bool pre = cfg.norm_position == NormPosition::Pre;
     float* xn = ws.xn.data();
     float* qkv = ws.qkv.data();
     float* attn = ws.attn.data();
@@ -136,11 +124,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         const LayerWeights& lw = w.layers[size_t(il)];
 
         // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
-        const float* attn_in = x;
-        if (pre) {
-            layer_norm(xn, x, lw.ln_1_weight, lw.ln_1_bias, T, C, eps);
-            attn_in = xn;
-        }
+        const float* attn_in = sublayer_input(cfg, x, xn, lw.ln_1_weight, lw.ln_1_bias, T);
         matmul_kn(qkv, attn_in, lw.attn_weight, lw.attn_bias, T, C, 3 * C);  // (T, 3C)
 
         // Store this chunk's keys and values before attending: a query sees its own position.
@@ -176,20 +160,34 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             }
         });
         matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);  // (T, C)
-        add_in_place(x, proj, T * C);
-        if (!pre) layer_norm(x, x, lw.ln_1_weight, lw.ln_1_bias, T, C, eps);
+        sublayer_output(cfg, x, proj, lw.ln_1_weight, lw.ln_1_bias, T);
+
+        // Encoder-decoder: cross-attention sub-layer, the queries against every source position's cached
+        // K/V (no mask). The q rows go to ws.qkv's first T*C floats, free after self-attention.
+        if (cfg.encoder_decoder) {
+            const float* cross_in = sublayer_input(cfg, x, xn, lw.ln_cross_weight, lw.ln_cross_bias, T);
+            float* cq = qkv;  // (T, C)
+            matmul_kn(cq, cross_in, lw.cross_q_weight, lw.cross_q_bias, T, C, C);
+            ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
+                const int64_t c = task / H, h = task % H;
+                const Chunk& ch = chunks[size_t(c)];
+                const EncoderOutput& enc = *ch.encoder;
+                const KeyRange every_source{0, 0, enc.n_source() - 1};
+                float* weights = ws.scratch.data() + task * ws.max_keys();
+                for (int64_t r = 0; r < ch.n_tokens; ++r)
+                    head_attention(attn + (row0[c] + r) * C + h * D, weights, cq + (row0[c] + r) * C + h * D,
+                                   enc.cross_key(il, h, 0), enc.cross_value(il, h, 0), D, every_source, D, scale);
+            });
+            for (size_t c = 0; c < chunks.size(); ++c)
+                if (chunks[c].probe)
+                    std::memcpy(chunks[c].probe->cross_q.data() + size_t(il * chunks[c].n_tokens * C),
+                                cq + row0[c] * C, size_t(chunks[c].n_tokens * C) * sizeof(float));
+            matmul_kn(proj, attn, lw.cross_proj_weight, lw.cross_proj_bias, T, C, C);  // (T, C)
+            sublayer_output(cfg, x, proj, lw.ln_cross_weight, lw.ln_cross_bias, T);
+        }
 
         // MLP sub-layer. Pre-LN: x += mlp(ln_2(x)). Post-LN: x = ln_2(x + mlp(x)).
-        const float* mlp_in = x;
-        if (pre) {
-            layer_norm(xn, x, lw.ln_2_weight, lw.ln_2_bias, T, C, eps);
-            mlp_in = xn;
-        }
-        matmul_kn(hidden, mlp_in, lw.fc_weight, lw.fc_bias, T, C, F);  // (T, F)
-        activate(cfg.activation, hidden, T * F);
-        matmul_kn(proj, hidden, lw.fc_proj_weight, lw.fc_proj_bias, T, F, C);  // (T, C)
-        add_in_place(x, proj, T * C);
-        if (!pre) layer_norm(x, x, lw.ln_2_weight, lw.ln_2_bias, T, C, eps);
+        mlp_sublayer(cfg, lw, x, xn, hidden, proj, T);
     }
 
     // Only each chunk's last row is turned into logits: that is the row that predicts the next token.
@@ -213,6 +211,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         }
         ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(cfg.n_layer * C) * keys +
                    (ch.logits ? 2.0 * double(C * V) : 0.0);
+        if (cfg.encoder_decoder)  // per row and layer: the q and output projections, every source key
+            ch.flops += double(cfg.n_layer * ch.n_tokens) * (4.0 * double(C * C) + 4.0 * double(C * ch.encoder->n_source()));
         ch.cache->advance(ch.n_tokens);
     }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config.h"
+#include "encoder.h"
 #include "kv_cache.h"
 #include "tokenizer.h"
 #include "weights.h"
@@ -44,6 +45,7 @@ private:
 // What the forward pass saves of a chunk when asked (the trace's raw material).
 struct ChunkProbe {
     std::vector<float> q, k, v;  // (L, T, C) each
+    std::vector<float> cross_q;  // (L, T, C) cross-attention queries (encoder-decoder models), else empty
 };
 
 struct Chunk {
@@ -52,6 +54,7 @@ struct Chunk {
     int64_t n_tokens = 0;             // T
     float* logits = nullptr;          // (V) logits of the chunk's last row; null = not needed
     ChunkProbe* probe = nullptr;      // null = record nothing (costs nothing)
+    const EncoderOutput* encoder = nullptr;  // encoder-decoder models: the source's cross-attention cache
     double flops = 0;                 // out: floating-point operations spent on this chunk
 };
 

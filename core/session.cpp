@@ -23,8 +23,28 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     validate(options_);
 }
 
+void Session::set_source(std::vector<TokenId> source) {
+    const ModelConfig& cfg = model_->config();
+    if (!cfg.encoder_decoder) throw UsageError("this model is decoder-only: it takes no source");
+    if (source.empty()) throw UsageError("the source is empty");
+    if (int64_t(source.size()) > cfg.n_ctx)
+        throw UsageError("the source has " + std::to_string(source.size()) + " tokens, the model's n_positions is " +
+                         std::to_string(cfg.n_ctx));
+    for (TokenId id : source) model_->check_token(id);
+    source_ = std::move(source);
+    prompt_.clear();  // set_prompt again: the workspace is sized for the source too
+}
+
 void Session::set_prompt(std::vector<TokenId> prompt) {
     const ModelConfig& cfg = model_->config();
+    if (cfg.encoder_decoder) {
+        if (source_.empty()) throw UsageError("an encoder-decoder model needs a source first (--source or --source-ids)");
+        prompt.insert(prompt.begin(), TokenId(cfg.decoder_start_token_id));
+        // The decoder's K/V depend on the source through cross-attention; blocks and files know only tokens.
+        if (options_.share_prefix || prompt_cache_)
+            throw UsageError("prefix sharing and prompt caches key K/V by the decoder's tokens, but an encoder-decoder's "
+                             "K/V also depend on the source: not available for this model");
+    }
     if (prompt.empty()) throw UsageError("the prompt is empty");
     for (TokenId id : prompt) model_->check_token(id);
     const int64_t n_total = int64_t(prompt.size()) + options_.max_new_tokens;
@@ -51,7 +71,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         if (options_.window > 0) capacity = std::min(n_total, options_.sinks + options_.window + chunk - 1);
         cache_ = model_->make_cache(capacity, options_.window, options_.sinks);
     }
-    workspace_ = Workspace(cfg, capacity, 1, capacity);
+    workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(source_.size())));
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
     generated_.reserve(size_t(options_.max_new_tokens));
@@ -64,6 +84,7 @@ void Session::reset() {
     generated_.clear();
     n_prompt_done_ = 0;
     cache_.reset();
+    encoder_.reset();
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
     undo_.clear();
@@ -118,8 +139,11 @@ void Session::prepare(Pending& p, Phase phase) {
         u.n_generated = generated_.size();
         u.n_prompt_done = n_prompt_done_;
         u.logits = logits_;
+        u.encoder = encoder_;
         undo_.push_back(std::move(u));
     }
+    p.ran_encoder = false;
+    if (model_->config().encoder_decoder && (!encoder_ || !options_.use_cache)) run_encoder(p);
     if (phase == Phase::Prefill && prompt_cache_ && options_.use_cache) adopt_prompt_cache(p);
     if (phase == Phase::Prefill && options_.share_prefix && options_.use_cache && p.n_adopted == 0) adopt_shared_prefix(p);
     p.chunk = Chunk{};
@@ -128,6 +152,13 @@ void Session::prepare(Pending& p, Phase phase) {
     p.chunk.n_tokens = int64_t(p.tokens.size()) - p.n_adopted;
     p.chunk.logits = p.predicts ? logits_.data() : nullptr;
     p.chunk.probe = options_.record ? &p.probe : nullptr;
+    p.chunk.encoder = encoder_.get();
+}
+
+void Session::run_encoder(Pending& p) {
+    // Once per source with the cache on; a model without a cache recomputes it at every step.
+    encoder_ = encode(*model_, source_, options_.record);
+    p.ran_encoder = true;
 }
 
 void Session::adopt_shared_prefix(Pending& p) {
@@ -164,6 +195,7 @@ void Session::adopt_prompt_cache(Pending& p) {
 void Session::abandon(Pending& p) {
     if (options_.history) {
         cache_.restore(undo_.back().cache);  // taken before the adoption too
+        encoder_ = std::move(undo_.back().encoder);
         undo_.pop_back();
     } else if (p.before_adoption) {
         cache_.restore(*p.before_adoption);
@@ -229,7 +261,9 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
         rec->entropy = 0;
         rec->logits.clear();
     }
-    rec->flops = flops;
+    rec->flops = flops + (p.ran_encoder ? encoder_->flops : 0.0);
+    rec->encoder = encoder_;
+    rec->ran_encoder = p.ran_encoder;
     rec->seconds = seconds_now() - p.started;
     rec->cache_capacity = cache_.capacity();
     rec->cache_used = cache_.used();
@@ -253,6 +287,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
         rec->q = std::move(p.probe.q);
         rec->k = std::move(p.probe.k);
         rec->v = std::move(p.probe.v);
+        rec->cross_q = std::move(p.probe.cross_q);
     }
     if (!fresh) return latest_;
     trace_.append(std::move(fresh));
@@ -284,8 +319,11 @@ const StepRecord& Session::run_uncached(Pending& p) {
     double flops = 0;
     ChunkProbe whole;
     const int64_t C = model_->config().n_embd, L = model_->config().n_layer;
-    if (options_.record)
+    const bool cross = model_->config().encoder_decoder;
+    if (options_.record) {
         for (auto* buf : {&whole.q, &whole.k, &whole.v}) buf->assign(size_t(L * end * C), 0.0f);
+        if (cross) whole.cross_q.assign(size_t(L * end * C), 0.0f);
+    }
     for (int64_t start = 0; start < end; start += piece) {
         const int64_t n = std::min(piece, end - start);
         Chunk ch;
@@ -294,13 +332,16 @@ const StepRecord& Session::run_uncached(Pending& p) {
         ch.n_tokens = n;
         ch.logits = start + n == end ? p.chunk.logits : nullptr;
         ch.probe = options_.record ? &p.probe : nullptr;
+        ch.encoder = encoder_.get();
         forward(*model_, std::span<Chunk>(&ch, 1), workspace_);
         flops += ch.flops;
         if (options_.record)
             for (int64_t il = 0; il < L; ++il)
-                for (auto [src, dst] : {std::pair{&p.probe.q, &whole.q}, {&p.probe.k, &whole.k}, {&p.probe.v, &whole.v}})
-                    std::copy(src->begin() + il * n * C, src->begin() + (il + 1) * n * C,
-                              dst->begin() + (il * end + start) * C);
+                for (auto [src, dst] : {std::pair{&p.probe.q, &whole.q}, {&p.probe.k, &whole.k}, {&p.probe.v, &whole.v},
+                                        {&p.probe.cross_q, &whole.cross_q}})
+                    if (!src->empty())
+                        std::copy(src->begin() + il * n * C, src->begin() + (il + 1) * n * C,
+                                  dst->begin() + (il * end + start) * C);
     }
     p.probe = std::move(whole);
     if (paged) {
@@ -364,6 +405,7 @@ bool Session::step_back() {
     generated_.resize(u.n_generated);
     n_prompt_done_ = u.n_prompt_done;
     logits_ = std::move(u.logits);
+    encoder_ = std::move(u.encoder);
     undo_.pop_back();
     trace_.truncate(trace_.size() - 1);
     return true;

@@ -6,6 +6,10 @@
 //   Session(model, options)     validate options; nothing runs yet
 //   set_prompt(ids)             validate (non-empty, ids in vocab, prompt + max_new_tokens <= n_positions);
 //                               sizes the cache and workspace once, clears the trace
+//   set_source(ids)             encoder-decoder models, before set_prompt: the encoder's input. The
+//                               decoder input is then [decoder_start_token_id] + prompt (which may be
+//                               empty); the first prefill step runs the encoder and fills the
+//                               cross-attention cache, which stays fixed (an uncached step reruns it)
 //   next()                      Prefill | Decode | Done
 //   step()                      run what next() says; prefill_step() / decode_step() insist on a phase
 //   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace)
@@ -57,6 +61,9 @@ public:
     Session(std::shared_ptr<const Model> model, SessionOptions options);
 
     void set_prompt(std::vector<TokenId> prompt);
+    void set_source(std::vector<TokenId> source);
+    const std::vector<TokenId>& source() const { return source_; }
+    const EncoderOutput* encoder() const { return encoder_.get(); }  // null until the encoder ran
     Next next() const;
     const StepRecord& step();
     const StepRecord& prefill_step();
@@ -89,6 +96,7 @@ private:
         size_t n_generated = 0;
         int64_t n_prompt_done = 0;
         std::vector<float> logits;
+        std::shared_ptr<const EncoderOutput> encoder;
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
@@ -97,6 +105,7 @@ private:
         StepRecord::Source adopted_from = StepRecord::Source::None;
         std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
+        bool ran_encoder = false;
         double started = 0;
         Chunk chunk;
         ChunkProbe probe;
@@ -119,6 +128,9 @@ private:
     KvCache cache_;
     std::shared_ptr<BlockPool> shared_pool_;  // null: a paged session makes its own
     std::shared_ptr<const PromptCache> prompt_cache_;
+    std::vector<TokenId> source_;                    // encoder input (encoder-decoder models)
+    std::shared_ptr<const EncoderOutput> encoder_;   // its output and the cross-attention cache
+    void run_encoder(Pending& p);
     Workspace workspace_;
     Sampler sampler_;
     Trace trace_;

@@ -72,7 +72,7 @@ int64_t Trace::memory_bytes() const {
     int64_t bytes = 0;
     for (const auto& s : steps_)
         bytes += int64_t(sizeof(StepRecord)) +
-                 int64_t((s->q.size() + s->k.size() + s->v.size() + s->k_adopted.size() + s->v_adopted.size() + s->logits.size()) * sizeof(float)) +
+                 int64_t((s->q.size() + s->k.size() + s->v.size() + s->k_adopted.size() + s->v_adopted.size() + s->cross_q.size() + s->logits.size()) * sizeof(float)) +
                  int64_t(s->slot_positions.size() * sizeof(int64_t) + s->tokens.size() * sizeof(TokenId) +
                          s->top.size() * sizeof(TokenProbability));
     return bytes;
@@ -125,6 +125,39 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
         attend_row(m.output.data() + i * D, visible_weights.data(), q, key_at, value_at, seen, D, scale);
         for (int64_t j = 0; j < seen.count(); ++j)
             m.weights[size_t(i * P + seen.position(j) - first_key)] = visible_weights[size_t(j)];
+    }
+    return m;
+}
+
+AttentionMap cross_attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
+    if (step >= trace.size()) throw UsageError("step " + std::to_string(step) + " is not in the trace");
+    const StepRecord& r = trace[step];
+    if (!r.encoder) throw UsageError("step " + std::to_string(step) + " has no cross-attention: the model is decoder-only");
+    if (r.cross_q.empty()) throw UsageError("step " + std::to_string(step) + " was run without recording");
+    if (layer < 0 || layer >= r.n_layer || head < 0 || head >= r.n_head)
+        throw UsageError("layer " + std::to_string(layer) + ", head " + std::to_string(head) + " does not exist");
+    const EncoderOutput& enc = *r.encoder;
+    const int64_t R = r.n_rows_computed, S = enc.n_source(), D = r.head_dim, C = r.n_head * D;
+    AttentionMap m;
+    m.step = int64_t(step);
+    m.layer = layer;
+    m.head = head;
+    m.n_query = R;
+    m.n_key = S;
+    for (int64_t i = 0; i < R; ++i) m.query_positions.push_back(r.first_computed_position + i);
+    for (int64_t s = 0; s < S; ++s) m.key_positions.push_back(s);
+    m.scores.assign(size_t(R * S), 0.0f);
+    m.visible.assign(size_t(R * S), 1);
+    m.weights.assign(size_t(R * S), 0.0f);
+    m.output.assign(size_t(R * D), 0.0f);
+    const float scale = 1.0f / std::sqrt(float(D));
+    const float* k = enc.cross_key(layer, head, 0);
+    const float* v = enc.cross_value(layer, head, 0);
+    for (int64_t i = 0; i < R; ++i) {
+        const float* q = r.cross_q.data() + (layer * R + i) * C + head * D;
+        for (int64_t s = 0; s < S; ++s) m.scores[size_t(i * S + s)] = scaled_score(q, k + s * D, D, scale);
+        attend_row(m.output.data() + i * D, m.weights.data() + i * S, q, [&](int64_t s) { return k + s * D; },
+                   [&](int64_t s) { return v + s * D; }, KeyRange{0, 0, S - 1}, D, scale);
     }
     return m;
 }

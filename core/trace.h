@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "encoder.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -67,6 +68,12 @@ struct StepRecord {
     // Recorded rows (empty when recording is off): row r is position first_computed_position + r.
     std::vector<float> q, k, v;          // (L, R, C) each
     std::vector<float> k_adopted, v_adopted;  // (L, A, C) the adopted positions' rows, as the cache holds them
+
+    // Encoder-decoder models: the encoder's output and cross-attention cache this step read (shared by
+    // every step of one source), whether this step ran the encoder, and the cross-attention queries.
+    std::shared_ptr<const EncoderOutput> encoder;
+    bool ran_encoder = false;
+    std::vector<float> cross_q;          // (L, R, C), empty unless recorded
 
     // The prediction made at the end of the step (absent for a prefill chunk that is not the last).
     std::vector<float> logits;           // (V) of the last row
@@ -124,5 +131,10 @@ struct AttentionMap {
 
 // Throws UsageError when the step was not recorded or an index is out of range.
 AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head);
+
+// Cross-attention of one step (encoder-decoder models): rows = the step's computed decoder queries,
+// columns = every source position (no mask). Throws UsageError like attention_map, or for a
+// decoder-only step.
+AttentionMap cross_attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head);
 
 }  // namespace kvscope

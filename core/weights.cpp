@@ -151,8 +151,8 @@ Weights load_weights(const ModelConfig& config, const std::string& safetensors_p
         w.owned.push_back(sinusoidal_positions(P, C));
         w.position_embedding = w.owned.back().data();
     }
-    for (int64_t il = 0; il < config.n_layer; ++il) {
-        const std::string h = "h." + std::to_string(il) + ".";
+    // A GPT-2 block: self-attention and MLP with their norms, under prefix h ("h.3." or "encoder.h.1.").
+    auto block = [&](const std::string& h) {
         LayerWeights lw;
         lw.ln_1_weight = m.get(h + "ln_1.weight", {C});
         lw.ln_1_bias = m.get(h + "ln_1.bias", {C});
@@ -167,7 +167,33 @@ Weights load_weights(const ModelConfig& config, const std::string& safetensors_p
         lw.fc_bias = m.get(h + "mlp.c_fc.bias", {F});
         lw.fc_proj_weight = m.matrix(h + "mlp.c_proj.weight", {F, C});
         lw.fc_proj_bias = m.get(h + "mlp.c_proj.bias", {C});
+        return lw;
+    };
+    for (int64_t il = 0; il < config.n_encoder_layer; ++il)
+        w.encoder_layers.push_back(block("encoder.h." + std::to_string(il) + "."));
+    for (int64_t il = 0; il < config.n_layer; ++il) {
+        const std::string h = "h." + std::to_string(il) + ".";
+        LayerWeights lw = block(h);
+        if (config.encoder_decoder) {
+            lw.ln_cross_weight = m.get(h + "ln_cross_attn.weight", {C});
+            lw.ln_cross_bias = m.get(h + "ln_cross_attn.bias", {C});
+            lw.cross_q_weight = m.matrix(h + "crossattention.q_attn.weight", {C, C});
+            lw.cross_kv_weight = m.matrix(h + "crossattention.c_attn.weight", {C, 2 * C});
+            if (config.qkv_bias) {
+                lw.cross_q_bias = m.get(h + "crossattention.q_attn.bias", {C});
+                lw.cross_kv_bias = m.get(h + "crossattention.c_attn.bias", {2 * C});
+            } else {
+                m.forbid(h + "crossattention.q_attn.bias", "config.json says qkv_bias is false");
+                m.forbid(h + "crossattention.c_attn.bias", "config.json says qkv_bias is false");
+            }
+            lw.cross_proj_weight = m.matrix(h + "crossattention.c_proj.weight", {C, C});
+            lw.cross_proj_bias = m.get(h + "crossattention.c_proj.bias", {C});
+        }
         w.layers.push_back(lw);
+    }
+    if (config.encoder_decoder && config.final_layer_norm) {
+        w.encoder_ln_f_weight = m.get("encoder.ln_f.weight", {C});
+        w.encoder_ln_f_bias = m.get("encoder.ln_f.bias", {C});
     }
     if (config.final_layer_norm) {
         w.ln_f_weight = m.get("ln_f.weight", {C});

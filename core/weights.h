@@ -36,6 +36,15 @@ struct LayerWeights {
     const float* fc_bias = nullptr;          // (F)
     WeightRef fc_proj_weight;   // (F, C)
     const float* fc_proj_bias = nullptr;     // (C)
+    // Encoder-decoder models' decoder layers: cross-attention to the encoder output (null otherwise).
+    const float* ln_cross_weight = nullptr;  // (C)
+    const float* ln_cross_bias = nullptr;    // (C)
+    WeightRef cross_q_weight;   // (C, C) queries from the decoder stream
+    const float* cross_q_bias = nullptr;     // (C) or null when !qkv_bias
+    WeightRef cross_kv_weight;  // (C, 2C) k|v from the encoder output
+    const float* cross_kv_bias = nullptr;    // (2C) or null when !qkv_bias
+    WeightRef cross_proj_weight;// (C, C)
+    const float* cross_proj_bias = nullptr;  // (C)
 };
 
 struct TensorInfo {
@@ -47,7 +56,10 @@ struct TensorInfo {
 struct Weights {
     WeightRef token_embedding;                  // wte (V, C)
     const float* position_embedding = nullptr;  // wpe (n_ctx, C), or the sinusoidal table
-    std::vector<LayerWeights> layers;           // L
+    std::vector<LayerWeights> layers;           // L (decoder layers of an encoder-decoder model)
+    std::vector<LayerWeights> encoder_layers;   // E, encoder-decoder models only ("encoder.h.{i}.")
+    const float* encoder_ln_f_weight = nullptr; // (C) "encoder.ln_f", when final_layer_norm
+    const float* encoder_ln_f_bias = nullptr;   // (C)
     const float* ln_f_weight = nullptr;         // (C) or null when !final_layer_norm
     const float* ln_f_bias = nullptr;           // (C)
     WeightRef lm_head_weight;                   // (V, C); the same storage as token_embedding when tied
