@@ -20,6 +20,7 @@ namespace kvscope::gui {
 namespace {
 
 constexpr size_t kMaxQueued = 64;  // more than anyone types ahead; beyond it intents are refused
+constexpr int64_t kMaxSequences = 16;  // a batch the Memory panel can still draw legibly
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -56,11 +57,33 @@ std::vector<TokenId> encode_prompt(const Model& m, const std::string& text) {
     return ids;
 }
 
+int64_t MemoryState::n_mapped() const {
+    int64_t n = 0;
+    for (const Block& b : blocks) n += b.seqs.empty() ? 0 : 1;
+    return n;
+}
+
+int64_t MemoryState::n_unshared() const {
+    int64_t n = 0;
+    for (const auto& t : tables)
+        for (int32_t b : t) n += b >= 0 ? 1 : 0;
+    return n;
+}
+
+const MemoryState* Snapshot::memory_at(int64_t step) const {
+    if (memory.empty()) return nullptr;
+    if (step < 0 || size_t(selected) >= sequences.size()) return memory.back().get();
+    // The first batch step after which the selected sequence had run step `step`.
+    for (const auto& m : memory)
+        if (size_t(selected) < m->n_steps.size() && m->n_steps[size_t(selected)] > size_t(step)) return m.get();
+    return memory.back().get();
+}
+
 // ---- UI side ----
 
 Controller::Controller(std::shared_ptr<const Model> model, SessionOptions options) {
     options.record = true;
-    rebuild(std::move(model), options);
+    rebuild(std::move(model), options, BatchOptions{});
     set_status("type a prompt, then press Prefill (or Space)");
     publish();
     worker_ = std::thread([this] { worker_loop(); });
@@ -221,16 +244,18 @@ void Controller::set_activity(std::string what) {
 
 void Controller::publish() {
     auto s = std::make_shared<Snapshot>();
-    s->model_ptr = session_->share_model();
-    s->main_trace = session_->trace();
+    Session& session = sel();
+    s->model_ptr = session.share_model();
+    s->main_trace = session.trace();
     s->has_shadow = shadow_ != nullptr;
     if (shadow_) s->shadow_trace = shadow_->trace();
     s->shadow_diverged = shadow_diverged_;
     s->compare = compare_;
-    s->prompt_ids = session_->prompt();
-    s->generated_ids = session_->generated();
-    s->session_options = session_->options();
-    s->next_phase = session_->next();
+    s->prompt_ids = session.prompt();
+    s->generated_ids = session.generated();
+    s->session_options = session.options();
+    s->session_options.sampling.seed = sessions_[0]->options().sampling.seed;  // the batch's base seed
+    s->next_phase = session.next();
     s->prompt_text = prompt_text_;
     s->prompt_edits = prompt_edits_applied_;
     s->generation = generation_;
@@ -239,6 +264,11 @@ void Controller::publish() {
     s->n_errors = n_errors_;
     s->last_export = last_export_;
     s->heads = heads_;
+    for (const auto& q : sessions_)
+        s->sequences.push_back({q->trace(), q->prompt(), q->generated(), q->options().sampling.seed, q->next()});
+    s->selected = selected_;
+    s->batch = batch_;
+    s->memory = memory_;
     std::function<void()> wake;
     {
         std::lock_guard<std::mutex> lock(m_);
@@ -252,28 +282,39 @@ std::vector<TokenId> Controller::encode(const Model& model, const std::string& t
     return encode_prompt(model, text);
 }
 
-void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions options) {
+void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch) {
     options.record = true;
     validate(options);
-    auto fresh = std::make_unique<Session>(model, options);
+    if (batch.n_seq < 1 || batch.n_seq > kMaxSequences)
+        throw UsageError("sequences must be 1.." + std::to_string(kMaxSequences) + ", got " + std::to_string(batch.n_seq));
+    if (batch.suffixes.size() > size_t(batch.n_seq)) batch.suffixes.resize(size_t(batch.n_seq));
+    std::vector<std::unique_ptr<Session>> fresh;
+    for (int64_t i = 0; i < batch.n_seq; ++i) {
+        SessionOptions o = options;
+        o.sampling.seed = options.sampling.seed + uint64_t(i);
+        fresh.push_back(std::make_unique<Session>(model, o));
+    }
     std::unique_ptr<Session> fresh_shadow;
-    if (compare_) {
+    if (compare_ && batch.n_seq == 1) {
         SessionOptions so = shadow_options(options);
         so.use_cache = !options.use_cache;
         fresh_shadow = std::make_unique<Session>(model, so);
     }
+    sessions_ = std::move(fresh);
+    selected_ = 0;
+    batch_ = std::move(batch);
+    shadow_ = std::move(fresh_shadow);
+    shadow_diverged_ = false;
     // Keep the prompt when it still fits the new model/options; otherwise start empty.
     if (!prompt_text_.empty()) {
         try {
-            std::vector<TokenId> ids = encode(*model, prompt_text_);
-            fresh->set_prompt(ids);
-            if (fresh_shadow) fresh_shadow->set_prompt(ids);
+            set_prompts();
         } catch (const UsageError&) {
+            for (auto& q : sessions_) q = std::make_unique<Session>(model, q->options());
+            pool_.reset();
+            memory_.clear();
         }
     }
-    session_ = std::move(fresh);
-    shadow_ = std::move(fresh_shadow);
-    shadow_diverged_ = false;
     {
         std::lock_guard<std::mutex> lock(m_);
         run_left_ = 0;
@@ -281,15 +322,140 @@ void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions opti
     ++generation_;
 }
 
+std::vector<Session*> Controller::all_sessions() const {
+    std::vector<Session*> all;
+    for (const auto& q : sessions_) all.push_back(q.get());
+    return all;
+}
+
+Session::Next Controller::batch_next() const {
+    Session::Next n = Session::Next::Done;
+    for (const auto& q : sessions_) {
+        if (q->next() == Session::Next::Prefill) return Session::Next::Prefill;
+        if (q->next() == Session::Next::Decode) n = Session::Next::Decode;
+    }
+    return n;
+}
+
+void Controller::set_prompts() {
+    const Model& model = sessions_[0]->model();
+    const std::vector<TokenId> prompt = encode(model, prompt_text_);
+    std::vector<std::vector<TokenId>> ids(sessions_.size(), prompt);
+    for (size_t i = 0; i < ids.size() && i < batch_.suffixes.size(); ++i)
+        if (!batch_.suffixes[i].empty()) {
+            const std::vector<TokenId> tail = encode(model, batch_.suffixes[i]);
+            ids[i].insert(ids[i].end(), tail.begin(), tail.end());
+        }
+    // One pool for the batch, sized for every sequence at full length plus a copy-on-write block each;
+    // a fresh one per prompt, since set_prompt drops the old caches' blocks without returning them.
+    const SessionOptions& o = sessions_[0]->options();
+    pool_.reset();
+    if (o.block_size > 0 && !prompt.empty()) {
+        const ModelConfig& c = model.config();
+        int64_t n_blocks = 0;
+        for (const auto& p : ids) n_blocks += Session::pool_blocks_for(int64_t(p.size()) + o.max_new_tokens, o.block_size) + 1;
+        pool_ = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), o.block_size, n_blocks);
+    }
+    for (size_t i = 0; i < sessions_.size(); ++i) {
+        if (pool_) sessions_[i]->use_pool(pool_);
+        sessions_[i]->set_prompt(ids[i]);
+    }
+    if (shadow_) shadow_->set_prompt(ids[0]);
+    batch_ws_.reset();
+    if (sessions_.size() > 1) batch_ws_ = std::make_unique<Workspace>(Session::make_batch_workspace(all_sessions()));
+    memory_.clear();
+    record_memory();
+}
+
+MemoryState Controller::memory_state() const {
+    MemoryState m;
+    const BlockPool& pool = *pool_;
+    m.block_size = pool.block_size();
+    m.bytes_per_block = pool.bytes_per_block();
+    m.blocks.resize(size_t(pool.n_blocks()));
+    for (int32_t b = 0; b < int32_t(pool.n_blocks()); ++b) {
+        MemoryState::Block& k = m.blocks[size_t(b)];
+        k.refs = int32_t(pool.ref_count(b));
+        if (k.refs > 0) {
+            k.tokens.assign(pool.content(b).begin(), pool.content(b).end());
+            k.chain = pool.chain(b);
+        }
+    }
+    for (size_t i = 0; i < sessions_.size(); ++i) {
+        const KvCache& cache = sessions_[i]->cache();
+        m.tables.push_back(cache.paged() ? cache.block_table() : std::vector<int32_t>{});
+        for (size_t k = 0; k < m.tables.back().size(); ++k)
+            if (const int32_t b = m.tables.back()[k]; b >= 0) {
+                m.blocks[size_t(b)].seqs.push_back(int32_t(i));
+                m.blocks[size_t(b)].logical = int64_t(k);
+            }
+        m.n_steps.push_back(sessions_[i]->trace().size());
+        int64_t adopted = 0;
+        const Trace& t = sessions_[i]->trace();
+        for (size_t j = 0; j < t.size(); ++j)
+            if (t[j].adopted_from == StepRecord::Source::SharedPrefix) adopted += t[j].n_adopted;
+        m.adopted.push_back(adopted);
+    }
+    m.n_free = pool.n_free();
+    m.copies_on_write = pool.stats().copies_on_write;
+    m.positions_adopted = pool.stats().positions_adopted;
+    return m;
+}
+
+void Controller::record_memory() {
+    if (!pool_) return;
+    MemoryState m = memory_state();
+    m.batch_step = int64_t(memory_.size()) - 1;
+    if (!memory_.empty()) {
+        // What this step did, from the difference to the state before it.
+        const MemoryState& before = *memory_.back();
+        for (size_t b = 0; b < m.blocks.size(); ++b) {
+            MemoryState::Block& now = m.blocks[b];
+            const MemoryState::Block& was = before.blocks[b];
+            if (was.seqs.empty() && !now.seqs.empty()) now.change |= MemoryState::Allocated;
+            if (!was.seqs.empty() && now.seqs.empty() && now.refs == 0) now.change |= MemoryState::Freed;
+            if (now.seqs.size() > 1 && now.seqs.size() > was.seqs.size()) now.change |= MemoryState::Shared;
+        }
+        int64_t n_copies = m.copies_on_write - before.copies_on_write;
+        auto mark_copy = [&](int32_t b, int32_t from) {
+            m.blocks[size_t(b)].change = uint8_t((m.blocks[size_t(b)].change & ~MemoryState::Allocated) | MemoryState::Copied);
+            m.blocks[size_t(b)].copied_from = from;
+            --n_copies;
+        };
+        // pass 1: a table entry that moved from one block to another is a copy-on-write (nothing else remaps)
+        for (size_t i = 0; i < m.tables.size() && i < before.tables.size(); ++i)
+            for (size_t k = 0; k < m.tables[i].size() && k < before.tables[i].size(); ++k) {
+                const int32_t a = before.tables[i][k], b = m.tables[i][k];
+                if (a >= 0 && b >= 0 && a != b && n_copies > 0) mark_copy(b, a);
+            }
+        // pass 2: a sequence that adopted a partly filled block and wrote into it in the same step: its new
+        // block has the chain of a block an earlier sequence maps at the same place (the one it copied)
+        for (int32_t b = 0; b < int32_t(m.blocks.size()) && n_copies > 0; ++b) {
+            const MemoryState::Block& nb = m.blocks[size_t(b)];
+            if (!(nb.change & MemoryState::Allocated) || nb.seqs.empty()) continue;
+            for (int32_t a = 0; a < int32_t(m.blocks.size()); ++a) {
+                const MemoryState::Block& na = m.blocks[size_t(a)];
+                if (a == b || na.seqs.empty() || na.chain != nb.chain || na.logical != nb.logical ||
+                    na.seqs.front() >= nb.seqs.front())
+                    continue;
+                mark_copy(b, a);
+                break;
+            }
+        }
+    }
+    memory_.push_back(std::make_shared<const MemoryState>(std::move(m)));
+}
+
 void Controller::sync_shadow() {
     shadow_.reset();
     shadow_diverged_ = false;
-    if (!compare_) return;
-    SessionOptions so = shadow_options(session_->options());
-    auto s = std::make_unique<Session>(session_->share_model(), so);
-    if (!session_->prompt().empty()) {
-        s->set_prompt(session_->prompt());
-        const Trace& t = session_->trace();
+    if (!compare_ || sessions_.size() > 1) return;  // a batch has no shadow
+    Session& session = *sessions_[0];
+    SessionOptions so = shadow_options(session.options());
+    auto s = std::make_unique<Session>(session.share_model(), so);
+    if (!session.prompt().empty()) {
+        s->set_prompt(session.prompt());
+        const Trace& t = session.trace();
         if (t.size() > 0) set_activity("replaying " + std::to_string(t.size()) + " step(s) the other way");
         for (size_t i = 0; i < t.size(); ++i) {
             s->set_use_cache(!t[i].cache_on);
@@ -304,20 +470,31 @@ void Controller::sync_shadow() {
 }
 
 bool Controller::step_once() {
-    const Session::Next next = session_->next();
+    if (sessions_.size() > 1) {
+        if (batch_next() == Session::Next::Done) return false;
+        set_activity("batch step " + std::to_string(memory_.empty() ? 0 : memory_.size() - 1) + ": " +
+                     std::to_string(sessions_.size()) + " sequences");
+        const std::vector<Session*> all = all_sessions();
+        Session::step_batch(all, *batch_ws_);
+        record_memory();
+        return true;
+    }
+    Session& session = *sessions_[0];
+    const Session::Next next = session.next();
     if (next == Session::Next::Done) return false;
     {
-        const int64_t n_prompt = int64_t(session_->prompt().size());
-        const int64_t done = session_->n_prompt_done();
-        const int64_t chunk = session_->options().prefill_chunk;
+        const int64_t n_prompt = int64_t(session.prompt().size());
+        const int64_t done = session.n_prompt_done();
+        const int64_t chunk = session.options().prefill_chunk;
         const int64_t n = next == Session::Next::Prefill ? (chunk > 0 ? std::min(chunk, n_prompt - done) : n_prompt - done) : 1;
-        const bool cache = session_->options().use_cache;
-        const int64_t rows = cache ? n : done + int64_t(session_->generated().size()) + n;
+        const bool cache = session.options().use_cache;
+        const int64_t rows = cache ? n : done + int64_t(session.generated().size()) + n;
         set_activity(std::string(next == Session::Next::Prefill ? "prefill" : "decode") + " step " +
-                     std::to_string(session_->trace().size()) + ": " + std::to_string(n) + " new token(s), " +
+                     std::to_string(session.trace().size()) + ": " + std::to_string(n) + " new token(s), " +
                      std::to_string(rows) + " row(s) computed (cache " + (cache ? "ON)" : "OFF)"));
     }
-    const StepRecord& r = session_->step();
+    const StepRecord& r = session.step();
+    record_memory();
     if (shadow_ && !shadow_diverged_) {
         // Show the step now; the other way (often the slow cache-off one) follows.
         publish();
@@ -330,7 +507,7 @@ bool Controller::step_once() {
 }
 
 void Controller::run_step() {
-    const Session::Next next = session_->next();
+    const Session::Next next = batch_next();
     if (next == Session::Next::Done || (run_decode_only_ && next != Session::Next::Decode)) {
         std::lock_guard<std::mutex> lock(m_);
         run_left_ = 0;
@@ -341,7 +518,7 @@ void Controller::run_step() {
         if (run_left_ > 0) --run_left_;
     }
     if (run_left_ == 0) {
-        const StepRecord* last = session_->trace().empty() ? nullptr : &session_->trace().back();
+        const StepRecord* last = sel().trace().empty() ? nullptr : &sel().trace().back();
         set_status("ran " + std::to_string(run_done_) + " step(s)" +
                    (last ? "; now at position " + std::to_string(last->next_position) : std::string()));
     } else {
@@ -352,7 +529,7 @@ void Controller::run_step() {
 
 void Controller::apply(const Command& c) {
     using K = Command::Kind;
-    Session& s = *session_;
+    Session& s = sel();
     auto describe = [&](const StepRecord& r) {
         std::string msg = std::string(phase_name(r.phase)) + " step " + std::to_string(r.index) + ": " +
                           std::to_string(r.tokens.size()) + " token(s) at position " + std::to_string(r.first_position);
@@ -367,32 +544,34 @@ void Controller::apply(const Command& c) {
     case K::SetPrompt: {
         prompt_text_ = c.text;
         prompt_edits_applied_ = uint64_t(std::max<int64_t>(0, c.n));
-        std::vector<TokenId> ids = encode(s.model(), c.text);
-        s.set_prompt(ids);
-        if (shadow_) shadow_->set_prompt(ids);
+        set_prompts();
         shadow_diverged_ = false;
         if (!shadow_ && compare_) sync_shadow();
-        set_status("prompt: " + std::to_string(ids.size()) + " tokens; press Prefill");
+        set_status("prompt: " + std::to_string(s.prompt().size()) + " tokens" +
+                   (sessions_.size() > 1 ? " (sequence " + std::to_string(selected_) + " of " +
+                                               std::to_string(sessions_.size()) + ")" : std::string()) +
+                   "; press Prefill");
         return;
     }
     case K::Prefill:
-        if (s.next() != Session::Next::Prefill)
+        if (batch_next() != Session::Next::Prefill)
             throw UsageError(s.prompt().empty() ? "no prompt is set" : "the prompt is already in the cache: decode instead");
         step_once();
         set_status(describe(s.trace().back()));
         return;
     case K::Step:
-        if (s.next() == Session::Next::Done) throw no_more();
+        if (batch_next() == Session::Next::Done) throw no_more();
         step_once();
         set_status(describe(s.trace().back()));
         return;
     case K::Decode:
     case K::Run: {
-        if (c.kind == K::Decode && s.next() != Session::Next::Decode)
+        const Session::Next next = batch_next();
+        if (c.kind == K::Decode && next != Session::Next::Decode)
             throw UsageError(s.prompt().empty() ? "no prompt is set"
-                             : s.next() == Session::Next::Prefill ? "prefill the prompt first"
-                                                                   : "generation is finished: step back or reset");
-        if (c.kind == K::Run && s.next() == Session::Next::Done) throw no_more();
+                             : next == Session::Next::Prefill ? "prefill the prompt first"
+                                                              : "generation is finished: step back or reset");
+        if (c.kind == K::Run && next == Session::Next::Done) throw no_more();
         // Steps a run to the end would take: the rest of the prompt's chunks plus the tokens still to generate.
         const int64_t chunk = s.options().prefill_chunk;
         const int64_t left_prompt = int64_t(s.prompt().size()) - s.n_prompt_done();
@@ -414,8 +593,23 @@ void Controller::apply(const Command& c) {
         return;
     }
     case K::Back:
+        if (sessions_.size() > 1) {
+            // Batch step b stepped every sequence not yet done, so exactly those whose trace holds the most
+            // steps ran in the last one; undo them newest sequence first.
+            for (int64_t i = 0; i < c.n; ++i) {
+                size_t b = 0;
+                for (const auto& q : sessions_) b = std::max(b, q->trace().size());
+                if (b == 0) throw UsageError("nothing to step back: no step has run");
+                for (size_t j = sessions_.size(); j-- > 0;)
+                    if (sessions_[j]->trace().size() == b) sessions_[j]->step_back();
+                if (memory_.size() > b) memory_.resize(b);
+            }
+            set_status("stepped back to " + std::to_string(s.trace().size()) + " step(s)");
+            return;
+        }
         for (int64_t i = 0; i < c.n; ++i) {
             if (!s.step_back()) throw UsageError("nothing to step back: no step has run");
+            if (memory_.size() > s.trace().size() + 1) memory_.resize(s.trace().size() + 1);
             if (shadow_ && !shadow_diverged_) {
                 // The shadow may lag when a step's comparison was cut short by an error.
                 if (shadow_->trace().size() > s.trace().size()) shadow_->step_back();
@@ -425,12 +619,13 @@ void Controller::apply(const Command& c) {
         set_status("stepped back to " + std::to_string(s.trace().size()) + " step(s)");
         return;
     case K::Reset:
-        s.reset();
+        for (size_t j = sessions_.size(); j-- > 0;) sessions_[j]->reset();
+        if (memory_.size() > 1) memory_.resize(1);
         sync_shadow();
         set_status("reset: the cache is empty, same prompt");
         return;
     case K::Cache:
-        s.set_use_cache(c.on);
+        for (auto& q : sessions_) q->set_use_cache(c.on);
         set_status(c.on ? "cache ON: the next steps reuse cached K/V" : "cache OFF: the next steps recompute every position");
         return;
     case K::Compare:
@@ -441,16 +636,18 @@ void Controller::apply(const Command& c) {
     case K::SetOptions: {
         SessionOptions o = c.options;
         o.use_cache = s.options().use_cache;
-        rebuild(s.share_model(), o);
-        set_status("options applied; the session restarted");
+        rebuild(s.share_model(), o, c.batch);
+        set_status(sessions_.size() > 1 ? "options applied: " + std::to_string(sessions_.size()) + " sequences restarted"
+                                        : "options applied; the session restarted");
         return;
     }
     case K::LoadModel: {
         set_activity("loading model " + c.text);
         std::shared_ptr<const Model> m = Model::load(c.text);  // throws: the current model stays
-        rebuild(m, s.options());
+        SessionOptions o = sessions_[0]->options();  // the base seed
+        rebuild(m, o, batch_);
         heads_.clear();
-        if (session_->prompt().empty() && !prompt_text_.empty()) prompt_text_.clear();
+        if (sel().prompt().empty() && !prompt_text_.empty()) prompt_text_.clear();
         set_status("loaded " + c.text);
         return;
     }
@@ -482,6 +679,12 @@ void Controller::apply(const Command& c) {
         set_status("measured " + std::to_string(heads_.size()) + " heads: previous-token and induction scores");
         return;
     }
+    case K::Select:
+        if (c.n < 0 || c.n >= int64_t(sessions_.size()))
+            throw UsageError("no sequence " + std::to_string(c.n) + ": the batch has " + std::to_string(sessions_.size()));
+        selected_ = c.n;
+        set_status("showing sequence " + std::to_string(c.n) + " of " + std::to_string(sessions_.size()));
+        return;
     }
 }
 

@@ -10,6 +10,10 @@
 // the cache on vs off panel can show the same step computed both ways. The worker publishes the main
 // step before it computes the shadow step, so the new step appears without waiting for the other way.
 //
+// A batch (BatchOptions::n_seq > 1): N sessions over one BlockPool, stepped together by
+// Session::step_batch; the panels show the selected one (Snapshot::trace() is its trace), the Memory
+// panel all of them (Snapshot::memory, one MemoryState per batch step). No shadow session then.
+//
 //   Controller(model, options)     a session on `model`; no prompt yet; starts the worker
 //   push(cmd)                      queue an intent; returns at once (false + notice when refused)
 //   snapshot()                     the newest published state (hold the pointer for a whole frame)
@@ -35,6 +39,40 @@
 
 namespace kvscope::gui {
 
+// Several sequences stepped together. Sequence i's prompt is the prompt's tokens followed by the tokens of
+// suffixes[i] (tokenized on its own, so the shared part stays token-identical), and it samples with
+// seed + i, so identical prompts can diverge.
+struct BatchOptions {
+    int64_t n_seq = 1;                   // N >= 1
+    std::vector<std::string> suffixes;   // (at most N) text after the prompt for sequence i; missing = none
+    bool operator==(const BatchOptions&) const = default;
+};
+
+// The block pool after one batch step, as the Memory panel draws it (paged caches only).
+struct MemoryState {
+    enum Change : uint8_t { Allocated = 1, Shared = 2, Copied = 4, Freed = 8 };  // what this step did to a block
+    struct Block {
+        int32_t refs = 0;                // pool reference count: block tables + undo checkpoints (step back)
+        uint8_t change = 0;              // Change bits
+        int32_t copied_from = -1;        // Copied: the shared block it was copied from
+        int64_t logical = -1;            // logical block index in the tables that map it (positions logical*B..)
+        uint64_t chain = 0;              // hash of every token before the block (equal for a copy and its source)
+        std::vector<int32_t> seqs;       // sequences whose table maps it, ascending
+        std::vector<TokenId> tokens;     // tokens whose K/V it holds, slot order
+    };
+    int64_t batch_step = -1;             // -1: before the first step
+    int64_t block_size = 0;              // B
+    int64_t bytes_per_block = 0;
+    std::vector<Block> blocks;           // (n_blocks)
+    std::vector<std::vector<int32_t>> tables;  // (N) logical block -> pool block, -1 = evicted
+    std::vector<size_t> n_steps;         // (N) each sequence's trace length after this batch step
+    std::vector<int64_t> adopted;        // (N) prompt positions the sequence mapped from others' blocks so far
+    int64_t n_free = 0;                  // blocks on the free list
+    int64_t copies_on_write = 0, positions_adopted = 0;  // pool totals so far
+    int64_t n_mapped() const;            // distinct blocks some table maps
+    int64_t n_unshared() const;          // blocks the sequences would take each on their own (table entries)
+};
+
 struct Command {
     enum class Kind {
         SetPrompt,      // text: prompt text (or "1,2,3" ids when the model has no tokenizer); resets
@@ -52,12 +90,14 @@ struct Command {
         ExportStep,     // text: folder; step, layer, head (layer < 0 = all heads of all layers)
         ExportSession,  // text: folder; layer, head as above
         ExplainHeads,   // measure every head's previous-token and induction scores (core/heads.h)
+        Select,         // n: the sequence of the batch the panels show
     };
     Kind kind = Kind::Step;
     std::string text;
     int64_t n = 1;
     bool on = true;
     SessionOptions options;
+    BatchOptions batch;                  // SetOptions: the batch to build
     int64_t step = -1, layer = -1, head = -1;
 };
 
@@ -81,6 +121,17 @@ struct Snapshot {
     uint64_t n_errors = 0;               // failed commands so far (scripts compare before/after a line)
     std::string last_export;
     std::vector<HeadScore> heads;        // ExplainHeads' result for this model (empty: not measured)
+    // The batch: every sequence's records and tokens; main_trace etc. above are those of `selected`.
+    struct Sequence {
+        Trace trace;
+        std::vector<TokenId> prompt_ids, generated_ids;
+        uint64_t seed = 0;
+        Session::Next next = Session::Next::Done;
+    };
+    std::vector<Sequence> sequences;     // (N)
+    int64_t selected = 0;
+    BatchOptions batch;
+    std::vector<std::shared_ptr<const MemoryState>> memory;  // paged: [0] before any step, then one per batch step
 
     const Model& model() const { return *model_ptr; }
     const Trace& trace() const { return main_trace; }
@@ -90,6 +141,8 @@ struct Snapshot {
     const SessionOptions& options() const { return session_options; }
     Session::Next next() const { return next_phase; }
     bool has_prompt() const { return !prompt_ids.empty(); }
+    // The pool as of the selected sequence's step `step` (-1 = newest); null when the cache is not paged.
+    const MemoryState* memory_at(int64_t step) const;
 };
 
 // What the worker is doing, for the progress indicator.
@@ -127,7 +180,7 @@ private:
     void apply(const Command& c);
     bool step_once();                    // one step of whatever comes next, mirrored on the shadow
     void run_step();                     // one step of the current run
-    void rebuild(std::shared_ptr<const Model> model, SessionOptions options);
+    void rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch);
     void sync_shadow();                  // replay the main session's steps on a fresh shadow
     void set_status(std::string s, bool error = false);
     void set_activity(std::string what); // under the mutex: the indicator's label and start time
@@ -146,7 +199,19 @@ private:
     uint64_t prompt_edits_pushed_ = 0;
     std::function<void()> wake_;
 
-    std::unique_ptr<Session> session_;
+    Session& sel() { return *sessions_[size_t(selected_)]; }
+    std::vector<Session*> all_sessions() const;
+    Session::Next batch_next() const;    // Prefill if any sequence prefills, else Decode if any decodes
+    void set_prompts();                  // encode prompt + suffixes into every sequence (after a rebuild)
+    void record_memory();                // append the pool's state after a batch step to memory_
+    MemoryState memory_state() const;
+
+    std::vector<std::unique_ptr<Session>> sessions_;  // (N) the batch; N = 1 without one
+    int64_t selected_ = 0;
+    BatchOptions batch_;
+    std::shared_ptr<BlockPool> pool_;    // paged caches: the one pool of every sequence
+    std::unique_ptr<Workspace> batch_ws_;  // for step_batch, sized by the prompts
+    std::vector<std::shared_ptr<const MemoryState>> memory_;
     std::unique_ptr<Session> shadow_;
     bool compare_ = true;
     bool shadow_diverged_ = false;

@@ -17,6 +17,7 @@ struct Edit {
     std::string prompt;             // what the box shows
     std::string synced_prompt;      // controller text the box was last synced from
     SessionOptions options;         // option fields before Apply
+    BatchOptions batch;
     uint64_t synced_generation = ~0ull;
     int run_n = 8;
 };
@@ -94,6 +95,7 @@ void draw_controls(PanelContext& c) {
     const ModelConfig& cfg = model.config();
     if (e.synced_generation != s.generation) {
         e.options = s.options();
+        e.batch = s.batch;
         e.synced_generation = s.generation;
     }
     // Take the controller's prompt text only when none of our edits is still queued (the worker may be
@@ -173,6 +175,24 @@ void draw_controls(PanelContext& c) {
     button("Pause", Command::Kind::Pause, pr.running);
     working_indicator(pr);
     ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
+    if (s.sequences.size() > 1) {
+        // A batch steps together; the panels show one sequence.
+        ImGui::AlignTextToFramePadding();
+        ImGui::TextUnformatted("showing sequence");
+        for (size_t i = 0; i < s.sequences.size(); ++i) {
+            ImGui::SameLine(0, 4);
+            char label[24];
+            std::snprintf(label, sizeof label, "%zu", i);
+            if (ImGui::RadioButton(label, s.selected == int64_t(i)) && s.selected != int64_t(i)) {
+                Command cmd;
+                cmd.kind = Command::Kind::Select;
+                cmd.n = int64_t(i);
+                ctl.push(cmd);
+            }
+        }
+        help_marker("Every step runs all sequences of the batch at once (Session::step_batch); the timeline, "
+                    "attention, KV cache, mask and next-token panels show the chosen one, the Memory panel all.");
+    }
 
     ImGui::Separator();
     bool cache_on = s.options().use_cache;
@@ -207,6 +227,8 @@ void draw_controls(PanelContext& c) {
         };
         input64("prefill chunk", o.prefill_chunk, 0, "tokens per prefill step; 0 = the whole prompt at once");
         input64("window", o.window, 0, "sliding window W: a query sees the last W positions; 0 = off");
+        input64("sinks", o.sinks, 0, "attention sinks S (needs a window): the first S positions stay visible beside the "
+                "window, as StreamingLLM keeps them; 0 = off");
         input64("max new tokens", o.max_new_tokens, 1, "tokens to generate after the prompt");
         float t = float(o.sampling.temperature), p = float(o.sampling.top_p);
         ImGui::SetNextItemWidth(w);
@@ -222,7 +244,57 @@ void draw_controls(PanelContext& c) {
             Command cmd;
             cmd.kind = Command::Kind::SetOptions;
             cmd.options = o;
+            cmd.batch = e.batch;
             ctl.push(cmd);
+        }
+    }
+
+    if (ImGui::CollapsingHeader("Batch and memory (paged cache, prefix sharing)")) {
+        SessionOptions& o = e.options;
+        BatchOptions& b = e.batch;
+        const float w = ImGui::GetFontSize() * 7;
+        auto input64 = [&](const char* label, int64_t& v, int64_t lo, int64_t hi, const char* help) {
+            int x = int(v);
+            ImGui::SetNextItemWidth(w);
+            if (ImGui::InputInt(label, &x)) v = std::clamp<int64_t>(x, lo, hi);
+            help_marker(help);
+        };
+        input64("block size", o.block_size, 0, 4096, "B > 0: a paged KV cache, positions in blocks of B from one pool "
+                "shared by the batch (the Memory panel shows it); 0 = one contiguous ring per sequence");
+        ImGui::Checkbox("share prompt prefixes", &o.share_prefix);
+        help_marker("A sequence whose prompt starts with the same tokens as an earlier one maps those blocks instead "
+                    "of computing them again; a shared block is copied before anyone writes into it (copy-on-write).");
+        input64("sequences", b.n_seq, 1, 16, "N sequences stepped together. Sequence i's prompt is the prompt above "
+                "followed by its suffix, and it samples with seed + i (set temperature > 0 to see identical prompts "
+                "diverge).");
+        b.suffixes.resize(size_t(b.n_seq));
+        for (int64_t i = 0; i < b.n_seq; ++i) {
+            char label[32];
+            std::snprintf(label, sizeof label, "suffix %lld", (long long)i);
+            ImGui::SetNextItemWidth(-ImGui::CalcTextSize("suffix 00").x - 8);
+            ImGui::InputText(label, &b.suffixes[size_t(i)]);
+        }
+        if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
+        if (ImGui::Button("Apply (restarts every sequence)")) {
+            Command cmd;
+            cmd.kind = Command::Kind::SetOptions;
+            cmd.options = o;
+            cmd.batch = b;
+            ctl.push(cmd);
+        }
+        dump_item("apply batch");
+        if (s.memory.empty()) {
+            ImGui::SameLine();
+            if (ImGui::Button("Try: 3 sharing, blocks of 4")) {
+                Command cmd;
+                cmd.kind = Command::Kind::SetOptions;
+                cmd.options = o;
+                cmd.options.block_size = 4;
+                cmd.options.share_prefix = true;
+                cmd.batch = b;
+                cmd.batch.n_seq = std::max<int64_t>(3, b.n_seq);
+                ctl.push(cmd);
+            }
         }
     }
 

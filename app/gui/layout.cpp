@@ -32,6 +32,8 @@ void place_panel(Panel p, ImVec2 d) {
     case Panel::Mask: pos = {left, bottom}; size = {b1 - left, d.y - bottom}; break;
     case Panel::NextToken: pos = {b1, bottom}; size = {b2 - b1, d.y - bottom}; break;
     case Panel::Compare: pos = {b2, bottom}; size = {d.x - b2, d.y - bottom}; break;
+    // Shown once the cache is paged, over the next-token and comparison panels (a batch has no comparison).
+    case Panel::Memory: pos = {b1, bottom}; size = {d.x - b1, d.y - bottom}; break;
     }
     ImGui::SetNextWindowPos(pos, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowSize(size, ImGuiCond_FirstUseEver);

@@ -12,6 +12,7 @@
 //   draw_compare        cache on vs off for the same step, time and FLOPs charts over the generation
 //   draw_heads          what each head does (previous-token, induction scores); a row jumps to its map
 //   draw_model          the loaded model's config in words, KV cache bytes per token, the assets/ folder picker
+//   draw_memory         paged caches: the block pool as a grid coloured by owner, block tables, sharing, COW
 //   default_layout      first-start window rectangles computed from the window size
 #include <imgui.h>
 
@@ -42,8 +43,11 @@ void draw_next_token(PanelContext& c);
 void draw_compare(PanelContext& c);
 void draw_heads(PanelContext& c);
 void draw_model(PanelContext& c);  // model_panel.cpp
+void draw_memory(PanelContext& c);  // memory_panel.cpp
+// The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
+bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step);
 
-enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory };
 void place_panel(Panel p, ImVec2 display);  // SetNextWindowPos/Size with ImGuiCond_FirstUseEver
 
 // Shared bits of panel drawing.

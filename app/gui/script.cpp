@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "errors.h"
+#include "panels.h"
 
 namespace kvscope::gui {
 namespace {
@@ -33,11 +34,11 @@ struct Spec {
 };
 const Spec kSpecs[] = {
     {"prompt", 1, 1},  {"prefill", 0, 0},  {"decode", 0, 1},  {"step", 0, 1},    {"run", 1, 1},
-    {"back", 0, 1},    {"reset", 0, 0},    {"pause", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 7},
+    {"back", 0, 1},    {"reset", 0, 0},    {"pause", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 12},
     {"model", 1, 1},   {"layer", 1, 1},    {"head", 1, 1},    {"view", 1, 1},    {"values", 1, 1},
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
-    {"heads", 0, 0},
+    {"heads", 0, 0},   {"suffix", 1, 2},   {"sequence", 1, 1}, {"memory-json", 1, 1},
 };
 
 bool on_off(const std::string& s, bool& out) {
@@ -73,6 +74,12 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (l.words[0] == "prompt") {
             if (sp == std::string::npos) throw UsageError(where(path, n) + "prompt needs text");
             l.words.push_back(text.substr(sp + 1));
+        } else if (l.words[0] == "suffix" && sp != std::string::npos) {
+            // suffix I TEXT: the rest of the line after the index, spaces kept (TEXT may be empty)
+            const std::string rest = text.substr(text.find_first_not_of(" \t", sp));
+            const size_t sp2 = rest.find_first_of(" \t");
+            l.words.push_back(rest.substr(0, sp2));
+            if (sp2 != std::string::npos) l.words.push_back(rest.substr(sp2 + 1));
         } else {
             std::istringstream rest(sp == std::string::npos ? "" : text.substr(sp));
             std::string w;
@@ -92,7 +99,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         bool b = false;
         auto bad = [&](const std::string& why) { throw UsageError(where(path, n) + cmd + ": " + why); };
         if ((cmd == "decode" || cmd == "step" || cmd == "back" || cmd == "layer" || cmd == "head" || cmd == "frames" ||
-             cmd == "measure") && n_args == 1 && (!to_int(l.words[1], x) || x < 0))
+             cmd == "measure" || cmd == "sequence" || cmd == "suffix") && n_args >= 1 && (!to_int(l.words[1], x) || x < 0))
             bad("expected a number >= 0, got '" + l.words[1] + "'");
         if (cmd == "run" && l.words[1] != "end" && (!to_int(l.words[1], x) || x < 1)) bad("expected N >= 1 or 'end'");
         if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm") && !on_off(l.words[1], b)) bad("expected on or off");
@@ -117,12 +124,13 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                 if (eq == std::string::npos || !to_real(kv.substr(eq + 1), r))
                     bad("expected key=value, got '" + kv + "'");
                 if (key != "chunk" && key != "window" && key != "max-new" && key != "temperature" && key != "top-k" &&
-                    key != "top-p" && key != "seed")
-                    bad("unknown option '" + key + "' (chunk, window, max-new, temperature, top-k, top-p, seed)");
+                    key != "top-p" && key != "seed" && key != "sinks" && key != "block" && key != "share" && key != "seqs")
+                    bad("unknown option '" + key +
+                        "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, block, share, seqs)");
             }
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
-                             cmd == "show-step" || cmd == "zoom"))
+                             cmd == "show-step" || cmd == "zoom" || cmd == "memory-json"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -174,6 +182,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
     } else if (cmd == "options") {
         Command c = command(K::SetOptions);
         c.options = snap.options();
+        c.batch = snap.batch;
         for (size_t i = 1; i < l.words.size(); ++i) {
             const std::string& kv = l.words[i];
             const std::string key = kv.substr(0, kv.find('='));
@@ -186,8 +195,27 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
             if (key == "top-k") c.options.sampling.top_k = int64_t(r);
             if (key == "top-p") c.options.sampling.top_p = r;
             if (key == "seed") c.options.sampling.seed = uint64_t(r);
+            if (key == "sinks") c.options.sinks = int64_t(r);
+            if (key == "block") c.options.block_size = int64_t(r);
+            if (key == "share") c.options.share_prefix = r != 0;
+            if (key == "seqs") c.batch.n_seq = int64_t(r);
         }
         run(c);
+    } else if (cmd == "suffix") {
+        Command c = command(K::SetOptions);
+        c.options = snap.options();
+        c.batch = snap.batch;
+        if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);
+        c.batch.suffixes[size_t(n)] = l.words.size() > 2 ? l.words[2] : "";
+        if (n >= c.batch.n_seq) c.batch.n_seq = n + 1;
+        run(c);
+    } else if (cmd == "sequence") {
+        Command c = command(K::Select);
+        c.n = n;
+        run(c);
+    } else if (cmd == "memory-json") {
+        if (!write_memory_json(arg, snap, v.view_step))
+            throw UsageError("line " + std::to_string(l.line) + ": cannot write " + arg);
     } else if (cmd == "model") {
         Command c = command(K::LoadModel);
         c.text = arg;

@@ -8,7 +8,11 @@
 //   pause                  stop a run (after `background run ...`)
 //   heads                  measure every head (the Heads panel's "Explain heads")
 //   compare on|off         shadow session for the on/off panel
-//   options k=v ...        chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed= (restarts)
+//   options k=v ...        chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed= (restarts);
+//                          sinks=S, block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N)
+//   suffix I [TEXT]        sequence I's prompt is the prompt + TEXT (grows the batch to I+1; restarts)
+//   sequence I             which sequence of the batch the panels show
+//   memory-json FILE       write the block pool as of the shown step as JSON (Memory panel's numbers)
 //   model DIR              load another model folder
 //   layer N | head N       select layer / head               view one-head|all-heads
 //   values weights|scores  scale linear|log                  rownorm on|off

@@ -302,6 +302,7 @@ int cli_gui(int argc, char** argv) {
             draw_mask(pc);
             draw_next_token(pc);
             draw_compare(pc);
+            draw_memory(pc);
             ImGui::Render();
             int fb_w = 0, fb_h = 0;
             glfwGetFramebufferSize(window, &fb_w, &fb_h);

@@ -1,0 +1,323 @@
+// Memory: the paged KV cache's block pool after the viewed step. Every pool block is a cell, coloured by
+// the sequence(s) whose block table maps it (stripes = shared, with the number of sharers), grey when
+// free; each sequence's block table beside it; the blocks the step allocated, shared or copied on write
+// are outlined; the figures say what sharing saved. Also writes the same numbers as JSON for scripts.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "json.h"
+#include "panels.h"
+
+namespace kvscope::gui {
+namespace {
+
+ImU32 seq_colour(int64_t i, int alpha = 255) {
+    // Eight hues that stay apart on the dark background; sequence 8 repeats sequence 0's.
+    static const ImU32 rgb[] = {IM_COL32(66, 133, 214, 0), IM_COL32(222, 135, 50, 0), IM_COL32(80, 170, 90, 0),
+                                IM_COL32(170, 100, 200, 0), IM_COL32(200, 80, 110, 0), IM_COL32(60, 170, 170, 0),
+                                IM_COL32(180, 170, 70, 0), IM_COL32(140, 120, 100, 0)};
+    return rgb[size_t(i) % 8] | (ImU32(alpha) << IM_COL32_A_SHIFT);
+}
+
+constexpr ImU32 kFree = IM_COL32(58, 58, 64, 255);
+constexpr ImU32 kHeld = IM_COL32(84, 70, 52, 255);      // only step-back history refers to it
+constexpr ImU32 kNew = IM_COL32(250, 200, 60, 255);     // allocated this step
+constexpr ImU32 kShared = IM_COL32(255, 255, 255, 255); // gained a sharer this step
+constexpr ImU32 kCopied = IM_COL32(255, 70, 70, 255);   // copied on write this step
+
+ImU32 change_colour(uint8_t change) {
+    if (change & MemoryState::Copied) return kCopied;
+    if (change & MemoryState::Shared) return kShared;
+    if (change & MemoryState::Allocated) return kNew;
+    return 0;
+}
+
+// A block's fill: its owner's colour, vertical stripes of every sharer's colour, or free / held grey.
+void fill_block(ImDrawList* dl, ImVec2 a, ImVec2 b, const MemoryState::Block& k) {
+    if (k.seqs.empty()) {
+        dl->AddRectFilled(a, b, k.refs > 0 ? kHeld : kFree, 3);
+        return;
+    }
+    const float w = (b.x - a.x) / float(k.seqs.size());
+    for (size_t i = 0; i < k.seqs.size(); ++i)
+        dl->AddRectFilled({a.x + w * float(i), a.y}, {a.x + w * float(i + 1), b.y}, seq_colour(k.seqs[i]),
+                          i == 0 || i + 1 == k.seqs.size() ? 3.0f : 0.0f);
+}
+
+std::string seq_list(const std::vector<int32_t>& seqs) {
+    std::string s;
+    for (size_t i = 0; i < seqs.size(); ++i) s += (i ? ", " : "") + std::to_string(seqs[i]);
+    return s;
+}
+
+void block_tooltip(const Model& model, const MemoryState& m, int32_t id) {
+    const MemoryState::Block& k = m.blocks[size_t(id)];
+    const int64_t B = m.block_size;
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28);
+    ImGui::Text("pool block %d", id);
+    if (k.seqs.empty() && k.refs == 0) {
+        ImGui::TextDisabled("free: on the free list, ready to be allocated");
+    } else if (k.seqs.empty()) {
+        ImGui::TextDisabled("no sequence maps it now; kept (%d reference(s)) so Step back can restore it", k.refs);
+    } else {
+        ImGui::Text("positions %lld..%lld of sequence%s %s", (long long)(k.logical * B), (long long)(k.logical * B + B - 1),
+                    k.seqs.size() > 1 ? "s" : "", seq_list(k.seqs).c_str());
+        if (k.seqs.size() > 1)
+            ImGui::TextColored({1, 1, 1, 1}, "shared: %zu sequences read the same K/V (stored once)", k.seqs.size());
+        if (k.refs > int32_t(k.seqs.size()))
+            ImGui::TextDisabled("pool reference count %d (%d more held by step-back history)", k.refs,
+                                k.refs - int32_t(k.seqs.size()));
+        std::string toks;
+        for (size_t i = 0; i < k.tokens.size(); ++i) toks += (i ? " | " : "") + token_text(model, k.tokens[i]);
+        ImGui::Text("holds %zu of %lld slots: %s", k.tokens.size(), (long long)B, toks.c_str());
+    }
+    if (k.change & MemoryState::Copied)
+        ImGui::TextColored({1, 0.45f, 0.45f, 1}, "this step: copied from block %d, because sequence %s wrote into a "
+                           "block it shared (copy-on-write)", k.copied_from, seq_list(k.seqs).c_str());
+    else if (k.change & MemoryState::Shared)
+        ImGui::TextColored({1, 1, 1, 1}, "this step: mapped by another sequence whose prompt starts with the same tokens "
+                           "(prefix sharing: not computed again)");
+    else if (k.change & MemoryState::Allocated)
+        ImGui::TextColored({1, 0.8f, 0.3f, 1}, "this step: allocated from the free list");
+    if (k.change & MemoryState::Freed) ImGui::TextDisabled("this step: returned to the free list");
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+}
+
+}  // namespace
+
+bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step) {
+    const MemoryState* m = s.memory_at(step);
+    std::string j = "{\n";
+    auto num = [&](const char* key, int64_t v, bool last = false) {
+        j += "  \"" + std::string(key) + "\": " + std::to_string(v) + (last ? "\n" : ",\n");
+    };
+    if (!m) {
+        j += "  \"paged\": false\n}\n";
+    } else {
+        int64_t in_use = 0, shared = 0, max_sharers = 0, n_alloc = 0, n_shared = 0, n_copied = 0, n_freed = 0;
+        for (const auto& k : m->blocks) {
+            in_use += k.refs > 0;
+            shared += k.seqs.size() > 1;
+            max_sharers = std::max<int64_t>(max_sharers, int64_t(k.seqs.size()));
+            n_alloc += (k.change & MemoryState::Allocated) != 0;
+            n_shared += (k.change & MemoryState::Shared) != 0;
+            n_copied += (k.change & MemoryState::Copied) != 0;
+            n_freed += (k.change & MemoryState::Freed) != 0;
+        }
+        j += "  \"paged\": true,\n";
+        num("batch_step", m->batch_step);
+        num("sequences", int64_t(m->tables.size()));
+        num("block_size", m->block_size);
+        num("n_blocks", int64_t(m->blocks.size()));
+        num("bytes_per_block", m->bytes_per_block);
+        num("n_free", m->n_free);
+        num("in_use", in_use);
+        num("mapped", m->n_mapped());
+        num("unshared", m->n_unshared());
+        num("bytes_saved", (m->n_unshared() - m->n_mapped()) * m->bytes_per_block);
+        num("shared_blocks", shared);
+        num("max_sharers", max_sharers);
+        num("copies_on_write", m->copies_on_write);
+        num("positions_adopted", m->positions_adopted);
+        j += "  \"this_step\": {\"allocated\": " + std::to_string(n_alloc) + ", \"shared\": " + std::to_string(n_shared) +
+             ", \"copied\": " + std::to_string(n_copied) + ", \"freed\": " + std::to_string(n_freed) + "},\n";
+        j += "  \"tables\": [";
+        for (size_t i = 0; i < m->tables.size(); ++i) {
+            j += i ? ", [" : "[";
+            for (size_t k = 0; k < m->tables[i].size(); ++k) j += (k ? ", " : "") + std::to_string(m->tables[i][k]);
+            j += "]";
+        }
+        j += "],\n  \"adopted\": [";
+        for (size_t i = 0; i < m->adopted.size(); ++i) j += (i ? ", " : "") + std::to_string(m->adopted[i]);
+        j += "],\n  \"blocks\": [";
+        const char* sep = "\n";
+        for (size_t b = 0; b < m->blocks.size(); ++b) {
+            const auto& k = m->blocks[b];
+            if (k.refs == 0 && !k.change) continue;
+            j += sep;
+            j += "    {\"id\": " + std::to_string(b) + ", \"refs\": " + std::to_string(k.refs) + ", \"logical\": " +
+                 std::to_string(k.logical) + ", \"seqs\": [" + seq_list(k.seqs) + "], \"change\": " + std::to_string(k.change) +
+                 ", \"copied_from\": " + std::to_string(k.copied_from) + ", \"n_tokens\": " + std::to_string(k.tokens.size()) + "}";
+            sep = ",\n";
+        }
+        j += "\n  ]\n}\n";
+    }
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp);
+        if (!f || !(f << j)) return false;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    return !ec;
+}
+
+void draw_memory(PanelContext& c) {
+    const Snapshot& s = c.snap;
+    if (s.memory.empty()) return;  // contiguous caches: nothing pooled (Controls > Batch and memory turns it on)
+    place_panel(Panel::Memory, c.display);
+    if (!ImGui::Begin("Memory")) {
+        ImGui::End();
+        return;
+    }
+    dump_window("Memory");
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, c.prefs, &step);
+    const MemoryState* m = s.memory_at(r ? int64_t(step) : -1);
+    const Model& model = s.model();
+    const int64_t N = int64_t(m->tables.size()), B = m->block_size;
+    const float font = ImGui::GetFontSize();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+
+    // Legend: one line a new user reads before anything else.
+    {
+        const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+        auto fits = [&](const char* text) {
+            if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text).x + ImGui::GetTextLineHeight() + 8 > right) ImGui::NewLine();
+        };
+        auto swatch = [&](ImU32 fill, ImU32 outline, const char* label) {
+            fits(label);
+            const ImVec2 p = ImGui::GetCursorScreenPos();
+            const float h = ImGui::GetTextLineHeight();
+            dl->AddRectFilled({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, fill, 2);
+            if (outline) dl->AddRect({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, outline, 2, 0, 2);
+            ImGui::Dummy({h, h});
+            ImGui::SameLine(0, 4);
+            ImGui::TextUnformatted(label);
+            ImGui::SameLine(0, 12);
+        };
+        for (int64_t i = 0; i < N && i < 8; ++i) {
+            char label[24];
+            std::snprintf(label, sizeof label, "seq %lld", (long long)i);
+            swatch(seq_colour(i), 0, label);
+        }
+        const char* middle = "| stripes + xN = shared by N sequences, grey = free | outlined = this step:";
+        fits(middle);
+        ImGui::TextDisabled("%s", middle);
+        ImGui::SameLine(0, 8);
+        swatch(kFree, kNew, "allocated");
+        swatch(kFree, kShared, "shared");
+        swatch(kFree, kCopied, "copied on write");
+        ImGui::NewLine();
+    }
+    // Figures.
+    const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
+    int64_t n_shared = 0;
+    for (const auto& k : m->blocks) n_shared += k.seqs.size() > 1;
+    ImGui::Text("%lld sequence%s, blocks of %lld positions: %lld of %lld pool blocks in use; without sharing %lld", (long long)N,
+                N > 1 ? "s" : "", (long long)B, (long long)mapped, (long long)m->blocks.size(), (long long)unshared);
+    ImGui::SameLine(0, 12);
+    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld block%s = %s", (long long)(unshared - mapped),
+                       unshared - mapped == 1 ? "" : "s", human_bytes(double((unshared - mapped) * m->bytes_per_block)).c_str());
+    ImGui::TextDisabled("%lld shared block(s) | prefill positions adopted instead of computed: %lld | copies on write: %lld | %s",
+                        (long long)n_shared, (long long)m->positions_adopted, (long long)m->copies_on_write,
+                        m->batch_step < 0 ? "before the first step" : ("as of batch step " + std::to_string(m->batch_step)).c_str());
+
+    // Pool grid on the left, block tables on the right.
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float grid_w = std::max(font * 10, avail.x * 0.5f);
+    const float cell_w = std::round(font * 2.6f), cell_h = std::round(font * 1.9f), gap = 4;
+    const int cols = std::max(1, int((grid_w + gap) / (cell_w + gap)));
+    static int32_t hovered = -1;  // block under the mouse last frame (grid or table), highlighted in both
+    int32_t hovered_now = -1;
+    ImGui::BeginChild("pool", {grid_w, 0}, false);
+    ImGui::TextDisabled("pool: %lld blocks (%s each)", (long long)m->blocks.size(), human_bytes(double(m->bytes_per_block)).c_str());
+    {
+        ImDrawList* gl = ImGui::GetWindowDrawList();
+        const ImVec2 o = ImGui::GetCursorScreenPos();
+        const int rows = (int(m->blocks.size()) + cols - 1) / cols;
+        for (int32_t b = 0; b < int32_t(m->blocks.size()); ++b) {
+            const MemoryState::Block& k = m->blocks[size_t(b)];
+            const ImVec2 a = {o.x + float(b % cols) * (cell_w + gap), o.y + float(b / cols) * (cell_h + gap)};
+            const ImVec2 z = {a.x + cell_w, a.y + cell_h};
+            fill_block(gl, a, z, k);
+            char id[16];
+            std::snprintf(id, sizeof id, "%d", b);
+            gl->AddText({a.x + 3, a.y + 1}, k.seqs.empty() ? IM_COL32(140, 140, 150, 255) : IM_COL32(240, 240, 245, 255), id);
+            if (k.seqs.size() > 1) {
+                char x[16];
+                std::snprintf(x, sizeof x, "x%zu", k.seqs.size());
+                const ImVec2 ts = ImGui::CalcTextSize(x);
+                gl->AddRectFilled({z.x - ts.x - 5, z.y - ts.y - 2}, {z.x - 1, z.y - 1}, IM_COL32(20, 20, 24, 220), 3);
+                gl->AddText({z.x - ts.x - 3, z.y - ts.y - 2}, IM_COL32(255, 255, 255, 255), x);
+                gl->AddRect(a, z, IM_COL32(235, 235, 240, 255), 3, 0, 1.5f);
+            }
+            if (const ImU32 oc = change_colour(k.change)) gl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, oc, 4, 0, 2.5f);
+            if (b == hovered) gl->AddRect({a.x - 3, a.y - 3}, {z.x + 3, z.y + 3}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
+            if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(a, z)) {
+                hovered_now = b;
+                block_tooltip(model, *m, b);
+            }
+        }
+        ImGui::Dummy({float(cols) * (cell_w + gap), float(rows) * (cell_h + gap)});
+        dump_item("memory pool");
+    }
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("tables", {0, 0}, false, ImGuiWindowFlags_HorizontalScrollbar);
+    ImGui::TextDisabled("block tables: logical block k (positions %lld*k..) -> pool block", (long long)B);
+    {
+        const float head_w = ImGui::CalcTextSize("seq 00 ").x + 8, ew = std::round(font * 2.2f), eh = ImGui::GetTextLineHeight() + 4;
+        for (int64_t i = 0; i < N; ++i) {
+            const std::vector<int32_t>& t = m->tables[size_t(i)];
+            ImDrawList* tl = ImGui::GetWindowDrawList();
+            const ImVec2 o = ImGui::GetCursorScreenPos();
+            const bool selected = i == s.selected;
+            char head[24];
+            std::snprintf(head, sizeof head, "seq %lld", (long long)i);
+            ImGui::PushID(int(i));
+            if (ImGui::InvisibleButton("row", {head_w + float(std::max<size_t>(t.size(), 1)) * (ew + 3), eh}) && !selected) {
+                Command cmd;
+                cmd.kind = Command::Kind::Select;
+                cmd.n = i;
+                c.ctl.push(cmd);
+            }
+            ImGui::PopID();
+            tl->AddRectFilled(o, {o.x + head_w - 6, o.y + eh}, seq_colour(i), 3);
+            if (selected) tl->AddRect({o.x - 2, o.y - 2}, {o.x + head_w - 4, o.y + eh + 2}, IM_COL32(250, 200, 60, 255), 3, 0, 2);
+            tl->AddText({o.x + 4, o.y + 2}, IM_COL32(255, 255, 255, 255), head);
+            for (size_t k = 0; k < t.size(); ++k) {
+                const ImVec2 a = {o.x + head_w + float(k) * (ew + 3), o.y}, z = {a.x + ew, a.y + eh};
+                if (t[k] < 0) {
+                    tl->AddRect(a, z, IM_COL32(90, 90, 96, 255), 3);
+                    tl->AddText({a.x + 4, a.y + 2}, IM_COL32(120, 120, 128, 255), "-");
+                    if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(a, z))
+                        ImGui::SetTooltip("sequence %lld, logical block %zu (positions %lld..%lld): evicted, no query sees "
+                                          "it any more; its block went back to the pool", (long long)i, k,
+                                          (long long)(int64_t(k) * B), (long long)(int64_t(k) * B + B - 1));
+                    continue;
+                }
+                const MemoryState::Block& blk = m->blocks[size_t(t[k])];
+                fill_block(tl, a, z, blk);
+                if (blk.seqs.size() > 1) tl->AddRect(a, z, IM_COL32(235, 235, 240, 255), 3, 0, 1.5f);
+                if (const ImU32 oc = change_colour(blk.change)) tl->AddRect({a.x - 1, a.y - 1}, {z.x + 1, z.y + 1}, oc, 3, 0, 2);
+                if (t[k] == hovered) tl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, IM_COL32(90, 220, 255, 255), 3, 0, 2);
+                char id[16];
+                std::snprintf(id, sizeof id, "%d", t[k]);
+                tl->AddText({a.x + 4, a.y + 2}, IM_COL32(255, 255, 255, 255), id);
+                if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(a, z)) {
+                    hovered_now = t[k];
+                    block_tooltip(model, *m, t[k]);
+                }
+            }
+            if (t.empty()) tl->AddText({o.x + head_w, o.y + 2}, IM_COL32(140, 140, 150, 255), "(empty)");
+            // What the sequence saved: positions it mapped from earlier sequences instead of computing.
+            if (size_t(i) < m->adopted.size() && m->adopted[size_t(i)] > 0) {
+                ImGui::SameLine(0, 8);
+                ImGui::TextDisabled("%lld adopted", (long long)m->adopted[size_t(i)]);
+            }
+        }
+        dump_item("memory tables");
+    }
+    ImGui::EndChild();
+    hovered = hovered_now;
+    ImGui::End();
+}
+
+}  // namespace kvscope::gui
