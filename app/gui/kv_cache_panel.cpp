@@ -1,7 +1,7 @@
 // KV cache: K and V of the chosen layer and head after the viewed step, one row per cache slot
 // (labelled with the position and token it holds), columns = head_dim. Rows written this step are
-// outlined, the write pointer is marked, rows outside the window are dimmed; below, the fill of every
-// layer and the bytes used.
+// outlined, the write pointer is marked, rows outside the window are dimmed, attention sinks marked;
+// above, the fill of every layer and the bytes used.
 #include <imgui.h>
 
 #include <algorithm>
@@ -31,7 +31,9 @@ void draw_kv_cache(PanelContext& c) {
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
     const int64_t S = r->cache_capacity, D = r->head_dim;
-    const int64_t visible_lo = r->visible_from(r->next_position);
+    const KeyRange visible = r->visible_keys(r->next_position);  // what the next query sees (sinks + window)
+    auto dimmed = [&](int64_t p) { return p >= 0 && !visible.contains(p); };
+    auto sink = [&](int64_t p) { return p >= 0 && p < visible.n_sink; };
     const int64_t written_lo = r->first_computed_position, written_hi = r->first_computed_position + r->n_rows_computed - 1;
 
     ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)v.layer, (long long)v.head, (long long)S,
@@ -102,11 +104,14 @@ void draw_kv_cache(PanelContext& c) {
             std::snprintf(label, sizeof label, "%lld %s", (long long)p,
                           p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], 8).c_str() : "");
             dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2},
-                        p < visible_lo ? IM_COL32(120, 120, 120, 255) : IM_COL32(200, 200, 210, 255), label);
+                        dimmed(p) ? IM_COL32(120, 120, 120, 255) : sink(p) ? IM_COL32(235, 130, 210, 255) : IM_COL32(200, 200, 210, 255),
+                        label);
         }
         for (const HeatmapResult* h : {&hk, &hv}) {
-            if (p >= 0 && p < visible_lo)  // outside the window: kept in the slot but no longer attended
+            if (dimmed(p))  // outside the window: kept in the slot but no longer attended
                 dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150));
+            if (sink(p))  // an attention sink: a bar in the gutter left of the map
+                dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255));
             if (p >= written_lo && p <= written_hi) {
                 // Tall rows get an outline; thin ones a mark in the gutter beside the map (merged visually).
                 if (y1 - y0 >= 6) dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
@@ -136,14 +141,16 @@ void draw_kv_cache(PanelContext& c) {
                             p < int64_t(tokens.size()) ? token_text(model, tokens[size_t(p)]).c_str() : "?");
                 if (row) ImGui::Text("%s[%lld] = %.5f", h == &hv ? "v" : "k", (long long)h->hover_col, double(row[h->hover_col]));
                 if (p >= written_lo && p <= written_hi) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "written this step");
-                if (p < visible_lo) ImGui::TextDisabled("outside the window: no longer attended");
+                if (dimmed(p)) ImGui::TextDisabled("outside the window: no longer attended");
+                if (sink(p)) ImGui::TextColored({0.9f, 0.5f, 0.8f, 1}, "attention sink: kept visible beside the window");
             }
             ImGui::EndTooltip();
             if (h->clicked && p >= 0) v.sel_key = p;
         }
     ImGui::SetCursorScreenPos({top.x, top.y + title_h + size.y + 4});
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window");
+    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window%s",
+                        visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "");
     ImGui::PopTextWrapPos();
     ImGui::End();
 }

@@ -1,5 +1,5 @@
 // Mask: which keys each query of the step may see, drawn at the step's shape (new x cached), with the
-// offset, the window band and the rule written out.
+// offset, the window band, the attention sinks' columns and the rule written out.
 #include <imgui.h>
 
 #include <algorithm>
@@ -33,7 +33,11 @@ void draw_mask(PanelContext& c) {
     const long long p = (long long)m.query_positions.front();
     ImGui::Text("%lld new x %lld keys, offset p = %lld", (long long)m.n_query, (long long)m.n_key, p);
     ImGui::PushTextWrapPos(0);
-    if (r->window > 0)
+    if (r->window > 0 && r->sinks > 0)
+        ImGui::TextDisabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld), "
+                            "plus the attention sinks 0..%lld (the first S = %lld positions stay visible)",
+                            (long long)r->window, (long long)r->window, (long long)(r->sinks - 1), (long long)r->sinks);
+    else if (r->window > 0)
         ImGui::TextDisabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld)",
                             (long long)r->window, (long long)r->window);
     else
@@ -44,22 +48,27 @@ void draw_mask(PanelContext& c) {
     ImGui::TextDisabled("%lld of %lld cells visible", (long long)n_visible, (long long)m.visible.size());
     ImGui::TextDisabled("green = visible, striped = masked");
     // A mask-only texture: the same visibility, drawn flat.
-    // The mask depends only on the query positions, the key range and the window.
+    // The mask depends only on the query positions, the key range, the window and the sinks.
     static unsigned tex = 0;
-    static int64_t key[4] = {-1, -1, -1, -1};
-    const int64_t now[4] = {m.query_positions.front(), m.n_query, m.n_key, r->window};
-    if (!std::equal(now, now + 4, key)) {
+    static int64_t key[5] = {-1, -1, -1, -1, -1};
+    const int64_t now[5] = {m.query_positions.front(), m.n_query, m.n_key, r->window, r->sinks};
+    if (!std::equal(now, now + 5, key)) {
         tex = Gl::upload(tex, m.n_query, m.n_key, nullptr, m.visible.data());
-        std::copy(now, now + 4, key);
+        std::copy(now, now + 5, key);
     }
     HeatmapStyle st;
     st.mask_only = true;
     const ImVec2 size = heatmap_fit(m.n_query, m.n_key, ImGui::GetContentRegionAvail());
     HeatmapResult h = heatmap("mask", tex, m.n_query, m.n_key, size, st);
-    if (h.hover_row >= 0)
-        ImGui::SetTooltip("query pos %lld, key pos %lld: %s", (long long)m.query_positions[size_t(h.hover_row)],
-                          (long long)m.key_positions[size_t(h.hover_col)],
-                          m.visible[size_t(h.hover_row * m.n_key + h.hover_col)] ? "visible" : "masked");
+    if (h.hover_row >= 0) {
+        const int64_t qp = m.query_positions[size_t(h.hover_row)], kp = m.key_positions[size_t(h.hover_col)];
+        const bool vis = m.visible[size_t(h.hover_row * m.n_key + h.hover_col)];
+        const KeyRange k = r->visible_keys(qp);
+        ImGui::SetTooltip("query pos %lld, key pos %lld: %s", (long long)qp, (long long)kp,
+                          !vis          ? (kp > qp ? "masked (future)" : "masked (evicted: outside the window)")
+                          : kp < k.n_sink ? "visible (attention sink)"
+                                          : "visible");
+    }
     ImGui::End();
 }
 

@@ -1,6 +1,7 @@
 // Token timeline: every token of the sequence at its absolute position, coloured by what the cache
-// holds after the viewed step (prompt / generated / new this step / evicted by the window / not yet
-// processed), the position pointer, the window bounds and the fill level.
+// holds after the viewed step (prompt / generated / new this step / evicted by the window / kept as an
+// attention sink / not yet processed; K/V mapped from another sequence or loaded from a prompt cache),
+// the position pointer, the window bounds and the fill level.
 #include <imgui.h>
 
 #include <algorithm>
@@ -36,10 +37,24 @@ void draw_timeline(PanelContext& c) {
                     r->cache_on ? "ON" : "OFF", (long long)r->next_position, (long long)r->cache_used,
                     (long long)r->cache_capacity);
         if (r->window > 0) {
+            const KeyRange k = r->visible_keys(r->next_position);
             ImGui::SameLine();
-            ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->window,
-                        (long long)r->visible_from(r->next_position), (long long)r->next_position);
+            if (k.n_sink > 0)
+                ImGui::Text("| window %lld + %lld sinks: keys 0..%lld and %lld..%lld", (long long)r->window,
+                            (long long)r->sinks, (long long)(k.n_sink - 1), (long long)k.lo, (long long)k.hi);
+            else
+                ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->window, (long long)k.lo, (long long)k.hi);
         }
+        // Colours a new user has not met elsewhere, named where they appear.
+        bool shared = false, cached = false;
+        for (size_t i = 0; i <= step_index; ++i) {
+            shared |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::SharedPrefix;
+            cached |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::PromptCache;
+        }
+        if (shared) ImGui::SameLine(), ImGui::TextColored({0.35f, 0.8f, 0.82f, 1}, "| teal = mapped from another sequence");
+        if (cached) ImGui::SameLine(), ImGui::TextColored({0.7f, 0.55f, 0.95f, 1}, "| purple = loaded from a prompt cache");
+        if (r->visible_keys(r->next_position).n_sink > 0)
+            ImGui::SameLine(), ImGui::TextColored({0.85f, 0.45f, 0.75f, 1}, "| magenta = sink");
     } else {
         ImGui::TextDisabled("no step yet: type a prompt and press Prefill");
     }
@@ -48,8 +63,26 @@ void draw_timeline(PanelContext& c) {
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
     const int64_t n_prompt = int64_t(s.prompt().size());
     const int64_t next_pos = r ? r->next_position : 0;
-    const int64_t visible_lo = r ? r->visible_from(next_pos) : 0;
-    const int64_t new_lo = r ? r->first_position : -1, new_hi = r ? r->last_position() : -2;
+    const KeyRange visible = r ? r->visible_keys(next_pos) : KeyRange{0, 0, -1};
+    // Outlined as new: the positions this step computed (adopted ones are coloured by where they came from).
+    const int64_t new_lo = r ? r->first_position + r->n_adopted : -1, new_hi = r ? r->last_position() : -2;
+    // Positions whose K/V were not computed by this sequence: mapped from another's blocks or loaded
+    // from a prompt cache, as of the viewed step.
+    std::vector<StepRecord::Source> source(tokens.size(), StepRecord::Source::None);
+    for (size_t i = 0; r && i <= step_index; ++i) {
+        const StepRecord& q = s.trace()[i];
+        for (int64_t p = q.first_position; p < q.first_position + q.n_adopted && p < int64_t(tokens.size()); ++p)
+            source[size_t(p)] = q.adopted_from;
+    }
+    // The sequence whose blocks a shared position came from: the first earlier one with the same tokens
+    // up to it (sharing prefills run in sequence order).
+    auto shared_from = [&](int64_t p) -> int64_t {
+        for (int64_t j = 0; j < s.selected && j < int64_t(s.sequences.size()); ++j) {
+            const std::vector<TokenId>& other = s.sequences[size_t(j)].prompt_ids;
+            if (int64_t(other.size()) > p && std::equal(other.begin(), other.begin() + p + 1, tokens.begin())) return j;
+        }
+        return -1;
+    };
 
     ImGui::BeginChild("strip", {0, 0}, false, ImGuiWindowFlags_HorizontalScrollbar);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -71,9 +104,14 @@ void draw_timeline(PanelContext& c) {
         const std::string text = short_token(model, tokens[size_t(p)], 10);
         const float w = std::max(ImGui::CalcTextSize(text.c_str()).x + 10, min_w);
         const bool done = p < next_pos;
-        const bool evicted = done && p < visible_lo;
+        const bool evicted = done && !visible.contains(p);
+        const bool sunk = done && p < visible.n_sink;
         const bool is_new = p >= new_lo && p <= new_hi;
+        const StepRecord::Source from = source[size_t(p)];
         ImU32 fill = p < n_prompt ? IM_COL32(46, 70, 110, 255) : IM_COL32(40, 100, 70, 255);
+        if (done && from == StepRecord::Source::SharedPrefix) fill = IM_COL32(30, 118, 124, 255);
+        if (done && from == StepRecord::Source::PromptCache) fill = IM_COL32(106, 76, 152, 255);
+        if (sunk) fill = IM_COL32(128, 58, 112, 255);
         ImU32 ink = IM_COL32(235, 235, 240, 255);
         if (!done) {
             fill = IM_COL32(40, 40, 46, 255);
@@ -99,10 +137,21 @@ void draw_timeline(PanelContext& c) {
                 std::snprintf(b, sizeof b, "%02x ", ch);
                 hex += b;
             }
-            ImGui::SetTooltip("position %lld: token %d '%s'\nbytes: %s\n%s%s", (long long)p, tokens[size_t(p)],
+            std::string origin;
+            if (done && from == StepRecord::Source::PromptCache) origin = "\nK/V loaded from prompt cache (not computed)";
+            if (done && from == StepRecord::Source::SharedPrefix) {
+                const int64_t j = shared_from(p);
+                origin = j >= 0 ? "\nmapped from sequence " + std::to_string(j) + "'s blocks (prefix sharing: not computed)"
+                                : std::string("\nmapped from another sequence's blocks (prefix sharing: not computed)");
+            }
+            ImGui::SetTooltip("position %lld: token %d '%s'\nbytes: %s\n%s%s%s", (long long)p, tokens[size_t(p)],
                               token_text(model, tokens[size_t(p)]).c_str(), hex.c_str(),
                               p < n_prompt ? "prompt" : "generated",
-                              evicted ? ", outside the window (evicted)" : done ? ", in the cache" : ", not processed yet");
+                              sunk      ? ", attention sink: kept visible beside the window"
+                              : evicted ? ", outside the window (evicted)"
+                              : done    ? ", in the cache"
+                                        : ", not processed yet",
+                              origin.c_str());
         }
         x += w + 3;
     }
