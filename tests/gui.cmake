@@ -2,6 +2,10 @@
 #   gui.smoke  `kvscope gui --script ... --screenshot ...`, checked by tests/gui/check_gui.py (screenshot
 #              not blank, every panel drawn; exported attention equals a numpy recomputation from the
 #              exported q/k; logits equal `kvscope generate --dump-logits`)
+#   gui.memory a batch of 3 sequences sharing a prompt over one block pool (script lines options, suffix,
+#              sequence, memory-json): the Memory panel's figures (blocks mapped vs unshared, copies on
+#              write, positions adopted), also after step back, against numbers computed from token counts;
+#              tests/gui/check_memory.py
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace),
 #              widgets found through --layout-dump; tests/gui/check_input.py
 #
@@ -22,6 +26,11 @@ if(KVSCOPE_GUI)
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_gui.py
                      --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/smoke)
     set_tests_properties(gui.smoke PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.memory
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_memory.py
+                     --kvscope $<TARGET_FILE:kvscope> --model ${CMAKE_SOURCE_DIR}/assets/default
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/memory)
+    set_tests_properties(gui.memory PROPERTIES LABELS "gui" TIMEOUT 300)
     find_program(KVSCOPE_XDOTOOL xdotool)
     find_program(KVSCOPE_IMPORT import)
     if(KVSCOPE_XDOTOOL AND KVSCOPE_IMPORT)

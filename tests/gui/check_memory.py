@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""GUI batch / Memory panel test: drive `kvscope gui --script` under Xvfb with a batch of 3 sequences over
+one paged block pool with prefix sharing, step the prefill and some decodes, step back, and check the
+Memory panel's numbers (written by the script line `memory-json FILE`) against figures computed here from
+the token counts alone:
+
+  A sequence whose prompt shares its first c tokens with an earlier sequence maps a = min(c, P - 1)
+  positions (the prompt's last token is always computed: its logits are the prediction). Whole blocks of
+  B positions are shared; when a % B != 0 the partly filled block it adopted is written into at once,
+  so it is copied (copy-on-write). Sequence i then owns ceil(n_i / B) - floor(a_i / B) blocks for its
+  n_i positions, and on its own would need ceil(n_i / B).
+
+Token counts come from `kvscope tokenize` (the CLI tokenizer; the prompt and each suffix are encoded on
+their own, as the GUI does), block bytes from config.json (2 * L * H * B * D * 4). Two cases: identical
+prompts (sampling with seeds 0, 1, 2 at temperature 0.8), and a shared system prompt with distinct
+suffixes. The screenshot must show the Memory panel with content.
+
+Usage: check_memory.py --kvscope BUILD/app/kvscope --work DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+
+W, H = 1600, 1000
+B = 4
+N = 3
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
+    return p
+
+
+def n_tokens(kvscope, text):
+    return [int(x) for x in run([kvscope, "tokenize", "--text", text]).stdout.split()]
+
+
+def expected(prompts, n_decoded, bytes_per_block):
+    """Figures after the prefill and n_decoded decode steps of every sequence (all prompts prefilled in one step)."""
+    adopted, own, alone, copies = [], 0, 0, 0
+    for i, p in enumerate(prompts):
+        common = 0
+        for q in prompts[:i]:
+            c = 0
+            while c < min(len(p), len(q)) and p[c] == q[c]:
+                c += 1
+            common = max(common, c)
+        a = min(common, len(p) - 1)
+        adopted.append(a)
+        copies += 1 if a % B else 0
+        n = len(p) + n_decoded
+        blocks = -(-n // B)
+        alone += blocks
+        own += blocks - a // B
+    return {"mapped": own, "unshared": alone, "bytes_saved": (alone - own) * bytes_per_block,
+            "copies_on_write": copies, "positions_adopted": sum(adopted), "adopted": adopted,
+            "shared_blocks": max([a // B for a in adopted[1:]], default=0)}
+
+
+def check(name, got, want):
+    for k, v in want.items():
+        if got.get(k) != v:
+            fail("%s: %s = %r, expected %r (computed from the token counts)\n%s" % (name, k, got.get(k), v, json.dumps(got, indent=1)))
+    print("  %-34s %s" % (name, ", ".join("%s %s" % (k, want[k]) for k in ("mapped", "unshared", "copies_on_write",
+                                                                           "positions_adopted", "shared_blocks"))))
+
+
+def case(a, title, prompt, suffixes, work):
+    cfg = json.load(open(os.path.join(a.model, "config.json")))
+    D = cfg["n_embd"] // cfg["n_head"]
+    bpb = 2 * cfg["n_layer"] * cfg["n_head"] * B * D * 4
+    base = n_tokens(a.kvscope, prompt)
+    prompts = [base + (n_tokens(a.kvscope, s) if s else []) for s in suffixes]
+    os.makedirs(work, exist_ok=True)
+    j = lambda n: os.path.join(work, n + ".json")
+    lines = ["options block=%d share=1 seqs=%d temperature=0.8 max-new=8" % (B, N), "prompt " + prompt]
+    lines += ["suffix %d %s" % (i, s) for i, s in enumerate(suffixes) if s]
+    lines += ["prefill", "memory-json " + j("prefill"), "decode 5", "memory-json " + j("decode5"),
+              "back 2", "memory-json " + j("back2"), "show-step 0", "sequence 1", "memory-json " + j("shown0"), ""]
+    script = os.path.join(work, "script.txt")
+    with open(script, "w") as f:
+        f.write("\n".join(lines))
+    shot = os.path.join(work, "memory.png")
+    run(["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui", "--model", a.model,
+         "--script", script, "--screenshot", shot, "--size", "%dx%d" % (W, H)])
+    print("%s: prompt lengths %s" % (title, [len(p) for p in prompts]))
+    got = {n: json.load(open(j(n))) for n in ("prefill", "decode5", "back2", "shown0")}
+    after_prefill = expected(prompts, 0, bpb)
+    check("after prefill", got["prefill"], after_prefill)
+    if got["prefill"]["this_step"]["copied"] != after_prefill["copies_on_write"]:
+        fail("prefill step: %d blocks outlined as copied on write, expected %d" % (
+            got["prefill"]["this_step"]["copied"], after_prefill["copies_on_write"]))
+    tables = got["prefill"]["tables"]
+    for i in range(1, N):
+        k = after_prefill["adopted"][i] // B
+        if tables[i][:k] != tables[0][:k] or (len(tables[i]) > k and tables[i][k] in tables[0]):
+            fail("sequence %d's table %s should map exactly its first %d blocks to sequence 0's %s" % (i, tables[i], k, tables[0]))
+    # Each decode step writes one position: after the prefill n = P positions, after d decodes P + d.
+    check("after 5 decodes", got["decode5"], dict(expected(prompts, 5, bpb), copies_on_write=after_prefill["copies_on_write"]))
+    check("after stepping back 2", got["back2"], dict(expected(prompts, 3, bpb), copies_on_write=after_prefill["copies_on_write"]))
+    if got["shown0"] != got["prefill"]:
+        fail("viewing step 0 of sequence 1 should show the pool as after the prefill step")
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    # The Memory panel (app/gui/layout.cpp): from the next-token column to the right edge, bottom 31%.
+    left = 0.23 * W
+    x0, y0 = int(left + (W - left) * 0.30), int(0.69 * H)
+    region = img[y0 + 4:H - 4, x0 + 4:W - 4].reshape(-1, 3).astype(int)
+    busy = np.mean(np.abs(region - np.array([28, 28, 33])).sum(axis=1) > 24)
+    print("  memory panel: %.1f%% non-background" % (100 * busy))
+    if busy < 0.05:
+        fail("the Memory panel looks empty in %s" % shot)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    if not shutil.which("xvfb-run"):
+        print("SKIP: xvfb-run not found (apt install xvfb)")
+        return 0
+    shutil.rmtree(a.work, ignore_errors=True)
+    case(a, "identical prompts", "The cat sat on the mat because it", ["", "", ""], os.path.join(a.work, "same"))
+    case(a, "system prompt + suffixes", "You are a helpful assistant. Answer briefly.",
+         ["", " What is a cat?", " Where is the mat?"], os.path.join(a.work, "suffixes"))
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
