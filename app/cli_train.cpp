@@ -56,10 +56,18 @@ int cli_train(int argc, char** argv) {
                                          "(default 0: off)");
     args.option("--tok-init", "X", "std of the initial token embeddings (default 0.02)");
     args.option("--prev-value-init", "G", "with --prev-head-init: gain of that head's output (default 0)");
+    args.option("--circuit-init", "G", "start head 0 of layers 0 and 1 as a previous-token + induction head pair "
+                                       "with query/key gain G (default 0: off)");
     args.option("--copy-phase", "N", "curriculum: the first N steps train on repeated random spans only (default 0)");
     args.option("--copy-seq", "T", "tokens per sequence during --copy-phase (default 32; the batch grows to keep "
                                    "tokens per step)");
     args.option("--copy-span", "A-B", "random span lengths during --copy-phase (default 6-12)");
+    args.flag("--distinct", "random spans drawn without replacement: no token twice in a span");
+    args.flag("--copy-distinct", "the same during --copy-phase");
+    args.option("--attn-only", "N", "the first N steps skip the MLPs: an attention-only warm-up (default 0)");
+    args.option("--tok-lr", "X", "learning-rate factor of the token embeddings, 0 freezes them (default 1)");
+    args.option("--pos-lr", "X", "learning-rate factor of the position table, 0 freezes it (default 1)");
+    args.flag("--no-emb-decay", "no weight decay on the token and position tables");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG)");
@@ -93,6 +101,8 @@ int cli_train(int argc, char** argv) {
     if (!(o.init.tok_std > 0 && o.init.tok_std < 10)) throw UsageError("train: --tok-init must be in (0, 10)");
     o.init.prev_value_gain = args.real("--prev-value-init", 0);
     if (!(o.init.prev_value_gain >= 0 && o.init.prev_value_gain < 100)) throw UsageError("train: --prev-value-init must be in [0, 100)");
+    o.init.circuit_gain = args.real("--circuit-init", 0);
+    if (!(o.init.circuit_gain >= 0 && o.init.circuit_gain < 100)) throw UsageError("train: --circuit-init must be in [0, 100)");
     o.copy_phase = args.integer("--copy-phase", 0, 0, 10'000'000);
     o.copy_seq = args.integer("--copy-seq", 32, 2, 8192);
     if (auto span = args.text("--copy-span")) {
@@ -102,6 +112,14 @@ int cli_train(int argc, char** argv) {
             throw UsageError("train: --copy-span wants A-B with 1 <= A <= B, e.g. 6-12");
         o.copy_mix.min_span = a, o.copy_mix.max_span = b;
     }
+    o.mix.distinct = args.has("--distinct");
+    o.copy_mix.distinct = args.has("--copy-distinct");
+    o.attn_only = args.integer("--attn-only", 0, 0, 10'000'000);
+    o.tok_lr = args.real("--tok-lr", 1);
+    o.pos_lr = args.real("--pos-lr", 1);
+    if (!(o.tok_lr >= 0 && o.tok_lr <= 100 && o.pos_lr >= 0 && o.pos_lr <= 100))
+        throw UsageError("train: --tok-lr and --pos-lr must be in [0, 100]");
+    o.emb_decay = !args.has("--no-emb-decay");
     o.config.n_layer = args.integer("--n-layer", 2, 1, 64);
     o.config.n_head = args.integer("--n-head", 4, 1, 64);
     o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);

@@ -177,7 +177,18 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
             const int64_t from = int64_t(rng.below(uint64_t(int64_t(seq.size()) - len)));
             for (int64_t i = 0; i < len; ++i) seq.push_back(seq[size_t(from + i)]);
         } else {
-            const std::vector<TokenId> span = random_span(rng, span_length());
+            std::vector<TokenId> span;
+            if (mix_.distinct) {
+                // partial Fisher-Yates shuffle of the ordinary tokens
+                std::vector<TokenId> pool = ordinary_;
+                span.resize(size_t(std::min<int64_t>(span_length(), int64_t(pool.size()))));
+                for (size_t i = 0; i < span.size(); ++i) {
+                    std::swap(pool[i], pool[i + rng.below(pool.size() - i)]);
+                    span[i] = pool[i];
+                }
+            } else {
+                span = random_span(rng, span_length());
+            }
             const int64_t copies = 2 + int64_t(rng.below(2));
             for (int64_t c = 0; c < copies || c * int64_t(span.size()) < mix_.min_repeat; ++c)
                 seq.insert(seq.end(), span.begin(), span.end());

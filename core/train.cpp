@@ -121,6 +121,72 @@ void seed_previous_token_head(const ModelConfig& c, const std::vector<ParamInfo>
     }
 }
 
+// The two-head induction circuit as a starting point (InitOptions::circuit_gain), in a residual stream
+// split three ways: dims [0, D) hold positions (the D/2 fastest sinusoid pairs, nothing else),
+// [D, 2D) are left empty for layer 0 to write into, [2D, C) hold the tokens.
+//   layer 0 head 0  previous-token head: q·k from the position dims, rotated one step back (as in
+//                   seed_previous_token_head); its value is R·token, written into [D, 2D)
+//   layer 1 head 0  induction head: key = the [D, 2D) code (R·previous token), query = R·current token,
+//                   so position s scores ≈ token(t)·token(s-1); its value copies token(s) back into the
+//                   token dims (R2ᵀR2: a rank-D projection), which the tied unembedding reads as token(s)
+// R (D, C-2D) and R2 are random with orthonormal-ish rows. Every weight stays trainable; the runs in
+// assets/default/README.md show training keeps and sharpens the circuit once it pays off at step 0.
+void seed_induction_circuit(const ModelConfig& c, const std::vector<ParamInfo>& layout, std::vector<float>& params,
+                            double gain, double pos_rms) {
+    const int64_t C = c.n_embd, D = C / c.n_head, n_tok = C - 2 * D;
+    if (c.n_layer < 2 || n_tok < D)
+        throw UsageError("train: --circuit-init needs n_layer >= 2 and n_embd >= 3 x head dim");
+    auto find = [&](const std::string& name) -> float* {
+        for (const ParamInfo& p : layout)
+            if (p.name == name) return params.data() + p.offset;
+        throw UsageError("train: no tensor " + name);
+    };
+    float* wte = find("wte.weight");  // (V, C)
+    for (int64_t v = 0; v < c.n_vocab; ++v) std::fill(wte + v * C, wte + v * C + 2 * D, 0.0f);
+    float* wpe = find("wpe.weight");  // (P, C): positions only in [0, D)
+    const std::vector<float> table = sinusoidal_positions(c.n_ctx, C);
+    for (int64_t t = 0; t < c.n_ctx; ++t)
+        for (int64_t j = 0; j < C; ++j)
+            wpe[t * C + j] = j < D ? float(pos_rms * std::sqrt(2.0) * table[size_t(t * C + j)]) : 0.0f;
+    Rng rng(0x63697263);
+    auto random_rows = [&](int64_t n_rows) {  // (n_rows, n_tok), entries N(0, 1/n_tok)
+        std::vector<double> r(size_t(n_rows * n_tok));
+        for (double& x : r) x = rng.normal() / std::sqrt(double(n_tok));
+        return r;
+    };
+    const std::vector<double> R = random_rows(D), R2 = random_rows(D);
+    // c_attn (C, 3C): row = input dim, columns [0, C) queries, [C, 2C) keys, [2C, 3C) values; head 0 = first D.
+    float* a0 = find("h.0.attn.c_attn.weight");
+    float* a1 = find("h.1.attn.c_attn.weight");
+    for (float* a : {a0, a1})
+        for (int64_t r = 0; r < C; ++r)
+            for (int64_t j = 0; j < D; ++j) a[r * 3 * C + j] = a[r * 3 * C + C + j] = a[r * 3 * C + 2 * C + j] = 0.0f;
+    for (int64_t i = 0; i < D / 2; ++i) {
+        const double omega = 1.0 / std::pow(10000.0, double(2 * i) / double(C));
+        const double cs = gain * std::cos(omega), sn = gain * std::sin(omega);
+        const int64_t rs = 2 * i, rc = 2 * i + 1;
+        a0[rs * 3 * C + C + 2 * i] = a0[rc * 3 * C + C + 2 * i + 1] = float(gain);
+        a0[rs * 3 * C + 2 * i] = float(cs), a0[rc * 3 * C + 2 * i] = float(-sn);
+        a0[rs * 3 * C + 2 * i + 1] = float(sn), a0[rc * 3 * C + 2 * i + 1] = float(cs);
+    }
+    for (int64_t r = 0; r < n_tok; ++r)
+        for (int64_t j = 0; j < D; ++j) {
+            const float rj = float(R[size_t(j * n_tok + r)]);
+            a0[(2 * D + r) * 3 * C + 2 * C + j] = rj;                  // layer 0 value: R·token
+            a1[(2 * D + r) * 3 * C + j] = float(gain) * rj;            // layer 1 query: R·token
+            a1[(2 * D + r) * 3 * C + 2 * C + j] = float(R2[size_t(j * n_tok + r)]);  // layer 1 value: R2·token
+        }
+    for (int64_t j = 0; j < D; ++j) a1[(D + j) * 3 * C + C + j] = float(gain);  // layer 1 key: the [D, 2D) code
+    // c_proj (C, C): row = head output dim, column = residual dim.
+    float* p0 = find("h.0.attn.c_proj.weight");
+    float* p1 = find("h.1.attn.c_proj.weight");
+    for (int64_t j = 0; j < D; ++j)
+        for (int64_t o = 0; o < C; ++o) {
+            p0[j * C + o] = o == D + j ? 1.0f : 0.0f;
+            p1[j * C + o] = o >= 2 * D ? float(gain * R2[size_t(j * n_tok + o - 2 * D)]) : 0.0f;
+        }
+}
+
 }  // namespace
 
 std::vector<float> init_params(const ModelConfig& c, uint64_t seed, const InitOptions& init) {
@@ -147,6 +213,7 @@ std::vector<float> init_params(const ModelConfig& c, uint64_t seed, const InitOp
         for (int64_t i = 0; i < p.size; ++i) w[i] = float(std * rng.normal());
     }
     if (init.prev_head_gain > 0) seed_previous_token_head(c, layout, params, init.prev_head_gain, init.prev_value_gain);
+    if (init.circuit_gain > 0) seed_induction_circuit(c, layout, params, init.circuit_gain, init.pos_rms);
     return params;
 }
 
@@ -201,6 +268,10 @@ double TrainModel<S>::loss(const int32_t* tokens, const int32_t* targets, int64_
         for (int64_t i = 0; i < N * C; ++i) l.mid[size_t(i)] += in[i];
         layer_norm_forward(l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(), p(lp(il, Ln2W)),
                            p(lp(il, Ln2B)), N, C, eps);
+        if (!mlp) {
+            std::copy(l.mid.begin(), l.mid.begin() + N * C, l.out.begin());
+            continue;
+        }
         linear_forward(l.fc.data(), l.ln2.data(), p(lp(il, FcW)), p(lp(il, FcB)), N, C, F);
         gelu_forward(l.fc_gelu.data(), l.fc.data(), N * F);
         linear_forward(l.out.data(), l.fc_gelu.data(), p(lp(il, FcProjW)), p(lp(il, FcProjB)), N, F, C);
@@ -224,13 +295,15 @@ double TrainModel<S>::loss(const int32_t* tokens, const int32_t* targets, int64_
     for (int64_t il = L - 1; il >= 0; --il) {
         Layer& l = layers_[size_t(il)];
         const S* in = il ? layers_[size_t(il - 1)].out.data() : x0.data();
-        // MLP: out = mid + c_proj(gelu(c_fc(ln_2(mid))))
-        linear_backward(dfc_gelu.data(), g(lp(il, FcProjW)), g(lp(il, FcProjB)), dres.data(), l.fc_gelu.data(),
-                        p(lp(il, FcProjW)), N, F, C);
-        gelu_backward(dfc.data(), dfc_gelu.data(), l.fc.data(), N * F);
-        linear_backward(dln.data(), g(lp(il, FcW)), g(lp(il, FcB)), dfc.data(), l.ln2.data(), p(lp(il, FcW)), N, C, F);
-        layer_norm_backward(dres.data(), g(lp(il, Ln2W)), g(lp(il, Ln2B)), dln.data(), l.mid.data(),
-                            l.ln2_mean.data(), l.ln2_rstd.data(), p(lp(il, Ln2W)), N, C);
+        // MLP: out = mid + c_proj(gelu(c_fc(ln_2(mid)))); without it ∂loss/∂mid = ∂loss/∂out
+        if (mlp) {
+            linear_backward(dfc_gelu.data(), g(lp(il, FcProjW)), g(lp(il, FcProjB)), dres.data(), l.fc_gelu.data(),
+                            p(lp(il, FcProjW)), N, F, C);
+            gelu_backward(dfc.data(), dfc_gelu.data(), l.fc.data(), N * F);
+            linear_backward(dln.data(), g(lp(il, FcW)), g(lp(il, FcB)), dfc.data(), l.ln2.data(), p(lp(il, FcW)), N, C, F);
+            layer_norm_backward(dres.data(), g(lp(il, Ln2W)), g(lp(il, Ln2B)), dln.data(), l.mid.data(),
+                                l.ln2_mean.data(), l.ln2_rstd.data(), p(lp(il, Ln2W)), N, C);
+        }
         // attention: mid = in + c_proj(attn(c_attn(ln_1(in))))
         linear_backward(datty.data(), g(lp(il, ProjW)), g(lp(il, ProjB)), dres.data(), l.atty.data(),
                         p(lp(il, ProjW)), N, C, C);
@@ -296,6 +369,7 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
             std::copy(seq.begin(), seq.end() - 1, tokens.begin() + b * T);
             std::copy(seq.begin() + 1, seq.end(), targets.begin() + b * T);
         }
+        model.mlp = step >= o.attn_only;
         const double loss = model.loss(tokens.data(), targets.data(), B, T, true);
         n_tokens += B * T;
         if (!std::isfinite(loss)) throw UsageError("train: the loss diverged at step " + std::to_string(step) +
@@ -308,9 +382,14 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
             for (float& gi : model.grads) gi *= s;
         }
         const double lr = learning_rate(step, o);
-        for (const ParamInfo& p : model.layout())
+        for (const ParamInfo& p : model.layout()) {
+            const bool tok = p.name == "wte.weight", pos = p.name == "wpe.weight";
+            const double scale = tok ? o.tok_lr : pos ? o.pos_lr : 1.0;
+            if (scale == 0) continue;  // frozen: not even weight decay
+            const double wd = p.decay && (o.emb_decay || !(tok || pos)) ? o.adamw.weight_decay : 0.0;
             adamw_step(model.params.data() + p.offset, model.grads.data() + p.offset, m.data() + p.offset,
-                       v.data() + p.offset, p.size, step + 1, lr, p.decay ? o.adamw.weight_decay : 0.0, o.adamw);
+                       v.data() + p.offset, p.size, step + 1, lr * scale, wd, o.adamw);
+        }
         result.losses.push_back(loss);
         if (on_step) {
             TrainProgress pr;

@@ -43,6 +43,8 @@ struct InitOptions {
     double pos_rms = 0.02;       // RMS of the position table (the sinusoidal table, scaled)
     double prev_head_gain = 0;   // > 0: layer 0 head 0 starts as a previous-token head (see init_params)
     double prev_value_gain = 0;  // and writes the previous token's code into the position dims this much
+    double circuit_gain = 0;     // > 0: layers 0 and 1 start as a previous-token + induction head pair, head 0
+                                 // of each (a prior, then trained; see seed_induction_circuit in train.cpp)
 };
 std::vector<float> init_params(const ModelConfig& config, uint64_t seed, const InitOptions& init = {});
 
@@ -54,6 +56,7 @@ public:
     const std::vector<ParamInfo>& layout() const { return layout_; }
     std::vector<S> params;       // (n_params)
     std::vector<S> grads;        // (n_params), zeroed and filled by loss(..., backward = true)
+    bool mlp = true;             // false: every MLP is skipped (out = mid), an attention-only model
 
 private:
     struct Layer {
@@ -107,6 +110,9 @@ struct TrainOptions {
     int64_t copy_phase = 0;
     int64_t copy_seq = 0;
     CorpusMix copy_mix{.text = 0, .copy = 0, .min_span = 6, .max_span = 12};
+    int64_t attn_only = 0;       // the first attn_only steps skip the MLPs (their weights wait untouched)
+    double tok_lr = 1, pos_lr = 1;  // learning-rate factors of wte and wpe (0 freezes the table)
+    bool emb_decay = true;       // weight decay on wte and wpe too (GPT-2 style: every matrix)
     AdamWOptions adamw;
 };
 double learning_rate(int64_t step, const TrainOptions& opts);  // step 0-based
