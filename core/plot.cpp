@@ -75,18 +75,15 @@ std::vector<double> ticks(double lo, double hi) {
     return out;
 }
 
-}  // namespace
-
-void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
-                          const std::string& y_label, const std::vector<LineSeries>& series, bool log_y,
-                          int width, int height) {
-    Canvas c(width, height);
-    const int left = 90, right = 20, top = 66, bottom = 60;
-    const int pw = width - left - right, ph = height - top - bottom;
+// One chart in the panel of the canvas whose top-left corner is (ox, 0) and size (width, height).
+void draw_chart(Canvas& c, int ox, int width, int height, const LineChart& chart) {
+    const bool log_y = chart.log_y;
+    const int left = ox + 90, right = 20, top = 66, bottom = 60;
+    const int pw = width - 90 - right, ph = height - top - bottom;
     auto ty = [&](double y) { return log_y ? std::log10(std::max(y, 1e-300)) : y; };
 
     double x_lo = 1e300, x_hi = -1e300, y_lo = 1e300, y_hi = -1e300;
-    for (const LineSeries& s : series)
+    for (const LineSeries& s : chart.series)
         for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i) {
             if (!std::isfinite(s.ys[i]) || (log_y && s.ys[i] <= 0)) continue;
             x_lo = std::min(x_lo, s.xs[i]);
@@ -103,7 +100,7 @@ void write_line_chart_png(const std::string& path, const std::string& title, con
     auto py = [&](double y) { return top + ph - (ty(y) - y_lo) / (y_hi - y_lo) * ph; };
 
     const std::array<uint8_t, 3> ink{40, 40, 40}, grid{225, 225, 225};
-    c.text(left, 10, title, ink, 2);
+    c.text(left, 10, chart.title, ink, 2);
     for (double v : ticks(x_lo, x_hi)) {
         const int x = int(px(v));
         c.rect(x, top, x + 1, top + ph, grid);
@@ -126,27 +123,48 @@ void write_line_chart_png(const std::string& path, const std::string& title, con
     }
     c.rect(left, top + ph, left + pw, top + ph + 2, ink);
     c.rect(left - 2, top, left, top + ph + 2, ink);
-    c.text(left + pw / 2 - Canvas::text_width(x_label) / 2, height - 24, x_label, ink);
-    c.text(8, top - 20, y_label + (log_y ? " (log scale)" : ""), ink);
+    c.text(left + pw / 2 - Canvas::text_width(chart.x_label) / 2, height - 24, chart.x_label, ink);
+    c.text(ox + 8, top - 20, chart.y_label + (log_y ? " (log scale)" : ""), ink);
 
     int legend_y = top + 8;
-    for (const LineSeries& s : series) {
+    for (const LineSeries& s : chart.series) {
+        auto shown = [&](size_t i) { return std::isfinite(s.ys[i]) && (!log_y || s.ys[i] > 0); };
         for (size_t i = 1; i < s.xs.size() && i < s.ys.size(); ++i)
-            if (std::isfinite(s.ys[i - 1]) && std::isfinite(s.ys[i]) && (!log_y || (s.ys[i - 1] > 0 && s.ys[i] > 0)))
-                c.line(px(s.xs[i - 1]), py(s.ys[i - 1]), px(s.xs[i]), py(s.ys[i]), s.rgb);
-        if (s.xs.size() == 1) c.rect(int(px(s.xs[0])) - 3, int(py(s.ys[0])) - 3, int(px(s.xs[0])) + 3, int(py(s.ys[0])) + 3, s.rgb);
+            if (shown(i - 1) && shown(i)) c.line(px(s.xs[i - 1]), py(s.ys[i - 1]), px(s.xs[i]), py(s.ys[i]), s.rgb);
+        for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i)
+            if ((chart.markers || s.xs.size() == 1) && shown(i))
+                c.rect(int(px(s.xs[i])) - 3, int(py(s.ys[i])) - 3, int(px(s.xs[i])) + 4, int(py(s.ys[i])) + 4, s.rgb);
         c.rect(left + 16, legend_y + 4, left + 40, legend_y + 8, s.rgb);
         c.text(left + 48, legend_y, s.label, ink);
         legend_y += 22;
     }
+}
 
+void write_png(const std::string& path, const Canvas& c) {
     std::string png;
     auto append = [](void* context, void* data, int size) {
         static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
     };
-    if (!stbi_write_png_to_func(append, &png, width, height, 3, c.rgb.data(), width * 3))
+    if (!stbi_write_png_to_func(append, &png, c.w, c.h, 3, c.rgb.data(), c.w * 3))
         throw UsageError("cannot encode the chart " + path);
     write_file_atomic(path, png);
+}
+
+}  // namespace
+
+void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
+                          const std::string& y_label, const std::vector<LineSeries>& series, bool log_y,
+                          int width, int height) {
+    Canvas c(width, height);
+    draw_chart(c, 0, width, height, LineChart{title, x_label, y_label, series, log_y, false});
+    write_png(path, c);
+}
+
+void write_line_charts_png(const std::string& path, const std::vector<LineChart>& charts, int panel_width,
+                           int height) {
+    Canvas c(panel_width * std::max<int>(1, int(charts.size())), height);
+    for (size_t i = 0; i < charts.size(); ++i) draw_chart(c, int(i) * panel_width, panel_width, height, charts[i]);
+    write_png(path, c);
 }
 
 }  // namespace kvscope
