@@ -1,7 +1,7 @@
 // kvscope bench: how fast the engine is, next to what this machine can do. Measures memory bandwidth
 // and FMA peak first, derives the bounds they imply for the model, then times decode (batch 1, 4, 8),
 // prefill, cached vs uncached steps at growing positions, recording overhead, load time and memory.
-// Every figure is min / median / max over --repeat runs.
+// Every figure is min / median / max over --repeat runs. `bench --sharing` is cli_bench_sharing.cpp.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -81,6 +81,8 @@ double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batc
 }  // namespace
 
 int cli_bench(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--sharing") return cli_bench_sharing(argc, argv);
     CliArgs args("bench", "Decode, prefill and batch throughput, cached vs uncached step times, against the "
                           "bounds this machine's measured bandwidth and FMA peak imply.");
     add_model_option(args);
@@ -91,6 +93,7 @@ int cli_bench(int argc, char** argv) {
         .option("--prefill-tokens", "N", "prompt length for the prefill figure (default 512)")
         .option("--chart", "FILE.png", "write per-step time vs position, cached and uncached")
         .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
+        .flag("--sharing", "instead: KV memory and prefill with and without prefix sharing (bench --sharing --help)")
         .flag("--json", "print one JSON object");
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
