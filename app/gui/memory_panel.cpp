@@ -197,11 +197,11 @@ void draw_memory(PanelContext& c) {
             std::snprintf(label, sizeof label, "seq %lld", (long long)i);
             swatch(seq_colour(i), 0, label);
         }
-        const char* middle = "| stripes + xN = shared by N sequences, grey = free | outlined = this step:";
+        const char* middle = "stripes xN = shared by N, grey = free; outlined = this step:";
         fits(middle);
         ImGui::TextDisabled("%s", middle);
         ImGui::SameLine(0, 8);
-        swatch(kFree, kNew, "allocated");
+        swatch(kFree, kNew, "new");
         swatch(kFree, kShared, "shared");
         swatch(kFree, kCopied, "copied on write");
         ImGui::NewLine();
@@ -210,20 +210,36 @@ void draw_memory(PanelContext& c) {
     const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
     int64_t n_shared = 0;
     for (const auto& k : m->blocks) n_shared += k.seqs.size() > 1;
-    ImGui::Text("%lld sequence%s, blocks of %lld positions: %lld of %lld pool blocks in use; without sharing %lld", (long long)N,
-                N > 1 ? "s" : "", (long long)B, (long long)mapped, (long long)m->blocks.size(), (long long)unshared);
+    ImGui::Text("%lld blocks in use, %lld without sharing:", (long long)mapped, (long long)unshared);
+    ImGui::SameLine(0, 6);
+    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld = %s", (long long)(unshared - mapped),
+                       human_bytes(double((unshared - mapped) * m->bytes_per_block)).c_str());
     ImGui::SameLine(0, 12);
-    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld block%s = %s", (long long)(unshared - mapped),
-                       unshared - mapped == 1 ? "" : "s", human_bytes(double((unshared - mapped) * m->bytes_per_block)).c_str());
-    ImGui::TextDisabled("%lld shared block(s) | prefill positions adopted instead of computed: %lld | copies on write: %lld | %s",
-                        (long long)n_shared, (long long)m->positions_adopted, (long long)m->copies_on_write,
-                        m->batch_step < 0 ? "before the first step" : ("as of batch step " + std::to_string(m->batch_step)).c_str());
+    ImGui::TextDisabled("(%lld sequence%s, %lld shared block%s)", (long long)N, N > 1 ? "s" : "", (long long)n_shared,
+                        n_shared == 1 ? "" : "s");
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
+                        (long long)m->positions_adopted, (long long)m->copies_on_write,
+                        m->batch_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->batch_step)).c_str());
+    ImGui::PopTextWrapPos();
 
     // Pool grid on the left, block tables on the right.
+    // The tables take what their longest row needs (up to 60%), the grid the rest; cells shrink until the
+    // whole pool fits the height.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float grid_w = std::max(font * 10, avail.x * 0.5f);
-    const float cell_w = std::round(font * 2.6f), cell_h = std::round(font * 1.9f), gap = 4;
-    const int cols = std::max(1, int((grid_w + gap) / (cell_w + gap)));
+    size_t longest = 1;
+    for (const auto& t : m->tables) longest = std::max(longest, t.size());
+    const float ew = std::round(font * 2.2f), head_w = ImGui::CalcTextSize("seq 00 ").x + 8;
+    const float tables_w = std::min(avail.x * 0.6f, head_w + float(longest) * (ew + 3) + ImGui::CalcTextSize("000 adopted").x + 24);
+    const float grid_w = std::max(font * 10, avail.x - tables_w);
+    float cell_w = std::round(font * 2.6f), cell_h = std::round(font * 1.9f);
+    const float gap = 4, grid_h = avail.y - ImGui::GetTextLineHeightWithSpacing() - 4;
+    auto n_cols = [&] { return std::max(1, int((grid_w - 8 + gap) / (cell_w + gap))); };
+    while (cell_w > font * 1.7f && float((int(m->blocks.size()) + n_cols() - 1) / n_cols()) * (cell_h + gap) > grid_h) {
+        cell_w = std::round(cell_w * 0.9f);
+        cell_h = std::round(cell_h * 0.92f);
+    }
+    const int cols = n_cols();
     static int32_t hovered = -1;  // block under the mouse last frame (grid or table), highlighted in both
     int32_t hovered_now = -1;
     ImGui::BeginChild("pool", {grid_w, 0}, false);
@@ -261,12 +277,15 @@ void draw_memory(PanelContext& c) {
     ImGui::EndChild();
     ImGui::SameLine();
     ImGui::BeginChild("tables", {0, 0}, false, ImGuiWindowFlags_HorizontalScrollbar);
-    ImGui::TextDisabled("block tables: logical block k (positions %lld*k..) -> pool block", (long long)B);
+    ImGui::TextDisabled("block tables: logical -> pool block");
+    help_marker("Logical block k of a sequence holds its positions k*B .. k*B+B-1. Click a row to show that sequence "
+                "in the other panels.");
     {
-        const float head_w = ImGui::CalcTextSize("seq 00 ").x + 8, ew = std::round(font * 2.2f), eh = ImGui::GetTextLineHeight() + 4;
+        const float eh = ImGui::GetTextLineHeight() + 4;
         for (int64_t i = 0; i < N; ++i) {
             const std::vector<int32_t>& t = m->tables[size_t(i)];
             ImDrawList* tl = ImGui::GetWindowDrawList();
+            ImGui::SetCursorPosX(ImGui::GetCursorPosX() + 3);  // room for the selection outline
             const ImVec2 o = ImGui::GetCursorScreenPos();
             const bool selected = i == s.selected;
             char head[24];

@@ -45,16 +45,7 @@ void draw_timeline(PanelContext& c) {
             else
                 ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->window, (long long)k.lo, (long long)k.hi);
         }
-        // Colours a new user has not met elsewhere, named where they appear.
-        bool shared = false, cached = false;
-        for (size_t i = 0; i <= step_index; ++i) {
-            shared |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::SharedPrefix;
-            cached |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::PromptCache;
-        }
-        if (shared) ImGui::SameLine(), ImGui::TextColored({0.35f, 0.8f, 0.82f, 1}, "| teal = mapped from another sequence");
-        if (cached) ImGui::SameLine(), ImGui::TextColored({0.7f, 0.55f, 0.95f, 1}, "| purple = loaded from a prompt cache");
-        if (r->visible_keys(r->next_position).n_sink > 0)
-            ImGui::SameLine(), ImGui::TextColored({0.85f, 0.45f, 0.75f, 1}, "| magenta = sink");
+
     } else {
         ImGui::TextDisabled("no step yet: type a prompt and press Prefill");
     }
@@ -171,6 +162,25 @@ void draw_timeline(PanelContext& c) {
         char fill[96];
         std::snprintf(fill, sizeof fill, "cache fill: %lld / %lld slots", (long long)r->cache_used, (long long)r->cache_capacity);
         dl->AddText({bx + 6, bar_y + 1}, IM_COL32(230, 230, 235, 255), fill);
+        // Colours a new user has not met elsewhere, named at the bar's right end (it does not scroll).
+        bool shared = false, cached = false;
+        for (size_t i = 0; i <= step_index; ++i) {
+            shared |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::SharedPrefix;
+            cached |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::PromptCache;
+        }
+        const std::pair<bool, std::pair<const char*, ImU32>> notes[] = {
+            {visible.n_sink > 0, {"magenta = attention sink", IM_COL32(230, 130, 210, 255)}},
+            {cached, {"purple = K/V loaded from a prompt cache", IM_COL32(190, 150, 250, 255)}},
+            {shared, {"teal = K/V mapped from another sequence", IM_COL32(110, 215, 220, 255)}},
+        };
+        float nx = bx + bw - 6;
+        for (const auto& [on, note] : notes) {
+            if (!on) continue;
+            nx -= ImGui::CalcTextSize(note.first).x;
+            if (nx < bx + ImGui::CalcTextSize(fill).x + 16) break;
+            dl->AddText({nx, bar_y + 1}, note.second, note.first);
+            nx -= 14;
+        }
     }
     ImGui::Dummy({x - origin.x + ImGui::CalcTextSize("next position").x + 24, bar_y + line + 2 - origin.y});
     // Follow the position pointer when it moves (a step, a step back, another viewed step), scrolling only
@@ -180,10 +190,11 @@ void draw_timeline(PanelContext& c) {
     if (next_pos != followed) {
         followed = next_pos;
         const float scroll = ImGui::GetScrollX();
-        const float want = pointer_x - origin.x + scroll;  // pointer in content coordinates
+        const float want = pointer_x - origin.x;  // pointer in content coordinates (origin already moves with the scroll)
         const float width = ImGui::GetWindowSize().x;
         const float label = ImGui::CalcTextSize("next position").x + 24;
-        if (want + label > scroll + width) ImGui::SetScrollX(want + label - width);
+        if (want + label <= width) ImGui::SetScrollX(0);  // fits from position 0: show the start (sinks, prompt)
+        else if (want + label > scroll + width) ImGui::SetScrollX(want + label - width);
         else if (want < scroll + 40) ImGui::SetScrollX(std::max(0.0f, want - 40));
     }
     ImGui::EndChild();
