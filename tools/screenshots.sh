@@ -47,7 +47,28 @@ values scores
 layer 3
 head 1
 S
-for name in overview window cache_off; do
+# 4. A batch of 3 sequences over one paged pool (blocks of 4) sharing a system prompt, each with its own
+#    suffix: the Memory panel at the prefill step (shared blocks x3, the partly shared block copied on
+#    write by sequences 1 and 2), the timeline of sequence 1 with its mapped positions in teal.
+cat > "$work/memory.txt" <<'S'
+options block=4 share=1 seqs=3 temperature=0.8 max-new=3
+prompt Be kind and brief.
+suffix 1  Why?
+suffix 2  Who sat?
+prefill
+decode 2
+sequence 1
+show-step 0
+S
+# 5. Window 5 with 2 attention sinks: kept, sunk (magenta) and evicted positions in the KV cache, the
+#    mask's rule and the attention row's sink columns.
+cat > "$work/sinks.txt" <<'S'
+options window=5 sinks=2 chunk=4 max-new=8
+prompt The cat sat on the mat because it was
+run end
+show-step 2
+S
+for name in overview window cache_off memory sinks; do
   xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" gui --script "$work/$name.txt" --screenshot "$out/$name.png" --size $size
   echo "wrote $out/$name.png"
 done
