@@ -5,6 +5,7 @@
 #   gui.memory a batch of 3 sequences sharing a prompt over one block pool (script lines options, suffix,
 #              sequence, memory-json): the Memory panel's figures (blocks mapped vs unshared, copies on
 #              write, positions adopted), also after step back, against numbers computed from token counts;
+#              a prompt cache file written, then loaded by a longer prompt, a damaged one refused;
 #              tests/gui/check_memory.py
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace),
 #              widgets found through --layout-dump; tests/gui/check_input.py

@@ -12,6 +12,7 @@
 #endif
 
 #include "../cli_args.h"
+#include "../cli_kv.h"
 #include "errors.h"
 #include "export.h"
 #include "json.h"
@@ -288,6 +289,8 @@ void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions opti
     if (batch.n_seq < 1 || batch.n_seq > kMaxSequences)
         throw UsageError("sequences must be 1.." + std::to_string(kMaxSequences) + ", got " + std::to_string(batch.n_seq));
     if (batch.suffixes.size() > size_t(batch.n_seq)) batch.suffixes.resize(size_t(batch.n_seq));
+    if (!batch.prompt_cache.empty() && batch.n_seq > 1)
+        throw UsageError("a prompt cache file works with one sequence (the batch has " + std::to_string(batch.n_seq) + ")");
     std::vector<std::unique_ptr<Session>> fresh;
     for (int64_t i = 0; i < batch.n_seq; ++i) {
         SessionOptions o = options;
@@ -303,6 +306,7 @@ void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions opti
     sessions_ = std::move(fresh);
     selected_ = 0;
     batch_ = std::move(batch);
+    prompt_cache_.reset();
     shadow_ = std::move(fresh_shadow);
     shadow_diverged_ = false;
     // Keep the prompt when it still fits the new model/options; otherwise start empty.
@@ -365,6 +369,23 @@ void Controller::set_prompts() {
     if (sessions_.size() > 1) batch_ws_ = std::make_unique<Workspace>(Session::make_batch_workspace(all_sessions()));
     memory_.clear();
     record_memory();
+    attach_prompt_cache();  // last: a refused file throws, and the session stands without it
+}
+
+void Controller::attach_prompt_cache() {
+    prompt_cache_.reset();
+    if (batch_.prompt_cache.empty() || sessions_[0]->prompt().empty()) return;
+    // Refused files (another model, damaged) throw LoadError with one line; the session runs without.
+    set_activity("checking prompt cache " + batch_.prompt_cache);
+    auto use = std::make_shared<PromptCacheUse>(open_prompt_cache(batch_.prompt_cache, sessions_[0]->model()));
+    sessions_[0]->use_prompt_cache(use->loaded);
+    prompt_cache_ = std::move(use);
+}
+
+void Controller::save_prompt_cache_after_prefill() {
+    Session& s = *sessions_[0];
+    if (!prompt_cache_ || prompt_cache_->written || s.next() == Session::Next::Prefill || !s.options().use_cache) return;
+    save_prompt_cache(*prompt_cache_, s.model(), s);
 }
 
 MemoryState Controller::memory_state() const {
@@ -495,6 +516,7 @@ bool Controller::step_once() {
     }
     const StepRecord& r = session.step();
     record_memory();
+    save_prompt_cache_after_prefill();
     if (shadow_ && !shadow_diverged_) {
         // Show the step now; the other way (often the slow cache-off one) follows.
         publish();
@@ -620,6 +642,7 @@ void Controller::apply(const Command& c) {
         return;
     case K::Reset:
         for (size_t j = sessions_.size(); j-- > 0;) sessions_[j]->reset();
+        if (prompt_cache_ && !prompt_cache_->loaded) attach_prompt_cache();  // written since: load it next time
         if (memory_.size() > 1) memory_.resize(1);
         sync_shadow();
         set_status("reset: the cache is empty, same prompt");

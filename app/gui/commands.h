@@ -37,6 +37,10 @@
 #include "heads.h"
 #include "session.h"
 
+namespace kvscope {
+struct PromptCacheUse;  // ../cli_kv.h
+}
+
 namespace kvscope::gui {
 
 // Several sequences stepped together. Sequence i's prompt is the prompt's tokens followed by the tokens of
@@ -45,6 +49,8 @@ namespace kvscope::gui {
 struct BatchOptions {
     int64_t n_seq = 1;                   // N >= 1
     std::vector<std::string> suffixes;   // (at most N) text after the prompt for sequence i; missing = none
+    std::string prompt_cache;            // N = 1: prompt cache file (prompt_cache.h) loaded by the first prefill
+                                         // when it matches, (re)written after the prefill; empty = none
     bool operator==(const BatchOptions&) const = default;
 };
 
@@ -204,6 +210,8 @@ private:
     Session::Next batch_next() const;    // Prefill if any sequence prefills, else Decode if any decodes
     void set_prompts();                  // encode prompt + suffixes into every sequence (after a rebuild)
     void record_memory();                // append the pool's state after a batch step to memory_
+    void attach_prompt_cache();          // open batch_.prompt_cache (if any) for sequence 0
+    void save_prompt_cache_after_prefill();
     MemoryState memory_state() const;
 
     std::vector<std::unique_ptr<Session>> sessions_;  // (N) the batch; N = 1 without one
@@ -212,6 +220,7 @@ private:
     std::shared_ptr<BlockPool> pool_;    // paged caches: the one pool of every sequence
     std::unique_ptr<Workspace> batch_ws_;  // for step_batch, sized by the prompts
     std::vector<std::shared_ptr<const MemoryState>> memory_;
+    std::shared_ptr<PromptCacheUse> prompt_cache_;  // batch_.prompt_cache opened for the current prompt
     std::unique_ptr<Session> shadow_;
     bool compare_ = true;
     bool shadow_diverged_ = false;

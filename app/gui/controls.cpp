@@ -274,6 +274,11 @@ void draw_controls(PanelContext& c) {
             ImGui::SetNextItemWidth(-ImGui::CalcTextSize("suffix 00").x - 8);
             ImGui::InputText(label, &b.suffixes[size_t(i)]);
         }
+        ImGui::SetNextItemWidth(-ImGui::CalcTextSize("prompt cache").x - 8);
+        ImGui::InputTextWithHint("prompt cache", "file (one sequence)", &b.prompt_cache);
+        help_marker("A file of the prompt's K/V (as kvscope generate --prompt-cache writes it): when it exists and "
+                    "was made by this model for a prompt this one starts with, the prefill loads those positions "
+                    "(purple in the timeline) instead of computing them; otherwise the prefill writes it.");
         if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
         if (ImGui::Button("Apply (restarts every sequence)")) {
             Command cmd;

@@ -94,6 +94,17 @@ void block_tooltip(const Model& model, const MemoryState& m, int32_t id) {
 bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step) {
     const MemoryState* m = s.memory_at(step);
     std::string j = "{\n";
+    // Every sequence's positions whose K/V were not computed, by source (all steps so far).
+    j += "  \"not_computed\": [";
+    for (size_t i = 0; i < s.sequences.size(); ++i) {
+        int64_t shared = 0, cached = 0;
+        const Trace& t = s.sequences[i].trace;
+        for (size_t k = 0; k < t.size(); ++k)
+            (t[k].adopted_from == StepRecord::Source::PromptCache ? cached : shared) += t[k].n_adopted;
+        j += (i ? ", " : "") + std::string("{\"shared_prefix\": ") + std::to_string(shared) +
+             ", \"prompt_cache\": " + std::to_string(cached) + "}";
+    }
+    j += "],\n";
     auto num = [&](const char* key, int64_t v, bool last = false) {
         j += "  \"" + std::string(key) + "\": " + std::to_string(v) + (last ? "\n" : ",\n");
     };

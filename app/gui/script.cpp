@@ -39,6 +39,7 @@ const Spec kSpecs[] = {
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
     {"heads", 0, 0},   {"suffix", 1, 2},   {"sequence", 1, 1}, {"memory-json", 1, 1},
+    {"prompt-cache", 1, 1},
 };
 
 bool on_off(const std::string& s, bool& out) {
@@ -208,6 +209,12 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);
         c.batch.suffixes[size_t(n)] = l.words.size() > 2 ? l.words[2] : "";
         if (n >= c.batch.n_seq) c.batch.n_seq = n + 1;
+        run(c);
+    } else if (cmd == "prompt-cache") {
+        Command c = command(K::SetOptions);
+        c.options = snap.options();
+        c.batch = snap.batch;
+        c.batch.prompt_cache = arg == "off" ? "" : arg;
         run(c);
     } else if (cmd == "sequence") {
         Command c = command(K::Select);

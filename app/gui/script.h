@@ -12,6 +12,7 @@
 //                          sinks=S, block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N)
 //   suffix I [TEXT]        sequence I's prompt is the prompt + TEXT (grows the batch to I+1; restarts)
 //   sequence I             which sequence of the batch the panels show
+//   prompt-cache FILE|off  load the prompt's K/V from FILE when it matches, write it after the prefill
 //   memory-json FILE       write the block pool as of the shown step as JSON (Memory panel's numbers)
 //   model DIR              load another model folder
 //   layer N | head N       select layer / head               view one-head|all-heads

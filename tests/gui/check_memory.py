@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""GUI batch / Memory panel test: drive `kvscope gui --script` under Xvfb with a batch of 3 sequences over
+"""GUI batch / Memory panel / prompt cache test: drive `kvscope gui --script` under Xvfb with a batch of 3 sequences over
 one paged block pool with prefix sharing, step the prefill and some decodes, step back, and check the
 Memory panel's numbers (written by the script line `memory-json FILE`) against figures computed here from
 the token counts alone:
@@ -14,6 +14,10 @@ Token counts come from `kvscope tokenize` (the CLI tokenizer; the prompt and eac
 their own, as the GUI does), block bytes from config.json (2 * L * H * B * D * 4). Two cases: identical
 prompts (sampling with seeds 0, 1, 2 at temperature 0.8), and a shared system prompt with distinct
 suffixes. The screenshot must show the Memory panel with content.
+
+Prompt cache (`prompt-cache FILE`): the first prefill finds no file and writes it; a longer prompt then
+loads min(common tokens, P - 1) positions (counted from the two token lists); a damaged file gives one
+error line naming it, and is left byte for byte as it was, with no temporary file beside it.
 
 Usage: check_memory.py --kvscope BUILD/app/kvscope --work DIR
 """
@@ -124,6 +128,47 @@ def case(a, title, prompt, suffixes, work):
         fail("the Memory panel looks empty in %s" % shot)
 
 
+def prompt_cache_case(a, work):
+    """prompt-cache FILE: the first prefill writes FILE, a longer prompt then loads the matching positions
+    (never its last one); a damaged FILE is refused with one line and left as it was."""
+    os.makedirs(work, exist_ok=True)
+    first, second = "The cat sat on the mat because it was", "The cat sat on the mat because it was tired"
+    t1, t2 = n_tokens(a.kvscope, first), n_tokens(a.kvscope, second)
+    lcp = 0
+    while lcp < min(len(t1), len(t2)) and t1[lcp] == t2[lcp]:
+        lcp += 1
+    want = min(lcp, len(t2) - 1)
+    pc, j1, j2 = (os.path.join(work, n) for n in ("prompt.kvcache", "first.json", "second.json"))
+    script = os.path.join(work, "script.txt")
+    with open(script, "w") as f:
+        f.write("\n".join(["prompt-cache " + pc, "prompt " + first, "prefill", "memory-json " + j1,
+                           "prompt " + second, "prefill", "memory-json " + j2, ""]))
+    run(["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui", "--model", a.model,
+         "--script", script, "--size", "%dx%d" % (W, H)])
+    got1 = json.load(open(j1))["not_computed"][0]["prompt_cache"]
+    got2 = json.load(open(j2))["not_computed"][0]["prompt_cache"]
+    print("prompt cache: first prefill loaded %d (file absent, then written), second %d of %d (expected %d)" % (
+        got1, got2, len(t2), want))
+    if got1 != 0 or got2 != want or not os.path.exists(pc):
+        fail("prompt cache: loaded %d then %d positions, expected 0 then %d" % (got1, got2, want))
+    bad = os.path.join(work, "damaged.kvcache")
+    with open(bad, "wb") as f:
+        f.write(b"KVPROMPT" + bytes(range(200)))
+    before = open(bad, "rb").read()
+    with open(script, "w") as f:
+        f.write("prompt-cache %s\nprompt %s\nprefill\n" % (bad, first))
+    p = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui",
+                        "--model", a.model, "--script", script, "--size", "%dx%d" % (W, H)],
+                       capture_output=True, text=True, timeout=240)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    print("damaged prompt cache -> exit %d: %s" % (p.returncode, lines[0] if lines else ""))
+    if p.returncode == 0 or len(lines) != 1 or bad not in lines[0]:
+        fail("damaged prompt cache: expected one error line naming the file and a non-zero exit, got %d %r" % (
+            p.returncode, p.stderr))
+    if open(bad, "rb").read() != before or [n for n in os.listdir(work) if n.endswith(".tmp")]:
+        fail("damaged prompt cache: the file was changed or a temporary file was left behind")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvscope", required=True)
@@ -137,6 +182,7 @@ def main():
     case(a, "identical prompts", "The cat sat on the mat because it", ["", "", ""], os.path.join(a.work, "same"))
     case(a, "system prompt + suffixes", "You are a helpful assistant. Answer briefly.",
          ["", " What is a cat?", " Where is the mat?"], os.path.join(a.work, "suffixes"))
+    prompt_cache_case(a, os.path.join(a.work, "prompt_cache"))
     print("OK")
     return 0
 
