@@ -109,7 +109,8 @@ int cli_generate(int argc, char** argv) {
         const ModelConfig& c = model->config();
         int64_t n_blocks = 0;
         for (const auto& p : prompts) n_blocks += Session::pool_blocks_for(int64_t(p.size()) + options.max_new_tokens, options.block_size);
-        pool = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), options.block_size, n_blocks);
+        pool = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), options.block_size, n_blocks,
+                                           model->weights().bf16);
     }
     std::vector<std::unique_ptr<Session>> sessions;
     for (const auto& p : prompts) {

@@ -35,7 +35,8 @@ inline KeyRange visible_keys(int64_t query_position, int64_t window, int64_t sin
     return k;
 }
 
-inline float scaled_score(const float* q, const float* k, int64_t D, float scale) {
+template <class K>  // k: float32 or bfloat16 (uint16_t) row
+inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
     return dot(q, k, D) * scale;
 }
 

@@ -7,11 +7,12 @@
 
 namespace kvscope {
 
-BlockPool::BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t block_size, int64_t n_blocks)
+BlockPool::BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t block_size, int64_t n_blocks, bool bf16)
     : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), block_size_(block_size), n_blocks_(n_blocks),
-      block_floats_(2 * n_layer * n_head * block_size * head_dim),
-      // new float[] without () leaves the memory untouched: the OS maps pages when a block is first written.
-      data_(new float[size_t(n_blocks * block_floats_)]),
+      bf16_(bf16), block_elems_(2 * n_layer * n_head * block_size * head_dim),
+      // new T[] without () leaves the memory untouched: the OS maps pages when a block is first written.
+      f32_(bf16 ? nullptr : new float[size_t(n_blocks * block_elems_)]),
+      bf16_data_(bf16 ? new uint16_t[size_t(n_blocks * block_elems_)] : nullptr),
       refs_(size_t(n_blocks), 0), chain_(size_t(n_blocks), 0), content_(size_t(n_blocks)) {
     if (block_size < 1 || n_blocks < 1) throw UsageError("a block pool needs block size >= 1 and at least one block");
     free_.reserve(size_t(n_blocks));
@@ -55,8 +56,9 @@ void BlockPool::unregister(int32_t b) {
 int32_t BlockPool::copy_for_write(int32_t b) {
     const int32_t copy = allocate(chain_[size_t(b)]);
     if (copy < 0) return -1;
-    std::memcpy(data_.get() + size_t(copy) * size_t(block_floats_), data_.get() + size_t(b) * size_t(block_floats_),
-                size_t(block_floats_) * sizeof(float));
+    const size_t n = size_t(block_elems_);
+    if (bf16_) std::memcpy(bf16_data_.get() + size_t(copy) * n, bf16_data_.get() + size_t(b) * n, n * sizeof(uint16_t));
+    else std::memcpy(f32_.get() + size_t(copy) * n, f32_.get() + size_t(b) * n, n * sizeof(float));
     content_[size_t(copy)] = content_[size_t(b)];
     ++stats_.copies_on_write;
     release(b);

@@ -2,7 +2,7 @@
 // A pool of fixed-size KV blocks shared by the paged caches of several sequences (kv_cache.h).
 //
 // A block holds B consecutive positions of one sequence: K and V of every layer and head, (2, L, H, B, D)
-// float32. Sequences map their positions to blocks through a block table; a block used by several tables
+// float32, or bfloat16 when the pool is made for a bfloat16 cache. Sequences map their positions to blocks through a block table; a block used by several tables
 // has a reference count above one and is copied before anyone writes into it (copy-on-write). Storage is
 // reserved up front but pages are touched only when a block is first used, so memory follows use.
 //
@@ -10,11 +10,11 @@
 // so a new sequence whose prompt starts with the same tokens maps those positions to the same blocks
 // instead of computing them again. Tokens enter a block's content only once their K/V are written.
 //
-//   BlockPool(L, H, D, B, n_blocks)
+//   BlockPool(L, H, D, B, n_blocks, bf16)
 //   allocate(chain)            a free block, reference count 1, registered under `chain`; -1 if none
 //   acquire(b) / release(b)    reference counting; a block whose count reaches 0 is free again
 //   copy_for_write(b)          a private copy of shared block b (same chain and content), b released
-//   key(b, il, h, i) / value   (D) row of slot i of block b
+//   key(b, il, h, i) / value   (D) row of slot i of block b (key16 / value16: a bfloat16 pool's)
 //   content(b) / set_content   the tokens whose K/V the block holds, slot order
 //   best_match(chain, tokens)  the block under `chain` whose content shares the longest prefix with
 //                              tokens, and that length
@@ -40,7 +40,7 @@ public:
         int64_t positions_adopted = 0;
     };
 
-    BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t block_size, int64_t n_blocks);
+    BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t block_size, int64_t n_blocks, bool bf16 = false);
 
     int64_t n_layer() const { return n_layer_; }
     int64_t n_head() const { return n_head_; }
@@ -49,7 +49,8 @@ public:
     int64_t n_blocks() const { return n_blocks_; }
     int64_t n_free() const { return int64_t(free_.size()); }
     int64_t ref_count(int32_t b) const { return refs_[size_t(b)]; }
-    int64_t bytes_per_block() const { return block_floats_ * int64_t(sizeof(float)); }
+    bool bf16() const { return bf16_; }
+    int64_t bytes_per_block() const { return block_elems_ * (bf16_ ? 2 : 4); }
     const Stats& stats() const { return stats_; }
 
     int32_t allocate(uint64_t chain);
@@ -58,10 +59,10 @@ public:
     int32_t copy_for_write(int32_t b);  // -1 if no block is free (b is then unchanged)
     void note_adoption(int64_t n_positions);
 
-    const float* key(int32_t b, int64_t il, int64_t h, int64_t i) const { return data_.get() + row(b, 0, il, h, i); }
-    const float* value(int32_t b, int64_t il, int64_t h, int64_t i) const { return data_.get() + row(b, 1, il, h, i); }
-    float* key(int32_t b, int64_t il, int64_t h, int64_t i) { return data_.get() + row(b, 0, il, h, i); }
-    float* value(int32_t b, int64_t il, int64_t h, int64_t i) { return data_.get() + row(b, 1, il, h, i); }
+    float* key(int32_t b, int64_t il, int64_t h, int64_t i) const { return f32_.get() + row(b, 0, il, h, i); }
+    float* value(int32_t b, int64_t il, int64_t h, int64_t i) const { return f32_.get() + row(b, 1, il, h, i); }
+    uint16_t* key16(int32_t b, int64_t il, int64_t h, int64_t i) const { return bf16_data_.get() + row(b, 0, il, h, i); }
+    uint16_t* value16(int32_t b, int64_t il, int64_t h, int64_t i) const { return bf16_data_.get() + row(b, 1, il, h, i); }
 
     std::span<const TokenId> content(int32_t b) const { return content_[size_t(b)]; }
     void set_content(int32_t b, std::span<const TokenId> tokens);   // at most B tokens
@@ -72,14 +73,16 @@ public:
 
 private:
     size_t row(int32_t b, int64_t kv, int64_t il, int64_t h, int64_t i) const {
-        return size_t(b) * size_t(block_floats_) +
+        return size_t(b) * size_t(block_elems_) +
                size_t((((kv * n_layer_ + il) * n_head_ + h) * block_size_ + i) * head_dim_);
     }
     void unregister(int32_t b);
 
     int64_t n_layer_, n_head_, head_dim_, block_size_, n_blocks_;
-    int64_t block_floats_;                                   // 2 * L * H * B * D
-    std::unique_ptr<float[]> data_;                          // (n_blocks, 2, L, H, B, D), not initialised
+    bool bf16_;
+    int64_t block_elems_;                                    // 2 * L * H * B * D
+    std::unique_ptr<float[]> f32_;                           // (n_blocks, 2, L, H, B, D), not initialised
+    std::unique_ptr<uint16_t[]> bf16_data_;                  // the same, for a bfloat16 pool (one of the two)
     std::vector<int32_t> refs_;                              // (n_blocks)
     std::vector<int32_t> free_;                              // stack of free block ids
     std::vector<uint64_t> chain_;                            // (n_blocks) hash of every token before the block

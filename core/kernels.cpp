@@ -149,11 +149,12 @@ void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t
 }
 
 // Partial sums of a dot product: lane l accumulates k ≡ l (mod 16) in k order.
-inline __m512 dot_lanes(const float* a, const float* b, int64_t n) {
+template <class B>
+inline __m512 dot_lanes(const float* a, const B* b, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t k = 0; k < n; k += 16) {
         __mmask16 m = tail_mask(n - k);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, b + k), acc);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), maskz_load16(m, b + k), acc);
     }
     return acc;
 }
@@ -340,30 +341,40 @@ void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t
     else matmul_nk_impl(y, x, w.bf16, bias, T, K, N);
 }
 
-float dot(const float* a, const float* b, int64_t n) {
+namespace {
+// b / x as float32 or bfloat16 (widened exactly): the same float operations either way.
+template <class B>
+float dot_impl(const float* a, const B* b, int64_t n) {
 #if defined(__AVX512F__)
     return reduce_add(dot_lanes(a, b, n));
 #else
     float lanes[16] = {};
-    for (int64_t k = 0; k < n; ++k) lanes[k % 16] = std::fma(a[k], b[k], lanes[k % 16]);
+    for (int64_t k = 0; k < n; ++k) lanes[k % 16] = std::fma(a[k], as_f32(b[k]), lanes[k % 16]);
     float s = 0.0f;
     for (float l : lanes) s += l;
     return s;
 #endif
 }
 
-void axpy(float* y, float a, const float* x, int64_t n) {
+template <class X>
+void axpy_impl(float* y, float a, const X* x, int64_t n) {
 #if defined(__AVX512F__)
     __m512 av = _mm512_set1_ps(a);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask(n - i);
-        __m512 r = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
+        __m512 r = _mm512_fmadd_ps(av, maskz_load16(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
         _mm512_mask_storeu_ps(y + i, m, r);
     }
 #else
-    for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, as_f32(x[i]), y[i]);
 #endif
 }
+}  // namespace
+
+float dot(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
+float dot(const float* a, const uint16_t* b, int64_t n) { return dot_impl(a, b, n); }
+void axpy(float* y, float a, const float* x, int64_t n) { axpy_impl(y, a, x, n); }
+void axpy(float* y, float a, const uint16_t* x, int64_t n) { axpy_impl(y, a, x, n); }
 
 #if defined(__AVX512F__)
 namespace {

@@ -32,7 +32,9 @@ struct WeightRef {
 void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
 void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
 float dot(const float* a, const float* b, int64_t n);
+float dot(const float* a, const uint16_t* b_bf16, int64_t n);    // b widened exactly: same result as on floats
 void axpy(float* y, float a, const float* x, int64_t n);
+void axpy(float* y, float a, const uint16_t* x_bf16, int64_t n); // x widened exactly
 void exp_in_place(float* x, int64_t n);
 void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,
                 float eps);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "safetensors.h"
 
 namespace kvscope {
 
@@ -30,14 +31,23 @@ void BlockHolds::drop() {
     ids_.clear();
 }
 
-KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks)
+KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks,
+                 bool bf16)
     : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), capacity_(capacity), window_(window),
-      sinks_(window > 0 ? sinks : 0), slot_positions_(size_t(capacity), -1),
-      k_(size_t(n_layer * n_head * capacity * head_dim)), v_(size_t(n_layer * n_head * capacity * head_dim)) {}
+      sinks_(window > 0 ? sinks : 0), bf16_(bf16), slot_positions_(size_t(capacity), -1) {
+    const size_t n = size_t(n_layer * n_head * capacity * head_dim);
+    if (bf16) {
+        k16_.resize(n);
+        v16_.resize(n);
+    } else {
+        k_.resize(n);
+        v_.resize(n);
+    }
+}
 
 KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks)
     : n_layer_(pool->n_layer()), n_head_(pool->n_head()), head_dim_(pool->head_dim()), capacity_(max_positions),
-      window_(window), sinks_(window > 0 ? sinks : 0), slot_positions_(size_t(max_positions), -1),
+      window_(window), sinks_(window > 0 ? sinks : 0), bf16_(pool->bf16()), slot_positions_(size_t(max_positions), -1),
       pool_(std::move(pool)) {
     // Reserved once so that mapping a new block during decode does not allocate here.
     const size_t max_blocks = size_t((max_positions + pool_->block_size() - 1) / pool_->block_size());
@@ -117,36 +127,60 @@ void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
     }
 }
 
-const float* KvCache::key(int64_t il, int64_t h, int64_t position) const {
-    if (pool_) {
-        const int64_t B = pool_->block_size();
-        return pool_->key(table_[size_t(position / B)], il, h, position % B);
-    }
-    return k_.data() + offset(il, h, slot_of(position));
-}
-
-const float* KvCache::value(int64_t il, int64_t h, int64_t position) const {
-    if (pool_) {
-        const int64_t B = pool_->block_size();
-        return pool_->value(table_[size_t(position / B)], il, h, position % B);
-    }
-    return v_.data() + offset(il, h, slot_of(position));
-}
-
-void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
-    float* k_row;
-    float* v_row;
+float* KvCache::f32_row(int kv, int64_t il, int64_t h, int64_t position) const {
     if (pool_) {
         const int64_t B = pool_->block_size();
         const int32_t b = table_[size_t(position / B)];
-        k_row = pool_->key(b, il, h, position % B);
-        v_row = pool_->value(b, il, h, position % B);
-    } else {
-        k_row = k_.data() + offset(il, h, slot_of(position));
-        v_row = v_.data() + offset(il, h, slot_of(position));
+        return kv ? pool_->value(b, il, h, position % B) : pool_->key(b, il, h, position % B);
     }
-    std::memcpy(k_row, k, size_t(head_dim_) * sizeof(float));
-    std::memcpy(v_row, v, size_t(head_dim_) * sizeof(float));
+    return const_cast<float*>((kv ? v_ : k_).data()) + offset(il, h, slot_of(position));
+}
+
+uint16_t* KvCache::bf16_row(int kv, int64_t il, int64_t h, int64_t position) const {
+    if (pool_) {
+        const int64_t B = pool_->block_size();
+        const int32_t b = table_[size_t(position / B)];
+        return kv ? pool_->value16(b, il, h, position % B) : pool_->key16(b, il, h, position % B);
+    }
+    return const_cast<uint16_t*>((kv ? v16_ : k16_).data()) + offset(il, h, slot_of(position));
+}
+
+const float* KvCache::key(int64_t il, int64_t h, int64_t position) const { return f32_row(0, il, h, position); }
+const float* KvCache::value(int64_t il, int64_t h, int64_t position) const { return f32_row(1, il, h, position); }
+const uint16_t* KvCache::key16(int64_t il, int64_t h, int64_t position) const { return bf16_row(0, il, h, position); }
+const uint16_t* KvCache::value16(int64_t il, int64_t h, int64_t position) const { return bf16_row(1, il, h, position); }
+
+namespace {
+void widen(const uint16_t* row, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t bits = uint32_t(row[i]) << 16;
+        std::memcpy(out + i, &bits, sizeof(float));
+    }
+}
+}  // namespace
+
+void KvCache::copy_key(int64_t il, int64_t h, int64_t position, float* out) const {
+    if (bf16_) widen(key16(il, h, position), head_dim_, out);
+    else std::memcpy(out, key(il, h, position), size_t(head_dim_) * sizeof(float));
+}
+
+void KvCache::copy_value(int64_t il, int64_t h, int64_t position, float* out) const {
+    if (bf16_) widen(value16(il, h, position), head_dim_, out);
+    else std::memcpy(out, value(il, h, position), size_t(head_dim_) * sizeof(float));
+}
+
+void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
+    if (bf16_) {
+        uint16_t* k_row = bf16_row(0, il, h, position);
+        uint16_t* v_row = bf16_row(1, il, h, position);
+        for (int64_t d = 0; d < head_dim_; ++d) {
+            k_row[d] = f32_to_bf16(k[d]);
+            v_row[d] = f32_to_bf16(v[d]);
+        }
+    } else {
+        std::memcpy(f32_row(0, il, h, position), k, size_t(head_dim_) * sizeof(float));
+        std::memcpy(f32_row(1, il, h, position), v, size_t(head_dim_) * sizeof(float));
+    }
     if (il == 0 && h == 0) slot_positions_[size_t(slot_of(position))] = position;
 }
 
@@ -229,16 +263,18 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         }
         return c;
     }
+    const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
     for (int64_t p = next_position_; p < next_position_ + n_new && p - next_position_ < capacity_; ++p) {
         const int64_t slot = slot_of(p);
         if (slot_positions_[size_t(slot)] < 0) continue;
         c.slots.push_back(slot);
         c.slot_positions.push_back(slot_positions_[size_t(slot)]);
         for (int64_t il = 0; il < n_layer_; ++il)
-            for (const std::vector<float>* buf : {&k_, &v_})
+            for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
-                    const float* row = buf->data() + offset(il, h, slot);
-                    c.rows.insert(c.rows.end(), row, row + head_dim_);
+                    const auto* row = bf16_ ? reinterpret_cast<const unsigned char*>(bf16_row(kv, il, h, p))
+                                            : reinterpret_cast<const unsigned char*>(f32_row(kv, il, h, p));
+                    c.rows.insert(c.rows.end(), row, row + row_bytes);
                 }
     }
     return c;
@@ -274,15 +310,19 @@ void KvCache::restore(KvCacheCheckpoint& c) {
         const int64_t slot = slot_of(p);
         if (slot_positions_[size_t(slot)] == p) slot_positions_[size_t(slot)] = -1;
     }
-    const float* src = c.rows.data();
+    const unsigned char* src = c.rows.data();
+    const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
     for (size_t i = 0; i < c.slots.size(); ++i) {
         const int64_t slot = c.slots[i];
         slot_positions_[size_t(slot)] = c.slot_positions[i];
         for (int64_t il = 0; il < n_layer_; ++il)
-            for (std::vector<float>* buf : {&k_, &v_})
+            for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
-                    std::memcpy(buf->data() + offset(il, h, slot), src, size_t(head_dim_) * sizeof(float));
-                    src += head_dim_;
+                    // The saved position's row, whose slot is `slot` (slot_of maps it there).
+                    void* dst = bf16_ ? static_cast<void*>(bf16_row(kv, il, h, c.slot_positions[i]))
+                                      : static_cast<void*>(f32_row(kv, il, h, c.slot_positions[i]));
+                    std::memcpy(dst, src, row_bytes);
+                    src += row_bytes;
                 }
     }
     next_position_ = c.next_position;

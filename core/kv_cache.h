@@ -2,7 +2,10 @@
 // The KV cache of one sequence: for every layer and head, the (D) key and value rows of the positions
 // the next queries may still see. Two storages behind one interface, giving bit-identical results:
 //
-// Ring (contiguous): per layer, K and V preallocated as (H, S, D) float32, S = capacity slots. Position p
+// Rows are float32, or bfloat16 (`bf16`: rounded to nearest even when written, widened exactly when
+// read, so attention computes in float32 on the stored values and a row costs half the bytes).
+//
+// Ring (contiguous): per layer, K and V preallocated as (H, S, D), S = capacity slots. Position p
 // lives in slot p % S (sinks: p < S_sink in slot p, later positions in a ring over the remaining slots),
 // so nothing is ever shifted or reallocated.
 // Paged: positions map through a block table to fixed-size blocks of a BlockPool (block_pool.h) that
@@ -13,8 +16,8 @@
 // position p needs the keys the chunk's first query sees plus the chunk itself alive at once:
 // `fits(n)` checks that before anything is written. Positions stay absolute.
 //
-//   KvCache(L, H, D, S, W, sinks)       ring; W = 0: no window (every earlier position stays visible)
-//   KvCache(pool, max_positions, W, sinks)  paged over a shared pool
+//   KvCache(L, H, D, S, W, sinks, bf16) ring; W = 0: no window (every earlier position stays visible)
+//   KvCache(pool, max_positions, W, sinks)  paged over a shared pool (its dtype is the pool's)
 //   next_position()             the position pointer: absolute position the next token gets
 //   write_slot()                where the next token's K/V will be written (paged: its position)
 //   used()                      positions still visible to the next query (fill level)
@@ -23,7 +26,9 @@
 //   fits(n) / require_fits(n)   can a chunk of n tokens be processed now (paged: free blocks too)
 //   blocks_needed(n)            paged: blocks a chunk of n would take from the pool (new + copies)
 //   prepare(tokens, n)          before a chunk's writes: map its positions (allocate / copy-on-write)
-//   key(il, h, p) / value(...)  (D) row of absolute position p; p must be alive
+//   key(il, h, p) / value(...)  (D) row of absolute position p; p must be alive; float32 caches only
+//   key16 / value16             the same for bfloat16 caches
+//   copy_key / copy_value       the row as float32 whatever the storage
 //   write(il, h, p, k, v)       store one position's (D) rows; called by the model for each new token
 //   advance(n)                  after all layers wrote the chunk: move the pointer, evict what no query
 //                               can see any more (paged: blocks return to the pool)
@@ -68,7 +73,7 @@ struct KvCacheCheckpoint {
     // ring
     std::vector<int64_t> slots;           // slots the chunk overwrote that held live positions
     std::vector<int64_t> slot_positions;  // their positions before the write
-    std::vector<float> rows;              // their K then V rows: (n, L, 2, H, D)
+    std::vector<unsigned char> rows;      // their K then V rows: (n, L, 2, H, D) in the cache's dtype
     // paged
     std::vector<int32_t> table;           // the block table before the chunk
     BlockHolds holds;                     // keeps the blocks of `table` alive (all but a private write block)
@@ -77,10 +82,12 @@ struct KvCacheCheckpoint {
 class KvCache {
 public:
     KvCache() = default;
-    KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0);
+    KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
+            bool bf16 = false);
     KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0);
 
     bool paged() const { return pool_ != nullptr; }
+    bool bf16() const { return bf16_; }
     int64_t n_layer() const { return n_layer_; }
     int64_t n_head() const { return n_head_; }
     int64_t head_dim() const { return head_dim_; }
@@ -101,6 +108,10 @@ public:
     void prepare(const TokenId* tokens, int64_t n_new);
     const float* key(int64_t il, int64_t h, int64_t position) const;
     const float* value(int64_t il, int64_t h, int64_t position) const;
+    const uint16_t* key16(int64_t il, int64_t h, int64_t position) const;
+    const uint16_t* value16(int64_t il, int64_t h, int64_t position) const;
+    void copy_key(int64_t il, int64_t h, int64_t position, float* out) const;    // (D)
+    void copy_value(int64_t il, int64_t h, int64_t position, float* out) const;  // (D)
     void write(int64_t il, int64_t h, int64_t position, const float* k, const float* v);
     void advance(int64_t n_new);
     int64_t adopt_prefix(std::span<const TokenId> tokens, int64_t max_positions);
@@ -116,7 +127,7 @@ public:
     const std::vector<int32_t>& block_table() const { return table_; }  // logical block -> pool block, -1 = none
     const std::vector<TokenId>& tokens() const { return tokens_; }      // (next_position) token per position
 
-    int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * head_dim_ * int64_t(sizeof(float)); }
+    int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * head_dim_ * (bf16_ ? 2 : 4); }
     int64_t bytes_used() const;
     int64_t bytes_capacity() const;
 
@@ -131,12 +142,15 @@ private:
     void rebuild_slot_positions();
 
     int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0, capacity_ = 0, window_ = 0, sinks_ = 0;
+    bool bf16_ = false;
+    float* f32_row(int kv, int64_t il, int64_t h, int64_t position) const;      // kv: 0 = K, 1 = V
+    uint16_t* bf16_row(int kv, int64_t il, int64_t h, int64_t position) const;
     int64_t next_position_ = 0;
     std::vector<int64_t> slot_positions_; // (S) ring: position per slot; paged: slot = position; -1 = empty
     std::vector<TokenId> tokens_;         // tokens of positions 0 .. next_position (+ a prepared chunk)
     // ring
-    std::vector<float> k_;                // (L, H, S, D)
-    std::vector<float> v_;                // (L, H, S, D)
+    std::vector<float> k_, v_;            // (L, H, S, D) each, float32 storage
+    std::vector<uint16_t> k16_, v16_;     // (L, H, S, D) each, bfloat16 storage (one pair is used)
     // paged
     std::shared_ptr<BlockPool> pool_;
     std::vector<int32_t> table_;          // (blocks mapped so far) pool block per logical block, -1 = evicted

@@ -41,7 +41,7 @@ void Model::check_token(TokenId id) const {
 }
 
 KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks) const {
-    return KvCache(config_.n_layer, config_.n_head, config_.head_dim(), capacity, window, sinks);
+    return KvCache(config_.n_layer, config_.n_head, config_.head_dim(), capacity, window, sinks, weights_.bf16);
 }
 
 Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)
@@ -134,11 +134,13 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                 const float* row = qkv + (row0[c] + r) * 3 * C;
                 const int64_t pos = ch.cache->next_position() + r;
                 for (int64_t h = 0; h < H; ++h) ch.cache->write(il, h, pos, row + C + h * D, row + 2 * C + h * D);
-                if (ch.probe) {
+                if (ch.probe) {  // k and v as the cache holds them (rounded, for a bfloat16 cache)
                     const size_t at = size_t((il * ch.n_tokens + r) * C);
                     std::memcpy(ch.probe->q.data() + at, row, size_t(C) * sizeof(float));
-                    std::memcpy(ch.probe->k.data() + at, row + C, size_t(C) * sizeof(float));
-                    std::memcpy(ch.probe->v.data() + at, row + 2 * C, size_t(C) * sizeof(float));
+                    for (int64_t h = 0; h < H; ++h) {
+                        ch.cache->copy_key(il, h, pos, ch.probe->k.data() + at + size_t(h * D));
+                        ch.cache->copy_value(il, h, pos, ch.probe->v.data() + at + size_t(h * D));
+                    }
                 }
             }
         }
@@ -150,14 +152,18 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             const Chunk& ch = chunks[size_t(c)];
             const KvCache& cache = *ch.cache;
             float* weights = ws.scratch.data() + task * ws.max_keys();
-            auto key_at = [&](int64_t p) { return cache.key(il, h, p); };
-            auto value_at = [&](int64_t p) { return cache.value(il, h, p); };
-            for (int64_t r = 0; r < ch.n_tokens; ++r) {
-                const int64_t pos = cache.next_position() + r;
-                const float* q = qkv + (row0[c] + r) * 3 * C + h * D;
-                attend_row(attn + (row0[c] + r) * C + h * D, weights, q, key_at, value_at,
-                           cache.visible_keys(pos), D, scale);
-            }
+            auto rows = [&](auto key_at, auto value_at) {
+                for (int64_t r = 0; r < ch.n_tokens; ++r) {
+                    const int64_t pos = cache.next_position() + r;
+                    const float* q = qkv + (row0[c] + r) * 3 * C + h * D;
+                    attend_row(attn + (row0[c] + r) * C + h * D, weights, q, key_at, value_at,
+                               cache.visible_keys(pos), D, scale);
+                }
+            };
+            if (cache.bf16())
+                rows([&](int64_t p) { return cache.key16(il, h, p); }, [&](int64_t p) { return cache.value16(il, h, p); });
+            else
+                rows([&](int64_t p) { return cache.key(il, h, p); }, [&](int64_t p) { return cache.value(il, h, p); });
         });
         matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);  // (T, C)
         sublayer_output(cfg, x, proj, lw.ln_1_weight, lw.ln_1_bias, T);

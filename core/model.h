@@ -33,7 +33,8 @@ public:
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
     void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
 
-    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0) const;  // ring storage
+    // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32.
+    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0) const;
 
 private:
     ModelConfig config_;

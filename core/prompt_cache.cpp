@@ -34,7 +34,6 @@ constexpr uint64_t kK1 = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio
 constexpr uint64_t kK2 = 0xBF58476D1CE4E5B9ull;  // splitmix64's multipliers
 constexpr uint64_t kK3 = 0x94D049BB133111EBull;
 
-uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 uint64_t load64(const unsigned char* p) {
     uint64_t w;
     std::memcpy(&w, p, 8);
@@ -46,7 +45,7 @@ uint64_t finalise(uint64_t z) {
     return z ^ (z >> 31);
 }
 void round4(uint64_t* lane, const unsigned char* p) {
-    for (int i = 0; i < 4; ++i) lane[i] = rotl(lane[i] + load64(p + 8 * i) * kK1, 29) * kK2;
+    for (int i = 0; i < 4; ++i) lane[i] = std::rotl(lane[i] + load64(p + 8 * i) * kK1, 29) * kK2;
 }
 
 std::string hex(uint64_t x) {
@@ -171,7 +170,7 @@ uint64_t Hash64::digest() const {
     // pass 1: fold the lanes (rotated apart so equal lanes do not cancel), pass 2: the tail words and
     // bytes, pass 3: the length, so inputs that differ only by trailing zeros differ.
     uint64_t h = 0;
-    for (int i = 0; i < 4; ++i) h = finalise(h ^ rotl(lane_[i], 16 * i));
+    for (int i = 0; i < 4; ++i) h = finalise(h ^ std::rotl(lane_[i], 16 * i));
     size_t i = 0;
     for (; i + 8 <= n_pending_; i += 8) h = finalise(h ^ load64(pending_ + i)) * kK1;
     for (; i < n_pending_; ++i) h = finalise(h ^ pending_[i]) * kK1;
@@ -195,12 +194,13 @@ const char* kernels_name() {
 #endif
 }
 
-ModelFingerprint model_fingerprint(const Model& model) {
+ModelFingerprint model_fingerprint(const Model& model, bool bf16_cache) {
     ModelFingerprint fp;
     fp.config = model.config();
     fp.config_json = config_to_json(model.config());
     fp.weight_format = to_string(model.weights().bf16 ? WeightFormat::BF16 : WeightFormat::F32);
     fp.kernels = kernels_name();
+    fp.kv_format = bf16_cache ? "bf16" : "f32";
     const SafetensorsFile* file = model.weights().file.get();
     if (!file) throw UsageError("model_fingerprint: the model has no weights file to identify it by");
     Hash64 h;
@@ -253,6 +253,7 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
     const std::string config_json = in.text(kMaxConfigBytes, "config text");
     const std::string weight_format = in.text(kMaxNameBytes, "weight format");
     const std::string kernels = in.text(kMaxNameBytes, "kernels name");
+    const std::string kv_format = in.text(kMaxNameBytes, "KV format");
     const uint64_t weights_hash = in.number<uint64_t>("weights hash");
     int64_t dims[4];  // L, H, D, N
     in.bytes(dims, sizeof dims, "dimensions");
@@ -279,6 +280,7 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
     pc.n_layer = L;
     pc.n_head = H;
     pc.head_dim = D;
+    pc.kv_format = kv_format;
     pc.tokens.resize(size_t(N));
     pc.k.resize(size_t(n_rows));
     pc.v.resize(size_t(n_rows));
@@ -306,6 +308,9 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
         throw LoadError(path,
                         "was made by a kvscope build with " + kernels + " kernels, this one computes with " + fp.kernels +
                             " (their K/V differ in the last bits)",
+                        kRebuildHint);
+    if (kv_format != fp.kv_format)
+        throw LoadError(path, "was made with a " + kv_format + " KV cache, this run's stores " + fp.kv_format + " rows",
                         kRebuildHint);
     const ModelConfig& c = fp.config;
     if (L != c.n_layer || H != c.n_head || D != c.head_dim())
@@ -337,6 +342,9 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
     if (L != c.n_layer || H != c.n_head || D != c.head_dim())
         throw UsageError("write_prompt_cache: the cache's shape (L=" + std::to_string(L) + " H=" + std::to_string(H) +
                          " D=" + std::to_string(D) + ") is not the model's");
+    if (cache.bf16() != (fp.kv_format == "bf16"))
+        throw UsageError("write_prompt_cache: the cache stores " + std::string(cache.bf16() ? "bf16" : "f32") +
+                         " rows, the fingerprint says " + fp.kv_format);
     if (N < 1 || N > cache.next_position() || N > c.n_ctx)
         throw UsageError("write_prompt_cache: " + std::to_string(N) + " tokens, the cache holds positions 0.." +
                          std::to_string(cache.next_position() - 1));
@@ -390,6 +398,7 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
     put_text(fp.config_json);
     put_text(fp.weight_format);
     put_text(fp.kernels);
+    put_text(fp.kv_format);
     put(&fp.weights_hash, 8);
     const int64_t dims[4] = {L, H, D, N};
     put(dims, sizeof dims);
@@ -399,9 +408,10 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
     for (int kv = 0; kv < 2; ++kv)
         for (int64_t il = 0; il < L; ++il)
             for (int64_t h = 0; h < H; ++h) {
-                for (int64_t p = 0; p < N; ++p)
-                    std::memcpy(block.data() + p * D, kv == 0 ? cache.key(il, h, p) : cache.value(il, h, p),
-                                size_t(D) * sizeof(float));
+                for (int64_t p = 0; p < N; ++p) {  // as float32 whatever the cache stores
+                    if (kv == 0) cache.copy_key(il, h, p, block.data() + p * D);
+                    else cache.copy_value(il, h, p, block.data() + p * D);
+                }
                 put(block.data(), block.size() * sizeof(float));
             }
     const uint64_t checksum = hash.digest();
@@ -446,6 +456,8 @@ void restore_prompt_cache(const PromptCache& pc, int64_t n, KvCache& cache) {
     const int64_t L = pc.n_layer, H = pc.n_head, D = pc.head_dim;
     if (cache.n_layer() != L || cache.n_head() != H || cache.head_dim() != D)
         throw UsageError("restore_prompt_cache: the cache's shape is not the prompt cache's");
+    if (cache.bf16() != (pc.kv_format == "bf16"))
+        throw UsageError("restore_prompt_cache: the cache's row storage is not the prompt cache's");
     if (cache.next_position() != 0) throw UsageError("restore_prompt_cache: the cache is not empty");
     if (n < 0 || n > int64_t(pc.tokens.size()))
         throw UsageError("restore_prompt_cache: " + std::to_string(n) + " positions asked, the file has " +

@@ -62,9 +62,9 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         std::shared_ptr<BlockPool> pool = shared_pool_;
         if (!pool)
             pool = std::make_shared<BlockPool>(cfg.n_layer, cfg.n_head, cfg.head_dim(), options_.block_size,
-                                               pool_blocks_for(n_total, options_.block_size));
+                                               pool_blocks_for(n_total, options_.block_size), model_->weights().bf16);
         else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.n_head || pool->head_dim() != cfg.head_dim() ||
-                 pool->block_size() != options_.block_size)
+                 pool->block_size() != options_.block_size || pool->bf16() != model_->weights().bf16)
             throw UsageError("the shared block pool was made for another model shape or block size");
         cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
     } else {
@@ -210,8 +210,8 @@ void Session::record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) con
         for (int64_t a = 0; a < n; ++a)
             for (int64_t h = 0; h < H; ++h) {
                 const size_t at = size_t((il * n + a) * C + h * D);
-                std::copy_n(cache_.key(il, h, first + a), D, rec.k_adopted.begin() + ptrdiff_t(at));
-                std::copy_n(cache_.value(il, h, first + a), D, rec.v_adopted.begin() + ptrdiff_t(at));
+                cache_.copy_key(il, h, first + a, rec.k_adopted.data() + at);
+                cache_.copy_value(il, h, first + a, rec.v_adopted.data() + at);
             }
 }
 
@@ -347,9 +347,14 @@ const StepRecord& Session::run_uncached(Pending& p) {
     if (paged) {
         cache_.prepare(all.data() + first_new, end - first_new);
         const int64_t H = model_->config().n_head;
+        std::vector<float> k_row(size_t(model_->config().head_dim())), v_row(k_row.size());  // (D) each
         for (int64_t il = 0; il < L; ++il)
             for (int64_t pos = first_new; pos < end; ++pos)
-                for (int64_t h = 0; h < H; ++h) cache_.write(il, h, pos, scratch.key(il, h, pos), scratch.value(il, h, pos));
+                for (int64_t h = 0; h < H; ++h) {
+                    scratch.copy_key(il, h, pos, k_row.data());
+                    scratch.copy_value(il, h, pos, v_row.data());
+                    cache_.write(il, h, pos, k_row.data(), v_row.data());
+                }
         cache_.advance(end - first_new);
     }
     return finish(p, flops, 0, end, 0);

@@ -320,3 +320,21 @@ TEST_CASE("option checks for sinks and blocks", "[paged][errors]") {
     o.block_size = -1;
     CHECK_THROWS_AS(validate(o), UsageError);
 }
+
+TEST_CASE("bfloat16 caches: paged, ring and uncached runs stay bit-identical", "[paged][bf16]") {
+    auto bf16 = Model::load(fixture().dir.string(), WeightFormat::BF16);
+    const std::vector<int32_t> prompt = random_tokens(12, 11, 97);
+    auto run_bf16 = [&](int64_t block, bool cached) {
+        SessionOptions o = options(5, 2, block, 3, 12);
+        o.use_cache = cached;
+        Session s(bf16, o);
+        s.set_prompt(prompt);
+        while (s.next() != Session::Next::Done) s.step();
+        CHECK(s.cache().bf16());
+        return collect(s);
+    };
+    const Run ring = run_bf16(0, true);
+    require_identical(run_bf16(4, true), ring);
+    require_identical(run_bf16(4, false), ring);
+    require_identical(run_bf16(0, false), ring);
+}

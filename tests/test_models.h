@@ -264,9 +264,10 @@ inline double reference_activation(kvscope::Activation a, double x) {
 }
 
 // window 0: plain causal mask; window W: query i sees keys j with i-W < j <= i, and with sinks S
-// also the keys j < S (StreamingLLM's attention sinks).
+// also the keys j < S (StreamingLLM's attention sinks). kv_bf16: keys and values are stored as a
+// bfloat16 cache stores them (rounded to float, then to bfloat16 nearest-even) before attention.
 inline Reference reference_forward(const FixtureModel& m, const std::vector<int32_t>& tokens, int64_t window,
-                                   int64_t sinks = 0) {
+                                   int64_t sinks = 0, bool kv_bf16 = false) {
     const ModelConfig& c = m.config;
     const int64_t T = int64_t(tokens.size()), C = c.n_embd, H = c.n_head, D = C / H;
     auto W = [&](const std::string& name) { return as_matrix(m.tensors.at(name)); };
@@ -301,6 +302,9 @@ inline Reference reference_forward(const FixtureModel& m, const std::vector<int3
         auto attention = [&](const MatD& in) {
             MatD qkv = in * W(h + "attn.c_attn.weight");  // (T, 3C)
             if (c.qkv_bias) qkv.rowwise() += B(h + "attn.c_attn.bias");
+            if (kv_bf16)
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t i = C; i < 3 * C; ++i) qkv(t, i) = from_bf16_bits(bf16_bits(float(qkv(t, i))));
             ref.q.push_back(qkv.leftCols(C));
             ref.k.push_back(qkv.middleCols(C, C));
             ref.v.push_back(qkv.rightCols(C));
