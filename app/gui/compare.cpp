@@ -67,9 +67,9 @@ void draw_compare(PanelContext& c) {
     const StepRecord* r = viewed_step(s, c.prefs, &step);
     if (!shadow) {
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled(s.shadow_diverged
-                                ? "The two ways sampled different tokens (a near tie); comparison stopped. Reset to restart it."
-                                : "Comparison is off: tick \"Also compute each step the other way\" in Controls.");
+        ImGui::TextDisabled(s.shadow_diverged ? "The two ways sampled different tokens (a near tie); comparison stopped. Reset to restart it."
+                            : s.sequences.size() > 1 ? "No comparison in a batch: set sequences to 1 to compare each step with the cache switch flipped."
+                                                     : "Comparison is off: tick \"Also compute each step the other way\" in Controls.");
         ImGui::PopTextWrapPos();
         ImGui::End();
         return;
