@@ -1,11 +1,11 @@
 #pragma once
 // The prompt cache file (`--prompt-cache FILE`): a prompt's token ids and the K/V rows the model computed
 // for them, so a later run whose prompt starts with the same tokens loads those rows instead of
-// computing them. The file names the model it was made by; any other model, config, weight format or
-// kernel build is refused, because its K/V rows would differ.
+// computing them. The file names the model it was made by; any other model, config, weight format,
+// kernel build or KV cache storage is refused, because its K/V rows would differ.
 //
 //   Hash64                               a fast 64-bit streaming hash (checksums, fingerprints)
-//   model_fingerprint(model)             what identifies a model's K/V: config, weights, format, kernels
+//   model_fingerprint(model, bf16_cache) what identifies a run's K/V: config, weights, formats, kernels
 //   read_prompt_cache(path, fp)          the whole file, checked; throws LoadError, changes nothing
 //   write_prompt_cache(path, fp, t, c)   atomic: temp file in the same folder, fsync, rename
 //   matching_prefix(pc, prompt, cache)   how many leading prompt positions the file can supply
@@ -23,6 +23,7 @@
 //   u32 n, n bytes    config.json's canonical text (config_to_json), n <= 65536
 //   u32 n, n bytes    weight format: "f32" | "bf16", n <= 16
 //   u32 n, n bytes    kernels: "avx512" | "portable" (their floats differ in the last bits), n <= 16
+//   u32 n, n bytes    KV cache rows: "f32" | "bf16" (as the cache stored them; written as f32), n <= 16
 //   u64      weights hash: Hash64 over model.safetensors' tensors (see model_fingerprint)
 //   i64 x 4  L, H, D, N (layers, heads, head dim, tokens); N >= 1
 //   i32 x N  token ids
@@ -62,23 +63,26 @@ private:
     uint64_t n_total_ = 0;
 };
 
-// What makes two models' K/V rows equal. The weights hash covers every tensor of model.safetensors —
+// What makes two runs' K/V rows equal. The weights hash covers every tensor of model.safetensors —
 // name, dtype, shape and all data bytes, in file order — but not the header's __metadata__, which
 // no computation reads.
 struct ModelFingerprint {
     std::string config_json;     // config_to_json(config)
     std::string weight_format;   // "f32" | "bf16" (to_string(WeightFormat))
     std::string kernels;         // "avx512" | "portable": how this build computes
+    std::string kv_format;       // "f32" | "bf16": how the run's KV cache stores rows (later layers
+                                 // attend over the stored values, so this changes their K/V too)
     uint64_t weights_hash = 0;
     ModelConfig config;          // for the dimension and vocabulary checks
 };
-ModelFingerprint model_fingerprint(const Model& model);
+ModelFingerprint model_fingerprint(const Model& model, bool bf16_cache = false);
 const char* kernels_name();      // this build's kernels: "avx512" | "portable"
 
 struct PromptCache {
     std::vector<TokenId> tokens;                 // (N)
     int64_t n_layer = 0, n_head = 0, head_dim = 0;
-    std::vector<float> k, v;                     // (L, H, N, D) each
+    std::string kv_format;                       // "f32" | "bf16", the storage of the cache it came from
+    std::vector<float> k, v;                     // (L, H, N, D) each, float32 (bf16 rows widened exactly)
     const float* key(int64_t il, int64_t h, int64_t p) const { return k.data() + row(il, h, p); }
     const float* value(int64_t il, int64_t h, int64_t p) const { return v.data() + row(il, h, p); }
 
@@ -90,13 +94,14 @@ private:
 
 // Throws LoadError{path, what, hint} with one line for: no such file, not a prompt cache (magic), another
 // format version, truncated or trailing bytes, absurd sizes, checksum mismatch, another model / config /
-// weight format / kernel build, more tokens than n_positions, token ids outside the vocabulary.
+// weight format / kernel build / KV storage, more tokens than n_positions, token ids outside the vocabulary.
 // Nothing is allocated beyond what the file's real size holds.
 PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& fp);
 
 // Stores tokens (N >= 1) and the cache's rows for positions 0..N-1. Throws UsageError when the cache
 // does not hold those rows as computed with every earlier position visible (N > next_position(), or a
-// window W and S sinks with next_position() >= W + S), or when its shape or a token does not fit `fp`;
+// window W and S sinks with next_position() >= W + S), or when its shape, storage or a token does not
+// fit `fp`;
 // LoadError when the file cannot be written. A FILE already there is replaced only by the final rename;
 // on any failure the temporary file is removed and FILE is as it was.
 void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std::span<const TokenId> tokens,
@@ -107,7 +112,8 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
 // and at most W + S - 1 when `cache` has a window W and S sinks (so every row stays visible, as in the file).
 int64_t matching_prefix(const PromptCache& pc, std::span<const TokenId> prompt, const KvCache& cache);
 
-// Writes pc's rows 0..n-1 into `cache`, which must be empty (next_position() == 0) and shaped like pc:
+// Writes pc's rows 0..n-1 into `cache`, which must be empty (next_position() == 0) and shaped and stored
+// like pc:
 // prepare(tokens, n), write every row, advance(n), as forward() does for a chunk. Throws UsageError,
 // with the cache unchanged, when n is out of range, beyond what matching_prefix allows, or does not fit.
 void restore_prompt_cache(const PromptCache& pc, int64_t n, KvCache& cache);

@@ -107,7 +107,7 @@ struct Layout {
 Layout parse_layout(const std::string& b) {
     Layout l;
     size_t at = 12;
-    for (int i = 0; i < 3; ++i) {  // config text, weight format, kernels
+    for (int i = 0; i < 4; ++i) {  // config text, weight format, kernels, KV format
         uint32_t n;
         std::memcpy(&n, b.data() + at, 4);
         at += 4 + n;
@@ -490,4 +490,36 @@ TEST_CASE("prompt cache: fingerprint cost on a 500 MB model", "[.bench]") {
     WARN("Hash64 over 500 MiB in memory: " << t_hash << " s (" << 500 / 1.048576 / t_hash / 1000 << " GB/s); "
          << "model_fingerprint, " << model->weights().file_bytes / 1e6 << " MB: first " << t_first << " s, again "
          << t_second << " s [" << sink % 2 << "]");
+}
+
+TEST_CASE("prompt cache: a bfloat16 KV cache round-trips, restores exactly, and is told apart from float32") {
+    const Fixture& f = fixture();
+    const ModelConfig& c = f.fm.config;
+    const ModelFingerprint fp16 = model_fingerprint(*f.model, true);
+    const std::vector<TokenId> prompt = kvtest::random_tokens(101, 12, c.n_vocab);
+    auto bf16_cache = [&] { return KvCache(c.n_layer, c.n_head, c.head_dim(), c.n_ctx, 0, 0, true); };
+    KvCache made = bf16_cache();
+    run(*f.model, made, std::span(prompt).first(7), 7);
+    const fs::path path = kvtest::work_dir("prompt_cache") / "bf16.kvp";
+    CHECK_THROWS_AS(write_prompt_cache(path.string(), f.fp, std::span(prompt).first(7), made), UsageError);
+    write_prompt_cache(path.string(), fp16, std::span(prompt).first(7), made);
+    CHECK_THAT(load_error(path, f.fp), Catch::Contains("was made with a bf16 KV cache, this run's stores f32 rows"));
+    const PromptCache pc = read_prompt_cache(path.string(), fp16);
+    REQUIRE(pc.kv_format == "bf16");
+    // Every stored value is a bfloat16 widened exactly: its low 16 bits are zero.
+    for (float x : pc.k) {
+        uint32_t b;
+        std::memcpy(&b, &x, 4);
+        REQUIRE((b & 0xFFFFu) == 0);
+    }
+
+    KvCache f32_cache = f.model->make_cache(c.n_ctx, 0);
+    CHECK_THROWS_AS(restore_prompt_cache(pc, 7, f32_cache), UsageError);
+    KvCache restored = bf16_cache();
+    restore_prompt_cache(pc, matching_prefix(pc, prompt, restored), restored);
+    REQUIRE(restored.next_position() == 7);
+    const std::vector<float> got = run(*f.model, restored, std::span(prompt).subspan(7), 5);
+    const std::vector<float> want = run(*f.model, made, std::span(prompt).subspan(7), 5);
+    INFO(kvtest::first_mismatch(got, want));
+    REQUIRE(kvtest::first_mismatch(got, want).empty());
 }

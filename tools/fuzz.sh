@@ -53,7 +53,7 @@ cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 
 # pass 3: seeds (a valid tiny safetensors file, config.json variants) and a token dictionary
 seeds="$build/seeds"
-mkdir -p "$seeds/fuzz_safetensors" "$seeds/fuzz_config"
+mkdir -p "$seeds/fuzz_safetensors" "$seeds/fuzz_config" "$seeds/fuzz_prompt_cache"
 python3 - "$seeds" <<'PY'
 import json, struct, sys, os
 out = sys.argv[1]
@@ -80,6 +80,13 @@ ext = {"vocab_size": 300, "n_positions": 64, "n_embd": 48, "n_layer": 3, "n_head
 for name, doc in (("gpt2", gpt2), ("extensions", ext)):
     open(os.path.join(out, "fuzz_config", name + ".json"), "w").write(json.dumps(doc, indent=2))
 open(os.path.join(out, "fuzz_config", "escapes.json"), "w").write('["\\ud83d\\ude00\\u0120\\n", -0.5e-3, {}]')
+# A prompt cache of fuzz_prompt_cache.cpp's made-up model (L=1, H=2, D=4, N=3); the checksum is left zero
+# because the target also reads every input with the right checksum put in.
+pc = b"KVPROMPT" + struct.pack("<I", 1)
+for s in (b"fuzz-config", b"f32", b"fuzz", b"f32"):
+    pc += struct.pack("<I", len(s)) + s
+pc += struct.pack("<Q4q3i", 0x1234, 1, 2, 4, 3, 7, 0, 49) + struct.pack("<48f", *[i / 8 for i in range(48)])
+open(os.path.join(out, "fuzz_prompt_cache", "three_tokens"), "wb").write(pc + bytes(8))
 PY
 dict="$build/json.dict"
 cat >"$dict" <<'DICT'
