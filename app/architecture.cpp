@@ -28,7 +28,17 @@ std::vector<ArchLine> architecture(const ModelConfig& c) {
                             : c.activation == Activation::GeluErf ? "GELU (erf)"
                                                                    : "ReLU";
     const std::string scale = number_text(c.embedding_scale);
-    return {
+    std::vector<ArchLine> lines;
+    if (c.encoder_decoder) {
+        lines.push_back({"model_type", false, "encoder_decoder", "encoder-decoder",
+                         "an encoder reads the source once; the decoder cross-attends to it at every step", true});
+        lines.push_back({"n_encoder_layer", true, std::to_string(c.n_encoder_layer), "E=" + std::to_string(c.n_encoder_layer),
+                         "encoder layers, self-attention without a mask; n_layer counts the decoder's", true});
+        lines.push_back({"decoder_start_token_id", true, std::to_string(c.decoder_start_token_id),
+                         "start " + std::to_string(c.decoder_start_token_id),
+                         "the token that begins every decoder input (before the prompt)", true});
+    }
+    std::vector<ArchLine> keys = {
         {"n_inner", false, std::to_string(c.n_inner), "F=" + std::to_string(c.n_inner),
          "feed-forward width F" + (ratio ? " (" + std::to_string(ratio) + " x n_embd)" : std::string(" (its own width)")),
          c.n_inner != 4 * c.n_embd},
@@ -61,6 +71,8 @@ std::vector<ArchLine> architecture(const ModelConfig& c) {
                             : "no ln_f: the last block's output goes straight to the output layer",
          c.final_layer_norm != gpt2.final_layer_norm},
     };
+    lines.insert(lines.end(), keys.begin(), keys.end());
+    return lines;
 }
 
 }  // namespace kvscope

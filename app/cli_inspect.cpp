@@ -33,7 +33,11 @@ int cli_inspect(int argc, char** argv) {
     auto model = load_model_from(args);
     const ModelConfig& c = model->config();
     const Weights& w = model->weights();
-    const int64_t kv_per_token = 2 * c.n_layer * c.n_embd * int64_t(sizeof(float));
+    // The cache follows the matrices' format (--dtype): float32 or bfloat16 rows.
+    const int64_t kv_bytes = w.bf16 ? 2 : 4;
+    const int64_t kv_per_token = 2 * c.n_layer * c.n_embd * kv_bytes;
+    // Encoder-decoder: the cross-attention cache, 2 x L x C per source token, fixed once the encoder ran.
+    const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * kv_bytes : 0;
 
     const std::vector<ArchLine> lines = architecture(c);
     if (args.has("--json")) {
@@ -46,11 +50,12 @@ int cli_inspect(int argc, char** argv) {
                        ", \"dtype\": \"" + to_string(t.dtype) + "\", \"shape\": " + shape_text(t.shape) + "}";
         std::printf("{\"model\": %s, \"config\": %s, \"n_parameters\": %lld, \"file_bytes\": %lld, "
                     "\"converted_bytes\": %lld, \"matrix_dtype\": \"%s\", \"matrix_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"kv_bytes_full_context\": %lld, "
+                    "\"kv_dtype\": \"%s\", \"cross_kv_bytes_per_source_token\": %lld, "
                     "\"tokenizer\": %s, \"architecture\": {%s}, \"tensors\": [%s]}\n",
                     json_escape(model->dir()).c_str(), config_to_json(c).c_str(), (long long)w.n_parameters,
                     (long long)w.file_bytes, (long long)w.converted_bytes, w.bf16 ? "bf16" : "f32",
                     (long long)w.matrix_bytes, (long long)kv_per_token,
-                    (long long)(kv_per_token * c.n_ctx),
+                    (long long)(kv_per_token * c.n_ctx), w.bf16 ? "bf16" : "f32", (long long)cross_per_source_token,
                     model->tokenizer() ? std::to_string(model->tokenizer()->n_vocab()).c_str() : "null",
                     arch.c_str(), tensors.c_str());
         return 0;
@@ -64,7 +69,7 @@ int cli_inspect(int argc, char** argv) {
                 (long long)c.head_dim());
     std::printf("architecture (config.json; * = kvscope extension key, absent = GPT-2's value)\n");
     for (const ArchLine& l : lines)
-        std::printf("  %-20s %-10s %s\n", (std::string(l.key) + (l.extension ? "*" : "")).c_str(), l.value.c_str(),
+        std::printf("  %-24s %-16s %s\n", (std::string(l.key) + (l.extension ? "*" : "")).c_str(), l.value.c_str(),
                     l.meaning.c_str());
     std::printf("\n");
     std::printf("parameters   %lld (%s as float32; file %s, converted at load: %s)\n",
@@ -72,9 +77,13 @@ int cli_inspect(int argc, char** argv) {
                 bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
     std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16)\n", w.bf16 ? "bfloat16" : "float32",
                 bytes_text(double(w.matrix_bytes)).c_str());
-    std::printf("KV cache     %s per token (2 x %lld layers x %lld floats), %s at full context (%lld positions)\n\n",
+    std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd,
-                bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+                w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+    if (c.encoder_decoder)
+        std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld), fixed once the encoder ran\n",
+                    bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);
+    std::printf("\n");
     std::printf("%-40s %-5s %s\n", "tensor", "dtype", "shape");
     for (const TensorInfo& t : w.tensors)
         std::printf("%-40s %-5s %s\n", t.name.c_str(), to_string(t.dtype), shape_text(t.shape).c_str());
