@@ -289,8 +289,7 @@ void draw_controls(PanelContext& c) {
         }
         dump_item("apply batch");
         if (s.memory.empty()) {
-            ImGui::SameLine();
-            if (ImGui::Button("Try: 3 sharing, blocks of 4")) {
+            if (ImGui::Button("Try it: 3 sequences sharing the prompt, blocks of 4")) {
                 Command cmd;
                 cmd.kind = Command::Kind::SetOptions;
                 cmd.options = o;
