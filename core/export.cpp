@@ -101,9 +101,10 @@ std::string file_entry(const std::string& name, const char* probe, std::optional
     return s;
 }
 
-std::string mask_rule(int64_t window) {
+std::string mask_rule(int64_t window, int64_t sinks) {
     std::string rule = "row r (query position q = query_positions[r]) sees key position k iff k <= q";
-    if (window > 0) rule += " and k > q - " + std::to_string(window);
+    if (window > 0 && sinks > 0) rule += " and (k > q - " + std::to_string(window) + " or k < " + std::to_string(sinks) + ")";
+    else if (window > 0) rule += " and k > q - " + std::to_string(window);
     return rule + "; column c is key position key_positions[0] + c; row r's own key is column offset + r";
 }
 
@@ -120,6 +121,39 @@ void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, cons
         throw UsageError("cannot write " + path + ": a heatmap needs at least one row and one column");
     write_png(path, render_heatmap(rows, cols, values, visible, lo, hi, table));
 }
+
+namespace {
+// One attention map of a step as .npy arrays and PNG heatmaps, files named base + "scores.npy" etc.
+void write_map(const std::string& folder, const std::string& base, const AttentionMap& m, int64_t il, int64_t h,
+           std::vector<std::string>& files) {
+    const std::vector<int64_t> shape = {m.n_query, m.n_key};
+    const std::string prefix = folder + "/" + base;
+    write_npy_f32(prefix + "scores.npy", shape, m.scores.data());
+    write_npy_f32(prefix + "weights.npy", shape, m.weights.data());
+    write_npy_u8(prefix + "mask.npy", shape, m.visible.data());
+    files.push_back(file_entry(base + "scores.npy", probe_name(Probe::Scores), il, h, "float32", shape));
+    files.push_back(file_entry(base + "weights.npy", probe_name(Probe::Weights), il, h, "float32", shape));
+    files.push_back(file_entry(base + "mask.npy", probe_name(Probe::Mask), il, h, "uint8", shape));
+
+    // Weights on a fixed [0, 1] scale so heads compare; scores on ±max|visible score|, 0 = white.
+    write_heatmap_png(prefix + "weights.png", m.n_query, m.n_key, m.weights.data(), m.visible.data(),
+                      0.0f, 1.0f, viridis());
+    float extent = 0;
+    for (size_t c = 0; c < m.scores.size(); ++c)
+        if (m.visible[c] && std::isfinite(m.scores[c])) extent = std::max(extent, std::abs(m.scores[c]));
+    if (extent == 0) extent = 1;
+    write_heatmap_png(prefix + "scores.png", m.n_query, m.n_key, m.scores.data(), m.visible.data(),
+                      -extent, extent, diverging());
+    const int64_t px = heatmap_cell_px(m.n_query, m.n_key);
+    const std::vector<int64_t> image_shape = {std::min(m.n_query * px, heatmap_max_side_px),
+                                              std::min(m.n_key * px, heatmap_max_side_px), 3};
+    files.push_back(file_entry(base + "weights.png", probe_name(Probe::Weights), il, h, "png_rgb8",
+                               image_shape, "\"colormap\": \"viridis\", \"range\": [0, 1]"));
+    files.push_back(file_entry(base + "scores.png", probe_name(Probe::Scores), il, h, "png_rgb8",
+                               image_shape, "\"colormap\": \"diverging\", \"range\": [" + num(-extent) +
+                                                ", " + num(extent) + "]"));
+}
+}  // namespace
 
 std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
                         const ExportScope& scope) {
@@ -147,6 +181,10 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         write_npy_f32(folder + "/v.npy", rows_shape, r.v.data());
         for (const char* name : {"q", "k", "v"})
             files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", rows_shape));
+        if (!r.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
+            write_npy_f32(folder + "/cross_q.npy", rows_shape, r.cross_q.data());
+            files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape));
+        }
 
         const int64_t l0 = scope.layer.value_or(0), l1 = scope.layer ? *scope.layer + 1 : L;
         const int64_t h0 = scope.head.value_or(0), h1 = scope.head ? *scope.head + 1 : H;
@@ -162,33 +200,14 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 }
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
-                const std::vector<int64_t> shape = {m.n_query, m.n_key};
-                const std::string prefix = folder + "/" + head_prefix(il, h), base = head_prefix(il, h);
-                write_npy_f32(prefix + "scores.npy", shape, m.scores.data());
-                write_npy_f32(prefix + "weights.npy", shape, m.weights.data());
-                write_npy_u8(prefix + "mask.npy", shape, m.visible.data());
-                files.push_back(file_entry(base + "scores.npy", probe_name(Probe::Scores), il, h, "float32", shape));
-                files.push_back(file_entry(base + "weights.npy", probe_name(Probe::Weights), il, h, "float32", shape));
-                files.push_back(file_entry(base + "mask.npy", probe_name(Probe::Mask), il, h, "uint8", shape));
-
-                // Weights on a fixed [0, 1] scale so heads compare; scores on ±max|visible score|, 0 = white.
-                write_heatmap_png(prefix + "weights.png", m.n_query, m.n_key, m.weights.data(), m.visible.data(),
-                                  0.0f, 1.0f, viridis());
-                float extent = 0;
-                for (size_t c = 0; c < m.scores.size(); ++c)
-                    if (m.visible[c] && std::isfinite(m.scores[c])) extent = std::max(extent, std::abs(m.scores[c]));
-                if (extent == 0) extent = 1;
-                write_heatmap_png(prefix + "scores.png", m.n_query, m.n_key, m.scores.data(), m.visible.data(),
-                                  -extent, extent, diverging());
-                const int64_t px = heatmap_cell_px(m.n_query, m.n_key);
-                const std::vector<int64_t> image_shape = {std::min(m.n_query * px, heatmap_max_side_px),
-                                                          std::min(m.n_key * px, heatmap_max_side_px), 3};
-                files.push_back(file_entry(base + "weights.png", probe_name(Probe::Weights), il, h, "png_rgb8",
-                                           image_shape, "\"colormap\": \"viridis\", \"range\": [0, 1]"));
-                files.push_back(file_entry(base + "scores.png", probe_name(Probe::Scores), il, h, "png_rgb8",
-                                           image_shape, "\"colormap\": \"diverging\", \"range\": [" + num(-extent) +
-                                                            ", " + num(extent) + "]"));
+                write_map(folder, head_prefix(il, h), m, il, h, files);
+                if (r.encoder && !r.cross_q.empty())  // decoder queries x source positions
+                    write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h, files);
             }
+        if (r.ran_encoder && r.encoder && !r.encoder->q.empty())
+            for (int64_t il = 0; il < r.encoder->n_encoder_layer; ++il)
+                for (int64_t h = h0; h < h1; ++h)
+                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.encoder, il, h), il, h, files);
         heatmaps = skipped.empty()
                        ? object({{"written", "true"}, {"reason", "null"}})
                        : object({{"written", "false"}, {"reason", json_escape(skipped)}});
@@ -237,7 +256,17 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
          {"key_positions", list(key_positions)},
          {"mask", object({{"offset", num(offset)},
                           {"window", num(r.window)},
-                          {"rule", json_escape(mask_rule(r.window))}})},
+                          {"sinks", num(r.sinks)},
+                          {"rule", json_escape(mask_rule(r.window, r.sinks))}})},
+         {"adopted", object({{"positions", num(r.n_adopted)},
+                             {"from", r.adopted_from == StepRecord::Source::PromptCache    ? "\"prompt_cache\""
+                                      : r.adopted_from == StepRecord::Source::SharedPrefix ? "\"shared_prefix\""
+                                                                                           : "null"}})},
+         {"encoder", r.encoder ? object({{"source", object({{"ids", list(r.encoder->source)},
+                                                            {"text", tokens_text(tokenizer, r.encoder->source)}})},
+                                         {"ran_this_step", boolean(r.ran_encoder)},
+                                         {"cross_cache_bytes", num(r.encoder->cross_bytes())}})
+                               : "null"},
          {"model", object({{"n_layer", num(L)}, {"n_head", num(H)}, {"head_dim", num(D)}})},
          {"shapes", object({{"q", list(std::vector<int64_t>{L, R, C})},
                             {"attention", list(std::vector<int64_t>{int64_t(query_positions.size()),

@@ -10,7 +10,10 @@
 
 #include <cmath>
 
+#include <filesystem>
+
 #include "encoder.h"
+#include "export.h"
 #include "errors.h"
 #include "model.h"
 #include "session.h"
@@ -150,4 +153,19 @@ TEST_CASE("encoder-decoder errors", "[encoder_decoder][errors]") {
     const FixtureModel fm = write_fixture(work_dir("encoder_decoder") / "decoder_only", spec);
     Session plain(Model::load(fm.dir.string()), options(0, true));
     CHECK_THROWS_AS(plain.set_source({1, 2}), UsageError);
+}
+
+TEST_CASE("an encoder-decoder trace exports cross-attention maps, and the encoder's on the step that ran it", "[encoder_decoder][export]") {
+    Session s(model(), options(0, true, 2));
+    s.set_source(kSource);
+    s.set_prompt({274});
+    while (s.next() != Session::Next::Done) s.step();
+    const std::string dir = (work_dir("encoder_decoder") / "export").string();
+    std::filesystem::remove_all(dir);
+    export_trace(s.trace(), model()->tokenizer(), dir);
+    namespace fs = std::filesystem;
+    for (const char* f : {"step_0000/cross_l01_h03_weights.npy", "step_0000/cross_l00_h00_weights.png",
+                          "step_0000/encoder_l01_h03_weights.npy", "step_0000/cross_q.npy", "step_0001/cross_l00_h00_weights.npy"})
+        CHECK(fs::exists(fs::path(dir) / f));
+    CHECK_FALSE(fs::exists(fs::path(dir) / "step_0001/encoder_l00_h00_weights.npy"));  // it ran once
 }
