@@ -56,6 +56,28 @@ KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t
     tokens_.reserve(size_t(max_positions));
 }
 
+KvCache::KvCache(KvCache&& other) noexcept { *this = std::move(other); }
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+    if (this == &o) return *this;
+    if (pool_) reset();  // return this cache's blocks before taking the other's
+    n_layer_ = o.n_layer_, n_head_ = o.n_head_, head_dim_ = o.head_dim_, capacity_ = o.capacity_;
+    window_ = o.window_, sinks_ = o.sinks_, bf16_ = o.bf16_, next_position_ = o.next_position_;
+    slot_positions_ = std::move(o.slot_positions_);
+    tokens_ = std::move(o.tokens_);
+    k_ = std::move(o.k_), v_ = std::move(o.v_), k16_ = std::move(o.k16_), v16_ = std::move(o.v16_);
+    pool_ = std::move(o.pool_);
+    table_ = std::move(o.table_);
+    chains_ = std::move(o.chains_);
+    o.pool_.reset();
+    o.table_.clear();
+    return *this;
+}
+
+KvCache::~KvCache() {
+    if (pool_) reset();
+}
+
 int64_t KvCache::slot_of(int64_t position) const {
     if (pool_ || position < sinks_ || capacity_ <= sinks_) return position;
     return sinks_ + (position - sinks_) % (capacity_ - sinks_);

@@ -85,6 +85,12 @@ public:
     KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
             bool bf16 = false);
     KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0);
+    // A paged cache owns references to its blocks: moving hands them over, destroying returns them.
+    KvCache(KvCache&& other) noexcept;
+    KvCache& operator=(KvCache&& other) noexcept;
+    KvCache(const KvCache&) = delete;
+    KvCache& operator=(const KvCache&) = delete;
+    ~KvCache();
 
     bool paged() const { return pool_ != nullptr; }
     bool bf16() const { return bf16_; }

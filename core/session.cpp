@@ -427,12 +427,19 @@ Workspace Session::make_batch_workspace(std::span<Session* const> sessions) {
 
 void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     std::vector<Session*> together;
+    bool first_sharer_ran = false;
     for (Session* s : sessions) {
         if (s->next() == Next::Done) continue;
-        // A recompute has nothing to share with the others; a sharing prefill goes alone, in order, so
-        // the blocks it fills are there for the next session's prompt.
-        if (!s->options_.use_cache || (s->options_.share_prefix && s->next() == Next::Prefill)) s->step();
-        else together.push_back(s);
+        // A recompute has nothing to share with the others. The first sharing prefill goes alone, so
+        // the blocks it fills are there when the others (batched) map their prompts; blocks still being
+        // filled are never mapped (a block's tokens count only once written).
+        const bool sharing_prefill = s->options_.share_prefix && s->next() == Next::Prefill;
+        if (!s->options_.use_cache || (sharing_prefill && !first_sharer_ran)) {
+            first_sharer_ran |= sharing_prefill;
+            s->step();
+        } else {
+            together.push_back(s);
+        }
     }
     if (together.empty()) return;
     std::vector<Pending> pending(together.size());

@@ -17,8 +17,8 @@
 //   set_use_cache(on)           from the next step on: off = recompute every position from scratch
 //   step_batch(sessions, ws)    one step for several sessions at once (shared weight reads); each
 //                               session's results equal its solo run bit for bit. With share_prefix,
-//                               prefill steps run one session after another so later ones find the
-//                               earlier ones' blocks
+//                               the first session still prefilling runs before the others, which then
+//                               map the blocks it filled
 //   use_pool(pool)              before set_prompt: draw paged blocks from a pool other sessions share
 //   use_prompt_cache(pc)        the first prefill step loads the prompt's leading positions from a
 //                               prompt cache file (prompt_cache.h) instead of computing them
