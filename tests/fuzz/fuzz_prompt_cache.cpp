@@ -42,6 +42,12 @@ std::string dir() {
 void check(const std::string& bytes) {
     static const kvscope::ModelFingerprint fp = fingerprint();
     static const std::string in = dir() + ".in", out = dir() + ".out";
+    struct Cleanup {
+        ~Cleanup() {
+            ::unlink(in.c_str());
+            ::unlink(out.c_str());
+        }
+    } cleanup;
     std::ofstream(in, std::ios::binary | std::ios::trunc) << bytes;
     kvscope::PromptCache pc;
     try {
