@@ -101,9 +101,8 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
 // Stores tokens (N >= 1) and the cache's rows for positions 0..N-1. Throws UsageError when the cache
 // does not hold those rows as computed with every earlier position visible (N > next_position(), or a
 // window W and S sinks with next_position() >= W + S), or when its shape, storage or a token does not
-// fit `fp`;
-// LoadError when the file cannot be written. A FILE already there is replaced only by the final rename;
-// on any failure the temporary file is removed and FILE is as it was.
+// fit `fp`; LoadError when the file cannot be written. A FILE already there is replaced only by the
+// final rename; on any failure the temporary file is removed and FILE is as it was.
 void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std::span<const TokenId> tokens,
                         const KvCache& cache);
 
@@ -113,9 +112,9 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
 int64_t matching_prefix(const PromptCache& pc, std::span<const TokenId> prompt, const KvCache& cache);
 
 // Writes pc's rows 0..n-1 into `cache`, which must be empty (next_position() == 0) and shaped and stored
-// like pc:
-// prepare(tokens, n), write every row, advance(n), as forward() does for a chunk. Throws UsageError,
-// with the cache unchanged, when n is out of range, beyond what matching_prefix allows, or does not fit.
+// like pc: prepare(tokens, n), write every row, advance(n), as forward() does for a chunk. Throws
+// UsageError, with the cache unchanged, when n is out of range, beyond what matching_prefix allows, or
+// does not fit.
 void restore_prompt_cache(const PromptCache& pc, int64_t n, KvCache& cache);
 
 }  // namespace kvscope
