@@ -226,7 +226,7 @@ FileFigures bench_prompt_file(std::shared_ptr<const Model> model, const Workload
     FileFigures f;
     f.positions = int64_t(w.prefix.size());
     double t = seconds_now();
-    const ModelFingerprint fp = model_fingerprint(*model);
+    const ModelFingerprint fp = model_fingerprint(*model, model->weights().bf16);
     f.fingerprint_seconds = seconds_now() - t;
 
     SessionOptions o;

@@ -61,7 +61,7 @@ std::string mb(int64_t bytes) {
 PromptCacheUse open_prompt_cache(const std::string& path, const Model& model) {
     PromptCacheUse use;
     use.path = path;
-    use.fingerprint = model_fingerprint(model);
+    use.fingerprint = model_fingerprint(model, model.weights().bf16);  // the cache stores rows as the weights do
     std::error_code ec;
     if (std::filesystem::exists(path, ec))
         use.loaded = std::make_shared<const PromptCache>(read_prompt_cache(path, *use.fingerprint));
