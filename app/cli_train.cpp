@@ -58,11 +58,14 @@ int cli_train(int argc, char** argv) {
     args.option("--prev-value-init", "G", "with --prev-head-init: gain of that head's output (default 0)");
     args.option("--circuit-init", "G", "start head 0 of layers 0 and 1 as a previous-token + induction head pair "
                                        "with query/key gain G (default 0: off)");
+    args.flag("--split-init", "positions in the first head-width dims, tokens from the third on, the second empty "
+                              "(the --circuit-init layout without its heads)");
     args.option("--copy-phase", "N", "curriculum: the first N steps train on repeated random spans only (default 0)");
     args.option("--copy-seq", "T", "tokens per sequence during --copy-phase (default 32; the batch grows to keep "
                                    "tokens per step)");
     args.option("--copy-span", "A-B", "random span lengths during --copy-phase (default 6-12)");
     args.flag("--distinct", "random spans drawn without replacement: no token twice in a span");
+    args.flag("--no-span-newline", "no newline after a random span's last copy (not during --copy-phase)");
     args.flag("--copy-distinct", "the same during --copy-phase");
     args.option("--attn-only", "N", "the first N steps skip the MLPs: an attention-only warm-up (default 0)");
     args.option("--tok-lr", "X", "learning-rate factor of the token embeddings, 0 freezes them (default 1)");
@@ -103,6 +106,7 @@ int cli_train(int argc, char** argv) {
     if (!(o.init.prev_value_gain >= 0 && o.init.prev_value_gain < 100)) throw UsageError("train: --prev-value-init must be in [0, 100)");
     o.init.circuit_gain = args.real("--circuit-init", 0);
     if (!(o.init.circuit_gain >= 0 && o.init.circuit_gain < 100)) throw UsageError("train: --circuit-init must be in [0, 100)");
+    o.init.split_stream = args.has("--split-init");
     o.copy_phase = args.integer("--copy-phase", 0, 0, 10'000'000);
     o.copy_seq = args.integer("--copy-seq", 32, 2, 8192);
     if (auto span = args.text("--copy-span")) {
@@ -114,6 +118,7 @@ int cli_train(int argc, char** argv) {
     }
     o.mix.distinct = args.has("--distinct");
     o.copy_mix.distinct = args.has("--copy-distinct");
+    o.mix.span_newline = !args.has("--no-span-newline");
     o.attn_only = args.integer("--attn-only", 0, 0, 10'000'000);
     o.tok_lr = args.real("--tok-lr", 1);
     o.pos_lr = args.real("--pos-lr", 1);

@@ -166,8 +166,10 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
     std::vector<TokenId> seq;
     seq.reserve(size_t(n + 2 * mix_.max_span + 64));
     auto span_length = [&] { return mix_.min_span + int64_t(rng.below(uint64_t(mix_.max_span - mix_.min_span + 1))); };
+    bool after_span = false;
     while (int64_t(seq.size()) < n) {
-        if (!seq.empty()) seq.push_back(newline_);
+        if (!seq.empty() && (mix_.span_newline || !after_span)) seq.push_back(newline_);
+        after_span = false;
         const double k = rng.uniform();
         if (k < mix_.text) {
             const std::vector<TokenId> p = paragraph(rng);
@@ -192,6 +194,7 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
             const int64_t copies = 2 + int64_t(rng.below(2));
             for (int64_t c = 0; c < copies || c * int64_t(span.size()) < mix_.min_repeat; ++c)
                 seq.insert(seq.end(), span.begin(), span.end());
+            after_span = true;
         }
     }
     seq.resize(size_t(n));

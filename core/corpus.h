@@ -48,6 +48,9 @@ struct CorpusMix {
     int64_t min_repeat = 0;             // a random span repeats until its segment has this many tokens: short
                                         // spans then repeat many times ("a b a b a b"), which rewards a head
                                         // that looks back a fixed small offset, the seed of an induction circuit
+    bool span_newline = true;           // false: no "\n" after a random span's last copy, the next segment follows
+                                        // at once; the newline would otherwise compete with the span's first
+                                        // token wherever a copy could end (greedy copying then stops early)
     bool distinct = false;              // random spans drawn without replacement (at most all ordinary tokens):
                                         // each token occurs once per span, so one token of context finds its
                                         // successor, the easiest case for an induction head

@@ -131,8 +131,10 @@ void seed_previous_token_head(const ModelConfig& c, const std::vector<ParamInfo>
 //                   token dims (R2ᵀR2: a rank-D projection), which the tied unembedding reads as token(s)
 // R (D, C-2D) and R2 are random with orthonormal-ish rows. Every weight stays trainable; the runs in
 // assets/default/README.md show training keeps and sharpens the circuit once it pays off at step 0.
+// With heads = false only the split of the residual stream is made (tokens and positions apart, the slice
+// between them empty) and every head starts random: does the circuit then form by itself?
 void seed_induction_circuit(const ModelConfig& c, const std::vector<ParamInfo>& layout, std::vector<float>& params,
-                            double gain, double pos_rms) {
+                            double gain, double pos_rms, bool heads) {
     const int64_t C = c.n_embd, D = C / c.n_head, n_tok = C - 2 * D;
     if (c.n_layer < 2 || n_tok < D)
         throw UsageError("train: --circuit-init needs n_layer >= 2 and n_embd >= 3 x head dim");
@@ -148,6 +150,7 @@ void seed_induction_circuit(const ModelConfig& c, const std::vector<ParamInfo>& 
     for (int64_t t = 0; t < c.n_ctx; ++t)
         for (int64_t j = 0; j < C; ++j)
             wpe[t * C + j] = j < D ? float(pos_rms * std::sqrt(2.0) * table[size_t(t * C + j)]) : 0.0f;
+    if (!heads) return;
     Rng rng(0x63697263);
     auto random_rows = [&](int64_t n_rows) {  // (n_rows, n_tok), entries N(0, 1/n_tok)
         std::vector<double> r(size_t(n_rows * n_tok));
@@ -213,7 +216,8 @@ std::vector<float> init_params(const ModelConfig& c, uint64_t seed, const InitOp
         for (int64_t i = 0; i < p.size; ++i) w[i] = float(std * rng.normal());
     }
     if (init.prev_head_gain > 0) seed_previous_token_head(c, layout, params, init.prev_head_gain, init.prev_value_gain);
-    if (init.circuit_gain > 0) seed_induction_circuit(c, layout, params, init.circuit_gain, init.pos_rms);
+    if (init.circuit_gain > 0 || init.split_stream)
+        seed_induction_circuit(c, layout, params, init.circuit_gain, init.pos_rms, init.circuit_gain > 0);
     return params;
 }
 

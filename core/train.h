@@ -45,6 +45,7 @@ struct InitOptions {
     double prev_value_gain = 0;  // and writes the previous token's code into the position dims this much
     double circuit_gain = 0;     // > 0: layers 0 and 1 start as a previous-token + induction head pair, head 0
                                  // of each (a prior, then trained; see seed_induction_circuit in train.cpp)
+    bool split_stream = false;   // the circuit's residual layout only (positions, empty slice, tokens), no heads
 };
 std::vector<float> init_params(const ModelConfig& config, uint64_t seed, const InitOptions& init = {});
 

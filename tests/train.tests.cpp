@@ -581,6 +581,41 @@ TEST_CASE("initialisation: circuit_gain starts head 0 of layers 0 and 1 as previ
         if (i != 0) CHECK(s[i].previous_token < 0.15);
         if (i != 4) CHECK(s[i].induction < 0.1);
     }
+    // split_stream alone: the same layout (token rows zero in dims [0, 64), positions zero from dim 32),
+    // heads left random, so no head stands out.
+    InitOptions split;
+    split.split_stream = true, split.pos_rms = 0.3, split.tok_std = 0.3;
+    const std::vector<float> p = init_params(c, 1, split);
+    const std::vector<ParamInfo> layout = param_layout(c);
+    double tok_low = 0, tok_high = 0, pos_high = 0;
+    for (int64_t v = 0; v < c.n_vocab; ++v)
+        for (int64_t j = 0; j < 128; ++j) (j < 64 ? tok_low : tok_high) += std::abs(p[size_t(layout[0].offset + v * 128 + j)]);
+    for (int64_t t = 0; t < c.n_ctx; ++t)
+        for (int64_t j = 32; j < 128; ++j) pos_high += std::abs(p[size_t(layout[1].offset + t * 128 + j)]);
+    CHECK(tok_low == 0.0);
+    CHECK(tok_high > 0.0);
+    CHECK(pos_high == 0.0);
+    save_model(dir, c, p, default_dir());
+    for (const HeadScore& h : head_scores(Model::load(dir))) CHECK((h.previous_token < 0.15 && h.induction < 0.1));
     c.n_layer = 1;  // the circuit needs two layers
     CHECK_THROWS_AS(init_params(c, 1, init), UsageError);
+}
+
+TEST_CASE("corpus: span_newline false joins random spans without a newline") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    const TokenId nl = tok.encode("\n").at(0);
+    CorpusMix mix{.text = 0, .copy = 0, .min_span = 5, .max_span = 5};
+    const std::vector<TokenId> with = Corpus(tok, 8, mix).sequence(0, 0, 100);
+    mix.span_newline = false;
+    const std::vector<TokenId> without = Corpus(tok, 8, mix).sequence(0, 0, 100);
+    CHECK(std::count(with.begin(), with.end(), nl) >= 5);  // 100 tokens hold at least 6 segments of 10-15
+    CHECK(std::count(without.begin(), without.end(), nl) == 0);
+    // The same draws: dropping the newlines from the first sequence gives the second.
+    std::vector<TokenId> stripped;
+    for (TokenId t : with)
+        if (t != nl) stripped.push_back(t);
+    CHECK(std::equal(stripped.begin(), stripped.end(), without.begin()));
+    mix.text = 1;  // other segments are still separated by newlines
+    const std::vector<TokenId> text = Corpus(tok, 8, mix).sequence(0, 0, 100);
+    CHECK(std::count(text.begin(), text.end(), nl) >= 1);
 }
