@@ -1,12 +1,15 @@
 // Attention: for the viewed step, scaled scores or softmax weights of one head (large, zoomable) or of
 // every head of a layer (small multiples). Rows = this step's queries, columns = keys in the cache;
 // masked cells are striped. Hover shows the query and key tokens with score and weight; a click selects
-// that query row and key column in every panel.
+// that query row and key column in every panel. Encoder-decoder models choose between the decoder's
+// self-attention, its cross-attention (decoder queries x source tokens, read from the fixed cross cache)
+// and the encoder's own attention (source x source, unmasked), labelled with source tokens.
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "panels.h"
 
@@ -41,18 +44,92 @@ HeatmapStyle style_for(const ViewPrefs& v, float score_abs) {
     return st;
 }
 
-void cell_tooltip(const Model& model, const std::vector<TokenId>& tokens, const AttentionMap& m, int64_t row, int64_t col) {
+// Tokens at the positions of a map's rows and columns: decoder tokens for self-attention, the source for
+// the encoder, one of each for cross-attention.
+struct AxisTokens {
+    const std::vector<TokenId>* rows;
+    const std::vector<TokenId>* cols;
+};
+
+std::string token_at(const Model& model, const std::vector<TokenId>& tokens, int64_t p, size_t max_chars = 0) {
+    if (p < 0 || p >= int64_t(tokens.size())) return "?";
+    return max_chars ? short_token(model, tokens[size_t(p)], max_chars) : token_text(model, tokens[size_t(p)]);
+}
+
+void cell_tooltip(const Model& model, AxisTokens t, AttentionKind kind, const AttentionMap& m, int64_t row, int64_t col) {
     const size_t i = size_t(row * m.n_key + col);
     const int64_t qp = m.query_positions[size_t(row)], kp = m.key_positions[size_t(col)];
-    auto tok = [&](int64_t p) { return p < int64_t(tokens.size()) ? token_text(model, tokens[size_t(p)]) : std::string("?"); };
     ImGui::BeginTooltip();
-    ImGui::Text("layer %lld head %lld", (long long)m.layer, (long long)m.head);
-    ImGui::Text("query  pos %lld  '%s'", (long long)qp, tok(qp).c_str());
-    ImGui::Text("key    pos %lld  '%s'", (long long)kp, tok(kp).c_str());
+    ImGui::Text("%s layer %lld head %lld", kind == AttentionKind::Encoder ? "encoder" : "decoder", (long long)m.layer,
+                (long long)m.head);
+    ImGui::Text("query  %s pos %lld  '%s'", kind == AttentionKind::Encoder ? "source" : "decoder", (long long)qp,
+                token_at(model, *t.rows, qp).c_str());
+    ImGui::Text("key    %s pos %lld  '%s'", kind == AttentionKind::Self ? "decoder" : "source", (long long)kp,
+                token_at(model, *t.cols, kp).c_str());
+    if (kind == AttentionKind::Cross) ImGui::TextDisabled("key and value from the cross-attention cache (fixed)");
     ImGui::Text("score  %.5f", double(m.scores[i]));
     if (m.visible[i]) ImGui::Text("weight %.5f", double(m.weights[i]));
     else ImGui::TextColored({1, 0.6f, 0.4f, 1}, "masked: %s", kp > qp ? "a future position" : "outside the window");
     ImGui::EndTooltip();
+}
+
+// Key-axis labels under a map (cross and encoder maps: the source tokens), staggered over two lines
+// when a column is too narrow for one label.
+float key_labels(const Model& model, const std::vector<TokenId>& tokens, const AttentionMap& m, const HeatmapResult& h,
+                 int64_t selected) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float line = ImGui::GetTextLineHeight();
+    const float col_w = m.n_key > 0 ? h.cell_max(0, 0).x - h.cell_min(0, 0).x : 0;
+    const bool stagger = col_w < ImGui::CalcTextSize("wwwwww").x;
+    if (col_w < ImGui::CalcTextSize("ww").x / 2) return 0;  // too narrow even staggered: hover says which token
+    dl->PushClipRect({h.p0.x - 40, h.p1.y}, {h.p1.x + 40, h.p1.y + 2 * line + 6}, true);
+    for (int64_t col = 0; col < m.n_key; ++col) {
+        const float x0 = h.cell_min(0, col).x, x1 = h.cell_max(0, col).x;
+        if (x1 < h.p0.x || x0 > h.p1.x) continue;
+        const int64_t kp = m.key_positions[size_t(col)];
+        const std::string text = token_at(model, tokens, kp, stagger ? 6 : 10);
+        const float y = h.p1.y + 2 + (stagger && col % 2 ? line : 0);
+        const float w = ImGui::CalcTextSize(text.c_str()).x;
+        dl->AddText({(x0 + x1) / 2 - w / 2, y}, kp == selected ? IM_COL32(90, 220, 255, 255) : IM_COL32(215, 190, 240, 255),
+                    text.c_str());
+    }
+    dl->PopClipRect();
+    return (stagger ? 2 : 1) * line + 4;
+}
+
+// Script `attention-json FILE`: the map the panel shows, as drawn (positions, tokens, scores, weights).
+bool write_map_json(const std::string& path, AttentionKind kind, size_t step, const AttentionMap& m, AxisTokens t) {
+    auto ints = [](const std::vector<int64_t>& v) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+        return out + "]";
+    };
+    auto ids_at = [&](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {
+        std::vector<int64_t> ids;
+        for (int64_t p : pos) ids.push_back(p >= 0 && p < int64_t(tokens.size()) ? tokens[size_t(p)] : -1);
+        return ints(ids);
+    };
+    auto matrix = [&](const std::vector<float>& v) {
+        std::string out = "[";
+        char num[32];
+        for (int64_t r = 0; r < m.n_query; ++r) {
+            out += r ? ",\n    [" : "\n    [";
+            for (int64_t c = 0; c < m.n_key; ++c) {
+                std::snprintf(num, sizeof num, "%s%.9g", c ? ", " : "", double(v[size_t(r * m.n_key + c)]));
+                out += num;
+            }
+            out += "]";
+        }
+        return out + "]";
+    };
+    std::string text = "{\"kind\": \"" + std::string(attention_kind_name(kind)) + "\", \"step\": " + std::to_string(step) +
+                       ", \"layer\": " + std::to_string(m.layer) + ", \"head\": " + std::to_string(m.head) +
+                       ", \"n_query\": " + std::to_string(m.n_query) + ", \"n_key\": " + std::to_string(m.n_key) +
+                       ",\n \"query_positions\": " + ints(m.query_positions) + ", \"query_ids\": " + ids_at(m.query_positions, *t.rows) +
+                       ",\n \"key_positions\": " + ints(m.key_positions) + ", \"key_ids\": " + ids_at(m.key_positions, *t.cols) +
+                       ",\n \"scores\": " + matrix(m.scores) + ",\n \"weights\": " + matrix(m.weights) + "}\n";
+    std::ofstream f(path);
+    return f && (f << text);
 }
 
 }  // namespace
@@ -68,10 +145,30 @@ void draw_attention(PanelContext& c) {
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
     const ModelConfig& cfg = model.config();
-    v.layer = std::clamp<int64_t>(v.layer, 0, cfg.n_layer - 1);
+    const bool ed = cfg.encoder_decoder;
+    if (!ed) v.attention = AttentionKind::Self;
+    const AttentionKind kind = v.attention;
+    if (ed) {
+        ImGui::AlignTextToFramePadding();
+        ImGui::TextUnformatted("attention");
+        const std::pair<AttentionKind, const char*> kinds[] = {
+            {AttentionKind::Self, "self"}, {AttentionKind::Cross, "cross"}, {AttentionKind::Encoder, "encoder"}};
+        for (const auto& [k, label] : kinds) {
+            ImGui::SameLine();
+            if (ImGui::RadioButton(label, v.attention == k)) v.attention = k;
+            dump_item((std::string("attention ") + attention_kind_name(k)).c_str());
+        }
+        help_marker("self: the decoder's masked self-attention over its own KV cache (grows each step).\n"
+                    "cross: each decoder query against every source token, keys and values from the cross-attention "
+                    "cache the encoder filled once; no mask.\n"
+                    "encoder: the encoder's own self-attention over the source (no mask), computed when the encoder ran.");
+    }
+    // The encoder has its own layer count; the other panels clamp the shared layer to the decoder's.
+    const int64_t n_layers = kind == AttentionKind::Encoder ? cfg.n_encoder_layer : cfg.n_layer;
+    v.layer = std::clamp<int64_t>(v.layer, 0, n_layers - 1);
     v.head = std::clamp<int64_t>(v.head, 0, cfg.n_head - 1);
 
-    stepper("layer", v.layer, 0, cfg.n_layer - 1);
+    stepper("layer", v.layer, 0, n_layers - 1);
     ImGui::SameLine(0, 16);
     stepper("head", v.head, 0, cfg.n_head - 1);
     ImGui::SameLine(0, 16);
@@ -104,12 +201,20 @@ void draw_attention(PanelContext& c) {
     }
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
+    static const std::vector<TokenId> no_source;
+    const std::vector<TokenId>& source = r->encoder ? r->encoder->source : no_source;
+    const AxisTokens axis = {kind == AttentionKind::Encoder ? &source : &tokens, kind == AttentionKind::Self ? &tokens : &source};
+    if (kind != AttentionKind::Self && !r->encoder) {
+        ImGui::TextDisabled("This step has no encoder output.");
+        ImGui::End();
+        return;
+    }
 
     // Every map this view needs; the maps are computed off the UI thread, so the first frames may wait.
     std::vector<const AttentionMap*> shown;
     int64_t n_ready = 0;
     for (int64_t hh = 0; hh < (v.all_heads ? cfg.n_head : 1); ++hh) {
-        shown.push_back(c.maps.map(s.trace(), step, v.layer, v.all_heads ? hh : v.head));
+        shown.push_back(c.maps.map(s.trace(), step, v.layer, v.all_heads ? hh : v.head, kind));
         n_ready += shown.back() != nullptr;
     }
     if (n_ready < int64_t(shown.size())) {
@@ -120,10 +225,29 @@ void draw_attention(PanelContext& c) {
         return;
     }
     const AttentionMap& m0 = *shown[0];
-    ImGui::TextDisabled("step %zu (%s): %lld queries (rows, positions %lld..%lld) x %lld keys (cols, %lld..%lld)", step,
-                        phase_name(r->phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
-                        (long long)m0.query_positions.back(), (long long)m0.n_key, (long long)m0.key_positions.front(),
-                        (long long)m0.key_positions.back());
+    ImGui::PushTextWrapPos(0);
+    if (kind == AttentionKind::Self)
+        ImGui::TextDisabled("step %zu (%s): %lld queries (rows, positions %lld..%lld) x %lld keys (cols, %lld..%lld)", step,
+                            phase_name(r->phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
+                            (long long)m0.query_positions.back(), (long long)m0.n_key, (long long)m0.key_positions.front(),
+                            (long long)m0.key_positions.back());
+    else if (kind == AttentionKind::Cross)
+        ImGui::TextDisabled("step %zu (%s): cross-attention, %lld decoder queries (rows, positions %lld..%lld) x %lld source "
+                            "tokens (cols); keys and values from the fixed cross-attention cache, no mask",
+                            step, phase_name(r->phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
+                            (long long)m0.query_positions.back(), (long long)m0.n_key);
+    else {
+        const int64_t ran = encoder_step(s.trace(), r->encoder.get());
+        ImGui::TextDisabled("encoder layer %lld: %lld source queries x %lld source keys, no mask; computed once at step "
+                            "%lld%s", (long long)v.layer, (long long)m0.n_query, (long long)m0.n_key, (long long)ran,
+                            r->ran_encoder ? " (this step)" : ", read since through the cross-attention cache");
+    }
+    ImGui::PopTextWrapPos();
+    if (!v.attention_json.empty()) {
+        if (!write_map_json(v.attention_json, kind, step, *shown[v.all_heads ? size_t(v.head) : 0], axis))
+            std::fprintf(stderr, "error: cannot write %s\n", v.attention_json.c_str());
+        v.attention_json.clear();
+    }
 
     const HeatmapStyle st = style_for(v, v.show_scores && !v.row_norm ? score_absmax(shown) : 1.0f);
     char lo[32], hi[32];
@@ -133,21 +257,26 @@ void draw_attention(PanelContext& c) {
     colorbar(st, std::min(240.0f, ImGui::GetContentRegionAvail().x), lo, hi);
     ImGui::SameLine();
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("  %s%s%s; striped = masked", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
+    ImGui::TextDisabled("  %s%s%s%s", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
                         v.row_norm ? " / row max" : "",
-                        v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "");
+                        v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "",
+                        kind == AttentionKind::Self ? "; striped = masked" : "; nothing is masked");
     ImGui::PopTextWrapPos();
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (!v.all_heads) {
         // Row labels (query tokens) on the left when rows are tall enough to read.
         const float label_w = ImGui::CalcTextSize("0000 wwwwwwww").x;
-        ImVec2 size = heatmap_fit(m0.n_query, m0.n_key, {avail.x - label_w, avail.y - ImGui::GetTextLineHeightWithSpacing() - 6});
+        // Cross and encoder maps label their columns with the source tokens under the map.
+        const float key_label_h = kind == AttentionKind::Self ? 0 : 2 * ImGui::GetTextLineHeight() + 6;
+        ImVec2 size = heatmap_fit(m0.n_query, m0.n_key,
+                                  {avail.x - label_w, avail.y - ImGui::GetTextLineHeightWithSpacing() - 6 - key_label_h});
         const bool labels = size.y / float(m0.n_query) * v.zoom >= ImGui::GetTextLineHeight();
         const ImVec2 top = ImGui::GetCursorScreenPos();
         ImGui::SetCursorScreenPos({top.x + label_w, top.y});
-        const unsigned tex = c.maps.texture(s.trace(), step, v.layer, v.head, v.show_scores, v.row_norm);
+        const unsigned tex = c.maps.texture(s.trace(), step, v.layer, v.head, v.show_scores, v.row_norm, kind);
         HeatmapResult h = heatmap("map", tex, m0.n_query, m0.n_key, size, st, {&v.zoom, &v.center});
+        dump_item("attention map");
         ImDrawList* dl = ImGui::GetWindowDrawList();
         dl->PushClipRect({top.x, h.p0.y}, h.p1, true);
         if (labels)
@@ -156,28 +285,32 @@ void draw_attention(PanelContext& c) {
                 if (y1 < h.p0.y || y0 > h.p1.y) continue;
                 const int64_t qp = m0.query_positions[size_t(row)];
                 char label[64];
-                std::snprintf(label, sizeof label, "%lld %s", (long long)qp,
-                              qp < int64_t(tokens.size()) ? short_token(model, tokens[size_t(qp)], 8).c_str() : "");
+                std::snprintf(label, sizeof label, "%lld %s", (long long)qp, token_at(model, *axis.rows, qp, 8).c_str());
                 dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2}, IM_COL32(200, 200, 210, 255), label);
             }
         dl->PopClipRect();
         dl->PushClipRect(h.p0, h.p1, true);
-        // Selection: the query's row and the key's column.
+        // Selection: the query's row and the key's column (decoder positions, or source positions).
+        const int64_t sel_row = kind == AttentionKind::Encoder ? -1 : v.sel_query;
+        const int64_t sel_col = kind == AttentionKind::Self ? v.sel_key : v.sel_source;
         for (int64_t row = 0; row < m0.n_query; ++row)
-            if (m0.query_positions[size_t(row)] == v.sel_query)
+            if (m0.query_positions[size_t(row)] == sel_row)
                 dl->AddRect({h.p0.x, h.cell_min(row, 0).y}, {h.p1.x, h.cell_max(row, 0).y}, IM_COL32(255, 110, 110, 255), 0, 0, 2);
         for (int64_t col = 0; col < m0.n_key; ++col)
-            if (m0.key_positions[size_t(col)] == v.sel_key)
+            if (m0.key_positions[size_t(col)] == sel_col)
                 dl->AddRect({h.cell_min(0, col).x, h.p0.y}, {h.cell_max(0, col).x, h.p1.y}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
         dl->PopClipRect();
+        const float below = kind == AttentionKind::Self ? 0 : key_labels(model, source, m0, h, v.sel_source);
         if (h.hover_row >= 0) {
-            cell_tooltip(model, tokens, m0, h.hover_row, h.hover_col);
+            cell_tooltip(model, axis, kind, m0, h.hover_row, h.hover_col);
             if (h.clicked) {
-                v.sel_query = m0.query_positions[size_t(h.hover_row)];
-                v.sel_key = m0.key_positions[size_t(h.hover_col)];
+                const int64_t qp = m0.query_positions[size_t(h.hover_row)], kp = m0.key_positions[size_t(h.hover_col)];
+                if (kind == AttentionKind::Self) v.sel_query = qp, v.sel_key = kp;
+                if (kind == AttentionKind::Cross) v.sel_query = qp, v.sel_source = kp;
+                if (kind == AttentionKind::Encoder) v.sel_source = kp;
             }
         }
-        ImGui::SetCursorScreenPos({top.x, h.p1.y + 4});
+        ImGui::SetCursorScreenPos({top.x, h.p1.y + 4 + below});
         ImGui::TextDisabled("wheel = zoom, drag = pan, double-click = reset, click = select");
     } else {
         // Small multiples: a grid of n_head maps, as square as the panel allows.
@@ -204,18 +337,20 @@ void draw_attention(PanelContext& c) {
             ImGui::SetCursorScreenPos({x, y});
             ImGui::Text("h%lld", (long long)hh);
             ImGui::SetCursorScreenPos({x, y + label_h + 2});
-            const unsigned tex = c.maps.texture(s.trace(), step, v.layer, hh, v.show_scores, v.row_norm);
+            const unsigned tex = c.maps.texture(s.trace(), step, v.layer, hh, v.show_scores, v.row_norm, kind);
             ImGui::PushID(int(hh));
             HeatmapResult h = heatmap("small", tex, m0.n_query, m0.n_key, sz, st);
             ImGui::PopID();
             if (hh == v.head)
                 ImGui::GetWindowDrawList()->AddRect({h.p0.x - 3, h.p0.y - 3}, {h.p1.x + 3, h.p1.y + 3}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
             if (h.hover_row >= 0) {
-                cell_tooltip(model, tokens, *shown[size_t(hh)], h.hover_row, h.hover_col);
+                cell_tooltip(model, axis, kind, *shown[size_t(hh)], h.hover_row, h.hover_col);
                 if (h.clicked) {
                     v.head = hh;
-                    v.sel_query = m0.query_positions[size_t(h.hover_row)];
-                    v.sel_key = m0.key_positions[size_t(h.hover_col)];
+                    const int64_t qp = m0.query_positions[size_t(h.hover_row)], kp = m0.key_positions[size_t(h.hover_col)];
+                    if (kind == AttentionKind::Self) v.sel_query = qp, v.sel_key = kp;
+                    if (kind == AttentionKind::Cross) v.sel_query = qp, v.sel_source = kp;
+                    if (kind == AttentionKind::Encoder) v.sel_source = kp;
                 }
             }
         }

@@ -35,7 +35,8 @@ SessionOptions shadow_options(SessionOptions o) {
 // Intents that end a run in progress (the others wait for it, or apply between two of its steps).
 bool stops_run(Command::Kind k) {
     using K = Command::Kind;
-    return k == K::Pause || k == K::Back || k == K::Reset || k == K::SetPrompt || k == K::SetOptions || k == K::LoadModel;
+    return k == K::Pause || k == K::Back || k == K::Reset || k == K::SetPrompt || k == K::SetSource || k == K::SetOptions ||
+           k == K::LoadModel;
 }
 
 bool is_step(Command::Kind k) {
@@ -84,8 +85,10 @@ const MemoryState* Snapshot::memory_at(int64_t step) const {
 
 Controller::Controller(std::shared_ptr<const Model> model, SessionOptions options) {
     options.record = true;
+    const bool ed = model->config().encoder_decoder;
     rebuild(std::move(model), options, BatchOptions{});
-    set_status("type a prompt, then press Prefill (or Space)");
+    set_status(ed ? "encoder-decoder: the source is '" + source_text_ + "'; the prompt may stay empty. Press Prefill (or Space)"
+                  : std::string("type a prompt, then press Prefill (or Space)"));
     publish();
     worker_ = std::thread([this] { worker_loop(); });
 }
@@ -109,6 +112,14 @@ bool Controller::push(Command c) {
             c.n = int64_t(prompt_edits_pushed_);
             // Typing while the worker is busy: only the newest text matters.
             if (!queue_.empty() && queue_.back().kind == K::SetPrompt) {
+                queue_.back() = std::move(c);
+                return true;
+            }
+        }
+        if (c.kind == K::SetSource) {
+            ++source_edits_pushed_;
+            c.n = int64_t(source_edits_pushed_);
+            if (!queue_.empty() && queue_.back().kind == K::SetSource) {
                 queue_.back() = std::move(c);
                 return true;
             }
@@ -169,6 +180,11 @@ void Controller::set_wake(std::function<void()> wake) {
 uint64_t Controller::prompt_edits() const {
     std::lock_guard<std::mutex> lock(m_);
     return prompt_edits_pushed_;
+}
+
+uint64_t Controller::source_edits() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return source_edits_pushed_;
 }
 
 // ---- worker side ----
@@ -259,6 +275,9 @@ void Controller::publish() {
     s->next_phase = session.next();
     s->prompt_text = prompt_text_;
     s->prompt_edits = prompt_edits_applied_;
+    s->source_text = source_text_;
+    s->source_ids = session.source();
+    s->source_edits = source_edits_applied_;
     s->generation = generation_;
     s->status = status_;
     s->status_error = status_error_;
@@ -309,8 +328,9 @@ void Controller::rebuild(std::shared_ptr<const Model> model, SessionOptions opti
     prompt_cache_.reset();
     shadow_ = std::move(fresh_shadow);
     shadow_diverged_ = false;
+    if (model->config().encoder_decoder && source_text_.empty()) source_text_ = kDefaultSource;
     // Keep the prompt when it still fits the new model/options; otherwise start empty.
-    if (!prompt_text_.empty()) {
+    if (has_input()) {
         try {
             set_prompts();
         } catch (const UsageError&) {
@@ -341,8 +361,19 @@ Session::Next Controller::batch_next() const {
     return n;
 }
 
+bool Controller::has_input() const {
+    return !prompt_text_.empty() || (sessions_[0]->model().config().encoder_decoder && !source_text_.empty());
+}
+
+void Controller::set_input(Session& s, std::vector<TokenId> prompt) {
+    if (s.model().config().encoder_decoder) s.set_source(encode(s.model(), source_text_));
+    s.set_prompt(std::move(prompt));
+}
+
 void Controller::set_prompts() {
     const Model& model = sessions_[0]->model();
+    if (model.config().encoder_decoder && source_text_.empty())
+        throw UsageError("an encoder-decoder model needs a source: type the encoder's input in the source box");
     const std::vector<TokenId> prompt = encode(model, prompt_text_);
     std::vector<std::vector<TokenId>> ids(sessions_.size(), prompt);
     for (size_t i = 0; i < ids.size() && i < batch_.suffixes.size(); ++i)
@@ -354,7 +385,7 @@ void Controller::set_prompts() {
     // a fresh one per prompt, since set_prompt drops the old caches' blocks without returning them.
     const SessionOptions& o = sessions_[0]->options();
     pool_.reset();
-    if (o.block_size > 0 && !prompt.empty()) {
+    if (o.block_size > 0 && (!prompt.empty() || model.config().encoder_decoder)) {
         const ModelConfig& c = model.config();
         int64_t n_blocks = 0;
         for (const auto& p : ids) n_blocks += Session::pool_blocks_for(int64_t(p.size()) + o.max_new_tokens, o.block_size) + 1;
@@ -362,9 +393,9 @@ void Controller::set_prompts() {
     }
     for (size_t i = 0; i < sessions_.size(); ++i) {
         if (pool_) sessions_[i]->use_pool(pool_);
-        sessions_[i]->set_prompt(ids[i]);
+        set_input(*sessions_[i], ids[i]);
     }
-    if (shadow_) shadow_->set_prompt(ids[0]);
+    if (shadow_) set_input(*shadow_, ids[0]);
     batch_ws_.reset();
     if (sessions_.size() > 1) batch_ws_ = std::make_unique<Workspace>(Session::make_batch_workspace(all_sessions()));
     memory_.clear();
@@ -375,6 +406,9 @@ void Controller::set_prompts() {
 void Controller::attach_prompt_cache() {
     prompt_cache_.reset();
     if (batch_.prompt_cache.empty() || sessions_[0]->prompt().empty()) return;
+    if (sessions_[0]->model().config().encoder_decoder)
+        throw UsageError("a prompt cache file keys K/V by the decoder's tokens, but an encoder-decoder's K/V also "
+                         "depend on the source: not available for this model");
     // Refused files (another model, damaged) throw LoadError with one line; the session runs without.
     set_activity("checking prompt cache " + batch_.prompt_cache);
     auto use = std::make_shared<PromptCacheUse>(open_prompt_cache(batch_.prompt_cache, sessions_[0]->model()));
@@ -475,7 +509,13 @@ void Controller::sync_shadow() {
     SessionOptions so = shadow_options(session.options());
     auto s = std::make_unique<Session>(session.share_model(), so);
     if (!session.prompt().empty()) {
-        s->set_prompt(session.prompt());
+        if (session.model().config().encoder_decoder) {
+            // The session's prompt begins with the decoder start token, which set_prompt adds again.
+            s->set_source(session.source());
+            s->set_prompt(std::vector<TokenId>(session.prompt().begin() + 1, session.prompt().end()));
+        } else {
+            s->set_prompt(session.prompt());
+        }
         const Trace& t = session.trace();
         if (t.size() > 0) set_activity("replaying " + std::to_string(t.size()) + " step(s) the other way");
         for (size_t i = 0; i < t.size(); ++i) {
@@ -569,10 +609,25 @@ void Controller::apply(const Command& c) {
         set_prompts();
         shadow_diverged_ = false;
         if (!shadow_ && compare_) sync_shadow();
-        set_status("prompt: " + std::to_string(s.prompt().size()) + " tokens" +
+        const bool ed = s.model().config().encoder_decoder;
+        set_status("prompt: " + std::to_string(s.prompt().size() - (ed ? 1 : 0)) + " tokens" +
+                   (ed ? " after the decoder start token, source " + std::to_string(s.source().size()) + " tokens"
+                       : std::string()) +
                    (sessions_.size() > 1 ? " (sequence " + std::to_string(selected_) + " of " +
                                                std::to_string(sessions_.size()) + ")" : std::string()) +
                    "; press Prefill");
+        return;
+    }
+    case K::SetSource: {
+        if (!s.model().config().encoder_decoder)
+            throw UsageError(s.model().dir() + " is decoder-only: it takes no source (load an encoder-decoder model)");
+        source_text_ = c.text;
+        source_edits_applied_ = uint64_t(std::max<int64_t>(0, c.n));
+        set_prompts();
+        shadow_diverged_ = false;
+        if (!shadow_ && compare_) sync_shadow();
+        set_status("source: " + std::to_string(s.source().size()) +
+                   " tokens for the encoder; the first prefill step runs it and fills the cross-attention cache");
         return;
     }
     case K::Prefill:
@@ -666,12 +721,17 @@ void Controller::apply(const Command& c) {
     }
     case K::LoadModel: {
         set_activity("loading model " + c.text);
-        std::shared_ptr<const Model> m = Model::load(c.text);  // throws: the current model stays
+        // The weight format the app was started with (--dtype) stays; a failed load throws and the model stays.
+        const WeightFormat format = s.model().weights().bf16 ? WeightFormat::BF16 : WeightFormat::F32;
+        std::shared_ptr<const Model> m = Model::load(c.text, format);
         SessionOptions o = sessions_[0]->options();  // the base seed
         rebuild(m, o, batch_);
         heads_.clear();
         if (sel().prompt().empty() && !prompt_text_.empty()) prompt_text_.clear();
-        set_status("loaded " + c.text);
+        set_status("loaded " + c.text +
+                   (m->config().encoder_decoder ? ": an encoder-decoder; source '" + source_text_ +
+                                                      "' (edit it above the prompt), press Prefill"
+                                                : std::string()));
         return;
     }
     case K::ExportStep:

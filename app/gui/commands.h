@@ -10,6 +10,10 @@
 // the cache on vs off panel can show the same step computed both ways. The worker publishes the main
 // step before it computes the shadow step, so the new step appears without waiting for the other way.
 //
+// Encoder-decoder models: the source text (SetSource) is the encoder's input and the prompt follows the
+// decoder start token (it may be empty). A model loaded without a source gets kDefaultSource, so
+// stepping works at once; decoder-only models ignore the source.
+//
 // A batch (BatchOptions::n_seq > 1): N sessions over one BlockPool, stepped together by
 // Session::step_batch; the panels show the selected one (Snapshot::trace() is its trace), the Memory
 // panel all of them (Snapshot::memory, one MemoryState per batch step). No shadow session then.
@@ -23,6 +27,7 @@
 //   execute(cmd)                   push + wait_idle; false when the command failed (see snapshot status)
 //   set_wake(fn)                   called from the worker after each publish (wakes the event loop)
 //   prompt_edits()                 SetPrompt intents pushed so far (see Snapshot::prompt_edits)
+//   source_edits()                 SetSource intents pushed so far (see Snapshot::source_edits)
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -82,6 +87,7 @@ struct MemoryState {
 struct Command {
     enum class Kind {
         SetPrompt,      // text: prompt text (or "1,2,3" ids when the model has no tokenizer); resets
+        SetSource,      // text: the encoder's input (encoder-decoder models), tokenized like a prompt; resets
         Prefill,        // one prefill chunk
         Decode,         // n decode steps
         Step,           // whatever comes next, once
@@ -121,6 +127,9 @@ struct Snapshot {
     Session::Next next_phase = Session::Next::Done;
     std::string prompt_text;
     uint64_t prompt_edits = 0;           // SetPrompt intents applied (equal to Controller::prompt_edits() = none pending)
+    std::string source_text;             // encoder-decoder models: the source as typed
+    std::vector<TokenId> source_ids;     // (S) the source the session holds; empty for decoder-only models
+    uint64_t source_edits = 0;           // SetSource intents applied
     uint64_t generation = 0;             // bumps when the model or session is replaced
     std::string status;                  // one line for the status bar
     bool status_error = false;
@@ -147,6 +156,7 @@ struct Snapshot {
     const SessionOptions& options() const { return session_options; }
     Session::Next next() const { return next_phase; }
     bool has_prompt() const { return !prompt_ids.empty(); }
+    bool encoder_decoder() const { return model_ptr->config().encoder_decoder; }
     // The pool as of the selected sequence's step `step` (-1 = newest); null when the cache is not paged.
     const MemoryState* memory_at(int64_t step) const;
 };
@@ -178,6 +188,7 @@ public:
     bool execute(const Command& c);
     void set_wake(std::function<void()> wake);
     uint64_t prompt_edits() const;
+    uint64_t source_edits() const;
 
 private:
     // Worker side: everything below the mutex line is touched only by the worker thread (and by the
@@ -202,13 +213,15 @@ private:
     std::string activity_, notice_;
     double activity_start_ = 0;
     int64_t run_left_ = 0, run_done_ = 0, run_total_ = 0, run_limit_ = 0;
-    uint64_t prompt_edits_pushed_ = 0;
+    uint64_t prompt_edits_pushed_ = 0, source_edits_pushed_ = 0;
     std::function<void()> wake_;
 
     Session& sel() { return *sessions_[size_t(selected_)]; }
     std::vector<Session*> all_sessions() const;
     Session::Next batch_next() const;    // Prefill if any sequence prefills, else Decode if any decodes
-    void set_prompts();                  // encode prompt + suffixes into every sequence (after a rebuild)
+    void set_prompts();                  // encode source, prompt + suffixes into every sequence (after a rebuild)
+    bool has_input() const;              // a prompt, or (encoder-decoder) a source: set_prompts can run
+    void set_input(Session& s, std::vector<TokenId> prompt);  // set_source (encoder-decoder) + set_prompt
     void record_memory();                // append the pool's state after a batch step to memory_
     void attach_prompt_cache();          // open batch_.prompt_cache (if any) for sequence 0
     void save_prompt_cache_after_prefill();
@@ -227,6 +240,8 @@ private:
     bool run_decode_only_ = false;
     std::string prompt_text_;
     uint64_t prompt_edits_applied_ = 0;
+    std::string source_text_;            // encoder-decoder models: the encoder's input as typed
+    uint64_t source_edits_applied_ = 0;
     std::string status_;
     bool status_error_ = false;
     uint64_t n_errors_ = 0;
@@ -235,6 +250,9 @@ private:
     uint64_t generation_ = 0;
     std::thread worker_;                 // last: starts after every member above exists
 };
+
+// The source a freshly loaded encoder-decoder model starts with (a short sentence its tokenizer knows).
+inline constexpr const char* kDefaultSource = "the cat sat on the mat";
 
 std::string token_text(const Model& model, TokenId id);  // display form of one token ("<id>" without tokenizer)
 // Token ids for prompt text, as SetPrompt makes them; throws UsageError. Pure: safe on the UI thread.

@@ -1,11 +1,13 @@
 // Controls: the prompt (tokenized as you type), the step buttons, long runs, session options and the
-// cache switch. Every button only queues a Command.
+// cache switch. Every button only queues a Command. Encoder-decoder models get a source box above the
+// prompt (the encoder's input), and the decoder start token as the first prompt chip.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "errors.h"
 #include "panels.h"
@@ -16,6 +18,7 @@ namespace {
 struct Edit {
     std::string prompt;             // what the box shows
     std::string synced_prompt;      // controller text the box was last synced from
+    std::string source, synced_source;  // the same for the encoder's input
     SessionOptions options;         // option fields before Apply
     BatchOptions batch;
     uint64_t synced_generation = ~0ull;
@@ -23,17 +26,44 @@ struct Edit {
 };
 Edit e;
 
-void token_chips(const Model& model, const std::vector<TokenId>& ids) {
+// Chip colours: prompt tokens, the decoder start token, source tokens.
+constexpr ImU32 kPromptChip = IM_COL32(46, 70, 110, 255), kStartChip = IM_COL32(140, 92, 24, 255),
+                kSourceChip = IM_COL32(92, 72, 120, 255);
+
+// One chip per token: text and id; `first_position` is the position of ids[0]. With `start`, a chip for
+// the decoder start token comes first (position 0).
+void token_chips(const Model& model, const std::vector<TokenId>& ids, ImU32 fill = kPromptChip, int64_t first_position = 0,
+                 std::optional<TokenId> start = std::nullopt, const char* what = "position", int64_t selected = -1) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const ImGuiStyle& st = ImGui::GetStyle();
+    if (start) {
+        const std::string text = short_token(model, *start, 10) + " start";
+        const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+        const float w = ts.x + st.FramePadding.x * 2, h = ImGui::GetTextLineHeight() + 4;
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        ImGui::InvisibleButton("start chip", {w, h});
+        dump_item("decoder start chip");
+        dl->AddRectFilled(p, {p.x + w, p.y + h}, kStartChip, 4);
+        dl->AddText({p.x + st.FramePadding.x, p.y + 2}, IM_COL32(245, 235, 215, 255), text.c_str());
+        if (ImGui::IsItemHovered()) {
+            ImGui::BeginTooltip();
+            ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28.0f);
+            ImGui::Text("decoder start token %d '%s', position 0", *start, token_text(model, *start).c_str());
+            ImGui::TextDisabled("Every decoder input begins with it (config.json decoder_start_token_id): the decoder "
+                                "needs a first token to predict from, so the prompt after it may be empty. It is "
+                                "not part of the source; the encoder never sees it.");
+            ImGui::PopTextWrapPos();
+            ImGui::EndTooltip();
+        }
+    }
     for (size_t i = 0; i < ids.size(); ++i) {
         const std::string text = short_token(model, ids[i], 10);
         char id[24];
         std::snprintf(id, sizeof id, "%d", ids[i]);
         const ImVec2 ts = ImGui::CalcTextSize(text.c_str()), is = ImGui::CalcTextSize(id);
         const float w = ts.x + is.x + st.FramePadding.x * 3, h = ImGui::GetTextLineHeight() + 4;
-        if (i > 0) {
+        if (i > 0 || start) {
             ImGui::SameLine(0, 4);
             if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
         }
@@ -42,10 +72,13 @@ void token_chips(const Model& model, const std::vector<TokenId>& ids) {
         ImGui::InvisibleButton("chip", {w, h});
         ImGui::PopID();
         if (!ImGui::IsItemVisible()) continue;  // long prompts: draw only the chips in view
-        dl->AddRectFilled(p, {p.x + w, p.y + h}, IM_COL32(46, 70, 110, 255), 4);
+        const int64_t pos = first_position + int64_t(i);
+        dl->AddRectFilled(p, {p.x + w, p.y + h}, fill, 4);
+        if (pos == selected) dl->AddRect({p.x - 1, p.y - 1}, {p.x + w + 1, p.y + h + 1}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
         dl->AddText({p.x + st.FramePadding.x, p.y + 2}, IM_COL32(235, 235, 240, 255), text.c_str());
         dl->AddText({p.x + ts.x + st.FramePadding.x * 2, p.y + 2}, IM_COL32(150, 170, 200, 255), id);
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("token %d, position %zu\n'%s'", ids[i], i, token_text(model, ids[i]).c_str());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("token %d, %s %lld\n'%s'", ids[i], what, (long long)pos, token_text(model, ids[i]).c_str());
     }
 }
 
@@ -103,16 +136,63 @@ void draw_controls(PanelContext& c) {
     if (s.prompt_edits == ctl.prompt_edits() && e.synced_prompt != s.prompt_text) {
         e.prompt = e.synced_prompt = s.prompt_text;
     }
+    if (s.source_edits == ctl.source_edits() && e.synced_source != s.source_text) {
+        e.source = e.synced_source = s.source_text;
+    }
+    const bool ed = cfg.encoder_decoder;
 
     ImGui::TextDisabled("model");
     ImGui::SameLine();
     ImGui::TextWrapped("%s", model.dir().c_str());
-    ImGui::TextDisabled("L=%lld H=%lld D=%lld  vocab %lld  ctx %lld", (long long)cfg.n_layer, (long long)cfg.n_head,
-                        (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+    if (ed)
+        ImGui::TextDisabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
+                            (long long)cfg.n_encoder_layer, (long long)cfg.n_layer, (long long)cfg.n_head,
+                            (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+    else
+        ImGui::TextDisabled("L=%lld H=%lld D=%lld  vocab %lld  ctx %lld", (long long)cfg.n_layer, (long long)cfg.n_head,
+                            (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+
+    if (ed) {
+        // The encoder's input: tokenized with the same tokenizer, read once by the encoder.
+        ImGui::Spacing();
+        ImGui::TextUnformatted(model.tokenizer() ? "Source (the encoder's input)" : "Source (token ids: 1,2,3)");
+        help_marker("The encoder reads the whole source at once (no mask) on the first prefill step and leaves, for "
+                    "every decoder layer, the keys and values of each source token: the cross-attention cache. It "
+                    "stays fixed while the decoder steps. Editing the source restarts the session.");
+        ImGui::SetNextItemWidth(-1);
+        const bool source_edited = ImGui::InputText("##source", &e.source);
+        dump_item("source");
+        if (source_edited) {
+            Command cmd;
+            cmd.kind = Command::Kind::SetSource;
+            cmd.text = e.source;
+            ctl.push(cmd);
+            e.synced_source = e.source;
+        }
+        std::vector<TokenId> src;
+        std::string src_error;
+        try {
+            src = encode_prompt(model, e.source);
+        } catch (const UsageError& err) {
+            src_error = err.what();
+        }
+        ImGui::TextDisabled("%zu source tokens (S)", src.size());
+        if (!src_error.empty() || src.empty()) {
+            ImGui::SameLine();
+            ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", src.empty() && src_error.empty() ? "the encoder needs a source" : src_error.c_str());
+        }
+        ImGui::PushID("source chips");
+        if (ImGui::BeginChild("chips", {-1, ImGui::GetTextLineHeight() * 2 + 16}, false))  // two rows of chips
+            token_chips(model, src, kSourceChip, 0, std::nullopt, "source position", c.prefs.sel_source);
+        ImGui::EndChild();
+        ImGui::PopID();
+    }
 
     ImGui::Spacing();
-    ImGui::TextUnformatted(model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
-    const float box_h = ImGui::GetTextLineHeight() * 3.2f;
+    ImGui::TextUnformatted(ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
+                                                   : "Prompt (token ids after the start token; may be empty)")
+                              : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
+    const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : 3.2f);
     const bool edited = ImGui::InputTextMultiline("##prompt", &e.prompt, {-1, box_h});
     dump_item("prompt");
     if (edited) {
@@ -130,12 +210,16 @@ void draw_controls(PanelContext& c) {
     } catch (const UsageError& err) {
         token_error = err.what();
     }
-    ImGui::TextDisabled("%zu tokens", ids.size());
+    if (ed) ImGui::TextDisabled("start token + %zu prompt tokens", ids.size());
+    else ImGui::TextDisabled("%zu tokens", ids.size());
     if (!token_error.empty()) {
         ImGui::SameLine();
         ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", token_error.c_str());
     }
-    if (ImGui::BeginChild("chips", {-1, ImGui::GetTextLineHeight() * 3.6f}, false)) token_chips(model, ids);
+    if (ImGui::BeginChild("chips", {-1, ed ? ImGui::GetTextLineHeight() * 2 + 16 : ImGui::GetTextLineHeight() * 3.6f}, false)) {
+        if (ed) token_chips(model, ids, kPromptChip, 1, TokenId(cfg.decoder_start_token_id));
+        else token_chips(model, ids);
+    }
     ImGui::EndChild();
 
     ImGui::Separator();

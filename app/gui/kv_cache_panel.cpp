@@ -1,7 +1,8 @@
 // KV cache: K and V of the chosen layer and head after the viewed step, one row per cache slot
 // (labelled with the position and token it holds), columns = head_dim. Rows written this step are
 // outlined, the write pointer is marked, rows outside the window are dimmed, attention sinks marked;
-// above, the fill of every layer and the bytes used.
+// above, the fill of every layer and the bytes used. Encoder-decoder models show the cross-attention
+// cache under it: S source rows per layer and head, written once by the encoder and never appended to.
 #include <imgui.h>
 
 #include <algorithm>
@@ -10,6 +11,92 @@
 #include "panels.h"
 
 namespace kvscope::gui {
+namespace {
+
+constexpr ImU32 kSourceInk = IM_COL32(215, 190, 240, 255);  // source tokens, as their chips in Controls
+
+// The cross-attention cache's header lines: what it is, that it is fixed, and its bytes.
+void cross_header(const StepRecord& r, int64_t ran) {
+    const EncoderOutput& enc = *r.encoder;
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "Cross-attention cache: %lld source rows x %lld", (long long)enc.n_source(),
+                       (long long)enc.head_dim);
+    dump_item("cross cache title");
+    ImGui::SameLine();
+    if (!r.cache_on && r.ran_encoder)
+        ImGui::TextColored({1, 0.6f, 0.4f, 1}, "cache OFF: this step ran the encoder again and recomputed it");
+    else
+        ImGui::TextColored({1, 0.8f, 0.3f, 1}, "FIXED: computed once by the encoder at step %lld%s", (long long)ran,
+                           r.ran_encoder ? " (this step)" : ", read since");
+    help_marker("Cross-attention reads keys and values computed from the encoder's output, one row per source token "
+                "(K|V = enc . crossattention.c_attn + bias, per decoder layer). They depend on the source only, so the "
+                "first prefill step computes them and every later step reuses them; the decoder's own keys and values "
+                "(the self-attention cache) grow by one row per token.");
+    ImGui::TextDisabled("%s (all %lld layers, K+V, float32), never appended to", human_bytes(double(enc.cross_bytes())).c_str(),
+                        (long long)enc.n_layer);
+    ImGui::PopTextWrapPos();
+}
+
+// The cross-attention cache of decoder layer `layer`, head `head`: K and V (S, D) beside each other,
+// source tokens as row labels, from `top` (labels) within `max_h`. Returns the bottom edge.
+float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t layer, int64_t head, ImVec2 top, float label_w,
+                 float map_w, float gap, float max_h) {
+    const Model& model = c.snap.model();
+    ViewPrefs& v = c.prefs;
+    const std::shared_ptr<const EncoderOutput>& enc = r.encoder;
+    const int64_t S = enc->n_source(), D = enc->head_dim;
+    const float title_h = ImGui::GetTextLineHeight() + 2;
+    const float row_h = std::min(std::max(1.0f, max_h - title_h) / float(S), 22.0f);
+    const ImVec2 size = {map_w, row_h * float(S)};
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    float abs[2] = {0, 0};
+    const unsigned tex[2] = {c.maps.cross_kv_texture(enc, layer, head, false, &abs[0]),
+                             c.maps.cross_kv_texture(enc, layer, head, true, &abs[1])};
+    HeatmapResult h[2];
+    for (int which = 0; which < 2; ++which) {
+        const float x = top.x + label_w + float(which) * (map_w + gap);
+        const float mx = std::max(abs[which], 1e-6f);
+        HeatmapStyle st;
+        st.colormap = Colormap::Diverging;
+        st.lo = -mx;
+        st.hi = mx;
+        ImGui::SetCursorScreenPos({x, top.y});
+        ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "cross %s", which ? "V" : "K");
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour range +-%.2f", double(mx));
+        ImGui::SetCursorScreenPos({x, top.y + title_h});
+        h[which] = heatmap(which ? "cross V" : "cross K", tex[which], S, D, size, st);
+        dump_item(which ? "cross V" : "cross K");
+        // A frame in the source colour: this block is the other cache.
+        dl->AddRect({h[which].p0.x - 1, h[which].p0.y - 1}, {h[which].p1.x + 1, h[which].p1.y + 1}, IM_COL32(150, 120, 190, 255));
+    }
+    const bool labels = row_h >= ImGui::GetTextLineHeight() - 2;
+    for (int64_t sp = 0; sp < S; ++sp) {
+        const float y0 = h[0].cell_min(sp, 0).y, y1 = h[0].cell_max(sp, 0).y;
+        if (labels) {
+            char label[64];
+            std::snprintf(label, sizeof label, "s%lld %s", (long long)sp, short_token(model, enc->source[size_t(sp)], 8).c_str());
+            dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2}, kSourceInk, label);
+        }
+        if (sp == v.sel_source)
+            for (const HeatmapResult& hh : h)
+                dl->AddRect({hh.p0.x - 3, y0 - 1}, {hh.p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
+    }
+    for (const HeatmapResult& hh : h)
+        if (hh.hover_row >= 0) {
+            const bool values = &hh == &h[1];
+            const float* row = values ? enc->cross_value(layer, head, hh.hover_row) : enc->cross_key(layer, head, hh.hover_row);
+            ImGui::BeginTooltip();
+            ImGui::Text("source position %lld '%s'", (long long)hh.hover_row,
+                        token_text(model, enc->source[size_t(hh.hover_row)]).c_str());
+            ImGui::Text("cross %s[%lld] = %.5f", values ? "v" : "k", (long long)hh.hover_col, double(row[hh.hover_col]));
+            ImGui::TextColored({1, 0.8f, 0.3f, 1}, "fixed: computed by the encoder at step %lld", (long long)ran);
+            ImGui::EndTooltip();
+            if (hh.clicked) v.sel_source = hh.hover_row;
+        }
+    return top.y + title_h + size.y;
+}
+
+}  // namespace
 
 void draw_kv_cache(PanelContext& c) {
     place_panel(Panel::KvCache, c.display);
@@ -31,13 +118,27 @@ void draw_kv_cache(PanelContext& c) {
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
     const int64_t S = r->cache_capacity, D = r->head_dim;
+    const int64_t layer = std::min(v.layer, r->n_layer - 1);  // the Attention panel may show a deeper encoder layer
+    const bool cross = r->encoder != nullptr;
     const KeyRange visible = r->visible_keys(r->next_position);  // what the next query sees (sinks + window)
     auto dimmed = [&](int64_t p) { return p >= 0 && !visible.contains(p); };
     auto sink = [&](int64_t p) { return p >= 0 && p < visible.n_sink; };
     const int64_t written_lo = r->first_computed_position, written_hi = r->first_computed_position + r->n_rows_computed - 1;
 
-    ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)v.layer, (long long)v.head, (long long)S,
-                (long long)D);
+    const int64_t ran = cross ? encoder_step(s.trace(), r->encoder.get()) : -1;
+    if (cross) {
+        // Both caches of layer / head, each named with how it behaves; the maps below stand side by side.
+        ImGui::Text("layer %lld, head %lld", (long long)layer, (long long)v.head);
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextColored({0.55f, 0.75f, 1, 1}, "Self-attention cache (decoder): %lld slots x %lld", (long long)S, (long long)D);
+        dump_item("self cache title");
+        ImGui::SameLine();
+        ImGui::TextColored({0.45f, 0.85f, 0.55f, 1}, "GROWS: one row per decoder token");
+        ImGui::PopTextWrapPos();
+    } else {
+        ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
+                    (long long)D);
+    }
     ImGui::TextDisabled("written this step: %lld row(s), read from the cache: %lld", (long long)r->n_rows_computed,
                         (long long)r->n_rows_reused);
 
@@ -61,27 +162,33 @@ void draw_kv_cache(PanelContext& c) {
             const float x = p.x + float(il) * (lw + 4);
             const float f = float(r->cache_used) / float(std::max<int64_t>(1, S));
             dl->AddRectFilled({x, p.y}, {x + lw, p.y + h}, IM_COL32(50, 50, 58, 255), 2);
-            dl->AddRectFilled({x, p.y}, {x + lw * f, p.y + h}, il == v.layer ? IM_COL32(250, 200, 60, 255) : IM_COL32(70, 150, 220, 255), 2);
+            dl->AddRectFilled({x, p.y}, {x + lw * f, p.y + h}, il == layer ? IM_COL32(250, 200, 60, 255) : IM_COL32(70, 150, 220, 255), 2);
             if (ImGui::IsMouseHoveringRect({x, p.y}, {x + lw, p.y + h}))
                 ImGui::SetTooltip("layer %lld: %lld / %lld slots", (long long)il, (long long)r->cache_used, (long long)S);
         }
         ImGui::Dummy({1, h + 2});
     }
 
+    if (cross) cross_header(*r, ran);
+
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float label_w = ImGui::CalcTextSize("0000 wwwwwwww").x;
+    const float label_w = ImGui::CalcTextSize(cross ? "000 wwwww" : "0000 wwwwwwww").x;
     const float gap = 12;
-    const float map_w = std::max(40.0f, (avail.x - label_w - gap - 20) / 2);
+    // Encoder-decoder: self K | V on the left, cross K | V on the right, each block with its row labels.
+    const float block_gap = cross ? 24 : 0;
+    const float map_w = cross ? std::max(30.0f, (avail.x - 2 * label_w - 2 * gap - block_gap - 20) / 4)
+                              : std::max(40.0f, (avail.x - label_w - gap - 20) / 2);
     const float title_h = ImGui::GetTextLineHeight() + 2;
-    const float map_h = std::max(40.0f, avail.y - title_h - 2 * ImGui::GetTextLineHeightWithSpacing() - 8);  // the legend may wrap
+    const float line_sp = ImGui::GetTextLineHeightWithSpacing();
+    const float map_h = std::max(40.0f, avail.y - title_h - 2 * line_sp - 8);  // the legend may wrap
     const float row_h = std::min(map_h / float(S), 22.0f);
     const ImVec2 size = {map_w, row_h * float(S)};
     const ImVec2 top = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
 
     float k_abs = 0, v_abs = 0;
-    const unsigned ktex = c.maps.kv_texture(s.trace(), step, v.layer, v.head, false, &k_abs);
-    const unsigned vtex = c.maps.kv_texture(s.trace(), step, v.layer, v.head, true, &v_abs);
+    const unsigned ktex = c.maps.kv_texture(s.trace(), step, layer, v.head, false, &k_abs);
+    const unsigned vtex = c.maps.kv_texture(s.trace(), step, layer, v.head, true, &v_abs);
     HeatmapResult hk, hv;
     for (int which = 0; which < 2; ++which) {
         const float x = top.x + label_w + float(which) * (map_w + gap);
@@ -91,7 +198,12 @@ void draw_kv_cache(PanelContext& c) {
         st.lo = -mx;
         st.hi = mx;
         ImGui::SetCursorScreenPos({x, top.y});
-        ImGui::Text("%s  (+-%.2f)", which ? "V" : "K", double(mx));
+        if (cross) {
+            ImGui::TextColored({0.55f, 0.75f, 1, 1}, "self %s", which ? "V" : "K");
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour range +-%.2f", double(mx));
+        } else {
+            ImGui::Text("%s  (+-%.2f)", which ? "V" : "K", double(mx));
+        }
         ImGui::SetCursorScreenPos({x, top.y + title_h});
         (which ? hv : hk) = heatmap(which ? "V" : "K", which ? vtex : ktex, S, D, size, st);
     }
@@ -131,8 +243,8 @@ void draw_kv_cache(PanelContext& c) {
         if (h->hover_row >= 0) {
             const int64_t p = r->slot_positions[size_t(h->hover_row)];
             const float* row = p < 0 ? nullptr
-                               : h == &hv ? s.trace().value_row(step, v.layer, v.head, p)
-                                          : s.trace().key_row(step, v.layer, v.head, p);
+                               : h == &hv ? s.trace().value_row(step, layer, v.head, p)
+                                          : s.trace().key_row(step, layer, v.head, p);
             ImGui::BeginTooltip();
             ImGui::Text("slot %lld%s", (long long)h->hover_row, h->hover_row == r->write_slot ? " (write pointer)" : "");
             if (p < 0) ImGui::TextDisabled("empty");
@@ -147,10 +259,17 @@ void draw_kv_cache(PanelContext& c) {
             ImGui::EndTooltip();
             if (h->clicked && p >= 0) v.sel_key = p;
         }
-    ImGui::SetCursorScreenPos({top.x, top.y + title_h + size.y + 4});
+    float bottom = top.y + title_h + size.y;
+    if (cross) {
+        const float cx = hv.p1.x + 20 + block_gap / 2;
+        dl->AddLine({cx - block_gap / 2 - 4, top.y}, {cx - block_gap / 2 - 4, top.y + title_h + map_h}, IM_COL32(90, 90, 100, 255));
+        bottom = std::max(bottom, cross_maps(c, *r, ran, layer, v.head, {cx, top.y}, label_w, map_w, gap, map_h + title_h));
+    }
+    ImGui::SetCursorScreenPos({top.x, bottom + 4});
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window%s",
-                        visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "");
+    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window%s%s",
+                        visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "",
+                        cross ? "; right: the cross cache, one row per source token" : "");
     ImGui::PopTextWrapPos();
     ImGui::End();
 }

@@ -62,6 +62,12 @@ std::string human_bytes(double b) {
     return buf;
 }
 
+int64_t encoder_step(const Trace& t, const EncoderOutput* enc) {
+    for (size_t i = 0; enc && i < t.size(); ++i)
+        if (t[i].encoder.get() == enc) return int64_t(i);
+    return -1;
+}
+
 std::string human_count(double n) {
     char buf[32];
     if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);

@@ -23,7 +23,8 @@ void draw_mask(PanelContext& c) {
         ImGui::End();
         return;
     }
-    const AttentionMap* mp = c.maps.map(s.trace(), step, c.prefs.layer, c.prefs.head);
+    // The decoder's self-attention mask; the Attention panel's layer may be a deeper encoder layer.
+    const AttentionMap* mp = c.maps.map(s.trace(), step, std::min(c.prefs.layer, r->n_layer - 1), c.prefs.head);
     if (!mp) {
         ImGui::TextDisabled("computing the mask of step %zu...", step);
         ImGui::End();
@@ -42,6 +43,9 @@ void draw_mask(PanelContext& c) {
                             (long long)r->window, (long long)r->window);
     else
         ImGui::TextDisabled("rule: the query at position p+r sees keys at positions <= p+r (causal)");
+    if (r->encoder)
+        ImGui::TextDisabled("this is the decoder's self-attention mask; cross-attention and the encoder mask nothing "
+                            "(every query sees all %lld source tokens)", (long long)r->encoder->n_source());
     ImGui::PopTextWrapPos();
     int64_t n_visible = 0;
     for (uint8_t x : m.visible) n_visible += x;

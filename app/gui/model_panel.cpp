@@ -35,6 +35,12 @@ PickerState picker;
 
 std::string summary_of(const ModelConfig& c) {
     char buf[160];
+    if (c.encoder_decoder) {
+        std::snprintf(buf, sizeof buf, "encoder-decoder, %lld+%lld layers, %s-LN, %s%s", (long long)c.n_encoder_layer,
+                      (long long)c.n_layer, to_string(c.norm_position), to_string(c.activation),
+                      c.position_embedding == PositionEmbedding::Sinusoidal ? ", sinusoidal" : "");
+        return buf;
+    }
     std::snprintf(buf, sizeof buf, "%lld layers, %s-LN, %s, %s%s", (long long)c.n_layer, to_string(c.norm_position),
                   to_string(c.activation), c.tie_word_embeddings ? "tied" : "untied",
                   c.position_embedding == PositionEmbedding::Sinusoidal ? ", sinusoidal" : "");
@@ -160,19 +166,35 @@ void key_table(const std::vector<ArchLine>& lines) {
 
 void draw_config(const Model& model) {
     const ModelConfig& cfg = model.config();
+    if (cfg.encoder_decoder) {
+        ImGui::Text("E=%lld", (long long)cfg.n_encoder_layer);
+        ImGui::SameLine();
+    }
     ImGui::Text("L=%lld H=%lld D=%lld C=%lld  V=%lld P=%lld", (long long)cfg.n_layer, (long long)cfg.n_head,
                 (long long)cfg.head_dim(), (long long)cfg.n_embd, (long long)cfg.n_vocab, (long long)cfg.n_ctx);
     if (!model.tokenizer()) {
         ImGui::SameLine();
         ImGui::TextDisabled("ids only");
     }
-    // The cache holds K and V of every layer for each position, as float32 (core/kv_cache.h).
-    const double per_token = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * sizeof(float);
-    ImGui::Text("KV cache %s / token", human_bytes(per_token).c_str());
+    // The cache holds K and V of every layer for each position, in bfloat16 when the weights are kept in
+    // bfloat16 (--dtype bf16), else float32 (KvCache::bytes_per_position()).
+    const bool bf16 = model.weights().bf16;
+    const double per_token = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * (bf16 ? 2 : 4);
+    ImGui::Text("KV cache %s / token (%s)", human_bytes(per_token).c_str(), bf16 ? "bf16" : "f32");
     dump_item("Model kv bytes");
-    help_marker(("K and V (2) x n_layer x n_embd numbers of 4 bytes for each position the cache holds; the full "
-                 "context of n_positions = " + std::to_string(cfg.n_ctx) + " tokens takes " +
-                 human_bytes(per_token * double(cfg.n_ctx)) + ".").c_str());
+    help_marker(("K and V (2) x n_layer x n_embd numbers of " + std::string(bf16 ? "2 bytes (bfloat16, --dtype bf16)" : "4 bytes (float32)") +
+                 " for each position the cache holds; the full context of n_positions = " + std::to_string(cfg.n_ctx) +
+                 " tokens takes " + human_bytes(per_token * double(cfg.n_ctx)) + ".").c_str());
+    if (cfg.encoder_decoder) {
+        // EncoderOutput keeps the cross-attention cache in float32 whatever the weights' format.
+        const double per_source = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * sizeof(float);
+        ImGui::Text("cross cache %s / source token (f32)", human_bytes(per_source).c_str());
+        dump_item("Model cross bytes");
+        help_marker(("The cross-attention cache: K and V (2) x n_layer x n_embd float32 numbers per source token, "
+                     "computed once from the encoder's output and fixed while the decoder steps (a source of "
+                     "n_positions = " + std::to_string(cfg.n_ctx) + " tokens takes " +
+                     human_bytes(per_source * double(cfg.n_ctx)) + ").").c_str());
+    }
     const std::vector<ArchLine> lines = architecture(cfg);
     key_chips(lines);
     dump_item("Model keys");

@@ -2,11 +2,14 @@
 // The panels. Each is one ImGui window drawn from the newest Snapshot of the session (immutable step
 // records) and the shared view toggles; anything that changes the session goes through Controller::push.
 //
-//   draw_controls       prompt + token chips, step buttons, run/pause, options, cache switch, status
+//   draw_controls       (encoder-decoder: source + chips) prompt + token chips, step buttons, run/pause, options,
+//                       cache switch, status
 //   draw_export         export snapshot / session buttons and where the files went
 //   draw_timeline       every token with its position, pointer, cache fill, window, evicted tokens
-//   draw_kv_cache       K and V of one layer/head as heatmaps, written rows, write pointer, fill overview
-//   draw_attention      scores / weights with the mask, one head or all heads, hover, zoom, selection
+//   draw_kv_cache       K and V of one layer/head as heatmaps, written rows, write pointer, fill overview;
+//                       encoder-decoder: the fixed cross-attention cache beside it
+//   draw_attention      scores / weights with the mask, one head or all heads, hover, zoom, selection;
+//                       encoder-decoder: self / cross / encoder attention
 //   draw_mask           the causal (and window) mask of the step and the rule it follows
 //   draw_next_token     top-k bars, the chosen token, entropy
 //   draw_compare        cache on vs off for the same step, time and FLOPs charts over the generation
@@ -54,6 +57,8 @@ void place_panel(Panel p, ImVec2 display);  // SetNextWindowPos/Size with ImGuiC
 std::string short_token(const Model& model, TokenId id, size_t max_chars = 12);
 std::string human_bytes(double bytes);
 std::string human_count(double n);  // 1.2k, 3.4M, 5.6G
+// The step that ran the encoder whose output `enc` is: the first step of the trace that read it; -1 if none.
+int64_t encoder_step(const Trace& trace, const EncoderOutput* enc);
 void help_marker(const char* text);
 // "label [<] 3 [>] of 12": arrow buttons and a drag box that never hides the number; true when changed.
 bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi);

@@ -39,7 +39,7 @@ const Spec kSpecs[] = {
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
     {"heads", 0, 0},   {"suffix", 1, 2},   {"sequence", 1, 1}, {"memory-json", 1, 1},
-    {"prompt-cache", 1, 1},
+    {"prompt-cache", 1, 1}, {"source", 1, 1}, {"attention", 1, 1}, {"attention-json", 1, 1},
 };
 
 bool on_off(const std::string& s, bool& out) {
@@ -73,7 +73,10 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         const size_t sp = text.find_first_of(" \t");
         l.words.push_back(text.substr(0, sp));
         if (l.words[0] == "prompt") {
-            if (sp == std::string::npos) throw UsageError(where(path, n) + "prompt needs text");
+            // An empty prompt is allowed: an encoder-decoder's decoder starts from its start token alone.
+            l.words.push_back(sp == std::string::npos ? std::string() : text.substr(sp + 1));
+        } else if (l.words[0] == "source") {
+            if (sp == std::string::npos) throw UsageError(where(path, n) + "source needs text");
             l.words.push_back(text.substr(sp + 1));
         } else if (l.words[0] == "suffix" && sp != std::string::npos) {
             // suffix I TEXT: the rest of the line after the index, spaces kept (TEXT may be empty)
@@ -106,6 +109,8 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm") && !on_off(l.words[1], b)) bad("expected on or off");
         if (cmd == "view" && l.words[1] != "one-head" && l.words[1] != "all-heads") bad("expected one-head or all-heads");
         if (cmd == "values" && l.words[1] != "weights" && l.words[1] != "scores") bad("expected weights or scores");
+        if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
+            bad("expected self, cross or encoder");
         if (cmd == "scale" && l.words[1] != "linear" && l.words[1] != "log") bad("expected linear or log");
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
@@ -131,7 +136,8 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             }
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
-                             cmd == "show-step" || cmd == "zoom" || cmd == "memory-json"))
+                             cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
+                             cmd == "attention-json"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -154,8 +160,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         c.kind = k;
         return c;
     };
-    if (cmd == "prompt") {
-        Command c = command(K::SetPrompt);
+    if (cmd == "prompt" || cmd == "source") {
+        Command c = command(cmd == "prompt" ? K::SetPrompt : K::SetSource);
         c.text = arg;
         run(c);
     } else if (cmd == "prefill") {
@@ -229,11 +235,20 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(c);
     } else if (cmd == "layer" || cmd == "head") {
         const ModelConfig& cfg = snap.model().config();
-        const int64_t limit = cmd == "layer" ? cfg.n_layer : cfg.n_head;
+        const int64_t limit = cmd == "head" ? cfg.n_head : v.attention == AttentionKind::Encoder ? cfg.n_encoder_layer : cfg.n_layer;
         if (n >= limit)
             throw UsageError("line " + std::to_string(l.line) + ": " + cmd + " " + arg + " out of range (0.." +
                              std::to_string(limit - 1) + ")");
         (cmd == "layer" ? v.layer : v.head) = n;
+    } else if (cmd == "attention") {
+        if (arg != "self" && !snap.encoder_decoder())
+            throw UsageError("line " + std::to_string(l.line) + ": attention " + arg +
+                             ": the model is decoder-only (only self-attention)");
+        v.attention = arg == "cross" ? AttentionKind::Cross : arg == "encoder" ? AttentionKind::Encoder : AttentionKind::Self;
+    } else if (cmd == "attention-json") {
+        if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": attention-json: no step yet");
+        v.attention_json = arg;
+        fx.frames = 2;  // the panel writes it on the next frame that has the map
     } else if (cmd == "view") {
         v.all_heads = arg == "all-heads";
     } else if (cmd == "values") {

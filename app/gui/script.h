@@ -2,6 +2,8 @@
 // Scripted mode: a text file of the same intents the buttons and keys send, one per line.
 //
 //   prompt TEXT            set the prompt (resets)           prefill          one prefill chunk
+//   prompt                 (nothing after it) an empty prompt: encoder-decoder models decode from the start token
+//   source TEXT            encoder-decoder models: the encoder's input (resets)
 //   decode [N]             N decode steps (default 1)        step [N]         N steps of whatever is next
 //   run N | run end        like the Run buttons              back [N]         step back N times
 //   reset                  back to before the first step    cache on|off     the KV cache switch
@@ -17,6 +19,9 @@
 //   model DIR              load another model folder
 //   layer N | head N       select layer / head               view one-head|all-heads
 //   values weights|scores  scale linear|log                  rownorm on|off
+//   attention self|cross|encoder   which attention the Attention panel shows (encoder-decoder models)
+//   attention-json FILE    write the map the Attention panel shows (kind, positions, token ids, scores,
+//                          weights of the selected head) as JSON, once it is drawn
 //   select QPOS KPOS       select a query and a key position (as a click in the attention map)
 //   show-step N|newest     which step the panels show        zoom F [U V]     attention zoom and centre
 //   export DIR [all-heads] export the shown step (selected head unless all-heads)
@@ -38,7 +43,7 @@ namespace kvscope::gui {
 
 struct ScriptLine {
     int line = 0;                   // 1-based line number in the file
-    std::vector<std::string> words; // words[0] = the command; prompt keeps the rest of the line in words[1]
+    std::vector<std::string> words; // words[0] = the command; prompt and source keep the rest of the line in words[1]
     bool background = false;        // `background LINE`: do not wait for the worker after this line
 };
 

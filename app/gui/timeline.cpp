@@ -1,7 +1,9 @@
 // Token timeline: every token of the sequence at its absolute position, coloured by what the cache
 // holds after the viewed step (prompt / generated / new this step / evicted by the window / kept as an
 // attention sink / not yet processed; K/V mapped from another sequence or loaded from a prompt cache),
-// the position pointer, the window bounds and the fill level.
+// the position pointer, the window bounds and the fill level. Encoder-decoder models show the source
+// first (the encoder's input, its own positions s0..), marked where the encoder ran, then the decoder
+// input from its start token.
 #include <imgui.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "panels.h"
 
 namespace kvscope::gui {
-
 void draw_timeline(PanelContext& c) {
     place_panel(Panel::Timeline, c.display);
     if (!ImGui::Begin("Token timeline")) {
@@ -45,6 +46,14 @@ void draw_timeline(PanelContext& c) {
             else
                 ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->window, (long long)k.lo, (long long)k.hi);
         }
+        if (r->encoder) {
+            ImGui::SameLine();
+            if (r->ran_encoder) ImGui::TextColored({1, 0.75f, 0.3f, 1}, "| the encoder ran at this step");
+            else
+                ImGui::TextDisabled("| encoder ran at step %lld; its cross cache is reused",
+                                    (long long)encoder_step(s.trace(), r->encoder.get()));
+            dump_item("timeline encoder note");
+        }
 
     } else {
         ImGui::TextDisabled("no step yet: type a prompt and press Prefill");
@@ -75,6 +84,57 @@ void draw_timeline(PanelContext& c) {
         return -1;
     };
 
+    const bool ed = s.encoder_decoder();
+    if (ed) {
+        // The source in its own pane left of the decoder strip (which scrolls to follow the pointer): what the
+        // encoder read, at its own positions s0.., outlined when the viewed step ran the encoder.
+        const std::vector<TokenId>& src = r && r->encoder ? r->encoder->source : s.source_ids;
+        const int64_t ran = r ? encoder_step(s.trace(), r->encoder.get()) : -1;
+        const bool ran_now = r && r->ran_encoder;
+        char note[64];
+        if (ran >= 0) std::snprintf(note, sizeof note, "encoder ran here (step %lld)", (long long)ran);
+        else std::snprintf(note, sizeof note, "the encoder runs at the first step");
+        float want_w = ImGui::CalcTextSize("->").x + 16;
+        for (TokenId id : src)
+            want_w += std::max(ImGui::CalcTextSize(short_token(model, id, 10).c_str()).x, ImGui::CalcTextSize("s00").x) + 13;
+        want_w = std::max(want_w, ImGui::CalcTextSize(note).x + 12);
+        const float pane_w = std::min(want_w, ImGui::GetContentRegionAvail().x * 0.45f);
+        ImGui::BeginChild("source strip", {pane_w, 0}, false, ImGuiWindowFlags_HorizontalScrollbar);
+        ImDrawList* dl = ImGui::GetWindowDrawList();
+        const float line = ImGui::GetTextLineHeight();
+        const float chip_h = line + 6;
+        const ImVec2 origin = ImGui::GetCursorScreenPos();
+        float x = origin.x;
+        const float y = origin.y + 2;
+        for (int64_t sp = 0; sp < int64_t(src.size()); ++sp) {
+            const std::string text = short_token(model, src[size_t(sp)], 10);
+            const float w = std::max(ImGui::CalcTextSize(text.c_str()).x, ImGui::CalcTextSize("s00").x) + 10;
+            const bool read = ran >= 0;
+            dl->AddRectFilled({x, y}, {x + w, y + chip_h}, read ? IM_COL32(92, 72, 120, 255) : IM_COL32(48, 42, 58, 255), 4);
+            if (ran_now) dl->AddRect({x, y}, {x + w, y + chip_h}, IM_COL32(250, 200, 60, 255), 4, 0, 2);
+            if (sp == v.sel_source) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
+            dl->AddText({x + 5, y + 3}, read ? IM_COL32(235, 225, 245, 255) : IM_COL32(150, 140, 160, 255), text.c_str());
+            char pos[24];
+            std::snprintf(pos, sizeof pos, "s%lld", (long long)sp);
+            dl->AddText({x + 5, y + chip_h + 2}, IM_COL32(170, 150, 190, 255), pos);
+            if (ImGui::IsMouseHoveringRect({x, y}, {x + w, y + chip_h}) && ImGui::IsWindowHovered())
+                ImGui::SetTooltip("source position %lld: token %d '%s'\n%s", (long long)sp, src[size_t(sp)],
+                                  token_text(model, src[size_t(sp)]).c_str(),
+                                  read ? "read by the encoder; its K/V for cross-attention are in the fixed cross cache"
+                                       : "the encoder reads the source at the first prefill step");
+            x += w + 3;
+        }
+        dl->AddText({x + 2, y + 3}, IM_COL32(200, 200, 210, 255), "->");
+        x += ImGui::CalcTextSize("->").x + 10;
+        // Under the source: where the encoder ran.
+        dl->AddText({origin.x, y + chip_h + line + 4}, ran_now ? IM_COL32(250, 200, 60, 255) : IM_COL32(200, 160, 90, 255), note);
+        x = std::max(x, origin.x + ImGui::CalcTextSize(note).x + 8);
+        ImGui::Dummy({x - origin.x, chip_h + 2 * line + 8});
+        dump_item("timeline source");
+        ImGui::EndChild();
+        ImGui::SameLine(0, 4);
+    }
+
     ImGui::BeginChild("strip", {0, 0}, false, ImGuiWindowFlags_HorizontalScrollbar);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float line = ImGui::GetTextLineHeight();
@@ -100,6 +160,7 @@ void draw_timeline(PanelContext& c) {
         const bool is_new = p >= new_lo && p <= new_hi;
         const StepRecord::Source from = source[size_t(p)];
         ImU32 fill = p < n_prompt ? IM_COL32(46, 70, 110, 255) : IM_COL32(40, 100, 70, 255);
+        if (ed && p == 0) fill = IM_COL32(140, 92, 24, 255);  // the decoder start token
         if (done && from == StepRecord::Source::SharedPrefix) fill = IM_COL32(30, 118, 124, 255);
         if (done && from == StepRecord::Source::PromptCache) fill = IM_COL32(106, 76, 152, 255);
         if (sunk) fill = IM_COL32(128, 58, 112, 255);
@@ -137,7 +198,8 @@ void draw_timeline(PanelContext& c) {
             }
             ImGui::SetTooltip("position %lld: token %d '%s'\nbytes: %s\n%s%s%s", (long long)p, tokens[size_t(p)],
                               token_text(model, tokens[size_t(p)]).c_str(), hex.c_str(),
-                              p < n_prompt ? "prompt" : "generated",
+                              ed && p == 0 ? "decoder start token (begins every decoder input)"
+                              : p < n_prompt ? "prompt" : "generated",
                               sunk      ? ", attention sink: kept visible beside the window"
                               : evicted ? ", outside the window (evicted)"
                               : done    ? ", in the cache"

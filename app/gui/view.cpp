@@ -4,11 +4,41 @@
 #include <chrono>
 #include <cmath>
 
+#include "errors.h"
 #include "gl.h"
 
 namespace kvscope::gui {
 namespace {
 constexpr size_t kMaxEntries = 64;  // 12 heads x (map + texture) plus the K/V views, with room to spare
+
+int kind_offset(AttentionKind k) { return k == AttentionKind::Cross ? 20 : k == AttentionKind::Encoder ? 40 : 0; }
+
+// What identifies a map: the step record, or for the encoder's own attention the encoder output the
+// step read (every step of one source shares it).
+std::shared_ptr<const void> map_owner(const Trace& trace, size_t step, AttentionKind kind) {
+    if (kind == AttentionKind::Encoder && trace[step].encoder) return trace[step].encoder;
+    return trace.share(step);
+}
+
+AttentionMap compute_map(const Trace& trace, size_t step, int64_t layer, int64_t head, AttentionKind kind) {
+    switch (kind) {
+    case AttentionKind::Cross: return cross_attention_map(trace, step, layer, head);
+    case AttentionKind::Encoder:
+        if (!trace[step].encoder) throw UsageError("step " + std::to_string(step) + " has no encoder: a decoder-only model");
+        return encoder_attention_map(*trace[step].encoder, layer, head);
+    case AttentionKind::Self: break;
+    }
+    return attention_map(trace, step, layer, head);
+}
+}  // namespace
+
+const char* attention_kind_name(AttentionKind k) {
+    switch (k) {
+    case AttentionKind::Cross: return "cross";
+    case AttentionKind::Encoder: return "encoder";
+    case AttentionKind::Self: break;
+    }
+    return "self";
 }
 
 const StepRecord* viewed_step(const Snapshot& s, const ViewPrefs& prefs, size_t* index) {
@@ -19,7 +49,7 @@ const StepRecord* viewed_step(const Snapshot& s, const ViewPrefs& prefs, size_t*
     return &t[i];
 }
 
-MapCache::Entry* MapCache::find(const StepRecord* r, int64_t layer, int64_t head, int kind) {
+MapCache::Entry* MapCache::find(const void* r, int64_t layer, int64_t head, int kind) {
     for (auto it = entries_.begin(); it != entries_.end(); ++it)
         if (it->record.get() == r && it->layer == layer && it->head == head && it->kind == kind) {
             entries_.splice(entries_.begin(), entries_, it);
@@ -40,18 +70,19 @@ MapCache::Entry& MapCache::insert(Entry e) {
     return entries_.front();
 }
 
-const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
-    auto rec = trace.share(step);
-    Entry* e = find(rec.get(), layer, head, 0);
+const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer, int64_t head, AttentionKind kind) {
+    auto rec = map_owner(trace, step, kind);
+    Entry* e = find(rec.get(), layer, head, kind_offset(kind));
     if (!e) {
         Entry fresh;
         fresh.record = rec;
         fresh.layer = layer;
         fresh.head = head;
+        fresh.kind = kind_offset(kind);
         // The task owns a copy of the trace (shared, immutable records), so it outlives any snapshot.
-        fresh.computing = std::async(std::launch::async, [trace, step, layer, head] {
+        fresh.computing = std::async(std::launch::async, [trace, step, layer, head, kind] {
                               return std::shared_ptr<const AttentionMap>(
-                                  std::make_shared<AttentionMap>(attention_map(trace, step, layer, head)));
+                                  std::make_shared<AttentionMap>(compute_map(trace, step, layer, head, kind)));
                           }).share();
         e = &insert(std::move(fresh));
     }
@@ -70,12 +101,13 @@ const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer
     return e->map.get();
 }
 
-unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm) {
+unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm,
+                           AttentionKind which) {
     if (!trace[step].recorded()) return 0;
-    const int kind = (scores ? 2 : 1) + (row_norm ? 2 : 0);
-    auto rec = trace.share(step);
+    const int kind = (scores ? 2 : 1) + (row_norm ? 2 : 0) + kind_offset(which);
+    auto rec = map_owner(trace, step, which);
     if (Entry* e = find(rec.get(), layer, head, kind)) return e->tex;
-    const AttentionMap* mp = map(trace, step, layer, head);
+    const AttentionMap* mp = map(trace, step, layer, head, which);
     if (!mp) return 0;
     const AttentionMap& m = *mp;
     std::vector<float> v = scores ? m.scores : m.weights;  // (R, P)
@@ -126,6 +158,34 @@ unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, in
     e.kind = kind;
     e.absmax = mx;
     e.tex = Gl::upload(0, S, D, kv.data(), visible.data());
+    if (absmax) *absmax = mx;
+    return insert(std::move(e)).tex;
+}
+
+unsigned MapCache::cross_kv_texture(std::shared_ptr<const EncoderOutput> enc, int64_t layer, int64_t head, bool values,
+                                    float* absmax) {
+    const int kind = (values ? 11 : 10) + kind_offset(AttentionKind::Cross);
+    if (Entry* e = find(enc.get(), layer, head, kind)) {
+        if (absmax) *absmax = e->absmax;
+        return e->tex;
+    }
+    const int64_t S = enc->n_source(), D = enc->head_dim;
+    std::vector<float> kv(size_t(S * D));  // (S, D)
+    float mx = 0;
+    for (int64_t s = 0; s < S; ++s) {
+        const float* row = values ? enc->cross_value(layer, head, s) : enc->cross_key(layer, head, s);
+        for (int64_t d = 0; d < D; ++d) {
+            kv[size_t(s * D + d)] = row[d];
+            mx = std::max(mx, std::fabs(row[d]));
+        }
+    }
+    Entry e;
+    e.record = enc;
+    e.layer = layer;
+    e.head = head;
+    e.kind = kind;
+    e.absmax = mx;
+    e.tex = Gl::upload(0, S, D, kv.data(), nullptr);
     if (absmax) *absmax = mx;
     return insert(std::move(e)).tex;
 }

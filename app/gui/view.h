@@ -4,6 +4,9 @@
 // weights from a step's q/k rows (a 1000x1000 map of a 64-wide head takes a good fraction of a second),
 // so maps are computed on background threads from a copy of the immutable trace, kept by (step record,
 // layer, head), and textures are uploaded again only when that key or the value kind changes.
+// Encoder-decoder models add two kinds of map: cross-attention (a step's decoder queries x the source)
+// and the encoder's own attention, kept by the encoder output they come from (one per source, however
+// many steps read it), like the cross-attention cache's K/V textures.
 #include <cstdint>
 #include <future>
 #include <list>
@@ -17,6 +20,10 @@
 
 namespace kvscope::gui {
 
+// Which attention the Attention panel shows (encoder-decoder models; decoder-only ones have only Self).
+enum class AttentionKind { Self, Cross, Encoder };
+const char* attention_kind_name(AttentionKind k);  // "self" | "cross" | "encoder"
+
 struct ViewPrefs {
     int64_t layer = 0, head = 0;
     bool all_heads = false;       // attention: every head of the layer as small multiples
@@ -26,6 +33,9 @@ struct ViewPrefs {
     int64_t view_step = -1;       // step shown by the panels; -1 = the newest
     int64_t sel_query = -1;       // selected query position (click in the attention map), -1 = none
     int64_t sel_key = -1;         // selected key position
+    AttentionKind attention = AttentionKind::Self;
+    int64_t sel_source = -1;      // selected source position (cross / encoder maps, the cross cache)
+    std::string attention_json;   // script `attention-json FILE`: the panel writes the shown map there, then clears it
     std::string export_dir = "kvscope_export";
     bool export_all_heads = false;
     float zoom = 1;               // attention map zoom (1 = whole map) and pan centre in uv
@@ -39,29 +49,36 @@ class MapCache {
 public:
     // The map, or nullptr while a background thread computes it (draw a "computing" note and come back
     // next frame) or when it cannot be made (see error()).
-    const AttentionMap* map(const Trace& trace, size_t step, int64_t layer, int64_t head);
+    // Encoder maps use the encoder's layers (n_encoder_layer) and come from the step's shared encoder output.
+    const AttentionMap* map(const Trace& trace, size_t step, int64_t layer, int64_t head,
+                            AttentionKind kind = AttentionKind::Self);
     // Texture of the map's weights or scores (optionally row-normalised); 0 when the step was not recorded
     // or the map is not ready yet.
-    unsigned texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm);
+    unsigned texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm,
+                     AttentionKind kind = AttentionKind::Self);
     void begin_frame() { n_missing_ = 0; }
     bool incomplete() const { return n_missing_ > 0; }  // a map asked for this frame was not ready
     const std::string& error() const { return error_; }
     // (S, D) K or V of the cache slots after `step` for (layer, head); masked rows = empty slots.
     unsigned kv_texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values, float* absmax);
+    // (S, D) K or V of the cross-attention cache the encoder left, for decoder layer `layer`, head `head`.
+    unsigned cross_kv_texture(std::shared_ptr<const EncoderOutput> enc, int64_t layer, int64_t head, bool values,
+                              float* absmax);
     void clear();
     ~MapCache() { clear(); }
 
 private:
     struct Entry {
-        std::shared_ptr<const StepRecord> record;  // held so the address identifies the step
+        std::shared_ptr<const void> record;        // the step record (or encoder output), held so the address identifies it
         int64_t layer = 0, head = 0;
-        int kind = 0;                              // 0 map only, 1 weights, 2 scores, +2 row norm; 10 K, 11 V
+        int kind = 0;                              // 0 map only, 1 weights, 2 scores, +2 row norm; 10 K, 11 V;
+                                                   // + 20 cross-attention, + 40 encoder
         std::shared_ptr<const AttentionMap> map;
         std::shared_future<std::shared_ptr<const AttentionMap>> computing;  // valid until the map arrives
         unsigned tex = 0;
         float absmax = 0;
     };
-    Entry* find(const StepRecord* r, int64_t layer, int64_t head, int kind);
+    Entry* find(const void* r, int64_t layer, int64_t head, int kind);
     Entry& insert(Entry e);
     std::list<Entry> entries_;  // most recently used first
     std::list<std::shared_future<std::shared_ptr<const AttentionMap>>> dropped_;  // evicted while computing

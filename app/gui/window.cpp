@@ -268,7 +268,7 @@ int cli_gui(int argc, char** argv) {
                 maps.clear();
                 generation = snap->generation;
                 prefs.view_step = -1;
-                prefs.sel_query = prefs.sel_key = -1;
+                prefs.sel_query = prefs.sel_key = prefs.sel_source = -1;
                 glfwSetWindowTitle(window, ("kvscope - " + snap->model().dir()).c_str());
             }
 
@@ -321,7 +321,9 @@ int cli_gui(int argc, char** argv) {
                               snap->options().use_cache ? "true" : "false", (long long)prefs.layer, (long long)prefs.head,
                               shown ? (long long)shown->index : -1LL, (unsigned long long)ImGui::GetFrameCount());
                 write_layout_dump(layout_dump, state + json_escape(snap->status) + ", \"prompt\": " +
-                                                   json_escape(snap->prompt_text) + "}");
+                                                   json_escape(snap->prompt_text) + ", \"source\": " +
+                                                   json_escape(snap->source_text) + ", \"attention\": \"" +
+                                                   attention_kind_name(prefs.attention) + "\"}");
             }
 
             if (measure_left > 0) {
