@@ -7,6 +7,11 @@
 #              write, positions adopted), also after step back, against numbers computed from token counts;
 #              a prompt cache file written, then loaded by a longer prompt, a damaged one refused;
 #              tests/gui/check_memory.py
+#   gui.encoder_decoder  assets/encoder-decoder: loaded from the default model with no input typed, it steps
+#              with the default source and an empty prompt; with a typed source and prompt the cross map
+#              shown (S columns of source tokens) and the encoder map equal `kvscope generate --trace` and the
+#              independent PyTorch reference (tools/kvscope_reference/encoder_decoder.py); both caches drawn;
+#              tests/gui/check_encoder_decoder.py
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace),
 #              widgets found through --layout-dump; tests/gui/check_input.py
 #
@@ -32,6 +37,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --model ${CMAKE_SOURCE_DIR}/assets/default
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/memory)
     set_tests_properties(gui.memory PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.encoder_decoder
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_encoder_decoder.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/encoder_decoder)
+    set_tests_properties(gui.encoder_decoder PROPERTIES LABELS "gui" TIMEOUT 300)
     find_program(KVSCOPE_XDOTOOL xdotool)
     find_program(KVSCOPE_IMPORT import)
     if(KVSCOPE_XDOTOOL AND KVSCOPE_IMPORT)
