@@ -68,7 +68,21 @@ prompt The cat sat on the mat because it was
 run end
 show-step 2
 S
-for name in overview window cache_off memory sinks; do
+# 6. The encoder-decoder (assets/encoder-decoder), loaded as the Model panel's picker does, at the step
+#    that ran the encoder: the source pane and 'encoder ran here', cross-attention of the prefill's decoder
+#    queries over the source tokens (row-normalised), the growing self cache beside the fixed cross cache.
+cat > "$work/encoder_decoder.txt" <<S
+model $repo/assets/encoder-decoder
+source the cat sat on the mat
+prompt le chat est assis
+run 8
+layer 1
+head 2
+attention cross
+rownorm on
+show-step 0
+S
+for name in overview window cache_off memory sinks encoder_decoder; do
   xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" gui --script "$work/$name.txt" --screenshot "$out/$name.png" --size $size
   echo "wrote $out/$name.png"
 done
