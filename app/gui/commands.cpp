@@ -757,6 +757,8 @@ void Controller::apply(const Command& c) {
         return;
     }
     case K::ExplainHeads: {
+        if (s.model().config().encoder_decoder)
+            throw UsageError("head scores run decoder-only probe prompts: not measured for encoder-decoder models");
         set_activity("measuring every head on probe prompts");
         heads_ = head_scores(s.share_model());
         set_status("measured " + std::to_string(heads_.size()) + " heads: previous-token and induction scores");

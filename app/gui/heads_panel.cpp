@@ -16,7 +16,9 @@ void draw_heads(PanelContext& c) {
     dump_window("Heads");
     const std::vector<HeadScore>& heads = c.snap.heads;
     if (heads.empty()) {
-        ImGui::BeginDisabled(!c.snap.model().tokenizer());
+        // The probe prompts are decoder-only prompts: an encoder-decoder would also need a source for each.
+        const bool ed = c.snap.encoder_decoder();
+        ImGui::BeginDisabled(!c.snap.model().tokenizer() || ed);
         const bool measure = ImGui::Button("Explain heads");
         dump_item("Explain heads");
         ImGui::EndDisabled();
@@ -29,6 +31,11 @@ void draw_heads(PanelContext& c) {
                     "attention to the position just before; induction = on a random span repeated once, "
                     "mean attention from a token's second occurrence to the token after its first. "
                     "Needs the model's tokenizer.");
+        if (ed) {
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextDisabled("not measured for encoder-decoder models: the probe prompts have no source");
+            ImGui::PopTextWrapPos();
+        }
         ImGui::End();
         return;
     }
