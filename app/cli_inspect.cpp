@@ -36,8 +36,9 @@ int cli_inspect(int argc, char** argv) {
     // The cache follows the matrices' format (--dtype): float32 or bfloat16 rows.
     const int64_t kv_bytes = w.bf16 ? 2 : 4;
     const int64_t kv_per_token = 2 * c.n_layer * c.n_embd * kv_bytes;
-    // Encoder-decoder: the cross-attention cache, 2 x L x C per source token, fixed once the encoder ran.
-    const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * kv_bytes : 0;
+    // Encoder-decoder: the cross-attention cache, 2 x L x C float32 per source token (core/encoder.h),
+    // fixed once the encoder ran.
+    const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * int64_t(sizeof(float)) : 0;
 
     const std::vector<ArchLine> lines = architecture(c);
     if (args.has("--json")) {
@@ -81,7 +82,7 @@ int cli_inspect(int argc, char** argv) {
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd,
                 w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
     if (c.encoder_decoder)
-        std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld), fixed once the encoder ran\n",
+        std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld float32), fixed once the encoder ran\n",
                     bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);
     std::printf("\n");
     std::printf("%-40s %-5s %s\n", "tensor", "dtype", "shape");
