@@ -3,6 +3,8 @@
 # machine: kvscope bench (table + chart) and tools/bench_reference.py (cached and uncached decode, the
 # same 4-token prompt length), then the ratios.
 #   bash tools/bench_compare.sh [--threads N] [--repeat R]     writes docs/bench.txt, docs/bench_steps.png
+# With LLAMA_CPP_DIR set (a llama.cpp source tree, LLAMA_CPP_BIN its CPU build's bin folder), it then runs
+# tools/bench_llama.sh on the same weights: kvscope and llama.cpp back to back, table in docs/bench_llama.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=$(nproc); repeat=3
@@ -35,3 +37,7 @@ print(f"PyTorch reference ({r['implementation']}), prompt {r['prompt_len']} toke
 print(f"  cached decode   {rc:8.1f} tokens/s over {r['cached']['new_tokens']} new tokens   kvscope / reference = {kc / rc:.1f}x")
 print(f"  uncached decode {ru:8.1f} tokens/s over {r['uncached']['new_tokens']} new tokens")
 PY
+if [ -n "${LLAMA_CPP_DIR:-}" ]; then
+  bash tools/bench_llama.sh --threads "$threads" --repeat "$repeat" --kvscope build/app/kvscope --work "$work" \
+    --out docs/bench_llama.txt
+fi

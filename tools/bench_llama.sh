@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# kvscope next to llama.cpp on the same GPT-2 124M-shaped random weights, in one session on this machine:
+# kvscope bench --gpt2-shape, then llama-bench on the same bytes converted to GGUF (F32 and F16, by
+# tools/gguf_from_folder.py) and llama-batched-bench (batch 1 and 8). --repeat R rounds run each program
+# once, back to back, so a change in the machine's load hits both sides; then one table with
+# min / median / max over the rounds (llama-bench: over its runs) and the ratios kvscope / llama.cpp.
+#
+#   LLAMA_CPP_DIR=SRC [LLAMA_CPP_BIN=DIR] bash tools/bench_llama.sh [--threads N] [--repeat R]
+#       [--kvscope BIN] [--work DIR] [--out FILE] [--quick]
+#
+# LLAMA_CPP_DIR   a llama.cpp source tree: its gguf-py (pure Python + numpy) writes the GGUF files
+# LLAMA_CPP_BIN   the folder with its llama-bench and llama-batched-bench (default $LLAMA_CPP_DIR/build/bin);
+#                 kvscope does not build llama.cpp, bring a CPU build of your own
+# LLAMA_CPP_COMMIT  names the llama.cpp version in the table when its build could not tell (no .git)
+# --kvscope       the kvscope binary (default build/app/kvscope)
+# --work          the GPT-2-shaped model folder, written by kvscope bench if absent (default
+#                 build/bench-gpt2-shape); the GGUF files and raw results go next to it
+# --out           where the table goes too (default: <work>-llama.txt)
+# --quick         small counts, one run: checks that everything runs, the figures mean nothing
+# Other processes sharing the cores change every figure: the table records the load average before
+# each program ran, and says so when it was high.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=$(nproc); repeat=3; kvscope=build/app/kvscope; work=build/bench-gpt2-shape; out=""
+quick=(); pp=512; tg=128; btg=64
+usage="usage: LLAMA_CPP_DIR=SRC [LLAMA_CPP_BIN=DIR] bash tools/bench_llama.sh [--threads N] [--repeat R] [--kvscope BIN] [--work DIR] [--out FILE] [--quick]"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --kvscope) kvscope=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --quick) quick=(--quick); repeat=1; pp=32; tg=8; btg=8; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+out=${out:-$work-llama.txt}
+if [ -z "${LLAMA_CPP_DIR:-}" ] || [ ! -d "$LLAMA_CPP_DIR/gguf-py" ]; then
+  echo "bench_llama: set LLAMA_CPP_DIR to a llama.cpp source tree (it needs \$LLAMA_CPP_DIR/gguf-py)" >&2; exit 2
+fi
+bin=${LLAMA_CPP_BIN:-$LLAMA_CPP_DIR/build/bin}
+for tool in llama-bench llama-batched-bench; do
+  [ -x "$bin/$tool" ] || { echo "bench_llama: no $bin/$tool; set LLAMA_CPP_BIN to the folder of a llama.cpp CPU build" >&2; exit 2; }
+done
+[ -x "$kvscope" ] || { echo "bench_llama: no kvscope binary at $kvscope (build it, or pass --kvscope)" >&2; exit 2; }
+
+if [ ! -f "$work/model.safetensors" ]; then
+  "$kvscope" bench --gpt2-shape --work "$work" --quick --json --threads "$threads" > /dev/null
+fi
+res=$work-llama
+mkdir -p "$res"
+for t in f32 f16; do
+  if [ ! "$res/gpt2-shape-$t.gguf" -nt "$work/model.safetensors" ]; then
+    /usr/bin/python3 tools/gguf_from_folder.py "$work" "$res/gpt2-shape-$t.gguf" --type "$t" --placeholder-vocab --verify
+  fi
+done
+# Every program starts with its weights in the page cache.
+cat "$work/model.safetensors" "$res"/gpt2-shape-f32.gguf "$res"/gpt2-shape-f16.gguf > /dev/null
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+# Rounds, each one run of every program back to back, so a change in the machine's load hits both sides.
+rm -f "$res"/kvscope.*.json "$res"/llama-bench.*.json
+: > "$res/load.txt"; : > "$res/batched.jsonl"
+for round in $(seq "$repeat"); do
+  echo "$round kvscope $(load)" >> "$res/load.txt"
+  "$kvscope" bench --gpt2-shape --work "$work" --threads "$threads" --repeat 1 ${quick[@]+"${quick[@]}"} \
+    --json > "$res/kvscope.$round.json"
+  echo "$round llama-bench $(load)" >> "$res/load.txt"
+  "$bin/llama-bench" -m "$res/gpt2-shape-f32.gguf,$res/gpt2-shape-f16.gguf" -p "$pp" -n "$tg" -t "$threads" \
+    -r 1 -o json > "$res/llama-bench.$round.json" 2> "$res/llama-bench.err"
+  echo "$round llama-batched-bench $(load)" >> "$res/load.txt"
+  # The shape of kvscope's batch figures: 4-token prompts, 64 new tokens per sequence.
+  "$bin/llama-batched-bench" -m "$res/gpt2-shape-f32.gguf" -c 1024 -npp 4 -ntg "$btg" -npl 1,8 -t "$threads" \
+    --output-format jsonl 2> "$res/batched.err" | grep '^{' >> "$res/batched.jsonl"
+done
+echo "end - $(load)" >> "$res/load.txt"
+
+/usr/bin/python3 - "$res" "$threads" "$repeat" "$pp" "$tg" "$btg" <<'PY' | tee "$out"
+import datetime, json, os, statistics, subprocess, sys
+res, threads, repeat, pp, tg, btg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(int, sys.argv[4:7])
+ks = [json.load(open(f"{res}/kvscope.{r}.json")) for r in range(1, repeat + 1)]
+runs = [x for r in range(1, repeat + 1) for x in json.load(open(f"{res}/llama-bench.{r}.json"))]
+batched = [json.loads(line) for line in open(f"{res}/batched.jsonl")]
+load = [line.split() for line in open(f"{res}/load.txt")]
+
+def mmm(xs):
+    xs = sorted(xs)
+    return {"min": xs[0], "median": statistics.median(xs), "max": xs[-1]}
+
+def kv(*keys):  # one figure per round (each round ran kvscope bench --repeat 1)
+    def get(k):
+        for key in keys:
+            k = k[key]
+        return k["median"]
+    return mmm([get(k) for k in ks])
+
+def llama(model_suffix, n_prompt, n_gen):
+    xs = [t for r in runs if r["model_filename"].endswith(model_suffix) and r["n_prompt"] == n_prompt
+          and r["n_gen"] == n_gen for t in r["samples_ts"]]
+    if not xs:
+        raise SystemExit(f"bench_llama: llama-bench printed no run for {model_suffix} p={n_prompt} n={n_gen}")
+    return mmm(xs)
+
+def fmt(s):
+    return "—" if s is None else f"{s['min']:.1f} / {s['median']:.1f} / {s['max']:.1f}"
+
+r0 = runs[0]
+cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"], capture_output=True, text=True).stdout.strip()
+rows = [  # (what, kvscope figure, llama.cpp figure, what llama.cpp ran)
+    ("decode, batch 1, fp32 weights", kv("decode_tokens_per_s", "batch1"), llama("f32.gguf", 0, tg), f"llama-bench F32 tg{tg}"),
+    (f"prefill {pp} tokens, fp32 weights", kv("prefill_tokens_per_s"), llama("f32.gguf", pp, 0), f"llama-bench F32 pp{pp}"),
+    ("decode, batch 1, 16-bit weights", kv("decode_tokens_per_s", "bf16_batch1"), llama("f16.gguf", 0, tg),
+     f"kvscope bf16 | llama-bench F16 tg{tg}"),
+    (f"prefill {pp} tokens, 16-bit weights", None, llama("f16.gguf", pp, 0), f"llama-bench F16 pp{pp}"),
+    ("decode, batch 1, fp32 (batched-bench)", kv("decode_tokens_per_s", "batch1"),
+     mmm([b["speed_tg"] for b in batched if b["pl"] == 1]), "llama-batched-bench F32 pl 1"),
+    ("decode, batch 8 total, fp32 weights", kv("decode_tokens_per_s", "batch8"),
+     mmm([b["speed_tg"] for b in batched if b["pl"] == 8]), "llama-batched-bench F32 pl 8"),
+]
+print(f"kvscope vs llama.cpp — {datetime.date.today()}, {cpu}, {threads} threads, {repeat} rounds, "
+      "GPT-2 124M shape (random weights, the same bytes in both)")
+commit = os.environ.get("LLAMA_CPP_COMMIT") or f"{r0.get('build_commit', '?')} (build {r0.get('build_number', '?')})"
+print(f"llama.cpp {commit}, {r0.get('cpu_info', '')}, "
+      f"backend {r0.get('backends', '?')}, KV cache {r0.get('type_k', '?')}/{r0.get('type_v', '?')}, "
+      f"-b {r0.get('n_batch', '?')} -ub {r0.get('n_ubatch', '?')}, flash-attn {int(bool(r0.get('flash_attn', 0)))}")
+bw = kv("machine", "read_bandwidth_gb_s")
+print(f"kvscope bench measured read bandwidth {fmt(bw)} GB/s in the same rounds")
+print("load average (1 min) before each program, by round: " + "; ".join(
+    f"{w[0]} {w[1]} {w[2]}" for w in load))
+busy = max(float(w[2]) for w in load)
+if busy > threads:
+    print(f"  (load up to {busy:.1f} on {threads} cores: other processes shared them, every figure is below what an idle "
+          "machine gives, and spinning thread pools suffer most)")
+print()
+print(f"{'tokens/s, min / median / max':38} {'kvscope':>22} {'llama.cpp':>22}  {'ratio':>6}  llama.cpp run")
+for what, kf, lf, how in rows:
+    ratio = f"{kf['median'] / lf['median']:.2f}x" if kf else "—"
+    print(f"{what:38} {fmt(kf):>22} {fmt(lf):>22}  {ratio:>6}  {how}")
+d = kv("decode_tokens_per_s", "batch1")["median"] / llama("f32.gguf", 0, tg)["median"]
+p = kv("prefill_tokens_per_s")["median"] / llama("f32.gguf", pp, 0)["median"]
+print()
+print(f"issue 5 acceptance (medians): fp32 decode {d:.2f}x llama.cpp (needs >= 1.00: {'met' if d >= 1 else 'NOT met'}), "
+      f"prefill {pp} {p:.2f}x (needs >= 0.80: {'met' if p >= 0.8 else 'NOT met'})")
+print(f"kvscope decode: 4-token prompts + {8 if pp < 512 else 64} new tokens per sequence; "
+      f"llama-bench tg{tg}: {tg} tokens from an empty cache; batched-bench: 4-token prompts + {btg} new tokens per sequence")
+PY
