@@ -193,7 +193,7 @@ int cli_gui(int argc, char** argv) {
         if (!scripted && model->tokenizer()) {
             Command c;
             c.kind = Command::Kind::SetPrompt;
-            c.text = "The cat sat on the mat because";
+            c.text = "Tom saw the cookie at school. Tom saw the";  // a repeat: the induction head shows
             ctl.push(c);
         }
         uint64_t generation = ctl.snapshot()->generation;
