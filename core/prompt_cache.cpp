@@ -149,6 +149,7 @@ int64_t full_view_end(const KvCache& cache) {
 Hash64::Hash64() : lane_{kK1, kK2, kK3, kK1 ^ kK2} {}
 
 void Hash64::update(const void* data, size_t n_bytes) {
+    if (n_bytes == 0) return;  // data may be null then (an empty tensor), and memcpy must not see it
     const unsigned char* p = static_cast<const unsigned char*>(data);
     n_total_ += n_bytes;
     if (n_pending_ > 0) {
