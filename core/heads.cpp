@@ -35,6 +35,9 @@ std::vector<HeadScore> head_scores(std::shared_ptr<const Model> model, const Hea
     if (!model->tokenizer())
         throw LoadError(model->dir(), "has no vocab.json/merges.txt", "head scores probe with text and letter tokens");
     const ModelConfig& c = model->config();
+    if (c.encoder_decoder)
+        throw UsageError("head scores probe a decoder-only model's self-attention on prompts alone; " + model->dir() +
+                         " is an encoder-decoder model, whose decoder also needs a source");
     const Corpus corpus(*model->tokenizer(), o.seed);
     const int64_t n_text = std::clamp<int64_t>(o.text_tokens, 2, c.n_ctx - 1);
     const int64_t span = std::clamp<int64_t>(o.span, 2, (c.n_ctx - 1) / 2);
