@@ -15,15 +15,16 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 size=1440x900
 
-# 1. Prefill then four decode steps, viewing the prefill step: the causal triangle, K/V rows, charts.
+# 1. Prefill then four decode steps, viewing the prefill step of the default model's induction head
+#    (layer 1 head 0): the repeated words look at the word after their first occurrence.
 cat > "$work/overview.txt" <<'S'
-prompt The cat sat on the mat because it was
+prompt Tom saw the cookie at school. Tom saw the
 prefill
 decode 4
 layer 1
-head 2
+head 0
 show-step 0
-select 9 3
+select 10 4
 S
 # 2. Sliding window 6, prefill in chunks of 4: the window band in the mask, evicted tokens greyed,
 #    all heads of a layer on a log scale.
@@ -32,7 +33,7 @@ options chunk=4 window=6
 prompt The cat sat on the mat because it was tired and the dog
 step 6
 show-step 2
-layer 2
+layer 1
 view all-heads
 scale log
 S
@@ -44,7 +45,7 @@ decode 3
 cache off
 decode 1
 values scores
-layer 3
+layer 1
 head 1
 S
 # 4. A batch of 3 sequences over one paged pool (blocks of 4) sharing a system prompt, each with its own
