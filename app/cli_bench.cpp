@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "bench_stats.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "clock.h"
@@ -23,32 +24,6 @@
 
 namespace kvscope {
 namespace {
-
-struct Stats {
-    double min = 0, median = 0, max = 0;
-};
-
-template <class F>
-Stats repeat(int64_t n, F&& measure) {
-    std::vector<double> v;
-    for (int64_t i = 0; i < n; ++i) v.push_back(measure());
-    std::sort(v.begin(), v.end());
-    return {v.front(), v[v.size() / 2], v.back()};
-}
-
-std::string stats_json(const Stats& s) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "{\"min\": %.6g, \"median\": %.6g, \"max\": %.6g}", s.min, s.median, s.max);
-    return buf;
-}
-
-std::string stats_text(const Stats& s, const char* fmt = "%.1f") {
-    char a[32], b[32], c[32];
-    std::snprintf(a, sizeof a, fmt, s.min);
-    std::snprintf(b, sizeof b, fmt, s.median);
-    std::snprintf(c, sizeof c, fmt, s.max);
-    return std::string(a) + " / " + b + " / " + c;
-}
 
 std::vector<TokenId> random_prompt(const ModelConfig& c, int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "clock.h"
@@ -183,32 +184,6 @@ Run run_layout(std::shared_ptr<const Model> model, const Workload& w, Layout lay
 // Prefix once + every sequence's own positions: what an ideal shared cache holds, in bytes.
 int64_t ideal_bytes(int64_t positions, int64_t n_seq, int64_t prefix, int64_t bytes_per_position) {
     return (positions - (n_seq - 1) * prefix) * bytes_per_position;
-}
-
-struct Stats {
-    double min = 0, median = 0, max = 0;
-};
-
-template <class F>
-Stats repeat(int64_t n, F&& measure) {
-    std::vector<double> v;
-    for (int64_t i = 0; i < n; ++i) v.push_back(measure());
-    std::sort(v.begin(), v.end());
-    return {v.front(), v[v.size() / 2], v.back()};
-}
-
-std::string stats_json(const Stats& s) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "{\"min\": %.6g, \"median\": %.6g, \"max\": %.6g}", s.min, s.median, s.max);
-    return buf;
-}
-
-std::string stats_text(const Stats& s, double scale, const char* fmt) {
-    char a[32], b[32], c[32];
-    std::snprintf(a, sizeof a, fmt, s.min * scale);
-    std::snprintf(b, sizeof b, fmt, s.median * scale);
-    std::snprintf(c, sizeof c, fmt, s.max * scale);
-    return std::string(a) + " / " + b + " / " + c;
 }
 
 // The prompt cache file: computing the prefix, writing it, reading it back, restoring it into a cache,
@@ -537,13 +512,13 @@ int cli_bench_sharing(int argc, char** argv) {
                 pf.write_seconds);
     std::printf("%-56s %s\n", "figure (min / median / max of runs, ms)", "");
     std::printf("%-56s %s\n", ("compute the " + std::to_string(pf.positions) + "-token prefix").c_str(),
-                stats_text(pf.compute_prefix, 1e3, "%.1f").c_str());
-    std::printf("%-56s %s\n", "read the file (parse + checksum)", stats_text(pf.read, 1e3, "%.1f").c_str());
-    std::printf("%-56s %s\n", "restore its rows into an empty cache", stats_text(pf.restore, 1e3, "%.1f").c_str());
+                stats_text(pf.compute_prefix, "%.1f", 1e3).c_str());
+    std::printf("%-56s %s\n", "read the file (parse + checksum)", stats_text(pf.read, "%.1f", 1e3).c_str());
+    std::printf("%-56s %s\n", "restore its rows into an empty cache", stats_text(pf.restore, "%.1f", 1e3).c_str());
     std::printf("%-56s %s\n", ("prefill a " + std::to_string(pf.n_prompt) + "-token prompt from scratch").c_str(),
-                stats_text(pf.full_prompt, 1e3, "%.1f").c_str());
+                stats_text(pf.full_prompt, "%.1f", 1e3).c_str());
     std::printf("%-56s %s  (%.1fx faster; same first token: %s)\n", "the same prompt with the file (read + restore + rest)",
-                stats_text(pf.with_file, 1e3, "%.1f").c_str(), pf.full_prompt.median / pf.with_file.median,
+                stats_text(pf.with_file, "%.1f", 1e3).c_str(), pf.full_prompt.median / pf.with_file.median,
                 pf.same_token ? "yes" : "NO");
     return 0;
 }

@@ -360,46 +360,21 @@ const StepRecord& Session::run_uncached(Pending& p) {
     return finish(p, flops, 0, end, 0);
 }
 
-const StepRecord& Session::prefill_step() {
+const StepRecord& Session::prefill_step() { return run_step(Phase::Prefill); }
+const StepRecord& Session::decode_step() { return run_step(Phase::Decode); }
+
+const StepRecord& Session::run_step(Phase phase) {
     Pending p;
-    prepare(p, Phase::Prefill);
-    if (!options_.use_cache) {
-        try {
-            return run_uncached(p);
-        } catch (...) {
-            abandon(p);
-            throw;
-        }
-    }
+    prepare(p, phase);
     const int64_t first = cache_.next_position();
     try {
+        if (!options_.use_cache) return run_uncached(p);
         forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
     } catch (...) {
-        abandon(p);
+        abandon(p);  // nothing was written: take back what prepare() did
         throw;
     }
     return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visible_keys(first).count() - 1);
-}
-
-const StepRecord& Session::decode_step() {
-    Pending p;
-    prepare(p, Phase::Decode);
-    if (!options_.use_cache) {
-        try {
-            return run_uncached(p);
-        } catch (...) {
-            abandon(p);
-            throw;
-        }
-    }
-    const int64_t first = cache_.next_position();
-    try {
-        forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
-    } catch (...) {
-        abandon(p);
-        throw;
-    }
-    return finish(p, p.chunk.flops, first, 1, cache_.visible_keys(first).count() - 1);
 }
 
 bool Session::step_back() {

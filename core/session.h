@@ -113,6 +113,7 @@ private:
     void prepare(Pending& p, Phase phase);
     const StepRecord& finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
                              int64_t n_reused);
+    const StepRecord& run_step(Phase phase);
     const StepRecord& run_uncached(Pending& p);
     void adopt_shared_prefix(Pending& p);
     void adopt_prompt_cache(Pending& p);

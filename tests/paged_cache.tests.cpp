@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "model.h"
 #include "session.h"
+#include "session_runs.h"
 #include "test_models.h"
 
 using namespace kvscope;
@@ -53,19 +54,6 @@ SessionOptions options(int64_t window, int64_t sinks, int64_t block, int64_t chu
     return o;
 }
 
-struct Run {
-    std::vector<int32_t> generated;
-    std::vector<std::vector<float>> logits;
-};
-
-Run collect(const Session& s) {
-    Run r;
-    r.generated = s.generated();
-    for (size_t i = 0; i < s.trace().size(); ++i)
-        if (!s.trace()[i].logits.empty()) r.logits.push_back(s.trace()[i].logits);
-    return r;
-}
-
 Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
     Session s(model(), o);
     s.set_prompt(prompt);
@@ -73,15 +61,6 @@ Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
     return collect(s);
 }
 
-void require_identical(const Run& got, const Run& want) {
-    REQUIRE(got.generated == want.generated);
-    REQUIRE(got.logits.size() == want.logits.size());
-    for (size_t i = 0; i < got.logits.size(); ++i) {
-        const std::string m = first_mismatch(got.logits[i], want.logits[i]);
-        INFO("prediction " << i << ": " << m);
-        REQUIRE(m.empty());
-    }
-}
 
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
     a.insert(a.end(), b.begin(), b.end());

@@ -17,6 +17,7 @@
 #include "model.h"
 #include "session.h"
 #include "thread_pool.h"
+#include "session_runs.h"
 #include "test_models.h"
 
 using namespace kvscope;
@@ -49,22 +50,6 @@ SessionOptions options(int64_t window, int64_t chunk, int64_t n_new, bool cached
     return o;
 }
 
-struct Run {
-    std::vector<int32_t> generated;
-    std::vector<std::vector<float>> logits;  // of each step that predicted a token, in order
-    std::vector<std::shared_ptr<const StepRecord>> records;
-};
-
-Run collect(const Session& s) {
-    Run r;
-    r.generated = s.generated();
-    for (size_t i = 0; i < s.trace().size(); ++i) {
-        r.records.push_back(s.trace().share(i));
-        if (!s.trace()[i].logits.empty()) r.logits.push_back(s.trace()[i].logits);
-    }
-    return r;
-}
-
 Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
     Session s(parity_model(), o);
     s.set_prompt(prompt);
@@ -72,15 +57,6 @@ Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
     return collect(s);
 }
 
-void require_identical(const Run& got, const Run& want) {
-    REQUIRE(got.generated == want.generated);
-    REQUIRE(got.logits.size() == want.logits.size());
-    for (size_t i = 0; i < got.logits.size(); ++i) {
-        const std::string m = first_mismatch(got.logits[i], want.logits[i]);
-        INFO("prediction " << i << ": " << m);
-        REQUIRE(m.empty());
-    }
-}
 
 // Everything a step can change, captured so step_back can be checked against it.
 struct State {

@@ -1,0 +1,41 @@
+#pragma once
+// Repeated measurements as min / median / max, shared by the benchmarks (cli_bench, cli_bench_sharing).
+//
+//   repeat(n, measure)                 run measure() n times, keep min / median / max
+//   stats_json(s)                      {"min": .., "median": .., "max": ..}
+//   stats_text(s, fmt, scale)          "min / median / max", each printed with fmt after * scale
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+struct Stats {
+    double min = 0, median = 0, max = 0;
+};
+
+template <class F>
+Stats repeat(int64_t n, F&& measure) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(measure());
+    std::sort(v.begin(), v.end());
+    return {v.front(), v[v.size() / 2], v.back()};
+}
+
+inline std::string stats_json(const Stats& s) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"min\": %.6g, \"median\": %.6g, \"max\": %.6g}", s.min, s.median, s.max);
+    return buf;
+}
+
+inline std::string stats_text(const Stats& s, const char* fmt = "%.1f", double scale = 1.0) {
+    char a[32], b[32], c[32];
+    std::snprintf(a, sizeof a, fmt, s.min * scale);
+    std::snprintf(b, sizeof b, fmt, s.median * scale);
+    std::snprintf(c, sizeof c, fmt, s.max * scale);
+    return std::string(a) + " / " + b + " / " + c;
+}
+
+}  // namespace kvscope
