@@ -118,7 +118,7 @@ void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t
     // so each weight row is read as one contiguous run; with more rows narrower, so that the T
     // accumulator rows (24 KiB in all) stay in L1: at 8 rows x 8 KiB they spilled to L2 and batch 8 ran
     // at two thirds of batch 1's weight bandwidth.
-    constexpr int64_t kBlock = T <= 2 ? 2048 : 6144 / T;
+    constexpr int64_t kBlock = T <= 2 ? 2048 : (6144 / T) & ~int64_t(15);  // rows stay 64-byte aligned
     constexpr int64_t kPrefetchRows = 4;
     alignas(64) static thread_local float acc[T][kBlock];
     for (int64_t b0 = n_begin; b0 < n_end; b0 += kBlock) {
