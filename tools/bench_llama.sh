@@ -80,7 +80,8 @@ echo "end - $(load)" >> "$res/load.txt"
 import datetime, json, os, statistics, subprocess, sys
 res, threads, repeat, pp, tg, btg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(int, sys.argv[4:7])
 ks = [json.load(open(f"{res}/kvscope.{r}.json")) for r in range(1, repeat + 1)]
-runs = [x for r in range(1, repeat + 1) for x in json.load(open(f"{res}/llama-bench.{r}.json"))]
+rounds = [json.load(open(f"{res}/llama-bench.{r}.json")) for r in range(1, repeat + 1)]
+runs = [x for rr in rounds for x in rr]
 batched = [json.loads(line) for line in open(f"{res}/batched.jsonl")]
 load = [line.split() for line in open(f"{res}/load.txt")]
 
@@ -95,7 +96,7 @@ def kv(*keys):  # one figure per round (each round ran kvscope bench --repeat 1)
         return k["median"]
     return mmm([get(k) for k in ks])
 
-def llama(model_suffix, n_prompt, n_gen):
+def llama(model_suffix, n_prompt, n_gen, runs=runs):
     xs = [t for r in runs if r["model_filename"].endswith(model_suffix) and r["n_prompt"] == n_prompt
           and r["n_gen"] == n_gen for t in r["samples_ts"]]
     if not xs:
@@ -142,6 +143,13 @@ p = kv("prefill_tokens_per_s")["median"] / llama("f32.gguf", pp, 0)["median"]
 print()
 print(f"issue 5 acceptance (medians): fp32 decode {d:.2f}x llama.cpp (needs >= 1.00: {'met' if d >= 1 else 'NOT met'}), "
       f"prefill {pp} {p:.2f}x (needs >= 0.80: {'met' if p >= 0.8 else 'NOT met'})")
+# Load moves during a round less than across rounds: the ratio within each round says more than medians of both.
+per_round = []
+for i, (k, rr) in enumerate(zip(ks, rounds)):
+    rd = k["decode_tokens_per_s"]["batch1"]["median"] / llama("f32.gguf", 0, tg, rr)["median"]
+    rp = k["prefill_tokens_per_s"]["median"] / llama("f32.gguf", pp, 0, rr)["median"]
+    per_round.append(f"round {i + 1}: {rd:.2f}x | {rp:.2f}x")
+print("the same ratios within each round (fp32 decode | prefill): " + "; ".join(per_round))
 print(f"kvscope decode: 4-token prompts + {8 if pp < 512 else 64} new tokens per sequence; "
       f"llama-bench tg{tg}: {tg} tokens from an empty cache; batched-bench: 4-token prompts + {btg} new tokens per sequence")
 PY
