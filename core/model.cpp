@@ -49,7 +49,7 @@ Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks,
       x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)), qkv(size_t(max_rows * 3 * c.n_embd)),
       attn(size_t(max_rows * c.n_embd)), proj(size_t(max_rows * c.n_embd)),
       hidden(size_t(max_rows * c.n_inner)), scratch(size_t(max_chunks * c.n_head * max_keys)),
-      last(size_t(max_chunks * c.n_embd)) {}
+      last(size_t(max_chunks * c.n_embd)), logits(max_chunks > 1 ? size_t(max_chunks * c.n_vocab) : 0) {}
 
 
 void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
@@ -197,14 +197,26 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     }
 
     // Only each chunk's last row is turned into logits: that is the row that predicts the next token.
-    float* last = ws.last.data();  // (chunks, C)
+    // The rows of every chunk that wants logits go through the output layer together, so a batch reads
+    // its V x C weights once, not once per sequence (row-deterministic kernels: the same numbers).
+    float* last = ws.last.data();  // (chunks wanting logits, C)
+    int64_t n_out = 0;
     for (size_t c = 0; c < chunks.size(); ++c) {
+        if (!chunks[c].logits) continue;
         const float* row = x + (row0[c] + chunks[c].n_tokens - 1) * C;
-        if (w.ln_f_weight) layer_norm(last + c * C, row, w.ln_f_weight, w.ln_f_bias, 1, C, eps);
-        else std::memcpy(last + c * C, row, size_t(C) * sizeof(float));
+        if (w.ln_f_weight) layer_norm(last + n_out * C, row, w.ln_f_weight, w.ln_f_bias, 1, C, eps);
+        else std::memcpy(last + n_out * C, row, size_t(C) * sizeof(float));
+        ++n_out;
     }
-    for (size_t c = 0; c < chunks.size(); ++c)
-        if (chunks[c].logits) matmul_nk(chunks[c].logits, last + c * C, w.lm_head_weight, w.lm_head_bias, 1, C, V);
+    if (n_out == 1) {  // one sequence: straight into its buffer
+        for (Chunk& ch : chunks)
+            if (ch.logits) matmul_nk(ch.logits, last, w.lm_head_weight, w.lm_head_bias, 1, C, V);
+    } else if (n_out > 1) {
+        matmul_nk(ws.logits.data(), last, w.lm_head_weight, w.lm_head_bias, n_out, C, V);  // (n_out, V)
+        int64_t k = 0;
+        for (Chunk& ch : chunks)
+            if (ch.logits) std::memcpy(ch.logits, ws.logits.data() + (k++) * V, size_t(V) * sizeof(float));
+    }
 
     // Work done, counted as 2 flops per multiply-add: projections per row, attention per visible key.
     const double per_row = 2.0 * double(cfg.n_layer) * double(C * 3 * C + C * C + 2 * C * F);

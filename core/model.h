@@ -78,6 +78,7 @@ private:
     std::vector<float> hidden;  // (T, F)
     std::vector<float> scratch; // (chunks, H, keys) softmax weights per attention task
     std::vector<float> last;    // (chunks, C) final hidden state of each chunk's last row
+    std::vector<float> logits;  // (chunks, V) a batch's logits before they go to each chunk (chunks > 1)
 };
 
 void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws);
