@@ -10,6 +10,8 @@
 // to build input, never to make an expected value.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <sys/resource.h>
 
 #include <chrono>
@@ -93,9 +95,15 @@ std::string load_error(const fs::path& path, const ModelFingerprint& fp) {
     return "";
 }
 
+// This process's temporary files in dir (the writer names them NAME.tmp-PID). Other test processes run
+// in parallel (ctest -j) and write fixtures the same way next to ours: theirs are not ours to count.
 int n_temp_files(const fs::path& dir) {
+    const std::string mine = ".tmp-" + std::to_string(::getpid());
     int n = 0;
-    for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp-") != std::string::npos;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        n += name.size() >= mine.size() && name.compare(name.size() - mine.size(), mine.size(), mine) == 0;
+    }
     return n;
 }
 
