@@ -95,15 +95,12 @@ std::string load_error(const fs::path& path, const ModelFingerprint& fp) {
     return "";
 }
 
-// This process's temporary files in dir (the writer names them NAME.tmp-PID). Other test processes run
-// in parallel (ctest -j) and write fixtures the same way next to ours: theirs are not ours to count.
+// This process's prompt-cache temporary files in dir (the writer names them NAME.tmp-PID-N). Other test
+// processes run in parallel (ctest -j) and write fixtures next to ours: theirs are not ours to count.
 int n_temp_files(const fs::path& dir) {
-    const std::string mine = ".tmp-" + std::to_string(::getpid());
+    const std::string mine = ".tmp-" + std::to_string(::getpid()) + "-";
     int n = 0;
-    for (const auto& e : fs::directory_iterator(dir)) {
-        const std::string name = e.path().filename().string();
-        n += name.size() >= mine.size() && name.compare(name.size() - mine.size(), mine.size(), mine) == 0;
-    }
+    for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(mine) != std::string::npos;
     return n;
 }
 
