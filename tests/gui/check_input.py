@@ -188,10 +188,10 @@ def inner(a):
         app.wait("space = cache-off decode", lambda s: s["steps"] == 2)
         app.screenshot("cache_off_step")
 
-        app.click("layer +")
-        app.click("layer +")
+        app.click("layer +")  # the default model has 2 layers and 4 heads
         app.click("head +")
-        app.wait("layer 2, head 1", lambda s: s["layer"] == 2 and s["head"] == 1)
+        app.click("head +")
+        app.wait("layer 1, head 2", lambda s: s["layer"] == 1 and s["head"] == 2)
         app.screenshot("layer_head")
 
         out = os.path.join(work, "exported")
@@ -208,7 +208,7 @@ def inner(a):
     finally:
         app.close()
 
-    # The export: the shown step (1, the cache-off decode) for the selected layer 2 / head 1.
+    # The export: the shown step (1, the cache-off decode) for the selected layer 1 / head 2.
     step_dir = os.path.join(out, "step_0001")
     if not os.path.isdir(step_dir):
         fail("Export snapshot wrote %s, expected step_0001" % (os.listdir(out) if os.path.isdir(out) else "nothing"))
@@ -217,10 +217,10 @@ def inner(a):
     if meta["step"] != 1 or meta["phase"] != "decode" or meta["cache_on"]:
         fail("exported meta says step %s %s cache_on=%s, expected step 1 decode with the cache off" % (
             meta["step"], meta["phase"], meta["cache_on"]))
-    for name in ("l02_h01_weights.npy", "l02_h01_scores.npy", "l02_h01_mask.npy", "logits.npy"):
+    for name in ("l01_h02_weights.npy", "l01_h02_scores.npy", "l01_h02_mask.npy", "logits.npy"):
         if not os.path.exists(os.path.join(step_dir, name)):
             fail("export lacks %s (has %s)" % (name, sorted(os.listdir(step_dir))))
-    weights = np.load(os.path.join(step_dir, "l02_h01_weights.npy"))
+    weights = np.load(os.path.join(step_dir, "l01_h02_weights.npy"))
     n_prompt = meta["query_positions"][-1]  # the decode query sits at position len(prompt)
     if weights.shape[0] != n_prompt + 1:
         fail("cache-off decode should recompute %d query rows, export has %s" % (n_prompt + 1, weights.shape))
