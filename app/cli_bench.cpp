@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <random>
 
 #include "bench_stats.h"
@@ -18,7 +17,6 @@
 #include "machine_probe.h"
 #include "npy.h"
 #include "plot.h"
-#include "random_model.h"
 #include "session.h"
 #include "thread_pool.h"
 
@@ -78,14 +76,7 @@ int cli_bench(int argc, char** argv) {
     const int64_t R = args.integer("--repeat", quick ? 1 : 3, 1, 1000);
     const int64_t n_decode = args.integer("--decode-tokens", quick ? 8 : 64, 1, 1 << 20);
 
-    std::string model_dir = args.text("--model").value_or(default_model_dir());
-    if (args.has("--gpt2-shape")) {
-        model_dir = args.text("--work").value_or("kvscope-bench-model");
-        if (!std::filesystem::exists(model_dir + "/model.safetensors")) {
-            std::fprintf(stderr, "writing GPT-2 124M-shaped random weights to %s ...\n", model_dir.c_str());
-            write_random_model(model_dir, gpt2_small_config(), 124);
-        }
-    }
+    const std::string model_dir = bench_model_dir(args);
 
     ThreadPool::global().set_threads(threads);
 

@@ -28,7 +28,6 @@
 #include "npy.h"
 #include "plot.h"
 #include "prompt_cache.h"
-#include "random_model.h"
 #include "session.h"
 #include "thread_pool.h"
 
@@ -303,14 +302,7 @@ int cli_bench_sharing(int argc, char** argv) {
     const int64_t B = args.integer("--block-size", 16, 1, 1 << 16);
     const int64_t ring_up_to = args.integer("--ring-up-to", quick ? 4096 : 8, 0, 4096);
 
-    std::string model_dir = args.text("--model").value_or(default_model_dir());
-    if (args.has("--gpt2-shape")) {
-        model_dir = args.text("--work").value_or("kvscope-bench-model");
-        if (!std::filesystem::exists(model_dir + "/model.safetensors")) {
-            std::fprintf(stderr, "writing GPT-2 124M-shaped random weights to %s ...\n", model_dir.c_str());
-            write_random_model(model_dir, gpt2_small_config(), 124);
-        }
-    }
+    const std::string model_dir = bench_model_dir(args);
     ThreadPool::global().set_threads(threads);
     // Freed buffers go back to the system at once, so each run's RSS starts from the same floor.
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);

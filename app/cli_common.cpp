@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <unistd.h>
 
 #include "clock.h"
 #include "errors.h"
+#include "random_model.h"
 #include "thread_pool.h"
 
 namespace kvscope {
@@ -52,6 +54,16 @@ std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model&
     }
     if (prompts.empty()) throw UsageError("give a prompt: --prompt TEXT or --prompt-ids 1,2,3");
     return prompts;
+}
+
+std::string bench_model_dir(const CliArgs& args) {
+    if (!args.has("--gpt2-shape")) return args.text("--model").value_or(default_model_dir());
+    const std::string dir = args.text("--work").value_or("kvscope-bench-model");
+    if (!std::filesystem::exists(dir + "/model.safetensors")) {
+        std::fprintf(stderr, "writing GPT-2 124M-shaped random weights to %s ...\n", dir.c_str());
+        write_random_model(dir, gpt2_small_config(), 124);
+    }
+    return dir;
 }
 
 std::vector<TokenId> ids_from(const std::string& list, const char* flag, const Model& model) {

@@ -15,6 +15,9 @@ void add_model_option(CliArgs& args);                  // --model DIR, --dtype f
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 void add_threads_option(CliArgs& args);                // --threads N
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
+// The benchmarks' model folder: --model, or with --gpt2-shape the --work folder, where GPT-2 124M-shaped
+// random weights are written on first use.
+std::string bench_model_dir(const CliArgs& args);
 void apply_threads(const CliArgs& args);
 
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).

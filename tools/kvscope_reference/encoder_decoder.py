@@ -38,23 +38,14 @@ import torch
 if __package__ in (None, ""):  # run as a file: make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from kvscope_reference import safetensors_io
+    from kvscope_reference.model import CONFIG_DEFAULTS
 else:
     from . import safetensors_io
+    from .model import CONFIG_DEFAULTS
 
 # The decoder-only defaults (one config parser for both kinds): an encoder-decoder folder states
 # post-LN, sinusoidal positions, relu and its embedding_scale explicitly.
-DEFAULTS = {
-    "n_inner": None,                   # None: 4 * n_embd
-    "activation_function": "gelu_new",
-    "layer_norm_epsilon": 1e-5,
-    "tie_word_embeddings": True,
-    "qkv_bias": True,
-    "lm_head_bias": False,
-    "norm_position": "pre",
-    "position_embedding": "learned",
-    "embedding_scale": 1.0,
-    "final_layer_norm": True,
-}
+DEFAULTS = CONFIG_DEFAULTS
 REQUIRED = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_encoder_layer", "n_head",
             "decoder_start_token_id")
 
