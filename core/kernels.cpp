@@ -412,33 +412,70 @@ void exp_in_place(float* x, int64_t n) {
 #endif
 }
 
+namespace {
+// Element-wise work on long arrays (a prefill's T x 3072 MLP activations) is split over the threads in
+// whole SIMD vectors; each element still depends only on its own value.
+template <class F>
+void for_spans(int64_t n, F&& span) {
+    constexpr int64_t kSpan = 16384;
+    if (n <= kSpan) return span(0, n);
+    const int64_t n_tasks = (n + kSpan - 1) / kSpan;
+    ThreadPool::global().parallel_for(n_tasks, [&](int64_t t) { span(t * kSpan, std::min(n, (t + 1) * kSpan)); });
+}
+}  // namespace
+
 void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,
                 float eps) {
-    for (int64_t t = 0; t < T; ++t) {
-        const float* xr = x + t * C;
-        float* yr = y + t * C;
-        // Double accumulators: the statistics are then exact to float precision whatever C is.
-        double sum = 0.0;
-        for (int64_t c = 0; c < C; ++c) sum += xr[c];
-        const double mean = sum / double(C);
-        double sq = 0.0;
-        for (int64_t c = 0; c < C; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
-        const float inv_std = float(1.0 / std::sqrt(sq / double(C) + double(eps)));
-        const float mean_f = float(mean);
-        for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mean_f) * inv_std * gain[c] + bias[c];
-    }
+    auto rows = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const float* xr = x + t * C;
+            float* yr = y + t * C;
+            // Double accumulators: the statistics are then exact to float precision whatever C is.
+            double sum = 0.0;
+            for (int64_t c = 0; c < C; ++c) sum += xr[c];
+            const double mean = sum / double(C);
+            double sq = 0.0;
+            for (int64_t c = 0; c < C; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
+            const float inv_std = float(1.0 / std::sqrt(sq / double(C) + double(eps)));
+            const float mean_f = float(mean);
+            for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mean_f) * inv_std * gain[c] + bias[c];
+        }
+    };
+    constexpr int64_t kRowsPerTask = 16;
+    if (T < 2 * kRowsPerTask) return rows(0, T);
+    ThreadPool::global().parallel_for((T + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+        rows(task * kRowsPerTask, std::min(T, (task + 1) * kRowsPerTask));
+    });
 }
 
+// 0.5·v·(1 + tanh(u)) = v / (1 + e^(-2u)), u = sqrt(2/pi)·(v + 0.044715·v³): the same function written
+// without the cancellation 1 + tanh(u) suffers for negative u.
 void gelu_tanh(float* x, int64_t n) {
     const float k = 0.7978845608028654f;  // sqrt(2/pi)
-    for (int64_t i = 0; i < n; ++i) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
-    }
+    for_spans(n, [&](int64_t i0, int64_t i1) {
+#if defined(__AVX512F__)
+        const __m512 c3 = _mm512_set1_ps(0.044715f), minus_2k = _mm512_set1_ps(-2.0f * k), one = _mm512_set1_ps(1.0f);
+        for (int64_t i = i0; i < i1; i += 16) {
+            const __mmask16 m = tail_mask(i1 - i);
+            const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+            const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(c3, v), _mm512_mul_ps(v, v), v);  // v + c·v³
+            // capped below where exp16's range reduction would meet infinity; e^150 is +inf already
+            const __m512 e = exp16(_mm512_min_ps(_mm512_mul_ps(minus_2k, inner), _mm512_set1_ps(150.0f)));
+            _mm512_mask_storeu_ps(x + i, m, _mm512_div_ps(v, _mm512_add_ps(one, e)));
+        }
+#else
+        for (int64_t i = i0; i < i1; ++i) {
+            const float v = x[i];
+            x[i] = v / (1.0f + std::exp(-2.0f * k * std::fma(0.044715f * v, v * v, v)));
+        }
+#endif
+    });
 }
 
 void gelu_erf(float* x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
+    for_spans(n, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
+    });
 }
 
 void relu(float* x, int64_t n) {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -57,5 +58,59 @@ TEST_CASE("matmul_kn and matmul_nk equal a double-precision product within float
                 CHECK(std::abs(y[size_t(t * N + n)] - want) <= 1e-6 * scale);
                 CHECK(std::abs(y2[size_t(t * N + n)] - want) <= 1e-6 * scale);
             }
+    }
+}
+
+TEST_CASE("gelu_tanh matches the double-precision tanh formula, across thread splits") {
+    std::vector<float> x;
+    for (double v = -20.0; v <= 20.0; v += 0.00037) x.push_back(float(v));  // > one task's span: split
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 60.0f, -60.0f, 1e20f, -1e20f}) x.push_back(v);
+    const std::vector<float> in = x;
+    gelu_tanh(x.data(), int64_t(x.size()));
+    double worst = 0, worst_tail = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double v = in[i];
+        // 0.5·v·(1 + tanh(u)) in double, as v·(1 + tanh(u))/2 = v / (1 + e^(-2u)) so that the negative tail
+        // keeps its digits (1 + tanh(u) cancels to 0 in double below v ≈ -6)
+        const double u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+        const double want = u > -0.5 ? 0.5 * v * (1.0 + std::tanh(u)) : v / (1.0 + std::exp(-2.0 * u));
+        INFO("x = " << in[i] << " got " << x[i] << " want " << want);
+        REQUIRE(std::isfinite(x[i]));
+        if (std::abs(want) < 1e-37) {  // below float's normal range: only tiny is required
+            CHECK(std::abs(x[i]) < 1e-36f);
+            continue;
+        }
+        // In the tail (|gelu| < 1e-3, v < -3.2) float rounding of the exponent's argument alone costs
+        // ~1e-5 relative; there the error is measured against the size of v instead.
+        if (std::abs(want) >= 1e-3) worst = std::max(worst, std::abs(x[i] - want) / std::abs(want));
+        else worst_tail = std::max(worst_tail, std::abs(x[i] - want) / std::max(1.0, std::abs(v)));
+    }
+    INFO("worst relative error " << worst << ", worst tail error " << worst_tail);
+    CHECK(worst < 2e-6);
+    CHECK(worst_tail < 1e-9);
+}
+
+TEST_CASE("layer_norm rows are independent of how many rows are normalised together") {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    const int64_t T = 70, C = 48;
+    std::vector<float> x(size_t(T * C)), g(static_cast<size_t>(C)), b(static_cast<size_t>(C)), all(x.size()),
+        one(static_cast<size_t>(C));
+    for (float& v : x) v = d(rng);
+    for (float& v : g) v = d(rng);
+    for (float& v : b) v = d(rng);
+    layer_norm(all.data(), x.data(), g.data(), b.data(), T, C, 1e-5f);
+    for (int64_t t = 0; t < T; ++t) {
+        layer_norm(one.data(), x.data() + t * C, g.data(), b.data(), 1, C, 1e-5f);
+        CHECK(std::memcmp(one.data(), all.data() + t * C, size_t(C) * sizeof(float)) == 0);
+        double mean = 0, var = 0;
+        for (int64_t c = 0; c < C; ++c) mean += x[size_t(t * C + c)];
+        mean /= double(C);
+        for (int64_t c = 0; c < C; ++c) var += std::pow(x[size_t(t * C + c)] - mean, 2);
+        var /= double(C);
+        for (int64_t c = 0; c < C; ++c) {
+            const double want = (x[size_t(t * C + c)] - mean) / std::sqrt(var + 1e-5) * g[size_t(c)] + b[size_t(c)];
+            CHECK(std::abs(all[size_t(t * C + c)] - want) <= 1e-5 * (1.0 + std::abs(want)));
+        }
     }
 }
