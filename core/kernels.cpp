@@ -24,6 +24,11 @@ inline float as_f32(uint16_t bf16) {
 // a SIMD vector and every thread streams whole cache lines of the weight rows.
 constexpr int64_t kColumnBlock = 64;
 
+// matmul_kn's sums are two fma chains, over k < first_half(K) and over the rest, added at the end. Two
+// threads then each stream one contiguous half of the weight matrix in decode (a column split makes
+// every thread jump at each row's end and reaches only ~80% of the memory bandwidth).
+inline int64_t first_half(int64_t K) { return K / 2; }
+
 #if defined(__AVX512F__)
 
 __mmask16 tail_mask(int64_t remaining) {
@@ -56,13 +61,25 @@ inline __m512 maskz_load16(__mmask16 m, const uint16_t* p) {
         a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);               \
     }
 #define KVSCOPE_ROW_ZERO(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
-#define KVSCOPE_ROW_STORE(r)                                                                 \
-    {                                                                                        \
-        float* yr = y + (r) * N + n0;                                                        \
-        _mm512_mask_storeu_ps(yr, m0, _mm512_add_ps(a##r##0, b0));                           \
-        _mm512_mask_storeu_ps(yr + 16, m1, _mm512_add_ps(a##r##1, b1));                      \
-        _mm512_mask_storeu_ps(yr + 32, m2, _mm512_add_ps(a##r##2, b2));                      \
-        _mm512_mask_storeu_ps(yr + 48, m3, _mm512_add_ps(a##r##3, b3));                      \
+#define KVSCOPE_ROW_PARK(r)                                                \
+    {                                                                       \
+        float* yr = y + (r) * N + n0;                                       \
+        _mm512_mask_storeu_ps(yr, m0, a##r##0);                             \
+        _mm512_mask_storeu_ps(yr + 16, m1, a##r##1);                        \
+        _mm512_mask_storeu_ps(yr + 32, m2, a##r##2);                        \
+        _mm512_mask_storeu_ps(yr + 48, m3, a##r##3);                        \
+        a##r##0 = a##r##1 = a##r##2 = a##r##3 = zero;                       \
+    }
+#define KVSCOPE_ROW_STORE(r)                                                                                 \
+    {                                                                                                        \
+        float* yr = y + (r) * N + n0;                                                                        \
+        _mm512_mask_storeu_ps(yr, m0, _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(m0, yr), a##r##0), b0)); \
+        _mm512_mask_storeu_ps(yr + 16, m1,                                                                   \
+                              _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(m1, yr + 16), a##r##1), b1)); \
+        _mm512_mask_storeu_ps(yr + 32, m2,                                                                   \
+                              _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(m2, yr + 32), a##r##2), b2)); \
+        _mm512_mask_storeu_ps(yr + 48, m3,                                                                   \
+                              _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(m3, yr + 48), a##r##3), b3)); \
     }
 
 template <int RT>
@@ -72,29 +89,44 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
     const __mmask16 m0 = tail_mask(n_end - n0), m1 = n0 + 16 < n_end ? tail_mask(n_end - n0 - 16) : 0,
                     m2 = n0 + 32 < n_end ? tail_mask(n_end - n0 - 32) : 0,
                     m3 = n0 + 48 < n_end ? tail_mask(n_end - n0 - 48) : 0;
+    const int64_t half = first_half(K);
     KVSCOPE_ROW_ZERO(0)
     KVSCOPE_ROW_ZERO(1)
     KVSCOPE_ROW_ZERO(2)
     KVSCOPE_ROW_ZERO(3)
     KVSCOPE_ROW_ZERO(4)
     KVSCOPE_ROW_ZERO(5)
-    for (int64_t k = 0; k < K; ++k) {
-        const float* wk = w_tile + k * 64;
-        const __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + 16), w2 = _mm512_loadu_ps(wk + 32),
-                     w3 = _mm512_loadu_ps(wk + 48);
-        KVSCOPE_ROW_FMA(0)
-        if constexpr (RT == 6) {
-            KVSCOPE_ROW_FMA(1)
-            KVSCOPE_ROW_FMA(2)
-            KVSCOPE_ROW_FMA(3)
-            KVSCOPE_ROW_FMA(4)
-            KVSCOPE_ROW_FMA(5)
+    auto chain = [&](int64_t k_begin, int64_t k_end) {
+        for (int64_t k = k_begin; k < k_end; ++k) {
+            const float* wk = w_tile + k * 64;
+            const __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + 16), w2 = _mm512_loadu_ps(wk + 32),
+                         w3 = _mm512_loadu_ps(wk + 48);
+            KVSCOPE_ROW_FMA(0)
+            if constexpr (RT == 6) {
+                KVSCOPE_ROW_FMA(1)
+                KVSCOPE_ROW_FMA(2)
+                KVSCOPE_ROW_FMA(3)
+                KVSCOPE_ROW_FMA(4)
+                KVSCOPE_ROW_FMA(5)
+            }
         }
+    };
+    // First half's sums wait in y (the registers are all taken), then y = (first + second) + bias.
+    chain(0, half);
+    const __m512 zero = _mm512_setzero_ps();
+    KVSCOPE_ROW_PARK(0)
+    if constexpr (RT == 6) {
+        KVSCOPE_ROW_PARK(1)
+        KVSCOPE_ROW_PARK(2)
+        KVSCOPE_ROW_PARK(3)
+        KVSCOPE_ROW_PARK(4)
+        KVSCOPE_ROW_PARK(5)
     }
-    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + n0) : _mm512_setzero_ps(),
-                 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + n0 + 16) : _mm512_setzero_ps(),
-                 b2 = bias ? _mm512_maskz_loadu_ps(m2, bias + n0 + 32) : _mm512_setzero_ps(),
-                 b3 = bias ? _mm512_maskz_loadu_ps(m3, bias + n0 + 48) : _mm512_setzero_ps();
+    chain(half, K);
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + n0) : zero,
+                 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + n0 + 16) : zero,
+                 b2 = bias ? _mm512_maskz_loadu_ps(m2, bias + n0 + 32) : zero,
+                 b3 = bias ? _mm512_maskz_loadu_ps(m3, bias + n0 + 48) : zero;
     KVSCOPE_ROW_STORE(0)
     if constexpr (RT == 6) {
         KVSCOPE_ROW_STORE(1)
@@ -106,34 +138,38 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
 }
 #undef KVSCOPE_ROW_FMA
 #undef KVSCOPE_ROW_ZERO
+#undef KVSCOPE_ROW_PARK
 #undef KVSCOPE_ROW_STORE
 
-// Few rows (decode, small batches): weight rows are streamed once, whole and in order, and every row
-// of x is applied to each loaded weight vector. Accumulators for a block of columns stay in L1.
-// Per output element this is the same fma chain in k order as tile_kn, so results are identical.
+// Few rows (decode, small batches): out(T, N)[n_begin, n_end) = the fma chain over the k_count weight
+// rows w (each N long) in order, no bias. Every row of x is applied to each loaded weight vector, and
+// the accumulators for a block of columns stay in L1.
 template <int T, class Wt>
-void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N,
+void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_t k_count, int64_t N,
                int64_t n_begin, int64_t n_end) {
-    // Columns per accumulator block: for one or two rows a thread's whole share of a GPT-2-sized row,
-    // so each weight row is read as one contiguous run; with more rows narrower, so that the T
-    // accumulator rows (24 KiB in all) stay in L1: at 8 rows x 8 KiB they spilled to L2 and batch 8 ran
-    // at two thirds of batch 1's weight bandwidth.
-    constexpr int64_t kBlock = T <= 2 ? 2048 : (6144 / T) & ~int64_t(15);  // rows stay 64-byte aligned
+    // Columns per accumulator block: for one row a whole GPT-2-sized weight row, so a thread reads its
+    // rows as one contiguous run; with more rows narrower, so that the T accumulator rows (24 KiB in
+    // all) stay in L1: at 8 rows x 8 KiB they spilled to L2 and batch 8 ran at two thirds of batch 1's
+    // weight bandwidth.
+    constexpr int64_t kBlock = T == 1 ? 4096 : T == 2 ? 2048 : (6144 / T) & ~int64_t(15);  // 64-byte rows
     constexpr int64_t kPrefetchRows = 4;
     alignas(64) static thread_local float acc[T][kBlock];
     for (int64_t b0 = n_begin; b0 < n_end; b0 += kBlock) {
         const int64_t width = std::min(kBlock, n_end - b0);
         const int64_t full = width & ~int64_t(15);
         const __mmask16 tail = tail_mask(width - full);
+        // A block that is not a whole row jumps at each row's end, which the hardware prefetcher does
+        // not follow: ask for rows ahead. Whole rows are one run and need no help.
+        const bool prefetch = width < N;
         for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
-        for (int64_t k = 0; k < K; ++k) {
+        for (int64_t k = 0; k < k_count; ++k) {
             const Wt* wk = w + k * N + b0;
             __m512 xv[T];
-            for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * K + k]);
-            // The hardware prefetcher loses track at each jump to the next row: ask for rows ahead.
+            for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * x_stride + k]);
             const Wt* ahead = wk + kPrefetchRows * N;
+            const bool ask = prefetch && k + kPrefetchRows < k_count;
             for (int64_t i = 0; i < full; i += 16) {
-                if (k + kPrefetchRows < K) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+                if (ask) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
                 const __m512 wv = load16(wk + i);
                 for (int t = 0; t < T; ++t)
                     _mm512_store_ps(acc[t] + i, _mm512_fmadd_ps(xv[t], wv, _mm512_load_ps(acc[t] + i)));
@@ -145,8 +181,7 @@ void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t
                                          _mm512_fmadd_ps(xv[t], wv, _mm512_maskz_load_ps(tail, acc[t] + full)));
             }
         }
-        for (int t = 0; t < T; ++t)
-            for (int64_t i = 0; i < width; ++i) y[t * N + b0 + i] = acc[t][i] + (bias ? bias[b0 + i] : 0.0f);
+        for (int t = 0; t < T; ++t) std::memcpy(out + t * N + b0, acc[t], size_t(width) * sizeof(float));
     }
 }
 
@@ -213,24 +248,26 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
 #else  // portable fallback: the same arithmetic per element, one element at a time
 
 template <int T, class Wt>
-void stream_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N,
+void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_t k_count, int64_t N,
                int64_t n_begin, int64_t n_end) {
     for (int t = 0; t < T; ++t)
         for (int64_t n = n_begin; n < n_end; ++n) {
             float acc = 0.0f;
-            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[t * K + k], as_f32(w[k * N + n]), acc);
-            y[t * N + n] = acc + (bias ? bias[n] : 0.0f);
+            for (int64_t k = 0; k < k_count; ++k) acc = std::fma(x[t * x_stride + k], as_f32(w[k * N + n]), acc);
+            out[t * N + n] = acc;
         }
 }
 
 template <int RT>
 void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, int64_t K, int64_t N, int64_t n0,
              int64_t n_end) {
+    const int64_t half = first_half(K);
     for (int r = 0; r < RT; ++r)
         for (int64_t n = n0; n < std::min(n_end, n0 + 64); ++n) {
-            float acc = 0.0f;
-            for (int64_t k = 0; k < K; ++k) acc = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], acc);
-            y[r * N + n] = acc + (bias ? bias[n] : 0.0f);
+            float first = 0.0f, second = 0.0f;
+            for (int64_t k = 0; k < half; ++k) first = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], first);
+            for (int64_t k = half; k < K; ++k) second = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], second);
+            y[r * N + n] = (first + second) + (bias ? bias[n] : 0.0f);
         }
 }
 
@@ -276,33 +313,43 @@ void rows_kn(float* y, const float* x, const Wt* w, const float* bias, int64_t T
 
 namespace {
 
+template <int T, class Wt>
+void stream_rows(float* out, const float* x, int64_t K, const Wt* w, int64_t k_begin, int64_t k_end, int64_t N,
+                 int64_t n_begin, int64_t n_end) {
+    stream_kn<T, Wt>(out, x + k_begin, K, w + k_begin * N, k_end - k_begin, N, n_begin, n_end);
+}
+
 template <class Wt>
 void matmul_kn_impl(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N) {
     const int64_t n_blocks = (N + kColumnBlock - 1) / kColumnBlock;
     const int64_t n_threads = ThreadPool::global().n_threads();
     if (T <= 8) {
-        // Memory-bound: one contiguous column range per thread, so each streams its half of every row.
-        const int64_t n_tasks = std::min(n_blocks, n_threads);
-        ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
-            const int64_t n_begin = n_blocks * task / n_tasks * kColumnBlock;
-            const int64_t n_end = std::min(N, n_blocks * (task + 1) / n_tasks * kColumnBlock);
-            for (int64_t t0 = 0; t0 < T;) {
-                const int64_t rows = T - t0;
-                const float* xt = x + t0 * K;
-                float* yt = y + t0 * N;
-                switch (rows) {
-                    case 1: stream_kn<1, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 2: stream_kn<2, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 3: stream_kn<3, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 4: stream_kn<4, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 5: stream_kn<5, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 6: stream_kn<6, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    case 7: stream_kn<7, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                    default: stream_kn<8, Wt>(yt, xt, w, bias, K, N, n_begin, n_end); break;
-                }
-                t0 += rows;
+        // Memory-bound. Tasks are (half of k, column range): with two threads each streams one half of
+        // the matrix as one contiguous run. The first half's sums go to y, the second's to `second`.
+        thread_local std::vector<float> second_storage;  // (T, N); grows once per calling thread
+        if (int64_t(second_storage.size()) < T * N) second_storage.resize(size_t(T * N));
+        float* second = second_storage.data();
+        const int64_t half = first_half(K);
+        const int64_t n_ranges = std::min(n_blocks, std::max<int64_t>(1, (n_threads + 1) / 2));
+        ThreadPool::global().parallel_for(2 * n_ranges, [&](int64_t task) {
+            const int64_t part = task / n_ranges, range = task % n_ranges;
+            const int64_t n_begin = n_blocks * range / n_ranges * kColumnBlock;
+            const int64_t n_end = std::min(N, n_blocks * (range + 1) / n_ranges * kColumnBlock);
+            float* out = part == 0 ? y : second;
+            const int64_t k_begin = part == 0 ? 0 : half, k_end = part == 0 ? half : K;
+            switch (T) {
+                case 1: stream_rows<1, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                case 2: stream_rows<2, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                case 3: stream_rows<3, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                case 4: stream_rows<4, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                case 5: stream_rows<5, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                case 6: stream_rows<6, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                case 7: stream_rows<7, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
+                default: stream_rows<8, Wt>(out, x, K, w, k_begin, k_end, N, n_begin, n_end); break;
             }
         });
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < N; ++n) y[t * N + n] = (y[t * N + n] + second[t * N + n]) + (bias ? bias[n] : 0.0f);
         return;
     }
     // A few contiguous column ranges per thread: each thread streams its own part of every weight row.
