@@ -43,13 +43,22 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
 template <class KeyAt, class ValueAt>
 void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
                 const KeyRange& keys, int64_t D, float scale) {
+    using KeyRow = decltype(key_at(int64_t(0)));  // const float* or const uint16_t*
+    using ValueRow = decltype(value_at(int64_t(0)));
+    constexpr int64_t kBatch = 64;  // rows looked up per kernel call, on the stack
     const int64_t n = keys.count();
-    // pass 1: scores = q·kᵀ · scale, and their maximum (subtracted before exp so nothing overflows)
-    float max_score = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
-        weights[j] = scaled_score(q, key_at(keys.position(j)), D, scale);
-        max_score = weights[j] > max_score ? weights[j] : max_score;
+    // pass 1: scores = q·kᵀ · scale (each exactly scaled_score), and their maximum (subtracted before
+    // exp so nothing overflows)
+    {
+        KeyRow rows[kBatch];
+        for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
+            const int64_t m = std::min(kBatch, n - j0);
+            for (int64_t i = 0; i < m; ++i) rows[i] = key_at(keys.position(j0 + i));
+            dot_rows(weights + j0, q, rows, m, D, scale);
+        }
     }
+    float max_score = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) max_score = weights[j] > max_score ? weights[j] : max_score;
     // pass 2: softmax, summed in position order
     for (int64_t j = 0; j < n; ++j) weights[j] -= max_score;
     exp_in_place(weights, n);
@@ -58,7 +67,12 @@ void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, Valu
     for (int64_t j = 0; j < n; ++j) weights[j] /= sum;
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(D) * sizeof(float));
-    for (int64_t j = 0; j < n; ++j) axpy(out, weights[j], value_at(keys.position(j)), D);
+    ValueRow rows[kBatch];
+    for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
+        const int64_t m = std::min(kBatch, n - j0);
+        for (int64_t i = 0; i < m; ++i) rows[i] = value_at(keys.position(j0 + i));
+        axpy_rows(out, weights + j0, rows, m, D);
+    }
 }
 
 }  // namespace kvscope

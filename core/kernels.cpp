@@ -418,9 +418,70 @@ void axpy_impl(float* y, float a, const X* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, as_f32(x[i]), y[i]);
 #endif
 }
+template <class B>
+void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, int64_t D, float scale) {
+#if defined(__AVX512F__)
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {  // four independent chains, each exactly dot_lanes's
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t k = 0; k < D; k += 16) {
+            const __mmask16 m = tail_mask(D - k);
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q + k);
+            a0 = _mm512_fmadd_ps(qv, maskz_load16(m, rows[j] + k), a0);
+            a1 = _mm512_fmadd_ps(qv, maskz_load16(m, rows[j + 1] + k), a1);
+            a2 = _mm512_fmadd_ps(qv, maskz_load16(m, rows[j + 2] + k), a2);
+            a3 = _mm512_fmadd_ps(qv, maskz_load16(m, rows[j + 3] + k), a3);
+        }
+        out[j] = reduce_add(a0) * scale;
+        out[j + 1] = reduce_add(a1) * scale;
+        out[j + 2] = reduce_add(a2) * scale;
+        out[j + 3] = reduce_add(a3) * scale;
+    }
+    for (; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
+#else
+    for (int64_t j = 0; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
+#endif
+}
+
+template <class X>
+void axpy_rows_impl(float* y, const float* a, const X* const* rows, int64_t n, int64_t D) {
+#if defined(__AVX512F__)
+    for (int64_t d = 0; d < D; d += 64) {
+        const __mmask16 m0 = tail_mask(D - d), m1 = d + 16 < D ? tail_mask(D - d - 16) : 0,
+                        m2 = d + 32 < D ? tail_mask(D - d - 32) : 0, m3 = d + 48 < D ? tail_mask(D - d - 48) : 0;
+        __m512 y0 = _mm512_maskz_loadu_ps(m0, y + d), y1 = _mm512_maskz_loadu_ps(m1, y + d + 16),
+               y2 = _mm512_maskz_loadu_ps(m2, y + d + 32), y3 = _mm512_maskz_loadu_ps(m3, y + d + 48);
+        for (int64_t j = 0; j < n; ++j) {
+            const __m512 av = _mm512_set1_ps(a[j]);
+            const X* x = rows[j] + d;
+            y0 = _mm512_fmadd_ps(av, maskz_load16(m0, x), y0);
+            y1 = _mm512_fmadd_ps(av, maskz_load16(m1, x + 16), y1);
+            y2 = _mm512_fmadd_ps(av, maskz_load16(m2, x + 32), y2);
+            y3 = _mm512_fmadd_ps(av, maskz_load16(m3, x + 48), y3);
+        }
+        _mm512_mask_storeu_ps(y + d, m0, y0);
+        _mm512_mask_storeu_ps(y + d + 16, m1, y1);
+        _mm512_mask_storeu_ps(y + d + 32, m2, y2);
+        _mm512_mask_storeu_ps(y + d + 48, m3, y3);
+    }
+#else
+    for (int64_t j = 0; j < n; ++j) axpy_impl(y, a[j], rows[j], D);
+#endif
+}
 }  // namespace
 
+
 float dot(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
+void dot_rows(float* out, const float* q, const float* const* rows, int64_t n, int64_t D, float scale) {
+    dot_rows_impl(out, q, rows, n, D, scale);
+}
+void dot_rows(float* out, const float* q, const uint16_t* const* rows, int64_t n, int64_t D, float scale) {
+    dot_rows_impl(out, q, rows, n, D, scale);
+}
+void axpy_rows(float* y, const float* a, const float* const* rows, int64_t n, int64_t D) { axpy_rows_impl(y, a, rows, n, D); }
+void axpy_rows(float* y, const float* a, const uint16_t* const* rows, int64_t n, int64_t D) {
+    axpy_rows_impl(y, a, rows, n, D);
+}
 float dot(const float* a, const uint16_t* b, int64_t n) { return dot_impl(a, b, n); }
 void axpy(float* y, float a, const float* x, int64_t n) { axpy_impl(y, a, x, n); }
 void axpy(float* y, float a, const uint16_t* x, int64_t n) { axpy_impl(y, a, x, n); }

@@ -12,6 +12,10 @@
 //   matmul_nk(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(N,K)ᵀ + bias(N)  (lm_head / tied wte)
 //   dot(a, b, n)                        Σ a[i]·b[i], 16 interleaved partial sums, fixed reduction
 //   axpy(y, a, x, n)                    y[i] = fma(a, x[i], y[i])
+//   dot_rows(out, q, rows, n, D, scale) out[j] = dot(q, rows[j], D) · scale for j < n: the same sums as dot,
+//                                       four rows at a time and without a call per row
+//   axpy_rows(y, a, rows, n, D)         axpy(y, a[j], rows[j], D) for j = 0..n-1 in order, y kept in
+//                                       registers: the same fma chain per element as n axpy calls
 //   exp_in_place(x, n)                  x[i] = e^x[i] for x[i] <= 0 (softmax), within ~2 ulp; each element
 //                                       depends only on its own value
 //   layer_norm(y, x, g, b, T, C, eps)   per row; y may alias x
@@ -35,6 +39,10 @@ float dot(const float* a, const float* b, int64_t n);
 float dot(const float* a, const uint16_t* b_bf16, int64_t n);    // b widened exactly: same result as on floats
 void axpy(float* y, float a, const float* x, int64_t n);
 void axpy(float* y, float a, const uint16_t* x_bf16, int64_t n); // x widened exactly
+void dot_rows(float* out, const float* q, const float* const* rows, int64_t n, int64_t D, float scale);
+void dot_rows(float* out, const float* q, const uint16_t* const* rows_bf16, int64_t n, int64_t D, float scale);
+void axpy_rows(float* y, const float* a, const float* const* rows, int64_t n, int64_t D);
+void axpy_rows(float* y, const float* a, const uint16_t* const* rows_bf16, int64_t n, int64_t D);
 void exp_in_place(float* x, int64_t n);
 void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,
                 float eps);

@@ -79,7 +79,8 @@ KvCache::~KvCache() {
 }
 
 int64_t KvCache::slot_of(int64_t position) const {
-    if (pool_ || position < sinks_ || capacity_ <= sinks_) return position;
+    // Until the ring wraps every slot is its position: no division on the attention's per-key path.
+    if (pool_ || position < capacity_ || capacity_ <= sinks_) return position;
     return sinks_ + (position - sinks_) % (capacity_ - sinks_);
 }
 

@@ -114,3 +114,61 @@ TEST_CASE("layer_norm rows are independent of how many rows are normalised toget
         }
     }
 }
+
+TEST_CASE("dot_rows and axpy_rows give exactly the per-row dot and axpy results, and match double sums") {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (int64_t D : {64, 40, 100, 7}) {
+        const int64_t n = 71;
+        std::vector<float> q(static_cast<size_t>(D)), store(static_cast<size_t>(n * D)), a(static_cast<size_t>(n));
+        for (float& v : q) v = d(rng);
+        for (float& v : store) v = d(rng);
+        for (float& v : a) v = d(rng);
+        std::vector<uint16_t> store16(store.size());
+        for (size_t i = 0; i < store.size(); ++i) {  // the top half of each float: a bfloat16 (truncated)
+            uint32_t bits;
+            std::memcpy(&bits, &store[i], 4);
+            store16[i] = uint16_t(bits >> 16);
+        }
+        std::vector<const float*> rows;
+        std::vector<const uint16_t*> rows16;
+        for (int64_t j = n - 1; j >= 0; --j) {  // rows in any order, as a ring's wrap would give
+            rows.push_back(store.data() + j * D);
+            rows16.push_back(store16.data() + j * D);
+        }
+        std::vector<float> scores(static_cast<size_t>(n)), scores16(scores.size());
+        dot_rows(scores.data(), q.data(), rows.data(), n, D, 0.125f);
+        dot_rows(scores16.data(), q.data(), rows16.data(), n, D, 0.125f);
+        std::vector<float> out(static_cast<size_t>(D), 0.0f), out_one(out.size(), 0.0f), out16(out.size(), 0.0f);
+        axpy_rows(out.data(), a.data(), rows.data(), n, D);
+        axpy_rows(out16.data(), a.data(), rows16.data(), n, D);
+        for (int64_t j = 0; j < n; ++j) {
+            INFO("D " << D << " row " << j);
+            const float one = dot(q.data(), rows[size_t(j)], D) * 0.125f;
+            CHECK(std::memcmp(&one, &scores[size_t(j)], 4) == 0);
+            const float one16 = dot(q.data(), rows16[size_t(j)], D) * 0.125f;
+            CHECK(std::memcmp(&one16, &scores16[size_t(j)], 4) == 0);
+            double want = 0, scale = 0;
+            for (int64_t k = 0; k < D; ++k) {
+                want += double(q[size_t(k)]) * rows[size_t(j)][k];
+                scale += std::abs(double(q[size_t(k)]) * rows[size_t(j)][k]);
+            }
+            CHECK(std::abs(scores[size_t(j)] - 0.125 * want) <= 1e-6 * scale);
+            axpy(out_one.data(), a[size_t(j)], rows[size_t(j)], D);
+        }
+        CHECK(std::memcmp(out.data(), out_one.data(), out.size() * sizeof(float)) == 0);
+        for (int64_t k = 0; k < D; ++k) {
+            double want = 0, want16 = 0, scale = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                want += double(a[size_t(j)]) * rows[size_t(j)][k];
+                uint32_t bits = uint32_t(rows16[size_t(j)][k]) << 16;
+                float wide;
+                std::memcpy(&wide, &bits, 4);
+                want16 += double(a[size_t(j)]) * wide;
+                scale += std::abs(double(a[size_t(j)]) * rows[size_t(j)][k]);
+            }
+            CHECK(std::abs(out[size_t(k)] - want) <= 1e-6 * scale);
+            CHECK(std::abs(out16[size_t(k)] - want16) <= 1e-6 * scale);
+        }
+    }
+}
