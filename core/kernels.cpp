@@ -158,11 +158,44 @@ void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_
         const int64_t width = std::min(kBlock, n_end - b0);
         const int64_t full = width & ~int64_t(15);
         const __mmask16 tail = tail_mask(width - full);
-        // A block that is not a whole row jumps at each row's end, which the hardware prefetcher does
-        // not follow: ask for rows ahead. Whole rows are one run and need no help.
-        const bool prefetch = width < N;
+        // Ask for rows ahead where it pays: a block narrower than the row jumps at each row's end, which
+        // the hardware prefetcher does not follow, and over whole rows bfloat16 weights read at 24 GB/s
+        // without it and 34 with it (twice the loop work per cache line of float32, which needs no help).
+        const bool prefetch = width < N || sizeof(Wt) == 2;
         for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
-        for (int64_t k = 0; k < k_count; ++k) {
+        // U weight rows per pass: each accumulator is loaded and stored once per U fmas, and U rows stream
+        // side by side. Each element's chain still runs over k in ascending order.
+        constexpr int U = T <= 2 ? 4 : 2;
+        int64_t k = 0;
+        for (; k + U <= k_count; k += U) {
+            const Wt* wk = w + k * N + b0;
+            __m512 xv[U][T];
+            for (int u = 0; u < U; ++u)
+                for (int t = 0; t < T; ++t) xv[u][t] = _mm512_set1_ps(x[t * x_stride + k + u]);
+            const bool ask = prefetch && k + U + kPrefetchRows <= k_count;
+            for (int64_t i = 0; i < full; i += 16) {
+                __m512 wv[U];
+                for (int u = 0; u < U; ++u) {
+                    if (ask) _mm_prefetch(reinterpret_cast<const char*>(wk + (kPrefetchRows + u) * N + i), _MM_HINT_T0);
+                    wv[u] = load16(wk + u * N + i);
+                }
+                for (int t = 0; t < T; ++t) {
+                    __m512 a = _mm512_load_ps(acc[t] + i);
+                    for (int u = 0; u < U; ++u) a = _mm512_fmadd_ps(xv[u][t], wv[u], a);
+                    _mm512_store_ps(acc[t] + i, a);
+                }
+            }
+            if (full < width) {
+                __m512 wv[U];
+                for (int u = 0; u < U; ++u) wv[u] = maskz_load16(tail, wk + u * N + full);
+                for (int t = 0; t < T; ++t) {
+                    __m512 a = _mm512_maskz_load_ps(tail, acc[t] + full);
+                    for (int u = 0; u < U; ++u) a = _mm512_fmadd_ps(xv[u][t], wv[u], a);
+                    _mm512_mask_store_ps(acc[t] + full, tail, a);
+                }
+            }
+        }
+        for (; k < k_count; ++k) {
             const Wt* wk = w + k * N + b0;
             __m512 xv[T];
             for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * x_stride + k]);
@@ -227,8 +260,11 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
     KVSCOPE_NK_ZERO(1)
     KVSCOPE_NK_ZERO(2)
     KVSCOPE_NK_ZERO(3)
+    // The group of rows two groups ahead, asked for now (34 -> 45 GB/s for a bfloat16 output layer).
+    const Wt* ahead = w + std::max<int64_t>(0, std::min(n0 + 8, N - 4)) * K;
     for (int64_t k = 0; k < K; k += 16) {
         const __mmask16 m = tail_mask(K - k);
+        for (int r = 0; r < 4; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * K + k), _MM_HINT_T0);
         const __m512 w0 = maskz_load16(m, r0 + k), w1 = maskz_load16(m, r1 + k), w2 = maskz_load16(m, r2 + k),
                      w3 = maskz_load16(m, r3 + k);
         KVSCOPE_NK_ROW(0)
