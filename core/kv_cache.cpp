@@ -78,12 +78,6 @@ KvCache::~KvCache() {
     if (pool_) reset();
 }
 
-int64_t KvCache::slot_of(int64_t position) const {
-    // Until the ring wraps every slot is its position: no division on the attention's per-key path.
-    if (pool_ || position < capacity_ || capacity_ <= sinks_) return position;
-    return sinks_ + (position - sinks_) % (capacity_ - sinks_);
-}
-
 int64_t KvCache::oldest_needed(int64_t position) const {
     return std::max(sinks_, visible_from(position));
 }
@@ -149,29 +143,6 @@ void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
         pool_->set_content(table_[size_t(k)], std::span<const TokenId>(tokens_).subspan(size_t(k * B), size_t(kept)));
     }
 }
-
-float* KvCache::f32_row(int kv, int64_t il, int64_t h, int64_t position) const {
-    if (pool_) {
-        const int64_t B = pool_->block_size();
-        const int32_t b = table_[size_t(position / B)];
-        return kv ? pool_->value(b, il, h, position % B) : pool_->key(b, il, h, position % B);
-    }
-    return const_cast<float*>((kv ? v_ : k_).data()) + offset(il, h, slot_of(position));
-}
-
-uint16_t* KvCache::bf16_row(int kv, int64_t il, int64_t h, int64_t position) const {
-    if (pool_) {
-        const int64_t B = pool_->block_size();
-        const int32_t b = table_[size_t(position / B)];
-        return kv ? pool_->value16(b, il, h, position % B) : pool_->key16(b, il, h, position % B);
-    }
-    return const_cast<uint16_t*>((kv ? v16_ : k16_).data()) + offset(il, h, slot_of(position));
-}
-
-const float* KvCache::key(int64_t il, int64_t h, int64_t position) const { return f32_row(0, il, h, position); }
-const float* KvCache::value(int64_t il, int64_t h, int64_t position) const { return f32_row(1, il, h, position); }
-const uint16_t* KvCache::key16(int64_t il, int64_t h, int64_t position) const { return bf16_row(0, il, h, position); }
-const uint16_t* KvCache::value16(int64_t il, int64_t h, int64_t position) const { return bf16_row(1, il, h, position); }
 
 namespace {
 void widen(const uint16_t* row, int64_t n, float* out) {

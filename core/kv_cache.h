@@ -163,4 +163,39 @@ private:
     std::vector<uint64_t> chains_;        // (table_.size()) chain hash of each logical block
 };
 
+// Row lookups are inline: attention asks for one per visible key, so a call each would cost more than
+// the lookup.
+inline int64_t KvCache::slot_of(int64_t position) const {
+    // Until the ring wraps every slot is its position: no division.
+    if (pool_ || position < capacity_ || capacity_ <= sinks_) return position;
+    return sinks_ + (position - sinks_) % (capacity_ - sinks_);
+}
+
+inline float* KvCache::f32_row(int kv, int64_t il, int64_t h, int64_t position) const {
+    if (pool_) {
+        const int64_t B = pool_->block_size();
+        const int32_t b = table_[size_t(position / B)];
+        return kv ? pool_->value(b, il, h, position % B) : pool_->key(b, il, h, position % B);
+    }
+    return const_cast<float*>((kv ? v_ : k_).data()) + offset(il, h, slot_of(position));
+}
+
+inline uint16_t* KvCache::bf16_row(int kv, int64_t il, int64_t h, int64_t position) const {
+    if (pool_) {
+        const int64_t B = pool_->block_size();
+        const int32_t b = table_[size_t(position / B)];
+        return kv ? pool_->value16(b, il, h, position % B) : pool_->key16(b, il, h, position % B);
+    }
+    return const_cast<uint16_t*>((kv ? v16_ : k16_).data()) + offset(il, h, slot_of(position));
+}
+
+inline const float* KvCache::key(int64_t il, int64_t h, int64_t position) const { return f32_row(0, il, h, position); }
+inline const float* KvCache::value(int64_t il, int64_t h, int64_t position) const { return f32_row(1, il, h, position); }
+inline const uint16_t* KvCache::key16(int64_t il, int64_t h, int64_t position) const {
+    return bf16_row(0, il, h, position);
+}
+inline const uint16_t* KvCache::value16(int64_t il, int64_t h, int64_t position) const {
+    return bf16_row(1, il, h, position);
+}
+
 }  // namespace kvscope
