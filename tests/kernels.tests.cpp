@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "thread_pool.h"
 
 using namespace kvscope;
 
@@ -171,4 +172,38 @@ TEST_CASE("dot_rows and axpy_rows give exactly the per-row dot and axpy results,
             CHECK(std::abs(out16[size_t(k)] - want16) <= 1e-6 * scale);
         }
     }
+}
+
+TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread count and the weight format") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t K = 203, N = 150, T_max = 20;  // odd K: the two halves differ in length
+    std::vector<float> x(size_t(T_max * K)), w(size_t(K * N)), bias(static_cast<size_t>(N));
+    for (float& v : x) v = d(rng);
+    for (float& v : w) v = d(rng);
+    for (float& v : bias) v = d(rng);
+    std::vector<uint16_t> w16(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &w[i], 4);
+        w16[i] = uint16_t(bits >> 16);
+    }
+    const int threads_before = ThreadPool::global().n_threads();
+    for (bool bf16 : {false, true}) {
+        const WeightRef weights = bf16 ? WeightRef(w16.data()) : WeightRef(w.data());
+        ThreadPool::global().set_threads(1);
+        std::vector<float> alone(size_t(T_max * N));  // each row computed by itself, one thread
+        for (int64_t t = 0; t < T_max; ++t)
+            matmul_kn(alone.data() + t * N, x.data() + t * K, weights, bias.data(), 1, K, N);
+        for (int threads : {1, 2, 3}) {
+            ThreadPool::global().set_threads(threads);
+            for (int64_t T : {1, 2, 5, 8, 9, 13, 20}) {
+                std::vector<float> y(size_t(T * N));
+                matmul_kn(y.data(), x.data(), weights, bias.data(), T, K, N);
+                INFO("bf16 " << bf16 << " threads " << threads << " T " << T);
+                CHECK(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+    ThreadPool::global().set_threads(threads_before);
 }
