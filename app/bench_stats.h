@@ -1,6 +1,7 @@
 #pragma once
 // Repeated measurements as min / median / max, shared by the benchmarks (cli_bench, cli_bench_sharing).
 //
+//   stats_of(values)                   min / median / max of measurements taken elsewhere
 //   repeat(n, measure)                 run measure() n times, keep min / median / max
 //   stats_json(s)                      {"min": .., "median": .., "max": ..}
 //   stats_text(s, fmt, scale)          "min / median / max", each printed with fmt after * scale
@@ -16,12 +17,16 @@ struct Stats {
     double min = 0, median = 0, max = 0;
 };
 
+inline Stats stats_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return {v.front(), v[v.size() / 2], v.back()};
+}
+
 template <class F>
 Stats repeat(int64_t n, F&& measure) {
     std::vector<double> v;
     for (int64_t i = 0; i < n; ++i) v.push_back(measure());
-    std::sort(v.begin(), v.end());
-    return {v.front(), v[v.size() / 2], v.back()};
+    return stats_of(std::move(v));
 }
 
 inline std::string stats_json(const Stats& s) {
