@@ -458,6 +458,19 @@ template <class B>
 void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, int64_t D, float scale) {
 #if defined(__AVX512F__)
     int64_t j = 0;
+    if (D == 64) {  // GPT-2's head size: q stays in registers, loads need no mask
+        const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16), q2 = _mm512_loadu_ps(q + 32),
+                     q3 = _mm512_loadu_ps(q + 48);
+        for (; j < n; ++j) {  // the same fma order per lane as dot_lanes: k = 0, 16, 32, 48
+            const B* r = rows[j];
+            __m512 a = _mm512_fmadd_ps(q0, load16(r), _mm512_setzero_ps());
+            a = _mm512_fmadd_ps(q1, load16(r + 16), a);
+            a = _mm512_fmadd_ps(q2, load16(r + 32), a);
+            a = _mm512_fmadd_ps(q3, load16(r + 48), a);
+            out[j] = reduce_add(a) * scale;
+        }
+        return;
+    }
     for (; j + 4 <= n; j += 4) {  // four independent chains, each exactly dot_lanes's
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t k = 0; k < D; k += 16) {
