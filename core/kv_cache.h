@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "attention.h"
@@ -149,8 +150,12 @@ private:
 
     int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0, capacity_ = 0, window_ = 0, sinks_ = 0;
     bool bf16_ = false;
-    float* f32_row(int kv, int64_t il, int64_t h, int64_t position) const;      // kv: 0 = K, 1 = V
-    uint16_t* bf16_row(int kv, int64_t il, int64_t h, int64_t position) const;
+    template <class T>  // float (float32 storage) or uint16_t (bfloat16 storage); kv: 0 = K, 1 = V
+    T* row(int kv, int64_t il, int64_t h, int64_t position) const;
+    float* f32_row(int kv, int64_t il, int64_t h, int64_t position) const { return row<float>(kv, il, h, position); }
+    uint16_t* bf16_row(int kv, int64_t il, int64_t h, int64_t position) const {
+        return row<uint16_t>(kv, il, h, position);
+    }
     int64_t next_position_ = 0;
     std::vector<int64_t> slot_positions_; // (S) ring: position per slot; paged: slot = position; -1 = empty
     std::vector<TokenId> tokens_;         // tokens of positions 0 .. next_position (+ a prepared chunk)
@@ -171,22 +176,19 @@ inline int64_t KvCache::slot_of(int64_t position) const {
     return sinks_ + (position - sinks_) % (capacity_ - sinks_);
 }
 
-inline float* KvCache::f32_row(int kv, int64_t il, int64_t h, int64_t position) const {
+template <class T>
+inline T* KvCache::row(int kv, int64_t il, int64_t h, int64_t position) const {
+    constexpr bool f32 = std::is_same_v<T, float>;
     if (pool_) {
-        const int64_t B = pool_->block_size();
+        const int64_t B = pool_->block_size(), i = position % B;
         const int32_t b = table_[size_t(position / B)];
-        return kv ? pool_->value(b, il, h, position % B) : pool_->key(b, il, h, position % B);
+        if constexpr (f32) return kv ? pool_->value(b, il, h, i) : pool_->key(b, il, h, i);
+        else return kv ? pool_->value16(b, il, h, i) : pool_->key16(b, il, h, i);
     }
-    return const_cast<float*>((kv ? v_ : k_).data()) + offset(il, h, slot_of(position));
-}
-
-inline uint16_t* KvCache::bf16_row(int kv, int64_t il, int64_t h, int64_t position) const {
-    if (pool_) {
-        const int64_t B = pool_->block_size();
-        const int32_t b = table_[size_t(position / B)];
-        return kv ? pool_->value16(b, il, h, position % B) : pool_->key16(b, il, h, position % B);
-    }
-    return const_cast<uint16_t*>((kv ? v16_ : k16_).data()) + offset(il, h, slot_of(position));
+    const std::vector<T>* storage;
+    if constexpr (f32) storage = kv ? &v_ : &k_;
+    else storage = kv ? &v16_ : &k16_;
+    return const_cast<T*>(storage->data()) + offset(il, h, slot_of(position));
 }
 
 inline const float* KvCache::key(int64_t il, int64_t h, int64_t position) const { return f32_row(0, il, h, position); }
