@@ -8,7 +8,8 @@
 //
 //   WeightRef                           a weight matrix stored as float32 or as bfloat16 (exactly one set);
 //                                       bfloat16 weights are widened exactly and multiplied in float32
-//   matmul_kn(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(K,N) + bias(N)   (HF Conv1D layout)
+//   matmul_kn(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(K,N) + bias(N)   (HF Conv1D layout); each sum
+//                                       is two fma chains, over k < K/2 and over the rest, then added
 //   matmul_nk(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(N,K)ᵀ + bias(N)  (lm_head / tied wte)
 //   dot(a, b, n)                        Σ a[i]·b[i], 16 interleaved partial sums, fixed reduction
 //   axpy(y, a, x, n)                    y[i] = fma(a, x[i], y[i])
