@@ -70,6 +70,18 @@ MapCache::Entry& MapCache::insert(Entry e) {
     return entries_.front();
 }
 
+unsigned MapCache::insert_texture(std::shared_ptr<const void> record, int64_t layer, int64_t head, int kind,
+                                  int64_t rows, int64_t cols, const float* values, const uint8_t* visible, float absmax) {
+    Entry e;
+    e.record = std::move(record);
+    e.layer = layer;
+    e.head = head;
+    e.kind = kind;
+    e.absmax = absmax;
+    e.tex = Gl::upload(0, rows, cols, values, visible);
+    return insert(std::move(e)).tex;
+}
+
 const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer, int64_t head, AttentionKind kind) {
     auto rec = map_owner(trace, step, kind);
     Entry* e = find(rec.get(), layer, head, kind_offset(kind));
@@ -119,13 +131,7 @@ unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64
             if (mx > 0)
                 for (int64_t c = 0; c < m.n_key; ++c) v[size_t(r * m.n_key + c)] /= mx;
         }
-    Entry e;
-    e.record = rec;
-    e.layer = layer;
-    e.head = head;
-    e.kind = kind;
-    e.tex = Gl::upload(0, m.n_query, m.n_key, v.data(), m.visible.data());
-    return insert(std::move(e)).tex;
+    return insert_texture(rec, layer, head, kind, m.n_query, m.n_key, v.data(), m.visible.data(), 0.0f);
 }
 
 unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values, float* absmax) {
@@ -151,15 +157,8 @@ unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, in
             mx = std::max(mx, std::fabs(row[d]));
         }
     }
-    Entry e;
-    e.record = rec;
-    e.layer = layer;
-    e.head = head;
-    e.kind = kind;
-    e.absmax = mx;
-    e.tex = Gl::upload(0, S, D, kv.data(), visible.data());
     if (absmax) *absmax = mx;
-    return insert(std::move(e)).tex;
+    return insert_texture(rec, layer, head, kind, S, D, kv.data(), visible.data(), mx);
 }
 
 unsigned MapCache::cross_kv_texture(std::shared_ptr<const EncoderOutput> enc, int64_t layer, int64_t head, bool values,
@@ -179,15 +178,8 @@ unsigned MapCache::cross_kv_texture(std::shared_ptr<const EncoderOutput> enc, in
             mx = std::max(mx, std::fabs(row[d]));
         }
     }
-    Entry e;
-    e.record = enc;
-    e.layer = layer;
-    e.head = head;
-    e.kind = kind;
-    e.absmax = mx;
-    e.tex = Gl::upload(0, S, D, kv.data(), nullptr);
     if (absmax) *absmax = mx;
-    return insert(std::move(e)).tex;
+    return insert_texture(enc, layer, head, kind, S, D, kv.data(), nullptr, mx);
 }
 
 void MapCache::clear() {

@@ -80,6 +80,9 @@ private:
     };
     Entry* find(const void* r, int64_t layer, int64_t head, int kind);
     Entry& insert(Entry e);
+    // A new entry holding a (rows, cols) texture uploaded from values (+ optional visibility).
+    unsigned insert_texture(std::shared_ptr<const void> record, int64_t layer, int64_t head, int kind, int64_t rows,
+                            int64_t cols, const float* values, const uint8_t* visible, float absmax);
     std::list<Entry> entries_;  // most recently used first
     std::list<std::shared_future<std::shared_ptr<const AttentionMap>>> dropped_;  // evicted while computing
     int n_missing_ = 0;
