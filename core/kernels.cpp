@@ -165,9 +165,7 @@ void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_
         for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
         // U weight rows per pass: each accumulator is loaded and stored once per U fmas, and U rows stream
         // side by side. Each element's chain still runs over k in ascending order.
-        constexpr int U = T <= 2 ? 4 : 2;
-        int64_t k = 0;
-        for (; k + U <= k_count; k += U) {
+        auto pass = [&]<int U>(int64_t k) {
             const Wt* wk = w + k * N + b0;
             __m512 xv[U][T];
             for (int u = 0; u < U; ++u)
@@ -194,26 +192,11 @@ void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_
                     _mm512_mask_store_ps(acc[t] + full, tail, a);
                 }
             }
-        }
-        for (; k < k_count; ++k) {
-            const Wt* wk = w + k * N + b0;
-            __m512 xv[T];
-            for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * x_stride + k]);
-            const Wt* ahead = wk + kPrefetchRows * N;
-            const bool ask = prefetch && k + kPrefetchRows < k_count;
-            for (int64_t i = 0; i < full; i += 16) {
-                if (ask) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
-                const __m512 wv = load16(wk + i);
-                for (int t = 0; t < T; ++t)
-                    _mm512_store_ps(acc[t] + i, _mm512_fmadd_ps(xv[t], wv, _mm512_load_ps(acc[t] + i)));
-            }
-            if (full < width) {
-                const __m512 wv = maskz_load16(tail, wk + full);
-                for (int t = 0; t < T; ++t)
-                    _mm512_mask_store_ps(acc[t] + full, tail,
-                                         _mm512_fmadd_ps(xv[t], wv, _mm512_maskz_load_ps(tail, acc[t] + full)));
-            }
-        }
+        };
+        constexpr int U = T <= 2 ? 4 : 2;
+        int64_t k = 0;
+        for (; k + U <= k_count; k += U) pass.template operator()<U>(k);
+        for (; k < k_count; ++k) pass.template operator()<1>(k);
         for (int t = 0; t < T; ++t) std::memcpy(out + t * N + b0, acc[t], size_t(width) * sizeof(float));
     }
 }
