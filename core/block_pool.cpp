@@ -21,7 +21,7 @@ BlockPool::BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t 
     by_chain_.reserve(size_t(n_blocks));
 }
 
-int32_t BlockPool::allocate(uint64_t chain) {
+int32_t BlockPool::take_free(uint64_t chain) {
     if (free_.empty()) return -1;
     const int32_t b = free_.back();
     free_.pop_back();
@@ -34,14 +34,26 @@ int32_t BlockPool::allocate(uint64_t chain) {
     return b;
 }
 
+int32_t BlockPool::allocate(uint64_t chain, int32_t seq) {
+    const int32_t b = take_free(chain);
+    if (b >= 0) log(PoolEvent::Kind::Allocated, b, seq);
+    return b;
+}
+
+void BlockPool::share(int32_t b, int32_t seq) {
+    ++refs_[size_t(b)];
+    log(PoolEvent::Kind::Shared, b, seq);
+}
+
 void BlockPool::acquire(int32_t b) { ++refs_[size_t(b)]; }
 
-void BlockPool::release(int32_t b) {
+void BlockPool::release(int32_t b, int32_t seq) {
     if (--refs_[size_t(b)] > 0) return;
     unregister(b);
     content_[size_t(b)].clear();
     free_.push_back(b);
     --stats_.in_use;
+    log(PoolEvent::Kind::Returned, b, seq);
 }
 
 void BlockPool::unregister(int32_t b) {
@@ -53,16 +65,65 @@ void BlockPool::unregister(int32_t b) {
         }
 }
 
-int32_t BlockPool::copy_for_write(int32_t b) {
-    const int32_t copy = allocate(chain_[size_t(b)]);
+int32_t BlockPool::copy_for_write(int32_t b, int32_t seq) {
+    const int32_t copy = take_free(chain_[size_t(b)]);
     if (copy < 0) return -1;
+    log(PoolEvent::Kind::CopiedOnWrite, copy, seq, b);
     const size_t n = size_t(block_elems_);
     if (bf16_) std::memcpy(bf16_data_.get() + size_t(copy) * n, bf16_data_.get() + size_t(b) * n, n * sizeof(uint16_t));
     else std::memcpy(f32_.get() + size_t(copy) * n, f32_.get() + size_t(b) * n, n * sizeof(float));
     content_[size_t(copy)] = content_[size_t(b)];
     ++stats_.copies_on_write;
-    release(b);
+    release(b, seq);
     return copy;
+}
+
+PoolView BlockPool::view() const {
+    PoolView v;
+    v.block_size = block_size_;
+    v.bytes_per_block = bytes_per_block();
+    v.n_free = n_free();
+    v.copies_on_write = stats_.copies_on_write;
+    v.positions_adopted = stats_.positions_adopted;
+    v.blocks.resize(size_t(n_blocks_));
+    for (size_t b = 0; b < v.blocks.size(); ++b) {
+        PoolView::Block& k = v.blocks[b];
+        k.refs = refs_[b];
+        if (k.refs == 0) continue;
+        k.chain = chain_[b];
+        k.tokens = content_[b];
+    }
+    return v;
+}
+
+const char* pool_event_name(PoolEvent::Kind k) {
+    switch (k) {
+        case PoolEvent::Kind::Allocated: return "allocated";
+        case PoolEvent::Kind::Shared: return "shared";
+        case PoolEvent::Kind::CopiedOnWrite: return "copied on write";
+        case PoolEvent::Kind::Returned: return "returned";
+    }
+    return "?";
+}
+
+int64_t PoolView::n_mapped() const {
+    return std::count_if(blocks.begin(), blocks.end(), [](const Block& b) { return !b.seqs.empty(); });
+}
+
+int64_t PoolView::n_unshared() const {
+    int64_t n = 0;
+    for (const auto& t : tables) n += std::count_if(t.begin(), t.end(), [](int32_t b) { return b >= 0; });
+    return n;
+}
+
+bool PoolView::happened(int32_t block, PoolEvent::Kind k) const {
+    return std::any_of(events.begin(), events.end(), [&](const PoolEvent& e) { return e.block == block && e.kind == k; });
+}
+
+int32_t PoolView::copied_from(int32_t block) const {
+    for (const PoolEvent& e : events)
+        if (e.block == block && e.kind == PoolEvent::Kind::CopiedOnWrite) return e.source;
+    return -1;
 }
 
 void BlockPool::note_adoption(int64_t n_positions) {

@@ -11,23 +11,68 @@
 // instead of computing them again. Tokens enter a block's content only once their K/V are written.
 //
 //   BlockPool(L, H, D, B, n_blocks, bf16)
-//   allocate(chain)            a free block, reference count 1, registered under `chain`; -1 if none
+//   allocate(chain, seq)       a free block, reference count 1, registered under `chain`; -1 if none
+//   share(b, seq)              sequence seq maps block b another sequence filled (reference + 1)
 //   acquire(b) / release(b)    reference counting; a block whose count reaches 0 is free again
-//   copy_for_write(b)          a private copy of shared block b (same chain and content), b released
+//   copy_for_write(b, seq)     a private copy of shared block b (same chain and content), b released
 //   key(b, il, h, i) / value   (D) row of slot i of block b (key16 / value16: a bfloat16 pool's)
 //   content(b) / set_content   the tokens whose K/V the block holds, slot order
 //   best_match(chain, tokens)  the block under `chain` whose content shares the longest prefix with
 //                              tokens, and that length
 //   Stats                      blocks in use, peak, allocations, copies on write, adoptions
+//   log_events(on)             keep a PoolEvent for every allocation, share, copy and return
+//   take_events()              the events since the last call, oldest first (the log is emptied)
+//   view()                     a PoolView of every block: references, chain, tokens held
+//
+// `seq` names the sequence acting (KvCache::set_sequence); -1 = none, e.g. an undo checkpoint letting go.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tokenizer.h"
 
 namespace kvscope {
+
+// Something that happened to a block, as it happened.
+struct PoolEvent {
+    enum class Kind : uint8_t { Allocated, Shared, CopiedOnWrite, Returned };
+    Kind kind = Kind::Allocated;
+    int32_t block = -1;          // the block allocated, shared, written (the copy) or returned
+    int32_t sequence = -1;       // who did it; -1 = no sequence (an undo checkpoint released its hold)
+    int32_t source = -1;         // CopiedOnWrite: the shared block it was copied from
+    bool operator==(const PoolEvent&) const = default;
+};
+const char* pool_event_name(PoolEvent::Kind k);  // "allocated", "shared", "copied on write", "returned"
+
+// The pool as it stands: one entry per block. SessionGroup (session_group.h) adds who maps what.
+struct PoolView {
+    struct Block {
+        int32_t refs = 0;                // block tables + undo checkpoints holding it; 0 = free
+        uint64_t chain = 0;              // hash of every token before the block (equal for a copy and its source)
+        std::vector<TokenId> tokens;     // tokens whose K/V it holds, slot order
+        int64_t logical = -1;            // logical block index in the tables that map it (positions logical*B..)
+        std::vector<int32_t> seqs;       // sequences whose table maps it, ascending
+    };
+    int64_t block_size = 0;              // B
+    int64_t bytes_per_block = 0;
+    int64_t n_free = 0;                  // blocks on the free list
+    int64_t copies_on_write = 0, positions_adopted = 0;  // totals so far
+    std::vector<Block> blocks;           // (n_blocks)
+    // Filled by a SessionGroup: the step this view follows and what it did.
+    int64_t group_step = -1;             // -1: before the first step
+    std::vector<std::vector<int32_t>> tables;  // (N) logical block -> pool block, -1 = evicted
+    std::vector<size_t> n_steps;         // (N) each sequence's trace length after this group step
+    std::vector<int64_t> adopted;        // (N) prompt positions the sequence mapped from others' blocks so far
+    std::vector<PoolEvent> events;       // (E) what the step did to blocks, in order
+
+    int64_t n_mapped() const;            // distinct blocks some table maps
+    int64_t n_unshared() const;          // blocks the sequences would take each on their own (table entries)
+    bool happened(int32_t block, PoolEvent::Kind k) const;  // an event of kind k names the block
+    int32_t copied_from(int32_t block) const;                // the source of its CopiedOnWrite, or -1
+};
 
 class BlockPool {
 public:
@@ -53,11 +98,15 @@ public:
     int64_t bytes_per_block() const { return block_elems_ * (bf16_ ? 2 : 4); }
     const Stats& stats() const { return stats_; }
 
-    int32_t allocate(uint64_t chain);
+    int32_t allocate(uint64_t chain, int32_t seq = -1);
+    void share(int32_t b, int32_t seq);
     void acquire(int32_t b);
-    void release(int32_t b);
-    int32_t copy_for_write(int32_t b);  // -1 if no block is free (b is then unchanged)
+    void release(int32_t b, int32_t seq = -1);
+    int32_t copy_for_write(int32_t b, int32_t seq = -1);  // -1 if no block is free (b is then unchanged)
     void note_adoption(int64_t n_positions);
+    void log_events(bool on) { log_events_ = on; }
+    std::vector<PoolEvent> take_events() { return std::exchange(events_, {}); }
+    PoolView view() const;
 
     float* key(int32_t b, int64_t il, int64_t h, int64_t i) const { return f32_.get() + row(b, 0, il, h, i); }
     float* value(int32_t b, int64_t il, int64_t h, int64_t i) const { return f32_.get() + row(b, 1, il, h, i); }
@@ -77,6 +126,10 @@ private:
                size_t((((kv * n_layer_ + il) * n_head_ + h) * block_size_ + i) * head_dim_);
     }
     void unregister(int32_t b);
+    int32_t take_free(uint64_t chain);                      // allocate() without its event
+    void log(PoolEvent::Kind k, int32_t b, int32_t seq, int32_t source = -1) {
+        if (log_events_) events_.push_back({k, b, seq, source});
+    }
 
     int64_t n_layer_, n_head_, head_dim_, block_size_, n_blocks_;
     bool bf16_;
@@ -89,6 +142,8 @@ private:
     std::vector<std::vector<TokenId>> content_;              // (n_blocks) tokens held, reserved B each
     std::unordered_multimap<uint64_t, int32_t> by_chain_;    // blocks in use, by chain
     Stats stats_;
+    bool log_events_ = false;
+    std::vector<PoolEvent> events_;                          // since the last take_events()
 };
 
 // The chain hash of the block after one holding `tokens`, given the chain of that block.

@@ -13,13 +13,15 @@ BlockHolds& BlockHolds::operator=(BlockHolds&& o) noexcept {
         drop();
         pool_ = std::move(o.pool_);
         ids_ = std::move(o.ids_);
+        seq_ = o.seq_;
         o.ids_.clear();
     }
     return *this;
 }
 
-void BlockHolds::hold(std::shared_ptr<BlockPool> pool, int32_t b) {
+void BlockHolds::hold(std::shared_ptr<BlockPool> pool, int32_t b, int32_t seq) {
     pool_ = std::move(pool);
+    seq_ = seq;
     pool_->acquire(b);
     ids_.push_back(b);
 }
@@ -27,7 +29,7 @@ void BlockHolds::hold(std::shared_ptr<BlockPool> pool, int32_t b) {
 bool BlockHolds::holds(int32_t b) const { return std::find(ids_.begin(), ids_.end(), b) != ids_.end(); }
 
 void BlockHolds::drop() {
-    for (int32_t b : ids_) pool_->release(b);
+    for (int32_t b : ids_) pool_->release(b, seq_);
     ids_.clear();
 }
 
@@ -69,6 +71,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     pool_ = std::move(o.pool_);
     table_ = std::move(o.table_);
     chains_ = std::move(o.chains_);
+    sequence_ = o.sequence_;
     o.pool_.reset();
     o.table_.clear();
     return *this;
@@ -134,9 +137,9 @@ void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
     for (int64_t k = next_position_ / B; k <= (next_position_ + n_new - 1) / B; ++k) {
         if (k == int64_t(table_.size())) {
             chains_.push_back(chain_of(k));
-            table_.push_back(pool_->allocate(chains_.back()));
+            table_.push_back(pool_->allocate(chains_.back(), sequence_));
         } else if (pool_->ref_count(table_[size_t(k)]) > 1) {
-            table_[size_t(k)] = pool_->copy_for_write(table_[size_t(k)]);
+            table_[size_t(k)] = pool_->copy_for_write(table_[size_t(k)], sequence_);
         }
         // The block now holds only the committed positions before the chunk; advance() adds the chunk's.
         const int64_t kept = std::clamp<int64_t>(next_position_ - k * B, 0, B);
@@ -194,7 +197,7 @@ void KvCache::evict_invisible_blocks() {
     const int64_t B = pool_->block_size(), lo = oldest_needed(next_position_);
     for (int64_t k = 0; k < int64_t(table_.size()) && (k + 1) * B <= lo; ++k) {
         if (table_[size_t(k)] < 0 || k * B < sinks_) continue;  // already gone, or holds a sink
-        pool_->release(table_[size_t(k)]);
+        pool_->release(table_[size_t(k)], sequence_);
         table_[size_t(k)] = -1;
         for (int64_t p = k * B; p < (k + 1) * B; ++p) slot_positions_[size_t(p)] = -1;
     }
@@ -209,7 +212,7 @@ int64_t KvCache::adopt_prefix(std::span<const TokenId> tokens, int64_t max_posit
     while (n < limit) {
         const BlockPool::Match m = pool_->best_match(chain, tokens.subspan(size_t(n), size_t(std::min(B, limit - n))));
         if (m.length == 0) break;
-        pool_->acquire(m.block);
+        pool_->share(m.block, sequence_);
         table_.push_back(m.block);
         chains_.push_back(chain);
         n += m.length;
@@ -230,7 +233,7 @@ void KvCache::reset() {
     std::fill(slot_positions_.begin(), slot_positions_.end(), -1);
     if (!pool_) return;
     for (int32_t b : table_)
-        if (b >= 0) pool_->release(b);
+        if (b >= 0) pool_->release(b, sequence_);
     table_.clear();
     chains_.clear();
     tokens_.clear();
@@ -253,7 +256,7 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
             const int32_t b = table_[size_t(k)];
             if (b < 0) continue;
             if (k == write_block && pool_->ref_count(b) == 1 && !evicted_by_chunk) continue;
-            c.holds.hold(pool_, b);
+            c.holds.hold(pool_, b, sequence_);
         }
         return c;
     }
@@ -289,7 +292,7 @@ void KvCache::restore(KvCacheCheckpoint& c) {
                 table[k] = now;  // the unheld write block: keep the current mapping (same block or its copy)
                 continue;
             }
-            if (now >= 0) pool_->release(now);
+            if (now >= 0) pool_->release(now, sequence_);
         }
         c.holds.disown();  // the held references now belong to the restored table
         table_ = std::move(table);

@@ -36,6 +36,7 @@
 //                               sequence already holds for the same tokens; returns how many
 //   checkpoint(n) / restore(c)  save what the next chunk of n changes; undo it later, exactly
 //   reset()                     empty (paged: every block released)
+//   set_sequence(id)            paged: the sequence this cache belongs to, named in the pool's events
 //   bytes_used() / bytes_capacity()   this sequence's view (a shared block counts for each sharer)
 #include <cstddef>
 #include <cstdint>
@@ -56,10 +57,10 @@ public:
     BlockHolds() = default;
     BlockHolds(const BlockHolds&) = delete;
     BlockHolds& operator=(const BlockHolds&) = delete;
-    BlockHolds(BlockHolds&& o) noexcept : pool_(std::move(o.pool_)), ids_(std::move(o.ids_)) { o.ids_.clear(); }
+    BlockHolds(BlockHolds&& o) noexcept : pool_(std::move(o.pool_)), ids_(std::move(o.ids_)), seq_(o.seq_) { o.ids_.clear(); }
     BlockHolds& operator=(BlockHolds&& o) noexcept;
     ~BlockHolds() { drop(); }
-    void hold(std::shared_ptr<BlockPool> pool, int32_t b);
+    void hold(std::shared_ptr<BlockPool> pool, int32_t b, int32_t seq);
     bool holds(int32_t b) const;
     void disown() { ids_.clear(); }  // the references now belong to a block table
     void drop();
@@ -67,6 +68,7 @@ public:
 private:
     std::shared_ptr<BlockPool> pool_;
     std::vector<int32_t> ids_;
+    int32_t seq_ = -1;                    // the sequence whose checkpoint this is
 };
 
 struct KvCacheCheckpoint {
@@ -133,6 +135,8 @@ public:
     int64_t block_size() const { return pool_ ? pool_->block_size() : 0; }
     const std::vector<int32_t>& block_table() const { return table_; }  // logical block -> pool block, -1 = none
     const std::vector<TokenId>& tokens() const { return tokens_; }      // (next_position) token per position
+    void set_sequence(int32_t id) { sequence_ = id; }
+    int32_t sequence() const { return sequence_; }
 
     int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * head_dim_ * (bf16_ ? 2 : 4); }
     int64_t bytes_used() const;
@@ -166,6 +170,7 @@ private:
     std::shared_ptr<BlockPool> pool_;
     std::vector<int32_t> table_;          // (blocks mapped so far) pool block per logical block, -1 = evicted
     std::vector<uint64_t> chains_;        // (table_.size()) chain hash of each logical block
+    int32_t sequence_ = -1;               // named in the pool's events
 };
 
 // Row lookups are inline: attention asks for one per visible key, so a call each would cost more than

@@ -65,8 +65,9 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
                                                pool_blocks_for(n_total, options_.block_size), model_->weights().bf16);
         else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.n_head || pool->head_dim() != cfg.head_dim() ||
                  pool->block_size() != options_.block_size || pool->bf16() != model_->weights().bf16)
-            throw UsageError("the shared block pool was made for another model shape or block size");
+            throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
         cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
+        cache_.set_sequence(sequence_);
     } else {
         if (options_.window > 0) capacity = std::min(n_total, options_.sinks + options_.window + chunk - 1);
         cache_ = model_->make_cache(capacity, options_.window, options_.sinks);

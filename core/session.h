@@ -19,7 +19,8 @@
 //                               session's results equal its solo run bit for bit. With share_prefix,
 //                               the first session still prefilling runs before the others, which then
 //                               map the blocks it filled
-//   use_pool(pool)              before set_prompt: draw paged blocks from a pool other sessions share
+//   use_pool(pool, seq)         before set_prompt: draw paged blocks from a pool other sessions share,
+//                               as sequence `seq` of its events (session_group.h builds such batches)
 //   use_prompt_cache(pc)        the first prefill step loads the prompt's leading positions from a
 //                               prompt cache file (prompt_cache.h) instead of computing them
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
@@ -71,7 +72,10 @@ public:
     bool step_back();            // false when there is nothing to undo
     void reset();
     void set_use_cache(bool on) { options_.use_cache = on; }
-    void use_pool(std::shared_ptr<BlockPool> pool) { shared_pool_ = std::move(pool); }
+    void use_pool(std::shared_ptr<BlockPool> pool, int32_t sequence = -1) {
+        shared_pool_ = std::move(pool);
+        sequence_ = sequence;
+    }
     void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { prompt_cache_ = std::move(pc); }
     static int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);
 
@@ -128,6 +132,7 @@ private:
     int64_t n_prompt_done_ = 0;
     KvCache cache_;
     std::shared_ptr<BlockPool> shared_pool_;  // null: a paged session makes its own
+    int32_t sequence_ = -1;                   // this session's number in the shared pool's events
     std::shared_ptr<const PromptCache> prompt_cache_;
     std::vector<TokenId> source_;                    // encoder input (encoder-decoder models)
     std::shared_ptr<const EncoderOutput> encoder_;   // its output and the cross-attention cache
