@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "id_list.h"
+
 namespace kvscope {
 
 class CliArgs {
@@ -48,8 +50,5 @@ private:
     std::vector<Spec> specs_;
     std::vector<std::pair<std::string, std::string>> in_order_;
 };
-
-// "1,2,3" -> {1, 2, 3}; throws UsageError naming `what` on anything else.
-std::vector<int64_t> parse_id_list(const std::string& text, const std::string& what);
 
 }  // namespace kvscope

@@ -28,7 +28,7 @@
 #include "npy.h"
 #include "plot.h"
 #include "prompt_cache.h"
-#include "session.h"
+#include "session_group.h"
 #include "thread_pool.h"
 
 namespace kvscope {
@@ -89,17 +89,10 @@ double settled_rss() {
     return rss_bytes();
 }
 
-struct Batch {
-    std::shared_ptr<BlockPool> pool;
-    std::vector<std::unique_ptr<Session>> sessions;
-    std::vector<Session*> all;
-    Workspace ws;
-};
-
-// N sessions with their prompts set and the batch workspace made; nothing computed yet. A paged pool
-// reserves its storage untouched, so only the ring's buffers are resident at this point.
-Batch make_batch(std::shared_ptr<const Model> model, const Workload& w, Layout layout, int64_t n_seq) {
-    const ModelConfig& c = model->config();
+// N sequences with their prompts set; nothing computed yet. A paged pool reserves its storage untouched,
+// so only the ring's buffers are resident at this point.
+std::unique_ptr<SessionGroup> make_group(std::shared_ptr<const Model> model, const Workload& w, Layout layout,
+                                         int64_t n_seq) {
     SessionOptions o;
     o.history = false;
     o.record = false;
@@ -107,40 +100,22 @@ Batch make_batch(std::shared_ptr<const Model> model, const Workload& w, Layout l
     o.n_top = 0;
     if (layout != Layout::Ring) o.block_size = w.block_size;
     o.share_prefix = layout == Layout::Shared;
-    Batch b;
-    const int64_t n_positions = int64_t(w.prefix.size() + w.suffixes[0].size()) + w.n_new;
-    if (layout != Layout::Ring)
-        b.pool = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), w.block_size,
-                                             n_seq * Session::pool_blocks_for(n_positions, w.block_size));
+    GroupOptions g;
+    g.n_seq = n_seq;
+    auto group = std::make_unique<SessionGroup>(std::move(model), o, g);
+    std::vector<std::vector<TokenId>> prompts;
     for (int64_t i = 0; i < n_seq; ++i) {
-        std::vector<TokenId> prompt = w.prefix;
-        prompt.insert(prompt.end(), w.suffixes[size_t(i)].begin(), w.suffixes[size_t(i)].end());
-        b.sessions.push_back(std::make_unique<Session>(model, o));
-        if (b.pool) b.sessions.back()->use_pool(b.pool);
-        b.sessions.back()->set_prompt(std::move(prompt));
-        b.all.push_back(b.sessions.back().get());
+        prompts.push_back(w.prefix);
+        prompts.back().insert(prompts.back().end(), w.suffixes[size_t(i)].begin(), w.suffixes[size_t(i)].end());
     }
-    b.ws = Session::make_batch_workspace(b.all);
-    return b;
+    group->set_prompts(std::move(prompts));
+    return group;
 }
 
-int64_t kv_bytes_held(const Batch& b) {
-    if (b.pool) return b.pool->stats().in_use * b.pool->bytes_per_block();
-    int64_t bytes = 0;
-    for (const Session* s : b.all) bytes += s->cache().bytes_capacity();
-    return bytes;
-}
-
-int64_t positions_held(const Batch& b) {
-    int64_t n = 0;
-    for (const Session* s : b.all) n += s->cache().next_position();
-    return n;
-}
-
-// Resident bytes N sessions' workspaces take (set up a paged batch, whose pool is not touched yet).
+// Resident bytes N sessions' workspaces take (set up a paged group, whose pool is not touched yet).
 double workspace_rss(std::shared_ptr<const Model> model, const Workload& w, int64_t n_seq) {
     const double before = settled_rss();
-    Batch b = make_batch(std::move(model), w, Layout::Paged, n_seq);
+    auto group = make_group(std::move(model), w, Layout::Paged, n_seq);
     return rss_bytes() - before;
 }
 
@@ -150,33 +125,34 @@ Run run_layout(std::shared_ptr<const Model> model, const Workload& w, Layout lay
     r.layout = layout;
     r.n_seq = n_seq;
     const double rss_before = settled_rss();
-    Batch b = make_batch(model, w, layout, n_seq);
+    auto group = make_group(model, w, layout, n_seq);
 
-    // Prefill: the whole prompt in one step per sequence. Sharing sessions go one after another (so each
-    // finds the blocks of those before it); the others run as one batch.
+    // Prefill: the whole prompt in one step per sequence. The first sharing sequence goes alone (so the
+    // others find its blocks); the rest run as one batch.
     const double t0 = seconds_now();
-    while (std::any_of(b.all.begin(), b.all.end(), [](const Session* s) { return s->next() == Session::Next::Prefill; }))
-        Session::step_batch(b.all, b.ws);
+    while (group->next() == Session::Next::Prefill) group->step();
     r.prefill_seconds = seconds_now() - t0;
-    for (const Session* s : b.all) {
+    for (const Session* s : group->sessions()) {
         const StepRecord& rec = *s->latest();  // each session's one prefill step
         r.prefill_computed += rec.n_rows_computed;
         r.prefill_skipped += rec.n_adopted;
         r.prefill_flops += rec.flops;
     }
-    r.positions_prefill = positions_held(b);
-    r.kv_bytes_prefill = kv_bytes_held(b);
-    r.blocks_prefill = b.pool ? b.pool->stats().in_use : 0;
+    GroupMemory m = group->memory();
+    r.positions_prefill = m.positions;
+    r.kv_bytes_prefill = m.bytes;
+    r.blocks_prefill = m.blocks_distinct;
 
     const double t1 = seconds_now();
-    while (b.all[0]->next() != Session::Next::Done) Session::step_batch(b.all, b.ws);
+    while (group->next() != Session::Next::Done) group->step();
     r.decode_seconds = seconds_now() - t1;
-    r.positions_end = positions_held(b);
-    r.kv_bytes_end = kv_bytes_held(b);
-    r.blocks_end = b.pool ? b.pool->stats().in_use : 0;
-    r.copies_on_write = b.pool ? b.pool->stats().copies_on_write : 0;
+    m = group->memory();
+    r.positions_end = m.positions;
+    r.kv_bytes_end = m.bytes;
+    r.blocks_end = m.blocks_distinct;
+    r.copies_on_write = m.copies_on_write;
     r.rss_kv_bytes = rss_bytes() - rss_before - workspace_bytes;
-    for (const Session* s : b.all) r.generated.push_back(s->generated());
+    for (const Session* s : group->sessions()) r.generated.push_back(s->generated());
     return r;
 }
 
@@ -322,7 +298,7 @@ int cli_bench_sharing(int argc, char** argv) {
     }
     w.n_new = n_new;
     w.block_size = B;
-    const int64_t bytes_per_position = 2 * c.n_layer * c.n_embd * int64_t(sizeof(float));
+    const int64_t bytes_per_position = 2 * c.n_layer * c.n_embd * (model->weights().bf16 ? 2 : 4);  // KV dtype = weights
 
     {  // page the weights in, so the first run's RSS does not count them
         SessionOptions o;

@@ -11,7 +11,7 @@
 #include "export.h"
 #include "json.h"
 #include "npy.h"
-#include "session.h"
+#include "session_group.h"
 
 namespace kvscope {
 namespace {
@@ -41,7 +41,7 @@ int cli_generate(int argc, char** argv) {
         .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
         .option("--top-k", "K", "sample among the K most likely tokens")
         .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
-        .option("--seed", "S", "random seed for sampling (default 0)")
+        .option("--seed", "S", "random seed for sampling (default 0); with several prompts, prompt i uses S + i")
         .flag("--allow-special", "treat <|endoftext|> in prompt text as the special token")
         .option("--dump-logits", "OUT.npy", "write float32 logits [N, V] ([B, N, V] for several prompts)")
         .flag("--json", "print one JSON object instead of text")
@@ -59,6 +59,8 @@ int cli_generate(int argc, char** argv) {
     options.block_size = args.integer("--block-size", options.share_prefix ? 16 : 0, 1, 1 << 20);
     if (args.has("--prompt-cache") && options.window > 0)
         throw UsageError("--prompt-cache keeps rows computed with every position visible: leave out --window");
+    if (args.has("--prompt-cache") && !options.use_cache)
+        throw UsageError("--prompt-cache loads and saves the KV cache's rows: leave out --no-cache");
     options.record = args.has("--trace");
     if (args.has("--temperature")) {
         options.sampling.temperature = args.real("--temperature", 1.0);
@@ -99,43 +101,20 @@ int cli_generate(int argc, char** argv) {
         const std::vector<TokenId> prefix = encode_text(*model, *system, "--system", args.has("--allow-special"));
         for (auto& p : prompts) p.insert(p.begin(), prefix.begin(), prefix.end());
     }
-    PromptCacheUse prompt_cache;
-    if (auto path = args.text("--prompt-cache")) {
-        if (prompts.size() > 1) throw UsageError("--prompt-cache works with one prompt");
-        prompt_cache = open_prompt_cache(*path, *model);
-    }
-    std::shared_ptr<BlockPool> pool;
-    if (options.block_size > 0) {
-        const ModelConfig& c = model->config();
-        int64_t n_blocks = 0;
-        for (const auto& p : prompts) n_blocks += Session::pool_blocks_for(int64_t(p.size()) + options.max_new_tokens, options.block_size);
-        pool = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), options.block_size, n_blocks,
-                                           model->weights().bf16);
-    }
-    std::vector<std::unique_ptr<Session>> sessions;
-    for (const auto& p : prompts) {
-        sessions.push_back(std::make_unique<Session>(model, options));
-        if (pool) sessions.back()->use_pool(pool);
-        if (prompt_cache.loaded) sessions.back()->use_prompt_cache(prompt_cache.loaded);
-        if (encoder_decoder) sessions.back()->set_source(source);
-        sessions.back()->set_prompt(p);
-    }
-    std::vector<Session*> all;
-    for (auto& s : sessions) all.push_back(s.get());
-    Workspace batch_ws = all.size() > 1 ? Session::make_batch_workspace(all) : Workspace();
+    if (args.has("--prompt-cache") && prompts.size() > 1) throw UsageError("--prompt-cache works with one prompt");
+    GroupOptions group_options;
+    group_options.n_seq = int64_t(prompts.size());
+    group_options.prompt_cache = args.text("--prompt-cache").value_or("");
+    SessionGroup group(model, options, group_options);
+    group.set_prompts(std::move(prompts), source);
+    const std::vector<const Session*> all = group.sessions();
 
     const double t0 = seconds_now();
     double t_first = 0;
     Progress progress("generate", options.max_new_tokens);
-    for (;;) {
-        bool any = false;
-        for (Session* s : all) any |= s->next() != Session::Next::Done;
-        if (!any) break;
-        if (all.size() == 1) all[0]->step();
-        else Session::step_batch(all, batch_ws);
+    while (group.next() != Session::Next::Done) {
+        group.step();
         if (t_first == 0 && !all[0]->generated().empty()) t_first = seconds_now();
-        if (prompt_cache.path && !prompt_cache.written && all[0]->next() != Session::Next::Prefill)
-            save_prompt_cache(prompt_cache, *model, *all[0]);
         progress.update(int64_t(all[0]->generated().size()));
     }
     const double t1 = seconds_now();
@@ -144,7 +123,7 @@ int cli_generate(int argc, char** argv) {
     if (auto path = args.text("--dump-logits")) {
         std::vector<float> logits;  // (B, N, V)
         logits.reserve(size_t(int64_t(all.size()) * N * V));
-        for (Session* s : all)
+        for (const Session* s : all)
             for (size_t i = 0; i < s->trace().size(); ++i)
                 if (s->trace()[i].chosen) logits.insert(logits.end(), s->trace()[i].logits.begin(), s->trace()[i].logits.end());
         std::vector<int64_t> shape = {N, V};
@@ -163,7 +142,7 @@ int cli_generate(int argc, char** argv) {
 
     const double prefill_s = t_first > 0 ? t_first - t0 : 0, decode_s = t1 - (t_first > 0 ? t_first : t0);
     const double decode_tps = N > 1 && decode_s > 0 ? double(int64_t(all.size()) * (N - 1)) / decode_s : 0;
-    const std::string kv_json = kv_report_json(all, pool.get(), prompt_cache);
+    const std::string kv_json = kv_report_json(group);
     if (args.has("--json")) {
         const bool batch = all.size() > 1;
         std::string prompt_ids, generated_ids, text;
@@ -184,7 +163,7 @@ int cli_generate(int argc, char** argv) {
                     prompt_ids.c_str(), generated_ids.c_str(), text.c_str(), options.use_cache ? "true" : "false",
                     (long long)options.window, t1 - t0, prefill_s, decode_s, decode_tps, kv_json.c_str());
     } else {
-        for (Session* s : all) {
+        for (const Session* s : all) {
             if (model->tokenizer())
                 std::printf("%s%s\n", text_of(*model, s->prompt()).c_str(), text_of(*model, s->generated()).c_str());
             else
@@ -193,7 +172,7 @@ int cli_generate(int argc, char** argv) {
         std::fprintf(stderr, "%lld tokens in %.3f s (prefill %.3f s, decode %.1f tokens/s, cache %s)\n",
                      (long long)(int64_t(all.size()) * N), t1 - t0, prefill_s, decode_tps,
                      options.use_cache ? "on" : "off");
-        print_kv_report(all, pool.get(), prompt_cache);
+        print_kv_report(group);
     }
     return 0;
 }
