@@ -16,9 +16,6 @@ namespace kvscope::gui {
 namespace {
 
 struct Edit {
-    std::string prompt;             // what the box shows
-    std::string synced_prompt;      // controller text the box was last synced from
-    std::string source, synced_source;  // the same for the encoder's input
     SessionOptions options;         // option fields before Apply
     BatchOptions batch;
     uint64_t synced_generation = ~0ull;
@@ -131,14 +128,8 @@ void draw_controls(PanelContext& c) {
         e.batch = s.batch;
         e.synced_generation = s.generation;
     }
-    // Take the controller's prompt text only when none of our edits is still queued (the worker may be
-    // busy with a long step), so typing ahead is never overwritten by an older text.
-    if (s.prompt_edits == ctl.prompt_edits() && e.synced_prompt != s.prompt_text) {
-        e.prompt = e.synced_prompt = s.prompt_text;
-    }
-    if (s.source_edits == ctl.source_edits() && e.synced_source != s.source_text) {
-        e.source = e.synced_source = s.source_text;
-    }
+    // The boxes show the controller's text (the one copy); an edit pushes the new text.
+    Inputs in = ctl.inputs();
     const bool ed = cfg.encoder_decoder;
 
     ImGui::TextDisabled("model");
@@ -160,19 +151,13 @@ void draw_controls(PanelContext& c) {
                     "every decoder layer, the keys and values of each source token: the cross-attention cache. It "
                     "stays fixed while the decoder steps. Editing the source restarts the session.");
         ImGui::SetNextItemWidth(-1);
-        const bool source_edited = ImGui::InputText("##source", &e.source);
+        const bool source_edited = ImGui::InputText("##source", &in.source);
         dump_item("source");
-        if (source_edited) {
-            Command cmd;
-            cmd.kind = Command::Kind::SetSource;
-            cmd.text = e.source;
-            ctl.push(cmd);
-            e.synced_source = e.source;
-        }
+        if (source_edited) ctl.push(SetSource{in.source});
         std::vector<TokenId> src;
         std::string src_error;
         try {
-            src = encode_prompt(model, e.source);
+            src = encode_prompt(model, in.source);
         } catch (const UsageError& err) {
             src_error = err.what();
         }
@@ -193,20 +178,14 @@ void draw_controls(PanelContext& c) {
                                                    : "Prompt (token ids after the start token; may be empty)")
                               : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
     const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : 3.2f);
-    const bool edited = ImGui::InputTextMultiline("##prompt", &e.prompt, {-1, box_h});
+    const bool edited = ImGui::InputTextMultiline("##prompt", &in.prompt, {-1, box_h});
     dump_item("prompt");
-    if (edited) {
-        Command cmd;
-        cmd.kind = Command::Kind::SetPrompt;
-        cmd.text = e.prompt;
-        ctl.push(cmd);
-        e.synced_prompt = e.prompt;  // the controller will hold this text once the worker applies it
-    }
+    if (edited) ctl.push(SetPrompt{in.prompt});
     // Chips from the text as typed (the tokenizer is part of the model, not the session).
     std::vector<TokenId> ids;
     std::string token_error;
     try {
-        ids = encode_prompt(model, e.prompt);
+        ids = encode_prompt(model, in.prompt);
     } catch (const UsageError& err) {
         token_error = err.what();
     }
@@ -224,39 +203,34 @@ void draw_controls(PanelContext& c) {
 
     ImGui::Separator();
     const Session::Next next = s.next();
-    auto button = [&](const char* label, Command::Kind kind, bool enabled, int64_t n = 1) {
+    auto button = [&](const char* label, Command cmd, bool enabled) {
         ImGui::BeginDisabled(!enabled);
         const bool pressed = ImGui::Button(label);
         ImGui::EndDisabled();
         dump_item(label);
-        if (pressed) {
-            Command cmd;
-            cmd.kind = kind;
-            cmd.n = n;
-            ctl.push(cmd);
-        }
+        if (pressed) ctl.push(std::move(cmd));
         return pressed;
     };
     // Intents queue while the worker is busy; only a run in progress disables the step buttons.
     const Progress& pr = c.progress;
     const bool idle = !pr.running;
-    button("Prefill step", Command::Kind::Prefill, idle && next == Session::Next::Prefill);
+    button("Prefill step", Prefill{}, idle && next == Session::Next::Prefill);
     ImGui::SameLine();
-    button("Decode step", Command::Kind::Decode, idle && next == Session::Next::Decode);
+    button("Decode step", Decode{1}, idle && next == Session::Next::Decode);
     ImGui::SameLine();
-    button("Step back", Command::Kind::Back, !s.trace().empty());
+    button("Step back", Back{1}, !s.trace().empty());
     ImGui::SameLine();
-    button("Reset", Command::Kind::Reset, !s.prompt().empty());
+    button("Reset", Reset{}, !s.prompt().empty());
 
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
     ImGui::InputInt("##runn", &e.run_n);
     e.run_n = std::max(1, e.run_n);
     ImGui::SameLine();
-    button("Run N", Command::Kind::Run, idle && next != Session::Next::Done, e.run_n);
+    button("Run N", Run{e.run_n}, idle && next != Session::Next::Done);
     ImGui::SameLine();
-    button("Run to end", Command::Kind::Run, idle && next != Session::Next::Done, -1);
+    button("Run to end", Run{-1}, idle && next != Session::Next::Done);
     ImGui::SameLine();
-    button("Pause", Command::Kind::Pause, pr.running);
+    button("Pause", Pause{}, pr.running);
     working_indicator(pr);
     ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
     if (s.sequences.size() > 1) {
@@ -267,12 +241,8 @@ void draw_controls(PanelContext& c) {
             ImGui::SameLine(0, 4);
             char label[24];
             std::snprintf(label, sizeof label, "%zu", i);
-            if (ImGui::RadioButton(label, s.selected == int64_t(i)) && s.selected != int64_t(i)) {
-                Command cmd;
-                cmd.kind = Command::Kind::Select;
-                cmd.n = int64_t(i);
-                ctl.push(cmd);
-            }
+            if (ImGui::RadioButton(label, s.selected == int64_t(i)) && s.selected != int64_t(i))
+                ctl.push(Select{int64_t(i)});
         }
         help_marker("Every step runs all sequences of the batch at once (Session::step_batch); the timeline, "
                     "attention, KV cache, mask and next-token panels show the chosen one, the Memory panel all.");
@@ -283,22 +253,12 @@ void draw_controls(PanelContext& c) {
     ImGui::PushStyleColor(ImGuiCol_Button, cache_on ? ImVec4(0.16f, 0.50f, 0.30f, 1) : ImVec4(0.60f, 0.25f, 0.20f, 1));
     const bool flip = ImGui::Button(cache_on ? "KV cache: ON " : "KV cache: OFF");
     dump_item("cache switch");
-    if (flip) {
-        Command cmd;
-        cmd.kind = Command::Kind::Cache;
-        cmd.on = !cache_on;
-        ctl.push(cmd);
-    }
+    if (flip) ctl.push(SetCache{!cache_on});
     ImGui::PopStyleColor();
     help_marker("ON: each step computes only its new tokens and reads earlier keys/values from the cache.\n"
                 "OFF: each step recomputes every position from scratch (same answer, more work).");
     bool compare = s.compare;
-    if (ImGui::Checkbox("Also compute each step the other way", &compare)) {
-        Command cmd;
-        cmd.kind = Command::Kind::Compare;
-        cmd.on = compare;
-        ctl.push(cmd);
-    }
+    if (ImGui::Checkbox("Also compute each step the other way", &compare)) ctl.push(SetCompare{compare});
 
     if (ImGui::CollapsingHeader("Session options", ImGuiTreeNodeFlags_DefaultOpen)) {
         SessionOptions& o = e.options;
@@ -324,13 +284,7 @@ void draw_controls(PanelContext& c) {
         int seed = int(o.sampling.seed);
         ImGui::SetNextItemWidth(w);
         if (ImGui::InputInt("seed", &seed)) o.sampling.seed = uint64_t(std::max(0, seed));
-        if (ImGui::Button("Apply options (restarts the session)")) {
-            Command cmd;
-            cmd.kind = Command::Kind::SetOptions;
-            cmd.options = o;
-            cmd.batch = e.batch;
-            ctl.push(cmd);
-        }
+        if (ImGui::Button("Apply options (restarts the session)")) ctl.push(SetOptions{o, e.batch});
     }
 
     if (ImGui::CollapsingHeader("Batch and memory (paged cache, prefix sharing)")) {
@@ -364,24 +318,15 @@ void draw_controls(PanelContext& c) {
                     "was made by this model for a prompt this one starts with, the prefill loads those positions "
                     "(purple in the timeline) instead of computing them; otherwise the prefill writes it.");
         if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
-        if (ImGui::Button("Apply (restarts every sequence)")) {
-            Command cmd;
-            cmd.kind = Command::Kind::SetOptions;
-            cmd.options = o;
-            cmd.batch = b;
-            ctl.push(cmd);
-        }
+        if (ImGui::Button("Apply (restarts every sequence)")) ctl.push(SetOptions{o, b});
         dump_item("apply batch");
-        if (s.memory.empty()) {
+        if (s.pool_views.empty()) {
             if (ImGui::Button("Try it: 3 sequences sharing the prompt, blocks of 4")) {
-                Command cmd;
-                cmd.kind = Command::Kind::SetOptions;
-                cmd.options = o;
+                SetOptions cmd{o, b};
                 cmd.options.block_size = 4;
                 cmd.options.share_prefix = true;
-                cmd.batch = b;
                 cmd.batch.n_seq = std::max<int64_t>(3, b.n_seq);
-                ctl.push(cmd);
+                ctl.push(std::move(cmd));
             }
         }
     }
@@ -411,25 +356,17 @@ void draw_export(PanelContext& c) {
     ImGui::RadioButton("all heads", v.export_all_heads) && (v.export_all_heads = true);
     const bool any = !c.snap.trace().empty();
     ImGui::BeginDisabled(!any);
-    Command cmd;
-    cmd.text = v.export_dir;
-    cmd.layer = v.export_all_heads ? -1 : v.layer;
-    cmd.head = v.export_all_heads ? -1 : v.head;
+    const int64_t layer = v.export_all_heads ? -1 : v.layer, head = v.export_all_heads ? -1 : v.head;
     const bool snapshot = ImGui::Button("Export snapshot");
     dump_item("Export snapshot");
     if (snapshot) {
-        cmd.kind = Command::Kind::ExportStep;
         size_t i = 0;
-        if (viewed_step(c.snap, v, &i)) cmd.step = int64_t(i);
-        c.ctl.push(cmd);
+        c.ctl.push(ExportStep{v.export_dir, viewed_step(c.snap, v, &i) ? int64_t(i) : -1, layer, head});
     }
     ImGui::SameLine();
     const bool session = ImGui::Button("Export session");
     dump_item("Export session");
-    if (session) {
-        cmd.kind = Command::Kind::ExportSession;
-        c.ctl.push(cmd);
-    }
+    if (session) c.ctl.push(ExportSession{v.export_dir, layer, head});
     ImGui::EndDisabled();
     help_marker("PNG heatmaps + .npy arrays + JSON, the same files as `kvscope generate --trace DIR`.");
     if (!c.snap.last_export.empty()) {

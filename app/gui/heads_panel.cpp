@@ -22,11 +22,7 @@ void draw_heads(PanelContext& c) {
         const bool measure = ImGui::Button("Explain heads");
         dump_item("Explain heads");
         ImGui::EndDisabled();
-        if (measure) {
-            Command cmd;
-            cmd.kind = Command::Kind::ExplainHeads;
-            c.ctl.push(cmd);
-        }
+        if (measure) c.ctl.push(ExplainHeads{});
         help_marker("Runs probe prompts through the model and scores every head: previous-token = mean "
                     "attention to the position just before; induction = on a random span repeated once, "
                     "mean attention from a token's second occurrence to the token after its first. "

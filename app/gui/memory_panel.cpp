@@ -29,15 +29,27 @@ constexpr ImU32 kNew = IM_COL32(250, 200, 60, 255);     // allocated this step
 constexpr ImU32 kShared = IM_COL32(255, 255, 255, 255); // gained a sharer this step
 constexpr ImU32 kCopied = IM_COL32(255, 70, 70, 255);   // copied on write this step
 
+// What the step did to a block, from the pool's own events (PoolView::events).
+enum Change : uint8_t { Allocated = 1, Shared = 2, Copied = 4, Freed = 8 };
+uint8_t change_of(const PoolView& m, int32_t b) {
+    using K = PoolEvent::Kind;
+    uint8_t c = 0;
+    if (m.happened(b, K::Allocated)) c |= Allocated;
+    if (m.happened(b, K::Shared)) c |= Shared;
+    if (m.happened(b, K::CopiedOnWrite)) c |= Copied;
+    if (m.happened(b, K::Returned) && m.blocks[size_t(b)].refs == 0) c |= Freed;
+    return c;
+}
+
 ImU32 change_colour(uint8_t change) {
-    if (change & MemoryState::Copied) return kCopied;
-    if (change & MemoryState::Shared) return kShared;
-    if (change & MemoryState::Allocated) return kNew;
+    if (change & Copied) return kCopied;
+    if (change & Shared) return kShared;
+    if (change & Allocated) return kNew;
     return 0;
 }
 
 // A block's fill: its owner's colour, vertical stripes of every sharer's colour, or free / held grey.
-void fill_block(ImDrawList* dl, ImVec2 a, ImVec2 b, const MemoryState::Block& k) {
+void fill_block(ImDrawList* dl, ImVec2 a, ImVec2 b, const PoolView::Block& k) {
     if (k.seqs.empty()) {
         dl->AddRectFilled(a, b, k.refs > 0 ? kHeld : kFree, 3);
         return;
@@ -54,8 +66,9 @@ std::string seq_list(const std::vector<int32_t>& seqs) {
     return s;
 }
 
-void block_tooltip(const Model& model, const MemoryState& m, int32_t id) {
-    const MemoryState::Block& k = m.blocks[size_t(id)];
+void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
+    const PoolView::Block& k = m.blocks[size_t(id)];
+    const uint8_t change = change_of(m, id);
     const int64_t B = m.block_size;
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28);
@@ -76,15 +89,15 @@ void block_tooltip(const Model& model, const MemoryState& m, int32_t id) {
         for (size_t i = 0; i < k.tokens.size(); ++i) toks += (i ? " | " : "") + token_text(model, k.tokens[i]);
         ImGui::Text("holds %zu of %lld slots: %s", k.tokens.size(), (long long)B, toks.c_str());
     }
-    if (k.change & MemoryState::Copied)
+    if (change & Copied)
         ImGui::TextColored({1, 0.45f, 0.45f, 1}, "this step: copied from block %d, because sequence %s wrote into a "
-                           "block it shared (copy-on-write)", k.copied_from, seq_list(k.seqs).c_str());
-    else if (k.change & MemoryState::Shared)
+                           "block it shared (copy-on-write)", m.copied_from(id), seq_list(k.seqs).c_str());
+    else if (change & Shared)
         ImGui::TextColored({1, 1, 1, 1}, "this step: mapped by another sequence whose prompt starts with the same tokens "
                            "(prefix sharing: not computed again)");
-    else if (k.change & MemoryState::Allocated)
+    else if (change & Allocated)
         ImGui::TextColored({1, 0.8f, 0.3f, 1}, "this step: allocated from the free list");
-    if (k.change & MemoryState::Freed) ImGui::TextDisabled("this step: returned to the free list");
+    if (change & Freed) ImGui::TextDisabled("this step: returned to the free list");
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
 }
@@ -92,7 +105,7 @@ void block_tooltip(const Model& model, const MemoryState& m, int32_t id) {
 }  // namespace
 
 bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step) {
-    const MemoryState* m = s.memory_at(step);
+    const PoolView* m = s.pool_at(step);
     std::string j = "{\n";
     // Every sequence's positions whose K/V were not computed, by source (all steps so far).
     j += "  \"not_computed\": [";
@@ -112,17 +125,19 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
         j += "  \"paged\": false\n}\n";
     } else {
         int64_t in_use = 0, shared = 0, max_sharers = 0, n_alloc = 0, n_shared = 0, n_copied = 0, n_freed = 0;
-        for (const auto& k : m->blocks) {
+        for (int32_t b = 0; b < int32_t(m->blocks.size()); ++b) {
+            const PoolView::Block& k = m->blocks[size_t(b)];
+            const uint8_t change = change_of(*m, b);
             in_use += k.refs > 0;
             shared += k.seqs.size() > 1;
             max_sharers = std::max<int64_t>(max_sharers, int64_t(k.seqs.size()));
-            n_alloc += (k.change & MemoryState::Allocated) != 0;
-            n_shared += (k.change & MemoryState::Shared) != 0;
-            n_copied += (k.change & MemoryState::Copied) != 0;
-            n_freed += (k.change & MemoryState::Freed) != 0;
+            n_alloc += (change & Allocated) != 0;
+            n_shared += (change & Shared) != 0;
+            n_copied += (change & Copied) != 0;
+            n_freed += (change & Freed) != 0;
         }
         j += "  \"paged\": true,\n";
-        num("batch_step", m->batch_step);
+        num("batch_step", m->group_step);
         num("sequences", int64_t(m->tables.size()));
         num("block_size", m->block_size);
         num("n_blocks", int64_t(m->blocks.size()));
@@ -150,11 +165,12 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
         const char* sep = "\n";
         for (size_t b = 0; b < m->blocks.size(); ++b) {
             const auto& k = m->blocks[b];
-            if (k.refs == 0 && !k.change) continue;
+            const uint8_t change = change_of(*m, int32_t(b));
+            if (k.refs == 0 && !change) continue;
             j += sep;
             j += "    {\"id\": " + std::to_string(b) + ", \"refs\": " + std::to_string(k.refs) + ", \"logical\": " +
-                 std::to_string(k.logical) + ", \"seqs\": [" + seq_list(k.seqs) + "], \"change\": " + std::to_string(k.change) +
-                 ", \"copied_from\": " + std::to_string(k.copied_from) + ", \"n_tokens\": " + std::to_string(k.tokens.size()) + "}";
+                 std::to_string(k.logical) + ", \"seqs\": [" + seq_list(k.seqs) + "], \"change\": " + std::to_string(change) +
+                 ", \"copied_from\": " + std::to_string(m->copied_from(int32_t(b))) + ", \"n_tokens\": " + std::to_string(k.tokens.size()) + "}";
             sep = ",\n";
         }
         j += "\n  ]\n}\n";
@@ -171,7 +187,7 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
 
 void draw_memory(PanelContext& c) {
     const Snapshot& s = c.snap;
-    if (s.memory.empty()) return;  // contiguous caches: nothing pooled (Controls > Batch and memory turns it on)
+    if (s.pool_views.empty()) return;  // contiguous caches: nothing pooled (Controls > Batch and memory turns it on)
     place_panel(Panel::Memory, c.display);
     if (!ImGui::Begin("Memory")) {
         ImGui::End();
@@ -180,7 +196,7 @@ void draw_memory(PanelContext& c) {
     dump_window("Memory");
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);
-    const MemoryState* m = s.memory_at(r ? int64_t(step) : -1);
+    const PoolView* m = s.pool_at(r ? int64_t(step) : -1);
     const Model& model = s.model();
     const int64_t N = int64_t(m->tables.size()), B = m->block_size;
     const float font = ImGui::GetFontSize();
@@ -231,7 +247,7 @@ void draw_memory(PanelContext& c) {
     ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
                         (long long)m->positions_adopted, (long long)m->copies_on_write,
-                        m->batch_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->batch_step)).c_str());
+                        m->group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->group_step)).c_str());
     ImGui::PopTextWrapPos();
 
     // Pool grid on the left, block tables on the right.
@@ -260,7 +276,7 @@ void draw_memory(PanelContext& c) {
         const ImVec2 o = ImGui::GetCursorScreenPos();
         const int rows = (int(m->blocks.size()) + cols - 1) / cols;
         for (int32_t b = 0; b < int32_t(m->blocks.size()); ++b) {
-            const MemoryState::Block& k = m->blocks[size_t(b)];
+            const PoolView::Block& k = m->blocks[size_t(b)];
             const ImVec2 a = {o.x + float(b % cols) * (cell_w + gap), o.y + float(b / cols) * (cell_h + gap)};
             const ImVec2 z = {a.x + cell_w, a.y + cell_h};
             fill_block(gl, a, z, k);
@@ -275,7 +291,7 @@ void draw_memory(PanelContext& c) {
                 gl->AddText({z.x - ts.x - 3, z.y - ts.y - 2}, IM_COL32(255, 255, 255, 255), x);
                 gl->AddRect(a, z, IM_COL32(235, 235, 240, 255), 3, 0, 1.5f);
             }
-            if (const ImU32 oc = change_colour(k.change)) gl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, oc, 4, 0, 2.5f);
+            if (const ImU32 oc = change_colour(change_of(*m, b))) gl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, oc, 4, 0, 2.5f);
             if (b == hovered) gl->AddRect({a.x - 3, a.y - 3}, {z.x + 3, z.y + 3}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
             if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(a, z)) {
                 hovered_now = b;
@@ -302,12 +318,8 @@ void draw_memory(PanelContext& c) {
             char head[24];
             std::snprintf(head, sizeof head, "seq %lld", (long long)i);
             ImGui::PushID(int(i));
-            if (ImGui::InvisibleButton("row", {head_w + float(std::max<size_t>(t.size(), 1)) * (ew + 3), eh}) && !selected) {
-                Command cmd;
-                cmd.kind = Command::Kind::Select;
-                cmd.n = i;
-                c.ctl.push(cmd);
-            }
+            if (ImGui::InvisibleButton("row", {head_w + float(std::max<size_t>(t.size(), 1)) * (ew + 3), eh}) && !selected)
+                c.ctl.push(Select{i});
             ImGui::PopID();
             tl->AddRectFilled(o, {o.x + head_w - 6, o.y + eh}, seq_colour(i), 3);
             if (selected) tl->AddRect({o.x - 2, o.y - 2}, {o.x + head_w - 4, o.y + eh + 2}, IM_COL32(250, 200, 60, 255), 3, 0, 2);
@@ -323,10 +335,10 @@ void draw_memory(PanelContext& c) {
                                           (long long)(int64_t(k) * B), (long long)(int64_t(k) * B + B - 1));
                     continue;
                 }
-                const MemoryState::Block& blk = m->blocks[size_t(t[k])];
+                const PoolView::Block& blk = m->blocks[size_t(t[k])];
                 fill_block(tl, a, z, blk);
                 if (blk.seqs.size() > 1) tl->AddRect(a, z, IM_COL32(235, 235, 240, 255), 3, 0, 1.5f);
-                if (const ImU32 oc = change_colour(blk.change)) tl->AddRect({a.x - 1, a.y - 1}, {z.x + 1, z.y + 1}, oc, 3, 0, 2);
+                if (const ImU32 oc = change_colour(change_of(*m, t[k]))) tl->AddRect({a.x - 1, a.y - 1}, {z.x + 1, z.y + 1}, oc, 3, 0, 2);
                 if (t[k] == hovered) tl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, IM_COL32(90, 220, 255, 255), 3, 0, 2);
                 char id[16];
                 std::snprintf(id, sizeof id, "%d", t[k]);

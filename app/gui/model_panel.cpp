@@ -76,10 +76,7 @@ bool same_folder(const std::string& a, const std::string& b) {
 }
 
 void load(Controller& ctl, const std::string& path) {
-    Command cmd;
-    cmd.kind = Command::Kind::LoadModel;
-    cmd.text = path;
-    ctl.push(cmd);
+    ctl.push(LoadModel{path});
 }
 
 void draw_picker(PanelContext& c) {

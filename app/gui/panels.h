@@ -21,7 +21,7 @@
 
 #include <string>
 
-#include "commands.h"
+#include "controller.h"
 #include "heatmap.h"
 #include "view.h"
 

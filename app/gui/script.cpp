@@ -145,7 +145,6 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
 }
 
 ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snapshot& snap, ViewPrefs& v) {
-    using K = Command::Kind;
     const std::string& cmd = l.words[0];
     const std::string arg = l.words.size() > 1 ? l.words[1] : "";
     int64_t n = 1;
@@ -155,41 +154,30 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         fx.pushed = true;
         if (!ctl.push(c)) throw UsageError("line " + std::to_string(l.line) + ": " + cmd + ": " + ctl.progress().notice);
     };
-    auto command = [](K k) {
-        Command c;
-        c.kind = k;
-        return c;
-    };
-    if (cmd == "prompt" || cmd == "source") {
-        Command c = command(cmd == "prompt" ? K::SetPrompt : K::SetSource);
-        c.text = arg;
-        run(c);
+    if (cmd == "prompt") {
+        run(SetPrompt{arg});
+    } else if (cmd == "source") {
+        run(SetSource{arg});
     } else if (cmd == "prefill") {
-        run(command(K::Prefill));
+        run(Prefill{});
     } else if (cmd == "decode" || cmd == "step") {
-        for (int64_t i = 0; i < n; ++i) run(command(cmd == "decode" ? K::Decode : K::Step));
+        for (int64_t i = 0; i < n; ++i) run(cmd == "decode" ? Command(Decode{1}) : Command(Step{}));
     } else if (cmd == "run") {
-        Command c = command(K::Run);
-        c.n = arg == "end" ? -1 : n;
-        run(c);
+        run(Run{arg == "end" ? -1 : n});
     } else if (cmd == "back") {
-        Command c = command(K::Back);
-        c.n = n;
-        run(c);
+        run(Back{n});
     } else if (cmd == "reset") {
-        run(command(K::Reset));
+        run(Reset{});
     } else if (cmd == "pause") {
-        run(command(K::Pause));
+        run(Pause{});
     } else if (cmd == "heads") {
-        run(command(K::ExplainHeads));
-    } else if (cmd == "cache" || cmd == "compare") {
-        Command c = command(cmd == "cache" ? K::Cache : K::Compare);
-        c.on = arg == "on";
-        run(c);
+        run(ExplainHeads{});
+    } else if (cmd == "cache") {
+        run(SetCache{arg == "on"});
+    } else if (cmd == "compare") {
+        run(SetCompare{arg == "on"});
     } else if (cmd == "options") {
-        Command c = command(K::SetOptions);
-        c.options = snap.options();
-        c.batch = snap.batch;
+        SetOptions c{snap.options(), snap.batch};
         for (size_t i = 1; i < l.words.size(); ++i) {
             const std::string& kv = l.words[i];
             const std::string key = kv.substr(0, kv.find('='));
@@ -209,30 +197,22 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         }
         run(c);
     } else if (cmd == "suffix") {
-        Command c = command(K::SetOptions);
-        c.options = snap.options();
-        c.batch = snap.batch;
+        SetOptions c{snap.options(), snap.batch};
         if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);
         c.batch.suffixes[size_t(n)] = l.words.size() > 2 ? l.words[2] : "";
         if (n >= c.batch.n_seq) c.batch.n_seq = n + 1;
         run(c);
     } else if (cmd == "prompt-cache") {
-        Command c = command(K::SetOptions);
-        c.options = snap.options();
-        c.batch = snap.batch;
+        SetOptions c{snap.options(), snap.batch};
         c.batch.prompt_cache = arg == "off" ? "" : arg;
         run(c);
     } else if (cmd == "sequence") {
-        Command c = command(K::Select);
-        c.n = n;
-        run(c);
+        run(Select{n});
     } else if (cmd == "memory-json") {
         if (!write_memory_json(arg, snap, v.view_step))
             throw UsageError("line " + std::to_string(l.line) + ": cannot write " + arg);
     } else if (cmd == "model") {
-        Command c = command(K::LoadModel);
-        c.text = arg;
-        run(c);
+        run(LoadModel{arg});
     } else if (cmd == "layer" || cmd == "head") {
         const ModelConfig& cfg = snap.model().config();
         const int64_t limit = cmd == "head" ? cfg.n_head : v.attention == AttentionKind::Encoder ? cfg.n_encoder_layer : cfg.n_layer;
@@ -272,13 +252,10 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         v.zoom = float(z);
         v.center = {float(u), float(w)};
     } else if (cmd == "export" || cmd == "export-session") {
-        Command c = command(cmd == "export" ? K::ExportStep : K::ExportSession);
-        c.text = arg;
         const bool all = l.words.size() > 2;
-        c.layer = all ? -1 : v.layer;
-        c.head = all ? -1 : v.head;
-        c.step = v.view_step;
-        run(c);
+        const int64_t layer = all ? -1 : v.layer, head = all ? -1 : v.head;
+        if (cmd == "export") run(ExportStep{arg, v.view_step, layer, head});
+        else run(ExportSession{arg, layer, head});
     } else if (cmd == "frames") {
         fx.frames = int(n);
     } else if (cmd == "measure") {

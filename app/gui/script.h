@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
+#include "controller.h"
 #include "view.h"
 
 namespace kvscope::gui {

@@ -15,7 +15,7 @@
 
 #include <imgui.h>
 
-#include "commands.h"
+#include "snapshot.h"
 #include "trace.h"
 
 namespace kvscope::gui {

@@ -18,18 +18,16 @@
 #include <string>
 #include <vector>
 
-#include "../cli_commands.h"
-#include "../cli_common.h"
 #include "errors.h"
 #include "json.h"
 #include "gl.h"
 #include "panels.h"
 #include "script.h"
+#include "window.h"
 
 namespace kvscope {
 namespace {
 
-using namespace gui;
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -98,37 +96,15 @@ struct Glfw {
 
 }  // namespace
 
-int cli_gui(int argc, char** argv) {
-    CliArgs args("gui", "Open the step-through debugger window.");
-    add_model_option(args);
-    args.option("--script", "FILE", "run the intents in FILE (one per line: prompt, prefill, decode N, back, ...)")
-        .option("--screenshot", "OUT.png", "after the script, render, save the window as PNG and exit")
-        .option("--size", "WxH", "window size in pixels (default 1600x1000)")
-        .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)");
-    if (!args.parse(argc, argv)) return 0;
+namespace gui {
 
-    int width = 1600, height = 1000;
-    if (auto size = args.text("--size")) {
-        if (std::sscanf(size->c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240 || width > 8192 ||
-            height > 8192)
-            throw UsageError("--size: expected WxH between 320x240 and 8192x8192, got '" + *size + "'");
-    }
-    const bool scripted = args.has("--script") || args.has("--screenshot");
-    std::vector<ScriptLine> script;
-    std::string script_path;
-    if (auto path = args.text("--script")) {
-        script_path = *path;
-        script = parse_script(*path);
-    }
-    const std::string screenshot = args.text("--screenshot").value_or("");
-    const std::string layout_dump = args.text("--layout-dump").value_or("");
-    const char* display = std::getenv("DISPLAY");
-    const char* wayland = std::getenv("WAYLAND_DISPLAY");
-    if ((!display || !*display) && (!wayland || !*wayland))
-        throw UsageError("no display (DISPLAY is not set); try kvscope gui --script FILE --screenshot OUT.png under "
-                         "xvfb-run, or the CLI: kvscope generate --prompt TEXT");
-
-    auto model = load_model_from(args);
+int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
+    int width = o.width, height = o.height;
+    const bool scripted = o.scripted;
+    const std::vector<ScriptLine>& script = o.script;
+    const std::string& script_path = o.script_path;
+    const std::string& screenshot = o.screenshot;
+    const std::string& layout_dump = o.layout_dump;
 
     glfwSetErrorCallback(on_glfw_error);
     if (!glfwInit()) throw UsageError("cannot open a window (" + glfw_error + "); try xvfb-run or the CLI: kvscope generate");
@@ -138,7 +114,7 @@ int cli_gui(int argc, char** argv) {
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
     glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
     if (scripted) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
-    if (!scripted && !args.has("--size"))
+    if (!scripted && !o.size_given)
         if (GLFWmonitor* mon = glfwGetPrimaryMonitor()) {
             int x = 0, y = 0, w = 0, h = 0;
             glfwGetMonitorWorkarea(mon, &x, &y, &w, &h);
@@ -191,10 +167,7 @@ int cli_gui(int argc, char** argv) {
         ViewPrefs prefs;
         MapCache maps;
         if (!scripted && model->tokenizer()) {
-            Command c;
-            c.kind = Command::Kind::SetPrompt;
-            c.text = "Tom saw the cookie at school. Tom saw the";  // a repeat: the induction head shows
-            ctl.push(c);
+            ctl.push(SetPrompt{"Tom saw the cookie at school. Tom saw the"});  // a repeat: the induction head shows
         }
         uint64_t generation = ctl.snapshot()->generation;
         size_t next_line = 0;
@@ -218,12 +191,7 @@ int cli_gui(int argc, char** argv) {
                 // (the rest of the machine belongs to the worker).
                 glfwWaitEventsTimeout(std::max(0.002, 1.0 / 40 - (now_s() - frame_begin)));
             else glfwWaitEventsTimeout(0.25);  // idle: sleep until input, but keep tooltips alive
-            for (const std::string& path : dropped) {
-                Command c;
-                c.kind = Command::Kind::LoadModel;
-                c.text = path;
-                ctl.push(c);
-            }
+            for (const std::string& path : dropped) ctl.push(LoadModel{path});
             dropped.clear();
 
             // Idle is checked before the snapshot is taken: when idle, the snapshot is the final one.
@@ -282,14 +250,9 @@ int cli_gui(int argc, char** argv) {
             maps.begin_frame();
             if (!io.WantTextInput) {
                 // Keys never wait for the worker: they queue (a run in progress ends on step back / reset).
-                auto push = [&](Command::Kind k) {
-                    Command c;
-                    c.kind = k;
-                    ctl.push(c);
-                };
-                if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false) && !progress.running) push(Command::Kind::Step);
-                if (ImGui::IsKeyPressed(GLFW_KEY_BACKSPACE, false)) push(Command::Kind::Back);
-                if (ImGui::IsKeyPressed(GLFW_KEY_R, false)) push(Command::Kind::Reset);
+                if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false) && !progress.running) ctl.push(Step{});
+                if (ImGui::IsKeyPressed(GLFW_KEY_BACKSPACE, false)) ctl.push(Back{1});
+                if (ImGui::IsKeyPressed(GLFW_KEY_R, false)) ctl.push(Reset{});
             }
             PanelContext pc{ctl, *snap, progress, prefs, maps, io.DisplaySize};
             draw_controls(pc);
@@ -320,9 +283,10 @@ int cli_gui(int argc, char** argv) {
                               snap->trace().size(), idle ? "true" : "false", (unsigned long long)snap->n_errors,
                               snap->options().use_cache ? "true" : "false", (long long)prefs.layer, (long long)prefs.head,
                               shown ? (long long)shown->index : -1LL, (unsigned long long)ImGui::GetFrameCount());
+                const Inputs in = ctl.inputs();
                 write_layout_dump(layout_dump, state + json_escape(snap->status) + ", \"prompt\": " +
-                                                   json_escape(snap->prompt_text) + ", \"source\": " +
-                                                   json_escape(snap->source_text) + ", \"attention\": \"" +
+                                                   json_escape(in.prompt) + ", \"source\": " +
+                                                   json_escape(in.source) + ", \"attention\": \"" +
                                                    attention_kind_name(prefs.attention) + "\"}");
             }
 
@@ -381,4 +345,5 @@ int cli_gui(int argc, char** argv) {
     return exit_code;
 }
 
+}  // namespace gui
 }  // namespace kvscope

@@ -1,0 +1,50 @@
+// kvscope gui: parse the command line, load the model, open the window (app/gui/window.h). Without the
+// GUI build (KVSCOPE_GUI=OFF) it explains how to get it.
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "errors.h"
+#ifdef KVSCOPE_WITH_GUI
+#include "gui/window.h"
+#endif
+
+namespace kvscope {
+
+int cli_gui(int argc, char** argv) {
+#ifndef KVSCOPE_WITH_GUI
+    (void)argc, (void)argv;
+    throw UsageError("this kvscope was built without the window (cmake -DKVSCOPE_GUI=ON); "
+                     "use the subcommands: generate, inspect, tokenize, detokenize, bench");
+#else
+    CliArgs args("gui", "Open the step-through debugger window.");
+    add_model_option(args);
+    args.option("--script", "FILE", "run the intents in FILE (one per line: prompt, prefill, decode N, back, ...)")
+        .option("--screenshot", "OUT.png", "after the script, render, save the window as PNG and exit")
+        .option("--size", "WxH", "window size in pixels (default 1600x1000)")
+        .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)");
+    if (!args.parse(argc, argv)) return 0;
+
+    gui::WindowOptions o;
+    if (auto size = args.text("--size")) {
+        if (std::sscanf(size->c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240 ||
+            o.width > 8192 || o.height > 8192)
+            throw UsageError("--size: expected WxH between 320x240 and 8192x8192, got '" + *size + "'");
+        o.size_given = true;
+    }
+    o.script_path = args.text("--script").value_or("");
+    if (!o.script_path.empty()) o.script = gui::parse_script(o.script_path);
+    o.scripted = args.has("--script") || args.has("--screenshot");
+    o.screenshot = args.text("--screenshot").value_or("");
+    o.layout_dump = args.text("--layout-dump").value_or("");
+    const char* display = std::getenv("DISPLAY");
+    const char* wayland = std::getenv("WAYLAND_DISPLAY");
+    if ((!display || !*display) && (!wayland || !*wayland))
+        throw UsageError("no display (DISPLAY is not set); try kvscope gui --script FILE --screenshot OUT.png under "
+                         "xvfb-run, or the CLI: kvscope generate --prompt TEXT");
+    return gui::run_window(load_model_from(args), o);
+#endif
+}
+
+}  // namespace kvscope

@@ -1,0 +1,345 @@
+// The worker's state and the intents it carries out (see workbench.h). Every Session and SessionGroup
+// call of the app is in this file.
+#include "workbench.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "errors.h"
+#include "export.h"
+#include "id_list.h"
+
+namespace kvscope::gui {
+namespace {
+
+constexpr int64_t kMaxSequences = 16;  // a batch the Memory panel can still draw legibly
+
+}  // namespace
+
+std::string token_text(const Model& model, TokenId id) {
+    if (!model.tokenizer() || id < 0 || id >= model.tokenizer()->n_vocab()) return "<" + std::to_string(id) + ">";
+    return display_bytes(model.tokenizer()->token_bytes(id));
+}
+
+std::vector<TokenId> encode_prompt(const Model& m, const std::string& text) {
+    if (m.tokenizer()) return m.tokenizer()->encode(text, false);
+    std::vector<TokenId> ids;
+    for (int64_t id : parse_id_list(text, "prompt ids"))
+        ids.push_back(TokenId(id));
+    return ids;
+}
+
+Workbench::Workbench(std::shared_ptr<const Model> model, SessionOptions options, WorkbenchHooks hooks)
+    : hooks_(std::move(hooks)) {
+    const bool ed = model->config().encoder_decoder;
+    const std::string problem = rebuild(std::move(model), options, BatchOptions{});
+    if (!problem.empty()) throw UsageError(problem);
+    set_status(ed ? "encoder-decoder: the source is '" + source_text_ + "'; the prompt may stay empty. Press Prefill (or Space)"
+                  : std::string("type a prompt, then press Prefill (or Space)"));
+}
+
+void Workbench::set_status(std::string s, bool error) {
+    status_ = std::move(s);
+    status_error_ = error;
+    if (error) ++n_errors_;
+}
+
+void Workbench::apply(const Command& c) {
+    activity("");
+    std::visit(*this, c);
+}
+
+std::shared_ptr<const Snapshot> Workbench::snapshot() const {
+    auto s = std::make_shared<Snapshot>();
+    const Session& session = sel();
+    s->model_ptr = session.share_model();
+    s->main_trace = session.trace();
+    s->has_shadow = comparison_.active();
+    if (const Trace* t = comparison_.trace()) s->shadow_trace = *t;
+    s->shadow_diverged = comparison_.diverged();
+    s->compare = compare_;
+    s->prompt_ids = session.prompt();
+    s->generated_ids = session.generated();
+    s->session_options = session.options();
+    s->session_options.sampling.seed = group_->options().sampling.seed;  // the batch's base seed
+    s->next_phase = session.next();
+    s->source_ids = session.source();
+    s->source_text = source_text_;
+    s->generation = generation_;
+    s->status = status_;
+    s->status_error = status_error_;
+    s->n_errors = n_errors_;
+    s->last_export = last_export_;
+    s->heads = heads_;
+    for (const Session* q : group_->sessions())
+        s->sequences.push_back({q->trace(), q->prompt(), q->generated(), q->options().sampling.seed, q->next()});
+    s->selected = selected_;
+    s->batch = batch_;
+    s->pool_views = group_->pool_views();
+    return s;
+}
+
+std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch) {
+    options.record = true;
+    validate(options);
+    if (batch.n_seq < 1 || batch.n_seq > kMaxSequences)
+        throw UsageError("sequences must be 1.." + std::to_string(kMaxSequences) + ", got " + std::to_string(batch.n_seq));
+    if (batch.suffixes.size() > size_t(batch.n_seq)) batch.suffixes.resize(size_t(batch.n_seq));
+    GroupOptions g;
+    g.n_seq = batch.n_seq;
+    g.prompt_cache = batch.prompt_cache;
+    g.pool_views = true;
+    auto group = std::make_unique<SessionGroup>(model, options, g);  // throws for a refused combination
+    group_ = std::move(group);
+    batch_ = std::move(batch);
+    selected_ = 0;
+    ++generation_;
+    if (model->config().encoder_decoder && source_text_.empty()) source_text_ = kDefaultSource;
+    // Keep the prompt when it still fits the new model/options; otherwise start empty (the text stays in
+    // the prompt box, and the status says why).
+    std::string problem;
+    if (has_input()) {
+        try {
+            set_prompts();
+        } catch (const UsageError& e) {
+            problem = std::string("the prompt was not set: ") + e.what();
+        } catch (const LoadError& e) {
+            problem = e.what();
+        }
+    }
+    sync_comparison();
+    return problem;
+}
+
+bool Workbench::has_input() const {
+    return !prompt_text_.empty() || (group_->model().config().encoder_decoder && !source_text_.empty());
+}
+
+void Workbench::set_prompts() {
+    const Model& model = group_->model();
+    if (model.config().encoder_decoder && source_text_.empty())
+        throw UsageError("an encoder-decoder model needs a source: type the encoder's input in the source box");
+    const std::vector<TokenId> prompt = encode_prompt(model, prompt_text_);
+    std::vector<std::vector<TokenId>> ids(size_t(group_->size()), prompt);
+    for (size_t i = 0; i < ids.size() && i < batch_.suffixes.size(); ++i)
+        if (!batch_.suffixes[i].empty()) {
+            const std::vector<TokenId> tail = encode_prompt(model, batch_.suffixes[i]);
+            ids[i].insert(ids[i].end(), tail.begin(), tail.end());
+        }
+    std::vector<TokenId> source;
+    if (model.config().encoder_decoder) source = encode_prompt(model, source_text_);
+    if (!batch_.prompt_cache.empty()) activity("checking prompt cache " + batch_.prompt_cache);
+    try {
+        group_->set_prompts(std::move(ids), std::move(source));
+    } catch (const LoadError&) {
+        sync_comparison();  // the prompts are set; only the prompt cache file was refused
+        throw;
+    }
+    sync_comparison();
+}
+
+void Workbench::sync_comparison() {
+    if (!compare_ || group_->size() > 1) {
+        comparison_.clear();  // a batch has no comparison
+        return;
+    }
+    comparison_.sync(group_->session(0), hooks_.activity);
+}
+
+std::string Workbench::describe(const StepRecord& r) const {
+    std::string msg = std::string(phase_name(r.phase)) + " step " + std::to_string(r.index) + ": " +
+                      std::to_string(r.tokens.size()) + " token(s) at position " + std::to_string(r.first_position);
+    if (r.chosen) msg += ", next token " + std::to_string(*r.chosen) + " '" + token_text(group_->model(), *r.chosen) + "'";
+    return msg;
+}
+
+bool Workbench::step() {
+    const Session::Next next = group_->next();
+    if (next == Session::Next::Done) return false;
+    if (group_->size() > 1) {
+        activity("batch step " + std::to_string(group_->n_steps()) + ": " + std::to_string(group_->size()) + " sequences");
+        group_->step();
+        return true;
+    }
+    const Session& session = group_->session(0);
+    const int64_t n_prompt = int64_t(session.prompt().size());
+    const int64_t done = session.n_prompt_done();
+    const int64_t chunk = session.options().prefill_chunk;
+    const int64_t n = next == Session::Next::Prefill ? (chunk > 0 ? std::min(chunk, n_prompt - done) : n_prompt - done) : 1;
+    const bool cache = session.options().use_cache;
+    const int64_t rows = cache ? n : done + int64_t(session.generated().size()) + n;
+    activity(std::string(next == Session::Next::Prefill ? "prefill" : "decode") + " step " +
+             std::to_string(session.trace().size()) + ": " + std::to_string(n) + " new token(s), " +
+             std::to_string(rows) + " row(s) computed (cache " + (cache ? "ON)" : "OFF)"));
+    group_->step();
+    const StepRecord& r = session.trace().back();
+    if (comparison_.active() && !comparison_.diverged()) {
+        // Show the step now; the other way (often the slow cache-off one) follows.
+        if (hooks_.publish) hooks_.publish();
+        activity("the same step with the cache " + std::string(r.cache_on ? "OFF" : "ON") + " (comparison)");
+        comparison_.follow(r);
+    }
+    return true;
+}
+
+RunPlan Workbench::plan_run(int64_t n, bool decode_only) const {
+    const Session::Next next = group_->next();
+    const Session& s = sel();
+    if (decode_only && next != Session::Next::Decode)
+        throw UsageError(!group_->has_prompts() ? "no prompt is set"
+                         : next == Session::Next::Prefill ? "prefill the prompt first"
+                                                          : "generation is finished: step back or reset");
+    if (next == Session::Next::Done)
+        throw UsageError(group_->has_prompts() ? "generation is finished: step back or reset" : "no prompt is set");
+    // Steps a run to the end would take: the rest of the prompt's chunks plus the tokens still to generate.
+    const int64_t chunk = s.options().prefill_chunk;
+    const int64_t left_prompt = int64_t(s.prompt().size()) - s.n_prompt_done();
+    const int64_t prefill_steps = left_prompt <= 0 ? 0 : chunk > 0 ? (left_prompt + chunk - 1) / chunk : 1;
+    const int64_t decode_steps = s.options().max_new_tokens - int64_t(s.generated().size()) - (left_prompt > 0 ? 1 : 0) + 1;
+    RunPlan p;
+    p.steps = n < 0 ? -1 : n;
+    p.limit = n < 0 ? std::max<int64_t>(1, prefill_steps + std::max<int64_t>(0, decode_steps - 1)) : n;
+    p.decode_only = decode_only;
+    return p;
+}
+
+std::string Workbench::status_after_run(int64_t n_done) const {
+    const StepRecord* last = sel().trace().empty() ? nullptr : &sel().trace().back();
+    return "ran " + std::to_string(n_done) + " step(s)" +
+           (last ? "; now at position " + std::to_string(last->next_position) : std::string());
+}
+
+void Workbench::operator()(const SetPrompt& c) {
+    prompt_text_ = c.text;
+    set_prompts();
+    const Session& s = sel();
+    const bool ed = s.model().config().encoder_decoder;
+    set_status("prompt: " + std::to_string(s.prompt().size() - (ed ? 1 : 0)) + " tokens" +
+               (ed ? " after the decoder start token, source " + std::to_string(s.source().size()) + " tokens"
+                   : std::string()) +
+               (group_->size() > 1 ? " (sequence " + std::to_string(selected_) + " of " +
+                                         std::to_string(group_->size()) + ")" : std::string()) +
+               "; press Prefill");
+}
+
+void Workbench::operator()(const SetSource& c) {
+    if (!group_->model().config().encoder_decoder)
+        throw UsageError(group_->model().dir() + " is decoder-only: it takes no source (load an encoder-decoder model)");
+    source_text_ = c.text;
+    set_prompts();
+    set_status("source: " + std::to_string(sel().source().size()) +
+               " tokens for the encoder; the first prefill step runs it and fills the cross-attention cache");
+}
+
+void Workbench::operator()(const Prefill&) {
+    if (group_->next() != Session::Next::Prefill)
+        throw UsageError(!group_->has_prompts() ? "no prompt is set" : "the prompt is already in the cache: decode instead");
+    step();
+    set_status(describe(sel().trace().back()));
+}
+
+void Workbench::operator()(const Step&) {
+    if (!step())
+        throw UsageError(group_->has_prompts() ? "generation is finished: step back or reset" : "no prompt is set");
+    set_status(describe(sel().trace().back()));
+}
+
+void Workbench::operator()(const Back& c) {
+    for (int64_t i = 0; i < c.n; ++i) {
+        if (!group_->step_back()) throw UsageError("nothing to step back: no step has run");
+        if (group_->size() == 1) comparison_.back(group_->session(0).trace().size());
+    }
+    const Trace* shadow = comparison_.trace();
+    if (compare_ && group_->size() == 1 &&
+        (comparison_.diverged() || (shadow && shadow->size() != group_->session(0).trace().size())))
+        sync_comparison();
+    set_status("stepped back to " + std::to_string(sel().trace().size()) + " step(s)");
+}
+
+void Workbench::operator()(const Reset&) {
+    group_->reset();  // a prompt cache file written by the first run is loaded next time
+    sync_comparison();
+    set_status("reset: the cache is empty, same prompt");
+}
+
+void Workbench::operator()(const SetCache& c) {
+    group_->set_use_cache(c.on);
+    set_status(c.on ? "cache ON: the next steps reuse cached K/V" : "cache OFF: the next steps recompute every position");
+}
+
+void Workbench::operator()(const SetCompare& c) {
+    compare_ = c.on;
+    sync_comparison();
+    set_status(c.on ? "comparing every step with the cache switch flipped" : "comparison off");
+}
+
+void Workbench::operator()(const SetOptions& c) {
+    SessionOptions o = c.options;
+    o.use_cache = group_->options().use_cache;
+    const std::string problem = rebuild(group_->share_model(), o, c.batch);
+    if (!problem.empty()) throw UsageError("options applied, but " + problem);
+    set_status(group_->size() > 1 ? "options applied: " + std::to_string(group_->size()) + " sequences restarted"
+                                  : "options applied; the session restarted");
+}
+
+void Workbench::operator()(const LoadModel& c) {
+    activity("loading model " + c.dir);
+    // The weight format the app was started with (--dtype) stays; a failed load throws and the model stays.
+    const WeightFormat format = group_->model().weights().bf16 ? WeightFormat::BF16 : WeightFormat::F32;
+    std::shared_ptr<const Model> m = Model::load(c.dir, format);
+    const std::string problem = rebuild(m, group_->options(), batch_);  // the base seed and the cache switch stay
+    heads_.clear();
+    if (!problem.empty()) throw UsageError("loaded " + c.dir + ", but " + problem);
+    set_status("loaded " + c.dir +
+               (m->config().encoder_decoder ? ": an encoder-decoder; source '" + source_text_ +
+                                                  "' (edit it above the prompt), press Prefill"
+                                            : std::string()));
+}
+
+void Workbench::operator()(const ExportStep& c) {
+    const Session& s = sel();
+    if (s.trace().empty()) throw UsageError("nothing to export yet: run a step first");
+    activity("exporting to " + c.dir);
+    std::error_code ec;
+    std::filesystem::create_directories(c.dir, ec);
+    if (ec || !std::filesystem::is_directory(c.dir)) throw UsageError("cannot create folder " + c.dir);
+    ExportScope scope;
+    if (c.layer >= 0) scope.layer = c.layer;
+    if (c.head >= 0) scope.head = c.head;
+    const size_t step = c.step < 0 ? s.trace().size() - 1 : size_t(c.step);
+    if (step >= s.trace().size()) throw UsageError("no step " + std::to_string(step) + " to export");
+    last_export_ = export_step(s.trace(), step, s.model().tokenizer(), c.dir, scope);
+    set_status("exported step " + std::to_string(step) + " to " + last_export_);
+}
+
+void Workbench::operator()(const ExportSession& c) {
+    const Session& s = sel();
+    if (s.trace().empty()) throw UsageError("nothing to export yet: run a step first");
+    activity("exporting to " + c.dir);
+    std::error_code ec;
+    std::filesystem::create_directories(c.dir, ec);
+    if (ec || !std::filesystem::is_directory(c.dir)) throw UsageError("cannot create folder " + c.dir);
+    ExportScope scope;
+    if (c.layer >= 0) scope.layer = c.layer;
+    if (c.head >= 0) scope.head = c.head;
+    export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);
+    last_export_ = c.dir;
+    set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.dir);
+}
+
+void Workbench::operator()(const ExplainHeads&) {
+    if (group_->model().config().encoder_decoder)
+        throw UsageError("head scores run decoder-only probe prompts: not measured for encoder-decoder models");
+    activity("measuring every head on probe prompts");
+    heads_ = head_scores(group_->share_model());
+    set_status("measured " + std::to_string(heads_.size()) + " heads: previous-token and induction scores");
+}
+
+void Workbench::operator()(const Select& c) {
+    if (c.sequence < 0 || c.sequence >= group_->size())
+        throw UsageError("no sequence " + std::to_string(c.sequence) + ": the batch has " + std::to_string(group_->size()));
+    selected_ = c.sequence;
+    set_status("showing sequence " + std::to_string(c.sequence) + " of " + std::to_string(group_->size()));
+}
+
+}  // namespace kvscope::gui

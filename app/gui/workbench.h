@@ -1,0 +1,108 @@
+#pragma once
+// What the worker thread owns and does: the session group (core/session_group.h) with the batch options
+// it was built from, the cache on/off comparison, the sequence the panels show, head scores, the status
+// line. apply() carries out one intent; snapshot() copies the state the views draw. Every Session and
+// SessionGroup call of the app is in this file's .cpp; the panels see only snapshots.
+//
+//   Workbench(model, options, hooks)   a group on `model`, no prompt yet
+//   apply(cmd)                          carry out one intent (std::visit); throws UsageError / LoadError
+//                                       with a one-line reason, and the state stays usable
+//   step()                              one step of whatever comes next (a run's step), mirrored by the
+//                                       comparison; false when the group is done
+//   plan_run(n, decode_only)            check a Run / Decode and say how many steps it may take
+//   fail(what)                          a command failed: the status line says why
+//   snapshot()                          what the views draw, as of now
+//
+// Threads: one thread only (the controller's worker, or a test). Hooks are called from it.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache_comparison.h"
+#include "commands.h"
+#include "session_group.h"
+#include "snapshot.h"
+
+namespace kvscope::gui {
+
+struct WorkbenchHooks {
+    std::function<void(std::string)> activity;  // what is being done now (the progress indicator's label)
+    std::function<void()> publish;              // show the state now, mid-command (a step before its comparison)
+};
+
+// How long a Run or Decode may take, as the worker plans it.
+struct RunPlan {
+    int64_t steps = 0;                   // < 0: to the end
+    int64_t limit = 0;                   // best guess of the steps "to the end" takes
+    bool decode_only = false;            // Decode N: stop at anything but a decode step
+};
+
+class Workbench {
+public:
+    Workbench(std::shared_ptr<const Model> model, SessionOptions options, WorkbenchHooks hooks);
+
+    void apply(const Command& c);
+    bool step();
+    RunPlan plan_run(int64_t n, bool decode_only) const;
+    Session::Next next() const { return group_->next(); }
+    void fail(const std::string& what) { set_status(what, true); }
+    void set_status(std::string s, bool error = false);
+    std::string status_after_run(int64_t n_done) const;
+    std::shared_ptr<const Snapshot> snapshot() const;
+
+    // Intents, one each (apply() dispatches to them).
+    void operator()(const SetPrompt& c);
+    void operator()(const SetSource& c);
+    void operator()(const Prefill&);
+    void operator()(const Step&);
+    void operator()(const Decode&) {}    // runs: the controller plans them (plan_run) and calls step()
+    void operator()(const Run&) {}
+    void operator()(const Pause&) {}
+    void operator()(const Back& c);
+    void operator()(const Reset&);
+    void operator()(const SetCache& c);
+    void operator()(const SetCompare& c);
+    void operator()(const SetOptions& c);
+    void operator()(const LoadModel& c);
+    void operator()(const ExportStep& c);
+    void operator()(const ExportSession& c);
+    void operator()(const ExplainHeads&);
+    void operator()(const Select& c);
+
+private:
+    const Session& sel() const { return group_->session(selected_); }
+    // A new group (throws when refused, the old one stays); returns why the prompt could not be set, or "".
+    std::string rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch);
+    void set_prompts();                  // encode source, prompt + suffixes into the group; sync the comparison
+    bool has_input() const;
+    void sync_comparison();
+    std::string describe(const StepRecord& r) const;
+    void activity(std::string what) const { if (hooks_.activity) hooks_.activity(std::move(what)); }
+
+    WorkbenchHooks hooks_;
+    std::unique_ptr<SessionGroup> group_;
+    BatchOptions batch_;                 // what the group was built from
+    int64_t selected_ = 0;
+    CacheComparison comparison_;
+    bool compare_ = true;
+    std::string prompt_text_;            // the text of the last SetPrompt / SetSource applied
+    std::string source_text_;
+    std::string status_;
+    bool status_error_ = false;
+    uint64_t n_errors_ = 0;
+    std::string last_export_;
+    std::vector<HeadScore> heads_;       // for the current model; cleared when it is replaced
+    uint64_t generation_ = 0;
+};
+
+// The source a freshly loaded encoder-decoder model starts with (a short sentence its tokenizer knows).
+inline constexpr const char* kDefaultSource = "the cat sat on the mat";
+
+std::string token_text(const Model& model, TokenId id);  // display form of one token ("<id>" without tokenizer)
+// Token ids for prompt text, as SetPrompt makes them; throws UsageError. Pure: safe on the UI thread.
+std::vector<TokenId> encode_prompt(const Model& model, const std::string& text);
+
+}  // namespace kvscope::gui
