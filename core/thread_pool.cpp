@@ -1,6 +1,8 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace kvscope {
 namespace {
@@ -8,6 +10,10 @@ namespace {
 // The fork's whole state in one word, so a worker that wakes late can never run a task of a fork that
 // is over: generation (16 bits) | number of tasks (24) | next task to claim (24).
 constexpr uint64_t kField = (uint64_t(1) << 24) - 1;
+
+// The pool whose task this thread is running (worker threads: their pool, always; a caller: during
+// its parallel_for). A parallel_for on that same pool is then a nested call, run inline.
+thread_local const ThreadPool* t_inside = nullptr;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,10 +33,23 @@ ThreadPool& ThreadPool::global() {
 ThreadPool::ThreadPool(int n_threads) { start(n_threads); }
 ThreadPool::~ThreadPool() { stop(); }
 
+void ThreadPool::claim(const char* who) {
+    if (!in_use_.exchange(true, std::memory_order_acquire)) return;
+    throw std::logic_error(std::string("ThreadPool::") + who +
+                           " was called while another thread's parallel_for or set_threads was running on the "
+                           "same pool: one caller at a time (the thread that steps sessions), see thread_pool.h");
+}
+
 void ThreadPool::set_threads(int n_threads) {
-    if (n_threads == n_threads_) return;
-    stop();
-    start(n_threads);
+    if (t_inside == this)
+        throw std::logic_error("ThreadPool::set_threads was called from inside a parallel_for task of the same "
+                               "pool: resize only when no parallel_for is running, see thread_pool.h");
+    claim("set_threads");
+    if (n_threads != n_threads_) {
+        stop();
+        start(n_threads);
+    }
+    release();
 }
 
 void ThreadPool::start(int n_threads) {
@@ -39,7 +58,11 @@ void ThreadPool::start(int n_threads) {
     // Workers start from the generation current now, so a fork issued before a worker first runs is
     // still seen as new by it.
     const uint32_t current = generation_.load();
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, current] { worker_loop(current); });
+    for (int i = 1; i < n_threads_; ++i)
+        workers_.emplace_back([this, current] {
+            t_inside = this;
+            worker_loop(current);
+        });
 }
 
 void ThreadPool::stop() {
@@ -84,6 +107,20 @@ void ThreadPool::worker_loop(uint32_t seen) {
 
 void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
     if (n_tasks <= 0) return;
+    if (t_inside == this) {  // nested, from a task of this pool: inline (thread_pool.h)
+        for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+        return;
+    }
+    // Checked on the serial path too, so a second caller is caught whatever the thread count.
+    claim("parallel_for");
+    struct Exit {  // fn throwing on this thread (a contract breach) still frees the pool for the report
+        ThreadPool* pool;
+        ~Exit() {
+            t_inside = nullptr;
+            pool->release();
+        }
+    } exit{this};
+    t_inside = this;
     if (n_threads_ == 1 || n_tasks == 1 || n_tasks > int64_t(kField)) {
         for (int64_t t = 0; t < n_tasks; ++t) fn(t);
         return;

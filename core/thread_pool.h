@@ -10,6 +10,22 @@
 //   parallel_for(n_tasks, fn)         fn(task) for task in [0, n_tasks), spread over the threads; returns
 //                                     when all are done. Which thread runs a task never changes results:
 //                                     kernels split work by output element, never inside a sum.
+//
+// Threads: who may call what (checked; a violation throws std::logic_error naming the rule)
+//   parallel_for    one caller at a time per pool. In the app that is the thread that steps sessions:
+//                   the CLI's main thread, or the GUI Controller's worker thread. A second thread calling
+//                   while a call is running is a programmer error: the pool has one fork state (fn, task
+//                   cursor, done count), so two forks would run each other's tasks.
+//                   From inside a task (nested) it is allowed and runs the inner tasks inline on the task's
+//                   thread, one after the other: the same results, no extra parallelism. No code does
+//                   that today; the rule keeps a kernel called from a task correct.
+//                   fn must not throw (a task on a worker thread has nowhere to report it).
+//   set_threads     only when no parallel_for is running on this pool, and never from inside a task.
+//   n_threads       any thread.
+// The check is one uncontended atomic exchange per call (decode forks ~6 times per layer per step).
+// An exception rather than an abort, so a test can show a violation is caught without forking a
+// process, and the call already running is left untouched. Nothing catches std::logic_error on its own:
+// the CLI's main and the GUI Controller report it like any failed command, with this sentence.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -51,7 +67,11 @@ private:
     void worker_loop(uint32_t seen);
     void run_tasks();
 
+    void claim(const char* who);         // take in_use_, or throw the rule `who` broke
+    void release() { in_use_.store(false, std::memory_order_release); }
+
     int n_threads_ = 1;
+    std::atomic<bool> in_use_{false};    // a parallel_for or set_threads is running (the one-caller rule)
     std::vector<std::thread> workers_;
     std::atomic<uint32_t> generation_{0};  // bumped (under mutex_) once per fork
     std::mutex mutex_;

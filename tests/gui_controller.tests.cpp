@@ -1,0 +1,288 @@
+// The window's command queue (app/gui/commands.h) driven without a window: intents go in through
+// Controller::execute, results come out of snapshots, and each is checked against plain core Sessions
+// run here on the same prompt (the Controller's worker, shadow session and batch plumbing are what is
+// under test; the sessions' own correctness is session.tests.cpp's job). Comparisons are bit-exact:
+// cached, uncached and batched steps promise identical logits (kernels.h).
+//
+// The fixture models have no tokenizer, so prompts are typed as id lists ("1,2,3"), as in the window.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "model.h"
+#include "session.h"
+#include "session_runs.h"
+#include "test_models.h"
+
+using namespace kvscope;
+using namespace kvscope::gui;
+using namespace kvtest;
+
+namespace {
+
+// ---- The Command API, in one place (Command is to become a std::variant of intent structs) ----
+
+Command make(Command::Kind kind) {
+    Command c;
+    c.kind = kind;
+    return c;
+}
+Command set_prompt(std::string text) {
+    Command c = make(Command::Kind::SetPrompt);
+    c.text = std::move(text);
+    return c;
+}
+Command step() { return make(Command::Kind::Step); }
+Command back(int64_t n = 1) {
+    Command c = make(Command::Kind::Back);
+    c.n = n;
+    return c;
+}
+Command reset() { return make(Command::Kind::Reset); }
+Command cache(bool on) {
+    Command c = make(Command::Kind::Cache);
+    c.on = on;
+    return c;
+}
+Command set_options(SessionOptions options, BatchOptions batch) {
+    Command c = make(Command::Kind::SetOptions);
+    c.options = std::move(options);
+    c.batch = std::move(batch);
+    return c;
+}
+Command load_model(std::string dir) {
+    Command c = make(Command::Kind::LoadModel);
+    c.text = std::move(dir);
+    return c;
+}
+
+// ---- Fixtures and the independent runs ----
+
+std::shared_ptr<const Model> fixture_model(const std::string& name, int64_t n_vocab, int64_t n_layer, uint32_t seed) {
+    FixtureSpec spec;
+    spec.config.n_vocab = n_vocab;
+    spec.config.n_layer = n_layer;
+    spec.seed = seed;
+    return Model::load(write_fixture(work_dir("gui_controller") / name, spec).dir.string());
+}
+
+std::shared_ptr<const Model> model_a() {
+    static auto m = fixture_model("a", 53, 2, 7);
+    return m;
+}
+
+SessionOptions small_options() {
+    SessionOptions o;
+    o.max_new_tokens = 4;
+    return o;
+}
+
+// What the plain engine makes of `prompt` in `n_steps` steps (each step cached unless listed in `uncached`).
+Run plain_run(std::shared_ptr<const Model> model, SessionOptions o, std::vector<TokenId> prompt, int n_steps,
+              std::vector<int> uncached = {}) {
+    Session s(std::move(model), o);
+    s.set_prompt(std::move(prompt));
+    for (int i = 0; i < n_steps; ++i) {
+        s.set_use_cache(std::find(uncached.begin(), uncached.end(), i) == uncached.end());
+        s.step();
+    }
+    return collect(s);
+}
+
+Run snapshot_run(const Snapshot::Sequence& seq) {
+    Run r;
+    r.generated = seq.generated_ids;
+    for (size_t i = 0; i < seq.trace.size(); ++i) {
+        r.records.push_back(seq.trace.share(i));
+        if (!seq.trace[i].logits.empty()) r.logits.push_back(seq.trace[i].logits);
+    }
+    return r;
+}
+
+Run snapshot_run(const Snapshot& s) { return snapshot_run(s.sequences[size_t(s.selected)]); }
+
+// execute() and the status line when it failed, so a broken step says why.
+void run_ok(Controller& c, const Command& cmd) {
+    const bool ok = c.execute(cmd);
+    INFO("status: " << c.snapshot()->status);
+    REQUIRE(ok);
+}
+
+const std::vector<TokenId> kPrompt{1, 2, 3, 4, 5};
+const char* const kPromptText = "1,2,3,4,5";
+
+}  // namespace
+
+TEST_CASE("Controller: steps equal a plain session; the shadow session computes the same step cache off") {
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    REQUIRE(c.snapshot()->prompt() == kPrompt);
+    REQUIRE(c.snapshot()->next() == Session::Next::Prefill);
+    for (int i = 0; i < 3; ++i) run_ok(c, step());
+
+    auto s = c.snapshot();
+    REQUIRE(s->trace().size() == 3);
+    CHECK(s->trace()[0].phase == Phase::Prefill);
+    CHECK(s->trace()[1].phase == Phase::Decode);
+    require_identical(snapshot_run(*s), plain_run(model_a(), small_options(), kPrompt, 3));
+    CHECK(!s->status_error);
+
+    // The shadow ran each step the other way: cache off, same choice, same logits.
+    REQUIRE(s->shadow() != nullptr);
+    REQUIRE(s->shadow()->size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+        CHECK(!(*s->shadow())[i].cache_on);
+        CHECK((*s->shadow())[i].chosen == s->trace()[i].chosen);
+        CHECK(first_mismatch((*s->shadow())[i].logits, s->trace()[i].logits).empty());
+    }
+}
+
+TEST_CASE("Controller: step back undoes steps, and stepping again gives the same tokens") {
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    for (int i = 0; i < 4; ++i) run_ok(c, step());
+    const Run four = snapshot_run(*c.snapshot());
+
+    run_ok(c, back(2));
+    auto s = c.snapshot();
+    REQUIRE(s->trace().size() == 2);
+    CHECK(s->generated().size() == four.generated.size() - 2);
+    REQUIRE(s->shadow() != nullptr);
+    CHECK(s->shadow()->size() == 2);  // the shadow went back with it
+
+    run_ok(c, step());
+    run_ok(c, step());
+    require_identical(snapshot_run(*c.snapshot()), four);
+
+    // Nothing left to undo is an error, and the trace stays.
+    run_ok(c, back(4));
+    CHECK(c.snapshot()->trace().empty());
+    CHECK(!c.execute(back()));
+    CHECK(c.snapshot()->status_error);
+}
+
+TEST_CASE("Controller: reset empties the cache, keeps the prompt, and replays the same run") {
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    for (int i = 0; i < 3; ++i) run_ok(c, step());
+    const Run before = snapshot_run(*c.snapshot());
+
+    run_ok(c, reset());
+    auto s = c.snapshot();
+    CHECK(s->trace().empty());
+    CHECK(s->generated().empty());
+    CHECK(s->prompt() == kPrompt);
+    CHECK(s->next() == Session::Next::Prefill);
+
+    for (int i = 0; i < 3; ++i) run_ok(c, step());
+    require_identical(snapshot_run(*c.snapshot()), before);
+}
+
+TEST_CASE("Controller: with the cache off, the next step recomputes everything and chooses the same token") {
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());  // prefill, cache on
+    run_ok(c, cache(false));
+    run_ok(c, step());  // decode, cache off
+
+    auto s = c.snapshot();
+    REQUIRE(s->trace().size() == 2);
+    CHECK(s->trace()[0].cache_on);
+    CHECK(!s->trace()[1].cache_on);
+    CHECK(!s->options().use_cache);
+    const Run cached = plain_run(model_a(), small_options(), kPrompt, 2);
+    REQUIRE(s->trace()[1].chosen.has_value());
+    CHECK(s->trace()[1].chosen == cached.records[1]->chosen);
+    // Independently: a plain session stepping cache off at the same step gives the same record.
+    require_identical(snapshot_run(*s), plain_run(model_a(), small_options(), kPrompt, 2, {1}));
+    // The shadow flips it: its step 1 ran with the cache on.
+    REQUIRE(s->shadow() != nullptr);
+    CHECK((*s->shadow())[1].cache_on);
+}
+
+TEST_CASE("Controller: a batch of 3 over one block pool shares the prompt's blocks and matches 3 plain sessions") {
+    const std::vector<std::string> suffixes{"", "20", "30,31"};
+    const std::vector<std::vector<TokenId>> tails{{}, {20}, {30, 31}};
+    const std::vector<TokenId> prompt{1, 2, 3, 4, 5, 6, 7, 8, 9};  // 2 full blocks of 4, then a partial one
+
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt("1,2,3,4,5,6,7,8,9"));
+    SessionOptions o = small_options();
+    o.block_size = 4;
+    o.share_prefix = true;
+    BatchOptions b;
+    b.n_seq = 3;
+    b.suffixes = suffixes;
+    run_ok(c, set_options(o, b));
+    for (int i = 0; i < 3; ++i) run_ok(c, step());
+
+    auto s = c.snapshot();
+    REQUIRE(s->sequences.size() == 3);
+    CHECK(s->shadow() == nullptr);  // a batch has no shadow session
+    for (size_t i = 0; i < 3; ++i) {
+        INFO("sequence " << i);
+        std::vector<TokenId> p = prompt;
+        p.insert(p.end(), tails[i].begin(), tails[i].end());
+        CHECK(s->sequences[i].prompt_ids == p);
+        // Independent of pools and batching: one session, ring cache, its own prompt.
+        require_identical(snapshot_run(s->sequences[i]), plain_run(model_a(), small_options(), p, 3));
+    }
+    const MemoryState* m = s->memory_at(-1);
+    REQUIRE(m != nullptr);
+    CHECK(m->block_size == 4);
+    CHECK(m->positions_adopted >= 2 * 8);  // sequences 1 and 2 mapped at least the 2 full prompt blocks
+    CHECK(m->n_mapped() < m->n_unshared());
+}
+
+TEST_CASE("Controller: loading another model folder replaces the model and keeps the prompt") {
+    FixtureSpec spec;
+    spec.config.n_vocab = 61;
+    spec.config.n_layer = 1;
+    spec.seed = 11;
+    const std::string dir_b = write_fixture(work_dir("gui_controller") / "b", spec).dir.string();
+
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());
+    const uint64_t generation = c.snapshot()->generation;
+
+    run_ok(c, load_model(dir_b));
+    auto s = c.snapshot();
+    CHECK(s->model().config().n_vocab == 61);
+    CHECK(s->model().config().n_layer == 1);
+    CHECK(s->generation > generation);
+    CHECK(s->trace().empty());
+    CHECK(s->prompt() == kPrompt);
+
+    for (int i = 0; i < 2; ++i) run_ok(c, step());
+    require_identical(snapshot_run(*c.snapshot()), plain_run(Model::load(dir_b), small_options(), kPrompt, 2));
+}
+
+TEST_CASE("Controller: a bad model folder is an error and the old model stays usable") {
+    const auto bad = work_dir("gui_controller") / "bad";
+    std::ofstream(bad / "config.json") << "{ \"n_embd\": ";  // cut off mid-file
+
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());
+    auto before = c.snapshot();
+
+    CHECK(!c.execute(load_model(bad.string())));
+    auto s = c.snapshot();
+    CHECK(s->status_error);
+    CHECK_THAT(s->status, Catch::Contains("config.json"));
+    CHECK(s->model_ptr == before->model_ptr);
+    CHECK(s->generation == before->generation);
+    CHECK(s->trace().size() == 1);
+
+    CHECK(!c.execute(load_model((work_dir("gui_controller") / "no-such-folder").string())));
+    CHECK(c.snapshot()->model_ptr == before->model_ptr);
+
+    run_ok(c, step());
+    require_identical(snapshot_run(*c.snapshot()), plain_run(model_a(), small_options(), kPrompt, 2));
+}
