@@ -1,4 +1,4 @@
-// The window's command queue (app/gui/commands.h) driven without a window: intents go in through
+// The window's command queue (app/gui/controller.h) driven without a window: intents go in through
 // Controller::execute, results come out of snapshots, and each is checked against plain core Sessions
 // run here on the same prompt (the Controller's worker, shadow session and batch plumbing are what is
 // under test; the sessions' own correctness is session.tests.cpp's job). Comparisons are bit-exact:
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
+#include "controller.h"
 #include "model.h"
 #include "session.h"
 #include "session_runs.h"
@@ -25,54 +25,34 @@ using namespace kvtest;
 
 namespace {
 
-// ---- The Command API, in one place (Command is to become a std::variant of intent structs) ----
+// ---- The intents, as the window's buttons make them ----
 
-Command make(Command::Kind kind) {
-    Command c;
-    c.kind = kind;
-    return c;
-}
-Command set_prompt(std::string text) {
-    Command c = make(Command::Kind::SetPrompt);
-    c.text = std::move(text);
-    return c;
-}
-Command step() { return make(Command::Kind::Step); }
-Command back(int64_t n = 1) {
-    Command c = make(Command::Kind::Back);
-    c.n = n;
-    return c;
-}
-Command reset() { return make(Command::Kind::Reset); }
-Command cache(bool on) {
-    Command c = make(Command::Kind::Cache);
-    c.on = on;
-    return c;
-}
-Command set_options(SessionOptions options, BatchOptions batch) {
-    Command c = make(Command::Kind::SetOptions);
-    c.options = std::move(options);
-    c.batch = std::move(batch);
-    return c;
-}
-Command load_model(std::string dir) {
-    Command c = make(Command::Kind::LoadModel);
-    c.text = std::move(dir);
-    return c;
-}
+Command set_prompt(std::string text) { return SetPrompt{std::move(text)}; }
+Command step() { return Step{}; }
+Command back(int64_t n = 1) { return Back{n}; }
+Command reset() { return Reset{}; }
+Command cache(bool on) { return SetCache{on}; }
+Command set_options(SessionOptions options, BatchOptions batch) { return SetOptions{std::move(options), std::move(batch)}; }
+Command load_model(std::string dir) { return LoadModel{std::move(dir)}; }
 
 // ---- Fixtures and the independent runs ----
 
-std::shared_ptr<const Model> fixture_model(const std::string& name, int64_t n_vocab, int64_t n_layer, uint32_t seed) {
+std::shared_ptr<const Model> fixture_model(const std::string& name, int64_t n_vocab, int64_t n_layer, uint32_t seed,
+                                           WeightFormat format = WeightFormat::F32) {
     FixtureSpec spec;
     spec.config.n_vocab = n_vocab;
     spec.config.n_layer = n_layer;
     spec.seed = seed;
-    return Model::load(write_fixture(work_dir("gui_controller") / name, spec).dir.string());
+    return Model::load(write_fixture(work_dir("gui_controller") / name, spec).dir.string(), format);
 }
 
 std::shared_ptr<const Model> model_a() {
     static auto m = fixture_model("a", 53, 2, 7);
+    return m;
+}
+
+std::shared_ptr<const Model> model_a_bf16() {  // the same weights, and a bfloat16 KV cache
+    static auto m = fixture_model("a16", 53, 2, 7, WeightFormat::BF16);
     return m;
 }
 
@@ -83,7 +63,7 @@ SessionOptions small_options() {
 }
 
 // What the plain engine makes of `prompt` in `n_steps` steps (each step cached unless listed in `uncached`).
-Run plain_run(std::shared_ptr<const Model> model, SessionOptions o, std::vector<TokenId> prompt, int n_steps,
+kvtest::Run plain_run(std::shared_ptr<const Model> model, SessionOptions o, std::vector<TokenId> prompt, int n_steps,
               std::vector<int> uncached = {}) {
     Session s(std::move(model), o);
     s.set_prompt(std::move(prompt));
@@ -94,8 +74,8 @@ Run plain_run(std::shared_ptr<const Model> model, SessionOptions o, std::vector<
     return collect(s);
 }
 
-Run snapshot_run(const Snapshot::Sequence& seq) {
-    Run r;
+kvtest::Run snapshot_run(const Snapshot::Sequence& seq) {
+    kvtest::Run r;
     r.generated = seq.generated_ids;
     for (size_t i = 0; i < seq.trace.size(); ++i) {
         r.records.push_back(seq.trace.share(i));
@@ -104,7 +84,7 @@ Run snapshot_run(const Snapshot::Sequence& seq) {
     return r;
 }
 
-Run snapshot_run(const Snapshot& s) { return snapshot_run(s.sequences[size_t(s.selected)]); }
+kvtest::Run snapshot_run(const Snapshot& s) { return snapshot_run(s.sequences[size_t(s.selected)]); }
 
 // execute() and the status line when it failed, so a broken step says why.
 void run_ok(Controller& c, const Command& cmd) {
@@ -146,7 +126,7 @@ TEST_CASE("Controller: step back undoes steps, and stepping again gives the same
     Controller c(model_a(), small_options());
     run_ok(c, set_prompt(kPromptText));
     for (int i = 0; i < 4; ++i) run_ok(c, step());
-    const Run four = snapshot_run(*c.snapshot());
+    const kvtest::Run four = snapshot_run(*c.snapshot());
 
     run_ok(c, back(2));
     auto s = c.snapshot();
@@ -170,7 +150,7 @@ TEST_CASE("Controller: reset empties the cache, keeps the prompt, and replays th
     Controller c(model_a(), small_options());
     run_ok(c, set_prompt(kPromptText));
     for (int i = 0; i < 3; ++i) run_ok(c, step());
-    const Run before = snapshot_run(*c.snapshot());
+    const kvtest::Run before = snapshot_run(*c.snapshot());
 
     run_ok(c, reset());
     auto s = c.snapshot();
@@ -195,7 +175,7 @@ TEST_CASE("Controller: with the cache off, the next step recomputes everything a
     CHECK(s->trace()[0].cache_on);
     CHECK(!s->trace()[1].cache_on);
     CHECK(!s->options().use_cache);
-    const Run cached = plain_run(model_a(), small_options(), kPrompt, 2);
+    const kvtest::Run cached = plain_run(model_a(), small_options(), kPrompt, 2);
     REQUIRE(s->trace()[1].chosen.has_value());
     CHECK(s->trace()[1].chosen == cached.records[1]->chosen);
     // Independently: a plain session stepping cache off at the same step gives the same record.
@@ -206,11 +186,14 @@ TEST_CASE("Controller: with the cache off, the next step recomputes everything a
 }
 
 TEST_CASE("Controller: a batch of 3 over one block pool shares the prompt's blocks and matches 3 plain sessions") {
+    const bool bf16 = GENERATE(false, true);
+    INFO((bf16 ? "bf16 weights and KV cache" : "f32"));
+    const std::shared_ptr<const Model> model = bf16 ? model_a_bf16() : model_a();
     const std::vector<std::string> suffixes{"", "20", "30,31"};
     const std::vector<std::vector<TokenId>> tails{{}, {20}, {30, 31}};
     const std::vector<TokenId> prompt{1, 2, 3, 4, 5, 6, 7, 8, 9};  // 2 full blocks of 4, then a partial one
 
-    Controller c(model_a(), small_options());
+    Controller c(model, small_options());
     run_ok(c, set_prompt("1,2,3,4,5,6,7,8,9"));
     SessionOptions o = small_options();
     o.block_size = 4;
@@ -230,9 +213,9 @@ TEST_CASE("Controller: a batch of 3 over one block pool shares the prompt's bloc
         p.insert(p.end(), tails[i].begin(), tails[i].end());
         CHECK(s->sequences[i].prompt_ids == p);
         // Independent of pools and batching: one session, ring cache, its own prompt.
-        require_identical(snapshot_run(s->sequences[i]), plain_run(model_a(), small_options(), p, 3));
+        require_identical(snapshot_run(s->sequences[i]), plain_run(model, small_options(), p, 3));
     }
-    const MemoryState* m = s->memory_at(-1);
+    const PoolView* m = s->pool_at(-1);
     REQUIRE(m != nullptr);
     CHECK(m->block_size == 4);
     CHECK(m->positions_adopted >= 2 * 8);  // sequences 1 and 2 mapped at least the 2 full prompt blocks

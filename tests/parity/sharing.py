@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 
+import numpy as np
 import torch
 
 from common import Failure, check_case, generate, main, model_dir, prompt, reference_model, run_cli
@@ -48,6 +49,22 @@ def sharing_figures(kvscope, m, system, suffixes, n_new, block):
         if kv.get(key) != value:
             raise Failure(f"--share-prefix: kv.{key} = {kv.get(key)}, expected {value} (kv: {kv})")
     return f"figures: {want}"
+
+
+def bf16_batch_equals_solo(kvscope, m, prompts, n_new, extra):
+    """--dtype bf16 (weights and KV cache in bfloat16): a paged, sharing batch gives every prompt the tokens
+    and logits, bit for bit, of that prompt run alone with the contiguous cache."""
+    dtype = ("--dtype", "bf16")
+    obj, logits, _ = generate(kvscope, m, prompts, n_new, extra=dtype + extra)
+    for b, p in enumerate(prompts):
+        solo, solo_logits, _ = generate(kvscope, m, [p], n_new, extra=dtype)
+        if obj["generated_ids"][b] != solo["generated_ids"]:
+            raise Failure(f"bf16 {' '.join(extra)}: prompt {b} generated {obj['generated_ids'][b]}, "
+                          f"alone {solo['generated_ids']}")
+        if not np.array_equal(logits[b], solo_logits):
+            diff = np.abs(logits[b] - solo_logits).max()
+            raise Failure(f"bf16 {' '.join(extra)}: prompt {b}'s logits differ from its solo run (max {diff:.3g})")
+    return f"bf16 batch {' '.join(extra)} == solo runs"
 
 
 def prompt_cache_round(kvscope, m, foreign, work):
@@ -120,6 +137,7 @@ def cases(kvscope, work):
     yield lambda: check_case(kvscope, m, [ps[0], ps[0], ps[0]], 5, extra=share)
     yield lambda: check_case(kvscope, m, ps, 7, extra=("--block-size", "3"))
     yield lambda: sharing_figures(kvscope, m, system, suffixes, 7, 4)
+    yield lambda: bf16_batch_equals_solo(kvscope, m, ps, 7, share)
     pc_dir = os.path.join(work, "prompt_cache")
     shutil.rmtree(pc_dir, ignore_errors=True)
     os.makedirs(pc_dir)
