@@ -23,19 +23,8 @@ using namespace kvtest;
 
 namespace {
 
-// V = 97, n_ctx = 80, C = 32, H = 4 (D = 8), F = 64, L = 2.
 const FixtureModel& fixture() {
-    static const FixtureModel fm = [] {
-        FixtureSpec spec;
-        spec.config.n_vocab = 97;
-        spec.config.n_ctx = 80;
-        spec.config.n_embd = 32;
-        spec.config.n_head = 4;
-        spec.config.n_inner = 64;
-        spec.config.n_layer = 2;
-        spec.seed = 606;
-        return write_fixture(work_dir("paged_cache") / "model", spec);
-    }();
+    static const FixtureModel fm = small_fixture("paged_cache", 606);
     return fm;
 }
 

@@ -394,6 +394,20 @@ inline std::string first_mismatch(const std::vector<float>& a, const std::vector
     return "";
 }
 
+// The small model of the paged-cache and session-group tests: V = 97, n_ctx = 80, C = 32, H = 4 (D = 8),
+// F = 64, L = 2, written once per test area.
+inline FixtureModel small_fixture(const std::string& area, uint32_t seed) {
+    FixtureSpec spec;
+    spec.config.n_vocab = 97;
+    spec.config.n_ctx = 80;
+    spec.config.n_embd = 32;
+    spec.config.n_head = 4;
+    spec.config.n_inner = 64;
+    spec.config.n_layer = 2;
+    spec.seed = seed;
+    return write_fixture(work_dir(area) / "model", spec);
+}
+
 inline std::vector<int32_t> random_tokens(uint32_t seed, int64_t n, int64_t n_vocab) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int32_t> pick(0, int32_t(n_vocab - 1));

@@ -296,16 +296,22 @@ void Workbench::operator()(const LoadModel& c) {
                                             : std::string()));
 }
 
-void Workbench::operator()(const ExportStep& c) {
-    const Session& s = sel();
-    if (s.trace().empty()) throw UsageError("nothing to export yet: run a step first");
-    activity("exporting to " + c.dir);
+// The shown sequence's trace, checked for export, and the folder made.
+ExportScope Workbench::prepare_export(const std::string& dir, int64_t layer, int64_t head) const {
+    if (sel().trace().empty()) throw UsageError("nothing to export yet: run a step first");
+    activity("exporting to " + dir);
     std::error_code ec;
-    std::filesystem::create_directories(c.dir, ec);
-    if (ec || !std::filesystem::is_directory(c.dir)) throw UsageError("cannot create folder " + c.dir);
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir)) throw UsageError("cannot create folder " + dir);
     ExportScope scope;
-    if (c.layer >= 0) scope.layer = c.layer;
-    if (c.head >= 0) scope.head = c.head;
+    if (layer >= 0) scope.layer = layer;
+    if (head >= 0) scope.head = head;
+    return scope;
+}
+
+void Workbench::operator()(const ExportStep& c) {
+    const ExportScope scope = prepare_export(c.dir, c.layer, c.head);
+    const Session& s = sel();
     const size_t step = c.step < 0 ? s.trace().size() - 1 : size_t(c.step);
     if (step >= s.trace().size()) throw UsageError("no step " + std::to_string(step) + " to export");
     last_export_ = export_step(s.trace(), step, s.model().tokenizer(), c.dir, scope);
@@ -313,15 +319,8 @@ void Workbench::operator()(const ExportStep& c) {
 }
 
 void Workbench::operator()(const ExportSession& c) {
+    const ExportScope scope = prepare_export(c.dir, c.layer, c.head);
     const Session& s = sel();
-    if (s.trace().empty()) throw UsageError("nothing to export yet: run a step first");
-    activity("exporting to " + c.dir);
-    std::error_code ec;
-    std::filesystem::create_directories(c.dir, ec);
-    if (ec || !std::filesystem::is_directory(c.dir)) throw UsageError("cannot create folder " + c.dir);
-    ExportScope scope;
-    if (c.layer >= 0) scope.layer = c.layer;
-    if (c.head >= 0) scope.head = c.head;
     export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);
     last_export_ = c.dir;
     set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.dir);

@@ -23,6 +23,7 @@
 
 #include "cache_comparison.h"
 #include "commands.h"
+#include "export.h"
 #include "session_group.h"
 #include "snapshot.h"
 
@@ -80,6 +81,7 @@ private:
     bool has_input() const;
     void sync_comparison();
     std::string describe(const StepRecord& r) const;
+    ExportScope prepare_export(const std::string& dir, int64_t layer, int64_t head) const;
     void activity(std::string what) const { if (hooks_.activity) hooks_.activity(std::move(what)); }
 
     WorkbenchHooks hooks_;
