@@ -3,13 +3,16 @@
 //
 //   stats_of(values)                   min / median / max of measurements taken elsewhere
 //   repeat(n, measure)                 run measure() n times, keep min / median / max
-//   stats_json(s)                      {"min": .., "median": .., "max": ..}
+//   JsonOut j = s;                     {"min": .., "median": .., "max": ..} (to_json below)
+//   stats_json(s)                      the same as text
 //   stats_text(s, fmt, scale)          "min / median / max", each printed with fmt after * scale
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "json_write.h"
 
 namespace kvscope {
 
@@ -29,11 +32,9 @@ Stats repeat(int64_t n, F&& measure) {
     return stats_of(std::move(v));
 }
 
-inline std::string stats_json(const Stats& s) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "{\"min\": %.6g, \"median\": %.6g, \"max\": %.6g}", s.min, s.median, s.max);
-    return buf;
-}
+inline void to_json(JsonOut& j, const Stats& s) { j = {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
+
+inline std::string stats_json(const Stats& s) { return json_text(JsonOut(s)); }
 
 inline std::string stats_text(const Stats& s, const char* fmt = "%.1f", double scale = 1.0) {
     char a[32], b[32], c[32];

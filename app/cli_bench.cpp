@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <random>
 
+#include "atomic_file.h"
 #include "bench_stats.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "clock.h"
 #include "errors.h"
 #include "machine_probe.h"
-#include "npy.h"
 #include "plot.h"
 #include "session.h"
 #include "thread_pool.h"
@@ -230,34 +230,40 @@ int cli_bench(int argc, char** argv) {
     }
 
     if (args.has("--json")) {
-        std::string steps;
+        JsonOut steps = JsonOut::array();
         for (size_t i = 0; i < positions.size(); ++i)
-            steps += std::string(i ? ", " : "") + "{\"position\": " + std::to_string(positions[i]) +
-                     ", \"cached_ms\": " + stats_json(cached_ms[i]) + ", \"uncached_ms\": " + stats_json(uncached_ms[i]) + "}";
-        std::printf("{\"model\": \"%s\", \"threads\": %d, \"repeat\": %lld,\n"
-                    " \"machine\": {\"read_bandwidth_gb_s\": %s, \"read_bandwidth_bf16_set_gb_s\": %s, "
-                    "\"read_bandwidth_1gib_gb_s\": %s, \"fma_peak_gflop_s\": %s},\n"
-                    " \"bounds\": {\"weight_bytes_per_token\": %.0f, \"decode_tokens_per_s\": %.2f, "
-                    "\"prefill_tokens_per_s\": %.2f, \"weight_bytes_per_token_bf16\": %.0f, "
-                    "\"decode_tokens_per_s_bf16\": %.2f},\n"
-                    " \"decode_tokens_per_s\": {\"batch1\": %s, \"batch4\": %s, \"batch8\": %s, \"bf16_batch1\": %s},\n"
-                    " \"decode_vs_bound_paired\": {\"batch1\": %s, \"bf16_batch1\": %s},\n"
-                    " \"bf16_max_abs_logit_diff\": %.6g, \"max_abs_logit\": %.6g,\n"
-                    " \"prefill_tokens_per_s\": %s, \"prefill_tokens\": %lld,\n"
-                    " \"steps\": [%s],\n"
-                    " \"recording\": {\"prompt\": %lld, \"decode\": %lld, \"trace_bytes\": %lld, "
-                    "\"decode_tokens_per_s_recorded\": %.3f, \"decode_tokens_per_s_plain\": %.3f},\n"
-                    " \"load_seconds\": %s, \"peak_rss_mb\": %.1f, \"kv_bytes_per_token\": %.0f, "
-                    "\"kv_bytes_full_context\": %.0f, \"kv_bytes_per_token_bf16\": %.0f}\n",
-                    model_dir.c_str(), threads, (long long)R, stats_json(bandwidth).c_str(), stats_json(bandwidth_bf16).c_str(),
-                    stats_json(bandwidth_memory).c_str(), stats_json(fma_peak).c_str(),
-                    weight_bytes, decode_bound, prefill_bound, weight_bytes_bf16, decode_bound_bf16,
-                    stats_json(decode1).c_str(), stats_json(decode4).c_str(), stats_json(decode8).c_str(),
-                    stats_json(decode1_bf16).c_str(), stats_json(decode1_vs_bound).c_str(),
-                    stats_json(decode1_bf16_vs_bound).c_str(), bf16_max_diff, bf16_max_logit, stats_json(prefill).c_str(), (long long)n_prefill, steps.c_str(),
-                    (long long)n_record_prompt, (long long)n_record_decode, (long long)trace_bytes, recorded_tps,
-                    plain_tps, stats_json(load_seconds).c_str(), peak_rss_mb, kv_bytes_per_position,
-                    kv_bytes_per_position * double(c.n_ctx), kv_bytes_per_position / 2);
+            steps.push_back({{"position", positions[i]}, {"cached_ms", cached_ms[i]}, {"uncached_ms", uncached_ms[i]}});
+        const JsonOut out = {
+            {"model", model_dir},
+            {"threads", threads},
+            {"repeat", R},
+            {"machine", {{"read_bandwidth_gb_s", bandwidth},
+                         {"read_bandwidth_bf16_set_gb_s", bandwidth_bf16},
+                         {"read_bandwidth_1gib_gb_s", bandwidth_memory},
+                         {"fma_peak_gflop_s", fma_peak}}},
+            {"bounds", {{"weight_bytes_per_token", weight_bytes},
+                        {"decode_tokens_per_s", decode_bound},
+                        {"prefill_tokens_per_s", prefill_bound},
+                        {"weight_bytes_per_token_bf16", weight_bytes_bf16},
+                        {"decode_tokens_per_s_bf16", decode_bound_bf16}}},
+            {"decode_tokens_per_s", {{"batch1", decode1}, {"batch4", decode4}, {"batch8", decode8}, {"bf16_batch1", decode1_bf16}}},
+            {"decode_vs_bound_paired", {{"batch1", decode1_vs_bound}, {"bf16_batch1", decode1_bf16_vs_bound}}},
+            {"bf16_max_abs_logit_diff", bf16_max_diff},
+            {"max_abs_logit", bf16_max_logit},
+            {"prefill_tokens_per_s", prefill},
+            {"prefill_tokens", n_prefill},
+            {"steps", steps},
+            {"recording", {{"prompt", n_record_prompt},
+                           {"decode", n_record_decode},
+                           {"trace_bytes", trace_bytes},
+                           {"decode_tokens_per_s_recorded", recorded_tps},
+                           {"decode_tokens_per_s_plain", plain_tps}}},
+            {"load_seconds", load_seconds},
+            {"peak_rss_mb", peak_rss_mb},
+            {"kv_bytes_per_token", kv_bytes_per_position},
+            {"kv_bytes_full_context", kv_bytes_per_position * double(c.n_ctx)},
+            {"kv_bytes_per_token_bf16", kv_bytes_per_position / 2}};
+        std::printf("%s\n", json_text(out, 2).c_str());
         return 0;
     }
 

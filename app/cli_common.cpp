@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "errors.h"
+#include "json_write.h"
 #include "random_model.h"
 #include "thread_pool.h"
 
@@ -104,10 +105,6 @@ void Progress::update(int64_t done) {
     std::fflush(stderr);
 }
 
-std::string json_ids(const std::vector<TokenId>& ids) {
-    std::string s = "[";
-    for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
-    return s + "]";
-}
+std::string json_ids(const std::vector<TokenId>& ids) { return json_text(JsonOut(ids)); }
 
 }  // namespace kvscope

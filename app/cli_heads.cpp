@@ -1,10 +1,12 @@
 // kvscope heads: the previous-token and induction score of every attention head (core/heads.h).
+#include <cmath>
 #include <cstdio>
 
 #include "cli_args.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "heads.h"
+#include "json_write.h"
 
 namespace kvscope {
 
@@ -24,12 +26,15 @@ int cli_heads(int argc, char** argv) {
     o.n_prompts = args.integer("--prompts", 4, 1, 1000);
     const std::vector<HeadScore> scores = head_scores(load_model_from(args), o);
     if (args.has("--json")) {
-        std::printf("{\"heads\": [");
-        for (size_t i = 0; i < scores.size(); ++i)
-            std::printf("%s\n  {\"layer\": %lld, \"head\": %lld, \"previous_token\": %.4f, \"induction\": %.4f}",
-                        i ? "," : "", (long long)scores[i].layer, (long long)scores[i].head, scores[i].previous_token,
-                        scores[i].induction);
-        std::printf("\n]}\n");
+        // Scores print to 4 decimals: they are averages over a few prompts, more digits would be noise.
+        auto rounded = [](double x) { return std::round(x * 1e4) / 1e4; };
+        JsonOut heads = JsonOut::array();
+        for (const HeadScore& h : scores)
+            heads.push_back({{"layer", h.layer},
+                             {"head", h.head},
+                             {"previous_token", rounded(h.previous_token)},
+                             {"induction", rounded(h.induction)}});
+        std::printf("%s\n", json_text({{"heads", heads}}, 2).c_str());
         return 0;
     }
     std::printf("layer  head  previous_token  induction\n");

@@ -6,7 +6,7 @@
 #include "architecture.h"
 #include "cli_commands.h"
 #include "cli_common.h"
-#include "json.h"
+#include "json_write.h"
 
 namespace kvscope {
 namespace {
@@ -42,23 +42,27 @@ int cli_inspect(int argc, char** argv) {
 
     const std::vector<ArchLine> lines = architecture(c);
     if (args.has("--json")) {
-        std::string arch;  // key -> what it means
-        for (const ArchLine& l : lines)
-            arch += std::string(arch.empty() ? "" : ", ") + json_escape(l.key) + ": " + json_escape(l.meaning);
-        std::string tensors;
+        JsonOut arch = JsonOut::object();  // key -> what it means
+        for (const ArchLine& l : lines) arch[l.key] = l.meaning;
+        JsonOut tensors = JsonOut::array();
         for (const TensorInfo& t : w.tensors)
-            tensors += std::string(tensors.empty() ? "" : ", ") + "{\"name\": " + json_escape(t.name) +
-                       ", \"dtype\": \"" + to_string(t.dtype) + "\", \"shape\": " + shape_text(t.shape) + "}";
-        std::printf("{\"model\": %s, \"config\": %s, \"n_parameters\": %lld, \"file_bytes\": %lld, "
-                    "\"converted_bytes\": %lld, \"matrix_dtype\": \"%s\", \"matrix_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"kv_bytes_full_context\": %lld, "
-                    "\"kv_dtype\": \"%s\", \"cross_kv_bytes_per_source_token\": %lld, "
-                    "\"tokenizer\": %s, \"architecture\": {%s}, \"tensors\": [%s]}\n",
-                    json_escape(model->dir()).c_str(), config_to_json(c).c_str(), (long long)w.n_parameters,
-                    (long long)w.file_bytes, (long long)w.converted_bytes, w.bf16 ? "bf16" : "f32",
-                    (long long)w.matrix_bytes, (long long)kv_per_token,
-                    (long long)(kv_per_token * c.n_ctx), w.bf16 ? "bf16" : "f32", (long long)cross_per_source_token,
-                    model->tokenizer() ? std::to_string(model->tokenizer()->n_vocab()).c_str() : "null",
-                    arch.c_str(), tensors.c_str());
+            tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}});
+        const JsonOut out = {
+            {"model", model->dir()},
+            {"config", JsonOut::parse(config_to_json(c))},
+            {"n_parameters", w.n_parameters},
+            {"file_bytes", w.file_bytes},
+            {"converted_bytes", w.converted_bytes},
+            {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
+            {"matrix_bytes", w.matrix_bytes},
+            {"kv_bytes_per_token", kv_per_token},
+            {"kv_bytes_full_context", kv_per_token * c.n_ctx},
+            {"kv_dtype", w.bf16 ? "bf16" : "f32"},
+            {"cross_kv_bytes_per_source_token", cross_per_source_token},
+            {"tokenizer", model->tokenizer() ? JsonOut(model->tokenizer()->n_vocab()) : JsonOut()},
+            {"architecture", arch},
+            {"tensors", tensors}};
+        std::printf("%s\n", json_text(out).c_str());
         return 0;
     }
     std::printf("model        %s\n", model->dir().c_str());

@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "errors.h"
 #include "json.h"
+#include "json_write.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -96,7 +97,7 @@ int cli_tokenize(int argc, char** argv) {
         const Json* text = row.is_object() ? row.find("text") : nullptr;
         if (!text || !text->is_string())
             throw LoadError(path, where + "expected an object with a string member \"text\"");
-        out += "{\"ids\": " + json_ids(tokenizer.encode(text->as_string(), allow_special)) + "}\n";
+        out += json_text({{"ids", tokenizer.encode(text->as_string(), allow_special)}}) + "\n";
     }
     write_out(out);
     return 0;

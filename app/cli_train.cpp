@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "cli_args.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
-#include "npy.h"
 #include "plot.h"
 #include "train.h"
 

@@ -10,6 +10,7 @@
 
 #include "errors.h"
 #include "json.h"
+#include "json_write.h"
 
 namespace kvscope {
 
@@ -203,47 +204,29 @@ ModelConfig load_config(const std::string& path) {
     return parse_config(ss.str(), path);
 }
 
-namespace {
-std::string real_to_json(double x) {
-    char buf[32];
-    auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back exactly
-    std::string s(buf, r.ptr);
-    // "1" would read back as an integer; keep reals visibly real.
-    if (s.find_first_of(".e") == std::string::npos) s += ".0";
-    return s;
-}
-}  // namespace
-
 std::string config_to_json(const ModelConfig& c) {
-    std::string s = "{\n";
-    auto line = [&](const char* key, const std::string& value, bool last = false) {
-        s += "  \"";
-        s += key;
-        s += "\": " + value + (last ? "\n" : ",\n");
-    };
-    auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-    line("model_type", c.encoder_decoder ? "\"encoder_decoder\"" : "\"gpt2\"");
+    JsonOut j;
+    j["model_type"] = c.encoder_decoder ? "encoder_decoder" : "gpt2";
     if (c.encoder_decoder) {
-        line("n_encoder_layer", std::to_string(c.n_encoder_layer));
-        line("decoder_start_token_id", std::to_string(c.decoder_start_token_id));
+        j["n_encoder_layer"] = c.n_encoder_layer;
+        j["decoder_start_token_id"] = c.decoder_start_token_id;
     }
-    line("vocab_size", std::to_string(c.n_vocab));
-    line("n_positions", std::to_string(c.n_ctx));
-    line("n_embd", std::to_string(c.n_embd));
-    line("n_layer", std::to_string(c.n_layer));
-    line("n_head", std::to_string(c.n_head));
-    line("n_inner", std::to_string(c.n_inner));
-    line("activation_function", json_escape(to_string(c.activation)));
-    line("layer_norm_epsilon", real_to_json(c.layer_norm_epsilon));
-    line("tie_word_embeddings", b(c.tie_word_embeddings));
-    line("qkv_bias", b(c.qkv_bias));
-    line("lm_head_bias", b(c.lm_head_bias));
-    line("norm_position", json_escape(to_string(c.norm_position)));
-    line("position_embedding", json_escape(to_string(c.position_embedding)));
-    line("embedding_scale", real_to_json(c.embedding_scale));
-    line("final_layer_norm", b(c.final_layer_norm), true);
-    s += "}\n";
-    return s;
+    j["vocab_size"] = c.n_vocab;
+    j["n_positions"] = c.n_ctx;
+    j["n_embd"] = c.n_embd;
+    j["n_layer"] = c.n_layer;
+    j["n_head"] = c.n_head;
+    j["n_inner"] = c.n_inner;
+    j["activation_function"] = to_string(c.activation);
+    j["layer_norm_epsilon"] = double(c.layer_norm_epsilon);  // a double prints as a real: 1.0, never 1
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["qkv_bias"] = c.qkv_bias;
+    j["lm_head_bias"] = c.lm_head_bias;
+    j["norm_position"] = to_string(c.norm_position);
+    j["position_embedding"] = to_string(c.position_embedding);
+    j["embedding_scale"] = double(c.embedding_scale);
+    j["final_layer_norm"] = c.final_layer_norm;
+    return json_text(j, 2) + "\n";
 }
 
 const char* to_string(Activation a) {

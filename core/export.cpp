@@ -8,50 +8,23 @@
 
 #include "colormap.h"
 #include "errors.h"
-#include "json.h"
+#include "json_write.h"
 #include "npy.h"
 
 namespace kvscope {
 namespace {
 
-// JSON text pieces. Non-finite numbers have no JSON spelling and become null.
-std::string num(double v) {
-    if (!std::isfinite(v)) return "null";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return buf;
-}
-std::string num(float v) {
-    if (!std::isfinite(v)) return "null";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", double(v));
-    return buf;
-}
-std::string num(int64_t v) { return std::to_string(v); }
-std::string boolean(bool b) { return b ? "true" : "false"; }
-
-template <class T>
-std::string list(const std::vector<T>& values) {
-    std::string s = "[";
-    for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + num(int64_t(values[i]));
-    return s + "]";
-}
-
-std::string object(const std::vector<std::pair<std::string, std::string>>& members, const char* sep = ", ") {
-    return json_object(members, sep);
-}
-
 // Display text of a token, or null without a tokenizer (or for an id the tokenizer does not know).
-std::string token_text(const Tokenizer* tokenizer, TokenId id) {
-    if (!tokenizer || id < 0 || id >= tokenizer->n_vocab()) return "null";
-    return json_escape(display_bytes(tokenizer->token_bytes(id)));
+JsonOut token_text(const Tokenizer* tokenizer, TokenId id) {
+    if (!tokenizer || id < 0 || id >= tokenizer->n_vocab()) return nullptr;
+    return display_bytes(tokenizer->token_bytes(id));
 }
 
-std::string tokens_text(const Tokenizer* tokenizer, const std::vector<TokenId>& ids) {
-    if (!tokenizer) return "null";
-    std::string s = "[";
-    for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + token_text(tokenizer, ids[i]);
-    return s + "]";
+JsonOut tokens_text(const Tokenizer* tokenizer, const std::vector<TokenId>& ids) {
+    if (!tokenizer) return nullptr;
+    JsonOut texts = JsonOut::array();
+    for (TokenId id : ids) texts.push_back(token_text(tokenizer, id));
+    return texts;
 }
 
 std::string step_folder_name(size_t step) {
@@ -75,30 +48,16 @@ void make_folder(const std::string& dir) {
         throw UsageError("cannot create folder " + dir + (ec ? ": " + ec.message() : ": a file is in the way"));
 }
 
-void png_sink(void* context, void* data, int size) {
-    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
-}
-
-void write_png(const std::string& path, const HeatmapImage& image) {
-    std::string bytes;
-    const int w = int(image.width), h = int(image.height);
-    if (!stbi_write_png_to_func(png_sink, &bytes, w, h, 3, image.rgb.data(), w * 3))
-        throw UsageError("cannot write " + path + ": PNG encoding failed");
-    write_file_atomic(path, bytes);
-}
-
 // One written file, for meta.json's "files" list.
-std::string file_entry(const std::string& name, const char* probe, std::optional<int64_t> il,
-                       std::optional<int64_t> h, const char* dtype, const std::vector<int64_t>& shape,
-                       const std::string& extra = "") {
-    std::vector<std::pair<std::string, std::string>> m = {{"name", json_escape(name)}, {"probe", json_escape(probe)}};
-    if (il) m.push_back({"layer", num(*il)});
-    if (h) m.push_back({"head", num(*h)});
-    m.push_back({"dtype", json_escape(dtype)});
-    m.push_back({"shape", list(shape)});
-    std::string s = object(m);
-    if (!extra.empty()) s.insert(s.size() - 1, ", " + extra);
-    return s;
+JsonOut file_entry(const std::string& name, const char* probe, std::optional<int64_t> il, std::optional<int64_t> h,
+                   const char* dtype, const std::vector<int64_t>& shape, const JsonOut& extra = JsonOut::object()) {
+    JsonOut e = {{"name", name}, {"probe", probe}};
+    if (il) e["layer"] = *il;
+    if (h) e["head"] = *h;
+    e["dtype"] = dtype;
+    e["shape"] = shape;
+    e.update(extra);
+    return e;
 }
 
 std::string mask_rule(int64_t window, int64_t sinks) {
@@ -119,13 +78,26 @@ void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, cons
                        const uint8_t* visible, float lo, float hi, const ColorTable& table) {
     if (rows <= 0 || cols <= 0)
         throw UsageError("cannot write " + path + ": a heatmap needs at least one row and one column");
-    write_png(path, render_heatmap(rows, cols, values, visible, lo, hi, table));
+    const HeatmapImage image = render_heatmap(rows, cols, values, visible, lo, hi, table);
+    write_png_rgb(path, image.width, image.height, image.rgb.data());
+}
+
+void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb) {
+    // stb encodes into memory; the file is then replaced whole.
+    auto append = [](void* context, void* data, int size) {
+        static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
+    };
+    std::string bytes;
+    const int w = int(width), h = int(height);
+    if (!stbi_write_png_to_func(append, &bytes, w, h, 3, rgb, w * 3))
+        throw UsageError("cannot write " + path + ": PNG encoding failed");
+    write_file_atomic(path, bytes);
 }
 
 namespace {
 // One attention map of a step as .npy arrays and PNG heatmaps, files named base + "scores.npy" etc.
 void write_map(const std::string& folder, const std::string& base, const AttentionMap& m, int64_t il, int64_t h,
-           std::vector<std::string>& files) {
+           JsonOut& files) {
     const std::vector<int64_t> shape = {m.n_query, m.n_key};
     const std::string prefix = folder + "/" + base;
     write_npy_f32(prefix + "scores.npy", shape, m.scores.data());
@@ -148,10 +120,9 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     const std::vector<int64_t> image_shape = {std::min(m.n_query * px, heatmap_max_side_px),
                                               std::min(m.n_key * px, heatmap_max_side_px), 3};
     files.push_back(file_entry(base + "weights.png", probe_name(Probe::Weights), il, h, "png_rgb8",
-                               image_shape, "\"colormap\": \"viridis\", \"range\": [0, 1]"));
+                               image_shape, {{"colormap", "viridis"}, {"range", {0, 1}}}));
     files.push_back(file_entry(base + "scores.png", probe_name(Probe::Scores), il, h, "png_rgb8",
-                               image_shape, "\"colormap\": \"diverging\", \"range\": [" + num(-extent) +
-                                                ", " + num(extent) + "]"));
+                               image_shape, {{"colormap", "diverging"}, {"range", {-extent, extent}}}));
 }
 }  // namespace
 
@@ -171,9 +142,9 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     const std::string folder = dir + "/" + step_folder_name(step);
     make_folder(folder);
 
-    std::vector<std::string> files;  // meta.json "files" entries
+    JsonOut files = JsonOut::array();  // meta.json "files" entries
     std::vector<int64_t> query_positions, key_positions;
-    std::string heatmaps;            // meta.json "heatmaps" member
+    JsonOut heatmaps;                  // meta.json "heatmaps" member
     if (r.recorded()) {
         const std::vector<int64_t> rows_shape = {L, R, C};
         write_npy_f32(folder + "/q.npy", rows_shape, r.q.data());
@@ -208,12 +179,9 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
             for (int64_t il = 0; il < r.encoder->n_encoder_layer; ++il)
                 for (int64_t h = h0; h < h1; ++h)
                     write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.encoder, il, h), il, h, files);
-        heatmaps = skipped.empty()
-                       ? object({{"written", "true"}, {"reason", "null"}})
-                       : object({{"written", "false"}, {"reason", json_escape(skipped)}});
+        heatmaps = {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
     } else {
-        heatmaps = object({{"written", "false"},
-                           {"reason", json_escape("the step ran with recording off: no q/k/v rows were kept")}});
+        heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};
     }
     if (query_positions.empty()) {  // no map was made: the same positions attention_map would use
         for (int64_t i = 0; i < R; ++i) query_positions.push_back(r.first_computed_position + i);
@@ -226,115 +194,102 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                                    {int64_t(r.logits.size())}));
     }
 
-    std::string top = "[";
-    for (size_t i = 0; i < r.top.size(); ++i)
-        top += (i ? ", " : "") + object({{"id", num(int64_t(r.top[i].id))},
-                                         {"text", token_text(tokenizer, r.top[i].id)},
-                                         {"probability", num(r.top[i].probability)},
-                                         {"logit", num(r.top[i].logit)}});
-    top += "]";
+    JsonOut top = JsonOut::array();
+    for (const auto& t : r.top)
+        top.push_back({{"id", t.id}, {"text", token_text(tokenizer, t.id)}, {"probability", t.probability}, {"logit", t.logit}});
     const int64_t offset = query_positions.empty() || key_positions.empty()
                                ? 0 : query_positions.front() - key_positions.front();
     files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}));
-    std::string file_list = "[\n    ";
-    for (size_t i = 0; i < files.size(); ++i) file_list += (i ? ",\n    " : "") + files[i];
-    file_list += "\n  ]";
-
-    const std::string meta = object(
-        {{"format", "\"kvscope-attention-step\""},
-         {"version", "1"},
-         {"step", num(r.index)},
-         {"phase", json_escape(phase_name(r.phase))},
-         {"cache_on", boolean(r.cache_on)},
-         {"recorded", boolean(r.recorded())},
-         {"tokens", object({{"ids", list(r.tokens)}, {"text", tokens_text(tokenizer, r.tokens)}})},
-         {"first_position", num(r.first_position)},
-         {"n_rows_computed", num(R)},
-         {"first_computed_position", num(r.first_computed_position)},
-         {"n_rows_reused", num(r.n_rows_reused)},
-         {"query_positions", list(query_positions)},
-         {"key_positions", list(key_positions)},
-         {"mask", object({{"offset", num(offset)},
-                          {"window", num(r.window)},
-                          {"sinks", num(r.sinks)},
-                          {"rule", json_escape(mask_rule(r.window, r.sinks))}})},
-         {"adopted", object({{"positions", num(r.n_adopted)},
-                             {"from", r.adopted_from == StepRecord::Source::PromptCache    ? "\"prompt_cache\""
-                                      : r.adopted_from == StepRecord::Source::SharedPrefix ? "\"shared_prefix\""
-                                                                                           : "null"}})},
-         {"encoder", r.encoder ? object({{"source", object({{"ids", list(r.encoder->source)},
-                                                            {"text", tokens_text(tokenizer, r.encoder->source)}})},
-                                         {"ran_this_step", boolean(r.ran_encoder)},
-                                         {"cross_cache_bytes", num(r.encoder->cross_bytes())}})
-                               : "null"},
-         {"model", object({{"n_layer", num(L)}, {"n_head", num(H)}, {"head_dim", num(D)}})},
-         {"shapes", object({{"q", list(std::vector<int64_t>{L, R, C})},
-                            {"attention", list(std::vector<int64_t>{int64_t(query_positions.size()),
-                                                                    int64_t(key_positions.size())})},
-                            {"logits", r.logits.empty() ? "null" : list(std::vector<int64_t>{int64_t(r.logits.size())})}})},
-         {"legend", json_escape("L = layers, R = rows computed this step (queries), P = key positions, "
-                                "C = n_head * head_dim, V = vocabulary")},
-         {"chosen", r.chosen ? object({{"id", num(int64_t(*r.chosen))}, {"text", token_text(tokenizer, *r.chosen)}})
-                             : "null"},
-         {"top", top},
-         {"entropy", num(r.entropy)},
-         {"flops", num(r.flops)},
-         {"seconds", num(r.seconds)},
-         {"cache_state", object({{"capacity", num(r.cache_capacity)},
-                                 {"used", num(r.cache_used)},
-                                 {"write_slot", num(r.write_slot)},
-                                 {"next_position", num(r.next_position)},
-                                 {"bytes_used", num(r.cache_bytes_used)},
-                                 {"bytes_capacity", num(r.cache_bytes_capacity)},
-                                 {"slot_positions", list(r.slot_positions)}})},
-         {"heatmaps", heatmaps},
-         {"files", file_list}},
-        ",\n  ");
-    write_file_atomic(folder + "/meta.json", meta.substr(0, 1) + "\n  " + meta.substr(1, meta.size() - 2) + "\n}\n");
+    const char* adopted_from = r.adopted_from == StepRecord::Source::PromptCache    ? "prompt_cache"
+                               : r.adopted_from == StepRecord::Source::SharedPrefix ? "shared_prefix"
+                                                                                    : nullptr;
+    JsonOut encoder;  // null for a decoder-only model
+    if (r.encoder)
+        encoder = {{"source", {{"ids", r.encoder->source}, {"text", tokens_text(tokenizer, r.encoder->source)}}},
+                   {"ran_this_step", r.ran_encoder},
+                   {"cross_cache_bytes", r.encoder->cross_bytes()}};
+    const JsonOut meta = {
+        {"format", "kvscope-attention-step"},
+        {"version", 1},
+        {"step", r.index},
+        {"phase", phase_name(r.phase)},
+        {"cache_on", r.cache_on},
+        {"recorded", r.recorded()},
+        {"tokens", {{"ids", r.tokens}, {"text", tokens_text(tokenizer, r.tokens)}}},
+        {"first_position", r.first_position},
+        {"n_rows_computed", R},
+        {"first_computed_position", r.first_computed_position},
+        {"n_rows_reused", r.n_rows_reused},
+        {"query_positions", query_positions},
+        {"key_positions", key_positions},
+        {"mask", {{"offset", offset}, {"window", r.window}, {"sinks", r.sinks}, {"rule", mask_rule(r.window, r.sinks)}}},
+        {"adopted", {{"positions", r.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
+        {"encoder", encoder},
+        {"model", {{"n_layer", L}, {"n_head", H}, {"head_dim", D}}},
+        {"shapes", {{"q", {L, R, C}},
+                    {"attention", {int64_t(query_positions.size()), int64_t(key_positions.size())}},
+                    {"logits", r.logits.empty() ? JsonOut() : JsonOut::array({int64_t(r.logits.size())})}}},
+        {"legend", "L = layers, R = rows computed this step (queries), P = key positions, C = n_head * head_dim, "
+                   "V = vocabulary"},
+        {"chosen", r.chosen ? JsonOut{{"id", *r.chosen}, {"text", token_text(tokenizer, *r.chosen)}} : JsonOut()},
+        {"top", top},
+        {"entropy", r.entropy},
+        {"flops", r.flops},
+        {"seconds", r.seconds},
+        {"cache_state", {{"capacity", r.cache_capacity},
+                         {"used", r.cache_used},
+                         {"write_slot", r.write_slot},
+                         {"next_position", r.next_position},
+                         {"bytes_used", r.cache_bytes_used},
+                         {"bytes_capacity", r.cache_bytes_capacity},
+                         {"slot_positions", r.slot_positions}}},
+        {"heatmaps", heatmaps},
+        {"files", files}};
+    write_file_atomic(folder + "/meta.json", json_text(meta, 2) + "\n");
     return folder;
 }
 
 void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir, const ExportScope& scope,
                   const std::function<void(size_t)>& on_step) {
     make_folder(dir);
-    std::string steps;
+    JsonOut steps = JsonOut::array();
     for (size_t s = 0; s < trace.size(); ++s) {
         export_step(trace, s, tokenizer, dir, scope);
         const StepRecord& r = trace[s];
-        std::string text = "null";
+        JsonOut text;  // null without a tokenizer
         if (tokenizer) {
             std::string bytes;
             for (TokenId id : r.tokens)
                 if (id >= 0 && id < tokenizer->n_vocab()) bytes += tokenizer->token_bytes(id);
-            text = json_escape(display_bytes(bytes));
+            text = display_bytes(bytes);
         }
-        steps += (s ? ",\n    " : "\n    ") +
-                 object({{"index", num(r.index)},
-                         {"folder", json_escape(step_folder_name(s))},
-                         {"phase", json_escape(phase_name(r.phase))},
-                         {"cache_on", boolean(r.cache_on)},
-                         {"recorded", boolean(r.recorded())},
-                         {"first_position", num(r.first_position)},
-                         {"tokens", list(r.tokens)},
+        steps.push_back({{"index", r.index},
+                         {"folder", step_folder_name(s)},
+                         {"phase", phase_name(r.phase)},
+                         {"cache_on", r.cache_on},
+                         {"recorded", r.recorded()},
+                         {"first_position", r.first_position},
+                         {"tokens", r.tokens},
                          {"text", text},
-                         {"n_rows_computed", num(r.n_rows_computed)},
-                         {"n_rows_reused", num(r.n_rows_reused)},
-                         {"window", num(r.window)},
-                         {"chosen", r.chosen ? num(int64_t(*r.chosen)) : "null"},
-                         {"chosen_text", r.chosen ? token_text(tokenizer, *r.chosen) : "null"},
-                         {"entropy", num(r.entropy)},
-                         {"seconds", num(r.seconds)},
-                         {"flops", num(r.flops)}});
+                         {"n_rows_computed", r.n_rows_computed},
+                         {"n_rows_reused", r.n_rows_reused},
+                         {"window", r.window},
+                         {"chosen", r.chosen ? JsonOut(*r.chosen) : JsonOut()},
+                         {"chosen_text", r.chosen ? token_text(tokenizer, *r.chosen) : JsonOut()},
+                         {"entropy", r.entropy},
+                         {"seconds", r.seconds},
+                         {"flops", r.flops}});
         if (on_step) on_step(s);
     }
-    const std::string model = trace.empty() ? "null"
-                                            : object({{"n_layer", num(trace[0].n_layer)},
-                                                      {"n_head", num(trace[0].n_head)},
-                                                      {"head_dim", num(trace[0].head_dim)}});
-    write_file_atomic(dir + "/trace.json", "{\n  \"format\": \"kvscope-trace\",\n  \"version\": 1,\n  \"model\": " +
-                                               model + ",\n  \"n_steps\": " + std::to_string(trace.size()) +
-                                               ",\n  \"steps\": [" + steps + (steps.empty() ? "]" : "\n  ]") +
-                                               "\n}\n");
+    JsonOut model;  // null for an empty trace
+    if (!trace.empty())
+        model = {{"n_layer", trace[0].n_layer}, {"n_head", trace[0].n_head}, {"head_dim", trace[0].head_dim}};
+    const JsonOut doc = {{"format", "kvscope-trace"},
+                         {"version", 1},
+                         {"model", model},
+                         {"n_steps", trace.size()},
+                         {"steps", steps}};
+    write_file_atomic(dir + "/trace.json", json_text(doc, 2) + "\n");
 }
 
 }  // namespace kvscope

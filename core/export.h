@@ -23,7 +23,8 @@
 //   ExportScope                    all heads of all layers, or one (layer, head)
 //   export_step(trace, s, tok, dir, scope)   write one step's folder; returns the folder path
 //   export_trace(trace, tok, dir, scope, on_step)   every step, then trace.json; on_step(i) for progress
-// Everything is written atomically per file; a failure throws UsageError naming the path.
+// Every file is written by write_file_atomic (atomic_file.h). A bad scope or folder throws UsageError,
+// a file that cannot be written LoadError; both name the path.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -45,12 +46,14 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
 void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir,
                   const ExportScope& scope = {}, const std::function<void(size_t)>& on_step = {});
 
-// The heatmap colouring (core/colormap.h), shared with anything else that writes PNGs.
+// PNGs, shared with anything else that writes them (charts, screenshots); written by write_file_atomic.
 //   write_heatmap_png(path, rows, cols, values, visible, lo, hi)          viridis; visible may be null
-//   write_heatmap_png(path, rows, cols, values, visible, lo, hi, table)   any 256-entry table
+//   write_heatmap_png(path, rows, cols, values, visible, lo, hi, table)   any 256-entry table (colormap.h)
+//   write_png_rgb(path, width, height, rgb)                               8-bit RGB rows, top row first
 void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
                        const uint8_t* visible, float lo, float hi);
 void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
                        const uint8_t* visible, float lo, float hi, const ColorTable& table);
+void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb);
 
 }  // namespace kvscope

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "json_write.h"
+
 namespace kvscope {
 
 namespace {
@@ -410,54 +412,12 @@ const Json* Json::find(std::string_view key) const {
     return nullptr;
 }
 
-// Valid UTF-8 passes through; each byte of an invalid sequence becomes U+FFFD, so the output is
-// always valid JSON. Control characters, '"' and '\' are escaped; nothing else is.
-std::string json_escape(std::string_view s) {
-    std::string out;
-    out.reserve(s.size() + 2);
-    out += '"';
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    size_t n = s.size();
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        if (c >= 0x80) {
-            size_t len = utf8_sequence_length(p + i, n - i);
-            if (len == 0) {
-                out += "\xEF\xBF\xBD";
-                ++i;
-            } else {
-                out.append(s.data() + i, len);
-                i += len;
-            }
-            continue;
-        }
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-            if (c < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04X", c);
-                out += buf;
-            } else {
-                out += char(c);
-            }
-        }
-        ++i;
-    }
-    out += '"';
-    return out;
-}
+std::string json_escape(std::string_view s) { return json_text(JsonOut(std::string(s))); }
 
-std::string json_object(const std::vector<std::pair<std::string, std::string>>& members, const char* sep) {
+std::string json_object(const std::vector<std::pair<std::string, std::string>>& members) {
     std::string s = "{";
     for (size_t i = 0; i < members.size(); ++i)
-        s += (i ? sep : "") + json_escape(members[i].first) + ": " + members[i].second;
+        s += (i ? ", " : "") + json_escape(members[i].first) + ": " + members[i].second;
     return s + "}";
 }
 

@@ -1,11 +1,13 @@
 #pragma once
 // A small, strict JSON reader (RFC 8259) for config.json, vocab.json and safetensors headers.
+// Writers build JSON with json_write.h instead.
 //
 //   Json::parse(text)          parse a whole document; throws JsonError with a byte offset
 //   v.is_object() ... is_null  kind tests
 //   v.as_string() / as_number() / as_bool() / as_array() / as_object()   typed access, throw on kind mismatch
 //   v.find("key")              member or nullptr (objects keep file order; duplicate keys are an error)
-//   json_escape(s)             quote a string for writing JSON
+//   json_escape(s)             s as a JSON string literal, by json_write.h (error messages; old writers)
+//   json_object(members)       {"k": v, ...} from values already spelled as JSON (old writers only)
 //
 // Strictness: no comments, trailing commas, NaN, leading zeros or raw control characters; strings
 // must be valid UTF-8 and \u escapes must pair surrogates (a lone surrogate is an error); nesting
@@ -66,8 +68,10 @@ private:
     friend class JsonParser;
 };
 
-std::string json_escape(std::string_view s);  // returns "..." with JSON escapes; bytes of invalid UTF-8 become U+FFFD
-// {"k": v, ...} from values already spelled as JSON; `sep` between members (", " or ",\n  ").
-std::string json_object(const std::vector<std::pair<std::string, std::string>>& members, const char* sep = ", ");
+std::string json_escape(std::string_view s);  // "..." with JSON escapes; invalid UTF-8 becomes U+FFFD
+// Kept only for app/cli_kv.cpp and app/cli_bench_sharing.cpp, which paste JSON text together and are
+// being rewritten; new writers build a JsonOut. Its one-line ", " / ": " spelling is what tests/cli.cmake
+// matches in their output.
+std::string json_object(const std::vector<std::pair<std::string, std::string>>& members);
 
 }  // namespace kvscope

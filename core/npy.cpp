@@ -1,13 +1,5 @@
 #include "npy.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <unistd.h>
-
-#include "errors.h"
-
 namespace kvscope {
 namespace {
 
@@ -51,33 +43,6 @@ void write_npy_u8(const std::string& path, const std::vector<int64_t>& shape, co
 }
 void write_npy_i64(const std::string& path, const std::vector<int64_t>& shape, const int64_t* data) {
     write_file_atomic(path, npy_bytes_i64(shape, data));
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-    const std::string temp = path + ".tmp." + std::to_string(::getpid());
-    std::FILE* f = std::fopen(temp.c_str(), "wb");
-    if (!f) throw UsageError("cannot write " + path + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed || std::rename(temp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        std::remove(temp.c_str());
-        throw UsageError("cannot write " + path + ": " + why);
-    }
-}
-
-void ensure_writable(const std::string& path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (path.empty()) throw UsageError("an output path is empty");
-    if (fs::is_directory(path, ec)) throw UsageError("cannot write " + path + ": it is a folder");
-    fs::path parent = fs::path(path).parent_path();
-    if (parent.empty()) parent = ".";
-    if (!fs::is_directory(parent, ec)) throw UsageError("cannot write " + path + ": no folder " + parent.string());
-    if (::access(parent.c_str(), W_OK) != 0)
-        throw UsageError("cannot write " + path + ": folder " + parent.string() + " is not writable");
-    if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
-        throw UsageError("cannot write " + path + ": the file is not writable");
 }
 
 }  // namespace kvscope

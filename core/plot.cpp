@@ -6,14 +6,13 @@
 #include <cstring>
 
 #include "errors.h"
-#include "npy.h"
+#include "export.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include <stb_easy_font.h>
 #pragma GCC diagnostic pop
-#include <stb_image_write.h>
 
 namespace kvscope {
 namespace {
@@ -140,15 +139,7 @@ void draw_chart(Canvas& c, int ox, int width, int height, const LineChart& chart
     }
 }
 
-void write_png(const std::string& path, const Canvas& c) {
-    std::string png;
-    auto append = [](void* context, void* data, int size) {
-        static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
-    };
-    if (!stbi_write_png_to_func(append, &png, c.w, c.h, 3, c.rgb.data(), c.w * 3))
-        throw UsageError("cannot encode the chart " + path);
-    write_file_atomic(path, png);
-}
+void write_png(const std::string& path, const Canvas& c) { write_png_rgb(path, c.w, c.h, c.rgb.data()); }
 
 }  // namespace
 

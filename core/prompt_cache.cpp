@@ -8,13 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
+#include "atomic_file.h"
 #include "errors.h"
 
 namespace kvscope {
@@ -361,86 +360,42 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
         if (t < 0 || t >= c.n_vocab)
             throw UsageError("write_prompt_cache: token id " + std::to_string(t) + " is outside the vocabulary");
 
-    namespace fs = std::filesystem;
-    static std::atomic<int> counter = 0;  // two writers of one process never share a temp name
-    const std::string tmp = (fs::path(path).parent_path() / (fs::path(path).filename().string() + ".tmp-" +
-                                                             std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-                                .string();
-    Fd f;
-    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (f.fd < 0) throw LoadError(path, "cannot write " + tmp + ": " + std::strerror(errno));
-
-    Hash64 hash;
-    bool ok = true;
-    int saved = 0;
-    auto put = [&](const void* p, size_t n) {
-        if (!ok) return;
-        hash.update(p, n);
-        const char* b = static_cast<const char*>(p);
-        while (n > 0) {
-            const ssize_t w = ::write(f.fd, b, n);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) {
-                ok = false;
-                saved = w < 0 ? errno : EIO;
-                return;
-            }
-            b += w;
-            n -= size_t(w);
-        }
-    };
-    auto put_text = [&](const std::string& s) {
-        const uint32_t n = uint32_t(s.size());
-        put(&n, 4);
-        put(s.data(), s.size());
-    };
-    put(kMagic, sizeof kMagic);
-    put(&kVersion, 4);
-    put_text(fp.config_json);
-    put_text(fp.weight_format);
-    put_text(fp.kernels);
-    put_text(fp.kv_format);
-    put(&fp.weights_hash, 8);
-    const int64_t dims[4] = {L, H, D, N};
-    put(dims, sizeof dims);
-    put(tokens.data(), tokens.size() * sizeof(TokenId));
-    // Rows are gathered a (N, D) block at a time: one write per (layer, head), not per row.
-    std::vector<float> block(size_t(N * D));  // (N, D)
-    for (int kv = 0; kv < 2; ++kv)
-        for (int64_t il = 0; il < L; ++il)
-            for (int64_t h = 0; h < H; ++h) {
-                for (int64_t p = 0; p < N; ++p) {  // as float32 whatever the cache stores
-                    if (kv == 0) cache.copy_key(il, h, p, block.data() + p * D);
-                    else cache.copy_value(il, h, p, block.data() + p * D);
+    // The file is replaced whole by write_file_atomic; the checksum covers every byte before it.
+    write_file_atomic(path, [&](std::FILE* f) {
+        Hash64 hash;
+        auto put = [&](const void* p, size_t n) {
+            hash.update(p, n);
+            std::fwrite(p, 1, n, f);
+        };
+        auto put_text = [&](const std::string& s) {
+            const uint32_t n = uint32_t(s.size());
+            put(&n, 4);
+            put(s.data(), s.size());
+        };
+        put(kMagic, sizeof kMagic);
+        put(&kVersion, 4);
+        put_text(fp.config_json);
+        put_text(fp.weight_format);
+        put_text(fp.kernels);
+        put_text(fp.kv_format);
+        put(&fp.weights_hash, 8);
+        const int64_t dims[4] = {L, H, D, N};
+        put(dims, sizeof dims);
+        put(tokens.data(), tokens.size() * sizeof(TokenId));
+        // Rows are gathered a (N, D) block at a time: one write per (layer, head), not per row.
+        std::vector<float> block(size_t(N * D));  // (N, D)
+        for (int kv = 0; kv < 2; ++kv)
+            for (int64_t il = 0; il < L; ++il)
+                for (int64_t h = 0; h < H; ++h) {
+                    for (int64_t p = 0; p < N; ++p) {  // as float32 whatever the cache stores
+                        if (kv == 0) cache.copy_key(il, h, p, block.data() + p * D);
+                        else cache.copy_value(il, h, p, block.data() + p * D);
+                    }
+                    put(block.data(), block.size() * sizeof(float));
                 }
-                put(block.data(), block.size() * sizeof(float));
-            }
-    const uint64_t checksum = hash.digest();
-    put(&checksum, 8);
-
-    if (ok && ::fsync(f.fd) != 0) {
-        ok = false;
-        saved = errno;
-    }
-    const int fd = f.fd;
-    f.fd = -1;
-    if (::close(fd) != 0 && ok) {
-        ok = false;
-        saved = errno;
-    }
-    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-        ok = false;
-        saved = errno;
-    }
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        throw LoadError(path, std::string("cannot write the prompt cache: ") + std::strerror(saved));
-    }
-    // The rename is durable once the folder's entry is on disk too; failing that only loses the cache.
-    const std::string dir = fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string();
-    Fd d;
-    d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (d.fd >= 0) ::fsync(d.fd);
+        const uint64_t checksum = hash.digest();
+        std::fwrite(&checksum, 1, 8, f);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 //   Hash64                               a fast 64-bit streaming hash (checksums, fingerprints)
 //   model_fingerprint(model, bf16_cache) what identifies a run's K/V: config, weights, formats, kernels
 //   read_prompt_cache(path, fp)          the whole file, checked; throws LoadError, changes nothing
-//   write_prompt_cache(path, fp, t, c)   atomic: temp file in the same folder, fsync, rename
+//   write_prompt_cache(path, fp, t, c)   atomic and durable (write_file_atomic)
 //   matching_prefix(pc, prompt, cache)   how many leading prompt positions the file can supply
 //   restore_prompt_cache(pc, n, cache)   put the file's rows 0..n-1 into an empty cache, advance(n)
 //
@@ -101,8 +101,8 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
 // Stores tokens (N >= 1) and the cache's rows for positions 0..N-1. Throws UsageError when the cache
 // does not hold those rows as computed with every earlier position visible (N > next_position(), or a
 // window W and S sinks with next_position() >= W + S), or when its shape, storage or a token does not
-// fit `fp`; LoadError when the file cannot be written. A FILE already there is replaced only by the
-// final rename; on any failure the temporary file is removed and FILE is as it was.
+// fit `fp`; LoadError when the file cannot be written. The file is written by write_file_atomic
+// (atomic_file.h): a FILE already there is replaced whole or, on failure, left as it was.
 void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std::span<const TokenId> tokens,
                         const KvCache& cache);
 

@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "atomic_file.h"
 #include "errors.h"
-#include "npy.h"
 #include "safetensors.h"
 
 namespace kvscope {

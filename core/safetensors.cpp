@@ -15,7 +15,9 @@
 #include <set>
 
 #include "errors.h"
+#include "atomic_file.h"
 #include "json.h"
+#include "json_write.h"
 
 namespace kvscope {
 
@@ -271,15 +273,8 @@ const TensorView* SafetensorsFile::find(const std::string& name) const {
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
     // pass 1: header text, checking the caller's tensors are self-consistent
-    std::string header = "{";
-    bool first = true;
-    if (!metadata.empty()) {
-        header += "\"__metadata__\":{";
-        for (auto it = metadata.begin(); it != metadata.end(); ++it)
-            header += (it == metadata.begin() ? "" : ",") + json_escape(it->first) + ":" + json_escape(it->second);
-        header += "}";
-        first = false;
-    }
+    JsonOut doc = JsonOut::object();
+    if (!metadata.empty()) doc["__metadata__"] = metadata;
     std::set<std::string> names;
     uint64_t offset = 0;
     for (const TensorToWrite& t : tensors) {
@@ -296,44 +291,23 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
             throw UsageError("write_safetensors: tensor " + json_escape(t.name) + " has " +
                              std::to_string(t.bytes.size()) + " bytes, but shape " + shape_text(t.shape) + " of " +
                              to_string(t.dtype) + " needs " + std::to_string(uint64_t(n) * dtype_size(t.dtype)));
-        if (!first) header += ',';
-        header += json_escape(t.name) + ":{\"dtype\":\"" + to_string(t.dtype) +
-                  "\",\"shape\":" + shape_text(t.shape, ",") + ",\"data_offsets\":[" + std::to_string(offset) + "," +
-                  std::to_string(offset + t.bytes.size()) + "]}";
-        first = false;
+        doc[t.name] = {{"dtype", to_string(t.dtype)},
+                       {"shape", t.shape},
+                       {"data_offsets", {offset, offset + t.bytes.size()}}};
         offset += t.bytes.size();
     }
-    header += "}";
+    std::string header = json_text(doc);
     // Spaces pad the header so tensor data starts 8-byte aligned, as Hugging Face's writer does.
     header.append((8 - header.size() % 8) % 8, ' ');
     unsigned char len[8];
     for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * k));
 
-    // pass 2: write a temporary file next to the target, then rename over it
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw LoadError(path, "cannot write " + tmp + ": " + errno_text());
-    auto write_all = [&](const void* p, size_t n) {
-        const char* c = static_cast<const char*>(p);
-        while (n > 0) {
-            ssize_t w = ::write(fd, c, n);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) return false;
-            c += w;
-            n -= size_t(w);
-        }
-        return true;
-    };
-    bool ok = write_all(len, 8) && write_all(header.data(), header.size());
-    for (size_t i = 0; ok && i < tensors.size(); ++i) ok = write_all(tensors[i].bytes.data(), tensors[i].bytes.size());
-    if (ok) ok = ::fsync(fd) == 0;
-    int saved = errno;
-    if (::close(fd) != 0 && ok) { ok = false; saved = errno; }
-    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) { ok = false; saved = errno; }
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        throw LoadError(path, std::string("cannot write: ") + std::strerror(saved));
-    }
+    // pass 2: the file, replaced whole
+    write_file_atomic(path, [&](std::FILE* f) {
+        std::fwrite(len, 1, 8, f);
+        std::fwrite(header.data(), 1, header.size(), f);
+        for (const TensorToWrite& t : tensors) std::fwrite(t.bytes.data(), 1, t.bytes.size(), f);
+    });
 }
 
 // Conversions work on bit patterns so they are exact and independent of the FPU rounding mode.

@@ -6,7 +6,7 @@
 //   SafetensorsFile f(path);            open, mmap, validate everything; throws LoadError
 //   f.tensors()                         every tensor, in file (offset) order
 //   f.find("wte.weight")                one tensor or nullptr
-//   write_safetensors(path, tensors)    writer used by tests and model generators (atomic: temp + rename)
+//   write_safetensors(path, tensors)    writer used by tests and model generators (atomic: write_file_atomic)
 //
 // Validation follows Hugging Face's loader: each entry has exactly dtype/shape/data_offsets; shape
 // times dtype size equals end - begin; offsets count from the byte after the header; the data section

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "errors.h"
-#include "npy.h"
+#include "atomic_file.h"
 
 namespace kvscope {
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "atomic_file.h"
 #include "corpus.h"
 #include "errors.h"
 #include "safetensors.h"
@@ -429,14 +430,7 @@ void save_model(const std::string& dir, const ModelConfig& config, const std::ve
         tensors.push_back(std::move(t));
     }
     write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
-    const std::string config_path = (fs::path(dir) / "config.json").string();
-    {
-        FILE* f = std::fopen(config_path.c_str(), "wb");
-        if (!f) throw LoadError(config_path, "cannot write file");
-        const std::string text = config_to_json(config);
-        const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-        if (std::fclose(f) != 0 || !ok) throw LoadError(config_path, "write failed");
-    }
+    write_file_atomic((fs::path(dir) / "config.json").string(), config_to_json(config));
     if (tokenizer_dir.empty() || fs::equivalent(tokenizer_dir, dir, ec)) return;
     for (const char* name : {"vocab.json", "merges.txt"}) {
         fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);

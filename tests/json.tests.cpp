@@ -197,7 +197,7 @@ TEST_CASE("json_escape writes JSON that reads back to the same bytes") {
     CHECK(json_escape("plain") == "\"plain\"");
     CHECK(json_escape("a\"b\\c") == R"("a\"b\\c")");
     CHECK(json_escape("\n\t\r\b\f") == R"("\n\t\r\b\f")");
-    CHECK(json_escape(std::string("\x01\x1F\0", 3)) == R"("\u0001\u001F\u0000")");
+    CHECK(json_escape(std::string("\x01\x1F\0", 3)) == R"("\u0001\u001f\u0000")");
     CHECK(json_escape("caf\xC3\xA9") == "\"caf\xC3\xA9\"");  // valid UTF-8 passes through
     // Every byte 0..255 that forms valid UTF-8 on its own (ASCII) round-trips.
     std::string ascii;
@@ -207,10 +207,12 @@ TEST_CASE("json_escape writes JSON that reads back to the same bytes") {
     CHECK(Json::parse(json_escape(mixed)).as_string() == mixed);
 }
 
-TEST_CASE("json_escape replaces each invalid UTF-8 byte with U+FFFD") {
-    // U+FFFD is EF BF BD. A lone continuation, a truncated sequence and an encoded surrogate.
+TEST_CASE("json_escape replaces invalid UTF-8 with U+FFFD") {
+    // U+FFFD is EF BF BD. A lone continuation, a truncated sequence (one U+FFFD for the unfinished
+    // sequence, as nlohmann-json does) and an encoded surrogate (one per byte: no prefix of it is valid).
     CHECK(json_escape("a\x80z") == "\"a\xEF\xBF\xBDz\"");
-    CHECK(json_escape("\xE2\x82") == "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
+    CHECK(json_escape("\xE2\x82") == "\"\xEF\xBF\xBD\"");
+    CHECK(json_escape("\xE2\x82(") == "\"\xEF\xBF\xBD(\"");
     CHECK(json_escape("\xED\xA0\x80") == "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
     // Output is always valid JSON, whatever the input bytes.
     std::string all;

@@ -6,7 +6,7 @@ set -euo pipefail
 mode=${1:-run}
 
 run_packages=(build-essential cmake pkg-config libeigen3-dev catch2 libimgui-dev libglfw3-dev libepoxy-dev
-              libstb-dev fonts-dejavu-core)
+              libstb-dev nlohmann-json3-dev fonts-dejavu-core)
 test_packages=(python3-torch python3-numpy python3-pil clang libclang-rt-14-dev xvfb xauth xdotool imagemagick
                libtsan2)  # ThreadSanitizer runtime for GCC 12 (the TSan stage; gcc-12 usually brings it)
 packages=("${run_packages[@]}")

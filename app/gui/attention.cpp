@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
+#include "atomic_file.h"
+#include "errors.h"
+#include "json_write.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -99,37 +101,35 @@ float key_labels(const Model& model, const std::vector<TokenId>& tokens, const A
 
 // Script `attention-json FILE`: the map the panel shows, as drawn (positions, tokens, scores, weights).
 bool write_map_json(const std::string& path, AttentionKind kind, size_t step, const AttentionMap& m, AxisTokens t) {
-    auto ints = [](const std::vector<int64_t>& v) {
-        std::string out = "[";
-        for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-        return out + "]";
-    };
-    auto ids_at = [&](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {
-        std::vector<int64_t> ids;
+    auto ids_at = [](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {
+        std::vector<int64_t> ids;  // -1 where the position has no token
         for (int64_t p : pos) ids.push_back(p >= 0 && p < int64_t(tokens.size()) ? tokens[size_t(p)] : -1);
-        return ints(ids);
+        return ids;
     };
-    auto matrix = [&](const std::vector<float>& v) {
-        std::string out = "[";
-        char num[32];
-        for (int64_t r = 0; r < m.n_query; ++r) {
-            out += r ? ",\n    [" : "\n    [";
-            for (int64_t c = 0; c < m.n_key; ++c) {
-                std::snprintf(num, sizeof num, "%s%.9g", c ? ", " : "", double(v[size_t(r * m.n_key + c)]));
-                out += num;
-            }
-            out += "]";
-        }
-        return out + "]";
+    auto matrix = [&](const std::vector<float>& v) {  // (n_query, n_key) as rows
+        JsonOut rows = JsonOut::array();
+        for (int64_t r = 0; r < m.n_query; ++r)
+            rows.push_back(std::vector<float>(v.begin() + r * m.n_key, v.begin() + (r + 1) * m.n_key));
+        return rows;
     };
-    std::string text = "{\"kind\": \"" + std::string(attention_kind_name(kind)) + "\", \"step\": " + std::to_string(step) +
-                       ", \"layer\": " + std::to_string(m.layer) + ", \"head\": " + std::to_string(m.head) +
-                       ", \"n_query\": " + std::to_string(m.n_query) + ", \"n_key\": " + std::to_string(m.n_key) +
-                       ",\n \"query_positions\": " + ints(m.query_positions) + ", \"query_ids\": " + ids_at(m.query_positions, *t.rows) +
-                       ",\n \"key_positions\": " + ints(m.key_positions) + ", \"key_ids\": " + ids_at(m.key_positions, *t.cols) +
-                       ",\n \"scores\": " + matrix(m.scores) + ",\n \"weights\": " + matrix(m.weights) + "}\n";
-    std::ofstream f(path);
-    return f && (f << text);
+    const JsonOut doc = {{"kind", attention_kind_name(kind)},
+                         {"step", step},
+                         {"layer", m.layer},
+                         {"head", m.head},
+                         {"n_query", m.n_query},
+                         {"n_key", m.n_key},
+                         {"query_positions", m.query_positions},
+                         {"query_ids", ids_at(m.query_positions, *t.rows)},
+                         {"key_positions", m.key_positions},
+                         {"key_ids", ids_at(m.key_positions, *t.cols)},
+                         {"scores", matrix(m.scores)},
+                         {"weights", matrix(m.weights)}};
+    try {
+        write_file_atomic(path, json_text(doc) + "\n");
+    } catch (const LoadError&) {
+        return false;
+    }
+    return true;
 }
 
 }  // namespace

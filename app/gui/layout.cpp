@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 
-#include "json.h"
+#include "atomic_file.h"
+#include "errors.h"
+#include "json_write.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -132,28 +132,20 @@ void dump_window(const char* name) {
     dumped[name] = {a.x, a.y, a.x + s.x, a.y + s.y};
 }
 
-bool write_layout_dump(const std::string& path, const std::string& state_json) {
-    std::string text = "{\n  \"state\": " + state_json + ",\n  \"widgets\": {";
-    const char* sep = "\n";
-    for (const auto& [name, r] : dumped) {
-        char line[160];
-        std::snprintf(line, sizeof line, "%s    %s: [%.0f, %.0f, %.0f, %.0f]", sep, json_escape(name).c_str(), double(r.x),
-                      double(r.y), double(r.z), double(r.w));
-        text += line;
-        sep = ",\n";
-    }
-    text += "\n  }\n}\n";
+bool write_layout_dump(const std::string& path, const JsonOut& state) {
+    JsonOut widgets = JsonOut::object();
+    for (const auto& [name, r] : dumped)  // whole pixels: tests click at these
+        widgets[name] = {std::lround(r.x), std::lround(r.y), std::lround(r.z), std::lround(r.w)};
+    const std::string text = json_text({{"state", state}, {"widgets", widgets}}, 2) + "\n";
     static std::string last;
     if (text == last) return true;
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp);
-        if (!f || !(f << text)) return false;
+    try {
+        write_file_atomic(path, text);
+    } catch (const LoadError&) {
+        return false;
     }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);  // readers never see a half-written file
-    if (!ec) last = text;
-    return !ec;
+    last = text;
+    return true;
 }
 
 }  // namespace kvscope::gui

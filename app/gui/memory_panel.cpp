@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
-#include "json.h"
+#include "atomic_file.h"
+#include "errors.h"
+#include "json_write.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -106,24 +106,17 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
 
 bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step) {
     const PoolView* m = s.pool_at(step);
-    std::string j = "{\n";
+    JsonOut j;
     // Every sequence's positions whose K/V were not computed, by source (all steps so far).
-    j += "  \"not_computed\": [";
-    for (size_t i = 0; i < s.sequences.size(); ++i) {
+    JsonOut& not_computed = j["not_computed"] = JsonOut::array();
+    for (const auto& seq : s.sequences) {
         int64_t shared = 0, cached = 0;
-        const Trace& t = s.sequences[i].trace;
-        for (size_t k = 0; k < t.size(); ++k)
-            (t[k].adopted_from == StepRecord::Source::PromptCache ? cached : shared) += t[k].n_adopted;
-        j += (i ? ", " : "") + std::string("{\"shared_prefix\": ") + std::to_string(shared) +
-             ", \"prompt_cache\": " + std::to_string(cached) + "}";
+        for (size_t k = 0; k < seq.trace.size(); ++k)
+            (seq.trace[k].adopted_from == StepRecord::Source::PromptCache ? cached : shared) += seq.trace[k].n_adopted;
+        not_computed.push_back({{"shared_prefix", shared}, {"prompt_cache", cached}});
     }
-    j += "],\n";
-    auto num = [&](const char* key, int64_t v, bool last = false) {
-        j += "  \"" + std::string(key) + "\": " + std::to_string(v) + (last ? "\n" : ",\n");
-    };
-    if (!m) {
-        j += "  \"paged\": false\n}\n";
-    } else {
+    j["paged"] = m != nullptr;
+    if (m) {
         int64_t in_use = 0, shared = 0, max_sharers = 0, n_alloc = 0, n_shared = 0, n_copied = 0, n_freed = 0;
         for (int32_t b = 0; b < int32_t(m->blocks.size()); ++b) {
             const PoolView::Block& k = m->blocks[size_t(b)];
@@ -136,53 +129,43 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
             n_copied += (change & Copied) != 0;
             n_freed += (change & Freed) != 0;
         }
-        j += "  \"paged\": true,\n";
-        num("batch_step", m->group_step);
-        num("sequences", int64_t(m->tables.size()));
-        num("block_size", m->block_size);
-        num("n_blocks", int64_t(m->blocks.size()));
-        num("bytes_per_block", m->bytes_per_block);
-        num("n_free", m->n_free);
-        num("in_use", in_use);
-        num("mapped", m->n_mapped());
-        num("unshared", m->n_unshared());
-        num("bytes_saved", (m->n_unshared() - m->n_mapped()) * m->bytes_per_block);
-        num("shared_blocks", shared);
-        num("max_sharers", max_sharers);
-        num("copies_on_write", m->copies_on_write);
-        num("positions_adopted", m->positions_adopted);
-        j += "  \"this_step\": {\"allocated\": " + std::to_string(n_alloc) + ", \"shared\": " + std::to_string(n_shared) +
-             ", \"copied\": " + std::to_string(n_copied) + ", \"freed\": " + std::to_string(n_freed) + "},\n";
-        j += "  \"tables\": [";
-        for (size_t i = 0; i < m->tables.size(); ++i) {
-            j += i ? ", [" : "[";
-            for (size_t k = 0; k < m->tables[i].size(); ++k) j += (k ? ", " : "") + std::to_string(m->tables[i][k]);
-            j += "]";
-        }
-        j += "],\n  \"adopted\": [";
-        for (size_t i = 0; i < m->adopted.size(); ++i) j += (i ? ", " : "") + std::to_string(m->adopted[i]);
-        j += "],\n  \"blocks\": [";
-        const char* sep = "\n";
+        j["batch_step"] = m->group_step;
+        j["sequences"] = m->tables.size();
+        j["block_size"] = m->block_size;
+        j["n_blocks"] = m->blocks.size();
+        j["bytes_per_block"] = m->bytes_per_block;
+        j["n_free"] = m->n_free;
+        j["in_use"] = in_use;
+        j["mapped"] = m->n_mapped();
+        j["unshared"] = m->n_unshared();
+        j["bytes_saved"] = (m->n_unshared() - m->n_mapped()) * m->bytes_per_block;
+        j["shared_blocks"] = shared;
+        j["max_sharers"] = max_sharers;
+        j["copies_on_write"] = m->copies_on_write;
+        j["positions_adopted"] = m->positions_adopted;
+        j["this_step"] = {{"allocated", n_alloc}, {"shared", n_shared}, {"copied", n_copied}, {"freed", n_freed}};
+        j["tables"] = m->tables;
+        j["adopted"] = m->adopted;
+        JsonOut& blocks = j["blocks"] = JsonOut::array();
         for (size_t b = 0; b < m->blocks.size(); ++b) {
             const auto& k = m->blocks[b];
             const uint8_t change = change_of(*m, int32_t(b));
             if (k.refs == 0 && !change) continue;
-            j += sep;
-            j += "    {\"id\": " + std::to_string(b) + ", \"refs\": " + std::to_string(k.refs) + ", \"logical\": " +
-                 std::to_string(k.logical) + ", \"seqs\": [" + seq_list(k.seqs) + "], \"change\": " + std::to_string(change) +
-                 ", \"copied_from\": " + std::to_string(m->copied_from(int32_t(b))) + ", \"n_tokens\": " + std::to_string(k.tokens.size()) + "}";
-            sep = ",\n";
+            blocks.push_back({{"id", b},
+                              {"refs", k.refs},
+                              {"logical", k.logical},
+                              {"seqs", k.seqs},
+                              {"change", change},
+                              {"copied_from", m->copied_from(int32_t(b))},
+                              {"n_tokens", k.tokens.size()}});
         }
-        j += "\n  ]\n}\n";
     }
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp);
-        if (!f || !(f << j)) return false;
+    try {
+        write_file_atomic(path, json_text(j, 2) + "\n");
+    } catch (const LoadError&) {
+        return false;
     }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    return !ec;
+    return true;
 }
 
 void draw_memory(PanelContext& c) {

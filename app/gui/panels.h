@@ -21,6 +21,8 @@
 
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>  // the layout dump's state; json_write.h has the rest
+
 #include "controller.h"
 #include "heatmap.h"
 #include "view.h"
@@ -66,7 +68,7 @@ bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi);
 // --layout-dump: the screen rectangles of named widgets, for tests that click by name.
 void dump_item(const char* name);                 // the last ImGui item's rectangle
 void dump_window(const char* name);               // the current window's rectangle (call between Begin/End)
-// JSON {"state": state_json, "widgets": {"name": [x0, y0, x1, y1], ...}}; rewritten (atomically) on change.
-bool write_layout_dump(const std::string& path, const std::string& state_json);
+// JSON {"state": state, "widgets": {"name": [x0, y0, x1, y1], ...}}; rewritten (write_file_atomic) on change.
+bool write_layout_dump(const std::string& path, const nlohmann::ordered_json& state);
 
 }  // namespace kvscope::gui

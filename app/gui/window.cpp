@@ -6,7 +6,6 @@
 #include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
-#include <stb_image_write.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,7 +18,8 @@
 #include <vector>
 
 #include "errors.h"
-#include "json.h"
+#include "export.h"
+#include "json_write.h"
 #include "gl.h"
 #include "panels.h"
 #include "script.h"
@@ -87,7 +87,12 @@ bool write_png(const std::string& path, int w, int h, const std::vector<uint8_t>
     std::vector<uint8_t> rgb(size_t(w) * size_t(h) * 3);  // drop alpha: the window is opaque
     for (size_t i = 0; i < size_t(w) * size_t(h); ++i)
         for (int c = 0; c < 3; ++c) rgb[i * 3 + size_t(c)] = rgba[i * 4 + size_t(c)];
-    return stbi_write_png(path.c_str(), w, h, 3, rgb.data(), w * 3) != 0;
+    try {
+        write_png_rgb(path, w, h, rgb.data());
+    } catch (const std::exception&) {
+        return false;
+    }
+    return true;
 }
 
 struct Glfw {
@@ -276,18 +281,19 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             if (!layout_dump.empty()) {
                 // Rewritten only when a rectangle moved; the step count tells tests the frame caught up.
                 const StepRecord* shown = viewed_step(*snap, prefs);
-                char state[256];
-                std::snprintf(state, sizeof state,
-                              "{\"steps\": %zu, \"idle\": %s, \"errors\": %llu, \"cache_on\": %s, \"layer\": %lld, "
-                              "\"head\": %lld, \"shown_step\": %lld, \"frames\": %llu, \"status\": ",
-                              snap->trace().size(), idle ? "true" : "false", (unsigned long long)snap->n_errors,
-                              snap->options().use_cache ? "true" : "false", (long long)prefs.layer, (long long)prefs.head,
-                              shown ? (long long)shown->index : -1LL, (unsigned long long)ImGui::GetFrameCount());
                 const Inputs in = ctl.inputs();
-                write_layout_dump(layout_dump, state + json_escape(snap->status) + ", \"prompt\": " +
-                                                   json_escape(in.prompt) + ", \"source\": " +
-                                                   json_escape(in.source) + ", \"attention\": \"" +
-                                                   attention_kind_name(prefs.attention) + "\"}");
+                write_layout_dump(layout_dump, {{"steps", snap->trace().size()},
+                                                {"idle", idle},
+                                                {"errors", snap->n_errors},
+                                                {"cache_on", snap->options().use_cache},
+                                                {"layer", prefs.layer},
+                                                {"head", prefs.head},
+                                                {"shown_step", shown ? int64_t(shown->index) : int64_t(-1)},
+                                                {"frames", ImGui::GetFrameCount()},
+                                                {"status", snap->status},
+                                                {"prompt", in.prompt},
+                                                {"source", in.source},
+                                                {"attention", attention_kind_name(prefs.attention)}});
             }
 
             if (measure_left > 0) {

@@ -1,0 +1,84 @@
+#include "atomic_file.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <unistd.h>
+
+#include "errors.h"
+
+namespace kvscope {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string folder_of(const std::string& path) {
+    const fs::path parent = fs::path(path).parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
+[[noreturn]] void fail(const std::string& path, int err, const char* when = "cannot write: ") {
+    throw LoadError(path, when + std::string(err ? std::strerror(err) : "write error"));
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill) {
+    static std::atomic<int> counter = 0;  // two writers in one process never share a temp name
+    const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) fail(path, errno);
+    std::FILE* f = ::fdopen(fd, "wb");
+    if (!f) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        fail(path, err);
+    }
+    // pass 1: the bytes, flushed and synced
+    int err = 0;
+    try {
+        fill(f);
+    } catch (...) {
+        std::fclose(f);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    if (std::ferror(f)) err = errno ? errno : EIO;  // a write inside fill failed (disk full, file too large)
+    else if (std::fflush(f) != 0) err = errno;
+    if (!err && ::fsync(fd) != 0) err = errno;
+    if (std::fclose(f) != 0 && !err) err = errno;
+    // pass 2: the rename makes the new file visible in one step
+    if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+    if (err) {
+        ::unlink(tmp.c_str());
+        fail(path, err);
+    }
+    // pass 3: the folder's entry is on disk too, so the rename survives a power loss
+    const int dir = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) fail(path, errno, "written, but its folder could not be synced: ");
+    const bool synced = ::fsync(dir) == 0;
+    err = errno;
+    ::close(dir);
+    if (!synced && err != EINVAL) fail(path, err, "written, but its folder could not be synced: ");  // EINVAL: no fsync on folders here
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+    write_file_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+}
+
+void ensure_writable(const std::string& path) {
+    std::error_code ec;
+    if (path.empty()) throw UsageError("an output path is empty");
+    if (fs::is_directory(path, ec)) throw UsageError("cannot write " + path + ": it is a folder");
+    const std::string parent = folder_of(path);
+    if (!fs::is_directory(parent, ec)) throw UsageError("cannot write " + path + ": no folder " + parent);
+    if (::access(parent.c_str(), W_OK) != 0)
+        throw UsageError("cannot write " + path + ": folder " + parent + " is not writable");
+    if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
+        throw UsageError("cannot write " + path + ": the file is not writable");
+}
+
+}  // namespace kvscope
