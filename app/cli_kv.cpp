@@ -26,8 +26,8 @@ KvFigures figures(const std::vector<Session*>& sessions, const BlockPool* pool) 
         f.positions += s->cache().next_position();
         for (size_t i = 0; i < s->trace().size(); ++i) {
             const StepRecord& r = s->trace()[i];
-            if (r.adopted_from == StepRecord::Source::SharedPrefix) f.shared_positions += r.n_adopted;
-            if (r.adopted_from == StepRecord::Source::PromptCache) f.cache_file_positions += r.n_adopted;
+            if (r.cost.adopted_from == StepCost::Source::SharedPrefix) f.shared_positions += r.cost.n_adopted;
+            if (r.cost.adopted_from == StepCost::Source::PromptCache) f.cache_file_positions += r.cost.n_adopted;
         }
         if (!pool) {
             f.bytes += s->cache().bytes_capacity();
@@ -73,8 +73,8 @@ PromptCacheUse open_prompt_cache(const std::string& path, const Model& model) {
 void save_prompt_cache(PromptCacheUse& use, const Model& model, const Session& session) {
     (void)model;
     use.written = true;  // decided once, after the prefill
-    if (!session.trace().empty() && session.trace()[0].adopted_from == StepRecord::Source::PromptCache)
-        use.loaded_positions = session.trace()[0].n_adopted;
+    if (!session.trace().empty() && session.trace()[0].cost.adopted_from == StepCost::Source::PromptCache)
+        use.loaded_positions = session.trace()[0].cost.n_adopted;
     if (use.loaded && use.loaded->tokens == session.prompt()) {
         use.written = false;  // it already holds exactly this prompt
         return;

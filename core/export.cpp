@@ -161,7 +161,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         throw UsageError("export: step " + std::to_string(step) + " is not in the trace (" +
                          std::to_string(trace.size()) + " steps)");
     const StepRecord& r = trace[step];
-    const int64_t L = r.n_layer, H = r.n_head, D = r.head_dim, C = H * D, R = r.n_rows_computed;
+    const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
     if (scope.layer && (*scope.layer < 0 || *scope.layer >= L))
         throw UsageError("export: layer " + std::to_string(*scope.layer) + " does not exist (the model has " +
                          std::to_string(L) + " layers)");
@@ -176,13 +176,13 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     std::string heatmaps;            // meta.json "heatmaps" member
     if (r.recorded()) {
         const std::vector<int64_t> rows_shape = {L, R, C};
-        write_npy_f32(folder + "/q.npy", rows_shape, r.q.data());
-        write_npy_f32(folder + "/k.npy", rows_shape, r.k.data());
-        write_npy_f32(folder + "/v.npy", rows_shape, r.v.data());
+        write_npy_f32(folder + "/q.npy", rows_shape, r.rows.q.data());
+        write_npy_f32(folder + "/k.npy", rows_shape, r.rows.k.data());
+        write_npy_f32(folder + "/v.npy", rows_shape, r.rows.v.data());
         for (const char* name : {"q", "k", "v"})
             files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", rows_shape));
-        if (!r.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
-            write_npy_f32(folder + "/cross_q.npy", rows_shape, r.cross_q.data());
+        if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
+            write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
             files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape));
         }
 
@@ -201,13 +201,14 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
                 write_map(folder, head_prefix(il, h), m, il, h, files);
-                if (r.encoder && !r.cross_q.empty())  // decoder queries x source positions
+                if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
                     write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h, files);
             }
-        if (r.ran_encoder && r.encoder && !r.encoder->q.empty())
-            for (int64_t il = 0; il < r.encoder->n_encoder_layer; ++il)
+        if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
+            for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
                 for (int64_t h = h0; h < h1; ++h)
-                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.encoder, il, h), il, h, files);
+                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h,
+                              files);
         heatmaps = skipped.empty()
                        ? object({{"written", "true"}, {"reason", "null"}})
                        : object({{"written", "false"}, {"reason", json_escape(skipped)}});
@@ -216,22 +217,24 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                            {"reason", json_escape("the step ran with recording off: no q/k/v rows were kept")}});
     }
     if (query_positions.empty()) {  // no map was made: the same positions attention_map would use
-        for (int64_t i = 0; i < R; ++i) query_positions.push_back(r.first_computed_position + i);
-        const int64_t first_key = r.visible_keys(r.first_computed_position).n_sink > 0 ? 0 : r.visible_from(r.first_computed_position);
-        for (int64_t p = first_key; p < r.first_computed_position + R; ++p) key_positions.push_back(p);
+        const int64_t q0 = r.cost.first_computed_position;
+        for (int64_t i = 0; i < R; ++i) query_positions.push_back(q0 + i);
+        const int64_t first_key = r.visible_keys(q0).n_sink > 0 ? 0 : r.visible_from(q0);
+        for (int64_t p = first_key; p < q0 + R; ++p) key_positions.push_back(p);
     }
-    if (!r.logits.empty()) {
-        write_npy_f32(folder + "/logits.npy", {int64_t(r.logits.size())}, r.logits.data());
+    const Prediction& pred = r.prediction;
+    if (!pred.logits.empty()) {
+        write_npy_f32(folder + "/logits.npy", {int64_t(pred.logits.size())}, pred.logits.data());
         files.push_back(file_entry("logits.npy", probe_name(Probe::Logits), {}, {}, "float32",
-                                   {int64_t(r.logits.size())}));
+                                   {int64_t(pred.logits.size())}));
     }
 
     std::string top = "[";
-    for (size_t i = 0; i < r.top.size(); ++i)
-        top += (i ? ", " : "") + object({{"id", num(int64_t(r.top[i].id))},
-                                         {"text", token_text(tokenizer, r.top[i].id)},
-                                         {"probability", num(r.top[i].probability)},
-                                         {"logit", num(r.top[i].logit)}});
+    for (size_t i = 0; i < pred.top.size(); ++i)
+        top += (i ? ", " : "") + object({{"id", num(int64_t(pred.top[i].id))},
+                                         {"text", token_text(tokenizer, pred.top[i].id)},
+                                         {"probability", num(pred.top[i].probability)},
+                                         {"logit", num(pred.top[i].logit)}});
     top += "]";
     const int64_t offset = query_positions.empty() || key_positions.empty()
                                ? 0 : query_positions.front() - key_positions.front();
@@ -240,53 +243,56 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     for (size_t i = 0; i < files.size(); ++i) file_list += (i ? ",\n    " : "") + files[i];
     file_list += "\n  ]";
 
+    const EncoderOutput* enc = r.rows.encoder.get();
     const std::string meta = object(
         {{"format", "\"kvscope-attention-step\""},
          {"version", "1"},
-         {"step", num(r.index)},
-         {"phase", json_escape(phase_name(r.phase))},
-         {"cache_on", boolean(r.cache_on)},
+         {"step", num(r.id.index)},
+         {"phase", json_escape(phase_name(r.id.phase))},
+         {"cache_on", boolean(r.id.cache_on)},
          {"recorded", boolean(r.recorded())},
-         {"tokens", object({{"ids", list(r.tokens)}, {"text", tokens_text(tokenizer, r.tokens)}})},
-         {"first_position", num(r.first_position)},
+         {"tokens", object({{"ids", list(r.id.tokens)}, {"text", tokens_text(tokenizer, r.id.tokens)}})},
+         {"first_position", num(r.id.first_position)},
          {"n_rows_computed", num(R)},
-         {"first_computed_position", num(r.first_computed_position)},
-         {"n_rows_reused", num(r.n_rows_reused)},
+         {"first_computed_position", num(r.cost.first_computed_position)},
+         {"n_rows_reused", num(r.cost.n_rows_reused)},
          {"query_positions", list(query_positions)},
          {"key_positions", list(key_positions)},
          {"mask", object({{"offset", num(offset)},
-                          {"window", num(r.window)},
-                          {"sinks", num(r.sinks)},
-                          {"rule", json_escape(mask_rule(r.window, r.sinks))}})},
-         {"adopted", object({{"positions", num(r.n_adopted)},
-                             {"from", r.adopted_from == StepRecord::Source::PromptCache    ? "\"prompt_cache\""
-                                      : r.adopted_from == StepRecord::Source::SharedPrefix ? "\"shared_prefix\""
-                                                                                           : "null"}})},
-         {"encoder", r.encoder ? object({{"source", object({{"ids", list(r.encoder->source)},
-                                                            {"text", tokens_text(tokenizer, r.encoder->source)}})},
-                                         {"ran_this_step", boolean(r.ran_encoder)},
-                                         {"cross_cache_bytes", num(r.encoder->cross_bytes())}})
-                               : "null"},
+                          {"window", num(r.id.window)},
+                          {"sinks", num(r.id.sinks)},
+                          {"rule", json_escape(mask_rule(r.id.window, r.id.sinks))}})},
+         {"adopted", object({{"positions", num(r.cost.n_adopted)},
+                             {"from", r.cost.adopted_from == StepCost::Source::PromptCache    ? "\"prompt_cache\""
+                                      : r.cost.adopted_from == StepCost::Source::SharedPrefix ? "\"shared_prefix\""
+                                                                                              : "null"}})},
+         {"encoder", enc ? object({{"source", object({{"ids", list(enc->source)},
+                                                     {"text", tokens_text(tokenizer, enc->source)}})},
+                                   {"ran_this_step", boolean(r.rows.ran_encoder)},
+                                   {"cross_cache_bytes", num(enc->cross_bytes())}})
+                         : "null"},
          {"model", object({{"n_layer", num(L)}, {"n_head", num(H)}, {"head_dim", num(D)}})},
          {"shapes", object({{"q", list(std::vector<int64_t>{L, R, C})},
                             {"attention", list(std::vector<int64_t>{int64_t(query_positions.size()),
                                                                     int64_t(key_positions.size())})},
-                            {"logits", r.logits.empty() ? "null" : list(std::vector<int64_t>{int64_t(r.logits.size())})}})},
+                            {"logits", pred.logits.empty() ? "null"
+                                                           : list(std::vector<int64_t>{int64_t(pred.logits.size())})}})},
          {"legend", json_escape("L = layers, R = rows computed this step (queries), P = key positions, "
                                 "C = n_head * head_dim, V = vocabulary")},
-         {"chosen", r.chosen ? object({{"id", num(int64_t(*r.chosen))}, {"text", token_text(tokenizer, *r.chosen)}})
-                             : "null"},
+         {"chosen", pred.chosen
+                        ? object({{"id", num(int64_t(*pred.chosen))}, {"text", token_text(tokenizer, *pred.chosen)}})
+                        : "null"},
          {"top", top},
-         {"entropy", num(r.entropy)},
-         {"flops", num(r.flops)},
-         {"seconds", num(r.seconds)},
-         {"cache_state", object({{"capacity", num(r.cache_capacity)},
-                                 {"used", num(r.cache_used)},
-                                 {"write_slot", num(r.write_slot)},
-                                 {"next_position", num(r.next_position)},
-                                 {"bytes_used", num(r.cache_bytes_used)},
-                                 {"bytes_capacity", num(r.cache_bytes_capacity)},
-                                 {"slot_positions", list(r.slot_positions)}})},
+         {"entropy", num(r.prediction.entropy)},
+         {"flops", num(r.cost.flops)},
+         {"seconds", num(r.cost.seconds)},
+         {"cache_state", object({{"capacity", num(r.cache.capacity)},
+                                 {"used", num(r.cache.used)},
+                                 {"write_slot", num(r.cache.write_slot)},
+                                 {"next_position", num(r.cache.next_position)},
+                                 {"bytes_used", num(r.cache.bytes_used)},
+                                 {"bytes_capacity", num(r.cache.bytes_capacity)},
+                                 {"slot_positions", list(r.cache.slot_positions)}})},
          {"heatmaps", heatmaps},
          {"files", file_list}},
         ",\n  ");
@@ -304,33 +310,33 @@ void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::str
         std::string text = "null";
         if (tokenizer) {
             std::string bytes;
-            for (TokenId id : r.tokens)
+            for (TokenId id : r.id.tokens)
                 if (id >= 0 && id < tokenizer->n_vocab()) bytes += tokenizer->token_bytes(id);
             text = json_escape(display_bytes(bytes));
         }
         steps += (s ? ",\n    " : "\n    ") +
-                 object({{"index", num(r.index)},
+                 object({{"index", num(r.id.index)},
                          {"folder", json_escape(step_folder_name(s))},
-                         {"phase", json_escape(phase_name(r.phase))},
-                         {"cache_on", boolean(r.cache_on)},
+                         {"phase", json_escape(phase_name(r.id.phase))},
+                         {"cache_on", boolean(r.id.cache_on)},
                          {"recorded", boolean(r.recorded())},
-                         {"first_position", num(r.first_position)},
-                         {"tokens", list(r.tokens)},
+                         {"first_position", num(r.id.first_position)},
+                         {"tokens", list(r.id.tokens)},
                          {"text", text},
-                         {"n_rows_computed", num(r.n_rows_computed)},
-                         {"n_rows_reused", num(r.n_rows_reused)},
-                         {"window", num(r.window)},
-                         {"chosen", r.chosen ? num(int64_t(*r.chosen)) : "null"},
-                         {"chosen_text", r.chosen ? token_text(tokenizer, *r.chosen) : "null"},
-                         {"entropy", num(r.entropy)},
-                         {"seconds", num(r.seconds)},
-                         {"flops", num(r.flops)}});
+                         {"n_rows_computed", num(r.cost.n_rows_computed)},
+                         {"n_rows_reused", num(r.cost.n_rows_reused)},
+                         {"window", num(r.id.window)},
+                         {"chosen", r.prediction.chosen ? num(int64_t(*r.prediction.chosen)) : "null"},
+                         {"chosen_text", r.prediction.chosen ? token_text(tokenizer, *r.prediction.chosen) : "null"},
+                         {"entropy", num(r.prediction.entropy)},
+                         {"seconds", num(r.cost.seconds)},
+                         {"flops", num(r.cost.flops)}});
         if (on_step) on_step(s);
     }
     const std::string model = trace.empty() ? "null"
-                                            : object({{"n_layer", num(trace[0].n_layer)},
-                                                      {"n_head", num(trace[0].n_head)},
-                                                      {"head_dim", num(trace[0].head_dim)}});
+                                            : object({{"n_layer", num(trace[0].rows.n_layer)},
+                                                      {"n_head", num(trace[0].rows.n_head)},
+                                                      {"head_dim", num(trace[0].rows.head_dim)}});
     write_file_atomic(dir + "/trace.json", "{\n  \"format\": \"kvscope-trace\",\n  \"version\": 1,\n  \"model\": " +
                                                model + ",\n  \"n_steps\": " + std::to_string(trace.size()) +
                                                ",\n  \"steps\": [" + steps + (steps.empty() ? "]" : "\n  ]") +

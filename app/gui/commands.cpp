@@ -448,7 +448,7 @@ MemoryState Controller::memory_state() const {
         int64_t adopted = 0;
         const Trace& t = sessions_[i]->trace();
         for (size_t j = 0; j < t.size(); ++j)
-            if (t[j].adopted_from == StepRecord::Source::SharedPrefix) adopted += t[j].n_adopted;
+            if (t[j].cost.adopted_from == StepCost::Source::SharedPrefix) adopted += t[j].cost.n_adopted;
         m.adopted.push_back(adopted);
     }
     m.n_free = pool.n_free();
@@ -519,9 +519,9 @@ void Controller::sync_shadow() {
         const Trace& t = session.trace();
         if (t.size() > 0) set_activity("replaying " + std::to_string(t.size()) + " step(s) the other way");
         for (size_t i = 0; i < t.size(); ++i) {
-            s->set_use_cache(!t[i].cache_on);
+            s->set_use_cache(!t[i].id.cache_on);
             s->step();
-            if (s->trace().back().chosen != t[i].chosen) {
+            if (s->trace().back().prediction.chosen != t[i].prediction.chosen) {
                 shadow_diverged_ = true;
                 return;
             }
@@ -560,10 +560,10 @@ bool Controller::step_once() {
     if (shadow_ && !shadow_diverged_) {
         // Show the step now; the other way (often the slow cache-off one) follows.
         publish();
-        set_activity("the same step with the cache " + std::string(r.cache_on ? "OFF" : "ON") + " (comparison)");
-        shadow_->set_use_cache(!r.cache_on);
+        set_activity("the same step with the cache " + std::string(r.id.cache_on ? "OFF" : "ON") + " (comparison)");
+        shadow_->set_use_cache(!r.id.cache_on);
         const StepRecord& s = shadow_->step();
-        if (s.chosen != r.chosen) shadow_diverged_ = true;  // sampling split on a near tie: stop comparing
+        if (s.prediction.chosen != r.prediction.chosen) shadow_diverged_ = true;  // sampling split on a near tie: stop comparing
     }
     return true;
 }
@@ -582,7 +582,7 @@ void Controller::run_step() {
     if (run_left_ == 0) {
         const StepRecord* last = sel().trace().empty() ? nullptr : &sel().trace().back();
         set_status("ran " + std::to_string(run_done_) + " step(s)" +
-                   (last ? "; now at position " + std::to_string(last->next_position) : std::string()));
+                   (last ? "; now at position " + std::to_string(last->cache.next_position) : std::string()));
     } else {
         set_status("running: " + std::to_string(run_done_) +
                    (run_total_ > 0 ? " / " + std::to_string(run_total_) : std::string()) + " steps");
@@ -593,9 +593,9 @@ void Controller::apply(const Command& c) {
     using K = Command::Kind;
     Session& s = sel();
     auto describe = [&](const StepRecord& r) {
-        std::string msg = std::string(phase_name(r.phase)) + " step " + std::to_string(r.index) + ": " +
-                          std::to_string(r.tokens.size()) + " token(s) at position " + std::to_string(r.first_position);
-        if (r.chosen) msg += ", next token " + std::to_string(*r.chosen) + " '" + token_text(s.model(), *r.chosen) + "'";
+        std::string msg = std::string(phase_name(r.id.phase)) + " step " + std::to_string(r.id.index) + ": " +
+                          std::to_string(r.id.tokens.size()) + " token(s) at position " + std::to_string(r.id.first_position);
+        if (r.prediction.chosen) msg += ", next token " + std::to_string(*r.prediction.chosen) + " '" + token_text(s.model(), *r.prediction.chosen) + "'";
         return msg;
     };
     auto no_more = [&] {

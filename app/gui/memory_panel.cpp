@@ -100,7 +100,7 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
         int64_t shared = 0, cached = 0;
         const Trace& t = s.sequences[i].trace;
         for (size_t k = 0; k < t.size(); ++k)
-            (t[k].adopted_from == StepRecord::Source::PromptCache ? cached : shared) += t[k].n_adopted;
+            (t[k].cost.adopted_from == StepCost::Source::PromptCache ? cached : shared) += t[k].cost.n_adopted;
         j += (i ? ", " : "") + std::string("{\"shared_prefix\": ") + std::to_string(shared) +
              ", \"prompt_cache\": " + std::to_string(cached) + "}";
     }

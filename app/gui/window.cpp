@@ -319,7 +319,7 @@ int cli_gui(int argc, char** argv) {
                               "\"head\": %lld, \"shown_step\": %lld, \"frames\": %llu, \"status\": ",
                               snap->trace().size(), idle ? "true" : "false", (unsigned long long)snap->n_errors,
                               snap->options().use_cache ? "true" : "false", (long long)prefs.layer, (long long)prefs.head,
-                              shown ? (long long)shown->index : -1LL, (unsigned long long)ImGui::GetFrameCount());
+                              shown ? (long long)shown->id.index : -1LL, (unsigned long long)ImGui::GetFrameCount());
                 write_layout_dump(layout_dump, state + json_escape(snap->status) + ", \"prompt\": " +
                                                    json_escape(snap->prompt_text) + ", \"source\": " +
                                                    json_escape(snap->source_text) + ", \"attention\": \"" +
