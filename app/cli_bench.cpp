@@ -129,7 +129,7 @@ int cli_bench(int argc, char** argv) {
         o.max_new_tokens = 1;
         Session s(model, o);
         s.set_prompt(random_prompt(c, n_prefill, 7));
-        return double(n_prefill) / s.step().seconds;
+        return double(n_prefill) / s.step().cost.seconds;
     });
     progress.update(3);
 
@@ -149,13 +149,13 @@ int cli_bench(int argc, char** argv) {
         s.set_prompt(random_prompt(c, p, 11));
         s.step();  // prefill p tokens; the decode step below is at position p
         cached_ms.push_back(repeat(R, [&] {
-            const double t = s.decode_step().seconds;
+            const double t = s.decode_step().cost.seconds;
             s.step_back();
             return t * 1e3;
         }));
         s.set_use_cache(false);
         uncached_ms.push_back(repeat(R, [&] {
-            const double t = s.decode_step().seconds;
+            const double t = s.decode_step().cost.seconds;
             s.step_back();
             return t * 1e3;
         }));

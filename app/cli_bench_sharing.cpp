@@ -134,9 +134,9 @@ Run run_layout(std::shared_ptr<const Model> model, const Workload& w, Layout lay
     r.prefill_seconds = seconds_now() - t0;
     for (const Session* s : group->sessions()) {
         const StepRecord& rec = *s->latest();  // each session's one prefill step
-        r.prefill_computed += rec.n_rows_computed;
-        r.prefill_skipped += rec.n_adopted;
-        r.prefill_flops += rec.flops;
+        r.prefill_computed += rec.cost.n_rows_computed;
+        r.prefill_skipped += rec.cost.n_adopted;
+        r.prefill_flops += rec.cost.flops;
     }
     GroupMemory m = group->memory();
     r.positions_prefill = m.positions;
@@ -188,7 +188,7 @@ FileFigures bench_prompt_file(std::shared_ptr<const Model> model, const Workload
     f.compute_prefix = repeat(R, [&] {
         prefix_session = std::make_unique<Session>(model, o);
         prefix_session->set_prompt(w.prefix);
-        return prefix_session->step().seconds;
+        return prefix_session->step().cost.seconds;
     });
     t = seconds_now();
     write_prompt_cache(path, fp, w.prefix, prefix_session->cache());

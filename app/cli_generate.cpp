@@ -125,7 +125,7 @@ int cli_generate(int argc, char** argv) {
         logits.reserve(size_t(int64_t(all.size()) * N * V));
         for (const Session* s : all)
             for (size_t i = 0; i < s->trace().size(); ++i)
-                if (s->trace()[i].chosen) logits.insert(logits.end(), s->trace()[i].logits.begin(), s->trace()[i].logits.end());
+                if (s->trace()[i].prediction.chosen) logits.insert(logits.end(), s->trace()[i].prediction.logits.begin(), s->trace()[i].prediction.logits.end());
         std::vector<int64_t> shape = {N, V};
         if (all.size() > 1) shape.insert(shape.begin(), int64_t(all.size()));
         write_npy_f32(*path, shape, logits.data());

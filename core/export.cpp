@@ -132,7 +132,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         throw UsageError("export: step " + std::to_string(step) + " is not in the trace (" +
                          std::to_string(trace.size()) + " steps)");
     const StepRecord& r = trace[step];
-    const int64_t L = r.n_layer, H = r.n_head, D = r.head_dim, C = H * D, R = r.n_rows_computed;
+    const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
     if (scope.layer && (*scope.layer < 0 || *scope.layer >= L))
         throw UsageError("export: layer " + std::to_string(*scope.layer) + " does not exist (the model has " +
                          std::to_string(L) + " layers)");
@@ -147,13 +147,13 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     JsonOut heatmaps;                  // meta.json "heatmaps" member
     if (r.recorded()) {
         const std::vector<int64_t> rows_shape = {L, R, C};
-        write_npy_f32(folder + "/q.npy", rows_shape, r.q.data());
-        write_npy_f32(folder + "/k.npy", rows_shape, r.k.data());
-        write_npy_f32(folder + "/v.npy", rows_shape, r.v.data());
+        write_npy_f32(folder + "/q.npy", rows_shape, r.rows.q.data());
+        write_npy_f32(folder + "/k.npy", rows_shape, r.rows.k.data());
+        write_npy_f32(folder + "/v.npy", rows_shape, r.rows.v.data());
         for (const char* name : {"q", "k", "v"})
             files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", rows_shape));
-        if (!r.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
-            write_npy_f32(folder + "/cross_q.npy", rows_shape, r.cross_q.data());
+        if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
+            write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
             files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape));
         }
 
@@ -172,77 +172,79 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
                 write_map(folder, head_prefix(il, h), m, il, h, files);
-                if (r.encoder && !r.cross_q.empty())  // decoder queries x source positions
+                if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
                     write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h, files);
             }
-        if (r.ran_encoder && r.encoder && !r.encoder->q.empty())
-            for (int64_t il = 0; il < r.encoder->n_encoder_layer; ++il)
+        if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
+            for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
                 for (int64_t h = h0; h < h1; ++h)
-                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.encoder, il, h), il, h, files);
+                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h, files);
         heatmaps = {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
     } else {
         heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};
     }
     if (query_positions.empty()) {  // no map was made: the same positions attention_map would use
-        for (int64_t i = 0; i < R; ++i) query_positions.push_back(r.first_computed_position + i);
-        const int64_t first_key = r.visible_keys(r.first_computed_position).n_sink > 0 ? 0 : r.visible_from(r.first_computed_position);
-        for (int64_t p = first_key; p < r.first_computed_position + R; ++p) key_positions.push_back(p);
+        const int64_t q0 = r.cost.first_computed_position;
+        for (int64_t i = 0; i < R; ++i) query_positions.push_back(q0 + i);
+        const int64_t first_key = r.visible_keys(q0).n_sink > 0 ? 0 : r.visible_from(q0);
+        for (int64_t p = first_key; p < q0 + R; ++p) key_positions.push_back(p);
     }
-    if (!r.logits.empty()) {
-        write_npy_f32(folder + "/logits.npy", {int64_t(r.logits.size())}, r.logits.data());
+    const Prediction& pred = r.prediction;
+    if (!pred.logits.empty()) {
+        write_npy_f32(folder + "/logits.npy", {int64_t(pred.logits.size())}, pred.logits.data());
         files.push_back(file_entry("logits.npy", probe_name(Probe::Logits), {}, {}, "float32",
-                                   {int64_t(r.logits.size())}));
+                                   {int64_t(pred.logits.size())}));
     }
 
     JsonOut top = JsonOut::array();
-    for (const auto& t : r.top)
+    for (const auto& t : r.prediction.top)
         top.push_back({{"id", t.id}, {"text", token_text(tokenizer, t.id)}, {"probability", t.probability}, {"logit", t.logit}});
     const int64_t offset = query_positions.empty() || key_positions.empty()
                                ? 0 : query_positions.front() - key_positions.front();
     files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}));
-    const char* adopted_from = r.adopted_from == StepRecord::Source::PromptCache    ? "prompt_cache"
-                               : r.adopted_from == StepRecord::Source::SharedPrefix ? "shared_prefix"
+    const char* adopted_from = r.cost.adopted_from == StepCost::Source::PromptCache    ? "prompt_cache"
+                               : r.cost.adopted_from == StepCost::Source::SharedPrefix ? "shared_prefix"
                                                                                     : nullptr;
     JsonOut encoder;  // null for a decoder-only model
-    if (r.encoder)
-        encoder = {{"source", {{"ids", r.encoder->source}, {"text", tokens_text(tokenizer, r.encoder->source)}}},
-                   {"ran_this_step", r.ran_encoder},
-                   {"cross_cache_bytes", r.encoder->cross_bytes()}};
+    if (r.rows.encoder)
+        encoder = {{"source", {{"ids", r.rows.encoder->source}, {"text", tokens_text(tokenizer, r.rows.encoder->source)}}},
+                   {"ran_this_step", r.rows.ran_encoder},
+                   {"cross_cache_bytes", r.rows.encoder->cross_bytes()}};
     const JsonOut meta = {
         {"format", "kvscope-attention-step"},
         {"version", 1},
-        {"step", r.index},
-        {"phase", phase_name(r.phase)},
-        {"cache_on", r.cache_on},
+        {"step", r.id.index},
+        {"phase", phase_name(r.id.phase)},
+        {"cache_on", r.id.cache_on},
         {"recorded", r.recorded()},
-        {"tokens", {{"ids", r.tokens}, {"text", tokens_text(tokenizer, r.tokens)}}},
-        {"first_position", r.first_position},
+        {"tokens", {{"ids", r.id.tokens}, {"text", tokens_text(tokenizer, r.id.tokens)}}},
+        {"first_position", r.id.first_position},
         {"n_rows_computed", R},
-        {"first_computed_position", r.first_computed_position},
-        {"n_rows_reused", r.n_rows_reused},
+        {"first_computed_position", r.cost.first_computed_position},
+        {"n_rows_reused", r.cost.n_rows_reused},
         {"query_positions", query_positions},
         {"key_positions", key_positions},
-        {"mask", {{"offset", offset}, {"window", r.window}, {"sinks", r.sinks}, {"rule", mask_rule(r.window, r.sinks)}}},
-        {"adopted", {{"positions", r.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
+        {"mask", {{"offset", offset}, {"window", r.id.window}, {"sinks", r.id.sinks}, {"rule", mask_rule(r.id.window, r.id.sinks)}}},
+        {"adopted", {{"positions", r.cost.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
         {"encoder", encoder},
         {"model", {{"n_layer", L}, {"n_head", H}, {"head_dim", D}}},
         {"shapes", {{"q", {L, R, C}},
                     {"attention", {int64_t(query_positions.size()), int64_t(key_positions.size())}},
-                    {"logits", r.logits.empty() ? JsonOut() : JsonOut::array({int64_t(r.logits.size())})}}},
+                    {"logits", r.prediction.logits.empty() ? JsonOut() : JsonOut::array({int64_t(r.prediction.logits.size())})}}},
         {"legend", "L = layers, R = rows computed this step (queries), P = key positions, C = n_head * head_dim, "
                    "V = vocabulary"},
-        {"chosen", r.chosen ? JsonOut{{"id", *r.chosen}, {"text", token_text(tokenizer, *r.chosen)}} : JsonOut()},
+        {"chosen", r.prediction.chosen ? JsonOut{{"id", *r.prediction.chosen}, {"text", token_text(tokenizer, *r.prediction.chosen)}} : JsonOut()},
         {"top", top},
-        {"entropy", r.entropy},
-        {"flops", r.flops},
-        {"seconds", r.seconds},
-        {"cache_state", {{"capacity", r.cache_capacity},
-                         {"used", r.cache_used},
-                         {"write_slot", r.write_slot},
-                         {"next_position", r.next_position},
-                         {"bytes_used", r.cache_bytes_used},
-                         {"bytes_capacity", r.cache_bytes_capacity},
-                         {"slot_positions", r.slot_positions}}},
+        {"entropy", r.prediction.entropy},
+        {"flops", r.cost.flops},
+        {"seconds", r.cost.seconds},
+        {"cache_state", {{"capacity", r.cache.capacity},
+                         {"used", r.cache.used},
+                         {"write_slot", r.cache.write_slot},
+                         {"next_position", r.cache.next_position},
+                         {"bytes_used", r.cache.bytes_used},
+                         {"bytes_capacity", r.cache.bytes_capacity},
+                         {"slot_positions", r.cache.slot_positions}}},
         {"heatmaps", heatmaps},
         {"files", files}};
     write_file_atomic(folder + "/meta.json", json_text(meta, 2) + "\n");
@@ -259,31 +261,31 @@ void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::str
         JsonOut text;  // null without a tokenizer
         if (tokenizer) {
             std::string bytes;
-            for (TokenId id : r.tokens)
+            for (TokenId id : r.id.tokens)
                 if (id >= 0 && id < tokenizer->n_vocab()) bytes += tokenizer->token_bytes(id);
             text = display_bytes(bytes);
         }
-        steps.push_back({{"index", r.index},
+        steps.push_back({{"index", r.id.index},
                          {"folder", step_folder_name(s)},
-                         {"phase", phase_name(r.phase)},
-                         {"cache_on", r.cache_on},
+                         {"phase", phase_name(r.id.phase)},
+                         {"cache_on", r.id.cache_on},
                          {"recorded", r.recorded()},
-                         {"first_position", r.first_position},
-                         {"tokens", r.tokens},
+                         {"first_position", r.id.first_position},
+                         {"tokens", r.id.tokens},
                          {"text", text},
-                         {"n_rows_computed", r.n_rows_computed},
-                         {"n_rows_reused", r.n_rows_reused},
-                         {"window", r.window},
-                         {"chosen", r.chosen ? JsonOut(*r.chosen) : JsonOut()},
-                         {"chosen_text", r.chosen ? token_text(tokenizer, *r.chosen) : JsonOut()},
-                         {"entropy", r.entropy},
-                         {"seconds", r.seconds},
-                         {"flops", r.flops}});
+                         {"n_rows_computed", r.cost.n_rows_computed},
+                         {"n_rows_reused", r.cost.n_rows_reused},
+                         {"window", r.id.window},
+                         {"chosen", r.prediction.chosen ? JsonOut(*r.prediction.chosen) : JsonOut()},
+                         {"chosen_text", r.prediction.chosen ? token_text(tokenizer, *r.prediction.chosen) : JsonOut()},
+                         {"entropy", r.prediction.entropy},
+                         {"seconds", r.cost.seconds},
+                         {"flops", r.cost.flops}});
         if (on_step) on_step(s);
     }
     JsonOut model;  // null for an empty trace
     if (!trace.empty())
-        model = {{"n_layer", trace[0].n_layer}, {"n_head", trace[0].n_head}, {"head_dim", trace[0].head_dim}};
+        model = {{"n_layer", trace[0].rows.n_layer}, {"n_head", trace[0].rows.n_head}, {"head_dim", trace[0].rows.head_dim}};
     const JsonOut doc = {{"format", "kvscope-trace"},
                          {"version", 1},
                          {"model", model},

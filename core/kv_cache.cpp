@@ -335,4 +335,29 @@ int64_t KvCache::bytes_capacity() const {
     return (capacity_ + pool_->block_size() - 1) / pool_->block_size() * pool_->bytes_per_block();
 }
 
+KvCacheView KvCache::view() const {
+    KvCacheView v;
+    view_into(v);
+    return v;
+}
+
+void KvCache::view_into(KvCacheView& out) const {
+    out.capacity = capacity();
+    out.used = used();
+    out.write_slot = write_slot();
+    out.next_position = next_position();
+    out.bytes_used = bytes_used();
+    out.bytes_capacity = bytes_capacity();
+    out.slot_positions.assign(slot_positions_.begin(), slot_positions_.end());
+    out.block_table.assign(table_.begin(), table_.end());
+    out.block_refs.resize(table_.size());
+    for (size_t k = 0; k < table_.size(); ++k)
+        out.block_refs[k] = table_[k] >= 0 ? int32_t(pool_->ref_count(table_[k])) : 0;
+    out.block_size = block_size();
+    out.pool_blocks = pool_ ? pool_->n_blocks() : 0;
+    out.pool_free = pool_ ? pool_->n_free() : 0;
+    out.pool_copies_on_write = pool_ ? pool_->stats().copies_on_write : 0;
+    out.pool_positions_adopted = pool_ ? pool_->stats().positions_adopted : 0;
+}
+
 }  // namespace kvscope

@@ -38,6 +38,8 @@
 //   reset()                     empty (paged: every block released)
 //   set_sequence(id)            paged: the sequence this cache belongs to, named in the pool's events
 //   bytes_used() / bytes_capacity()   this sequence's view (a shared block counts for each sharer)
+//   view() / view_into(v)       a KvCacheView snapshot; view_into reuses v's vectors (allocates nothing
+//                               once they have grown)
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -80,6 +82,22 @@ struct KvCacheCheckpoint {
     // paged
     std::vector<int32_t> table;           // the block table before the chunk
     BlockHolds holds;                     // keeps the blocks of `table` alive (all but a private write block)
+};
+
+// What a cache holds at one moment, as plain values (llama.cpp's llama_kv_cache_view): a StepRecord
+// keeps the one its step left behind. The paged fields stay 0 / empty for a ring.
+struct KvCacheView {
+    int64_t capacity = 0;                // S
+    int64_t used = 0;                    // slots still visible to the next query
+    int64_t write_slot = 0;              // where the next position will be written
+    int64_t next_position = 0;           // the position pointer
+    int64_t bytes_used = 0, bytes_capacity = 0;
+    std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
+    // paged: this sequence's block table and the pool it draws on
+    int64_t block_size = 0;              // B
+    std::vector<int32_t> block_table;    // (table) pool block per logical block of B positions, -1 = evicted
+    std::vector<int32_t> block_refs;     // (table) reference count of each mapped block, 0 where -1
+    int64_t pool_blocks = 0, pool_free = 0, pool_copies_on_write = 0, pool_positions_adopted = 0;
 };
 
 class KvCache {
@@ -141,6 +159,9 @@ public:
     int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * head_dim_ * (bf16_ ? 2 : 4); }
     int64_t bytes_used() const;
     int64_t bytes_capacity() const;
+
+    KvCacheView view() const;
+    void view_into(KvCacheView& out) const;
 
 private:
     int64_t slot_of(int64_t position) const;

@@ -77,7 +77,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
     generated_.reserve(size_t(options_.max_new_tokens));
     latest_ = StepRecord{};
-    latest_.top.reserve(size_t(options_.n_top));
+    latest_.prediction.top.reserve(size_t(options_.n_top));
     reset();
 }
 
@@ -89,8 +89,8 @@ void Session::reset() {
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
     undo_.clear();
-    latest_.tokens.clear();
-    latest_.index = 0;
+    latest_.id.tokens.clear();
+    latest_.id.index = 0;
     std::fill(logits_.begin(), logits_.end(), 0.0f);
 }
 
@@ -174,7 +174,7 @@ void Session::adopt_shared_prefix(Pending& p) {
     const int64_t computed = std::min(chunk, P - start - adopted);
     p.tokens = std::span<const TokenId>(prompt_).subspan(size_t(start), size_t(adopted + computed));
     p.n_adopted = adopted;
-    p.adopted_from = StepRecord::Source::SharedPrefix;
+    p.adopted_from = StepCost::Source::SharedPrefix;
     p.predicts = start + adopted + computed == P;
 }
 
@@ -189,7 +189,7 @@ void Session::adopt_prompt_cache(Pending& p) {
     const int64_t computed = std::min(chunk, P - n);
     p.tokens = std::span<const TokenId>(prompt_).subspan(0, size_t(n + computed));
     p.n_adopted = n;
-    p.adopted_from = StepRecord::Source::PromptCache;
+    p.adopted_from = StepCost::Source::PromptCache;
     p.predicts = n + computed == P;
 }
 
@@ -203,16 +203,16 @@ void Session::abandon(Pending& p) {
     }
 }
 
-void Session::record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const {
+void Session::record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const {
     const int64_t L = cache_.n_layer(), H = cache_.n_head(), D = cache_.head_dim(), C = H * D;
-    rec.k_adopted.assign(size_t(L * n * C), 0.0f);
-    rec.v_adopted.assign(size_t(L * n * C), 0.0f);
+    rows.k_adopted.assign(size_t(L * n * C), 0.0f);
+    rows.v_adopted.assign(size_t(L * n * C), 0.0f);
     for (int64_t il = 0; il < L; ++il)
         for (int64_t a = 0; a < n; ++a)
             for (int64_t h = 0; h < H; ++h) {
                 const size_t at = size_t((il * n + a) * C + h * D);
-                cache_.copy_key(il, h, first + a, rec.k_adopted.data() + at);
-                cache_.copy_value(il, h, first + a, rec.v_adopted.data() + at);
+                cache_.copy_key(il, h, first + a, rows.k_adopted.data() + at);
+                cache_.copy_value(il, h, first + a, rows.v_adopted.data() + at);
             }
 }
 
@@ -227,68 +227,56 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     // place, its vectors keeping their capacity, so a decode step allocates nothing.
     std::shared_ptr<StepRecord> fresh = options_.history ? std::make_shared<StepRecord>() : nullptr;
     StepRecord* rec = fresh ? fresh.get() : &latest_;
-    rec->index = options_.history ? int64_t(trace_.size()) : latest_.index + (latest_.tokens.empty() ? 0 : 1);
-    rec->phase = p.phase;
-    rec->cache_on = options_.use_cache;
-    rec->first_position = cache_.next_position() - int64_t(p.tokens.size());
-    rec->tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
-    rec->n_rows_computed = n_computed;
-    rec->first_computed_position = first_computed;
-    rec->n_rows_reused = n_reused;
-    rec->window = options_.window;
-    rec->sinks = cache_.sinks();
-    rec->n_adopted = p.n_adopted;
-    rec->adopted_from = p.adopted_from;
-    if (options_.record && p.n_adopted > 0) record_adopted_rows(*rec, rec->first_position, p.n_adopted);
+    StepId& id = rec->id;
+    id.index = options_.history ? int64_t(trace_.size()) : latest_.id.index + (latest_.id.tokens.empty() ? 0 : 1);
+    id.phase = p.phase;
+    id.cache_on = options_.use_cache;
+    id.first_position = cache_.next_position() - int64_t(p.tokens.size());
+    id.tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
+    id.window = options_.window;
+    id.sinks = cache_.sinks();
+    id.shift_cache_hidden_pairs =
+        shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), options_.window);
+    StepCost& cost = rec->cost;
+    cost.n_rows_computed = n_computed;
+    cost.first_computed_position = first_computed;
+    cost.n_rows_reused = n_reused;
+    cost.n_adopted = p.n_adopted;
+    cost.adopted_from = p.adopted_from;
+    RecordedRows& rows = rec->rows;
+    if (options_.record && p.n_adopted > 0) record_adopted_rows(rows, id.first_position, p.n_adopted);
     else {
-        rec->k_adopted.clear();
-        rec->v_adopted.clear();
+        rows.k_adopted.clear();
+        rows.v_adopted.clear();
     }
-    rec->shift_cache_hidden_pairs = shift_cache_hidden_pairs(rec->first_position, int64_t(rec->tokens.size()), options_.window);
-    rec->n_layer = cfg.n_layer;
-    rec->n_head = cfg.n_head;
-    rec->head_dim = cfg.head_dim();
-    if (p.phase == Phase::Prefill) n_prompt_done_ += int64_t(rec->tokens.size());
+    rows.n_layer = cfg.n_layer;
+    rows.n_head = cfg.n_head;
+    rows.head_dim = cfg.head_dim();
+    if (p.phase == Phase::Prefill) n_prompt_done_ += int64_t(id.tokens.size());
+    Prediction& pred = rec->prediction;
     if (p.predicts) {
         const TokenId chosen = sampler_.sample(logits_.data());
         generated_.push_back(chosen);
-        rec->chosen = chosen;
-        sampler_.top(options_.n_top, rec->top);
-        rec->entropy = sampler_.entropy();
-        rec->logits.assign(logits_.begin(), logits_.end());
+        pred.chosen = chosen;
+        sampler_.top(options_.n_top, pred.top);
+        pred.entropy = sampler_.entropy();
+        pred.logits.assign(logits_.begin(), logits_.end());
     } else {
-        rec->chosen.reset();
-        rec->top.clear();
-        rec->entropy = 0;
-        rec->logits.clear();
+        pred.chosen.reset();
+        pred.top.clear();
+        pred.entropy = 0;
+        pred.logits.clear();
     }
-    rec->flops = flops + (p.ran_encoder ? encoder_->flops : 0.0);
-    rec->encoder = encoder_;
-    rec->ran_encoder = p.ran_encoder;
-    rec->seconds = seconds_now() - p.started;
-    rec->cache_capacity = cache_.capacity();
-    rec->cache_used = cache_.used();
-    rec->write_slot = cache_.write_slot();
-    rec->next_position = cache_.next_position();
-    rec->cache_bytes_used = cache_.bytes_used();
-    rec->cache_bytes_capacity = cache_.bytes_capacity();
-    rec->slot_positions.assign(cache_.slot_positions().begin(), cache_.slot_positions().end());
-    if (const BlockPool* pool = cache_.pool()) {
-        rec->block_size = pool->block_size();
-        rec->block_table = cache_.block_table();
-        rec->block_refs.resize(rec->block_table.size());
-        for (size_t k = 0; k < rec->block_table.size(); ++k)
-            rec->block_refs[k] = rec->block_table[k] >= 0 ? int32_t(pool->ref_count(rec->block_table[k])) : 0;
-        rec->pool_blocks = pool->n_blocks();
-        rec->pool_free = pool->n_free();
-        rec->pool_copies_on_write = pool->stats().copies_on_write;
-        rec->pool_positions_adopted = pool->stats().positions_adopted;
-    }
+    cost.flops = flops + (p.ran_encoder ? encoder_->flops : 0.0);
+    rows.encoder = encoder_;
+    rows.ran_encoder = p.ran_encoder;
+    cost.seconds = seconds_now() - p.started;
+    cache_.view_into(rec->cache);
     if (options_.record) {
-        rec->q = std::move(p.probe.q);
-        rec->k = std::move(p.probe.k);
-        rec->v = std::move(p.probe.v);
-        rec->cross_q = std::move(p.probe.cross_q);
+        rows.q = std::move(p.probe.q);
+        rows.k = std::move(p.probe.k);
+        rows.v = std::move(p.probe.v);
+        rows.cross_q = std::move(p.probe.cross_q);
     }
     if (!fresh) return latest_;
     trace_.append(std::move(fresh));
@@ -297,7 +285,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
 
 const StepRecord* Session::latest() const {
     if (options_.history) return trace_.empty() ? nullptr : &trace_.back();
-    return latest_.tokens.empty() ? nullptr : &latest_;
+    return latest_.id.tokens.empty() ? nullptr : &latest_;
 }
 
 const StepRecord& Session::run_uncached(Pending& p) {

@@ -106,7 +106,7 @@ private:
         Phase phase = Phase::Prefill;
         std::span<const TokenId> tokens;  // into prompt_ or generated_: adopted then computed tokens
         int64_t n_adopted = 0;            // leading tokens whose K/V were mapped or loaded, not computed
-        StepRecord::Source adopted_from = StepRecord::Source::None;
+        StepCost::Source adopted_from = StepCost::Source::None;
         std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         bool ran_encoder = false;
@@ -122,7 +122,7 @@ private:
     void adopt_shared_prefix(Pending& p);
     void adopt_prompt_cache(Pending& p);
     void abandon(Pending& p);    // a step failed before writing: undo what prepare() did
-    void record_adopted_rows(StepRecord& rec, int64_t first, int64_t n) const;
+    void record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const;
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
 
     std::shared_ptr<const Model> model_;

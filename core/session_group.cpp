@@ -117,8 +117,8 @@ void SessionGroup::step() {
         const Session& s = *sessions_[i];
         if (s.n_prompt_done() + int64_t(s.generated().size()) == done_before[i] || !s.latest()) continue;
         const StepRecord& r = *s.latest();
-        if (r.adopted_from == StepRecord::Source::SharedPrefix) adopted[i].shared = r.n_adopted;
-        if (r.adopted_from == StepRecord::Source::PromptCache) adopted[i].file = r.n_adopted;
+        if (r.cost.adopted_from == StepCost::Source::SharedPrefix) adopted[i].shared = r.cost.n_adopted;
+        if (r.cost.adopted_from == StepCost::Source::PromptCache) adopted[i].file = r.cost.n_adopted;
     }
     adopted_.push_back(std::move(adopted));
     decide_prompt_cache_file();

@@ -24,7 +24,7 @@ const char* probe_name(Probe p) {
 const char* phase_name(Phase p) { return p == Phase::Prefill ? "prefill" : "decode"; }
 
 KeyRange StepRecord::visible_keys(int64_t query_position) const {
-    return kvscope::visible_keys(query_position, window, sinks);
+    return kvscope::visible_keys(query_position, id.window, id.sinks);
 }
 
 int64_t StepRecord::visible_from(int64_t query_position) const { return visible_keys(query_position).lo; }
@@ -49,13 +49,14 @@ void Trace::truncate(size_t n_steps) {
 const float* Trace::row(bool key, size_t as_of, int64_t il, int64_t h, int64_t position) const {
     for (size_t s = std::min(as_of + 1, steps_.size()); s-- > 0;) {
         const StepRecord& r = *steps_[s];
-        const int64_t C = r.n_head * r.head_dim;
-        const int64_t i = position - r.first_computed_position;
-        if (r.recorded() && i >= 0 && i < r.n_rows_computed)
-            return (key ? r.k : r.v).data() + (il * r.n_rows_computed + i) * C + h * r.head_dim;
-        const int64_t a = position - r.first_position;
-        if (!r.k_adopted.empty() && a >= 0 && a < r.n_adopted)
-            return (key ? r.k_adopted : r.v_adopted).data() + (il * r.n_adopted + a) * C + h * r.head_dim;
+        const RecordedRows& rows = r.rows;
+        const int64_t C = rows.n_head * rows.head_dim;
+        const int64_t i = position - r.cost.first_computed_position;
+        if (r.recorded() && i >= 0 && i < r.cost.n_rows_computed)
+            return (key ? rows.k : rows.v).data() + (il * r.cost.n_rows_computed + i) * C + h * rows.head_dim;
+        const int64_t a = position - r.id.first_position;
+        if (!rows.k_adopted.empty() && a >= 0 && a < r.cost.n_adopted)
+            return (key ? rows.k_adopted : rows.v_adopted).data() + (il * r.cost.n_adopted + a) * C + h * rows.head_dim;
     }
     return nullptr;
 }
@@ -70,11 +71,14 @@ const float* Trace::value_row(size_t as_of, int64_t il, int64_t h, int64_t posit
 
 int64_t Trace::memory_bytes() const {
     int64_t bytes = 0;
-    for (const auto& s : steps_)
-        bytes += int64_t(sizeof(StepRecord)) +
-                 int64_t((s->q.size() + s->k.size() + s->v.size() + s->k_adopted.size() + s->v_adopted.size() + s->cross_q.size() + s->logits.size()) * sizeof(float)) +
-                 int64_t(s->slot_positions.size() * sizeof(int64_t) + s->tokens.size() * sizeof(TokenId) +
-                         s->top.size() * sizeof(TokenProbability));
+    for (const auto& s : steps_) {
+        const RecordedRows& rows = s->rows;
+        const size_t floats = rows.q.size() + rows.k.size() + rows.v.size() + rows.k_adopted.size() +
+                              rows.v_adopted.size() + rows.cross_q.size() + s->prediction.logits.size();
+        bytes += int64_t(sizeof(StepRecord)) + int64_t(floats * sizeof(float)) +
+                 int64_t(s->cache.slot_positions.size() * sizeof(int64_t) + s->id.tokens.size() * sizeof(TokenId) +
+                         s->prediction.top.size() * sizeof(TokenProbability));
+    }
     return bytes;
 }
 
@@ -82,10 +86,10 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
     if (step >= trace.size()) throw UsageError("step " + std::to_string(step) + " is not in the trace");
     const StepRecord& r = trace[step];
     if (!r.recorded()) throw UsageError("step " + std::to_string(step) + " was run without recording");
-    if (layer < 0 || layer >= r.n_layer || head < 0 || head >= r.n_head)
+    if (layer < 0 || layer >= r.rows.n_layer || head < 0 || head >= r.rows.n_head)
         throw UsageError("layer " + std::to_string(layer) + ", head " + std::to_string(head) + " does not exist");
-    const int64_t R = r.n_rows_computed, C = r.n_head * r.head_dim, D = r.head_dim;
-    const int64_t first_q = r.first_computed_position, last_q = first_q + R - 1;
+    const int64_t R = r.cost.n_rows_computed, C = r.rows.n_head * r.rows.head_dim, D = r.rows.head_dim;
+    const int64_t first_q = r.cost.first_computed_position, last_q = first_q + R - 1;
     const int64_t first_key = r.visible_keys(first_q).n_sink > 0 ? 0 : r.visible_from(first_q);
 
     AttentionMap m;
@@ -115,7 +119,7 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
     auto value_at = [&](int64_t p) { return values[size_t(p - first_key)]; };
     std::vector<float> visible_weights(static_cast<size_t>(P));  // (visible keys) of one query, in position order
     for (int64_t i = 0; i < R; ++i) {
-        const float* q = r.q.data() + (layer * R + i) * C + head * D;
+        const float* q = r.rows.q.data() + (layer * R + i) * C + head * D;
         const int64_t qpos = first_q + i;
         const KeyRange seen = r.visible_keys(qpos);
         for (int64_t j = 0; j < P; ++j) {
@@ -132,19 +136,20 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
 AttentionMap cross_attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
     if (step >= trace.size()) throw UsageError("step " + std::to_string(step) + " is not in the trace");
     const StepRecord& r = trace[step];
-    if (!r.encoder) throw UsageError("step " + std::to_string(step) + " has no cross-attention: the model is decoder-only");
-    if (r.cross_q.empty()) throw UsageError("step " + std::to_string(step) + " was run without recording");
-    if (layer < 0 || layer >= r.n_layer || head < 0 || head >= r.n_head)
+    if (!r.rows.encoder)
+        throw UsageError("step " + std::to_string(step) + " has no cross-attention: the model is decoder-only");
+    if (r.rows.cross_q.empty()) throw UsageError("step " + std::to_string(step) + " was run without recording");
+    if (layer < 0 || layer >= r.rows.n_layer || head < 0 || head >= r.rows.n_head)
         throw UsageError("layer " + std::to_string(layer) + ", head " + std::to_string(head) + " does not exist");
-    const EncoderOutput& enc = *r.encoder;
-    const int64_t R = r.n_rows_computed, S = enc.n_source(), D = r.head_dim, C = r.n_head * D;
+    const EncoderOutput& enc = *r.rows.encoder;
+    const int64_t R = r.cost.n_rows_computed, S = enc.n_source(), D = r.rows.head_dim, C = r.rows.n_head * D;
     AttentionMap m;
     m.step = int64_t(step);
     m.layer = layer;
     m.head = head;
     m.n_query = R;
     m.n_key = S;
-    for (int64_t i = 0; i < R; ++i) m.query_positions.push_back(r.first_computed_position + i);
+    for (int64_t i = 0; i < R; ++i) m.query_positions.push_back(r.cost.first_computed_position + i);
     for (int64_t s = 0; s < S; ++s) m.key_positions.push_back(s);
     m.scores.assign(size_t(R * S), 0.0f);
     m.visible.assign(size_t(R * S), 1);
@@ -154,7 +159,7 @@ AttentionMap cross_attention_map(const Trace& trace, size_t step, int64_t layer,
     const float* k = enc.cross_key(layer, head, 0);
     const float* v = enc.cross_value(layer, head, 0);
     for (int64_t i = 0; i < R; ++i) {
-        const float* q = r.cross_q.data() + (layer * R + i) * C + head * D;
+        const float* q = r.rows.cross_q.data() + (layer * R + i) * C + head * D;
         for (int64_t s = 0; s < S; ++s) m.scores[size_t(i * S + s)] = scaled_score(q, k + s * D, D, scale);
         attend_row(m.output.data() + i * D, m.weights.data() + i * S, q, [&](int64_t s) { return k + s * D; },
                    [&](int64_t s) { return v + s * D; }, KeyRange{0, 0, S - 1}, D, scale);

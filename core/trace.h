@@ -8,10 +8,14 @@
 // the model used, and a 1024-token prefill does not need gigabytes of heatmaps.
 //
 //   Probe, probe_name(p)            names of the intermediates, shared by views and exported files
-//   StepRecord                      one step (fields below)
+//   StepRecord                      one step: StepId id, StepCost cost, RecordedRows rows,
+//                                   KvCacheView cache (kv_cache.h), Prediction prediction
 //   Trace::append / truncate        grow by one step; drop steps from the end (step back)
 //   Trace::key_row / value_row      (D) K or V of (layer, head, position) as of a step
 //   attention_map(trace, s, il, h)  scores, mask and weights of step s for layer il, head h
+//
+// Shapes: n = new tokens of the step, R = rows computed, A = positions adopted, L = layers, H = heads,
+// D = head dim, C = H*D, V = vocab; S and B as in kv_cache.h.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,6 +24,7 @@
 
 #include "attention.h"
 #include "encoder.h"
+#include "kv_cache.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -31,12 +36,25 @@ const char* probe_name(Probe p);  // "q", "k", "v", "scores", "mask", "weights",
 enum class Phase { Prefill, Decode };
 const char* phase_name(Phase p);  // "prefill" | "decode"
 
-struct StepRecord {
+// Which step this was and what it was asked to do.
+struct StepId {
     int64_t index = 0;                   // 0-based step number in the trace
     Phase phase = Phase::Prefill;
     bool cache_on = true;                // false: this step recomputed every position from scratch
     std::vector<TokenId> tokens;         // (n) tokens that are new this step
     int64_t first_position = 0;          // absolute position of tokens[0]
+    int64_t window = 0;                  // 0 = no window
+    int64_t sinks = 0;                   // first positions that stay visible beside the window (0 = none)
+    // What a shift-before-write cache of exactly W entries (the GPT-2 walkthrough's) would have hidden in
+    // this step: (query, key) pairs inside a query's window that it evicts before the chunk attends.
+    // 0 when nothing differs; -1 when that cache would refuse the chunk (more than W tokens).
+    int64_t shift_cache_hidden_pairs = 0;
+};
+
+// What the step computed, what it took instead of computing, and the time and flops it spent. The
+// computed rows are counted here, not in RecordedRows: they are the step's work whether or not it was
+// recorded (benchmarks count them with recording off); RecordedRows lays its rows out over them.
+struct StepCost {
     int64_t n_rows_computed = 0;         // R: rows the forward pass ran (n, or every position when uncached)
     int64_t first_computed_position = 0; // position of computed row 0
     int64_t n_rows_reused = 0;           // K/V rows read from the cache instead of being recomputed
@@ -44,28 +62,14 @@ struct StepRecord {
     enum class Source { None, SharedPrefix, PromptCache };
     Source adopted_from = Source::None;
     int64_t n_adopted = 0;               // A
-    int64_t window = 0;                  // 0 = no window
-    int64_t sinks = 0;                   // first positions that stay visible beside the window (0 = none)
-    // What a shift-before-write cache of exactly W entries (the GPT-2 walkthrough's) would have hidden in
-    // this step: (query, key) pairs inside a query's window that it evicts before the chunk attends.
-    // 0 when nothing differs; -1 when that cache would refuse the chunk (more than W tokens).
-    int64_t shift_cache_hidden_pairs = 0;
-    int64_t n_layer = 0, n_head = 0, head_dim = 0;
+    double flops = 0;
+    double seconds = 0;                  // wall time of the forward pass and sampling
+};
 
-    // The cache after the step.
-    int64_t cache_capacity = 0;          // S
-    int64_t cache_used = 0;              // slots still visible to the next query
-    int64_t write_slot = 0;              // where the next position will be written
-    int64_t next_position = 0;           // the position pointer
-    int64_t cache_bytes_used = 0, cache_bytes_capacity = 0;
-    std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
-    // Paged cache only (block_size 0 otherwise): this sequence's block table and the pool it draws on.
-    int64_t block_size = 0;              // B
-    std::vector<int32_t> block_table;    // pool block per logical block of B positions, -1 = evicted
-    std::vector<int32_t> block_refs;     // (table) reference count of each mapped block, 0 where -1
-    int64_t pool_blocks = 0, pool_free = 0, pool_copies_on_write = 0, pool_positions_adopted = 0;
-
-    // Recorded rows (empty when recording is off): row r is position first_computed_position + r.
+// The rows the step computed (empty when recording is off): row r is position
+// cost.first_computed_position + r. The shape and the encoder are set either way.
+struct RecordedRows {
+    int64_t n_layer = 0, n_head = 0, head_dim = 0;  // L, H, D; C = H * D
     std::vector<float> q, k, v;          // (L, R, C) each
     std::vector<float> k_adopted, v_adopted;  // (L, A, C) the adopted positions' rows, as the cache holds them
 
@@ -74,23 +78,30 @@ struct StepRecord {
     std::shared_ptr<const EncoderOutput> encoder;
     bool ran_encoder = false;
     std::vector<float> cross_q;          // (L, R, C), empty unless recorded
+};
 
-    // The prediction made at the end of the step (absent for a prefill chunk that is not the last).
+// The prediction made at the end of the step (absent for a prefill chunk that is not the last).
+struct Prediction {
     std::vector<float> logits;           // (V) of the last row
     std::optional<TokenId> chosen;
-    std::vector<TokenProbability> top;   // most likely tokens, descending
+    std::vector<TokenProbability> top;   // (n_top) most likely tokens, descending
     double entropy = 0;                  // nats, of the distribution the choice was made from
+};
 
-    double flops = 0;
-    double seconds = 0;                  // wall time of the forward pass and sampling
+struct StepRecord {
+    StepId id;
+    StepCost cost;
+    RecordedRows rows;
+    KvCacheView cache;                   // the cache after the step (KvCache::view)
+    Prediction prediction;
 
-    bool recorded() const { return !q.empty(); }
-    int64_t last_position() const { return first_position + int64_t(tokens.size()) - 1; }
+    bool recorded() const { return !rows.q.empty(); }
+    int64_t last_position() const { return id.first_position + int64_t(id.tokens.size()) - 1; }
     int64_t visible_from(int64_t query_position) const;  // lowest key position of the query's window
     KeyRange visible_keys(int64_t query_position) const; // every key the query sees (attention.h)
 };
 
-// For a chunk of n tokens at positions p..p+n-1 with window W (see StepRecord::shift_cache_hidden_pairs).
+// For a chunk of n tokens at positions p..p+n-1 with window W (see StepId::shift_cache_hidden_pairs).
 int64_t shift_cache_hidden_pairs(int64_t p, int64_t n, int64_t window);
 
 class Trace {

@@ -68,7 +68,7 @@ TEST_CASE("a cached decode step allocates nothing (history off, recording off)",
     INFO("threads " << threads << ", window " << options.window << ", temperature " << options.sampling.temperature);
     CHECK(g_allocations.load() == 0);
     REQUIRE(session.latest() != nullptr);
-    CHECK(session.latest()->chosen.has_value());
+    CHECK(session.latest()->prediction.chosen.has_value());
     CHECK(session.generated().size() == 10);
 
     // The same steps with history on do allocate (a record per step): the counter does see allocations.

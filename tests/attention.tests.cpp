@@ -30,12 +30,13 @@ const FixtureModel& fixture() {
 }
 
 // (D) row of `which` (k or v) for position p, head h, layer il: from the earliest recorded step that computed p.
-const float* find_row(const Trace& t, const std::vector<float> StepRecord::*which, int64_t il, int64_t h, int64_t p) {
+const float* find_row(const Trace& t, const std::vector<float> RecordedRows::*which, int64_t il, int64_t h, int64_t p) {
     for (size_t s = 0; s < t.size(); ++s) {
         const StepRecord& r = t[s];
-        const int64_t i = p - r.first_computed_position;
-        if (i < 0 || i >= r.n_rows_computed) continue;
-        return (r.*which).data() + (il * r.n_rows_computed + i) * r.n_head * r.head_dim + h * r.head_dim;
+        const int64_t i = p - r.cost.first_computed_position;
+        if (i < 0 || i >= r.cost.n_rows_computed) continue;
+        const int64_t D = r.rows.head_dim, C = r.rows.n_head * D;
+        return (r.rows.*which).data() + (il * r.cost.n_rows_computed + i) * C + h * D;
     }
     return nullptr;
 }
@@ -72,23 +73,23 @@ TEST_CASE("attention maps equal a naive recomputation and the reference model's 
     int64_t n_maps = 0;
     for (size_t step = 0; step < trace.size(); ++step) {
         const StepRecord& r = trace[step];
-        const int64_t R = r.n_rows_computed;
+        const int64_t R = r.cost.n_rows_computed;
         for (int64_t il = 0; il < cfg.n_layer; ++il)
             for (int64_t h = 0; h < H; ++h) {
                 INFO("step " << step << ", layer " << il << ", head " << h);
                 const AttentionMap m = attention_map(trace, step, il, h);
                 ++n_maps;
                 REQUIRE(m.n_query == R);
-                const int64_t first_key = window > 0 ? std::max<int64_t>(0, r.first_computed_position - window + 1) : 0;
-                REQUIRE(m.n_key == r.first_computed_position + R - first_key);
-                for (int64_t i = 0; i < R; ++i) REQUIRE(m.query_positions[size_t(i)] == r.first_computed_position + i);
+                const int64_t first_key = window > 0 ? std::max<int64_t>(0, r.cost.first_computed_position - window + 1) : 0;
+                REQUIRE(m.n_key == r.cost.first_computed_position + R - first_key);
+                for (int64_t i = 0; i < R; ++i) REQUIRE(m.query_positions[size_t(i)] == r.cost.first_computed_position + i);
                 for (int64_t j = 0; j < m.n_key; ++j) REQUIRE(m.key_positions[size_t(j)] == first_key + j);
                 const int64_t P = m.n_key;
 
                 for (int64_t i = 0; i < R; ++i) {
                     const int64_t qp = m.query_positions[size_t(i)];
                     INFO("query position " << qp);
-                    const float* q = r.q.data() + (il * R + i) * C + h * D;
+                    const float* q = r.rows.q.data() + (il * R + i) * C + h * D;
                     // The recorded q is the reference model's q.
                     for (int64_t d = 0; d < D; ++d) REQUIRE(close(q[d], ref.q[size_t(il)](qp, h * D + d), 1e-4));
 
@@ -97,7 +98,7 @@ TEST_CASE("attention maps equal a naive recomputation and the reference model's 
                     int64_t n_visible = 0, last_visible = -1, first_visible = -1;
                     for (int64_t j = 0; j < P; ++j) {
                         const int64_t kp = first_key + j;
-                        const float* k = find_row(trace, &StepRecord::k, il, h, kp);
+                        const float* k = find_row(trace, &RecordedRows::k, il, h, kp);
                         REQUIRE(k != nullptr);
                         double dot = 0;
                         for (int64_t d = 0; d < D; ++d) dot += double(q[d]) * double(k[d]);
@@ -130,7 +131,7 @@ TEST_CASE("attention maps equal a naive recomputation and the reference model's 
                         }
                         w[size_t(j)] /= sum;
                         REQUIRE(close(got, w[size_t(j)], 1e-6));
-                        const float* v = find_row(trace, &StepRecord::v, il, h, first_key + j);
+                        const float* v = find_row(trace, &RecordedRows::v, il, h, first_key + j);
                         for (int64_t d = 0; d < D; ++d) out[size_t(d)] += w[size_t(j)] * double(v[d]);
                     }
                     CHECK_THAT(row_sum, Catch::Matchers::WithinAbs(1.0, 1e-5));
@@ -165,7 +166,7 @@ TEST_CASE("attention_map refuses what it cannot show", "[attention]") {
     quiet.set_prompt({1, 2, 3});
     const StepRecord& r = quiet.step();
     CHECK_FALSE(r.recorded());
-    CHECK(r.q.empty());
-    CHECK(r.chosen.has_value());
+    CHECK(r.rows.q.empty());
+    CHECK(r.prediction.chosen.has_value());
     CHECK_THROWS_AS(attention_map(quiet.trace(), 0, 0, 0), UsageError);
 }

@@ -30,7 +30,7 @@ std::vector<float> logits_of(std::shared_ptr<const Model> model, const std::vect
     std::vector<float> all;
     while (s.next() != Session::Next::Done) {
         const StepRecord& r = s.step();
-        all.insert(all.end(), r.logits.begin(), r.logits.end());
+        all.insert(all.end(), r.prediction.logits.begin(), r.prediction.logits.end());
     }
     return all;
 }
@@ -56,7 +56,8 @@ TEST_CASE("bf16 storage of a BF16 checkpoint gives the f32 path's logits bit for
     const StepRecord& r = s.step();
     double worst = 0;
     for (int64_t v = 0; v < spec.config.n_vocab; ++v)
-        worst = std::max(worst, std::abs(double(r.logits[size_t(v)]) - ref.logits(int64_t(prompt.size()) - 1, v)));
+        worst = std::max(worst,
+                         std::abs(double(r.prediction.logits[size_t(v)]) - ref.logits(int64_t(prompt.size()) - 1, v)));
     INFO("max |kvscope bf16 - reference with bf16 K/V| = " << worst);
     CHECK(worst < 1e-3);
 }
@@ -104,7 +105,8 @@ TEST_CASE("bf16 storage of an F32 checkpoint stays close to a reference on round
     const int64_t V = spec.config.n_vocab;
     double worst = 0;
     for (int64_t v = 0; v < V; ++v)
-        worst = std::max(worst, std::abs(double(r.logits[size_t(v)]) - ref.logits(int64_t(prompt.size()) - 1, v)));
+        worst = std::max(worst,
+                         std::abs(double(r.prediction.logits[size_t(v)]) - ref.logits(int64_t(prompt.size()) - 1, v)));
     INFO("max |kvscope bf16 - reference on rounded weights and K/V| = " << worst);
     CHECK(worst < 1e-3);
 }

@@ -45,7 +45,7 @@ std::vector<std::vector<float>> run(const SessionOptions& o, const std::vector<T
     s.set_prompt(prompt);
     std::vector<std::vector<float>> logits;
     while (s.next() != Session::Next::Done)
-        if (const StepRecord& r = s.step(); !r.logits.empty()) logits.push_back(r.logits);
+        if (const StepRecord& r = s.step(); !r.prediction.logits.empty()) logits.push_back(r.prediction.logits);
     return logits;
 }
 
@@ -71,7 +71,8 @@ TEST_CASE("encoder-decoder: cached, uncached, chunked and batched runs are bit-i
     while (a.next() != Session::Next::Done || b.next() != Session::Next::Done) Session::step_batch(batch, ws);
     size_t k = 0;
     for (size_t i = 0; i < a.trace().size(); ++i)
-        if (!a.trace()[i].logits.empty()) REQUIRE(first_mismatch(a.trace()[i].logits, baseline[k++]) == "");
+        if (const std::vector<float>& logits = a.trace()[i].prediction.logits; !logits.empty())
+            REQUIRE(first_mismatch(logits, baseline[k++]) == "");
 }
 
 TEST_CASE("the decoder input starts with the start token and the cross cache is filled once", "[encoder_decoder]") {
@@ -81,7 +82,7 @@ TEST_CASE("the decoder input starts with the start token and the cross cache is 
     REQUIRE(s.prompt() == std::vector<TokenId>{TokenId(model()->config().decoder_start_token_id)});
     CHECK(s.encoder() == nullptr);
     const StepRecord& first = s.step();
-    CHECK(first.ran_encoder);
+    CHECK(first.rows.ran_encoder);
     const EncoderOutput* enc = s.encoder();
     REQUIRE(enc != nullptr);
     const ModelConfig& c = model()->config();
@@ -89,8 +90,8 @@ TEST_CASE("the decoder input starts with the start token and the cross cache is 
     const std::vector<float> cross_k = enc->cross_k;
     while (s.next() != Session::Next::Done) {
         const StepRecord& r = s.step();
-        CHECK_FALSE(r.ran_encoder);
-        CHECK(r.encoder.get() == enc);  // the same fixed cache, not a recomputation
+        CHECK_FALSE(r.rows.ran_encoder);
+        CHECK(r.rows.encoder.get() == enc);  // the same fixed cache, not a recomputation
     }
     CHECK(first_mismatch(s.encoder()->cross_k, cross_k) == "");
     // Stepping back over the first step takes the encoder back; stepping again refills it identically.
@@ -112,15 +113,15 @@ TEST_CASE("cross_attention_map equals softmax(q k / sqrt(D)) over every source p
             for (int64_t h = 0; h < c.n_head; ++h) {
                 const AttentionMap m = cross_attention_map(s.trace(), step, il, h);
                 const StepRecord& r = s.trace()[step];
-                REQUIRE(m.n_query == r.n_rows_computed);
+                REQUIRE(m.n_query == r.cost.n_rows_computed);
                 REQUIRE(m.n_key == S);
                 for (int64_t i = 0; i < m.n_query; ++i) {
                     // The reference: scores and softmax in double from the recorded q and the cache.
-                    const float* q = r.cross_q.data() + (il * m.n_query + i) * C + h * D;
+                    const float* q = r.rows.cross_q.data() + (il * m.n_query + i) * C + h * D;
                     std::vector<double> w(static_cast<size_t>(S));
                     double max_score = -INFINITY, sum = 0;
                     for (int64_t j = 0; j < S; ++j) {
-                        const float* k = r.encoder->cross_key(il, h, j);
+                        const float* k = r.rows.encoder->cross_key(il, h, j);
                         double dot = 0;
                         for (int64_t d = 0; d < D; ++d) dot += double(q[d]) * double(k[d]);
                         w[size_t(j)] = dot / std::sqrt(double(D));

@@ -250,32 +250,32 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
 
         // meta.json against the record.
         CHECK(integer(meta, "step") == int64_t(s));
-        CHECK(meta.find("phase")->as_string() == (r.phase == Phase::Prefill ? "prefill" : "decode"));
+        CHECK(meta.find("phase")->as_string() == (r.id.phase == Phase::Prefill ? "prefill" : "decode"));
         CHECK(meta.find("cache_on")->as_bool() == use_cache);
         CHECK(meta.find("recorded")->as_bool());
-        CHECK(integers(*meta.find("tokens")->find("ids")) == std::vector<int64_t>(r.tokens.begin(), r.tokens.end()));
+        CHECK(integers(*meta.find("tokens")->find("ids")) == std::vector<int64_t>(r.id.tokens.begin(), r.id.tokens.end()));
         CHECK(meta.find("tokens")->find("text")->is_null());
-        CHECK(integer(meta, "first_position") == r.first_position);
-        CHECK(integer(meta, "n_rows_computed") == r.n_rows_computed);
-        CHECK(integer(meta, "n_rows_reused") == r.n_rows_reused);
-        CHECK(meta.find("entropy")->as_number() == r.entropy);  // %.17g round-trips a double
-        CHECK(meta.find("seconds")->as_number() == r.seconds);
+        CHECK(integer(meta, "first_position") == r.id.first_position);
+        CHECK(integer(meta, "n_rows_computed") == r.cost.n_rows_computed);
+        CHECK(integer(meta, "n_rows_reused") == r.cost.n_rows_reused);
+        CHECK(meta.find("entropy")->as_number() == r.prediction.entropy);  // %.17g round-trips a double
+        CHECK(meta.find("seconds")->as_number() == r.cost.seconds);
         const Json& cache = *meta.find("cache_state");
-        CHECK(integer(cache, "capacity") == r.cache_capacity);
-        CHECK(integer(cache, "used") == r.cache_used);
-        CHECK(integer(cache, "write_slot") == r.write_slot);
-        CHECK(integer(cache, "next_position") == r.next_position);
-        CHECK(integers(*cache.find("slot_positions")) == r.slot_positions);
-        if (r.chosen) {
-            CHECK(integer(*meta.find("chosen"), "id") == *r.chosen);
-            REQUIRE(meta.find("top")->as_array().size() == r.top.size());
-            for (size_t i = 0; i < r.top.size(); ++i) {
-                CHECK(integer(meta.find("top")->as_array()[i], "id") == r.top[i].id);
-                CHECK(float(meta.find("top")->as_array()[i].find("probability")->as_number()) == r.top[i].probability);
+        CHECK(integer(cache, "capacity") == r.cache.capacity);
+        CHECK(integer(cache, "used") == r.cache.used);
+        CHECK(integer(cache, "write_slot") == r.cache.write_slot);
+        CHECK(integer(cache, "next_position") == r.cache.next_position);
+        CHECK(integers(*cache.find("slot_positions")) == r.cache.slot_positions);
+        if (r.prediction.chosen) {
+            CHECK(integer(*meta.find("chosen"), "id") == *r.prediction.chosen);
+            REQUIRE(meta.find("top")->as_array().size() == r.prediction.top.size());
+            for (size_t i = 0; i < r.prediction.top.size(); ++i) {
+                CHECK(integer(meta.find("top")->as_array()[i], "id") == r.prediction.top[i].id);
+                CHECK(float(meta.find("top")->as_array()[i].find("probability")->as_number()) == r.prediction.top[i].probability);
             }
             const Npy logits = read_npy(folder / "logits.npy");
             REQUIRE(logits.shape == std::vector<int64_t>{50});
-            for (int64_t i = 0; i < 50; ++i) REQUIRE(logits.f32(i) == r.logits[size_t(i)]);
+            for (int64_t i = 0; i < 50; ++i) REQUIRE(logits.f32(i) == r.prediction.logits[size_t(i)]);
         } else {
             CHECK(meta.find("chosen")->is_null());
             CHECK_FALSE(fs::exists(folder / "logits.npy"));
@@ -283,7 +283,7 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
         CHECK(meta.find("heatmaps")->find("written")->as_bool());
 
         // Positions: queries are the rows this step computed; keys run from the first visible one.
-        const int64_t R = r.n_rows_computed, q0 = r.first_computed_position;
+        const int64_t R = r.cost.n_rows_computed, q0 = r.cost.first_computed_position;
         const int64_t k0 = window > 0 ? std::max<int64_t>(0, q0 - window + 1) : 0, P = q0 + R - k0;
         std::vector<int64_t> want_q, want_k;
         for (int64_t i = 0; i < R; ++i) want_q.push_back(q0 + i);
@@ -400,8 +400,8 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
     for (size_t s = 0; s < trace.size(); ++s) {
         const Json& st = summary.find("steps")->as_array()[s];
         CHECK(integer(st, "index") == int64_t(s));
-        CHECK(integers(*st.find("tokens")) == std::vector<int64_t>(trace[s].tokens.begin(), trace[s].tokens.end()));
-        if (trace[s].chosen) CHECK(integer(st, "chosen") == *trace[s].chosen);
+        CHECK(integers(*st.find("tokens")) == std::vector<int64_t>(trace[s].id.tokens.begin(), trace[s].id.tokens.end()));
+        if (trace[s].prediction.chosen) CHECK(integer(st, "chosen") == *trace[s].prediction.chosen);
         else CHECK(st.find("chosen")->is_null());
     }
 }
@@ -417,7 +417,7 @@ TEST_CASE("a tokenizer adds display text; a scope limits the heads written", "[e
     REQUIRE(text.size() == kPrompt.size());
     for (size_t i = 0; i < kPrompt.size(); ++i)
         CHECK(text[i].as_string() == display_bytes(tokenizer.token_bytes(kPrompt[i])));
-    CHECK(meta.find("chosen")->find("text")->as_string() == display_bytes(tokenizer.token_bytes(*trace[0].chosen)));
+    CHECK(meta.find("chosen")->find("text")->as_string() == display_bytes(tokenizer.token_bytes(*trace[0].prediction.chosen)));
     CHECK(fs::exists(fs::path(folder) / "l01_h00_weights.npy"));
     CHECK(fs::exists(fs::path(folder) / "l01_h00_weights.png"));
     CHECK_FALSE(fs::exists(fs::path(folder) / "l00_h00_weights.npy"));
@@ -446,7 +446,7 @@ TEST_CASE("steps run without recording get meta.json and logits but no heatmaps"
         CHECK_THAT(meta.find("heatmaps")->find("reason")->as_string(), Contains("recording off"));
         CHECK_FALSE(fs::exists(dir / name / "q.npy"));
         CHECK_FALSE(fs::exists(dir / name / "l00_h00_weights.png"));
-        CHECK(fs::exists(dir / name / "logits.npy") == trace[s].chosen.has_value());
+        CHECK(fs::exists(dir / name / "logits.npy") == trace[s].prediction.chosen.has_value());
     }
     CHECK(read_json(dir / "trace.json").find("steps")->as_array().size() == trace.size());
 }

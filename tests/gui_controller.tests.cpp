@@ -79,7 +79,7 @@ kvtest::Run snapshot_run(const Snapshot::Sequence& seq) {
     r.generated = seq.generated_ids;
     for (size_t i = 0; i < seq.trace.size(); ++i) {
         r.records.push_back(seq.trace.share(i));
-        if (!seq.trace[i].logits.empty()) r.logits.push_back(seq.trace[i].logits);
+        if (!seq.trace[i].prediction.logits.empty()) r.logits.push_back(seq.trace[i].prediction.logits);
     }
     return r;
 }
@@ -107,8 +107,8 @@ TEST_CASE("Controller: steps equal a plain session; the shadow session computes 
 
     auto s = c.snapshot();
     REQUIRE(s->trace().size() == 3);
-    CHECK(s->trace()[0].phase == Phase::Prefill);
-    CHECK(s->trace()[1].phase == Phase::Decode);
+    CHECK(s->trace()[0].id.phase == Phase::Prefill);
+    CHECK(s->trace()[1].id.phase == Phase::Decode);
     require_identical(snapshot_run(*s), plain_run(model_a(), small_options(), kPrompt, 3));
     CHECK(!s->status_error);
 
@@ -116,9 +116,9 @@ TEST_CASE("Controller: steps equal a plain session; the shadow session computes 
     REQUIRE(s->shadow() != nullptr);
     REQUIRE(s->shadow()->size() == 3);
     for (size_t i = 0; i < 3; ++i) {
-        CHECK(!(*s->shadow())[i].cache_on);
-        CHECK((*s->shadow())[i].chosen == s->trace()[i].chosen);
-        CHECK(first_mismatch((*s->shadow())[i].logits, s->trace()[i].logits).empty());
+        CHECK(!(*s->shadow())[i].id.cache_on);
+        CHECK((*s->shadow())[i].prediction.chosen == s->trace()[i].prediction.chosen);
+        CHECK(first_mismatch((*s->shadow())[i].prediction.logits, s->trace()[i].prediction.logits).empty());
     }
 }
 
@@ -172,17 +172,17 @@ TEST_CASE("Controller: with the cache off, the next step recomputes everything a
 
     auto s = c.snapshot();
     REQUIRE(s->trace().size() == 2);
-    CHECK(s->trace()[0].cache_on);
-    CHECK(!s->trace()[1].cache_on);
+    CHECK(s->trace()[0].id.cache_on);
+    CHECK(!s->trace()[1].id.cache_on);
     CHECK(!s->options().use_cache);
     const kvtest::Run cached = plain_run(model_a(), small_options(), kPrompt, 2);
-    REQUIRE(s->trace()[1].chosen.has_value());
-    CHECK(s->trace()[1].chosen == cached.records[1]->chosen);
+    REQUIRE(s->trace()[1].prediction.chosen.has_value());
+    CHECK(s->trace()[1].prediction.chosen == cached.records[1]->prediction.chosen);
     // Independently: a plain session stepping cache off at the same step gives the same record.
     require_identical(snapshot_run(*s), plain_run(model_a(), small_options(), kPrompt, 2, {1}));
     // The shadow flips it: its step 1 ran with the cache on.
     REQUIRE(s->shadow() != nullptr);
-    CHECK((*s->shadow())[1].cache_on);
+    CHECK((*s->shadow())[1].id.cache_on);
 }
 
 TEST_CASE("Controller: a batch of 3 over one block pool shares the prompt's blocks and matches 3 plain sessions") {

@@ -173,8 +173,8 @@ TEST_CASE("forward equals the reference for every architecture option", "[model]
             const Reference full = reference_forward(fm, seq, v.window);
             for (size_t i = 0; i < s.trace().size(); ++i) {
                 const StepRecord& r = s.trace()[i];
-                if (r.logits.empty()) continue;
-                check_logits_row(r.logits, full.logits, r.last_position(), "session step " + std::to_string(i));
+                if (r.prediction.logits.empty()) continue;
+                check_logits_row(r.prediction.logits, full.logits, r.last_position(), "session step " + std::to_string(i));
             }
         }
     }

@@ -88,14 +88,14 @@ TEST_CASE("attention sinks equal a masked-attention reference of the same policy
             std::vector<int32_t> seq = prompt;
             while (s.next() != Session::Next::Done) {
                 const StepRecord& r = s.step();
-                if (r.logits.empty()) continue;
+                if (r.prediction.logits.empty()) continue;
                 // The reference's logits of the same sequence at the step's last position.
                 const Reference ref = reference_forward(fixture(), seq, window, sinks);
                 const auto want = ref.logits.row(ref.logits.rows() - 1);
                 const double tol = 1e-4 * std::max(1.0, want.cwiseAbs().maxCoeff());
                 for (int64_t i = 0; i < want.size(); ++i)
-                    REQUIRE(std::abs(double(r.logits[size_t(i)]) - want(i)) <= tol);
-                seq.push_back(*r.chosen);
+                    REQUIRE(std::abs(double(r.prediction.logits[size_t(i)]) - want(i)) <= tol);
+                seq.push_back(*r.prediction.chosen);
             }
             for (size_t i = 0; i < greedy.tokens.size() && greedy.margins[i] >= 1e-4; ++i)
                 REQUIRE(s.generated()[i] == greedy.tokens[i]);
@@ -137,7 +137,7 @@ TEST_CASE("a window returns blocks to the pool; without one every block stays", 
         while (s.next() != Session::Next::Done) s.step();
         const StepRecord& r = *s.latest();
         int64_t mapped = 0;
-        for (int32_t b : r.block_table) mapped += b >= 0;
+        for (int32_t b : r.cache.block_table) mapped += b >= 0;
         const int64_t positions = 10 + 30 - 1;  // the last token is chosen, not yet written
         if (window == 0) {
             CHECK(mapped == (positions + B - 1) / B);
@@ -146,7 +146,7 @@ TEST_CASE("a window returns blocks to the pool; without one every block stays", 
             const int64_t lo = positions - window + 1;
             CHECK(mapped == (positions - 1) / B - lo / B + 1);
         }
-        CHECK(r.pool_blocks - r.pool_free == mapped);
+        CHECK(r.cache.pool_blocks - r.cache.pool_free == mapped);
     }
 }
 
@@ -180,9 +180,9 @@ TEST_CASE("sequences with a common prefix share its blocks and equal their solo 
         const StepRecord& first = sessions[i]->trace()[0];
         // Sequence 0 computes everything; each later one maps the 19 system positions (the 5th block
         // only partly) and computes its own suffix.
-        CHECK(first.n_adopted == (i == 0 ? 0 : 19));
-        CHECK(first.n_rows_computed == int64_t(prompts[i].size()) - first.n_adopted);
-        CHECK(first.first_computed_position == first.n_adopted);
+        CHECK(first.cost.n_adopted == (i == 0 ? 0 : 19));
+        CHECK(first.cost.n_rows_computed == int64_t(prompts[i].size()) - first.cost.n_adopted);
+        CHECK(first.cost.first_computed_position == first.cost.n_adopted);
     }
     // Blocks: each sequence maps ceil(positions / B) blocks; the 4 full system blocks exist once, and
     // the partly shared 5th block was copied by each later sequence when it wrote its suffix there.
@@ -229,7 +229,7 @@ TEST_CASE("identical prompts share every block; sampling apart copies the last o
     for (int i = 0; i < 3; ++i) {
         INFO("sequence " << i);
         require_identical(collect(*sessions[size_t(i)]), solo[size_t(i)]);
-        CHECK(sessions[size_t(i)]->trace()[0].n_adopted == (i == 0 ? 0 : 12));  // all but the last prompt token
+        CHECK(sessions[size_t(i)]->trace()[0].cost.n_adopted == (i == 0 ? 0 : 12));  // all but the last prompt token
     }
     // Positions 8..12 sit in a block all three map; sequences 1 and 2 write position 12 into it during
     // their prefill and copy it first. Sequence 0 then owns it alone.

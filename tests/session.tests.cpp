@@ -110,25 +110,25 @@ void require_same_state(const State& got, const State& want) {
 }
 
 void require_same_record(const StepRecord& a, const StepRecord& b) {
-    CHECK(a.index == b.index);
-    CHECK(a.phase == b.phase);
-    CHECK(a.tokens == b.tokens);
-    CHECK(a.first_position == b.first_position);
-    CHECK(a.n_rows_computed == b.n_rows_computed);
-    CHECK(a.first_computed_position == b.first_computed_position);
-    CHECK(a.n_rows_reused == b.n_rows_reused);
-    CHECK(a.chosen == b.chosen);
-    CHECK(first_mismatch(a.logits, b.logits) == "");
-    CHECK(a.slot_positions == b.slot_positions);
-    CHECK(a.next_position == b.next_position);
-    CHECK(a.cache_used == b.cache_used);
-    CHECK(first_mismatch(a.q, b.q) == "");
-    CHECK(first_mismatch(a.k, b.k) == "");
-    CHECK(first_mismatch(a.v, b.v) == "");
-    REQUIRE(a.top.size() == b.top.size());
-    for (size_t i = 0; i < a.top.size(); ++i) {
-        CHECK(a.top[i].id == b.top[i].id);
-        CHECK(a.top[i].probability == b.top[i].probability);
+    CHECK(a.id.index == b.id.index);
+    CHECK(a.id.phase == b.id.phase);
+    CHECK(a.id.tokens == b.id.tokens);
+    CHECK(a.id.first_position == b.id.first_position);
+    CHECK(a.cost.n_rows_computed == b.cost.n_rows_computed);
+    CHECK(a.cost.first_computed_position == b.cost.first_computed_position);
+    CHECK(a.cost.n_rows_reused == b.cost.n_rows_reused);
+    CHECK(a.prediction.chosen == b.prediction.chosen);
+    CHECK(first_mismatch(a.prediction.logits, b.prediction.logits) == "");
+    CHECK(a.cache.slot_positions == b.cache.slot_positions);
+    CHECK(a.cache.next_position == b.cache.next_position);
+    CHECK(a.cache.used == b.cache.used);
+    CHECK(first_mismatch(a.rows.q, b.rows.q) == "");
+    CHECK(first_mismatch(a.rows.k, b.rows.k) == "");
+    CHECK(first_mismatch(a.rows.v, b.rows.v) == "");
+    REQUIRE(a.prediction.top.size() == b.prediction.top.size());
+    for (size_t i = 0; i < a.prediction.top.size(); ++i) {
+        CHECK(a.prediction.top[i].id == b.prediction.top[i].id);
+        CHECK(a.prediction.top[i].probability == b.prediction.top[i].probability);
     }
 }
 
@@ -314,18 +314,18 @@ TEST_CASE("turning the cache off and on mid-run changes nothing but the work don
         s.set_use_cache(pattern[i % std::size(pattern)]);
         const StepRecord& r = s.step();
         INFO("step " << i);
-        CHECK(r.cache_on == pattern[i % std::size(pattern)]);
-        const int64_t first = r.first_position;
-        if (r.cache_on) {
-            CHECK(r.n_rows_computed == int64_t(r.tokens.size()));
-            CHECK(r.first_computed_position == first);
+        CHECK(r.id.cache_on == pattern[i % std::size(pattern)]);
+        const int64_t first = r.id.first_position;
+        if (r.id.cache_on) {
+            CHECK(r.cost.n_rows_computed == int64_t(r.id.tokens.size()));
+            CHECK(r.cost.first_computed_position == first);
             // Reused: every earlier position the step's first query can see.
             const int64_t lo = window > 0 ? std::max<int64_t>(0, first - window + 1) : 0;
-            CHECK(r.n_rows_reused == first - lo);
+            CHECK(r.cost.n_rows_reused == first - lo);
         } else {
-            CHECK(r.first_computed_position == 0);
-            CHECK(r.n_rows_computed == r.last_position() + 1);
-            CHECK(r.n_rows_reused == 0);
+            CHECK(r.cost.first_computed_position == 0);
+            CHECK(r.cost.n_rows_computed == r.last_position() + 1);
+            CHECK(r.cost.n_rows_reused == 0);
         }
     }
     const Run toggled = collect(s);
@@ -334,9 +334,9 @@ TEST_CASE("turning the cache off and on mid-run changes nothing but the work don
     REQUIRE(toggled.records.size() == baseline.records.size());
     for (size_t i = 0; i < toggled.records.size(); ++i) {
         INFO("step " << i);
-        CHECK(toggled.records[i]->slot_positions == baseline.records[i]->slot_positions);
-        CHECK(toggled.records[i]->cache_used == baseline.records[i]->cache_used);
-        CHECK(toggled.records[i]->write_slot == baseline.records[i]->write_slot);
+        CHECK(toggled.records[i]->cache.slot_positions == baseline.records[i]->cache.slot_positions);
+        CHECK(toggled.records[i]->cache.used == baseline.records[i]->cache.used);
+        CHECK(toggled.records[i]->cache.write_slot == baseline.records[i]->cache.write_slot);
     }
     // And back: stepping back over uncached steps leaves a cache the cached run can continue from.
     for (int k = 0; k < 4; ++k) REQUIRE(s.step_back());
@@ -372,57 +372,57 @@ TEST_CASE("step records describe the step and the cache after it", "[session][re
         if (!prefill) CHECK_THROWS_AS(s.prefill_step(), UsageError);
         const StepRecord& r = s.step();
         INFO("step " << i);
-        CHECK(r.index == int64_t(i));
-        CHECK(r.phase == (prefill ? Phase::Prefill : Phase::Decode));
+        CHECK(r.id.index == int64_t(i));
+        CHECK(r.id.phase == (prefill ? Phase::Prefill : Phase::Decode));
         const int64_t n = prefill ? std::min(eff_chunk, n_prompt - position) : 1;
-        REQUIRE(int64_t(r.tokens.size()) == n);
-        CHECK(std::equal(r.tokens.begin(), r.tokens.end(), seq.begin() + position));
-        CHECK(r.first_position == position);
+        REQUIRE(int64_t(r.id.tokens.size()) == n);
+        CHECK(std::equal(r.id.tokens.begin(), r.id.tokens.end(), seq.begin() + position));
+        CHECK(r.id.first_position == position);
         position += n;
-        CHECK(r.next_position == position);
-        CHECK(r.write_slot == position % capacity);
-        CHECK(r.window == window);
-        CHECK(r.cache_capacity == capacity);
+        CHECK(r.cache.next_position == position);
+        CHECK(r.cache.write_slot == position % capacity);
+        CHECK(r.id.window == window);
+        CHECK(r.cache.capacity == capacity);
         const int64_t alive = window > 0 ? std::min(position, window - 1) : position;
-        CHECK(r.cache_used == std::min(alive, capacity));
-        CHECK(r.cache_bytes_used == r.cache_used * bytes_per_position);
-        CHECK(r.cache_bytes_capacity == capacity * bytes_per_position);
+        CHECK(r.cache.used == std::min(alive, capacity));
+        CHECK(r.cache.bytes_used == r.cache.used * bytes_per_position);
+        CHECK(r.cache.bytes_capacity == capacity * bytes_per_position);
         // Ring: slot s holds the newest position p < next with p % S == s.
-        REQUIRE(int64_t(r.slot_positions.size()) == capacity);
+        REQUIRE(int64_t(r.cache.slot_positions.size()) == capacity);
         for (int64_t slot = 0; slot < capacity; ++slot) {
             int64_t want = -1;
             for (int64_t p = 0; p < position; ++p)
                 if (p % capacity == slot) want = p;
-            CHECK(r.slot_positions[size_t(slot)] == want);
+            CHECK(r.cache.slot_positions[size_t(slot)] == want);
         }
         CHECK(r.recorded());
-        CHECK(int64_t(r.q.size()) == cfg.n_layer * n * cfg.n_embd);
-        CHECK(r.flops > 0);
-        CHECK(r.seconds >= 0);
+        CHECK(int64_t(r.rows.q.size()) == cfg.n_layer * n * cfg.n_embd);
+        CHECK(r.cost.flops > 0);
+        CHECK(r.cost.seconds >= 0);
         const bool predicts = !prefill || position == n_prompt;
-        CHECK(r.chosen.has_value() == predicts);
-        CHECK(r.logits.empty() == !predicts);
+        CHECK(r.prediction.chosen.has_value() == predicts);
+        CHECK(r.prediction.logits.empty() == !predicts);
         if (predicts) {
-            seq.push_back(*r.chosen);
+            seq.push_back(*r.prediction.chosen);
             // Greedy: the first index of the largest logit; top: the 5 largest logits, descending, with
             // softmax probabilities computed here in double.
-            const auto& l = r.logits;
+            const auto& l = r.prediction.logits;
             const int32_t argmax = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-            CHECK(*r.chosen == argmax);
+            CHECK(*r.prediction.chosen == argmax);
             double mx = l[size_t(argmax)], sum = 0, entropy = 0;
             for (float x : l) sum += std::exp(double(x) - mx);
             for (float x : l) {
                 const double p = std::exp(double(x) - mx) / sum;
                 entropy -= p * std::log(p);
             }
-            CHECK_THAT(r.entropy, Catch::Matchers::WithinAbs(entropy, 1e-9));
-            REQUIRE(r.top.size() == 5);
-            CHECK(r.top[0].id == argmax);
-            for (size_t k = 0; k < r.top.size(); ++k) {
-                const auto& t = r.top[k];
+            CHECK_THAT(r.prediction.entropy, Catch::Matchers::WithinAbs(entropy, 1e-9));
+            REQUIRE(r.prediction.top.size() == 5);
+            CHECK(r.prediction.top[0].id == argmax);
+            for (size_t k = 0; k < r.prediction.top.size(); ++k) {
+                const auto& t = r.prediction.top[k];
                 CHECK(t.logit == l[size_t(t.id)]);
                 CHECK_THAT(t.probability, Catch::Matchers::WithinAbs(std::exp(double(t.logit) - mx) / sum, 1e-7));
-                if (k > 0) CHECK(r.top[k - 1].logit >= t.logit);
+                if (k > 0) CHECK(r.prediction.top[k - 1].logit >= t.logit);
                 int64_t larger = 0;
                 for (float x : l) larger += x > t.logit;
                 CHECK(larger <= int64_t(k));
@@ -569,7 +569,7 @@ TEST_CASE("recording, a second prompt and one-token runs do not change the numbe
         CHECK(n_steps == 6);  // 11 tokens in chunks of 2
         REQUIRE(s.generated().size() == 1);
         CHECK(s.generated()[0] == want_first.generated[0]);
-        CHECK(first_mismatch(s.trace().back().logits, want_first.logits[0]) == "");
+        CHECK(first_mismatch(s.trace().back().prediction.logits, want_first.logits[0]) == "");
     }
     SECTION("n_top larger than the vocabulary, and 0") {
         o.n_top = 1000;
@@ -577,12 +577,12 @@ TEST_CASE("recording, a second prompt and one-token runs do not change the numbe
         s.set_prompt(second);
         while (s.next() != Session::Next::Done) {
             const StepRecord& r = s.step();
-            if (r.chosen) CHECK(r.top.size() == 101);
+            if (r.prediction.chosen) CHECK(r.prediction.top.size() == 101);
         }
         o.n_top = 0;
         Session z(parity_model(), o);
         z.set_prompt(second);
-        while (z.next() != Session::Next::Done) CHECK(z.step().top.empty());
+        while (z.next() != Session::Next::Done) CHECK(z.step().prediction.top.empty());
     }
 }
 

@@ -23,7 +23,7 @@ inline Run collect(const kvscope::Session& s) {
     r.generated = s.generated();
     for (size_t i = 0; i < s.trace().size(); ++i) {
         r.records.push_back(s.trace().share(i));
-        if (!s.trace()[i].logits.empty()) r.logits.push_back(s.trace()[i].logits);
+        if (!s.trace()[i].prediction.logits.empty()) r.logits.push_back(s.trace()[i].prediction.logits);
     }
     return r;
 }

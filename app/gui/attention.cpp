@@ -202,9 +202,9 @@ void draw_attention(PanelContext& c) {
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
     static const std::vector<TokenId> no_source;
-    const std::vector<TokenId>& source = r->encoder ? r->encoder->source : no_source;
+    const std::vector<TokenId>& source = r->rows.encoder ? r->rows.encoder->source : no_source;
     const AxisTokens axis = {kind == AttentionKind::Encoder ? &source : &tokens, kind == AttentionKind::Self ? &tokens : &source};
-    if (kind != AttentionKind::Self && !r->encoder) {
+    if (kind != AttentionKind::Self && !r->rows.encoder) {
         ImGui::TextDisabled("This step has no encoder output.");
         ImGui::End();
         return;
@@ -228,19 +228,19 @@ void draw_attention(PanelContext& c) {
     ImGui::PushTextWrapPos(0);
     if (kind == AttentionKind::Self)
         ImGui::TextDisabled("step %zu (%s): %lld queries (rows, positions %lld..%lld) x %lld keys (cols, %lld..%lld)", step,
-                            phase_name(r->phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
+                            phase_name(r->id.phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
                             (long long)m0.query_positions.back(), (long long)m0.n_key, (long long)m0.key_positions.front(),
                             (long long)m0.key_positions.back());
     else if (kind == AttentionKind::Cross)
         ImGui::TextDisabled("step %zu (%s): cross-attention, %lld decoder queries (rows, positions %lld..%lld) x %lld source "
                             "tokens (cols); keys and values from the fixed cross-attention cache, no mask",
-                            step, phase_name(r->phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
+                            step, phase_name(r->id.phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
                             (long long)m0.query_positions.back(), (long long)m0.n_key);
     else {
-        const int64_t ran = encoder_step(s.trace(), r->encoder.get());
+        const int64_t ran = encoder_step(s.trace(), r->rows.encoder.get());
         ImGui::TextDisabled("encoder layer %lld: %lld source queries x %lld source keys, no mask; computed once at step "
                             "%lld%s", (long long)v.layer, (long long)m0.n_query, (long long)m0.n_key, (long long)ran,
-                            r->ran_encoder ? " (this step)" : ", read since through the cross-attention cache");
+                            r->rows.ran_encoder ? " (this step)" : ", read since through the cross-attention cache");
     }
     ImGui::PopTextWrapPos();
     if (!v.attention_json.empty()) {

@@ -18,9 +18,9 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
         const Trace& t = main.trace();
         if (t.size() > 0) activity("replaying " + std::to_string(t.size()) + " step(s) the other way");
         for (size_t i = 0; i < t.size(); ++i) {
-            s->set_use_cache(!t[i].cache_on);
+            s->set_use_cache(!t[i].id.cache_on);
             s->step();
-            if (s->trace().back().chosen != t[i].chosen) {
+            if (s->trace().back().prediction.chosen != t[i].prediction.chosen) {
                 diverged_ = true;
                 return;
             }
@@ -31,9 +31,9 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
 
 void CacheComparison::follow(const StepRecord& main_step) {
     if (!shadow_ || diverged_) return;
-    shadow_->set_use_cache(!main_step.cache_on);
+    shadow_->set_use_cache(!main_step.id.cache_on);
     const StepRecord& s = shadow_->step();
-    if (s.chosen != main_step.chosen) diverged_ = true;  // sampling split on a near tie: stop comparing
+    if (s.prediction.chosen != main_step.prediction.chosen) diverged_ = true;  // sampling split on a near tie: stop comparing
 }
 
 void CacheComparison::back(size_t n_steps) {

@@ -85,12 +85,12 @@ void draw_compare(PanelContext& c) {
         return;
     }
     const StepRecord& o = (*shadow)[step];
-    const StepRecord& on = r->cache_on ? *r : o;
-    const StepRecord& off = r->cache_on ? o : *r;
+    const StepRecord& on = r->id.cache_on ? *r : o;
+    const StepRecord& off = r->id.cache_on ? o : *r;
     double max_delta = 0;
-    if (on.logits.size() == off.logits.size())
-        for (size_t i = 0; i < on.logits.size(); ++i)
-            max_delta = std::max(max_delta, double(std::fabs(on.logits[i] - off.logits[i])));
+    if (on.prediction.logits.size() == off.prediction.logits.size())
+        for (size_t i = 0; i < on.prediction.logits.size(); ++i)
+            max_delta = std::max(max_delta, double(std::fabs(on.prediction.logits[i] - off.prediction.logits[i])));
 
     if (ImGui::BeginTable("both", 3, ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp)) {
         ImGui::TableSetupColumn("");
@@ -106,14 +106,15 @@ void draw_compare(PanelContext& c) {
             ImGui::TableSetColumnIndex(2);
             ImGui::TextColored({0.95f, 0.55f, 0.35f, 1}, "%s", b.c_str());
         };
-        row("time", fmt_ms(on.seconds), fmt_ms(off.seconds));
-        row("FLOPs", human_count(on.flops), human_count(off.flops));
-        row("K/V rows computed", std::to_string(on.n_rows_computed), std::to_string(off.n_rows_computed));
-        row("K/V rows reused", std::to_string(on.n_rows_reused), std::to_string(off.n_rows_reused));
+        row("time", fmt_ms(on.cost.seconds), fmt_ms(off.cost.seconds));
+        row("FLOPs", human_count(on.cost.flops), human_count(off.cost.flops));
+        row("K/V rows computed", std::to_string(on.cost.n_rows_computed), std::to_string(off.cost.n_rows_computed));
+        row("K/V rows reused", std::to_string(on.cost.n_rows_reused), std::to_string(off.cost.n_rows_reused));
         ImGui::EndTable();
     }
-    if (on.chosen)
-        ImGui::Text("max |delta logits| = %.3g   same token: %s", max_delta, on.chosen == off.chosen ? "yes" : "NO");
+    if (on.prediction.chosen)
+        ImGui::Text("max |delta logits| = %.3g   same token: %s", max_delta,
+                    on.prediction.chosen == off.prediction.chosen ? "yes" : "NO");
     else
         ImGui::TextDisabled("this prefill chunk predicts nothing: no logits to compare");
 
@@ -121,12 +122,12 @@ void draw_compare(PanelContext& c) {
     for (size_t i = 0; i < s.trace().size() && i < shadow->size(); ++i) {
         const StepRecord& a = s.trace()[i];
         const StepRecord& b = (*shadow)[i];
-        const StepRecord& x_on = a.cache_on ? a : b;
-        const StepRecord& x_off = a.cache_on ? b : a;
-        f_on.push_back(x_on.flops);
-        f_off.push_back(x_off.flops);
-        t_on.push_back(x_on.seconds);
-        t_off.push_back(x_off.seconds);
+        const StepRecord& x_on = a.id.cache_on ? a : b;
+        const StepRecord& x_off = a.id.cache_on ? b : a;
+        f_on.push_back(x_on.cost.flops);
+        f_off.push_back(x_off.cost.flops);
+        t_on.push_back(x_on.cost.seconds);
+        t_off.push_back(x_off.cost.seconds);
     }
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float ch = std::max(60.0f, avail.y - ImGui::GetTextLineHeight() - 8);

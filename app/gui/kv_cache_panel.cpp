@@ -17,17 +17,17 @@ constexpr ImU32 kSourceInk = IM_COL32(215, 190, 240, 255);  // source tokens, as
 
 // The cross-attention cache's header lines: what it is, that it is fixed, and its bytes.
 void cross_header(const StepRecord& r, int64_t ran) {
-    const EncoderOutput& enc = *r.encoder;
+    const EncoderOutput& enc = *r.rows.encoder;
     ImGui::PushTextWrapPos(0);
     ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "Cross-attention cache: %lld source rows x %lld", (long long)enc.n_source(),
                        (long long)enc.head_dim);
     dump_item("cross cache title");
     ImGui::SameLine();
-    if (!r.cache_on && r.ran_encoder)
+    if (!r.id.cache_on && r.rows.ran_encoder)
         ImGui::TextColored({1, 0.6f, 0.4f, 1}, "cache OFF: this step ran the encoder again and recomputed it");
     else
         ImGui::TextColored({1, 0.8f, 0.3f, 1}, "FIXED: computed once by the encoder at step %lld%s", (long long)ran,
-                           r.ran_encoder ? " (this step)" : ", read since");
+                           r.rows.ran_encoder ? " (this step)" : ", read since");
     help_marker("Cross-attention reads keys and values computed from the encoder's output, one row per source token "
                 "(K|V = enc . crossattention.c_attn + bias, per decoder layer). They depend on the source only, so the "
                 "first prefill step computes them and every later step reuses them; the decoder's own keys and values "
@@ -43,7 +43,7 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
                  float map_w, float gap, float max_h) {
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
-    const std::shared_ptr<const EncoderOutput>& enc = r.encoder;
+    const std::shared_ptr<const EncoderOutput>& enc = r.rows.encoder;
     const int64_t S = enc->n_source(), D = enc->head_dim;
     const float title_h = ImGui::GetTextLineHeight() + 2;
     const float row_h = std::min(std::max(1.0f, max_h - title_h) / float(S), 22.0f);
@@ -117,15 +117,15 @@ void draw_kv_cache(PanelContext& c) {
     }
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
-    const int64_t S = r->cache_capacity, D = r->head_dim;
-    const int64_t layer = std::min(v.layer, r->n_layer - 1);  // the Attention panel may show a deeper encoder layer
-    const bool cross = r->encoder != nullptr;
-    const KeyRange visible = r->visible_keys(r->next_position);  // what the next query sees (sinks + window)
+    const int64_t S = r->cache.capacity, D = r->rows.head_dim;
+    const int64_t layer = std::min(v.layer, r->rows.n_layer - 1);  // the Attention panel may show a deeper encoder layer
+    const bool cross = r->rows.encoder != nullptr;
+    const KeyRange visible = r->visible_keys(r->cache.next_position);  // what the next query sees (sinks + window)
     auto dimmed = [&](int64_t p) { return p >= 0 && !visible.contains(p); };
     auto sink = [&](int64_t p) { return p >= 0 && p < visible.n_sink; };
-    const int64_t written_lo = r->first_computed_position, written_hi = r->first_computed_position + r->n_rows_computed - 1;
+    const int64_t written_lo = r->cost.first_computed_position, written_hi = written_lo + r->cost.n_rows_computed - 1;
 
-    const int64_t ran = cross ? encoder_step(s.trace(), r->encoder.get()) : -1;
+    const int64_t ran = cross ? encoder_step(s.trace(), r->rows.encoder.get()) : -1;
     if (cross) {
         // Both caches of layer / head, each named with how it behaves; the maps below stand side by side.
         ImGui::Text("layer %lld, head %lld", (long long)layer, (long long)v.head);
@@ -139,15 +139,15 @@ void draw_kv_cache(PanelContext& c) {
         ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
                     (long long)D);
     }
-    ImGui::TextDisabled("written this step: %lld row(s), read from the cache: %lld", (long long)r->n_rows_computed,
-                        (long long)r->n_rows_reused);
+    ImGui::TextDisabled("written this step: %lld row(s), read from the cache: %lld", (long long)r->cost.n_rows_computed,
+                        (long long)r->cost.n_rows_reused);
 
     // Fill overview and bytes first, so they stay visible however tall the maps get.
     const float bar_w = std::min(ImGui::GetContentRegionAvail().x * 0.5f, 260.0f);
     char text[96];
-    std::snprintf(text, sizeof text, "%s / %s", human_bytes(double(r->cache_bytes_used)).c_str(),
-                  human_bytes(double(r->cache_bytes_capacity)).c_str());
-    ImGui::ProgressBar(float(r->cache_bytes_used) / float(std::max<int64_t>(1, r->cache_bytes_capacity)), {bar_w, 0}, text);
+    std::snprintf(text, sizeof text, "%s / %s", human_bytes(double(r->cache.bytes_used)).c_str(),
+                  human_bytes(double(r->cache.bytes_capacity)).c_str());
+    ImGui::ProgressBar(float(r->cache.bytes_used) / float(std::max<int64_t>(1, r->cache.bytes_capacity)), {bar_w, 0}, text);
     ImGui::SameLine();
     ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("bytes used / capacity (all layers, K+V)");
@@ -156,15 +156,15 @@ void draw_kv_cache(PanelContext& c) {
         // Every layer's fill: the same slots are used in each layer.
         ImDrawList* dl = ImGui::GetWindowDrawList();
         const ImVec2 p = ImGui::GetCursorScreenPos();
-        const float lw = std::max(24.0f, (ImGui::GetContentRegionAvail().x - 4) / float(r->n_layer)) - 4;
+        const float lw = std::max(24.0f, (ImGui::GetContentRegionAvail().x - 4) / float(r->rows.n_layer)) - 4;
         const float h = 10;
-        for (int64_t il = 0; il < r->n_layer; ++il) {
+        for (int64_t il = 0; il < r->rows.n_layer; ++il) {
             const float x = p.x + float(il) * (lw + 4);
-            const float f = float(r->cache_used) / float(std::max<int64_t>(1, S));
+            const float f = float(r->cache.used) / float(std::max<int64_t>(1, S));
             dl->AddRectFilled({x, p.y}, {x + lw, p.y + h}, IM_COL32(50, 50, 58, 255), 2);
             dl->AddRectFilled({x, p.y}, {x + lw * f, p.y + h}, il == layer ? IM_COL32(250, 200, 60, 255) : IM_COL32(70, 150, 220, 255), 2);
             if (ImGui::IsMouseHoveringRect({x, p.y}, {x + lw, p.y + h}))
-                ImGui::SetTooltip("layer %lld: %lld / %lld slots", (long long)il, (long long)r->cache_used, (long long)S);
+                ImGui::SetTooltip("layer %lld: %lld / %lld slots", (long long)il, (long long)r->cache.used, (long long)S);
         }
         ImGui::Dummy({1, h + 2});
     }
@@ -209,7 +209,7 @@ void draw_kv_cache(PanelContext& c) {
     }
     const bool labels = row_h >= ImGui::GetTextLineHeight() - 2;
     for (int64_t slot = 0; slot < S; ++slot) {
-        const int64_t p = r->slot_positions[size_t(slot)];
+        const int64_t p = r->cache.slot_positions[size_t(slot)];
         const float y0 = hk.cell_min(slot, 0).y, y1 = hk.cell_max(slot, 0).y;
         if (p >= 0 && labels) {
             char label[64];
@@ -232,7 +232,7 @@ void draw_kv_cache(PanelContext& c) {
             if (p >= 0 && p == v.sel_key)
                 dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
         }
-        if (slot == r->write_slot) {
+        if (slot == r->cache.write_slot) {
             // Write pointer: an arrow left of K pointing at the next slot.
             const float yy = (y0 + y1) / 2, x = hk.p0.x - 4;
             dl->AddTriangleFilled({x, yy}, {x - 9, yy - 6}, {x - 9, yy + 6}, IM_COL32(250, 120, 60, 255));
@@ -241,12 +241,13 @@ void draw_kv_cache(PanelContext& c) {
     }
     for (const HeatmapResult* h : {&hk, &hv})
         if (h->hover_row >= 0) {
-            const int64_t p = r->slot_positions[size_t(h->hover_row)];
+            const int64_t p = r->cache.slot_positions[size_t(h->hover_row)];
             const float* row = p < 0 ? nullptr
                                : h == &hv ? s.trace().value_row(step, layer, v.head, p)
                                           : s.trace().key_row(step, layer, v.head, p);
             ImGui::BeginTooltip();
-            ImGui::Text("slot %lld%s", (long long)h->hover_row, h->hover_row == r->write_slot ? " (write pointer)" : "");
+            ImGui::Text("slot %lld%s", (long long)h->hover_row,
+                        h->hover_row == r->cache.write_slot ? " (write pointer)" : "");
             if (p < 0) ImGui::TextDisabled("empty");
             else {
                 ImGui::Text("position %lld '%s'", (long long)p,

@@ -64,7 +64,7 @@ std::string human_bytes(double b) {
 
 int64_t encoder_step(const Trace& t, const EncoderOutput* enc) {
     for (size_t i = 0; enc && i < t.size(); ++i)
-        if (t[i].encoder.get() == enc) return int64_t(i);
+        if (t[i].rows.encoder.get() == enc) return int64_t(i);
     return -1;
 }
 

@@ -24,7 +24,7 @@ void draw_mask(PanelContext& c) {
         return;
     }
     // The decoder's self-attention mask; the Attention panel's layer may be a deeper encoder layer.
-    const AttentionMap* mp = c.maps.map(s.trace(), step, std::min(c.prefs.layer, r->n_layer - 1), c.prefs.head);
+    const AttentionMap* mp = c.maps.map(s.trace(), step, std::min(c.prefs.layer, r->rows.n_layer - 1), c.prefs.head);
     if (!mp) {
         ImGui::TextDisabled("computing the mask of step %zu...", step);
         ImGui::End();
@@ -34,18 +34,19 @@ void draw_mask(PanelContext& c) {
     const long long p = (long long)m.query_positions.front();
     ImGui::Text("%lld new x %lld keys, offset p = %lld", (long long)m.n_query, (long long)m.n_key, p);
     ImGui::PushTextWrapPos(0);
-    if (r->window > 0 && r->sinks > 0)
+    if (r->id.window > 0 && r->id.sinks > 0)
         ImGui::TextDisabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld), "
                             "plus the attention sinks 0..%lld (the first S = %lld positions stay visible)",
-                            (long long)r->window, (long long)r->window, (long long)(r->sinks - 1), (long long)r->sinks);
-    else if (r->window > 0)
+                            (long long)r->id.window, (long long)r->id.window, (long long)(r->id.sinks - 1),
+                            (long long)r->id.sinks);
+    else if (r->id.window > 0)
         ImGui::TextDisabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld)",
-                            (long long)r->window, (long long)r->window);
+                            (long long)r->id.window, (long long)r->id.window);
     else
         ImGui::TextDisabled("rule: the query at position p+r sees keys at positions <= p+r (causal)");
-    if (r->encoder)
+    if (r->rows.encoder)
         ImGui::TextDisabled("this is the decoder's self-attention mask; cross-attention and the encoder mask nothing "
-                            "(every query sees all %lld source tokens)", (long long)r->encoder->n_source());
+                            "(every query sees all %lld source tokens)", (long long)r->rows.encoder->n_source());
     ImGui::PopTextWrapPos();
     int64_t n_visible = 0;
     for (uint8_t x : m.visible) n_visible += x;
@@ -55,7 +56,7 @@ void draw_mask(PanelContext& c) {
     // The mask depends only on the query positions, the key range, the window and the sinks.
     static unsigned tex = 0;
     static int64_t key[5] = {-1, -1, -1, -1, -1};
-    const int64_t now[5] = {m.query_positions.front(), m.n_query, m.n_key, r->window, r->sinks};
+    const int64_t now[5] = {m.query_positions.front(), m.n_query, m.n_key, r->id.window, r->id.sinks};
     if (!std::equal(now, now + 5, key)) {
         tex = Gl::upload(tex, m.n_query, m.n_key, nullptr, m.visible.data());
         std::copy(now, now + 5, key);

@@ -112,7 +112,7 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
     for (const auto& seq : s.sequences) {
         int64_t shared = 0, cached = 0;
         for (size_t k = 0; k < seq.trace.size(); ++k)
-            (seq.trace[k].adopted_from == StepRecord::Source::PromptCache ? cached : shared) += seq.trace[k].n_adopted;
+            (seq.trace[k].cost.adopted_from == StepCost::Source::PromptCache ? cached : shared) += seq.trace[k].cost.n_adopted;
         not_computed.push_back({{"shared_prefix", shared}, {"prompt_cache", cached}});
     }
     j["paged"] = m != nullptr;

@@ -24,7 +24,7 @@ void draw_next_token(PanelContext& c) {
         ImGui::End();
         return;
     }
-    if (!r->chosen) {
+    if (!r->prediction.chosen) {
         ImGui::PushTextWrapPos(0);
         ImGui::TextDisabled("This prefill chunk does not end the prompt, so it predicts nothing yet.");
         ImGui::PopTextWrapPos();
@@ -32,18 +32,18 @@ void draw_next_token(PanelContext& c) {
         return;
     }
     const SamplerOptions& so = s.options().sampling;
-    ImGui::Text("chosen: %d '%s'", *r->chosen, token_text(model, *r->chosen).c_str());
+    ImGui::Text("chosen: %d '%s'", *r->prediction.chosen, token_text(model, *r->prediction.chosen).c_str());
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("entropy %.3f nats (perplexity %.1f), %s", r->entropy, std::exp(r->entropy),
+    ImGui::TextDisabled("entropy %.3f nats (perplexity %.1f), %s", r->prediction.entropy, std::exp(r->prediction.entropy),
                         so.temperature == 0 ? "greedy" : "sampled");
     ImGui::PopTextWrapPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("00000 wwwwwwwwww").x;
     const float bar_max = std::max(40.0f, ImGui::GetContentRegionAvail().x - label_w - ImGui::CalcTextSize("100.0%").x - 16);
-    for (const TokenProbability& tp : r->top) {
+    for (const TokenProbability& tp : r->prediction.top) {
         const ImVec2 p = ImGui::GetCursorScreenPos();
-        const bool chosen = tp.id == *r->chosen;
+        const bool chosen = tp.id == *r->prediction.chosen;
         char label[64];
         std::snprintf(label, sizeof label, "%s%d %s", chosen ? "> " : "", tp.id, short_token(model, tp.id, 9).c_str());
         dl->AddText(p, chosen ? IM_COL32(250, 200, 60, 255) : IM_COL32(210, 210, 220, 255), label);

@@ -34,24 +34,24 @@ void draw_timeline(PanelContext& c) {
         bool follow = v.view_step < 0;
         if (ImGui::Checkbox("follow newest", &follow)) v.view_step = follow ? -1 : int64_t(step_index);
         ImGui::SameLine();
-        ImGui::Text("| %s, cache %s | position pointer %lld | cache %lld / %lld slots", phase_name(r->phase),
-                    r->cache_on ? "ON" : "OFF", (long long)r->next_position, (long long)r->cache_used,
-                    (long long)r->cache_capacity);
-        if (r->window > 0) {
-            const KeyRange k = r->visible_keys(r->next_position);
+        ImGui::Text("| %s, cache %s | position pointer %lld | cache %lld / %lld slots", phase_name(r->id.phase),
+                    r->id.cache_on ? "ON" : "OFF", (long long)r->cache.next_position, (long long)r->cache.used,
+                    (long long)r->cache.capacity);
+        if (r->id.window > 0) {
+            const KeyRange k = r->visible_keys(r->cache.next_position);
             ImGui::SameLine();
             if (k.n_sink > 0)
-                ImGui::Text("| window %lld + %lld sinks: keys 0..%lld and %lld..%lld", (long long)r->window,
-                            (long long)r->sinks, (long long)(k.n_sink - 1), (long long)k.lo, (long long)k.hi);
+                ImGui::Text("| window %lld + %lld sinks: keys 0..%lld and %lld..%lld", (long long)r->id.window,
+                            (long long)r->id.sinks, (long long)(k.n_sink - 1), (long long)k.lo, (long long)k.hi);
             else
-                ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->window, (long long)k.lo, (long long)k.hi);
+                ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->id.window, (long long)k.lo, (long long)k.hi);
         }
-        if (r->encoder) {
+        if (r->rows.encoder) {
             ImGui::SameLine();
-            if (r->ran_encoder) ImGui::TextColored({1, 0.75f, 0.3f, 1}, "| the encoder ran at this step");
+            if (r->rows.ran_encoder) ImGui::TextColored({1, 0.75f, 0.3f, 1}, "| the encoder ran at this step");
             else
                 ImGui::TextDisabled("| encoder ran at step %lld; its cross cache is reused",
-                                    (long long)encoder_step(s.trace(), r->encoder.get()));
+                                    (long long)encoder_step(s.trace(), r->rows.encoder.get()));
             dump_item("timeline encoder note");
         }
 
@@ -62,17 +62,17 @@ void draw_timeline(PanelContext& c) {
     std::vector<TokenId> tokens = s.prompt();
     tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
     const int64_t n_prompt = int64_t(s.prompt().size());
-    const int64_t next_pos = r ? r->next_position : 0;
+    const int64_t next_pos = r ? r->cache.next_position : 0;
     const KeyRange visible = r ? r->visible_keys(next_pos) : KeyRange{0, 0, -1};
     // Outlined as new: the positions this step computed (adopted ones are coloured by where they came from).
-    const int64_t new_lo = r ? r->first_position + r->n_adopted : -1, new_hi = r ? r->last_position() : -2;
+    const int64_t new_lo = r ? r->id.first_position + r->cost.n_adopted : -1, new_hi = r ? r->last_position() : -2;
     // Positions whose K/V were not computed by this sequence: mapped from another's blocks or loaded
     // from a prompt cache, as of the viewed step.
-    std::vector<StepRecord::Source> source(tokens.size(), StepRecord::Source::None);
+    std::vector<StepCost::Source> source(tokens.size(), StepCost::Source::None);
     for (size_t i = 0; r && i <= step_index; ++i) {
         const StepRecord& q = s.trace()[i];
-        for (int64_t p = q.first_position; p < q.first_position + q.n_adopted && p < int64_t(tokens.size()); ++p)
-            source[size_t(p)] = q.adopted_from;
+        for (int64_t p = q.id.first_position; p < q.id.first_position + q.cost.n_adopted && p < int64_t(tokens.size()); ++p)
+            source[size_t(p)] = q.cost.adopted_from;
     }
     // The sequence whose blocks a shared position came from: the first earlier one with the same tokens
     // up to it (sharing prefills run in sequence order).
@@ -88,9 +88,9 @@ void draw_timeline(PanelContext& c) {
     if (ed) {
         // The source in its own pane left of the decoder strip (which scrolls to follow the pointer): what the
         // encoder read, at its own positions s0.., outlined when the viewed step ran the encoder.
-        const std::vector<TokenId>& src = r && r->encoder ? r->encoder->source : s.source_ids;
-        const int64_t ran = r ? encoder_step(s.trace(), r->encoder.get()) : -1;
-        const bool ran_now = r && r->ran_encoder;
+        const std::vector<TokenId>& src = r && r->rows.encoder ? r->rows.encoder->source : s.source_ids;
+        const int64_t ran = r ? encoder_step(s.trace(), r->rows.encoder.get()) : -1;
+        const bool ran_now = r && r->rows.ran_encoder;
         char note[64];
         if (ran >= 0) std::snprintf(note, sizeof note, "encoder ran here (step %lld)", (long long)ran);
         else std::snprintf(note, sizeof note, "the encoder runs at the first step");
@@ -158,11 +158,11 @@ void draw_timeline(PanelContext& c) {
         const bool evicted = done && !visible.contains(p);
         const bool sunk = done && p < visible.n_sink;
         const bool is_new = p >= new_lo && p <= new_hi;
-        const StepRecord::Source from = source[size_t(p)];
+        const StepCost::Source from = source[size_t(p)];
         ImU32 fill = p < n_prompt ? IM_COL32(46, 70, 110, 255) : IM_COL32(40, 100, 70, 255);
         if (ed && p == 0) fill = IM_COL32(140, 92, 24, 255);  // the decoder start token
-        if (done && from == StepRecord::Source::SharedPrefix) fill = IM_COL32(30, 118, 124, 255);
-        if (done && from == StepRecord::Source::PromptCache) fill = IM_COL32(106, 76, 152, 255);
+        if (done && from == StepCost::Source::SharedPrefix) fill = IM_COL32(30, 118, 124, 255);
+        if (done && from == StepCost::Source::PromptCache) fill = IM_COL32(106, 76, 152, 255);
         if (sunk) fill = IM_COL32(128, 58, 112, 255);
         ImU32 ink = IM_COL32(235, 235, 240, 255);
         if (!done) {
@@ -190,8 +190,8 @@ void draw_timeline(PanelContext& c) {
                 hex += b;
             }
             std::string origin;
-            if (done && from == StepRecord::Source::PromptCache) origin = "\nK/V loaded from prompt cache (not computed)";
-            if (done && from == StepRecord::Source::SharedPrefix) {
+            if (done && from == StepCost::Source::PromptCache) origin = "\nK/V loaded from prompt cache (not computed)";
+            if (done && from == StepCost::Source::SharedPrefix) {
                 const int64_t j = shared_from(p);
                 origin = j >= 0 ? "\nmapped from sequence " + std::to_string(j) + "'s blocks (prefix sharing: not computed)"
                                 : std::string("\nmapped from another sequence's blocks (prefix sharing: not computed)");
@@ -217,18 +217,20 @@ void draw_timeline(PanelContext& c) {
     const float bar_y = py + line + 4;
     if (r) {
         const float bw = std::max(200.0f, ImGui::GetContentRegionAvail().x - 10);
-        const float fw = bw * float(r->cache_used) / float(std::max<int64_t>(1, r->cache_capacity));
+        const float fw = bw * float(r->cache.used) / float(std::max<int64_t>(1, r->cache.capacity));
         const float bx = ImGui::GetWindowPos().x + 4;  // the bar stays put when the strip scrolls
         dl->AddRectFilled({bx, bar_y}, {bx + bw, bar_y + line + 2}, IM_COL32(50, 50, 58, 255), 3);
         dl->AddRectFilled({bx, bar_y}, {bx + fw, bar_y + line + 2}, IM_COL32(50, 110, 170, 255), 3);
         char fill[96];
-        std::snprintf(fill, sizeof fill, "cache fill: %lld / %lld slots", (long long)r->cache_used, (long long)r->cache_capacity);
+        std::snprintf(fill, sizeof fill, "cache fill: %lld / %lld slots", (long long)r->cache.used,
+                      (long long)r->cache.capacity);
         dl->AddText({bx + 6, bar_y + 1}, IM_COL32(230, 230, 235, 255), fill);
         // Colours a new user has not met elsewhere, named at the bar's right end (it does not scroll).
         bool shared = false, cached = false;
         for (size_t i = 0; i <= step_index; ++i) {
-            shared |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::SharedPrefix;
-            cached |= s.trace()[i].n_adopted > 0 && s.trace()[i].adopted_from == StepRecord::Source::PromptCache;
+            const StepCost& c = s.trace()[i].cost;
+            shared |= c.n_adopted > 0 && c.adopted_from == StepCost::Source::SharedPrefix;
+            cached |= c.n_adopted > 0 && c.adopted_from == StepCost::Source::PromptCache;
         }
         const std::pair<bool, std::pair<const char*, ImU32>> notes[] = {
             {visible.n_sink > 0, {"magenta = attention sink", IM_COL32(230, 130, 210, 255)}},

@@ -16,7 +16,7 @@ int kind_offset(AttentionKind k) { return k == AttentionKind::Cross ? 20 : k == 
 // What identifies a map: the step record, or for the encoder's own attention the encoder output the
 // step read (every step of one source shares it).
 std::shared_ptr<const void> map_owner(const Trace& trace, size_t step, AttentionKind kind) {
-    if (kind == AttentionKind::Encoder && trace[step].encoder) return trace[step].encoder;
+    if (kind == AttentionKind::Encoder && trace[step].rows.encoder) return trace[step].rows.encoder;
     return trace.share(step);
 }
 
@@ -24,8 +24,9 @@ AttentionMap compute_map(const Trace& trace, size_t step, int64_t layer, int64_t
     switch (kind) {
     case AttentionKind::Cross: return cross_attention_map(trace, step, layer, head);
     case AttentionKind::Encoder:
-        if (!trace[step].encoder) throw UsageError("step " + std::to_string(step) + " has no encoder: a decoder-only model");
-        return encoder_attention_map(*trace[step].encoder, layer, head);
+        if (!trace[step].rows.encoder)
+            throw UsageError("step " + std::to_string(step) + " has no encoder: a decoder-only model");
+        return encoder_attention_map(*trace[step].rows.encoder, layer, head);
     case AttentionKind::Self: break;
     }
     return attention_map(trace, step, layer, head);
@@ -142,12 +143,12 @@ unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, in
         return e->tex;
     }
     const StepRecord& r = *rec;
-    const int64_t S = r.cache_capacity, D = r.head_dim;
+    const int64_t S = r.cache.capacity, D = r.rows.head_dim;
     std::vector<float> kv(size_t(S * D), 0.0f);  // (S, D)
     std::vector<uint8_t> visible(size_t(S * D), 0);
     float mx = 0;
     for (int64_t slot = 0; slot < S; ++slot) {
-        const int64_t p = r.slot_positions[size_t(slot)];
+        const int64_t p = r.cache.slot_positions[size_t(slot)];
         if (p < 0) continue;
         const float* row = values ? trace.value_row(step, layer, head, p) : trace.key_row(step, layer, head, p);
         if (!row) continue;

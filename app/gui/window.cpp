@@ -288,7 +288,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                                                 {"cache_on", snap->options().use_cache},
                                                 {"layer", prefs.layer},
                                                 {"head", prefs.head},
-                                                {"shown_step", shown ? int64_t(shown->index) : int64_t(-1)},
+                                                {"shown_step", shown ? int64_t(shown->id.index) : int64_t(-1)},
                                                 {"frames", ImGui::GetFrameCount()},
                                                 {"status", snap->status},
                                                 {"prompt", in.prompt},

@@ -147,9 +147,9 @@ void Workbench::sync_comparison() {
 }
 
 std::string Workbench::describe(const StepRecord& r) const {
-    std::string msg = std::string(phase_name(r.phase)) + " step " + std::to_string(r.index) + ": " +
-                      std::to_string(r.tokens.size()) + " token(s) at position " + std::to_string(r.first_position);
-    if (r.chosen) msg += ", next token " + std::to_string(*r.chosen) + " '" + token_text(group_->model(), *r.chosen) + "'";
+    std::string msg = std::string(phase_name(r.id.phase)) + " step " + std::to_string(r.id.index) + ": " +
+                      std::to_string(r.id.tokens.size()) + " token(s) at position " + std::to_string(r.id.first_position);
+    if (r.prediction.chosen) msg += ", next token " + std::to_string(*r.prediction.chosen) + " '" + token_text(group_->model(), *r.prediction.chosen) + "'";
     return msg;
 }
 
@@ -176,7 +176,7 @@ bool Workbench::step() {
     if (comparison_.active() && !comparison_.diverged()) {
         // Show the step now; the other way (often the slow cache-off one) follows.
         if (hooks_.publish) hooks_.publish();
-        activity("the same step with the cache " + std::string(r.cache_on ? "OFF" : "ON") + " (comparison)");
+        activity("the same step with the cache " + std::string(r.id.cache_on ? "OFF" : "ON") + " (comparison)");
         comparison_.follow(r);
     }
     return true;
@@ -206,7 +206,7 @@ RunPlan Workbench::plan_run(int64_t n, bool decode_only) const {
 std::string Workbench::status_after_run(int64_t n_done) const {
     const StepRecord* last = sel().trace().empty() ? nullptr : &sel().trace().back();
     return "ran " + std::to_string(n_done) + " step(s)" +
-           (last ? "; now at position " + std::to_string(last->next_position) : std::string());
+           (last ? "; now at position " + std::to_string(last->cache.next_position) : std::string());
 }
 
 void Workbench::operator()(const SetPrompt& c) {
