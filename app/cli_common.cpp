@@ -105,6 +105,5 @@ void Progress::update(int64_t done) {
     std::fflush(stderr);
 }
 
-std::string json_ids(const std::vector<TokenId>& ids) { return json_text(JsonOut(ids)); }
 
 }  // namespace kvscope

@@ -40,6 +40,5 @@ private:
     double last_draw_ = 0;
 };
 
-std::string json_ids(const std::vector<TokenId>& ids);  // [1,2,3]; kept for cli_generate.cpp, which pastes JSON text
 
 }  // namespace kvscope

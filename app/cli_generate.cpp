@@ -9,7 +9,7 @@
 #include "clock.h"
 #include "errors.h"
 #include "export.h"
-#include "json.h"
+#include "json_write.h"
 #include "npy.h"
 #include "session_group.h"
 
@@ -142,32 +142,31 @@ int cli_generate(int argc, char** argv) {
 
     const double prefill_s = t_first > 0 ? t_first - t0 : 0, decode_s = t1 - (t_first > 0 ? t_first : t0);
     const double decode_tps = N > 1 && decode_s > 0 ? double(int64_t(all.size()) * (N - 1)) / decode_s : 0;
-    const std::string kv_json = kv_report_json(group);
     if (args.has("--json")) {
+        // One prompt: the fields are that prompt's; several: arrays, one element per prompt.
+        JsonOut prompt_ids = JsonOut::array(), generated_ids = JsonOut::array(), text = JsonOut::array();
+        for (const Session* s : all) {
+            prompt_ids.push_back(s->prompt());
+            generated_ids.push_back(s->generated());
+            text.push_back(text_of(*model, s->generated()));
+        }
         const bool batch = all.size() > 1;
-        std::string prompt_ids, generated_ids, text;
-        for (size_t b = 0; b < all.size(); ++b) {
-            const std::string sep = b ? ", " : "";
-            prompt_ids.append(sep).append(json_ids(all[b]->prompt()));
-            generated_ids.append(sep).append(json_ids(all[b]->generated()));
-            text.append(sep).append(json_escape(text_of(*model, all[b]->generated())));
-        }
-        if (batch) {
-            prompt_ids = "[" + prompt_ids + "]";
-            generated_ids = "[" + generated_ids + "]";
-            text = "[" + text + "]";
-        }
-        std::printf("{\"prompt_ids\": %s, \"generated_ids\": %s, \"text\": %s, \"cache\": %s, \"window\": %lld, "
-                    "\"timing\": {\"total_s\": %.6f, \"prefill_s\": %.6f, \"decode_s\": %.6f, "
-                    "\"decode_tokens_per_s\": %.3f}, \"kv\": %s}\n",
-                    prompt_ids.c_str(), generated_ids.c_str(), text.c_str(), options.use_cache ? "true" : "false",
-                    (long long)options.window, t1 - t0, prefill_s, decode_s, decode_tps, kv_json.c_str());
+        JsonOut out;
+        out["prompt_ids"] = batch ? prompt_ids : prompt_ids[0];
+        out["generated_ids"] = batch ? generated_ids : generated_ids[0];
+        out["text"] = batch ? text : text[0];
+        out["cache"] = options.use_cache;
+        out["window"] = options.window;
+        out["timing"] = {{"total_s", t1 - t0}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
+                         {"decode_tokens_per_s", decode_tps}};
+        out["kv"] = kv_report_json(group);
+        std::printf("%s\n", json_text(out).c_str());
     } else {
         for (const Session* s : all) {
             if (model->tokenizer())
                 std::printf("%s%s\n", text_of(*model, s->prompt()).c_str(), text_of(*model, s->generated()).c_str());
             else
-                std::printf("%s\n", json_ids(s->generated()).c_str());
+                std::printf("%s\n", json_text(JsonOut(s->generated())).c_str());
         }
         std::fprintf(stderr, "%lld tokens in %.3f s (prefill %.3f s, decode %.1f tokens/s, cache %s)\n",
                      (long long)(int64_t(all.size()) * N), t1 - t0, prefill_s, decode_tps,

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "json.h"
 
 namespace kvscope {
 namespace {
@@ -15,28 +14,28 @@ std::string mb(int64_t bytes) {
 
 }  // namespace
 
-std::string kv_report_json(const SessionGroup& group) {
+JsonOut kv_report_json(const SessionGroup& group) {
     const GroupMemory f = group.memory();
-    std::string cache_file = "null";
+    JsonOut cache_file;  // null without a prompt cache file
     if (const auto& pc = group.prompt_cache_file())
-        cache_file = json_object({{"path", json_escape(pc->path)},
-                                  {"existed", pc->existed ? "true" : "false"},
-                                  {"loaded_positions", std::to_string(f.cache_file_positions)},
-                                  {"written", pc->written ? "true" : "false"},
-                                  {"written_positions", std::to_string(pc->written_positions)}});
-    return json_object({{"sequences", std::to_string(f.sequences)},
-                        {"positions", std::to_string(f.positions)},
-                        {"paged", f.paged ? "true" : "false"},
-                        {"block_size", std::to_string(f.block_size)},
-                        {"blocks_mapped", std::to_string(f.blocks_mapped)},
-                        {"blocks_distinct", std::to_string(f.blocks_distinct)},
-                        {"blocks_shared", std::to_string(f.blocks_shared)},
-                        {"bytes", std::to_string(f.bytes)},
-                        {"bytes_unshared", std::to_string(f.bytes_unshared)},
-                        {"bytes_saved", std::to_string(f.bytes_unshared - f.bytes)},
-                        {"prefill_positions_shared", std::to_string(f.shared_positions)},
-                        {"copies_on_write", std::to_string(f.copies_on_write)},
-                        {"prompt_cache", cache_file}});
+        cache_file = {{"path", pc->path},
+                      {"existed", pc->existed},
+                      {"loaded_positions", f.cache_file_positions},
+                      {"written", pc->written},
+                      {"written_positions", pc->written_positions}};
+    return {{"sequences", f.sequences},
+            {"positions", f.positions},
+            {"paged", f.paged},
+            {"block_size", f.block_size},
+            {"blocks_mapped", f.blocks_mapped},
+            {"blocks_distinct", f.blocks_distinct},
+            {"blocks_shared", f.blocks_shared},
+            {"bytes", f.bytes},
+            {"bytes_unshared", f.bytes_unshared},
+            {"bytes_saved", f.bytes_unshared - f.bytes},
+            {"prefill_positions_shared", f.shared_positions},
+            {"copies_on_write", f.copies_on_write},
+            {"prompt_cache", cache_file}};
 }
 
 void print_kv_report(const SessionGroup& group) {

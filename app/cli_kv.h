@@ -5,13 +5,12 @@
 //
 //   kv_report_json(group)    the figures as one JSON object ("kv" in `generate --json`)
 //   print_kv_report(group)   the same as a few lines on stderr
-#include <string>
-
+#include "json_write.h"
 #include "session_group.h"
 
 namespace kvscope {
 
-std::string kv_report_json(const SessionGroup& group);
+JsonOut kv_report_json(const SessionGroup& group);
 void print_kv_report(const SessionGroup& group);
 
 }  // namespace kvscope
