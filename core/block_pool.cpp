@@ -120,6 +120,16 @@ bool PoolView::happened(int32_t block, PoolEvent::Kind k) const {
     return std::any_of(events.begin(), events.end(), [&](const PoolEvent& e) { return e.block == block && e.kind == k; });
 }
 
+uint8_t PoolView::change(int32_t block) const {
+    using K = PoolEvent::Kind;
+    uint8_t c = 0;
+    if (happened(block, K::Allocated)) c |= Allocated;
+    if (happened(block, K::Shared)) c |= Shared;
+    if (happened(block, K::CopiedOnWrite)) c |= Copied;
+    if (happened(block, K::Returned) && blocks[size_t(block)].refs == 0) c |= Freed;  // not taken again since
+    return c;
+}
+
 int32_t PoolView::copied_from(int32_t block) const {
     for (const PoolEvent& e : events)
         if (e.block == block && e.kind == PoolEvent::Kind::CopiedOnWrite) return e.source;

@@ -72,6 +72,8 @@ struct PoolView {
     int64_t n_unshared() const;          // blocks the sequences would take each on their own (table entries)
     bool happened(int32_t block, PoolEvent::Kind k) const;  // an event of kind k names the block
     int32_t copied_from(int32_t block) const;                // the source of its CopiedOnWrite, or -1
+    enum Change : uint8_t { Allocated = 1, Shared = 2, Copied = 4, Freed = 8 };
+    uint8_t change(int32_t block) const;                     // Change bits: what the step did to the block
 };
 
 class BlockPool {

@@ -10,9 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "atomic_file.h"
 #include "errors.h"
-#include "json_write.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -97,39 +95,6 @@ float key_labels(const Model& model, const std::vector<TokenId>& tokens, const A
     }
     dl->PopClipRect();
     return (stagger ? 2 : 1) * line + 4;
-}
-
-// Script `attention-json FILE`: the map the panel shows, as drawn (positions, tokens, scores, weights).
-bool write_map_json(const std::string& path, AttentionKind kind, size_t step, const AttentionMap& m, AxisTokens t) {
-    auto ids_at = [](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {
-        std::vector<int64_t> ids;  // -1 where the position has no token
-        for (int64_t p : pos) ids.push_back(p >= 0 && p < int64_t(tokens.size()) ? tokens[size_t(p)] : -1);
-        return ids;
-    };
-    auto matrix = [&](const std::vector<float>& v) {  // (n_query, n_key) as rows
-        JsonOut rows = JsonOut::array();
-        for (int64_t r = 0; r < m.n_query; ++r)
-            rows.push_back(std::vector<float>(v.begin() + r * m.n_key, v.begin() + (r + 1) * m.n_key));
-        return rows;
-    };
-    const JsonOut doc = {{"kind", attention_kind_name(kind)},
-                         {"step", step},
-                         {"layer", m.layer},
-                         {"head", m.head},
-                         {"n_query", m.n_query},
-                         {"n_key", m.n_key},
-                         {"query_positions", m.query_positions},
-                         {"query_ids", ids_at(m.query_positions, *t.rows)},
-                         {"key_positions", m.key_positions},
-                         {"key_ids", ids_at(m.key_positions, *t.cols)},
-                         {"scores", matrix(m.scores)},
-                         {"weights", matrix(m.weights)}};
-    try {
-        write_file_atomic(path, json_text(doc) + "\n");
-    } catch (const LoadError&) {
-        return false;
-    }
-    return true;
 }
 
 }  // namespace
@@ -244,7 +209,7 @@ void draw_attention(PanelContext& c) {
     }
     ImGui::PopTextWrapPos();
     if (!v.attention_json.empty()) {
-        if (!write_map_json(v.attention_json, kind, step, *shown[v.all_heads ? size_t(v.head) : 0], axis))
+        if (!write_attention_json(v.attention_json, attention_kind_name(kind), step, *shown[v.all_heads ? size_t(v.head) : 0], *axis.rows, *axis.cols))
             std::fprintf(stderr, "error: cannot write %s\n", v.attention_json.c_str());
         v.attention_json.clear();
     }

@@ -6,9 +6,7 @@
 #include <cstdio>
 #include <map>
 
-#include "atomic_file.h"
 #include "errors.h"
-#include "json_write.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -118,34 +116,5 @@ bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi) {
     return changed;
 }
 
-namespace {
-std::map<std::string, ImVec4> dumped;  // name -> (x0, y0, x1, y1) in window pixels
-}
-
-void dump_item(const char* name) {
-    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-    dumped[name] = {a.x, a.y, b.x, b.y};
-}
-
-void dump_window(const char* name) {
-    const ImVec2 a = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
-    dumped[name] = {a.x, a.y, a.x + s.x, a.y + s.y};
-}
-
-bool write_layout_dump(const std::string& path, const JsonOut& state) {
-    JsonOut widgets = JsonOut::object();
-    for (const auto& [name, r] : dumped)  // whole pixels: tests click at these
-        widgets[name] = {std::lround(r.x), std::lround(r.y), std::lround(r.z), std::lround(r.w)};
-    const std::string text = json_text({{"state", state}, {"widgets", widgets}}, 2) + "\n";
-    static std::string last;
-    if (text == last) return true;
-    try {
-        write_file_atomic(path, text);
-    } catch (const LoadError&) {
-        return false;
-    }
-    last = text;
-    return true;
-}
 
 }  // namespace kvscope::gui

@@ -1,15 +1,13 @@
 // Memory: the paged KV cache's block pool after the viewed step. Every pool block is a cell, coloured by
 // the sequence(s) whose block table maps it (stripes = shared, with the number of sharers), grey when
 // free; each sequence's block table beside it; the blocks the step allocated, shared or copied on write
-// are outlined; the figures say what sharing saved. Also writes the same numbers as JSON for scripts.
+// are outlined; the figures say what sharing saved.
 #include <imgui.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "atomic_file.h"
 #include "errors.h"
-#include "json_write.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -29,22 +27,10 @@ constexpr ImU32 kNew = IM_COL32(250, 200, 60, 255);     // allocated this step
 constexpr ImU32 kShared = IM_COL32(255, 255, 255, 255); // gained a sharer this step
 constexpr ImU32 kCopied = IM_COL32(255, 70, 70, 255);   // copied on write this step
 
-// What the step did to a block, from the pool's own events (PoolView::events).
-enum Change : uint8_t { Allocated = 1, Shared = 2, Copied = 4, Freed = 8 };
-uint8_t change_of(const PoolView& m, int32_t b) {
-    using K = PoolEvent::Kind;
-    uint8_t c = 0;
-    if (m.happened(b, K::Allocated)) c |= Allocated;
-    if (m.happened(b, K::Shared)) c |= Shared;
-    if (m.happened(b, K::CopiedOnWrite)) c |= Copied;
-    if (m.happened(b, K::Returned) && m.blocks[size_t(b)].refs == 0) c |= Freed;
-    return c;
-}
-
 ImU32 change_colour(uint8_t change) {
-    if (change & Copied) return kCopied;
-    if (change & Shared) return kShared;
-    if (change & Allocated) return kNew;
+    if (change & PoolView::Copied) return kCopied;
+    if (change & PoolView::Shared) return kShared;
+    if (change & PoolView::Allocated) return kNew;
     return 0;
 }
 
@@ -68,7 +54,7 @@ std::string seq_list(const std::vector<int32_t>& seqs) {
 
 void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
     const PoolView::Block& k = m.blocks[size_t(id)];
-    const uint8_t change = change_of(m, id);
+    const uint8_t change = m.change(id);
     const int64_t B = m.block_size;
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28);
@@ -89,84 +75,20 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
         for (size_t i = 0; i < k.tokens.size(); ++i) toks += (i ? " | " : "") + token_text(model, k.tokens[i]);
         ImGui::Text("holds %zu of %lld slots: %s", k.tokens.size(), (long long)B, toks.c_str());
     }
-    if (change & Copied)
+    if (change & PoolView::Copied)
         ImGui::TextColored({1, 0.45f, 0.45f, 1}, "this step: copied from block %d, because sequence %s wrote into a "
                            "block it shared (copy-on-write)", m.copied_from(id), seq_list(k.seqs).c_str());
-    else if (change & Shared)
+    else if (change & PoolView::Shared)
         ImGui::TextColored({1, 1, 1, 1}, "this step: mapped by another sequence whose prompt starts with the same tokens "
                            "(prefix sharing: not computed again)");
-    else if (change & Allocated)
+    else if (change & PoolView::Allocated)
         ImGui::TextColored({1, 0.8f, 0.3f, 1}, "this step: allocated from the free list");
-    if (change & Freed) ImGui::TextDisabled("this step: returned to the free list");
+    if (change & PoolView::Freed) ImGui::TextDisabled("this step: returned to the free list");
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
 }
 
 }  // namespace
-
-bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step) {
-    const PoolView* m = s.pool_at(step);
-    JsonOut j;
-    // Every sequence's positions whose K/V were not computed, by source (all steps so far).
-    JsonOut& not_computed = j["not_computed"] = JsonOut::array();
-    for (const auto& seq : s.sequences) {
-        int64_t shared = 0, cached = 0;
-        for (size_t k = 0; k < seq.trace.size(); ++k)
-            (seq.trace[k].cost.adopted_from == StepCost::Source::PromptCache ? cached : shared) += seq.trace[k].cost.n_adopted;
-        not_computed.push_back({{"shared_prefix", shared}, {"prompt_cache", cached}});
-    }
-    j["paged"] = m != nullptr;
-    if (m) {
-        int64_t in_use = 0, shared = 0, max_sharers = 0, n_alloc = 0, n_shared = 0, n_copied = 0, n_freed = 0;
-        for (int32_t b = 0; b < int32_t(m->blocks.size()); ++b) {
-            const PoolView::Block& k = m->blocks[size_t(b)];
-            const uint8_t change = change_of(*m, b);
-            in_use += k.refs > 0;
-            shared += k.seqs.size() > 1;
-            max_sharers = std::max<int64_t>(max_sharers, int64_t(k.seqs.size()));
-            n_alloc += (change & Allocated) != 0;
-            n_shared += (change & Shared) != 0;
-            n_copied += (change & Copied) != 0;
-            n_freed += (change & Freed) != 0;
-        }
-        j["batch_step"] = m->group_step;
-        j["sequences"] = m->tables.size();
-        j["block_size"] = m->block_size;
-        j["n_blocks"] = m->blocks.size();
-        j["bytes_per_block"] = m->bytes_per_block;
-        j["n_free"] = m->n_free;
-        j["in_use"] = in_use;
-        j["mapped"] = m->n_mapped();
-        j["unshared"] = m->n_unshared();
-        j["bytes_saved"] = (m->n_unshared() - m->n_mapped()) * m->bytes_per_block;
-        j["shared_blocks"] = shared;
-        j["max_sharers"] = max_sharers;
-        j["copies_on_write"] = m->copies_on_write;
-        j["positions_adopted"] = m->positions_adopted;
-        j["this_step"] = {{"allocated", n_alloc}, {"shared", n_shared}, {"copied", n_copied}, {"freed", n_freed}};
-        j["tables"] = m->tables;
-        j["adopted"] = m->adopted;
-        JsonOut& blocks = j["blocks"] = JsonOut::array();
-        for (size_t b = 0; b < m->blocks.size(); ++b) {
-            const auto& k = m->blocks[b];
-            const uint8_t change = change_of(*m, int32_t(b));
-            if (k.refs == 0 && !change) continue;
-            blocks.push_back({{"id", b},
-                              {"refs", k.refs},
-                              {"logical", k.logical},
-                              {"seqs", k.seqs},
-                              {"change", change},
-                              {"copied_from", m->copied_from(int32_t(b))},
-                              {"n_tokens", k.tokens.size()}});
-        }
-    }
-    try {
-        write_file_atomic(path, json_text(j, 2) + "\n");
-    } catch (const LoadError&) {
-        return false;
-    }
-    return true;
-}
 
 void draw_memory(PanelContext& c) {
     const Snapshot& s = c.snap;
@@ -274,7 +196,7 @@ void draw_memory(PanelContext& c) {
                 gl->AddText({z.x - ts.x - 3, z.y - ts.y - 2}, IM_COL32(255, 255, 255, 255), x);
                 gl->AddRect(a, z, IM_COL32(235, 235, 240, 255), 3, 0, 1.5f);
             }
-            if (const ImU32 oc = change_colour(change_of(*m, b))) gl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, oc, 4, 0, 2.5f);
+            if (const ImU32 oc = change_colour(m->change(b))) gl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, oc, 4, 0, 2.5f);
             if (b == hovered) gl->AddRect({a.x - 3, a.y - 3}, {z.x + 3, z.y + 3}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
             if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(a, z)) {
                 hovered_now = b;
@@ -321,7 +243,7 @@ void draw_memory(PanelContext& c) {
                 const PoolView::Block& blk = m->blocks[size_t(t[k])];
                 fill_block(tl, a, z, blk);
                 if (blk.seqs.size() > 1) tl->AddRect(a, z, IM_COL32(235, 235, 240, 255), 3, 0, 1.5f);
-                if (const ImU32 oc = change_colour(change_of(*m, t[k]))) tl->AddRect({a.x - 1, a.y - 1}, {z.x + 1, z.y + 1}, oc, 3, 0, 2);
+                if (const ImU32 oc = change_colour(m->change(t[k]))) tl->AddRect({a.x - 1, a.y - 1}, {z.x + 1, z.y + 1}, oc, 3, 0, 2);
                 if (t[k] == hovered) tl->AddRect({a.x - 2, a.y - 2}, {z.x + 2, z.y + 2}, IM_COL32(90, 220, 255, 255), 3, 0, 2);
                 char id[16];
                 std::snprintf(id, sizeof id, "%d", t[k]);

@@ -21,10 +21,9 @@
 
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>  // the layout dump's state; json_write.h has the rest
-
 #include "controller.h"
 #include "heatmap.h"
+#include "test_dumps.h"
 #include "view.h"
 
 namespace kvscope::gui {
@@ -50,7 +49,6 @@ void draw_heads(PanelContext& c);
 void draw_model(PanelContext& c);  // model_panel.cpp
 void draw_memory(PanelContext& c);  // memory_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
-bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step);
 
 enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory };
 void place_panel(Panel p, ImVec2 display);  // SetNextWindowPos/Size with ImGuiCond_FirstUseEver
@@ -65,10 +63,5 @@ void help_marker(const char* text);
 // "label [<] 3 [>] of 12": arrow buttons and a drag box that never hides the number; true when changed.
 bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi);
 
-// --layout-dump: the screen rectangles of named widgets, for tests that click by name.
-void dump_item(const char* name);                 // the last ImGui item's rectangle
-void dump_window(const char* name);               // the current window's rectangle (call between Begin/End)
-// JSON {"state": state, "widgets": {"name": [x0, y0, x1, y1], ...}}; rewritten (write_file_atomic) on change.
-bool write_layout_dump(const std::string& path, const nlohmann::ordered_json& state);
 
 }  // namespace kvscope::gui

@@ -1,0 +1,143 @@
+// What scripted tests read, written in one place (see test_dumps.h). Panels only name their widgets
+// (dump_item) and hand over what they drew; the files are made here.
+#include "test_dumps.h"
+
+#include <imgui.h>
+
+#include <cmath>
+#include <map>
+
+#include "atomic_file.h"
+#include "errors.h"
+#include "json_write.h"
+
+namespace kvscope::gui {
+
+namespace {
+std::map<std::string, ImVec4> dumped;  // name -> (x0, y0, x1, y1) in window pixels
+}
+
+void dump_item(const char* name) {
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    dumped[name] = {a.x, a.y, b.x, b.y};
+}
+
+void dump_window(const char* name) {
+    const ImVec2 a = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+    dumped[name] = {a.x, a.y, a.x + s.x, a.y + s.y};
+}
+
+bool write_layout_dump(const std::string& path, const JsonOut& state) {
+    JsonOut widgets = JsonOut::object();
+    for (const auto& [name, r] : dumped)  // whole pixels: tests click at these
+        widgets[name] = {std::lround(r.x), std::lround(r.y), std::lround(r.z), std::lround(r.w)};
+    const std::string text = json_text({{"state", state}, {"widgets", widgets}}, 2) + "\n";
+    static std::string last;
+    if (text == last) return true;
+    try {
+        write_file_atomic(path, text);
+    } catch (const LoadError&) {
+        return false;
+    }
+    last = text;
+    return true;
+}
+
+bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step) {
+    const PoolView* m = s.pool_at(step);
+    JsonOut j;
+    // Every sequence's positions whose K/V were not computed, by source (all steps so far).
+    JsonOut& not_computed = j["not_computed"] = JsonOut::array();
+    for (const auto& seq : s.sequences) {
+        int64_t shared = 0, cached = 0;
+        for (size_t k = 0; k < seq.trace.size(); ++k)
+            (seq.trace[k].cost.adopted_from == StepCost::Source::PromptCache ? cached : shared) += seq.trace[k].cost.n_adopted;
+        not_computed.push_back({{"shared_prefix", shared}, {"prompt_cache", cached}});
+    }
+    j["paged"] = m != nullptr;
+    if (m) {
+        int64_t in_use = 0, shared = 0, max_sharers = 0, n_alloc = 0, n_shared = 0, n_copied = 0, n_freed = 0;
+        for (int32_t b = 0; b < int32_t(m->blocks.size()); ++b) {
+            const PoolView::Block& k = m->blocks[size_t(b)];
+            const uint8_t change = m->change(b);
+            in_use += k.refs > 0;
+            shared += k.seqs.size() > 1;
+            max_sharers = std::max<int64_t>(max_sharers, int64_t(k.seqs.size()));
+            n_alloc += (change & PoolView::Allocated) != 0;
+            n_shared += (change & PoolView::Shared) != 0;
+            n_copied += (change & PoolView::Copied) != 0;
+            n_freed += (change & PoolView::Freed) != 0;
+        }
+        j["batch_step"] = m->group_step;
+        j["sequences"] = m->tables.size();
+        j["block_size"] = m->block_size;
+        j["n_blocks"] = m->blocks.size();
+        j["bytes_per_block"] = m->bytes_per_block;
+        j["n_free"] = m->n_free;
+        j["in_use"] = in_use;
+        j["mapped"] = m->n_mapped();
+        j["unshared"] = m->n_unshared();
+        j["bytes_saved"] = (m->n_unshared() - m->n_mapped()) * m->bytes_per_block;
+        j["shared_blocks"] = shared;
+        j["max_sharers"] = max_sharers;
+        j["copies_on_write"] = m->copies_on_write;
+        j["positions_adopted"] = m->positions_adopted;
+        j["this_step"] = {{"allocated", n_alloc}, {"shared", n_shared}, {"copied", n_copied}, {"freed", n_freed}};
+        j["tables"] = m->tables;
+        j["adopted"] = m->adopted;
+        JsonOut& blocks = j["blocks"] = JsonOut::array();
+        for (size_t b = 0; b < m->blocks.size(); ++b) {
+            const auto& k = m->blocks[b];
+            const uint8_t change = m->change(int32_t(b));
+            if (k.refs == 0 && !change) continue;
+            blocks.push_back({{"id", b},
+                              {"refs", k.refs},
+                              {"logical", k.logical},
+                              {"seqs", k.seqs},
+                              {"change", change},
+                              {"copied_from", m->copied_from(int32_t(b))},
+                              {"n_tokens", k.tokens.size()}});
+        }
+    }
+    try {
+        write_file_atomic(path, json_text(j, 2) + "\n");
+    } catch (const LoadError&) {
+        return false;
+    }
+    return true;
+}
+
+bool write_attention_json(const std::string& path, const char* kind, size_t step, const AttentionMap& m,
+                          const std::vector<TokenId>& row_tokens, const std::vector<TokenId>& col_tokens) {
+    auto ids_at = [](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {
+        std::vector<int64_t> ids;  // -1 where the position has no token
+        for (int64_t p : pos) ids.push_back(p >= 0 && p < int64_t(tokens.size()) ? tokens[size_t(p)] : -1);
+        return ids;
+    };
+    auto matrix = [&](const std::vector<float>& v) {  // (n_query, n_key) as rows
+        JsonOut rows = JsonOut::array();
+        for (int64_t r = 0; r < m.n_query; ++r)
+            rows.push_back(std::vector<float>(v.begin() + r * m.n_key, v.begin() + (r + 1) * m.n_key));
+        return rows;
+    };
+    const JsonOut doc = {{"kind", kind},
+                         {"step", step},
+                         {"layer", m.layer},
+                         {"head", m.head},
+                         {"n_query", m.n_query},
+                         {"n_key", m.n_key},
+                         {"query_positions", m.query_positions},
+                         {"query_ids", ids_at(m.query_positions, row_tokens)},
+                         {"key_positions", m.key_positions},
+                         {"key_ids", ids_at(m.key_positions, col_tokens)},
+                         {"scores", matrix(m.scores)},
+                         {"weights", matrix(m.weights)}};
+    try {
+        write_file_atomic(path, json_text(doc) + "\n");
+    } catch (const LoadError&) {
+        return false;
+    }
+    return true;
+}
+
+}  // namespace kvscope::gui
