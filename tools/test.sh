@@ -26,8 +26,8 @@ cmake --build build-asan -j"$jobs"
 # steps these run. Script tests (parity, gui, slow) are left out too, and so is the session test that
 # sweeps prompt lengths and chunk sizes (~2 min under TSan, one fork pattern repeated; "1 and 2 threads"
 # covers the threads). Measured on 2 cores: build ~3-7 min (load-dependent), tests ~30 s.
-echo "== ThreadSanitizer, portable kernels: thread pool, kernels, session, GUI controller" >&2
-tsan_areas="thread_pool kernels session gui_controller"
+echo "== ThreadSanitizer, portable kernels: thread pool, kernels, session, session group, GUI controller" >&2
+tsan_areas="thread_pool kernels session session_group gui_controller"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_NATIVE=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target $(printf '%s_tests ' $tsan_areas)
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/../tests/tsan.supp" \
