@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "atomic_file.h"
 #include "bench_sharing_report.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "clock.h"
 #include "errors.h"
-#include "npy.h"
 #include "prompt_cache.h"
 #include "session_group.h"
 #include "thread_pool.h"
