@@ -1,10 +1,10 @@
 #pragma once
-// Repeated measurements as min / median / max, shared by the benchmarks (cli_bench, cli_bench_sharing).
+// Repeated measurements as min / median / max, shared by the benchmarks (cli_bench, cli_bench_sharing) and
+// their printers (bench_report, bench_sharing_report).
 //
 //   stats_of(values)                   min / median / max of measurements taken elsewhere
 //   repeat(n, measure)                 run measure() n times, keep min / median / max
 //   JsonOut j = s;                     {"min": .., "median": .., "max": ..} (to_json below)
-//   stats_json(s)                      the same as text
 //   stats_text(s, fmt, scale)          "min / median / max", each printed with fmt after * scale
 #include <algorithm>
 #include <cstdint>
@@ -33,8 +33,6 @@ Stats repeat(int64_t n, F&& measure) {
 }
 
 inline void to_json(JsonOut& j, const Stats& s) { j = {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
-
-inline std::string stats_json(const Stats& s) { return json_text(JsonOut(s)); }
 
 inline std::string stats_text(const Stats& s, const char* fmt = "%.1f", double scale = 1.0) {
     char a[32], b[32], c[32];
