@@ -414,11 +414,4 @@ const Json* Json::find(std::string_view key) const {
 
 std::string json_escape(std::string_view s) { return json_text(JsonOut(std::string(s))); }
 
-std::string json_object(const std::vector<std::pair<std::string, std::string>>& members) {
-    std::string s = "{";
-    for (size_t i = 0; i < members.size(); ++i)
-        s += (i ? ", " : "") + json_escape(members[i].first) + ": " + members[i].second;
-    return s + "}";
-}
-
 }  // namespace kvscope

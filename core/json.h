@@ -6,8 +6,8 @@
 //   v.is_object() ... is_null  kind tests
 //   v.as_string() / as_number() / as_bool() / as_array() / as_object()   typed access, throw on kind mismatch
 //   v.find("key")              member or nullptr (objects keep file order; duplicate keys are an error)
-//   json_escape(s)             s as a JSON string literal, by json_write.h (error messages; old writers)
-//   json_object(members)       {"k": v, ...} from values already spelled as JSON (old writers only)
+//   json_escape(s)             s as a JSON string literal, for quoting names in error messages
+//                              (writing JSON is json_write.h's job)
 //
 // Strictness: no comments, trailing commas, NaN, leading zeros or raw control characters; strings
 // must be valid UTF-8 and \u escapes must pair surrogates (a lone surrogate is an error); nesting
@@ -69,9 +69,5 @@ private:
 };
 
 std::string json_escape(std::string_view s);  // "..." with JSON escapes; invalid UTF-8 becomes U+FFFD
-// Kept only for app/cli_kv.cpp and app/cli_bench_sharing.cpp, which paste JSON text together and are
-// being rewritten; new writers build a JsonOut. Its one-line ", " / ": " spelling is what tests/cli.cmake
-// matches in their output.
-std::string json_object(const std::vector<std::pair<std::string, std::string>>& members);
 
 }  // namespace kvscope
