@@ -90,18 +90,26 @@ std::vector<TokenId> encode_text(const Model& model, const std::string& text, co
 Progress::Progress(std::string label, int64_t total)
     : label_(std::move(label)), total_(total), active_(::isatty(STDERR_FILENO) == 1) {}
 
-Progress::~Progress() {
-    if (active_ && last_draw_ > 0) std::fputs("\r\033[K", stderr);
+Progress::~Progress() { finish(); }
+
+void Progress::finish() {
+    if (active_ && last_draw_ > 0) {
+        std::fputs("\r\033[K", stderr);
+        std::fflush(stderr);
+    }
+    last_draw_ = 0;
 }
 
-void Progress::update(int64_t done) {
+void Progress::update(int64_t done, const std::string& doing) {
     if (!active_) return;
     const double now = seconds_now();
-    if (now - last_draw_ < 0.1 && done < total_) return;
+    // A new activity is drawn at once: it may be a long step that gives no news until it ends.
+    if (now - last_draw_ < 0.1 && done < total_ && doing == last_doing_) return;
     last_draw_ = now;
+    last_doing_ = doing;
     const int width = 30, filled = total_ > 0 ? int(width * done / total_) : width;
-    std::fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", label_.c_str(), filled, "##############################",
-                 width - filled, "", (long long)done, (long long)total_);
+    std::fprintf(stderr, "\r\033[K%s [%.*s%*s] %lld/%lld%s%s", label_.c_str(), filled, "##############################",
+                 width - filled, "", (long long)done, (long long)total_, doing.empty() ? "" : "  ", doing.c_str());
     std::fflush(stderr);
 }
 

@@ -28,16 +28,21 @@ std::vector<TokenId> ids_from(const std::string& list, const char* flag, const M
 std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special);
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.
+//   update(done, doing)   redraw (at most 10 times a second): done of total, and what runs now
+//                         ("prefill 824 tokens": a long step shows before it starts)
+//   finish()              clear the line now, before results are printed (the destructor does it too)
 class Progress {
 public:
     Progress(std::string label, int64_t total);
     ~Progress();
-    void update(int64_t done);
+    void update(int64_t done, const std::string& doing = "");
+    void finish();
 private:
     std::string label_;
     int64_t total_;
     bool active_;
     double last_draw_ = 0;
+    std::string last_doing_;
 };
 
 

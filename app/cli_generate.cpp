@@ -1,5 +1,6 @@
 // kvscope generate: run prefill + decode for one prompt or a batch, print the result, optionally dump
 // logits and export every step.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -113,10 +114,18 @@ int cli_generate(int argc, char** argv) {
     double t_first = 0;
     Progress progress("generate", options.max_new_tokens);
     while (group.next() != Session::Next::Done) {
+        const Session& s0 = *all[0];
+        const int64_t left = int64_t(s0.prompt().size()) - s0.n_prompt_done();
+        progress.update(int64_t(s0.generated().size()),
+                        group.next() == Session::Next::Prefill
+                            ? "prefill " + std::to_string(std::min(left, options.prefill_chunk > 0 ? options.prefill_chunk : left)) +
+                                  " of " + std::to_string(left) + " prompt tokens left"
+                            : "decode");
         group.step();
         if (t_first == 0 && !all[0]->generated().empty()) t_first = seconds_now();
-        progress.update(int64_t(all[0]->generated().size()));
     }
+    progress.update(int64_t(all[0]->generated().size()));
+    progress.finish();
     const double t1 = seconds_now();
 
     const int64_t V = model->config().n_vocab, N = options.max_new_tokens;
@@ -137,6 +146,7 @@ int cli_generate(int argc, char** argv) {
             Progress export_progress("export", int64_t(all[b]->trace().size()));
             export_trace(all[b]->trace(), model->tokenizer(), sub, {},
                          [&](size_t i) { export_progress.update(int64_t(i) + 1); });
+            export_progress.finish();
         }
     }
 

@@ -27,3 +27,9 @@ kvscope_bench_test(cli.bench_quick bench --chart ${CMAKE_CURRENT_BINARY_DIR}/ben
 kvscope_bench_test(cli.bench_sharing_quick sharing --chart ${CMAKE_CURRENT_BINARY_DIR}/bench_sharing_quick.png)
 # The same with bfloat16 weights and KV cache (the pool must be made in the cache's dtype).
 kvscope_bench_test(cli.bench_sharing_quick_bf16 sharing --dtype bf16)
+# generate on a terminal (a pseudo-terminal): the progress bar says what runs and is cleared before the result.
+if(KVSCOPE_CLI_PYTHON)
+  add_test(NAME cli.terminal_output
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_terminal_output.py --kvscope $<TARGET_FILE:kvscope>)
+  set_tests_properties(cli.terminal_output PROPERTIES TIMEOUT 120)
+endif()
