@@ -38,7 +38,9 @@ int cli_generate(int argc, char** argv) {
         .option("--block-size", "B", "paged KV cache of B-position blocks in one pool for all prompts")
         .flag("--share-prefix", "prompts starting alike map those positions to the same blocks (paged, B = 16 unless given)")
         .option("--system", "TEXT", "text put before every prompt (a shared system prompt)")
-        .option("--prompt-cache", "FILE", "load the prompt's leading K/V rows from FILE; (re)write it after the prefill")
+        .option("--prompt-cache", "FILE", "load the prompt's leading K/V rows from FILE; (re)write it after the prefill "
+                                          "unless it already holds the whole prompt")
+        .option("--prompt-cache-ro", "FILE", "load the prompt's leading K/V rows from FILE, never write it")
         .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
         .option("--top-k", "K", "sample among the K most likely tokens")
         .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
@@ -58,10 +60,15 @@ int cli_generate(int argc, char** argv) {
     options.sinks = args.integer("--sinks", 0, 0, 1 << 24);
     options.share_prefix = args.has("--share-prefix");
     options.block_size = args.integer("--block-size", options.share_prefix ? 16 : 0, 1, 1 << 20);
-    if (args.has("--prompt-cache") && options.window > 0)
-        throw UsageError("--prompt-cache keeps rows computed with every position visible: leave out --window");
-    if (args.has("--prompt-cache") && !options.use_cache)
-        throw UsageError("--prompt-cache loads and saves the KV cache's rows: leave out --no-cache");
+    if (args.has("--prompt-cache") && args.has("--prompt-cache-ro"))
+        throw UsageError("give --prompt-cache or --prompt-cache-ro, not both");
+    const std::optional<std::string> prompt_cache =
+        args.has("--prompt-cache-ro") ? args.text("--prompt-cache-ro") : args.text("--prompt-cache");
+    const char* pc_flag = args.has("--prompt-cache-ro") ? "--prompt-cache-ro" : "--prompt-cache";
+    if (prompt_cache && options.window > 0)
+        throw UsageError(std::string(pc_flag) + " keeps rows computed with every position visible: leave out --window");
+    if (prompt_cache && !options.use_cache)
+        throw UsageError(std::string(pc_flag) + " loads and saves the KV cache's rows: leave out --no-cache");
     options.record = args.has("--trace");
     if (args.has("--temperature")) {
         options.sampling.temperature = args.real("--temperature", 1.0);
@@ -102,10 +109,11 @@ int cli_generate(int argc, char** argv) {
         const std::vector<TokenId> prefix = encode_text(*model, *system, "--system", args.has("--allow-special"));
         for (auto& p : prompts) p.insert(p.begin(), prefix.begin(), prefix.end());
     }
-    if (args.has("--prompt-cache") && prompts.size() > 1) throw UsageError("--prompt-cache works with one prompt");
+    if (prompt_cache && prompts.size() > 1) throw UsageError(std::string(pc_flag) + " works with one prompt");
     GroupOptions group_options;
     group_options.n_seq = int64_t(prompts.size());
-    group_options.prompt_cache = args.text("--prompt-cache").value_or("");
+    group_options.prompt_cache = prompt_cache.value_or("");
+    group_options.prompt_cache_read_only = args.has("--prompt-cache-ro");
     SessionGroup group(model, options, group_options);
     group.set_prompts(std::move(prompts), source);
     const std::vector<const Session*> all = group.sessions();
@@ -144,9 +152,12 @@ int cli_generate(int argc, char** argv) {
             const std::string sub = all.size() > 1 ? *dir + "/seq" + std::to_string(b) : *dir;
             std::filesystem::create_directories(sub);
             Progress export_progress("export", int64_t(all[b]->trace().size()));
-            export_trace(all[b]->trace(), model->tokenizer(), sub, {},
-                         [&](size_t i) { export_progress.update(int64_t(i) + 1); });
+            const int64_t stale = export_trace(all[b]->trace(), model->tokenizer(), sub, {},
+                                               [&](size_t i) { export_progress.update(int64_t(i) + 1); });
             export_progress.finish();
+            std::fprintf(stderr, "trace: %zu step folders and trace.json in %s%s\n", all[b]->trace().size(), sub.c_str(),
+                         stale ? ("; removed " + std::to_string(stale) + " step folder(s) of an earlier, longer trace").c_str()
+                               : "");
         }
     }
 

@@ -19,10 +19,12 @@ JsonOut kv_report_json(const SessionGroup& group) {
     JsonOut cache_file;  // null without a prompt cache file
     if (const auto& pc = group.prompt_cache_file())
         cache_file = {{"path", pc->path},
+                      {"read_only", pc->read_only},
                       {"existed", pc->existed},
                       {"loaded_positions", f.cache_file_positions},
                       {"written", pc->written},
-                      {"written_positions", pc->written_positions}};
+                      {"written_positions", pc->written_positions},
+                      {"left_because", pc->written ? JsonOut() : JsonOut(left_reason(pc->left))}};
     return {{"sequences", f.sequences},
             {"positions", f.positions},
             {"paged", f.paged},
@@ -54,7 +56,7 @@ void print_kv_report(const SessionGroup& group) {
         std::fprintf(stderr, "prompt cache: %lld positions loaded from %s%s", (long long)f.cache_file_positions,
                      pc->path.c_str(), pc->existed ? "" : " (it did not exist)");
         if (pc->written) std::fprintf(stderr, "; wrote it with %lld positions\n", (long long)pc->written_positions);
-        else std::fprintf(stderr, "; it already holds this prompt, left as it was\n");
+        else std::fprintf(stderr, "; left as it was: %s\n", left_reason(pc->left));
     }
 }
 

@@ -251,8 +251,26 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     return folder;
 }
 
-void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir, const ExportScope& scope,
-                  const std::function<void(size_t)>& on_step) {
+// Step folders of an earlier, longer trace in `dir` (step_NNNN with N >= n_steps): the trace owns them.
+int64_t remove_stale_step_folders(const std::string& dir, size_t n_steps) {
+    namespace fs = std::filesystem;
+    int64_t removed = 0;
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.size() < 9 || name.rfind("step_", 0) != 0 || !e.is_directory(ec) ||
+            name.find_first_not_of("0123456789", 5) != std::string::npos)
+            continue;
+        if (std::stoull(name.substr(5)) < n_steps) continue;
+        fs::remove_all(e.path(), ec);
+        if (ec) throw LoadError(e.path().string(), "cannot remove a step folder of an earlier trace: " + ec.message(), "");
+        ++removed;
+    }
+    return removed;
+}
+
+int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir, const ExportScope& scope,
+                     const std::function<void(size_t)>& on_step) {
     make_folder(dir);
     JsonOut steps = JsonOut::array();
     for (size_t s = 0; s < trace.size(); ++s) {
@@ -292,6 +310,7 @@ void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::str
                          {"n_steps", trace.size()},
                          {"steps", steps}};
     write_file_atomic(dir + "/trace.json", json_text(doc, 2) + "\n");
+    return remove_stale_step_folders(dir, trace.size());
 }
 
 }  // namespace kvscope

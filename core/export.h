@@ -22,7 +22,9 @@
 //
 //   ExportScope                    all heads of all layers, or one (layer, head)
 //   export_step(trace, s, tok, dir, scope)   write one step's folder; returns the folder path
-//   export_trace(trace, tok, dir, scope, on_step)   every step, then trace.json; on_step(i) for progress
+//   export_trace(trace, tok, dir, scope, on_step)   every step, then trace.json; on_step(i) for progress.
+//                                       Step folders an earlier, longer trace left in dir are removed (the
+//                                       trace owns step_NNNN); returns how many
 // Every file is written by write_file_atomic (atomic_file.h). A bad scope or folder throws UsageError,
 // a file that cannot be written LoadError; both name the path.
 #include <cstdint>
@@ -43,7 +45,7 @@ struct ExportScope {
 
 std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
                         const ExportScope& scope = {});
-void export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir,
+int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir,
                   const ExportScope& scope = {}, const std::function<void(size_t)>& on_step = {});
 
 // PNGs, shared with anything else that writes them (charts, screenshots); written by write_file_atomic.

@@ -77,13 +77,14 @@ void SessionGroup::set_prompts(std::vector<std::vector<TokenId>> prompts, std::v
 void SessionGroup::open_prompt_cache_file() {
     PromptCacheFileState f;
     f.path = group_.prompt_cache;
+    f.read_only = group_.prompt_cache_read_only;
     // The cache stores rows as the weights' dtype makes them.
     if (!fingerprint_) fingerprint_ = model_fingerprint(*model_, model_->weights().bf16);
     std::error_code ec;
     std::shared_ptr<const PromptCache> loaded;
     if (std::filesystem::exists(f.path, ec))
         loaded = std::make_shared<const PromptCache>(read_prompt_cache(f.path, *fingerprint_));
-    else
+    else if (!f.read_only)
         ensure_writable(f.path);
     f.existed = loaded != nullptr;
     sessions_[0]->use_prompt_cache(loaded);
@@ -130,7 +131,17 @@ void SessionGroup::decide_prompt_cache_file() {
     if (!file_ || file_->decided || s.next() == Session::Next::Prefill || !s.options().use_cache) return;
     file_->decided = true;
     for (const auto& step : adopted_) file_->loaded_positions += step[0].file;
-    if (loaded_ && loaded_->tokens == s.prompt()) return;  // it already holds exactly this prompt
+    using Left = PromptCacheFileState::Left;
+    const std::vector<TokenId>& prompt = s.prompt();
+    if (loaded_ && loaded_->tokens.size() >= prompt.size() &&
+        std::equal(prompt.begin(), prompt.end(), loaded_->tokens.begin())) {
+        file_->left = loaded_->tokens.size() == prompt.size() ? Left::HoldsPrompt : Left::HoldsLonger;
+        return;
+    }
+    if (file_->read_only) {
+        file_->left = Left::ReadOnly;
+        return;
+    }
     write_prompt_cache(file_->path, *fingerprint_, s.prompt(), s.cache());
     file_->written = true;
     file_->written_positions = int64_t(s.prompt().size());
@@ -212,6 +223,17 @@ GroupMemory SessionGroup::memory() const {
     m.bytes_unshared = m.blocks_mapped * pool_->bytes_per_block();
     m.copies_on_write = pool_->stats().copies_on_write;
     return m;
+}
+
+const char* left_reason(PromptCacheFileState::Left l) {
+    using Left = PromptCacheFileState::Left;
+    switch (l) {
+        case Left::No: return "";
+        case Left::HoldsPrompt: return "it already holds this prompt";
+        case Left::HoldsLonger: return "it holds this prompt and more (a file is never shortened)";
+        case Left::ReadOnly: return "read-only";
+    }
+    return "";
 }
 
 const PoolView* pool_view_at(const std::vector<std::shared_ptr<const PoolView>>& views, int64_t seq, int64_t step) {

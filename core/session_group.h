@@ -43,18 +43,25 @@ struct GroupOptions {
     int64_t n_seq = 1;                   // N >= 1
     std::string prompt_cache;            // N = 1: a prompt cache file loaded by the first prefill when it
                                          // matches, (re)written after the prefill; empty = none
+    bool prompt_cache_read_only = false; // load the file, never write it
     bool pool_views = false;             // paged: keep a PoolView after every step (the Memory panel's)
 };
 
-// The prompt cache file of a group, and what the run did with it.
+// The prompt cache file of a group, and what the run did with it. After the prefill the file is written
+// unless it already holds the whole prompt (the same tokens, or this prompt followed by more: a file is
+// never replaced by one that holds a shorter part of the same prefix) or it is read-only.
 struct PromptCacheFileState {
+    enum class Left { No, HoldsPrompt, HoldsLonger, ReadOnly };  // why the file was not written
     std::string path;
+    bool read_only = false;
     bool existed = false;                // the file was there (and valid) when last opened
     int64_t loaded_positions = 0;        // prompt positions the prefill took from it
     bool decided = false;                // the prefill is over: the file was written or left alone
-    bool written = false;                // (re)written after the prefill (false: it held this prompt)
+    bool written = false;                // (re)written after the prefill
+    Left left = Left::No;                // not written: why
     int64_t written_positions = 0;
 };
+const char* left_reason(PromptCacheFileState::Left l);  // "it holds this prompt", ...
 
 // KV memory of a group at one moment. Paged: a block several sequences map counts once in `bytes`, once
 // per mapping in `bytes_unshared`. Contiguous: every sequence's preallocated buffers.

@@ -6,6 +6,8 @@
 // is checked with the CIE 1976 L* formula, not with the Oklab code under test.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -449,6 +451,26 @@ TEST_CASE("steps run without recording get meta.json and logits but no heatmaps"
         CHECK(fs::exists(dir / name / "logits.npy") == trace[s].prediction.chosen.has_value());
     }
     CHECK(read_json(dir / "trace.json").find("steps")->as_array().size() == trace.size());
+}
+
+TEST_CASE("a trace exported over a longer earlier one leaves none of its step folders behind", "[export]") {
+    const Trace trace = run_session({});  // 1 prefill + 3 decode steps
+    REQUIRE(trace.size() == 4);
+    const fs::path dir = work_dir("reused");
+    fs::remove_all(dir);
+    CHECK(export_trace(trace, nullptr, dir.string()) == 0);
+    std::ofstream(dir / "notes.txt") << "not the trace's";  // a file the trace does not own stays
+    fs::create_directories(dir / "step_extra");
+    Trace shorter = trace;
+    shorter.truncate(2);
+    CHECK(export_trace(shorter, nullptr, dir.string()) == 2);
+    std::vector<std::string> steps;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().rfind("step_", 0) == 0) steps.push_back(e.path().filename().string());
+    std::sort(steps.begin(), steps.end());
+    CHECK(steps == std::vector<std::string>{"step_0000", "step_0001", "step_extra"});
+    CHECK(fs::exists(dir / "notes.txt"));
+    CHECK(integer(read_json(dir / "trace.json"), "n_steps") == 2);
 }
 
 TEST_CASE("an unusable output folder is a UsageError naming it", "[export]") {

@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 #include "errors.h"
@@ -174,6 +176,49 @@ TEST_CASE("a group writes its prompt cache file once and a later prompt loads it
     run_to_end(group);
     CHECK(group.memory().cache_file_positions == 10);
     require_identical(collect(group.session(0)), solo(model(format), o, longer, 0));
+}
+
+TEST_CASE("a prompt cache file is never shortened, and a read-only one never written", "[session_group]") {
+    const std::filesystem::path file = work_dir("session_group") / "never_shortened.kvprompt";
+    std::filesystem::remove(file);
+    SessionOptions o;
+    o.max_new_tokens = 2;
+    GroupOptions g;
+    g.prompt_cache = file.string();
+    const std::vector<int32_t> base = random_tokens(5, 11, 97);
+    auto run = [&](const std::vector<int32_t>& prompt, bool read_only) {
+        GroupOptions go = g;
+        go.prompt_cache_read_only = read_only;
+        SessionGroup group(model(WeightFormat::F32), o, go);
+        group.set_prompts({prompt});
+        run_to_end(group);
+        return *group.prompt_cache_file();
+    };
+    auto bytes = [&] {
+        std::ifstream f(file, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    using Left = PromptCacheFileState::Left;
+    CHECK(run(base, false).written);
+    const std::string eleven = bytes();
+
+    // A prompt the file holds and more of: loaded, and the file keeps its 11 positions.
+    const PromptCacheFileState shorter = run({base.begin(), base.begin() + 3}, false);
+    CHECK(shorter.loaded_positions == 2);
+    CHECK_FALSE(shorter.written);
+    CHECK(shorter.left == Left::HoldsLonger);
+    CHECK(bytes() == eleven);
+
+    // Read-only: a longer prompt loads the 11 positions and the file stays as it was.
+    const PromptCacheFileState ro = run(concat(base, {1, 2}), true);
+    CHECK(ro.loaded_positions == 11);
+    CHECK_FALSE(ro.written);
+    CHECK(ro.left == Left::ReadOnly);
+    CHECK(bytes() == eleven);
+
+    // Without read-only the longer prompt replaces it.
+    CHECK(run(concat(base, {1, 2}), false).written_positions == 13);
+    CHECK(bytes() != eleven);
 }
 
 TEST_CASE("a group refuses what it cannot do and keeps what it had", "[session_group]") {

@@ -321,9 +321,10 @@ void Workbench::operator()(const ExportStep& c) {
 void Workbench::operator()(const ExportSession& c) {
     const ExportScope scope = prepare_export(c.dir, c.layer, c.head);
     const Session& s = sel();
-    export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);
+    const int64_t stale = export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);
     last_export_ = c.dir;
-    set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.dir);
+    set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.dir +
+               (stale ? "; removed " + std::to_string(stale) + " step folder(s) of an earlier, longer export" : ""));
 }
 
 void Workbench::operator()(const ExplainHeads&) {
