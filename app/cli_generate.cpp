@@ -17,8 +17,9 @@
 namespace kvscope {
 namespace {
 
-std::string text_of(const Model& model, const std::vector<TokenId>& ids) {
-    return model.tokenizer() ? display_bytes(model.tokenizer()->decode(ids)) : "";
+// The bytes the tokens stand for (the real text: a newline is a newline); empty without a tokenizer.
+std::string bytes_of(const Model& model, const std::vector<TokenId>& ids) {
+    return model.tokenizer() ? model.tokenizer()->decode(ids) : "";
 }
 
 }  // namespace
@@ -165,17 +166,20 @@ int cli_generate(int argc, char** argv) {
     const double decode_tps = N > 1 && decode_s > 0 ? double(int64_t(all.size()) * (N - 1)) / decode_s : 0;
     if (args.has("--json")) {
         // One prompt: the fields are that prompt's; several: arrays, one element per prompt.
-        JsonOut prompt_ids = JsonOut::array(), generated_ids = JsonOut::array(), text = JsonOut::array();
+        // "text" is the generated text (put_text: "text_hex" too when its bytes are not valid UTF-8).
+        JsonOut prompt_ids = JsonOut::array(), generated_ids = JsonOut::array();
+        std::vector<std::string> texts;
         for (const Session* s : all) {
             prompt_ids.push_back(s->prompt());
             generated_ids.push_back(s->generated());
-            text.push_back(text_of(*model, s->generated()));
+            texts.push_back(bytes_of(*model, s->generated()));
         }
         const bool batch = all.size() > 1;
         JsonOut out;
         out["prompt_ids"] = batch ? prompt_ids : prompt_ids[0];
         out["generated_ids"] = batch ? generated_ids : generated_ids[0];
-        out["text"] = batch ? text : text[0];
+        if (batch) put_texts(out, "text", texts);
+        else put_text(out, "text", texts[0]);
         out["cache"] = options.use_cache;
         out["window"] = options.window;
         out["timing"] = {{"total_s", t1 - t0}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
@@ -184,9 +188,10 @@ int cli_generate(int argc, char** argv) {
         std::printf("%s\n", json_text(out).c_str());
     } else {
         for (const Session* s : all) {
-            if (model->tokenizer())
-                std::printf("%s%s\n", text_of(*model, s->prompt()).c_str(), text_of(*model, s->generated()).c_str());
-            else
+            if (model->tokenizer()) {  // the real text, byte for byte (as detokenize writes it)
+                const std::string text = bytes_of(*model, s->prompt()) + bytes_of(*model, s->generated()) + "\n";
+                std::fwrite(text.data(), 1, text.size(), stdout);
+            } else
                 std::printf("%s\n", json_text(JsonOut(s->generated())).c_str());
         }
         std::fprintf(stderr, "%lld tokens in %.3f s (prefill %.3f s, decode %.1f tokens/s, cache %s)\n",

@@ -14,17 +14,22 @@
 namespace kvscope {
 namespace {
 
-// Display text of a token, or null without a tokenizer (or for an id the tokenizer does not know).
-JsonOut token_text(const Tokenizer* tokenizer, TokenId id) {
-    if (!tokenizer || id < 0 || id >= tokenizer->n_vocab()) return nullptr;
-    return display_bytes(tokenizer->token_bytes(id));
+// {"id": id, "text": its bytes as text} (put_text: "text_hex" too when they are not valid UTF-8); the
+// text is null without a tokenizer (or for an id the tokenizer does not know).
+JsonOut token_entry(const Tokenizer* tokenizer, TokenId id) {
+    JsonOut e = {{"id", id}, {"text", nullptr}};
+    if (tokenizer && id >= 0 && id < tokenizer->n_vocab()) put_text(e, "text", tokenizer->token_bytes(id));
+    return e;
 }
 
-JsonOut tokens_text(const Tokenizer* tokenizer, const std::vector<TokenId>& ids) {
-    if (!tokenizer) return nullptr;
-    JsonOut texts = JsonOut::array();
-    for (TokenId id : ids) texts.push_back(token_text(tokenizer, id));
-    return texts;
+// {"ids": ids, "text": [each token's text]} (put_texts), text null without a tokenizer.
+JsonOut tokens_entry(const Tokenizer* tokenizer, const std::vector<TokenId>& ids) {
+    JsonOut e = {{"ids", ids}, {"text", nullptr}};
+    if (!tokenizer) return e;
+    std::vector<std::string> texts;
+    for (TokenId id : ids) texts.push_back(id >= 0 && id < tokenizer->n_vocab() ? tokenizer->token_bytes(id) : "");
+    put_texts(e, "text", texts);
+    return e;
 }
 
 std::string step_folder_name(size_t step) {
@@ -197,8 +202,12 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     }
 
     JsonOut top = JsonOut::array();
-    for (const auto& t : r.prediction.top)
-        top.push_back({{"id", t.id}, {"text", token_text(tokenizer, t.id)}, {"probability", t.probability}, {"logit", t.logit}});
+    for (const auto& t : r.prediction.top) {
+        JsonOut e = token_entry(tokenizer, t.id);
+        e["probability"] = t.probability;
+        e["logit"] = t.logit;
+        top.push_back(std::move(e));
+    }
     const int64_t offset = query_positions.empty() || key_positions.empty()
                                ? 0 : query_positions.front() - key_positions.front();
     files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}));
@@ -207,7 +216,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                                                                                     : nullptr;
     JsonOut encoder;  // null for a decoder-only model
     if (r.rows.encoder)
-        encoder = {{"source", {{"ids", r.rows.encoder->source}, {"text", tokens_text(tokenizer, r.rows.encoder->source)}}},
+        encoder = {{"source", tokens_entry(tokenizer, r.rows.encoder->source)},
                    {"ran_this_step", r.rows.ran_encoder},
                    {"cross_cache_bytes", r.rows.encoder->cross_bytes()}};
     const JsonOut meta = {
@@ -217,7 +226,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         {"phase", phase_name(r.id.phase)},
         {"cache_on", r.id.cache_on},
         {"recorded", r.recorded()},
-        {"tokens", {{"ids", r.id.tokens}, {"text", tokens_text(tokenizer, r.id.tokens)}}},
+        {"tokens", tokens_entry(tokenizer, r.id.tokens)},
         {"first_position", r.id.first_position},
         {"n_rows_computed", R},
         {"first_computed_position", r.cost.first_computed_position},
@@ -233,7 +242,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                     {"logits", r.prediction.logits.empty() ? JsonOut() : JsonOut::array({int64_t(r.prediction.logits.size())})}}},
         {"legend", "L = layers, R = rows computed this step (queries), P = key positions, C = n_head * head_dim, "
                    "V = vocabulary"},
-        {"chosen", r.prediction.chosen ? JsonOut{{"id", *r.prediction.chosen}, {"text", token_text(tokenizer, *r.prediction.chosen)}} : JsonOut()},
+        {"chosen", r.prediction.chosen ? token_entry(tokenizer, *r.prediction.chosen) : JsonOut()},
         {"top", top},
         {"entropy", r.prediction.entropy},
         {"flops", r.cost.flops},
@@ -276,13 +285,6 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
     for (size_t s = 0; s < trace.size(); ++s) {
         export_step(trace, s, tokenizer, dir, scope);
         const StepRecord& r = trace[s];
-        JsonOut text;  // null without a tokenizer
-        if (tokenizer) {
-            std::string bytes;
-            for (TokenId id : r.id.tokens)
-                if (id >= 0 && id < tokenizer->n_vocab()) bytes += tokenizer->token_bytes(id);
-            text = display_bytes(bytes);
-        }
         steps.push_back({{"index", r.id.index},
                          {"folder", step_folder_name(s)},
                          {"phase", phase_name(r.id.phase)},
@@ -290,15 +292,24 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
                          {"recorded", r.recorded()},
                          {"first_position", r.id.first_position},
                          {"tokens", r.id.tokens},
-                         {"text", text},
+                         {"text", nullptr},
                          {"n_rows_computed", r.cost.n_rows_computed},
                          {"n_rows_reused", r.cost.n_rows_reused},
                          {"window", r.id.window},
                          {"chosen", r.prediction.chosen ? JsonOut(*r.prediction.chosen) : JsonOut()},
-                         {"chosen_text", r.prediction.chosen ? token_text(tokenizer, *r.prediction.chosen) : JsonOut()},
+                         {"chosen_text", nullptr},
                          {"entropy", r.prediction.entropy},
                          {"seconds", r.cost.seconds},
                          {"flops", r.cost.flops}});
+        if (tokenizer) {  // the step's new tokens and its chosen one, as text (put_text)
+            JsonOut& st = steps.back();
+            std::string bytes;
+            for (TokenId id : r.id.tokens)
+                if (id >= 0 && id < tokenizer->n_vocab()) bytes += tokenizer->token_bytes(id);
+            put_text(st, "text", bytes);
+            if (r.prediction.chosen && *r.prediction.chosen >= 0 && *r.prediction.chosen < tokenizer->n_vocab())
+                put_text(st, "chosen_text", tokenizer->token_bytes(*r.prediction.chosen));
+        }
         if (on_step) on_step(s);
     }
     JsonOut model;  // null for an empty trace

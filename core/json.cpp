@@ -414,4 +414,37 @@ const Json* Json::find(std::string_view key) const {
 
 std::string json_escape(std::string_view s) { return json_text(JsonOut(std::string(s))); }
 
+bool is_valid_utf8(std::string_view bytes) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    for (size_t i = 0; i < bytes.size();) {
+        const size_t len = utf8_sequence_length(p + i, bytes.size() - i);
+        if (len == 0) return false;
+        i += len;
+    }
+    return true;
+}
+
+std::string hex_bytes(std::string_view bytes) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    out.reserve(2 * bytes.size());
+    for (unsigned char b : bytes) {
+        out += hex[b >> 4];
+        out += hex[b & 15];
+    }
+    return out;
+}
+
+void put_text(JsonOut& obj, const std::string& key, std::string_view bytes) {
+    obj[key] = std::string(bytes);  // json_text prints bad sequences as U+FFFD
+    if (!is_valid_utf8(bytes)) obj[key + "_hex"] = hex_bytes(bytes);
+}
+
+void put_texts(JsonOut& obj, const std::string& key, const std::vector<std::string>& texts) {
+    obj[key] = texts;
+    if (std::all_of(texts.begin(), texts.end(), [](const std::string& t) { return is_valid_utf8(t); })) return;
+    JsonOut& hex = obj[key + "_hex"] = JsonOut::array();
+    for (const std::string& t : texts) hex.push_back(is_valid_utf8(t) ? JsonOut() : JsonOut(hex_bytes(t)));
+}
+
 }  // namespace kvscope

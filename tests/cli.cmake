@@ -32,4 +32,9 @@ if(KVSCOPE_CLI_PYTHON)
   add_test(NAME cli.terminal_output
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_terminal_output.py --kvscope $<TARGET_FILE:kvscope>)
   set_tests_properties(cli.terminal_output PROPERTIES TIMEOUT 120)
+  # generate's stdout, --json "text" and trace.json hold the real text (what detokenize writes).
+  add_test(NAME cli.text_output
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_text_output.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/text_output)
+  set_tests_properties(cli.text_output PROPERTIES TIMEOUT 120)
 endif()

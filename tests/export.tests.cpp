@@ -25,6 +25,7 @@
 #include "errors.h"
 #include "export.h"
 #include "json.h"
+#include "json_write.h"
 #include "model.h"
 #include "safetensors.h"
 #include "session.h"
@@ -408,7 +409,7 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
     }
 }
 
-TEST_CASE("a tokenizer adds display text; a scope limits the heads written", "[export]") {
+TEST_CASE("a tokenizer adds each token's text; a scope limits the heads written", "[export]") {
     const Trace trace = run_session({});
     const Tokenizer tokenizer = Tokenizer::load(std::string(KVSCOPE_ASSETS_DIR) + "/default");
     const fs::path dir = work_dir("scoped");
@@ -417,9 +418,12 @@ TEST_CASE("a tokenizer adds display text; a scope limits the heads written", "[e
     const Json meta = read_json(fs::path(folder) / "meta.json");
     const Json::Array& text = meta.find("tokens")->find("text")->as_array();
     REQUIRE(text.size() == kPrompt.size());
-    for (size_t i = 0; i < kPrompt.size(); ++i)
-        CHECK(text[i].as_string() == display_bytes(tokenizer.token_bytes(kPrompt[i])));
-    CHECK(meta.find("chosen")->find("text")->as_string() == display_bytes(tokenizer.token_bytes(*trace[0].prediction.chosen)));
+    for (size_t i = 0; i < kPrompt.size(); ++i) {  // the token's bytes as they are (these are valid UTF-8)
+        REQUIRE(is_valid_utf8(tokenizer.token_bytes(kPrompt[i])));
+        CHECK(text[i].as_string() == tokenizer.token_bytes(kPrompt[i]));
+    }
+    CHECK_FALSE(meta.find("tokens")->find("text_hex"));
+    CHECK(meta.find("chosen")->find("text")->as_string() == tokenizer.token_bytes(*trace[0].prediction.chosen));
     CHECK(fs::exists(fs::path(folder) / "l01_h00_weights.npy"));
     CHECK(fs::exists(fs::path(folder) / "l01_h00_weights.png"));
     CHECK_FALSE(fs::exists(fs::path(folder) / "l00_h00_weights.npy"));

@@ -7,10 +7,16 @@
 #include <string>
 
 #include "json.h"
+#include "json_write.h"
 
 using kvscope::Json;
 using kvscope::JsonError;
 using kvscope::json_escape;
+using kvscope::json_text;
+using kvscope::JsonOut;
+using kvscope::put_text;
+using kvscope::put_texts;
+using kvscope::is_valid_utf8;
 
 namespace {
 size_t error_offset(const std::string& text) {
@@ -237,4 +243,22 @@ TEST_CASE("a vocab.json-sized object parses quickly") {
     INFO("parse took " << ms << " ms for " << text.size() << " bytes");
     // Generous bound: sanitizer and debug builds are several times slower than the ~10 ms release figure.
     CHECK(ms < 2000);
+}
+
+TEST_CASE("token bytes become JSON text, with the exact bytes in hex when they are not valid UTF-8", "[json]") {
+    JsonOut o;
+    put_text(o, "text", "a\nb");
+    CHECK(json_text(o) == "{\"text\":\"a\\nb\"}");  // a real newline, escaped as JSON escapes it
+    JsonOut cut;
+    put_text(cut, "text", "x\xe2\x82");  // a token ending inside the euro sign
+    const Json back = Json::parse(json_text(cut));
+    CHECK(back.find("text")->as_string() == "x\xef\xbf\xbd");  // U+FFFD for the bad sequence
+    CHECK(back.find("text_hex")->as_string() == "78e282");
+    JsonOut list;
+    put_texts(list, "text", {"ok", "\xff"});
+    const Json l = Json::parse(json_text(list));
+    CHECK(l.find("text_hex")->as_array()[0].is_null());
+    CHECK(l.find("text_hex")->as_array()[1].as_string() == "ff");
+    CHECK(is_valid_utf8("\xe2\x82\xac"));
+    CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));  // an encoded surrogate
 }

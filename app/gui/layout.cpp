@@ -39,6 +39,14 @@ void place_panel(Panel p, ImVec2 d) {
 
 std::string short_token(const Model& model, TokenId id, size_t max_chars) {
     std::string t = token_text(model, id);
+    // A chip must never look empty or show an escape for a line break: spaces alone become middle dots
+    // and a newline a return arrow (the tooltip keeps the exact bytes).
+    if (!t.empty() && t.find_first_not_of(' ') == std::string::npos) {
+        std::string dots;
+        for (size_t k = 0; k < t.size(); ++k) dots += "\u00b7";
+        t = dots;
+    }
+    for (size_t at; (at = t.find("\\x0a")) != std::string::npos;) t.replace(at, 4, "\u21b5");
     // Count UTF-8 code points, cut at max_chars.
     size_t n = 0, i = 0;
     for (; i < t.size(); ++i) {
