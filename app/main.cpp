@@ -24,7 +24,7 @@ const char* kUsage =
     "  bench       cached vs uncached speed, per-step time vs position\n"
     "  train       train a small GPT-2 on the generated corpus, write a model folder\n"
     "  heads       previous-token and induction score of every attention head\n\n"
-    "Run 'kvscope COMMAND --help' for the options of a command.\n";
+    "Run 'kvscope COMMAND --help' for the options of a command; 'kvscope --version' for the version.\n";
 
 void print_error(const std::string& what) {
     std::string line = what;
@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
         if (command == "train") return cli_train(sub_argc, sub_argv);
         if (command == "heads") return cli_heads(sub_argc, sub_argv);
         if (command == "gui") return cli_gui(sub_argc, sub_argv);
+        if (command == "--version" || command == "version") {
+            std::printf("kvscope %s\n", KVSCOPE_VERSION);
+            return 0;
+        }
         if (command == "--help" || command == "-h" || command == "help") {
             std::fputs(kUsage, stdout);
             return 0;
