@@ -24,7 +24,7 @@ void apply_threads(const CliArgs& args);
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special);
 // "1,2,3" of option `flag` as token ids, each checked against the vocabulary.
 std::vector<TokenId> ids_from(const std::string& list, const char* flag, const Model& model);
-// Text of option `flag` as token ids; LoadError without tokenizer files, UsageError when empty.
+// Text of option `flag` as token ids; UsageError without tokenizer files or when empty.
 std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special);
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.

@@ -1,5 +1,5 @@
-// kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line:
-// exit 2 for a request that cannot be carried out as asked, 1 for anything else.
+// kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line; the
+// exit code follows the table in core/errors.h (UsageError 2, everything else 1).
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -8,7 +8,6 @@
 
 #include "cli_commands.h"
 #include "errors.h"
-#include "json.h"
 
 namespace {
 
@@ -60,21 +59,15 @@ int main(int argc, char** argv) {
         }
         if (command.rfind("--", 0) == 0) return cli_gui(argc, argv);  // `kvscope --model DIR` opens the window
         print_error("unknown command '" + command + "' (try kvscope --help)");
-        return 2;
+        return exit_usage;
     } catch (const UsageError& e) {
         print_error(e.what());
-        return 2;
-    } catch (const LoadError& e) {
-        print_error(e.what());
-        return 1;
-    } catch (const JsonError& e) {
-        print_error(e.what());
-        return 1;
+        return exit_usage;
     } catch (const std::bad_alloc&) {
         print_error("out of memory");
-        return 1;
-    } catch (const std::exception& e) {
+        return exit_failure;
+    } catch (const std::exception& e) {  // LoadError, JsonError and anything unexpected
         print_error(e.what());
-        return 1;
+        return exit_failure;
     }
 }
