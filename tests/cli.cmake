@@ -37,6 +37,12 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_text_output.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/text_output)
   set_tests_properties(cli.text_output PROPERTIES TIMEOUT 120)
+  # --trace files describe themselves: softmax over scores.npy rows (-inf where masked) is weights.npy,
+  # meta.json gives every file's dtype, shape, axes and meaning, PNGs have room for axes (numpy only).
+  add_test(NAME cli.trace_files
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_trace_files.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/trace_files)
+  set_tests_properties(cli.trace_files PROPERTIES TIMEOUT 120)
 endif()
 add_test(NAME cli.version COMMAND kvscope --version)
 set_tests_properties(cli.version PROPERTIES PASS_REGULAR_EXPRESSION "^kvscope [0-9]+\\.[0-9]+\\.[0-9]+\n$")
