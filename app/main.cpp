@@ -23,7 +23,13 @@ const char* kUsage =
     "  bench       cached vs uncached speed, per-step time vs position\n"
     "  train       train a small GPT-2 on the generated corpus, write a model folder\n"
     "  heads       previous-token and induction score of every attention head\n\n"
-    "Run 'kvscope COMMAND --help' for the options of a command; 'kvscope --version' for the version.\n";
+    "Run 'kvscope COMMAND --help' for the options of a command; 'kvscope --version' for the version.\n\n"
+    "Outputs (--trace DIR, --dump-logits, --chart, --screenshot, --out, ...) are checked before any work: the\n"
+    "file or folder is created, the folder it goes in must exist; an existing file is replaced only when it\n"
+    "is the kind kvscope writes there, an existing folder used only when empty or already kvscope's.\n"
+    "Exit codes: 0 done; 1 the work failed (a file could not be read or written, a broken model folder);\n"
+    "2 the request was refused before any work (a bad option or value, an output path, an unknown token id,\n"
+    "prompt text for a model without tokenizer files). Errors are one line on stderr: 'error: ...'.\n";
 
 void print_error(const std::string& what) {
     std::string line = what;

@@ -69,12 +69,12 @@ def main():
             path = os.path.join(folder, f["name"])
             if f["name"].endswith(".npy"):
                 arr = np.load(path)
-                if list(arr.shape) != f["shape"] or str(arr.dtype) != f["dtype"] or len(f["axes"]) != arr.ndim:
+                if list(arr.shape) != f["shape"] or str(arr.dtype) != f["dtype"] or len(f.get("axes", [])) != arr.ndim:
                     failures.append(f"{where}/{f['name']}: on disk {arr.dtype}{list(arr.shape)}, meta.json says "
-                                    f"{f['dtype']}{f['shape']} with {len(f['axes'])} axes")
+                                    f"{f['dtype']}{f['shape']} with {len(f.get('axes', []))} axes")
             if f["name"].endswith(".png"):
                 w, h = png_size(path)
-                cells = f["cells"]
+                cells = f.get("cells", {"x": 0, "y": 0, "width": 0, "height": 0})
                 if f["shape"] != [h, w, 3]:
                     failures.append(f"{where}/{f['name']}: image {w}x{h}, meta.json shape {f['shape']}")
                 if cells["x"] < 40 or cells["x"] + cells["width"] > w or cells["y"] < 20 or h - (cells["y"] + cells["height"]) < 40:
