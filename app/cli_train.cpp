@@ -138,8 +138,18 @@ int cli_train(int argc, char** argv) {
     const std::string out = args.text("--out").value_or("trained-model");
     const std::string tok_dir = args.text("--tokenizer").value_or(default_model_dir());
     // Refuse unusable outputs before minutes of training, not after (core/output_path.h).
-    if (auto png = args.text("--loss-png")) check_output_file("--loss-png", *png, OutputKind::Png);
+    // --loss-png may go inside --out: the folder is made first, and removed again if the PNG is refused.
+    const bool out_existed = std::filesystem::exists(out);
     make_output_folder("--out", out, "config.json");
+    if (auto png = args.text("--loss-png")) {
+        try {
+            check_output_file("--loss-png", *png, OutputKind::Png);
+        } catch (const UsageError&) {
+            std::error_code ec;
+            if (!out_existed) std::filesystem::remove(out, ec);
+            throw;
+        }
+    }
 
     const Tokenizer tokenizer = Tokenizer::load(tok_dir);
     ModelConfig config = o.config;
