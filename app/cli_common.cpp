@@ -89,6 +89,10 @@ std::vector<TokenId> encode_text(const Model& model, const std::string& text, co
     return ids;
 }
 
+std::string count_of(int64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 Progress::Progress(std::string label, int64_t total)
     : label_(std::move(label)), total_(total), active_(::isatty(STDERR_FILENO) == 1) {}
 

@@ -158,8 +158,9 @@ int cli_generate(int argc, char** argv) {
             const int64_t stale = export_trace(all[b]->trace(), model->tokenizer(), sub, {},
                                                [&](size_t i) { export_progress.update(int64_t(i) + 1); });
             export_progress.finish();
-            std::fprintf(stderr, "trace: %zu step folders and trace.json in %s%s\n", all[b]->trace().size(), sub.c_str(),
-                         stale ? ("; removed " + std::to_string(stale) + " step folder(s) of an earlier, longer trace").c_str()
+            std::fprintf(stderr, "trace: %s and trace.json in %s%s\n",
+                         count_of(int64_t(all[b]->trace().size()), "step folder", "step folders").c_str(), sub.c_str(),
+                         stale ? ("; removed " + count_of(stale, "step folder", "step folders") + " of an earlier, longer trace").c_str()
                                : "");
         }
     }
