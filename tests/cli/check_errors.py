@@ -92,6 +92,7 @@ def main():
         ("tokenize two inputs", ["tokenize", "--text", "a", "--file", notes], 2, "exactly one", 30),
         ("detokenize unknown id", ["detokenize", "--ids", "99999"], 2, "99999", 30),
         ("heads with --prompts 0", ["heads", "--prompts", "0"], 2, "--prompts", 30),
+        ("heads on a model without tokenizer", ["heads", "--model", no_tokenizer], 2, no_tokenizer, 30),
         ("unknown option", ["inspect", "--no-such"], 2, "--no-such", 30),
         ("unknown command", ["no-such-command"], 2, "no-such-command", 30),
     ]
