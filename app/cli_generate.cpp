@@ -89,8 +89,8 @@ int cli_generate(int argc, char** argv) {
     const bool batch_trace = args.all("--prompt").size() + args.all("--prompt-ids").size() > 1;
     if (auto path = args.text("--dump-logits")) check_output_file("--dump-logits", *path, OutputKind::Npy);
     if (auto dir = args.text("--trace")) check_output_folder("--trace", *dir, batch_trace ? "seq0" : "trace.json");
-    if (prompt_cache && !args.has("--prompt-cache-ro") && !std::filesystem::exists(*prompt_cache))
-        check_output_file(pc_flag, *prompt_cache, OutputKind::Any);  // an existing file is checked when read
+    // A prompt cache file that will be written must be a prompt cache or new; its contents are checked when read.
+    if (prompt_cache && !args.has("--prompt-cache-ro")) check_output_file(pc_flag, *prompt_cache, OutputKind::PromptCache);
     apply_threads(args);
 
     auto model = load_model_from(args);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "prompt_cache.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -38,6 +39,7 @@ bool holds(const std::string& path, OutputKind kind) {
     const std::streamsize n = in.gcount();
     if (kind == OutputKind::Npy) return n >= 6 && std::memcmp(head, "\x93NUMPY", 6) == 0;
     if (kind == OutputKind::Png) return n == 8 && std::memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0;
+    if (kind == OutputKind::PromptCache) return n == 8 && std::memcmp(head, prompt_cache_magic, 8) == 0;
     for (std::streamsize i = 0; i < n; ++i)  // Json: the first non-space byte opens an object or array
         if (head[i] != ' ' && head[i] != '\n' && head[i] != '\r' && head[i] != '\t') return head[i] == '{' || head[i] == '[';
     return n == 0;
@@ -48,6 +50,7 @@ const char* kind_name(OutputKind kind) {
         case OutputKind::Npy: return "a .npy file";
         case OutputKind::Png: return "a PNG image";
         case OutputKind::Json: return "a JSON document";
+        case OutputKind::PromptCache: return "a kvscope prompt cache";
         case OutputKind::Any: break;
     }
     return "a file";

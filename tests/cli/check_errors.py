@@ -62,6 +62,8 @@ def main():
         ("generate --trace into a folder of other files", gen + ["--trace", foreign], 2, foreign, 30),
         ("generate --dump-logits over a file that is not .npy", gen + ["--dump-logits", notes], 2, notes, 30),
         ("generate --prompt-cache into a missing folder", gen + ["--prompt-cache", os.path.join(missing, "p.kvp")], 2, missing, 30),
+        ("generate --prompt-cache over a file that is not a prompt cache", gen + ["--prompt-cache", notes], 2, notes, 30),
+        ("generate --prompt-cache-ro of a file that is not a prompt cache (an input)", gen + ["--prompt-cache-ro", notes], 1, notes, 30),
         ("generate text prompt, model without tokenizer", ["generate", "--model", no_tokenizer, "--prompt", "The cat"], 2, no_tokenizer, 30),
         ("generate --system text, model without tokenizer",
          ["generate", "--model", no_tokenizer, "--prompt-ids", "1,2", "--system", "x"], 2, "--system", 30),
