@@ -62,6 +62,8 @@ int cli_gui(int argc, char** argv) {
         const std::string where = o.script_path + ":" + std::to_string(l.line) + ": " + l.words[0];
         if (l.output == gui::ScriptOutput::Folder) check_output_folder(where, l.words[1], "trace.json");
         if (l.output == gui::ScriptOutput::JsonFile) check_output_file(where, l.words[1], OutputKind::Json);
+        if (l.output == gui::ScriptOutput::PromptCacheFile && l.words[1] != "off")
+            check_output_file(where, l.words[1], OutputKind::PromptCache);
     }
     const char* display = std::getenv("DISPLAY");
     const char* wayland = std::getenv("WAYLAND_DISPLAY");

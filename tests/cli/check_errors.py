@@ -47,6 +47,9 @@ def main():
     bad_export_script = os.path.join(w, "bad_export.txt")
     with open(bad_export_script, "w") as f:
         f.write("prompt The cat\nprefill\nexport %s\n" % os.path.join(missing, "out"))
+    bad_cache_script = os.path.join(w, "bad_cache.txt")
+    with open(bad_cache_script, "w") as f:
+        f.write("prompt-cache %s\nprompt The cat\nprefill\n" % notes)
     bad_word_script = os.path.join(w, "bad_word.txt")
     with open(bad_word_script, "w") as f:
         f.write("prompt The cat\ndecode x\n")
@@ -75,6 +78,7 @@ def main():
         ("gui --layout-dump into a missing folder",
          ["gui", "--script", script, "--layout-dump", os.path.join(missing, "l.json")], 2, missing, 30),
         ("gui script export into a missing folder", ["gui", "--script", bad_export_script], 2, missing, 30),
+        ("gui script prompt-cache over a file that is not one", ["gui", "--script", bad_cache_script], 2, notes, 30),
         ("gui script with a bad argument points to gui --help", ["gui", "--script", bad_word_script], 2, "gui --help", 30),
         ("gui script with an unknown command points to gui --help", ["gui", "--script", unknown_script], 2, "gui --help", 30),
         ("gui missing script", ["gui", "--script", os.path.join(missing, "s.txt")], 1, missing, 30),
