@@ -12,15 +12,16 @@ namespace kvscope {
 std::string help_entry(const std::string& left, const std::string& text, size_t indent) {
     constexpr size_t width = 100;
     std::string out = left;
+    auto new_line = [&] { out.append(1, '\n').append(indent, ' '); };
     if (out.size() < indent) out.resize(indent, ' ');
-    else out += "\n" + std::string(indent, ' ');
+    else new_line();
     size_t column = indent;
     for (size_t pos = 0; pos < text.size();) {
         size_t end = text.find(' ', pos);
         if (end == std::string::npos) end = text.size();
         const std::string word = text.substr(pos, end - pos);
         if (column > indent && column + 1 + word.size() > width) {
-            out += "\n" + std::string(indent, ' ');
+            new_line();
             column = indent;
         } else if (column > indent) {
             out += ' ';
