@@ -14,7 +14,7 @@ std::string help_entry(const std::string& left, const std::string& text, size_t 
     std::string out = left;
     auto new_line = [&] { out.append(1, '\n').append(indent, ' '); };
     if (out.size() < indent) out.resize(indent, ' ');
-    else new_line();
+    else if (!out.empty()) new_line();
     size_t column = indent;
     for (size_t pos = 0; pos < text.size();) {
         size_t end = text.find(' ', pos);
@@ -131,7 +131,7 @@ double CliArgs::real(const std::string& name, double fallback) const {
 }
 
 std::string CliArgs::help() const {
-    std::string out = "usage: kvscope " + command_ + " [options]\n" + summary_ + "\n\noptions:\n";
+    std::string out = "usage: kvscope " + command_ + " [options]\n" + help_entry("", summary_, 0) + "\noptions:\n";
     for (const Spec& s : specs_)
         out += help_entry("  " + s.name + (s.takes_value ? " " + s.metavar : ""),
                           s.help + (s.repeatable ? " (repeatable)" : ""), 28);

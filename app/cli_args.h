@@ -20,7 +20,7 @@
 namespace kvscope {
 
 // One help entry: `left` padded to `indent` columns (or on its own line when longer), then `text` wrapped
-// at 100 columns with continuation lines indented by `indent`.
+// at 100 columns with continuation lines indented by `indent`. help_entry("", text, 0) wraps a paragraph.
 std::string help_entry(const std::string& left, const std::string& text, size_t indent);
 
 class CliArgs {
