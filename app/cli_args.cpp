@@ -9,6 +9,31 @@
 
 namespace kvscope {
 
+std::string help_entry(const std::string& left, const std::string& text, size_t indent) {
+    constexpr size_t width = 100;
+    std::string out = left;
+    auto new_line = [&] { out.append(1, '\n').append(indent, ' '); };
+    if (out.size() < indent) out.resize(indent, ' ');
+    else if (!out.empty()) new_line();
+    size_t column = indent;
+    for (size_t pos = 0; pos < text.size();) {
+        size_t end = text.find(' ', pos);
+        if (end == std::string::npos) end = text.size();
+        const std::string word = text.substr(pos, end - pos);
+        if (column > indent && column + 1 + word.size() > width) {
+            new_line();
+            column = indent;
+        } else if (column > indent) {
+            out += ' ';
+            ++column;
+        }
+        out += word;
+        column += word.size();
+        pos = end + 1;
+    }
+    return out + "\n";
+}
+
 CliArgs::CliArgs(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
 
@@ -20,6 +45,11 @@ CliArgs& CliArgs::option(const std::string& name, const std::string& metavar, co
 
 CliArgs& CliArgs::flag(const std::string& name, const std::string& help) {
     specs_.push_back({name, "", help, false, false, {}, false});
+    return *this;
+}
+
+CliArgs& CliArgs::epilogue(const std::string& text) {
+    epilogue_ = text;
     return *this;
 }
 
@@ -101,14 +131,12 @@ double CliArgs::real(const std::string& name, double fallback) const {
 }
 
 std::string CliArgs::help() const {
-    std::string out = "usage: kvscope " + command_ + " [options]\n" + summary_ + "\n\noptions:\n";
-    for (const Spec& s : specs_) {
-        std::string left = "  " + s.name + (s.takes_value ? " " + s.metavar : "");
-        if (left.size() < 28) left.resize(28, ' ');
-        else left += "\n" + std::string(28, ' ');
-        out += left + s.help + (s.repeatable ? " (repeatable)" : "") + "\n";
-    }
+    std::string out = "usage: kvscope " + command_ + " [options]\n" + help_entry("", summary_, 0) + "\noptions:\n";
+    for (const Spec& s : specs_)
+        out += help_entry("  " + s.name + (s.takes_value ? " " + s.metavar : ""),
+                          s.help + (s.repeatable ? " (repeatable)" : ""), 28);
     out += "  --help                    this text\n";
+    if (!epilogue_.empty()) out += "\n" + epilogue_;
     return out;
 }
 

@@ -19,6 +19,10 @@
 
 namespace kvscope {
 
+// One help entry: `left` padded to `indent` columns (or on its own line when longer), then `text` wrapped
+// at 100 columns with continuation lines indented by `indent`. help_entry("", text, 0) wraps a paragraph.
+std::string help_entry(const std::string& left, const std::string& text, size_t indent);
+
 class CliArgs {
 public:
     CliArgs(std::string command, std::string summary);
@@ -26,6 +30,7 @@ public:
     CliArgs& option(const std::string& name, const std::string& metavar, const std::string& help,
                     bool repeatable = false);
     CliArgs& flag(const std::string& name, const std::string& help);
+    CliArgs& epilogue(const std::string& text);  // printed after the options by --help
 
     bool parse(int argc, char** argv);  // argv[0] is the subcommand name; false when --help was shown
 
@@ -46,7 +51,7 @@ private:
         bool seen = false;
     };
     const Spec& spec(const std::string& name) const;
-    std::string command_, summary_;
+    std::string command_, summary_, epilogue_;
     std::vector<Spec> specs_;
     std::vector<std::pair<std::string, std::string>> in_order_;
 };

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "errors.h"
 #include "machine_probe.h"
+#include "output_path.h"
 #include "session.h"
 #include "thread_pool.h"
 
@@ -237,7 +238,7 @@ int cli_bench(int argc, char** argv) {
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
     const std::optional<std::string> chart = args.text("--chart");
-    if (chart) ensure_writable(*chart);
+    if (chart) check_output_file("--chart", *chart, OutputKind::Png);
     BenchSettings settings;
     settings.quick = args.has("--quick");
     settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));

@@ -25,6 +25,7 @@
 #include "bench_sharing_report.h"
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "output_path.h"
 #include "clock.h"
 #include "errors.h"
 #include "prompt_cache.h"
@@ -312,7 +313,7 @@ int cli_bench_sharing(int argc, char** argv) {
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
     const std::optional<std::string> chart = args.text("--chart");
-    if (chart) ensure_writable(*chart);
+    if (chart) check_output_file("--chart", *chart, OutputKind::Png);
     const bool quick = args.has("--quick");
     SharingSettings settings;
     settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));

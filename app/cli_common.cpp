@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "errors.h"
 #include "json_write.h"
+#include "output_path.h"
 #include "random_model.h"
 #include "thread_pool.h"
 
@@ -19,8 +20,8 @@ std::string default_model_dir() {
 }
 
 void add_model_option(CliArgs& args) {
-    args.option("--model", "DIR", "model folder: config.json, model.safetensors, vocab.json, merges.txt "
-                                  "(default: the embedded model in assets/default)");
+    args.option("--model", "DIR", "model folder: config.json and model.safetensors; vocab.json and merges.txt are "
+                                  "optional (without them, prompts are token ids) (default: assets/default)");
     args.option("--dtype", "f32|bf16", "how weight matrices are kept: float32 (default) or bfloat16, which "
                                        "halves what a decode step reads; arithmetic is float32 either way");
 }
@@ -61,6 +62,7 @@ std::string bench_model_dir(const CliArgs& args) {
     if (!args.has("--gpt2-shape")) return args.text("--model").value_or(default_model_dir());
     const std::string dir = args.text("--work").value_or("kvscope-bench-model");
     if (!std::filesystem::exists(dir + "/model.safetensors")) {
+        make_output_folder("--work", dir, "config.json");
         std::fprintf(stderr, "writing GPT-2 124M-shaped random weights to %s ...\n", dir.c_str());
         write_random_model(dir, gpt2_small_config(), 124);
     }
@@ -79,12 +81,16 @@ std::vector<TokenId> ids_from(const std::string& list, const char* flag, const M
 }
 
 std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special) {
-    if (!model.tokenizer())
-        throw LoadError(model.dir(), std::string("has no vocab.json/merges.txt, so ") + flag + " text cannot be tokenized",
-                        "use --prompt-ids, or add the tokenizer files");
+    if (!model.tokenizer())  // the model is fine; the request needs files it does not have: a usage error
+        throw UsageError(std::string(flag) + " TEXT needs the tokenizer (vocab.json, merges.txt), which " + model.dir() +
+                         " does not have: give token ids (--prompt-ids), or add the tokenizer files");
     std::vector<TokenId> ids = model.tokenizer()->encode(text, allow_special);
     if (ids.empty()) throw UsageError(std::string(flag) + " is empty");
     return ids;
+}
+
+std::string count_of(int64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 Progress::Progress(std::string label, int64_t total)

@@ -24,8 +24,11 @@ void apply_threads(const CliArgs& args);
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special);
 // "1,2,3" of option `flag` as token ids, each checked against the vocabulary.
 std::vector<TokenId> ids_from(const std::string& list, const char* flag, const Model& model);
-// Text of option `flag` as token ids; LoadError without tokenizer files, UsageError when empty.
+// Text of option `flag` as token ids; UsageError without tokenizer files or when empty.
 std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special);
+
+// "1 copy", "3 copies": a count with the word that fits it.
+std::string count_of(int64_t n, const char* one, const char* many);
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.
 //   update(done, doing)   redraw (at most 10 times a second): done of total, and what runs now

@@ -12,7 +12,9 @@
 #include "export.h"
 #include "json_write.h"
 #include "npy.h"
+#include "output_path.h"
 #include "session_group.h"
+#include "thread_pool.h"
 
 namespace kvscope {
 namespace {
@@ -31,7 +33,7 @@ int cli_generate(int argc, char** argv) {
         .option("--prompt-ids", "1,2,3", "prompt as token ids", true)
         .option("--source", "TEXT", "encoder-decoder models: the encoder's input text")
         .option("--source-ids", "1,2,3", "encoder-decoder models: the encoder's input as token ids")
-        .option("--max-new-tokens", "N", "tokens to generate (default 16)")
+        .option("--max-new-tokens", "N", "tokens to generate (default " + std::to_string(SessionOptions{}.max_new_tokens) + ")")
         .flag("--no-cache", "recompute every position at every step (the baseline)")
         .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
         .option("--prefill-chunk", "C", "prefill the prompt C tokens per step (default: all at once)")
@@ -49,12 +51,13 @@ int cli_generate(int argc, char** argv) {
         .flag("--allow-special", "treat <|endoftext|> in prompt text as the special token")
         .option("--dump-logits", "OUT.npy", "write float32 logits [N, V] ([B, N, V] for several prompts)")
         .flag("--json", "print one JSON object instead of text")
-        .option("--trace", "DIR", "export every step: heatmaps (PNG), arrays (.npy), meta (JSON)");
+        .option("--trace", "DIR", "export every step: heatmaps (PNG), arrays (.npy), meta (JSON); DIR is created, "
+                                  "its parent must exist");
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
 
     SessionOptions options;
-    options.max_new_tokens = args.integer("--max-new-tokens", 16, 1, 1 << 24);
+    options.max_new_tokens = args.integer("--max-new-tokens", options.max_new_tokens, 1, 1 << 24);
     options.use_cache = !args.has("--no-cache");
     options.window = args.integer("--window", 0, 1, 1 << 24);
     options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
@@ -82,13 +85,12 @@ int cli_generate(int argc, char** argv) {
     if ((args.has("--top-k") || args.has("--top-p")) && options.sampling.temperature == 0)
         options.sampling.temperature = 1.0;  // top-k/top-p mean sampling; temperature 1 unless given
     validate(options);
-    if (auto path = args.text("--dump-logits")) ensure_writable(*path);
-    if (auto dir = args.text("--trace")) {
-        std::error_code ec;
-        std::filesystem::create_directories(*dir, ec);
-        if (ec || !std::filesystem::is_directory(*dir)) throw UsageError("--trace: cannot create folder " + *dir);
-        ensure_writable(*dir + "/trace.json");
-    }
+    // Every output is checked before any work (core/output_path.h); a batch's trace is one seqN folder per prompt.
+    const bool batch_trace = args.all("--prompt").size() + args.all("--prompt-ids").size() > 1;
+    if (auto path = args.text("--dump-logits")) check_output_file("--dump-logits", *path, OutputKind::Npy);
+    if (auto dir = args.text("--trace")) check_output_folder("--trace", *dir, batch_trace ? "seq0" : "trace.json");
+    // A prompt cache file that will be written must be a prompt cache or new; its contents are checked when read.
+    if (prompt_cache && !args.has("--prompt-cache-ro")) check_output_file(pc_flag, *prompt_cache, OutputKind::PromptCache);
     apply_threads(args);
 
     auto model = load_model_from(args);
@@ -149,15 +151,16 @@ int cli_generate(int argc, char** argv) {
         write_npy_f32(*path, shape, logits.data());
     }
     if (auto dir = args.text("--trace")) {
+        if (all.size() > 1) make_output_folder("--trace", *dir, "seq0");
         for (size_t b = 0; b < all.size(); ++b) {
             const std::string sub = all.size() > 1 ? *dir + "/seq" + std::to_string(b) : *dir;
-            std::filesystem::create_directories(sub);
             Progress export_progress("export", int64_t(all[b]->trace().size()));
             const int64_t stale = export_trace(all[b]->trace(), model->tokenizer(), sub, {},
                                                [&](size_t i) { export_progress.update(int64_t(i) + 1); });
             export_progress.finish();
-            std::fprintf(stderr, "trace: %zu step folders and trace.json in %s%s\n", all[b]->trace().size(), sub.c_str(),
-                         stale ? ("; removed " + std::to_string(stale) + " step folder(s) of an earlier, longer trace").c_str()
+            std::fprintf(stderr, "trace: %s and trace.json in %s%s\n",
+                         count_of(int64_t(all[b]->trace().size()), "step folder", "step folders").c_str(), sub.c_str(),
+                         stale ? ("; removed " + count_of(stale, "step folder", "step folders") + " of an earlier, longer trace").c_str()
                                : "");
         }
     }
@@ -167,21 +170,51 @@ int cli_generate(int argc, char** argv) {
     if (args.has("--json")) {
         // One prompt: the fields are that prompt's; several: arrays, one element per prompt.
         // "text" is the generated text (put_text: "text_hex" too when its bytes are not valid UTF-8).
+        // "prompt_text" is the prompt as the model read it (with --system in front), null without a tokenizer.
         JsonOut prompt_ids = JsonOut::array(), generated_ids = JsonOut::array();
-        std::vector<std::string> texts;
+        std::vector<std::string> texts, prompt_texts;
         for (const Session* s : all) {
             prompt_ids.push_back(s->prompt());
             generated_ids.push_back(s->generated());
             texts.push_back(bytes_of(*model, s->generated()));
+            prompt_texts.push_back(bytes_of(*model, s->prompt()));
         }
         const bool batch = all.size() > 1;
         JsonOut out;
         out["prompt_ids"] = batch ? prompt_ids : prompt_ids[0];
+        if (!model->tokenizer()) out["prompt_text"] = nullptr;
+        else if (batch) put_texts(out, "prompt_text", prompt_texts);
+        else put_text(out, "prompt_text", prompt_texts[0]);
         out["generated_ids"] = batch ? generated_ids : generated_ids[0];
         if (batch) put_texts(out, "text", texts);
         else put_text(out, "text", texts[0]);
+        if (encoder_decoder) out["source_ids"] = source;
         out["cache"] = options.use_cache;
         out["window"] = options.window;
+        // Every setting that shaped the run, defaults included, so the JSON alone reproduces it.
+        auto or_null = [](const std::optional<std::string>& v) { return v ? JsonOut(*v) : JsonOut(); };
+        out["settings"] = {
+            {"model", model->dir()},
+            {"dtype", model->weights().bf16 ? "bf16" : "f32"},
+            {"max_new_tokens", options.max_new_tokens},
+            {"cache", options.use_cache},
+            {"window", options.window},
+            {"sinks", options.sinks},
+            {"prefill_chunk", options.prefill_chunk},
+            {"block_size", options.block_size},
+            {"share_prefix", options.share_prefix},
+            {"system", or_null(args.text("--system"))},
+            {"prompt_cache", or_null(prompt_cache)},
+            {"prompt_cache_read_only", args.has("--prompt-cache-ro")},
+            {"allow_special", args.has("--allow-special")},
+            {"sampling", {{"mode", options.sampling.temperature > 0 ? "sample" : "greedy"},
+                          {"temperature", options.sampling.temperature},
+                          {"top_k", options.sampling.top_k},
+                          {"top_p", options.sampling.top_p},
+                          {"seed", options.sampling.seed}}},
+            {"threads", ThreadPool::global().n_threads()},
+            {"trace", or_null(args.text("--trace"))},
+            {"dump_logits", or_null(args.text("--dump-logits"))}};
         out["timing"] = {{"total_s", t1 - t0}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
                          {"decode_tokens_per_s", decode_tps}};
         out["kv"] = kv_report_json(group);

@@ -6,11 +6,27 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
+#include "output_path.h"
 #ifdef KVSCOPE_WITH_GUI
+#include "gui/script.h"
 #include "gui/window.h"
 #endif
 
 namespace kvscope {
+
+#ifdef KVSCOPE_WITH_GUI
+namespace {
+
+// The script commands as --help lists them, from the parser's own table.
+std::string script_help() {
+    std::string out = "script commands (--script FILE: one per line; '# comment'; 'background LINE' sends LINE and\n"
+                      "goes on without waiting for it; every other line waits until its steps are done and drawn):\n";
+    for (const gui::ScriptCommand& c : gui::script_commands()) out += help_entry("  " + c.usage, c.help, 34);
+    return out;
+}
+
+}  // namespace
+#endif
 
 int cli_gui(int argc, char** argv) {
 #ifndef KVSCOPE_WITH_GUI
@@ -20,10 +36,11 @@ int cli_gui(int argc, char** argv) {
 #else
     CliArgs args("gui", "Open the step-through debugger window.");
     add_model_option(args);
-    args.option("--script", "FILE", "run the intents in FILE (one per line: prompt, prefill, decode N, back, ...)")
+    args.option("--script", "FILE", "run the commands in FILE, listed below (prompt, prefill, decode N, back, ...)")
         .option("--screenshot", "OUT.png", "after the script, render, save the window as PNG and exit")
         .option("--size", "WxH", "window size in pixels (default 1600x1000)")
-        .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)");
+        .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)")
+        .epilogue(script_help());
     if (!args.parse(argc, argv)) return 0;
 
     gui::WindowOptions o;
@@ -38,6 +55,16 @@ int cli_gui(int argc, char** argv) {
     o.scripted = args.has("--script") || args.has("--screenshot");
     o.screenshot = args.text("--screenshot").value_or("");
     o.layout_dump = args.text("--layout-dump").value_or("");
+    // Every output is checked before the window opens (core/output_path.h), not after the script ran.
+    if (!o.screenshot.empty()) check_output_file("--screenshot", o.screenshot, OutputKind::Png);
+    if (!o.layout_dump.empty()) check_output_file("--layout-dump", o.layout_dump, OutputKind::Json);
+    for (const gui::ScriptLine& l : o.script) {
+        const std::string where = o.script_path + ":" + std::to_string(l.line) + ": " + l.words[0];
+        if (l.output == gui::ScriptOutput::Folder) check_output_folder(where, l.words[1], "trace.json");
+        if (l.output == gui::ScriptOutput::JsonFile) check_output_file(where, l.words[1], OutputKind::Json);
+        if (l.output == gui::ScriptOutput::PromptCacheFile && l.words[1] != "off")
+            check_output_file(where, l.words[1], OutputKind::PromptCache);
+    }
     const char* display = std::getenv("DISPLAY");
     const char* wayland = std::getenv("WAYLAND_DISPLAY");
     if ((!display || !*display) && (!wayland || !*wayland))

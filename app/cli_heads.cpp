@@ -5,6 +5,7 @@
 #include "cli_args.h"
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "errors.h"
 #include "heads.h"
 #include "json_write.h"
 
@@ -24,7 +25,11 @@ int cli_heads(int argc, char** argv) {
     HeadProbeOptions o;
     o.seed = uint64_t(args.integer("--seed", 7, 0, INT64_MAX));
     o.n_prompts = args.integer("--prompts", 4, 1, 1000);
-    const std::vector<HeadScore> scores = head_scores(load_model_from(args), o);
+    auto model = load_model_from(args);
+    if (!model->tokenizer())  // the model is fine; the probes are text: a refused request, like --prompt TEXT
+        throw UsageError("heads: the probe prompts are text and " + model->dir() +
+                         " has no tokenizer files (vocab.json, merges.txt)");
+    const std::vector<HeadScore> scores = head_scores(model, o);
     if (args.has("--json")) {
         // Scores print to 4 decimals: they are averages over a few prompts, more digits would be noise.
         auto rounded = [](double x) { return std::round(x * 1e4) / 1e4; };

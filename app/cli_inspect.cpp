@@ -59,7 +59,10 @@ int cli_inspect(int argc, char** argv) {
             {"kv_bytes_full_context", kv_per_token * c.n_ctx},
             {"kv_dtype", w.bf16 ? "bf16" : "f32"},
             {"cross_kv_bytes_per_source_token", cross_per_source_token},
-            {"tokenizer", model->tokenizer() ? JsonOut(model->tokenizer()->n_vocab()) : JsonOut()},
+            // null without tokenizer files (the model then takes token ids only)
+            {"tokenizer", model->tokenizer() ? JsonOut{{"files", {"vocab.json", "merges.txt"}},
+                                                       {"n_tokens", model->tokenizer()->n_vocab()}}
+                                             : JsonOut()},
             {"architecture", arch},
             {"tensors", tensors}};
         std::printf("%s\n", json_text(out).c_str());

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "cli_common.h"
+
 
 namespace kvscope {
 namespace {
@@ -43,19 +45,19 @@ JsonOut kv_report_json(const SessionGroup& group) {
 void print_kv_report(const SessionGroup& group) {
     const GroupMemory f = group.memory();
     if (f.paged) {
-        std::fprintf(stderr,
-                     "kv: %lld sequences, %lld positions in blocks of %lld: %lld blocks (%s) hold what %lld unshared "
-                     "blocks (%s) would; %lld shared, %s saved; %lld prefill positions taken from shared blocks; "
-                     "%lld copies on write\n",
-                     (long long)f.sequences, (long long)f.positions, (long long)f.block_size, (long long)f.blocks_distinct,
-                     mb(f.bytes).c_str(), (long long)f.blocks_mapped, mb(f.bytes_unshared).c_str(),
-                     (long long)f.blocks_shared, mb(f.bytes_unshared - f.bytes).c_str(), (long long)f.shared_positions,
-                     (long long)f.copies_on_write);
+        std::fprintf(stderr, "kv: %s, %s in blocks of %lld: %s (%s) hold what %s (%s) would; %lld shared, %s saved; "
+                             "%s taken from shared blocks; %s on write\n",
+                     count_of(f.sequences, "sequence", "sequences").c_str(), count_of(f.positions, "position", "positions").c_str(),
+                     (long long)f.block_size, count_of(f.blocks_distinct, "block", "blocks").c_str(), mb(f.bytes).c_str(),
+                     count_of(f.blocks_mapped, "unshared block", "unshared blocks").c_str(), mb(f.bytes_unshared).c_str(),
+                     (long long)f.blocks_shared, mb(f.bytes_unshared - f.bytes).c_str(),
+                     count_of(f.shared_positions, "prefill position", "prefill positions").c_str(),
+                     count_of(f.copies_on_write, "copy", "copies").c_str());
     }
     if (const auto& pc = group.prompt_cache_file()) {
-        std::fprintf(stderr, "prompt cache: %lld positions loaded from %s%s", (long long)f.cache_file_positions,
+        std::fprintf(stderr, "prompt cache: %s loaded from %s%s", count_of(f.cache_file_positions, "position", "positions").c_str(),
                      pc->path.c_str(), pc->existed ? "" : " (it did not exist)");
-        if (pc->written) std::fprintf(stderr, "; wrote it with %lld positions\n", (long long)pc->written_positions);
+        if (pc->written) std::fprintf(stderr, "; wrote it with %s\n", count_of(pc->written_positions, "position", "positions").c_str());
         else std::fprintf(stderr, "; left as it was: %s\n", left_reason(pc->left));
     }
 }

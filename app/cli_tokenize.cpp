@@ -103,14 +103,17 @@ int cli_tokenize(int argc, char** argv) {
     return 0;
 }
 
+// "The cat" in the default model's vocabulary (assets/default): the example runs as printed.
+constexpr const char* kExampleIds = "51,256,758";
+
 int cli_detokenize(int argc, char** argv) {
     CliArgs args("detokenize", "Turn token ids back into the bytes they stand for (written raw to stdout).");
     args.option("--model", "DIR", "folder with vocab.json and merges.txt (default: the embedded model)");
-    args.option("--ids", "LIST", "comma-separated token ids, e.g. 15496,995");
+    args.option("--ids", "LIST", std::string("comma-separated token ids, e.g. ") + kExampleIds + " (\"The cat\" in the default model)");
     args.flag("--hex", "write the bytes as lowercase hex and a newline instead of raw");
     if (!args.parse(argc, argv)) return 0;
 
-    if (!args.has("--ids")) throw UsageError("detokenize: --ids is required (e.g. --ids 15496,995)");
+    if (!args.has("--ids")) throw UsageError(std::string("detokenize: --ids is required (e.g. --ids ") + kExampleIds + ")");
     std::vector<int64_t> wide = parse_id_list(*args.text("--ids"), "detokenize: --ids");
     Tokenizer tokenizer = load_tokenizer(args);
     std::vector<TokenId> ids;

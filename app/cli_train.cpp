@@ -10,6 +10,7 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
+#include "output_path.h"
 #include "plot.h"
 #include "train.h"
 
@@ -136,14 +137,19 @@ int cli_train(int argc, char** argv) {
     const int64_t checkpoint_every = args.integer("--checkpoint-every", 0, 0, 10'000'000);
     const std::string out = args.text("--out").value_or("trained-model");
     const std::string tok_dir = args.text("--tokenizer").value_or(default_model_dir());
-    // Refuse unwritable outputs before minutes of training, not after.
-    {
-        std::error_code ec;
-        std::filesystem::create_directories(out, ec);
-        if (ec || !std::filesystem::is_directory(out)) throw UsageError("train: cannot create folder " + out);
+    // Refuse unusable outputs before minutes of training, not after (core/output_path.h).
+    // --loss-png may go inside --out: the folder is made first, and removed again if the PNG is refused.
+    const bool out_existed = std::filesystem::exists(out);
+    make_output_folder("--out", out, "config.json");
+    if (auto png = args.text("--loss-png")) {
+        try {
+            check_output_file("--loss-png", *png, OutputKind::Png);
+        } catch (const UsageError&) {
+            std::error_code ec;
+            if (!out_existed) std::filesystem::remove(out, ec);
+            throw;
+        }
     }
-    ensure_writable(out + "/config.json");
-    if (auto png = args.text("--loss-png")) ensure_writable(*png);
 
     const Tokenizer tokenizer = Tokenizer::load(tok_dir);
     ModelConfig config = o.config;

@@ -1,5 +1,5 @@
-// kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line:
-// exit 2 for a request that cannot be carried out as asked, 1 for anything else.
+// kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line; the
+// exit code follows the table in core/errors.h (UsageError 2, everything else 1).
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -8,7 +8,6 @@
 
 #include "cli_commands.h"
 #include "errors.h"
-#include "json.h"
 
 namespace {
 
@@ -24,7 +23,13 @@ const char* kUsage =
     "  bench       cached vs uncached speed, per-step time vs position\n"
     "  train       train a small GPT-2 on the generated corpus, write a model folder\n"
     "  heads       previous-token and induction score of every attention head\n\n"
-    "Run 'kvscope COMMAND --help' for the options of a command; 'kvscope --version' for the version.\n";
+    "Run 'kvscope COMMAND --help' for the options of a command; 'kvscope --version' for the version.\n\n"
+    "Outputs (--trace DIR, --dump-logits, --chart, --screenshot, --out, ...) are checked before any work: the\n"
+    "file or folder is created, the folder it goes in must exist; an existing file is replaced only when it\n"
+    "is the kind kvscope writes there, an existing folder used only when empty or already kvscope's.\n"
+    "Exit codes: 0 done; 1 the work failed (a file could not be read or written, a broken model folder);\n"
+    "2 the request was refused before any work (a bad option or value, an output path, an unknown token id,\n"
+    "prompt text for a model without tokenizer files). Errors are one line on stderr: 'error: ...'.\n";
 
 void print_error(const std::string& what) {
     std::string line = what;
@@ -60,21 +65,15 @@ int main(int argc, char** argv) {
         }
         if (command.rfind("--", 0) == 0) return cli_gui(argc, argv);  // `kvscope --model DIR` opens the window
         print_error("unknown command '" + command + "' (try kvscope --help)");
-        return 2;
+        return exit_usage;
     } catch (const UsageError& e) {
         print_error(e.what());
-        return 2;
-    } catch (const LoadError& e) {
-        print_error(e.what());
-        return 1;
-    } catch (const JsonError& e) {
-        print_error(e.what());
-        return 1;
+        return exit_usage;
     } catch (const std::bad_alloc&) {
         print_error("out of memory");
-        return 1;
-    } catch (const std::exception& e) {
+        return exit_failure;
+    } catch (const std::exception& e) {  // LoadError, JsonError and anything unexpected
         print_error(e.what());
-        return 1;
+        return exit_failure;
     }
 }

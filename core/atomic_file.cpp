@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "output_path.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -69,16 +70,6 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     write_file_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
 }
 
-void ensure_writable(const std::string& path) {
-    std::error_code ec;
-    if (path.empty()) throw UsageError("an output path is empty");
-    if (fs::is_directory(path, ec)) throw UsageError("cannot write " + path + ": it is a folder");
-    const std::string parent = folder_of(path);
-    if (!fs::is_directory(parent, ec)) throw UsageError("cannot write " + path + ": no folder " + parent);
-    if (::access(parent.c_str(), W_OK) != 0)
-        throw UsageError("cannot write " + path + ": folder " + parent + " is not writable");
-    if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
-        throw UsageError("cannot write " + path + ": the file is not writable");
-}
+void ensure_writable(const std::string& path) { check_output_file("", path, OutputKind::Any); }
 
 }  // namespace kvscope

@@ -3,7 +3,8 @@
 //
 //   write_file_atomic(path, bytes)   PATH becomes exactly `bytes`
 //   write_file_atomic(path, fill)    the same, with the bytes written by fill(FILE*) (large or streamed files)
-//   ensure_writable(path)            throws UsageError now if PATH could not be written later
+//   ensure_writable(path)            throws UsageError now if PATH could not be written later (output_path.h:
+//                                    check_output_file with any kind of file)
 //
 // Durability: after write_file_atomic returns, the new contents survive a crash or power loss, and
 // readers see the old file or the new one, never a mix. How: write PATH.tmp-PID-N in the same folder,

@@ -6,6 +6,15 @@
 
 namespace kvscope {
 
+// Exit codes of the kvscope command line, the same for every command (app/main.cpp maps errors to them):
+//   0  done
+//   1  the work failed: a file could not be read or written (a missing or broken model folder, a full
+//      disk), out of memory, a window that could not open — LoadError and anything unexpected
+//   2  the request cannot be carried out as asked, found before any work: an unknown option, a value out
+//      of range, an output path the rules refuse (output_path.h), a token id outside the vocabulary,
+//      prompt text for a model without tokenizer files — UsageError
+enum ExitCode : int { exit_ok = 0, exit_failure = 1, exit_usage = 2 };
+
 // A file that cannot be used: which file, what is wrong, and what the user may do about it.
 struct LoadError : std::runtime_error {
     std::string path;  // the file or folder at fault ("" when none)

@@ -10,6 +10,8 @@
 #include "errors.h"
 #include "json_write.h"
 #include "npy.h"
+#include "output_path.h"
+#include "plot.h"
 
 namespace kvscope {
 namespace {
@@ -44,23 +46,18 @@ std::string head_prefix(int64_t il, int64_t h) {
     return buf;
 }
 
-void make_folder(const std::string& dir) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (dir.empty()) throw UsageError("export: the output folder name is empty");
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir, ec))
-        throw UsageError("cannot create folder " + dir + (ec ? ": " + ec.message() : ": a file is in the way"));
-}
-
-// One written file, for meta.json's "files" list.
+// One written file, for meta.json's "files" list: what it holds, its dtype, shape and the meaning of
+// each axis (outer to inner), so a reader needs no other document.
 JsonOut file_entry(const std::string& name, const char* probe, std::optional<int64_t> il, std::optional<int64_t> h,
-                   const char* dtype, const std::vector<int64_t>& shape, const JsonOut& extra = JsonOut::object()) {
+                   const char* dtype, const std::vector<int64_t>& shape, const std::vector<std::string>& axes,
+                   const std::string& meaning, const JsonOut& extra = JsonOut::object()) {
     JsonOut e = {{"name", name}, {"probe", probe}};
     if (il) e["layer"] = *il;
     if (h) e["head"] = *h;
     e["dtype"] = dtype;
     e["shape"] = shape;
+    e["axes"] = axes;
+    e["meaning"] = meaning;
     e.update(extra);
     return e;
 }
@@ -69,7 +66,8 @@ std::string mask_rule(int64_t window, int64_t sinks) {
     std::string rule = "row r (query position q = query_positions[r]) sees key position k iff k <= q";
     if (window > 0 && sinks > 0) rule += " and (k > q - " + std::to_string(window) + " or k < " + std::to_string(sinks) + ")";
     else if (window > 0) rule += " and k > q - " + std::to_string(window);
-    return rule + "; column c is key position key_positions[0] + c; row r's own key is column offset + r";
+    return rule + "; column c is key position key_positions[c] = first_key_position + c; row r's own key is column "
+                  "own_key_column + r";
 }
 
 }  // namespace
@@ -100,34 +98,70 @@ void write_png_rgb(const std::string& path, int64_t width, int64_t height, const
 }
 
 namespace {
-// One attention map of a step as .npy arrays and PNG heatmaps, files named base + "scores.npy" etc.
+// One attention map of a step as .npy arrays and labelled PNG heatmaps, files named base + "scores.npy"
+// etc. `what` names the map in the PNG titles ("step 3, layer 1, head 0").
 void write_map(const std::string& folder, const std::string& base, const AttentionMap& m, int64_t il, int64_t h,
-           JsonOut& files) {
-    const std::vector<int64_t> shape = {m.n_query, m.n_key};
+               const std::string& what, JsonOut& files) {
+    const std::vector<int64_t> shape = {m.n_query, m.n_key};  // (R, P)
+    const bool cross = base.rfind("cross_", 0) == 0, encoder = base.rfind("encoder_", 0) == 0;
+    const std::vector<std::string> axes = {
+        encoder ? "query row r: source position r" : "query row r: query_positions[r]",
+        cross || encoder ? "key column c: source position c" : "key column c: key_positions[c]"};
     const std::string prefix = folder + "/" + base;
-    write_npy_f32(prefix + "scores.npy", shape, m.scores.data());
+    // Masked cells hold -inf in scores.npy: a plain softmax over a row then gives weights.npy.
+    std::vector<float> masked_scores = m.scores;  // (R, P)
+    for (size_t c = 0; c < masked_scores.size(); ++c)
+        if (!m.visible[c]) masked_scores[c] = -INFINITY;
+    write_npy_f32(prefix + "scores.npy", shape, masked_scores.data());
     write_npy_f32(prefix + "weights.npy", shape, m.weights.data());
     write_npy_u8(prefix + "mask.npy", shape, m.visible.data());
-    files.push_back(file_entry(base + "scores.npy", probe_name(Probe::Scores), il, h, "float32", shape));
-    files.push_back(file_entry(base + "weights.npy", probe_name(Probe::Weights), il, h, "float32", shape));
-    files.push_back(file_entry(base + "mask.npy", probe_name(Probe::Mask), il, h, "uint8", shape));
+    files.push_back(file_entry(base + "scores.npy", probe_name(Probe::Scores), il, h, "float32", shape, axes,
+                               "attention scores q.k / sqrt(head_dim) of visible cells; -inf where the mask hides "
+                               "the key, so softmax over each row equals weights.npy"));
+    files.push_back(file_entry(base + "weights.npy", probe_name(Probe::Weights), il, h, "float32", shape, axes,
+                               "softmax weights; each row sums to 1 over visible cells, 0 where masked"));
+    files.push_back(file_entry(base + "mask.npy", probe_name(Probe::Mask), il, h, "uint8", shape, axes,
+                               "1 = the query row sees this key (visible), 0 = masked (a future key, or outside "
+                               "the window and not a sink)"));
 
-    // Weights on a fixed [0, 1] scale so heads compare; scores on ±max|visible score|, 0 = white.
-    write_heatmap_png(prefix + "weights.png", m.n_query, m.n_key, m.weights.data(), m.visible.data(),
-                      0.0f, 1.0f, viridis());
+    // Weights on a fixed [0, 1] scale so heads compare; scores on ±max|visible score|, 0 = light grey.
+    HeatmapPlot plot;
+    plot.rows = m.n_query;
+    plot.cols = m.n_key;
+    plot.visible = m.visible.data();
+    plot.row_positions = m.query_positions;
+    plot.col_positions = m.key_positions;
+    auto png_entry = [&](const std::string& name, Probe probe, const PlotArea& a, const char* colormap) {
+        return file_entry(name, probe_name(probe), il, h, "png_rgb8", {a.image_height, a.image_width, 3},
+                          {"image y", "image x", "RGB"},
+                          std::string(probe == Probe::Weights ? "softmax weights" : "scores") +
+                              " as a heatmap: rows = query positions (left axis), columns = key positions (bottom "
+                              "axis), masked cells hatched grey",
+                          {{"colormap", colormap},
+                           {"range", {plot.lo, plot.hi}},
+                           {"cells", {{"x", a.x}, {"y", a.y}, {"width", a.width}, {"height", a.height}}}});
+    };
+    plot.title = what + ": softmax weights";
+    plot.value_label = "weight";
+    plot.values = m.weights.data();
+    plot.lo = 0;
+    plot.hi = 1;
+    plot.table = &viridis();
+    const PlotArea weights_area = write_heatmap_plot_png(prefix + "weights.png", plot);
+    files.push_back(png_entry(base + "weights.png", Probe::Weights, weights_area, "viridis"));
+
     float extent = 0;
     for (size_t c = 0; c < m.scores.size(); ++c)
         if (m.visible[c] && std::isfinite(m.scores[c])) extent = std::max(extent, std::abs(m.scores[c]));
     if (extent == 0) extent = 1;
-    write_heatmap_png(prefix + "scores.png", m.n_query, m.n_key, m.scores.data(), m.visible.data(),
-                      -extent, extent, diverging());
-    const int64_t px = heatmap_cell_px(m.n_query, m.n_key);
-    const std::vector<int64_t> image_shape = {std::min(m.n_query * px, heatmap_max_side_px),
-                                              std::min(m.n_key * px, heatmap_max_side_px), 3};
-    files.push_back(file_entry(base + "weights.png", probe_name(Probe::Weights), il, h, "png_rgb8",
-                               image_shape, {{"colormap", "viridis"}, {"range", {0, 1}}}));
-    files.push_back(file_entry(base + "scores.png", probe_name(Probe::Scores), il, h, "png_rgb8",
-                               image_shape, {{"colormap", "diverging"}, {"range", {-extent, extent}}}));
+    plot.title = what + ": scores q.k/sqrt(d)";
+    plot.value_label = "score";
+    plot.values = m.scores.data();
+    plot.lo = -extent;
+    plot.hi = extent;
+    plot.table = &diverging();
+    const PlotArea scores_area = write_heatmap_plot_png(prefix + "scores.png", plot);
+    files.push_back(png_entry(base + "scores.png", Probe::Scores, scores_area, "diverging"));
 }
 }  // namespace
 
@@ -144,8 +178,12 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     if (scope.head && (*scope.head < 0 || *scope.head >= H))
         throw UsageError("export: head " + std::to_string(*scope.head) + " does not exist (the model has " +
                          std::to_string(H) + " heads)");
+    make_output_folder("", dir, "trace.json");
     const std::string folder = dir + "/" + step_folder_name(step);
-    make_folder(folder);
+    std::error_code ec;
+    std::filesystem::create_directory(folder, ec);
+    if (ec || !std::filesystem::is_directory(folder))
+        throw LoadError(folder, "cannot create folder" + (ec ? ": " + ec.message() : ": a file is in the way"));
 
     JsonOut files = JsonOut::array();  // meta.json "files" entries
     std::vector<int64_t> query_positions, key_positions;
@@ -156,10 +194,14 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         write_npy_f32(folder + "/k.npy", rows_shape, r.rows.k.data());
         write_npy_f32(folder + "/v.npy", rows_shape, r.rows.v.data());
         for (const char* name : {"q", "k", "v"})
-            files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", rows_shape));
+            files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", rows_shape,
+                                       {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
+                                       std::string("the ") + name + " vectors of the rows computed this step, every layer"));
         if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
             write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
-            files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape));
+            files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape,
+                                       {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
+                                       "the cross-attention queries of the rows computed this step, every decoder layer"));
         }
 
         const int64_t l0 = scope.layer.value_or(0), l1 = scope.layer ? *scope.layer + 1 : L;
@@ -176,14 +218,17 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 }
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
-                write_map(folder, head_prefix(il, h), m, il, h, files);
+                const std::string what = "step " + std::to_string(step) + ", layer " + std::to_string(il) + ", head " + std::to_string(h);
+                write_map(folder, head_prefix(il, h), m, il, h, what, files);
                 if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
-                    write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h, files);
+                    write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h,
+                              "cross-attention " + what, files);
             }
         if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
             for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
                 for (int64_t h = h0; h < h1; ++h)
-                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h, files);
+                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h,
+                              "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files);
         heatmaps = {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
     } else {
         heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};
@@ -198,7 +243,8 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     if (!pred.logits.empty()) {
         write_npy_f32(folder + "/logits.npy", {int64_t(pred.logits.size())}, pred.logits.data());
         files.push_back(file_entry("logits.npy", probe_name(Probe::Logits), {}, {}, "float32",
-                                   {int64_t(pred.logits.size())}));
+                                   {int64_t(pred.logits.size())}, {"token id"},
+                                   "the logits the next token was chosen from (last computed row)"));
     }
 
     JsonOut top = JsonOut::array();
@@ -208,9 +254,10 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         e["logit"] = t.logit;
         top.push_back(std::move(e));
     }
-    const int64_t offset = query_positions.empty() || key_positions.empty()
-                               ? 0 : query_positions.front() - key_positions.front();
-    files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}));
+    // The column of row 0's own key (row r's is own_key_column + r): a column index, not a position.
+    const int64_t own_key_column = query_positions.empty() || key_positions.empty()
+                                       ? 0 : query_positions.front() - key_positions.front();
+    files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}, {}, "this file"));
     const char* adopted_from = r.cost.adopted_from == StepCost::Source::PromptCache    ? "prompt_cache"
                                : r.cost.adopted_from == StepCost::Source::SharedPrefix ? "shared_prefix"
                                                                                     : nullptr;
@@ -221,7 +268,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                    {"cross_cache_bytes", r.rows.encoder->cross_bytes()}};
     const JsonOut meta = {
         {"format", "kvscope-attention-step"},
-        {"version", 1},
+        {"version", 2},
         {"step", r.id.index},
         {"phase", phase_name(r.id.phase)},
         {"cache_on", r.id.cache_on},
@@ -233,7 +280,13 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         {"n_rows_reused", r.cost.n_rows_reused},
         {"query_positions", query_positions},
         {"key_positions", key_positions},
-        {"mask", {{"offset", offset}, {"window", r.id.window}, {"sinks", r.id.sinks}, {"rule", mask_rule(r.id.window, r.id.sinks)}}},
+        {"mask", {{"first_query_position", query_positions.empty() ? JsonOut() : JsonOut(query_positions.front())},
+                  {"first_key_position", key_positions.empty() ? JsonOut() : JsonOut(key_positions.front())},
+                  {"own_key_column", own_key_column},
+                  {"window", r.id.window},
+                  {"sinks", r.id.sinks},
+                  {"values", "mask.npy: 1 = visible, 0 = masked; scores.npy holds -inf where masked"},
+                  {"rule", mask_rule(r.id.window, r.id.sinks)}}},
         {"adopted", {{"positions", r.cost.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
         {"encoder", encoder},
         {"model", {{"n_layer", L}, {"n_head", H}, {"head_dim", D}}},
@@ -280,7 +333,7 @@ int64_t remove_stale_step_folders(const std::string& dir, size_t n_steps) {
 
 int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir, const ExportScope& scope,
                      const std::function<void(size_t)>& on_step) {
-    make_folder(dir);
+    make_output_folder("", dir, "trace.json");
     JsonOut steps = JsonOut::array();
     for (size_t s = 0; s < trace.size(); ++s) {
         export_step(trace, s, tokenizer, dir, scope);

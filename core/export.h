@@ -1,24 +1,32 @@
 #pragma once
 // Attention snapshots on disk, the one format shared by `generate --trace`, the GUI's export buttons and
-// tests. For each exported step s, layer l, head h, in DIR:
-//   step_0003/meta.json                  tokens (ids, display text or null), query/key positions, phase,
-//                                        shapes, mask {offset, window, rule}, chosen token, top-k, entropy,
-//                                        flops, seconds, cache state, heatmaps {written, reason}, file list
-//   step_0003/l01_h05_weights.png        softmax weights, viridis on [0, 1]; rows = queries, cols = keys
+// tests (README "Trace and export files" documents it for users). For each exported step s, layer l,
+// head h, in DIR:
+//   step_0003/meta.json                  format "kvscope-attention-step" version 2: tokens (ids, text or
+//                                        null), query/key positions, phase, shapes, mask {first_query_position,
+//                                        first_key_position, own_key_column, window, sinks, values, rule},
+//                                        chosen token, top-k, entropy, flops, seconds, cache state, heatmaps
+//                                        {written, reason}, and "files": every file with dtype, shape, axes
+//                                        and meaning (PNGs also where their cells are)
+//   step_0003/l01_h05_weights.png        softmax weights, viridis on [0, 1], with a title, query positions
+//                                        down the left, key positions along the bottom and a colour bar
 //   step_0003/l01_h05_scores.png         scores, diverging map on ±max|visible score| (0 = light grey)
-//   step_0003/l01_h05_scores.npy         (R, P) float32 scaled scores before masking
-//   step_0003/l01_h05_weights.npy        (R, P) float32 softmax weights (0 where masked)
-//   step_0003/l01_h05_mask.npy           (R, P) uint8, 1 = visible
+//   step_0003/l01_h05_scores.npy         (R, P) float32 scaled scores q.k/sqrt(D); -inf where masked
+//   step_0003/l01_h05_weights.npy        (R, P) float32 softmax weights (0 where masked) = softmax(scores)
+//   step_0003/l01_h05_mask.npy           (R, P) uint8, 1 = visible, 0 = masked
 //   step_0003/q.npy, k.npy, v.npy        (L, R, C) float32 rows computed this step (recorded steps only)
 //   step_0003/logits.npy                 (V) float32 when the step predicted a token
 //   trace.json                           {"format", "version", "model", "n_steps", "steps": [one line each]}
 //
-// Columns: column c is key position key_positions[0] + c. mask.offset = query_positions[0] -
-// key_positions[0], the number of key columns before the first query's own key, so row r's own key is
-// column offset + r; row r sees columns <= offset + r, and with a window W only those > offset + r - W.
-// PNGs: nearest-neighbour cells of >= 8 px, sides capped at 2048 px; masked cells are a two-grey hatch
-// no colormap entry produces. Steps run with recording off get meta.json (heatmaps.written = false,
-// with the reason) and logits.npy only.
+// Columns: column c is key position key_positions[c] = first_key_position + c. own_key_column =
+// query_positions[0] - key_positions[0] is a column index: row r's own key is column own_key_column + r;
+// row r sees columns <= own_key_column + r, and with a window W only those > own_key_column + r - W.
+// PNGs: nearest-neighbour cells of >= 8 px, rows taller for maps of few rows, the cell area capped at
+// 2048 px a side; masked cells are a two-grey hatch no colormap entry produces. Steps run with recording
+// off get meta.json (heatmaps.written = false, with the reason) and logits.npy only.
+//
+// Folders follow output_path.h: DIR is created if missing (its parent must exist) and written into
+// only when empty or already a trace (trace.json, step_NNNN folders).
 //
 //   ExportScope                    all heads of all layers, or one (layer, head)
 //   export_step(trace, s, tok, dir, scope)   write one step's folder; returns the folder path

@@ -141,7 +141,90 @@ void draw_chart(Canvas& c, int ox, int width, int height, const LineChart& chart
 
 void write_png(const std::string& path, const Canvas& c) { write_png_rgb(path, c.w, c.h, c.rgb.data()); }
 
+// Tick indices along an axis of n cells drawn over `length` pixels: a round step of positions so that
+// labels `label_px` apart fit, always including the first and last cell when they do.
+std::vector<int64_t> cell_ticks(const std::vector<int64_t>& positions, int64_t length, int64_t label_px) {
+    const int64_t n = int64_t(positions.size());
+    std::vector<int64_t> out;
+    if (n == 0) return out;
+    const int64_t max_ticks = std::max<int64_t>(1, length / label_px);
+    int64_t step = 1;
+    for (int64_t m : {1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000})
+        if ((step = m) * max_ticks >= n) break;
+    for (int64_t i = 0; i < n; ++i)
+        if (positions[size_t(i)] % step == 0) out.push_back(i);
+    if (out.empty() || out.front() * length / n >= label_px) out.insert(out.begin(), 0);
+    if ((n - 1 - out.back()) * length / n >= label_px) out.push_back(n - 1);
+    return out;
+}
+
 }  // namespace
+
+PlotArea write_heatmap_plot_png(const std::string& path, const HeatmapPlot& p) {
+    if (p.rows <= 0 || p.cols <= 0)
+        throw UsageError("cannot write " + path + ": a heatmap needs at least one row and one column");
+    const ColorTable& table = p.table ? *p.table : viridis();
+    const int64_t cw = heatmap_cell_px(p.rows, p.cols);
+    int64_t ch = std::max(cw, (heatmap_plot_min_height_px + p.rows - 1) / p.rows);
+    if (p.rows * ch > heatmap_max_side_px) ch = cw;
+    PlotArea a;
+    a.width = std::min(p.cols * cw, heatmap_max_side_px);
+    a.height = std::min(p.rows * ch, heatmap_max_side_px);
+    const std::string y_label = "query position", x_label = "key position";
+    const int left = 80, top = 56, bottom = 60, bar_gap = 24, bar_w = 18, bar_labels = 80;
+    a.x = left;
+    a.y = top;
+    const int64_t min_w = std::max<int64_t>({Canvas::text_width(p.title) + 16, Canvas::text_width(x_label) + left + 16, 360});
+    a.image_width = std::max<int64_t>(left + a.width + bar_gap + bar_w + bar_labels, min_w);
+    a.image_height = top + std::max<int64_t>(a.height, 120) + bottom;
+    Canvas c(int(a.image_width), int(a.image_height));
+    const std::array<uint8_t, 3> ink{40, 40, 40};
+
+    // pass 1: the cells
+    for (int64_t y = 0; y < a.height; ++y) {
+        const int64_t i = y * p.rows / a.height;
+        for (int64_t x = 0; x < a.width; ++x) {
+            const int64_t j = x * p.cols / a.width, cell = i * p.cols + j;
+            c.pixel(int(a.x + x), int(a.y + y),
+                    p.visible && !p.visible[cell] ? masked_color(x, y) : color_for(p.values[cell], p.lo, p.hi, table));
+        }
+    }
+    // pass 2: title, axes, ticks at cell centres labelled with positions
+    c.text(8, 8, p.title, ink);
+    c.text(8, top - 22, y_label, ink);
+    c.rect(int(a.x) - 2, int(a.y), int(a.x), int(a.y + a.height) + 2, ink);
+    c.rect(int(a.x) - 2, int(a.y + a.height), int(a.x + a.width), int(a.y + a.height) + 2, ink);
+    if (int64_t(p.row_positions.size()) == p.rows)
+        for (int64_t i : cell_ticks(p.row_positions, a.height, 18)) {
+            const int y = int(a.y + (2 * i + 1) * a.height / (2 * p.rows));
+            const std::string label = std::to_string(p.row_positions[size_t(i)]);
+            c.rect(int(a.x) - 7, y, int(a.x) - 2, y + 1, ink);
+            c.text(int(a.x) - 10 - Canvas::text_width(label), y - 6, label, ink);
+        }
+    if (int64_t(p.col_positions.size()) == p.cols)
+        for (int64_t j : cell_ticks(p.col_positions, a.width, 56)) {
+            const int x = int(a.x + (2 * j + 1) * a.width / (2 * p.cols));
+            const std::string label = std::to_string(p.col_positions[size_t(j)]);
+            c.rect(x, int(a.y + a.height) + 2, x + 1, int(a.y + a.height) + 7, ink);
+            c.text(x - Canvas::text_width(label) / 2, int(a.y + a.height) + 10, label, ink);
+        }
+    c.text(int(a.x), int(a.y + a.height) + 32, x_label, ink);
+    // pass 3: the colour bar, hi at the top, and a sample of the masked hatch
+    const int bx = int(a.x + a.width) + bar_gap, bh = int(std::max<int64_t>(a.height, 120)) - 40;
+    c.text(bx, top - 22, p.value_label, ink);
+    for (int y = 0; y < bh; ++y) {
+        const float t = p.hi - (p.hi - p.lo) * float(y) / float(std::max(1, bh - 1));
+        c.rect(bx, int(a.y) + y, bx + bar_w, int(a.y) + y + 1, color_for(t, p.lo, p.hi, table));
+    }
+    c.text(bx + bar_w + 6, int(a.y) - 2, tick_text(p.hi), ink);
+    c.text(bx + bar_w + 6, int(a.y) + bh - 12, tick_text(p.lo), ink);
+    const int hy = int(a.y) + bh + 12;
+    for (int y = 0; y < 16; ++y)
+        for (int x = 0; x < bar_w; ++x) c.pixel(bx + x, hy + y, masked_color(x, y));
+    c.text(bx + bar_w + 6, hy + 2, "masked", ink);
+    write_png(path, c);
+    return a;
+}
 
 void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
                           const std::string& y_label, const std::vector<LineSeries>& series, bool log_y,

@@ -8,10 +8,18 @@
 //   LineChart { title, x_label, y_label, series, log_y, markers }
 //   write_line_charts_png(path, charts, panel_width, height)
 //       several charts side by side in one PNG, each panel drawn as above; markers: a dot per point
+//   HeatmapPlot { title, value_label, rows, cols, values, visible, lo, hi, table, row_positions, col_positions }
+//   write_heatmap_plot_png(path, plot) -> PlotArea
+//       an attention map with a title, the query position of each row down the left, the key position of
+//       each column along the bottom (ticks at cell centres), a colour bar with its range and the masked
+//       hatch. Cells are >= 8 px wide (heatmap_cell_px) and rows at least heatmap_plot_min_height_px / rows
+//       tall, so a one-row decode map is a readable band, not a strip. Returns where the cells are.
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "colormap.h"
 
 namespace kvscope {
 
@@ -27,6 +35,29 @@ struct LineChart {
     bool log_y = false;
     bool markers = false;        // a square on every point (for a few sparse x values)
 };
+
+inline constexpr int64_t heatmap_plot_min_height_px = 96;
+
+struct HeatmapPlot {
+    std::string title;                    // first line, e.g. "layer 1 head 0: weights"
+    std::string value_label;              // over the colour bar, e.g. "weight"
+    int64_t rows = 0, cols = 0;
+    const float* values = nullptr;        // (rows, cols) row-major
+    const uint8_t* visible = nullptr;     // (rows, cols), 1 = draw the value, 0 = hatch; null = all visible
+    float lo = 0, hi = 1;
+    const ColorTable* table = nullptr;    // null = viridis
+    std::vector<int64_t> row_positions;   // (rows) the query position of each row
+    std::vector<int64_t> col_positions;   // (cols) the key position of each column
+};
+
+// The cells' rectangle in the image: cell (i, j) covers x in [x + j * width / cols, x + (j + 1) * width / cols)
+// and y likewise with height / rows.
+struct PlotArea {
+    int64_t image_width = 0, image_height = 0;
+    int64_t x = 0, y = 0, width = 0, height = 0;
+};
+
+PlotArea write_heatmap_plot_png(const std::string& path, const HeatmapPlot& plot);
 
 void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
                           const std::string& y_label, const std::vector<LineSeries>& series, bool log_y = false,

@@ -22,7 +22,7 @@ static_assert(std::endian::native == std::endian::little, "the prompt cache file
 
 namespace {
 
-constexpr char kMagic[8] = {'K', 'V', 'P', 'R', 'O', 'M', 'P', 'T'};
+constexpr const char (&kMagic)[8] = prompt_cache_magic;
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxConfigBytes = 65536;
 constexpr uint32_t kMaxNameBytes = 16;

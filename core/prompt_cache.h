@@ -4,6 +4,7 @@
 // computing them. The file names the model it was made by; any other model, config, weight format,
 // kernel build or KV cache storage is refused, because its K/V rows would differ.
 //
+//   prompt_cache_magic                   the file's first 8 bytes (also how output_path.h knows the kind)
 //   Hash64                               a fast 64-bit streaming hash (checksums, fingerprints)
 //   model_fingerprint(model, bf16_cache) what identifies a run's K/V: config, weights, formats, kernels
 //   read_prompt_cache(path, fp)          the whole file, checked; throws LoadError, changes nothing
@@ -43,6 +44,8 @@
 #include "model.h"
 
 namespace kvscope {
+
+inline constexpr char prompt_cache_magic[8] = {'K', 'V', 'P', 'R', 'O', 'M', 'P', 'T'};
 
 // 64-bit hash of a byte stream, written for kvscope: four 64-bit lanes each take every fourth word
 // (lane = rotl(lane + word * K1, 29) * K2, bijective in the lane), so the loop runs at memory speed;

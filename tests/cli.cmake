@@ -37,6 +37,28 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_text_output.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/text_output)
   set_tests_properties(cli.text_output PROPERTIES TIMEOUT 120)
+  # --trace files describe themselves: softmax over scores.npy rows (-inf where masked) is weights.npy,
+  # meta.json gives every file's dtype, shape, axes and meaning, PNGs have room for axes (numpy only).
+  add_test(NAME cli.trace_files
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_trace_files.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/trace_files)
+  set_tests_properties(cli.trace_files PROPERTIES TIMEOUT 120)
+  # Every command: the output rule and the exit-code table (README "Exit codes"), one-line errors.
+  add_test(NAME cli.errors
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_errors.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/errors)
+  # --help texts that run as printed (detokenize's example, gui's script commands) and complete JSON.
+  add_test(NAME cli.help_and_json
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_help_and_json.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/help_and_json)
+  set_tests_properties(cli.errors cli.help_and_json PROPERTIES TIMEOUT 180)
+  # The window and generate share one max-new-tokens default (a scripted window under xvfb-run; 77 = skipped).
+  if(KVSCOPE_GUI)
+    add_test(NAME cli.gui_defaults
+             COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_gui_defaults.py --kvscope $<TARGET_FILE:kvscope>
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/gui_defaults)
+    set_tests_properties(cli.gui_defaults PROPERTIES LABELS "gui" TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endif()
 endif()
 add_test(NAME cli.version COMMAND kvscope --version)
 set_tests_properties(cli.version PROPERTIES PASS_REGULAR_EXPRESSION "^kvscope [0-9]+\\.[0-9]+\\.[0-9]+\n$")

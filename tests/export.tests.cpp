@@ -293,7 +293,11 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
         for (int64_t j = 0; j < P; ++j) want_k.push_back(k0 + j);
         CHECK(integers(*meta.find("query_positions")) == want_q);
         CHECK(integers(*meta.find("key_positions")) == want_k);
-        CHECK(integer(*meta.find("mask"), "offset") == q0 - k0);
+        // One meaning per name: own_key_column is a column index, first_key_position a position.
+        CHECK_FALSE(meta.find("mask")->find("offset"));
+        CHECK(integer(*meta.find("mask"), "own_key_column") == q0 - k0);
+        CHECK(integer(*meta.find("mask"), "first_key_position") == k0);
+        CHECK(integer(*meta.find("mask"), "first_query_position") == q0);
         CHECK(integer(*meta.find("mask"), "window") == window);
 
         const Npy q = read_npy(folder / "q.npy");
@@ -359,7 +363,11 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
                         CAPTURE(i, j);
                         const int64_t c = i * P + j;
                         REQUIRE(int(mask.u8(c)) == naive_visible[size_t(j)]);
-                        CHECK_THAT(double(scores.f32(c)), Catch::Matchers::WithinAbs(naive_scores[size_t(j)], 1e-5));
+                        // Masked cells hold -inf, so a plain row softmax of scores.npy is weights.npy.
+                        if (naive_visible[size_t(j)])
+                            CHECK_THAT(double(scores.f32(c)), Catch::Matchers::WithinAbs(naive_scores[size_t(j)], 1e-5));
+                        else
+                            CHECK((std::isinf(scores.f32(c)) && scores.f32(c) < 0));
                         if (naive_visible[size_t(j)]) {
                             CHECK_THAT(double(weights.f32(c)),
                                        Catch::Matchers::WithinAbs(naive_weights[size_t(j)] / total, 1e-5));
@@ -371,18 +379,29 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
                     CHECK_THAT(row_sum, Catch::Matchers::WithinAbs(1.0, 1e-5));
                 }
 
-                // The weights PNG: whole square cells of >= 8 px; a visible cell's centre is the viridis
-                // entry nearest its weight, a masked cell's centre is one of the two hatch greys.
+                // The weights PNG: meta.json says where its cells are; cells are >= 8 px wide and the map
+                // >= 96 px tall; a visible cell's centre is the viridis entry nearest its weight, a masked
+                // cell's centre is one of the two hatch greys.
                 const Png png = read_png(folder / (std::string(prefix) + "weights.png"));
-                REQUIRE(png.width % P == 0);
-                REQUIRE(png.height % R == 0);
-                const int px = png.width / int(P);
-                CHECK(png.height / int(R) == px);
-                CHECK(px >= 8);
+                const Json* entry = nullptr;
+                for (const Json& f : meta.find("files")->as_array())
+                    if (f.find("name")->as_string() == std::string(prefix) + "weights.png") entry = &f;
+                REQUIRE(entry);
+                CHECK(integers(*entry->find("shape")) == std::vector<int64_t>{png.height, png.width, 3});
+                const Json& cells = *entry->find("cells");
+                const int64_t x0 = integer(cells, "x"), y0 = integer(cells, "y");
+                const int64_t cw = integer(cells, "width") / P, ch = integer(cells, "height") / R;
+                REQUIRE(integer(cells, "width") == cw * P);
+                REQUIRE(integer(cells, "height") == ch * R);
+                CHECK(cw >= 8);
+                CHECK(ch >= cw);
+                CHECK(ch * R >= 96);
+                CHECK(x0 > 0);  // room for the query positions on the left
+                CHECK(png.height - (y0 + ch * R) >= 40);  // and the key positions below
                 for (int64_t i = 0; i < R; ++i)
                     for (int64_t j = 0; j < P; ++j) {
                         CAPTURE(i, j);
-                        const Rgb got = png.at(int(j) * px + px / 2, int(i) * px + px / 2);
+                        const Rgb got = png.at(int(x0 + j * cw + cw / 2), int(y0 + i * ch + ch / 2));
                         if (mask.u8(i * P + j)) {
                             CHECK(got == viridis()[size_t(std::lround(weights.f32(i * P + j) * 255.0))]);
                         } else {
@@ -390,7 +409,6 @@ TEST_CASE("exported attention equals a naive attention recomputed from q.npy and
                         }
                     }
                 const Png score_png = read_png(folder / (std::string(prefix) + "scores.png"));
-                CHECK(score_png.width == png.width);
                 CHECK(score_png.height == png.height);
             }
     }

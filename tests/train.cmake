@@ -4,7 +4,7 @@
 # (assets/default/README.md) takes minutes and is documented, not run here.
 set(kvscope_train_work ${CMAKE_CURRENT_BINARY_DIR}/train_work)
 add_test(NAME train.reproducible
-         COMMAND sh -c "set -e; rm -rf \"$1/a\" \"$1/b\"
+         COMMAND sh -c "set -e; rm -rf \"$1/a\" \"$1/b\"; mkdir -p \"$1\"
                         sh \"$2\" \"$0\" \"$1/a\" --quick
                         sh \"$2\" \"$0\" \"$1/b\" --quick --threads 1
                         for f in config.json model.safetensors vocab.json merges.txt; do cmp \"$1/a/$f\" \"$1/b/$f\"; done"

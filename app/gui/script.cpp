@@ -28,18 +28,52 @@ bool to_real(const std::string& s, double& out) {
     }
 }
 
+// Every script command: the parser checks argument counts against it and `kvscope gui --help` prints it
+// (script_commands()). output: which argument names a file or folder the line writes, 0 = none.
 struct Spec {
     const char* name;
     int min_args, max_args;
+    const char* usage;
+    const char* help;
+    ScriptOutput output = ScriptOutput::None;
 };
 const Spec kSpecs[] = {
-    {"prompt", 1, 1},  {"prefill", 0, 0},  {"decode", 0, 1},  {"step", 0, 1},    {"run", 1, 1},
-    {"back", 0, 1},    {"reset", 0, 0},    {"pause", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 12},
-    {"model", 1, 1},   {"layer", 1, 1},    {"head", 1, 1},    {"view", 1, 1},    {"values", 1, 1},
-    {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
-    {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
-    {"heads", 0, 0},   {"suffix", 1, 2},   {"sequence", 1, 1}, {"memory-json", 1, 1},
-    {"prompt-cache", 1, 1}, {"source", 1, 1}, {"attention", 1, 1}, {"attention-json", 1, 1},
+    {"prompt", 1, 1, "prompt TEXT", "set the prompt (resets); nothing after it: an empty prompt (encoder-decoder models decode from the start token)"},
+    {"source", 1, 1, "source TEXT", "encoder-decoder models: the encoder's input (resets)"},
+    {"prefill", 0, 0, "prefill", "one prefill chunk"},
+    {"decode", 0, 1, "decode [N]", "N decode steps (default 1)"},
+    {"step", 0, 1, "step [N]", "N steps of whatever is next"},
+    {"run", 1, 1, "run N | run end", "like the Run buttons"},
+    {"back", 0, 1, "back [N]", "step back N times"},
+    {"reset", 0, 0, "reset", "back to before the first step"},
+    {"pause", 0, 0, "pause", "stop a run (after `background run ...`)"},
+    {"cache", 1, 1, "cache on|off", "the KV cache switch"},
+    {"compare", 1, 1, "compare on|off", "shadow session for the Cache on vs off panel"},
+    {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, "
+                                          "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N); restarts"},
+    {"model", 1, 1, "model DIR", "load another model folder"},
+    {"layer", 1, 1, "layer N", "select a layer"},
+    {"head", 1, 1, "head N", "select a head"},
+    {"view", 1, 1, "view one-head|all-heads", "one head or every head of the layer"},
+    {"values", 1, 1, "values weights|scores", "what the attention map shows"},
+    {"scale", 1, 1, "scale linear|log", "colour scale of the attention map"},
+    {"rownorm", 1, 1, "rownorm on|off", "normalise each row of the attention map"},
+    {"select", 2, 2, "select QPOS KPOS", "select a query and a key position (as a click in the attention map)"},
+    {"show-step", 1, 1, "show-step N|newest", "which step the panels show"},
+    {"zoom", 1, 3, "zoom F [U V]", "attention zoom and centre"},
+    {"export", 1, 2, "export DIR [all-heads]", "export the shown step (selected head unless all-heads)", ScriptOutput::Folder},
+    {"export-session", 1, 2, "export-session DIR [all-heads]", "export every step of the shown sequence", ScriptOutput::Folder},
+    {"frames", 1, 1, "frames N", "render N frames"},
+    {"measure", 1, 1, "measure N", "render N frames, print timing"},
+    {"heads", 0, 0, "heads", "measure every head (the Heads panel's \"Explain heads\")"},
+    {"suffix", 1, 2, "suffix I [TEXT]", "sequence I's prompt is the prompt + TEXT (grows the batch to I+1; restarts)"},
+    {"sequence", 1, 1, "sequence I", "which sequence of the batch the panels show"},
+    {"memory-json", 1, 1, "memory-json FILE", "write the block pool as of the shown step as JSON", ScriptOutput::JsonFile},
+    {"prompt-cache", 1, 1, "prompt-cache FILE|off", "load the prompt's K/V from FILE when it matches, write it after the prefill",
+     ScriptOutput::PromptCacheFile},
+    {"attention", 1, 1, "attention self|cross|encoder", "which attention the Attention panel shows (encoder-decoder models)"},
+    {"attention-json", 1, 1, "attention-json FILE", "write the map the Attention panel shows as JSON, once it is drawn",
+     ScriptOutput::JsonFile},
 };
 
 bool on_off(const std::string& s, bool& out) {
@@ -50,9 +84,15 @@ bool on_off(const std::string& s, bool& out) {
 
 }  // namespace
 
+std::vector<ScriptCommand> script_commands() {
+    std::vector<ScriptCommand> out;
+    for (const Spec& s : kSpecs) out.push_back({s.name, s.usage, s.help, s.output});
+    return out;
+}
+
 std::vector<ScriptLine> parse_script(const std::string& path) {
     std::ifstream f(path);
-    if (!f) throw UsageError("cannot read script " + path);
+    if (!f) throw LoadError(path, "cannot read the script file");  // a file that cannot be read: exit 1
     std::vector<ScriptLine> out;
     std::string text;
     int n = 0;
@@ -92,16 +132,19 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         const Spec* spec = nullptr;
         for (const Spec& s : kSpecs)
             if (l.words[0] == s.name) spec = &s;
-        if (!spec) throw UsageError(where(path, n) + "unknown command '" + l.words[0] + "' (see kvscope gui --help)");
+        if (!spec) throw UsageError(where(path, n) + "unknown command '" + l.words[0] + "' (kvscope gui --help lists them)");
         const int n_args = int(l.words.size()) - 1;
         if (n_args < spec->min_args || n_args > spec->max_args)
             throw UsageError(where(path, n) + l.words[0] + " takes " + std::to_string(spec->min_args) +
-                             (spec->max_args != spec->min_args ? ".." + std::to_string(spec->max_args) : "") + " argument(s)");
+                             (spec->max_args != spec->min_args ? ".." + std::to_string(spec->max_args) : "") +
+                             " argument(s): " + spec->usage + " (see kvscope gui --help)");
         // Check argument syntax now, so a typo fails before anything runs.
         const std::string& cmd = l.words[0];
         int64_t x = 0;
         bool b = false;
-        auto bad = [&](const std::string& why) { throw UsageError(where(path, n) + cmd + ": " + why); };
+        auto bad = [&](const std::string& why) {
+            throw UsageError(where(path, n) + cmd + ": " + why + " (usage: " + spec->usage + "; see kvscope gui --help)");
+        };
         if ((cmd == "decode" || cmd == "step" || cmd == "back" || cmd == "layer" || cmd == "head" || cmd == "frames" ||
              cmd == "measure" || cmd == "sequence" || cmd == "suffix") && n_args >= 1 && (!to_int(l.words[1], x) || x < 0))
             bad("expected a number >= 0, got '" + l.words[1] + "'");
@@ -134,6 +177,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                     bad("unknown option '" + key +
                         "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, block, share, seqs)");
             }
+        l.output = spec->output;
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||

@@ -162,8 +162,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         throw LoadError(shaders_dir(), Gl::error(), "the heatmap shaders ship in the source tree's shaders/ folder");
     }
 
-    SessionOptions options;
-    options.max_new_tokens = 24;
+    SessionOptions options;  // max_new_tokens: the same default as `kvscope generate` (SessionOptions)
     options.n_top = 10;
     int exit_code = 0;
     {

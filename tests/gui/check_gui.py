@@ -112,7 +112,9 @@ def check_attention(session):
         got_w = np.load(os.path.join(path, tag + "_weights.npy"))
         if not np.array_equal(got_m.astype(bool), vis):
             fail("%s: mask differs from the causal rule" % path)
-        ds, dw = np.abs(got_s - scores).max(), np.abs(got_w - weights).max()
+        if not np.all(np.isneginf(got_s[~vis])):  # masked scores are -inf (README "Trace and export files")
+            fail("%s: masked cells of scores.npy are not -inf" % path)
+        ds, dw = np.abs(got_s[vis] - scores[vis]).max(), np.abs(got_w - weights).max()
         print("  step %d (%s, cache %s): %dx%d  max|d scores| %.2e  max|d weights| %.2e" % (
             meta["step"], meta["phase"], "on" if meta["cache_on"] else "off", scores.shape[0], scores.shape[1], ds, dw))
         if ds > 1e-4 or dw > 1e-5:

@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""Every command follows one output rule and one exit-code table (issue 13, item 7; README "Exit codes"):
+
+- 0 done; 1 the work failed (a file could not be read, a broken model folder); 2 the request was refused
+  before any work (bad option or value, an output path the rules refuse, an unknown token id, prompt text
+  for a model without tokenizer files);
+- every error is exactly one stderr line 'error: ...', naming the path when a path is at fault;
+- an output's parent folder must exist and is never created; an existing file of another kind and a
+  folder holding other files are refused and left as they were; outputs are checked before any work
+  (a bench or a training run with a bad --chart / --loss-png fails at once).
+
+    check_errors.py --kvscope BIN --work DIR
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ASSETS_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "assets", "default")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    w = os.path.abspath(a.work)
+    shutil.rmtree(w, ignore_errors=True)
+    os.makedirs(w)
+    missing = os.path.join(w, "no_such_folder")
+    notes = os.path.join(w, "notes.txt")
+    with open(notes, "w") as f:
+        f.write("my notes\n")
+    foreign = os.path.join(w, "thesis")
+    os.makedirs(foreign)
+    with open(os.path.join(foreign, "chapter1.tex"), "w") as f:
+        f.write("x")
+    no_tokenizer = os.path.join(w, "no_tokenizer")  # the default model without vocab.json / merges.txt
+    os.makedirs(no_tokenizer)
+    for name in ("config.json", "model.safetensors"):
+        os.symlink(os.path.abspath(os.path.join(ASSETS_DEFAULT, name)), os.path.join(no_tokenizer, name))
+    script = os.path.join(w, "script.txt")
+    with open(script, "w") as f:
+        f.write("prompt The cat\nprefill\ndecode 3\n")
+    bad_export_script = os.path.join(w, "bad_export.txt")
+    with open(bad_export_script, "w") as f:
+        f.write("prompt The cat\nprefill\nexport %s\n" % os.path.join(missing, "out"))
+    bad_cache_script = os.path.join(w, "bad_cache.txt")
+    with open(bad_cache_script, "w") as f:
+        f.write("prompt-cache %s\nprompt The cat\nprefill\n" % notes)
+    bad_word_script = os.path.join(w, "bad_word.txt")
+    with open(bad_word_script, "w") as f:
+        f.write("prompt The cat\ndecode x\n")
+    unknown_script = os.path.join(w, "unknown.txt")
+    with open(unknown_script, "w") as f:
+        f.write("prompt The cat\nfly away\n")
+    gen = ["generate", "--prompt", "The cat", "--max-new-tokens", "2"]
+
+    # (what, arguments, exit code, text the line must contain, seconds it may take at most)
+    cases = [
+        ("generate --dump-logits into a missing folder", gen + ["--dump-logits", os.path.join(missing, "x.npy")], 2, missing, 30),
+        ("generate --trace into a missing folder", gen + ["--trace", os.path.join(missing, "t")], 2, missing, 30),
+        ("generate --trace into a folder of other files", gen + ["--trace", foreign], 2, foreign, 30),
+        ("generate --dump-logits over a file that is not .npy", gen + ["--dump-logits", notes], 2, notes, 30),
+        ("generate --prompt-cache into a missing folder", gen + ["--prompt-cache", os.path.join(missing, "p.kvp")], 2, missing, 30),
+        ("generate --prompt-cache over a file that is not a prompt cache", gen + ["--prompt-cache", notes], 2, notes, 30),
+        ("generate --prompt-cache-ro of a file that is not a prompt cache (an input)", gen + ["--prompt-cache-ro", notes], 1, notes, 30),
+        ("generate text prompt, model without tokenizer", ["generate", "--model", no_tokenizer, "--prompt", "The cat"], 2, no_tokenizer, 30),
+        ("generate --system text, model without tokenizer",
+         ["generate", "--model", no_tokenizer, "--prompt-ids", "1,2", "--system", "x"], 2, "--system", 30),
+        ("generate unknown token id", ["generate", "--prompt-ids", "1,99999"], 2, "99999", 30),
+        ("generate missing model folder", ["generate", "--model", missing, "--prompt-ids", "1"], 1, missing, 30),
+        ("gui --screenshot into a missing folder",
+         ["gui", "--script", script, "--screenshot", os.path.join(missing, "s.png")], 2, missing, 30),
+        ("gui --screenshot over a file that is not a PNG", ["gui", "--script", script, "--screenshot", notes], 2, notes, 30),
+        ("gui --layout-dump into a missing folder",
+         ["gui", "--script", script, "--layout-dump", os.path.join(missing, "l.json")], 2, missing, 30),
+        ("gui script export into a missing folder", ["gui", "--script", bad_export_script], 2, missing, 30),
+        ("gui script prompt-cache over a file that is not one", ["gui", "--script", bad_cache_script], 2, notes, 30),
+        ("gui script with a bad argument points to gui --help", ["gui", "--script", bad_word_script], 2, "gui --help", 30),
+        ("gui script with an unknown command points to gui --help", ["gui", "--script", unknown_script], 2, "gui --help", 30),
+        ("gui missing script", ["gui", "--script", os.path.join(missing, "s.txt")], 1, missing, 30),
+        ("bench --chart into a missing folder", ["bench", "--chart", os.path.join(missing, "c.png")], 2, missing, 10),
+        ("bench --chart over a file that is not a PNG", ["bench", "--chart", notes], 2, notes, 10),
+        ("bench --sharing --chart into a missing folder",
+         ["bench", "--sharing", "--chart", os.path.join(missing, "c.png")], 2, missing, 10),
+        ("bench --gpt2-shape --work below a missing folder",
+         ["bench", "--gpt2-shape", "--work", os.path.join(missing, "m")], 2, missing, 10),
+        ("train --out below a missing folder", ["train", "--out", os.path.join(missing, "m")], 2, missing, 10),
+        ("train --out into a folder of other files", ["train", "--out", foreign], 2, foreign, 10),
+        ("train --loss-png over a file that is not a PNG",
+         ["train", "--out", os.path.join(w, "trained"), "--loss-png", notes], 2, notes, 10),
+        ("inspect missing model folder", ["inspect", "--model", missing], 1, missing, 30),
+        ("tokenize missing model folder", ["tokenize", "--model", missing, "--text", "x"], 1, missing, 30),
+        ("tokenize missing input file", ["tokenize", "--file", os.path.join(missing, "in.txt")], 1, missing, 30),
+        ("tokenize two inputs", ["tokenize", "--text", "a", "--file", notes], 2, "exactly one", 30),
+        ("detokenize unknown id", ["detokenize", "--ids", "99999"], 2, "99999", 30),
+        ("heads with --prompts 0", ["heads", "--prompts", "0"], 2, "--prompts", 30),
+        ("heads on a model without tokenizer", ["heads", "--model", no_tokenizer], 2, no_tokenizer, 30),
+        ("unknown option", ["inspect", "--no-such"], 2, "--no-such", 30),
+        ("unknown command", ["no-such-command"], 2, "no-such-command", 30),
+    ]
+    env = dict(os.environ)
+    env.pop("WAYLAND_DISPLAY", None)
+    failures = []
+    for what, args, code, needle, limit in cases:
+        t0 = time.monotonic()
+        p = subprocess.run([a.kvscope] + args, capture_output=True, text=True, env=env, timeout=300)
+        took = time.monotonic() - t0
+        lines = p.stderr.splitlines()
+        problems = []
+        if p.returncode != code:
+            problems.append(f"exit {p.returncode}, expected {code}")
+        if len(lines) != 1 or not lines[0].startswith("error: "):
+            problems.append(f"stderr is not one 'error: ...' line: {p.stderr[:300]!r}")
+        elif needle not in lines[0]:
+            problems.append(f"the line does not name {needle!r}")
+        if took > limit:
+            problems.append(f"took {took:.1f} s: the output should be refused before any work")
+        print(("FAIL: " if problems else "ok:   ") + what + ": " + (lines[0] if lines else "(no stderr)"))
+        for pr in problems:
+            failures.append(f"{what}: {pr}")
+    if os.path.exists(missing):
+        failures.append(f"{missing} was created: kvscope must not create the folders above an output")
+    if open(notes).read() != "my notes\n":
+        failures.append(f"{notes} was overwritten")
+    if sorted(os.listdir(foreign)) != ["chapter1.tex"]:
+        failures.append(f"{foreign} was written into: {sorted(os.listdir(foreign))}")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
