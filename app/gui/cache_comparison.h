@@ -32,7 +32,7 @@
 
 namespace kvscope::gui {
 
-inline constexpr double kTimingBudget = 0.03;  // seconds of runs per side before a step's time is taken
+inline constexpr double kTimingBudget = 0.1;  // seconds of runs per side before a step's time is taken
 inline constexpr int kMaxTimingRuns = 9;
 
 struct StepTiming {
