@@ -69,6 +69,7 @@ void line_chart(const char* title, const std::vector<double>& on, const std::vec
 }
 
 std::string fmt_flops(double x) { return human_count(x, "FLOP"); }
+std::string runs_text(int n) { return n == 1 ? "1 run" : "median of " + std::to_string(n) + " runs"; }
 std::string fmt_ms(double x) {
     char b[32];
     std::snprintf(b, sizeof b, "%.2f ms", x * 1e3);
@@ -141,7 +142,6 @@ void draw_compare(PanelContext& c) {
                     on.prediction.chosen == off.prediction.chosen ? "yes" : "NO");
     else
         ImGui::TextDisabled("this prefill chunk predicts nothing: no logits to compare");
-    ImGui::TextDisabled("compute time: forward pass only; median of %d / %d runs", timing.n_on, timing.n_off);
     char how[640];
     std::snprintf(how, sizeof how,
                   "Both sides are timed the same way: each runs in a copy of the session that records nothing, and "
@@ -150,7 +150,11 @@ void draw_compare(PanelContext& c) {
                   "the same arithmetic bit for bit), ON and OFF in turn, and the median is shown.\n\n"
                   "The step you ran (cache %s) also recorded q/k/v for the views: it took %s in all.",
                   kTimingBudget * 1e3, r->id.cache_on ? "ON" : "OFF", fmt_ms(r->cost.seconds).c_str());
+    ImGui::TextDisabled("compute time = the forward pass alone");
     help_marker(how);
+    ImGui::PushTextWrapPos(0);  // a narrow panel wraps between words rather than cutting the line
+    ImGui::TextDisabled("ON: %s, OFF: %s", runs_text(timing.n_on).c_str(), runs_text(timing.n_off).c_str());
+    ImGui::PopTextWrapPos();
 
     const CostSeries series = cost_series(s.trace(), *shadow, s.step_timings);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
