@@ -158,7 +158,9 @@ void Session::prepare(Pending& p, Phase phase) {
 
 void Session::run_encoder(Pending& p) {
     // Once per source with the cache on; a model without a cache recomputes it at every step.
+    const double t0 = seconds_now();
     encoder_ = encode(*model_, source_, options_.record);
+    p.compute_seconds += seconds_now() - t0;
     p.ran_encoder = true;
 }
 
@@ -271,6 +273,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rows.encoder = encoder_;
     rows.ran_encoder = p.ran_encoder;
     cost.seconds = seconds_now() - p.started;
+    cost.compute_seconds = p.compute_seconds;
     cache_.view_into(rec->cache);
     if (options_.record) {
         rows.q = std::move(p.probe.q);
@@ -322,7 +325,9 @@ const StepRecord& Session::run_uncached(Pending& p) {
         ch.logits = start + n == end ? p.chunk.logits : nullptr;
         ch.probe = options_.record ? &p.probe : nullptr;
         ch.encoder = encoder_.get();
+        const double t0 = seconds_now();
         forward(*model_, std::span<Chunk>(&ch, 1), workspace_);
+        p.compute_seconds += seconds_now() - t0;
         flops += ch.flops;
         if (options_.record)
             for (int64_t il = 0; il < L; ++il)
@@ -358,7 +363,9 @@ const StepRecord& Session::run_step(Phase phase) {
     const int64_t first = cache_.next_position();
     try {
         if (!options_.use_cache) return run_uncached(p);
+        const double t0 = seconds_now();
         forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
+        p.compute_seconds += seconds_now() - t0;
     } catch (...) {
         abandon(p);  // nothing was written: take back what prepare() did
         throw;
@@ -415,6 +422,7 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
         first[i] = s->cache_.next_position();
         chunks.push_back(pending[i].chunk);
     }
+    const double t0 = seconds_now();
     try {
         forward(*together.front()->model_, std::span<Chunk>(chunks), ws);
     } catch (...) {
@@ -423,8 +431,10 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
         for (size_t i = 0; i < together.size(); ++i) together[i]->abandon(pending[i]);
         throw;
     }
+    const double batch_seconds = seconds_now() - t0;
     for (size_t i = 0; i < together.size(); ++i) {
         Session* s = together[i];
+        pending[i].compute_seconds += batch_seconds;
         s->finish(pending[i], chunks[i].flops, first[i], chunks[i].n_tokens,
                   s->cache_.visible_keys(first[i]).count() - 1);
     }

@@ -22,7 +22,8 @@
 //   use_pool(pool, seq)         before set_prompt: draw paged blocks from a pool other sessions share,
 //                               as sequence `seq` of its events (session_group.h builds such batches)
 //   use_prompt_cache(pc)        the first prefill step loads the prompt's leading positions from a
-//                               prompt cache file (prompt_cache.h) instead of computing them
+//                               prompt cache file (prompt_cache.h) instead of computing them;
+//                               prompt_cache() returns it (null: none)
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
 #include <cstdint>
 #include <memory>
@@ -77,6 +78,7 @@ public:
         sequence_ = sequence;
     }
     void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { prompt_cache_ = std::move(pc); }
+    const std::shared_ptr<const PromptCache>& prompt_cache() const { return prompt_cache_; }
     static int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);
 
     const Model& model() const { return *model_; }
@@ -111,6 +113,7 @@ private:
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         bool ran_encoder = false;
         double started = 0;
+        double compute_seconds = 0;  // time in forward() and the encoder so far
         Chunk chunk;
         ChunkProbe probe;
     };

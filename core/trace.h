@@ -63,7 +63,11 @@ struct StepCost {
     Source adopted_from = Source::None;
     int64_t n_adopted = 0;               // A
     double flops = 0;
-    double seconds = 0;                  // wall time of the forward pass and sampling
+    double seconds = 0;                  // wall time of the whole step: undo entry, forward pass, recording,
+                                         // sampling (what this step cost the session that ran it)
+    double compute_seconds = 0;          // the model arithmetic alone: the forward pass(es) and the encoder.
+                                         // With recording on it includes writing the probe rows; a batch
+                                         // step's is the shared forward pass over every sequence
 };
 
 // The rows the step computed (empty when recording is off): row r is position

@@ -4,35 +4,71 @@
 // both ways — logits, time and FLOPs. Sampling can split the two on a near tie; from then on the
 // comparison stops (diverged) until it is synced again.
 //
-//   sync(main, activity)     a fresh shadow that replays main's steps the other way; activity(label)
-//                            names the replay for the progress indicator
-//   follow(step)             run the step main just ran, the other way
-//   back(n_steps)            after main stepped back to n_steps: undo the shadow's extra steps
-//   clear()                  no shadow (a batch, or the comparison switched off)
-//   trace() / diverged()     its records; whether it stopped
+// Timing: both sides are timed the same way. The main session records q/k/v, keeps pool views and
+// feeds the snapshots, so its own step time is not comparable with the shadow's. A second record-free
+// session (the twin) runs each step the main session's way, the shadow runs it the other way, and each
+// side's time is the model arithmetic alone (StepCost::compute_seconds). A step shorter than
+// kTimingBudget is run again — step back, step (bit-exact) — the two sides interleaved, until its runs
+// add up to the budget or kMaxTimingRuns; the time shown is the median of the runs.
 //
-// Threads: the worker's only (workbench.h).
+//   sync(main, activity)     fresh twin and shadow that replay main's steps; activity(label) names the
+//                            replay for the progress indicator
+//   follow(step)             run the step main just ran, both ways, and time it
+//   back(n_steps)            after main stepped back to n_steps: undo the extra steps
+//   clear()                  no shadow (a batch, or the comparison switched off)
+//   trace() / diverged()     the shadow's records; whether it stopped
+//   timings()                (steps) the median compute time of each step with the cache on and off
+//
+//   cost_series(main, shadow, timings)    what the panel plots: FLOPs and time per step, on and off
+//   time_outliers(seconds, flops)         points of a time series far slower than their work predicts
+//
+// Threads: the worker's only (workbench.h); cost_series and time_outliers are pure.
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "session.h"
 
 namespace kvscope::gui {
+
+inline constexpr double kTimingBudget = 0.1;  // seconds of runs per side before a step's time is taken
+inline constexpr int kMaxTimingRuns = 9;
+
+struct StepTiming {
+    double on = 0, off = 0;      // seconds: median of the runs' model arithmetic (compute_seconds)
+    int n_on = 0, n_off = 0;     // runs each median is of
+};
 
 class CacheComparison {
 public:
     void sync(const Session& main, const std::function<void(std::string)>& activity);
     void follow(const StepRecord& main_step);
     void back(size_t n_steps);
-    void clear() { shadow_.reset(), diverged_ = false; }
+    void clear() { shadow_.reset(), twin_.reset(), timings_.clear(), diverged_ = false; }
     bool active() const { return shadow_ != nullptr; }
     bool diverged() const { return diverged_; }
     const Trace* trace() const { return shadow_ ? &shadow_->trace() : nullptr; }
+    const std::vector<StepTiming>& timings() const { return timings_; }
 
 private:
-    std::unique_ptr<Session> shadow_;
+    bool run_both(bool main_cache_on, const StepRecord& main_step);  // false: a side sampled another token
+
+    std::unique_ptr<Session> twin_;      // main's way, not recorded: the timing of main's side
+    std::unique_ptr<Session> shadow_;    // the other way, not recorded
+    std::vector<StepTiming> timings_;    // (steps)
     bool diverged_ = false;
 };
+
+struct CostSeries {                      // index = step; empty past the steps both ways ran and timed
+    std::vector<double> flops_on, flops_off;
+    std::vector<double> seconds_on, seconds_off;  // StepTiming's medians
+    std::vector<int> runs_on, runs_off;
+};
+CostSeries cost_series(const Trace& main, const Trace& shadow, const std::vector<StepTiming>& timings);
+
+// A point is an outlier when its time per FLOP is over 3x the median time per FLOP of the series (a
+// step the machine was busy elsewhere for); the chart's axis ignores outliers and marks them clipped.
+std::vector<bool> time_outliers(const std::vector<double>& seconds, const std::vector<double>& flops);
 
 }  // namespace kvscope::gui

@@ -1,6 +1,7 @@
 // Cache on vs off: the same step computed both ways (the controller's shadow session runs every step
 // with the cache switch flipped). Shows max |delta logits|, rows computed vs reused, and time and FLOPs
-// per step for both over the whole generation: flat with the cache, growing without it.
+// per step for both over the whole generation: flat with the cache, growing without it. Times are the
+// comparison's (cache_comparison.h): model arithmetic only, both sides timed alike, median of reruns.
 #include <imgui.h>
 
 #include <algorithm>
@@ -12,40 +13,63 @@
 namespace kvscope::gui {
 namespace {
 
-// Two series over the steps, drawn as lines in one box; y from 0 to the largest value.
+// Two series over the steps, drawn as lines in one box; y from 0 to the largest value that is not flagged
+// in `outlier_on` / `outlier_off` (a time point the machine was busy elsewhere for). Points above the top
+// are clipped to it and drawn as hollow triangles; hovering one says its value.
 void line_chart(const char* title, const std::vector<double>& on, const std::vector<double>& off, ImVec2 size,
-                std::string (*fmt)(double), int64_t marked_step) {
+                std::string (*fmt)(double), int64_t marked_step, const std::vector<bool>& outlier_on = {},
+                const std::vector<bool>& outlier_off = {}) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::Dummy(size);
+    const bool hovered = ImGui::IsItemHovered();
+    auto flagged = [](const std::vector<bool>& f, size_t i) { return i < f.size() && f[i]; };
     double mx = 0;
-    for (double x : on) mx = std::max(mx, x);
-    for (double x : off) mx = std::max(mx, x);
+    for (size_t i = 0; i < on.size(); ++i)
+        if (!flagged(outlier_on, i)) mx = std::max(mx, on[i]);
+    for (size_t i = 0; i < off.size(); ++i)
+        if (!flagged(outlier_off, i)) mx = std::max(mx, off[i]);
     if (mx <= 0) mx = 1;
+    // The axis top goes right of the title when both fit on one line, else on a line of its own below it.
+    const std::string top = fmt(mx);
     const float line = ImGui::GetTextLineHeight();
-    const ImVec2 a = {p.x + 4, p.y + line + 2}, b = {p.x + size.x - 4, p.y + size.y - 4};
+    const float top_w = ImGui::CalcTextSize(top.c_str()).x;
+    const bool one_line = ImGui::CalcTextSize(title).x + top_w + 16 <= size.x;
+    const ImVec2 a = {p.x + 4, p.y + (one_line ? 1 : 2) * line + 2}, b = {p.x + size.x - 4, p.y + size.y - 4};
     dl->AddRectFilled(p, {p.x + size.x, p.y + size.y}, IM_COL32(28, 28, 34, 255), 3);
     dl->AddText({p.x + 4, p.y}, IM_COL32(200, 200, 210, 255), title);
-    const std::string top = fmt(mx);
-    dl->AddText({b.x - ImGui::CalcTextSize(top.c_str()).x, p.y}, IM_COL32(150, 150, 160, 255), top.c_str());
+    dl->AddText({b.x - top_w, one_line ? p.y : p.y + line}, IM_COL32(150, 150, 160, 255), top.c_str());
     const size_t n = std::max(on.size(), off.size());
     auto pt = [&](size_t i, double y) {
         const float fx = n > 1 ? float(i) / float(n - 1) : 0.5f;
-        return ImVec2{a.x + fx * (b.x - a.x), b.y - float(y / mx) * (b.y - a.y)};
+        return ImVec2{a.x + fx * (b.x - a.x), b.y - float(std::min(y, mx) / mx) * (b.y - a.y)};
     };
     if (marked_step >= 0 && size_t(marked_step) < n) {
         const float x = pt(size_t(marked_step), 0).x;
         dl->AddLine({x, a.y}, {x, b.y}, IM_COL32(250, 200, 60, 120));
     }
-    const struct { const std::vector<double>* v; ImU32 col; } series[] = {
-        {&on, IM_COL32(70, 170, 240, 255)}, {&off, IM_COL32(240, 120, 70, 255)}};
+    const struct { const std::vector<double>* v; ImU32 col; const char* name; } series[] = {
+        {&on, IM_COL32(70, 170, 240, 255), "cache ON"}, {&off, IM_COL32(240, 120, 70, 255), "cache OFF"}};
+    std::string clipped;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
     for (const auto& s : series) {
         for (size_t i = 1; i < s.v->size(); ++i) dl->AddLine(pt(i - 1, (*s.v)[i - 1]), pt(i, (*s.v)[i]), s.col, 2);
-        for (size_t i = 0; i < s.v->size(); ++i) dl->AddCircleFilled(pt(i, (*s.v)[i]), 2.5f, s.col);
+        for (size_t i = 0; i < s.v->size(); ++i) {
+            const ImVec2 q = pt(i, (*s.v)[i]);
+            if ((*s.v)[i] <= mx) {
+                dl->AddCircleFilled(q, 2.5f, s.col);
+                continue;
+            }
+            dl->AddTriangle({q.x - 5, q.y + 7}, {q.x + 5, q.y + 7}, {q.x, q.y - 1}, s.col, 1.5f);
+            if (hovered && std::fabs(mouse.x - q.x) < 6)
+                clipped += "step " + std::to_string(i) + ", " + s.name + ": " + fmt((*s.v)[i]) + " (off the scale)\n";
+        }
     }
+    if (!clipped.empty()) ImGui::SetTooltip("%s", clipped.c_str());
 }
 
-std::string fmt_flops(double x) { return human_count(x) + "FLOP"; }
+std::string fmt_flops(double x) { return human_count(x, "FLOP"); }
+std::string runs_text(int n) { return n == 1 ? "1 run" : "median of " + std::to_string(n) + " runs"; }
 std::string fmt_ms(double x) {
     char b[32];
     std::snprintf(b, sizeof b, "%.2f ms", x * 1e3);
@@ -74,7 +98,7 @@ void draw_compare(PanelContext& c) {
         ImGui::End();
         return;
     }
-    if (!r || shadow->size() <= step) {
+    if (!r || shadow->size() <= step || s.step_timings.size() <= step) {
         if (r && c.progress.busy) {
             ImGui::Text("computing step %zu the other way... %.1f s", step, c.progress.elapsed_s);
             ImGui::TextDisabled("(%s)", c.progress.activity.c_str());
@@ -87,6 +111,7 @@ void draw_compare(PanelContext& c) {
     const StepRecord& o = (*shadow)[step];
     const StepRecord& on = r->id.cache_on ? *r : o;
     const StepRecord& off = r->id.cache_on ? o : *r;
+    const StepTiming& timing = s.step_timings[step];
     double max_delta = 0;
     if (on.prediction.logits.size() == off.prediction.logits.size())
         for (size_t i = 0; i < on.prediction.logits.size(); ++i)
@@ -106,8 +131,8 @@ void draw_compare(PanelContext& c) {
             ImGui::TableSetColumnIndex(2);
             ImGui::TextColored({0.95f, 0.55f, 0.35f, 1}, "%s", b.c_str());
         };
-        row("time", fmt_ms(on.cost.seconds), fmt_ms(off.cost.seconds));
-        row("FLOPs", human_count(on.cost.flops), human_count(off.cost.flops));
+        row("compute time", fmt_ms(timing.on), fmt_ms(timing.off));
+        row("FLOPs", human_count(on.cost.flops, "FLOP"), human_count(off.cost.flops, "FLOP"));
         row("K/V rows computed", std::to_string(on.cost.n_rows_computed), std::to_string(off.cost.n_rows_computed));
         row("K/V rows reused", std::to_string(on.cost.n_rows_reused), std::to_string(off.cost.n_rows_reused));
         ImGui::EndTable();
@@ -117,29 +142,33 @@ void draw_compare(PanelContext& c) {
                     on.prediction.chosen == off.prediction.chosen ? "yes" : "NO");
     else
         ImGui::TextDisabled("this prefill chunk predicts nothing: no logits to compare");
+    char how[640];
+    std::snprintf(how, sizeof how,
+                  "Both sides are timed the same way: each runs in a copy of the session that records nothing, and "
+                  "the time is the model arithmetic alone (the forward pass; recording, sampling, snapshots and "
+                  "the views' maps are left out of both). A step shorter than %.0f ms is run again (step back, step: "
+                  "the same arithmetic bit for bit), ON and OFF in turn, and the median is shown.\n\n"
+                  "The step you ran (cache %s) also recorded q/k/v for the views: it took %s in all.",
+                  kTimingBudget * 1e3, r->id.cache_on ? "ON" : "OFF", fmt_ms(r->cost.seconds).c_str());
+    ImGui::TextDisabled("compute time = the forward pass alone");
+    help_marker(how);
+    ImGui::PushTextWrapPos(0);  // a narrow panel wraps between words rather than cutting the line
+    ImGui::TextDisabled("ON: %s, OFF: %s", runs_text(timing.n_on).c_str(), runs_text(timing.n_off).c_str());
+    ImGui::PopTextWrapPos();
 
-    std::vector<double> f_on, f_off, t_on, t_off;
-    for (size_t i = 0; i < s.trace().size() && i < shadow->size(); ++i) {
-        const StepRecord& a = s.trace()[i];
-        const StepRecord& b = (*shadow)[i];
-        const StepRecord& x_on = a.id.cache_on ? a : b;
-        const StepRecord& x_off = a.id.cache_on ? b : a;
-        f_on.push_back(x_on.cost.flops);
-        f_off.push_back(x_off.cost.flops);
-        t_on.push_back(x_on.cost.seconds);
-        t_off.push_back(x_off.cost.seconds);
-    }
+    const CostSeries series = cost_series(s.trace(), *shadow, s.step_timings);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float ch = std::max(60.0f, avail.y - ImGui::GetTextLineHeight() - 8);
+    const float ch = std::max(90.0f, avail.y - ImGui::GetTextLineHeight() - 8);
     const float cw = (avail.x - 8) / 2;
-    line_chart("FLOPs per step", f_on, f_off, {cw, ch}, fmt_flops, int64_t(step));
+    line_chart("FLOPs per step", series.flops_on, series.flops_off, {cw, ch}, fmt_flops, int64_t(step));
     ImGui::SameLine();
-    line_chart("time per step", t_on, t_off, {cw, ch}, fmt_ms, int64_t(step));
+    line_chart("compute time per step", series.seconds_on, series.seconds_off, {cw, ch}, fmt_ms, int64_t(step),
+               time_outliers(series.seconds_on, series.flops_on), time_outliers(series.seconds_off, series.flops_off));
     ImGui::TextColored({0.45f, 0.72f, 0.95f, 1}, "- cache ON");
     ImGui::SameLine();
     ImGui::TextColored({0.95f, 0.55f, 0.35f, 1}, "- cache OFF");
     ImGui::SameLine();
-    ImGui::TextDisabled("(x = step; yellow = viewed step)");
+    ImGui::TextDisabled("(x = step; yellow = viewed step; triangle = off the scale)");
     ImGui::End();
 }
 

@@ -74,14 +74,18 @@ int64_t encoder_step(const Trace& t, const EncoderOutput* enc) {
     return -1;
 }
 
-std::string human_count(double n) {
-    char buf[32];
-    if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);
-    else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", n / 1e9);
-    else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
-    else if (n >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", n / 1e3);
-    else std::snprintf(buf, sizeof buf, "%.0f", n);
-    return buf;
+std::string human_count(double n, const char* unit) {
+    const struct { double scale; const char* prefix; const char* format; } steps[] = {
+        {1e12, "T", "%.2f"}, {1e9, "G", "%.2f"}, {1e6, "M", "%.2f"}, {1e3, "k", "%.1f"}, {1, "", "%.0f"}};
+    for (const auto& s : steps)
+        if (n >= s.scale || s.scale == 1) {
+            char num[32];
+            std::snprintf(num, sizeof num, s.format, n / s.scale);
+            // A unit is written apart from the number ("16.14 MFLOP", "523 FLOP"); a bare count keeps its
+            // prefix attached ("3.4M")
+            return std::string(num) + (*unit ? " " : "") + s.prefix + unit;
+        }
+    return {};
 }
 
 void help_marker(const char* text) {

@@ -56,7 +56,7 @@ void place_panel(Panel p, ImVec2 display);  // SetNextWindowPos/Size with ImGuiC
 // Shared bits of panel drawing.
 std::string short_token(const Model& model, TokenId id, size_t max_chars = 12);
 std::string human_bytes(double bytes);
-std::string human_count(double n);  // 1.2k, 3.4M, 5.6G
+std::string human_count(double n, const char* unit = "");  // 1.2k, 3.4M; with a unit "5.6 GFLOP"
 // The step that ran the encoder whose output `enc` is: the first step of the trace that read it; -1 if none.
 int64_t encoder_step(const Trace& trace, const EncoderOutput* enc);
 void help_marker(const char* text);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_comparison.h"
 #include "commands.h"
 #include "heads.h"
 #include "session_group.h"
@@ -24,6 +25,7 @@ struct Snapshot {
     bool has_shadow = false;             // a comparison runs (one sequence, switched on)
     bool shadow_diverged = false;        // the two ways sampled different tokens; comparison stopped
     bool compare = true;                 // the comparison is switched on
+    std::vector<StepTiming> step_timings;  // (steps) compute time with the cache on and off, timed alike
     std::vector<TokenId> prompt_ids, generated_ids;
     SessionOptions session_options;      // sequence 0's (the batch's base seed)
     Session::Next next_phase = Session::Next::Done;

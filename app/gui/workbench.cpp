@@ -57,6 +57,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     s->has_shadow = comparison_.active();
     if (const Trace* t = comparison_.trace()) s->shadow_trace = *t;
     s->shadow_diverged = comparison_.diverged();
+    s->step_timings = comparison_.timings();
     s->compare = compare_;
     s->prompt_ids = session.prompt();
     s->generated_ids = session.generated();
@@ -176,7 +177,8 @@ bool Workbench::step() {
     if (comparison_.active() && !comparison_.diverged()) {
         // Show the step now; the other way (often the slow cache-off one) follows.
         if (hooks_.publish) hooks_.publish();
-        activity("the same step with the cache " + std::string(r.id.cache_on ? "OFF" : "ON") + " (comparison)");
+        activity("the same step with the cache " + std::string(r.id.cache_on ? "OFF" : "ON") +
+                 " (comparison), then both timed alike");
         comparison_.follow(r);
     }
     return true;

@@ -1,0 +1,130 @@
+// The "Cache on vs off" panel's times (app/gui/cache_comparison.h): both sides measured alike, so a step
+// that does the same work both ways takes about the same time both ways, and on a GPT-2-sized model the
+// series the panel plots (cost_series, fed from a Workbench as the window's worker runs it) are flat with
+// the cache and grow with the position without it. The expected shapes come from counting rows, not
+// from the code under test: a cached decode step computes one row whatever the position, an uncached one
+// recomputes every position. Margins are wide: the machine running the tests may be busy elsewhere.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache_comparison.h"
+#include "model.h"
+#include "random_model.h"
+#include "workbench.h"
+
+using namespace kvscope;
+using namespace kvscope::gui;
+
+namespace {
+
+std::shared_ptr<const Model> random_model(const std::string& name, ModelConfig config) {
+    const std::filesystem::path dir = std::filesystem::path(KVSCOPE_TEST_WORK) / "cache_timing" / name;
+    // Written once and kept: the same seed gives the same bytes, and GPT-2's shape is ~350 MB.
+    if (!std::filesystem::exists(dir / "model.safetensors")) write_random_model(dir.string(), config, 13);
+    return Model::load(dir.string());
+}
+
+std::string id_list(int64_t n) {  // "1,2,...,n": a prompt for a model without a tokenizer
+    std::string s;
+    for (int64_t i = 1; i <= n; ++i) {
+        if (i > 1) s += ',';
+        s += std::to_string(i);
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("cache timing: a prefill step that is the same work both ways takes about the same time both ways") {
+    // The window's default model's shape (assets/default): steps here take well under a millisecond, where
+    // recording and a single run used to make cache ON read 3x cache OFF.
+    ModelConfig c = gpt2_small_config();
+    c.n_vocab = 768;
+    c.n_ctx = 256;
+    c.n_embd = 128;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_inner = 512;
+    SessionOptions o;
+    o.max_new_tokens = 8;
+    Workbench w(random_model("default-shape", c), o, {});
+    w.apply(SetPrompt{id_list(16)});
+    for (int i = 0; i < 3; ++i) {
+        w.step();  // the prefill: 16 rows with the cache on (an empty cache) and off
+        auto s = w.snapshot();
+        REQUIRE(s->shadow() != nullptr);
+        REQUIRE(s->step_timings.size() == 1);
+        const StepRecord& on = s->trace()[0];
+        const StepRecord& off = (*s->shadow())[0];
+        REQUIRE(on.id.cache_on);
+        REQUIRE(!off.id.cache_on);
+        REQUIRE(on.cost.n_rows_computed == off.cost.n_rows_computed);
+        REQUIRE(on.cost.flops == off.cost.flops);
+        const StepTiming& t = s->step_timings[0];
+        INFO("prefill of 16 rows: ON " << t.on * 1e3 << " ms (median of " << t.n_on << "), OFF " << t.off * 1e3
+                                       << " ms (median of " << t.n_off << ")");
+        CHECK(t.n_on > 1);  // far shorter than the budget: timed more than once
+        CHECK(t.n_off > 1);
+        CHECK(t.on > 0);
+        CHECK(t.off > 0);
+        CHECK(t.on < 2 * t.off);
+        CHECK(t.off < 2 * t.on);
+        // The panel plots the same numbers.
+        const CostSeries series = cost_series(s->trace(), *s->shadow(), s->step_timings);
+        REQUIRE(series.seconds_on.size() == 1);
+        CHECK(series.seconds_on[0] == t.on);
+        CHECK(series.seconds_off[0] == t.off);
+        w.apply(Back{1});
+    }
+}
+
+TEST_CASE("cache timing: on a GPT-2-sized model the cached decode step's time is flat, the uncached one grows",
+          "[gpt2-shape]") {
+    ModelConfig c = gpt2_small_config();  // GPT-2 124M's width and depth
+    c.n_vocab = 4096;                     // a smaller vocabulary and context keep the file and the run short
+    c.n_ctx = 256;
+    constexpr int64_t kPrompt = 4, kLate = 80;  // the last decode step (step 0 is the prefill)
+    SessionOptions o;
+    o.max_new_tokens = kLate + 1;
+    Workbench w(random_model("gpt2-shape", c), o, {});
+    w.apply(SetPrompt{id_list(kPrompt)});
+    for (int64_t i = 0; i <= kLate; ++i) w.step();  // each step also runs uncached, then both are timed
+
+    auto s = w.snapshot();
+    REQUIRE(s->shadow() != nullptr);
+    const CostSeries series = cost_series(s->trace(), *s->shadow(), s->step_timings);
+    REQUIRE(series.seconds_on.size() == size_t(kLate + 1));
+    // Each figure is the median of 7 neighbouring steps, so a burst of load elsewhere cannot decide.
+    auto median_of = [](const std::vector<double>& v, int64_t first) {
+        std::vector<double> w(v.begin() + first, v.begin() + first + 7);
+        std::sort(w.begin(), w.end());
+        return w[3];
+    };
+    constexpr int64_t kEarlyFirst = 1, kLateFirst = kLate - 6;  // decode steps 1..7 and 74..80
+    const double on_early = median_of(series.seconds_on, kEarlyFirst), on_late = median_of(series.seconds_on, kLateFirst);
+    const double off_early = median_of(series.seconds_off, kEarlyFirst), off_late = median_of(series.seconds_off, kLateFirst);
+    INFO("cache ON: " << on_early * 1e3 << " ms early, " << on_late * 1e3 << " ms late; cache OFF: " << off_early * 1e3
+                      << " ms early, " << off_late * 1e3 << " ms late (positions " << kPrompt + kEarlyFirst - 1 << ".."
+                      << kPrompt + kEarlyFirst + 5 << " and " << kPrompt + kLateFirst - 1 << ".." << kPrompt + kLate - 1 << ")");
+    CHECK(off_late >= 2.5 * off_early);  // recomputing ~80 positions, not ~7
+    CHECK(on_late <= 2 * on_early);      // one row either way
+    CHECK(off_late >= 3 * on_late);
+    // The FLOPs agree with the rows: flat with the cache, growing without.
+    CHECK(series.flops_on[size_t(kLate)] < 1.1 * series.flops_on[1]);
+    CHECK(series.flops_off[size_t(kLate)] > 10 * series.flops_off[1]);
+}
+
+TEST_CASE("cache timing: a step far slower than its work predicts does not set the chart's scale") {
+    // Times proportional to FLOPs, but step 3 took 20x as long (the machine was busy elsewhere).
+    const std::vector<double> flops{16, 1, 1, 1, 1, 1};
+    std::vector<double> seconds{16e-3, 1e-3, 1.1e-3, 20e-3, 0.9e-3, 1e-3};
+    const std::vector<bool> flagged = time_outliers(seconds, flops);
+    CHECK(flagged == std::vector<bool>{false, false, false, true, false, false});
+    // A series that grows with its work has no outliers.
+    CHECK(time_outliers({1e-3, 2e-3, 4e-3, 8e-3}, {1, 2, 4, 8}) == std::vector<bool>(4, false));
+}
