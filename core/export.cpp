@@ -300,6 +300,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         {"entropy", r.prediction.entropy},
         {"flops", r.cost.flops},
         {"seconds", r.cost.seconds},
+        {"compute_seconds", r.cost.compute_seconds},
         {"cache_state", {{"capacity", r.cache.capacity},
                          {"used", r.cache.used},
                          {"write_slot", r.cache.write_slot},
@@ -353,6 +354,7 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
                          {"chosen_text", nullptr},
                          {"entropy", r.prediction.entropy},
                          {"seconds", r.cost.seconds},
+                         {"compute_seconds", r.cost.compute_seconds},
                          {"flops", r.cost.flops}});
         if (tokenizer) {  // the step's new tokens and its chosen one, as text (put_text)
             JsonOut& st = steps.back();
