@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "panels.h"
@@ -99,12 +100,7 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
 }  // namespace
 
 void draw_kv_cache(PanelContext& c) {
-    place_panel(Panel::KvCache, c.display);
-    if (!ImGui::Begin("KV cache")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("KV cache");
+    if (!begin_panel(Panel::KvCache)) return;
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
@@ -112,7 +108,7 @@ void draw_kv_cache(PanelContext& c) {
     const StepRecord* r = viewed_step(s, v, &step);
     if (!r) {
         ImGui::TextDisabled("The cache is empty: run a prefill step.");
-        ImGui::End();
+        end_panel();
         return;
     }
     std::vector<TokenId> tokens = s.prompt();
@@ -139,7 +135,7 @@ void draw_kv_cache(PanelContext& c) {
         ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
                     (long long)D);
     }
-    ImGui::TextDisabled("written this step: %lld row(s), read from the cache: %lld", (long long)r->cost.n_rows_computed,
+    ImGui::TextDisabled("written this step: %s, read from the cache: %lld", count_of(r->cost.n_rows_computed, "row").c_str(),
                         (long long)r->cost.n_rows_reused);
 
     // Fill overview and bytes first, so they stay visible however tall the maps get.
@@ -149,11 +145,11 @@ void draw_kv_cache(PanelContext& c) {
                   human_bytes(double(r->cache.bytes_capacity)).c_str());
     ImGui::ProgressBar(float(r->cache.bytes_used) / float(std::max<int64_t>(1, r->cache.bytes_capacity)), {bar_w, 0}, text);
     ImGui::SameLine();
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("bytes used / capacity (all layers, K+V)");
-    ImGui::PopTextWrapPos();
+    wrapped_disabled("bytes used / capacity (all layers, K+V)");
     {
         // Every layer's fill: the same slots are used in each layer.
+        ImGui::TextDisabled("slots used per layer (yellow: layer %lld)", (long long)layer);
+        dump_item("fill legend");
         ImDrawList* dl = ImGui::GetWindowDrawList();
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float lw = std::max(24.0f, (ImGui::GetContentRegionAvail().x - 4) / float(r->rows.n_layer)) - 4;
@@ -207,11 +203,16 @@ void draw_kv_cache(PanelContext& c) {
         ImGui::SetCursorScreenPos({x, top.y + title_h});
         (which ? hv : hk) = heatmap(which ? "V" : "K", which ? vtex : ktex, S, D, size, st);
     }
-    const bool labels = row_h >= ImGui::GetTextLineHeight() - 2;
+    // Rows thinner than a line of text get a label every few slots, so long caches stay readable.
+    const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1.0f, row_h))));
+    const auto written = [&](int64_t slot) {
+        const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
+        return p >= 0 && p >= written_lo && p <= written_hi;
+    };
     for (int64_t slot = 0; slot < S; ++slot) {
         const int64_t p = r->cache.slot_positions[size_t(slot)];
         const float y0 = hk.cell_min(slot, 0).y, y1 = hk.cell_max(slot, 0).y;
-        if (p >= 0 && labels) {
+        if (p >= 0 && slot % label_every == 0) {
             char label[64];
             std::snprintf(label, sizeof label, "%lld %s", (long long)p,
                           p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], 8).c_str() : "");
@@ -224,10 +225,15 @@ void draw_kv_cache(PanelContext& c) {
                 dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150));
             if (sink(p))  // an attention sink: a bar in the gutter left of the map
                 dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255));
-            if (p >= written_lo && p <= written_hi) {
-                // Tall rows get an outline; thin ones a mark in the gutter beside the map (merged visually).
-                if (y1 - y0 >= 6) dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
-                else dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+            if (written(slot)) {
+                // A bar in the gutter beside every written row, and one outline around each run of them: the
+                // K/V colours inside stay as they are (a frame per row would cover a prefill's rows).
+                dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+                if (!written(slot - 1)) {
+                    int64_t end = slot;
+                    while (written(end + 1)) ++end;
+                    dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, hk.cell_max(end, 0).y}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+                }
             }
             if (p >= 0 && p == v.sel_key)
                 dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
@@ -267,12 +273,10 @@ void draw_kv_cache(PanelContext& c) {
         bottom = std::max(bottom, cross_maps(c, *r, ran, layer, v.head, {cx, top.y}, label_w, map_w, gap, map_h + title_h));
     }
     ImGui::SetCursorScreenPos({top.x, bottom + 4});
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window%s%s",
+    wrapped_disabled("yellow frame and bar = rows written this step, arrow = write pointer, dark = outside the window%s%s",
                         visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "",
                         cross ? "; right: the cross cache, one row per source token" : "");
-    ImGui::PopTextWrapPos();
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -205,15 +205,11 @@ void draw_config(const Model& model) {
 }  // namespace
 
 void draw_model(PanelContext& c) {
-    place_panel(Panel::Model, c.display);
-    if (!ImGui::Begin("Model")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Model");
+    if (!begin_panel(Panel::Model)) return;
+    problem_box(c, Place::Model);
     draw_picker(c);
     draw_config(c.snap.model());
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -34,13 +34,31 @@ struct Spec {
 };
 const Spec kSpecs[] = {
     {"prompt", 1, 1},  {"prefill", 0, 0},  {"decode", 0, 1},  {"step", 0, 1},    {"run", 1, 1},
-    {"back", 0, 1},    {"reset", 0, 0},    {"pause", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 12},
+    {"back", 0, 1},    {"reset", 0, 0},    {"pause", 0, 0},    {"cache", 1, 1},   {"compare", 1, 1}, {"options", 1, 12}, {"edit", 1, 12},
     {"model", 1, 1},   {"layer", 1, 1},    {"head", 1, 1},    {"view", 1, 1},    {"values", 1, 1},
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
     {"heads", 0, 0},   {"suffix", 1, 2},   {"sequence", 1, 1}, {"memory-json", 1, 1},
-    {"prompt-cache", 1, 1}, {"source", 1, 1}, {"attention", 1, 1}, {"attention-json", 1, 1},
+    {"prompt-cache", 1, 1}, {"source", 1, 1}, {"attention", 1, 1}, {"attention-json", 1, 1}, {"dismiss", 0, 0},
 };
+
+// One `key=value` of an options or edit line.
+void set_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
+    const std::string key = kv.substr(0, kv.find('='));
+    double r = 0;
+    to_real(kv.substr(kv.find('=') + 1), r);
+    if (key == "chunk") o.prefill_chunk = int64_t(r);
+    if (key == "window") o.window = int64_t(r);
+    if (key == "max-new") o.max_new_tokens = int64_t(r);
+    if (key == "temperature") o.sampling.temperature = r;
+    if (key == "top-k") o.sampling.top_k = int64_t(r);
+    if (key == "top-p") o.sampling.top_p = r;
+    if (key == "seed") o.sampling.seed = uint64_t(r);
+    if (key == "sinks") o.sinks = int64_t(r);
+    if (key == "block") o.block_size = int64_t(r);
+    if (key == "share") o.share_prefix = r != 0;
+    if (key == "seqs") b.n_seq = int64_t(r);
+}
 
 bool on_off(const std::string& s, bool& out) {
     if (s == "on") return out = true, true;
@@ -69,6 +87,12 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             if (rest == std::string::npos) throw UsageError(where(path, n) + "background needs a command line after it");
             text = text.substr(rest);
             l.background = true;
+        }
+        if (text.rfind("expect-error", 0) == 0 && (text.size() == 12 || text[12] == ' ' || text[12] == '\t')) {
+            const size_t rest = text.find_first_not_of(" \t", 12);
+            if (rest == std::string::npos) throw UsageError(where(path, n) + "expect-error needs a command line after it");
+            text = text.substr(rest);
+            l.expect_error = true;
         }
         const size_t sp = text.find_first_of(" \t");
         l.words.push_back(text.substr(0, sp));
@@ -121,7 +145,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (int i = 1; i <= n_args; ++i)
                 if (!to_real(l.words[size_t(i)], r)) bad("expected numbers");
         }
-        if (cmd == "options")
+        if (cmd == "options" || cmd == "edit")
             for (int i = 1; i <= n_args; ++i) {
                 const std::string& kv = l.words[size_t(i)];
                 const size_t eq = kv.find('=');
@@ -137,7 +161,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
-                             cmd == "attention-json"))
+                             cmd == "attention-json" || cmd == "edit" || cmd == "dismiss"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -178,24 +202,13 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(SetCompare{arg == "on"});
     } else if (cmd == "options") {
         SetOptions c{snap.options(), snap.batch};
-        for (size_t i = 1; i < l.words.size(); ++i) {
-            const std::string& kv = l.words[i];
-            const std::string key = kv.substr(0, kv.find('='));
-            double r = 0;
-            to_real(kv.substr(kv.find('=') + 1), r);
-            if (key == "chunk") c.options.prefill_chunk = int64_t(r);
-            if (key == "window") c.options.window = int64_t(r);
-            if (key == "max-new") c.options.max_new_tokens = int64_t(r);
-            if (key == "temperature") c.options.sampling.temperature = r;
-            if (key == "top-k") c.options.sampling.top_k = int64_t(r);
-            if (key == "top-p") c.options.sampling.top_p = r;
-            if (key == "seed") c.options.sampling.seed = uint64_t(r);
-            if (key == "sinks") c.options.sinks = int64_t(r);
-            if (key == "block") c.options.block_size = int64_t(r);
-            if (key == "share") c.options.share_prefix = r != 0;
-            if (key == "seqs") c.batch.n_seq = int64_t(r);
-        }
+        for (size_t i = 1; i < l.words.size(); ++i) set_option(c.options, c.batch, l.words[i]);
         run(c);
+    } else if (cmd == "dismiss") {
+        v.dismissed_problem = snap.problem.id;
+    } else if (cmd == "edit") {
+        sync_option_edits(v, snap);
+        for (size_t i = 1; i < l.words.size(); ++i) set_option(v.edit_options, v.edit_batch, l.words[i]);
     } else if (cmd == "suffix") {
         SetOptions c{snap.options(), snap.batch};
         if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);

@@ -12,6 +12,7 @@
 //   compare on|off         shadow session for the on/off panel
 //   options k=v ...        chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed= (restarts);
 //                          sinks=S, block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N)
+//   edit k=v ...           the same keys typed into the Controls' option boxes, not applied (pending)
 //   suffix I [TEXT]        sequence I's prompt is the prompt + TEXT (grows the batch to I+1; restarts)
 //   sequence I             which sequence of the batch the panels show
 //   prompt-cache FILE|off  load the prompt's K/V from FILE when it matches, write it after the prefill
@@ -27,6 +28,8 @@
 //   export DIR [all-heads] export the shown step (selected head unless all-heads)
 //   export-session DIR [all-heads]
 //   frames N               render N frames                   measure N        render N frames, print timing
+//   expect-error LINE      LINE's intent must fail; the script goes on (the window shows the error)
+//   dismiss                close the error box, as its Dismiss button does
 //   background LINE        send LINE's intents and go on without waiting for the worker (e.g. a long
 //                          prefill followed by `measure N`: frame times while the worker steps)
 //   # comment, blank lines ignored
@@ -45,6 +48,7 @@ struct ScriptLine {
     int line = 0;                   // 1-based line number in the file
     std::vector<std::string> words; // words[0] = the command; prompt and source keep the rest of the line in words[1]
     bool background = false;        // `background LINE`: do not wait for the worker after this line
+    bool expect_error = false;      // `expect-error LINE`: the line's intent must fail
 };
 
 // Parse and check every line up front; throws UsageError "FILE:LINE: ..." on the first bad line.
