@@ -169,7 +169,7 @@ void draw_controls(PanelContext& c) {
     ImGui::SameLine();
     ImGui::TextWrapped("%s", model.dir().c_str());
     if (ed)
-        ImGui::TextDisabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
+        wrapped_disabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
                             (long long)cfg.n_encoder_layer, (long long)cfg.n_layer, (long long)cfg.n_head,
                             (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
     else
@@ -207,9 +207,10 @@ void draw_controls(PanelContext& c) {
     }
 
     ImGui::Spacing();
-    ImGui::TextUnformatted(ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
-                                                   : "Prompt (token ids after the start token; may be empty)")
-                              : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
+    wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s",
+                 ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
+                                         : "Prompt (token ids after the start token; may be empty)")
+                    : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
     const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : 3.2f);
     const bool edited = ImGui::InputTextMultiline("##prompt", &in.prompt, {-1, box_h});
     dump_item("prompt");
@@ -390,6 +391,7 @@ void draw_controls(PanelContext& c) {
 void draw_export(PanelContext& c) {
     if (!begin_panel(Panel::Export)) return;
     ViewPrefs& v = c.prefs;
+    problem_box(c, Place::Export);  // first: the panel is short, and a failure is what matters now
     ImGui::SetNextItemWidth(-1);
     ImGui::InputText("##dir", &v.export_dir);
     dump_item("export dir");
@@ -411,7 +413,6 @@ void draw_export(PanelContext& c) {
     if (session) c.ctl.push(ExportSession{v.export_dir, layer, head});
     ImGui::EndDisabled();
     help_marker("PNG heatmaps + .npy arrays + JSON, the same files as `kvscope generate --trace DIR`.");
-    problem_box(c, Place::Export);
     if (!c.snap.last_export.empty()) {
         wrapped_disabled("exported to %s", c.snap.last_export.c_str());
         dump_item("export last");

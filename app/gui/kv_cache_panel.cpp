@@ -19,23 +19,20 @@ constexpr ImU32 kSourceInk = IM_COL32(215, 190, 240, 255);  // source tokens, as
 // The cross-attention cache's header lines: what it is, that it is fixed, and its bytes.
 void cross_header(const StepRecord& r, int64_t ran) {
     const EncoderOutput& enc = *r.rows.encoder;
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "Cross-attention cache: %lld source rows x %lld", (long long)enc.n_source(),
-                       (long long)enc.head_dim);
+    wrapped_text({0.85f, 0.75f, 0.95f, 1}, "Cross-attention cache: %lld source rows x %lld", (long long)enc.n_source(),
+                 (long long)enc.head_dim);
     dump_item("cross cache title");
-    ImGui::SameLine();
     if (!r.id.cache_on && r.rows.ran_encoder)
-        ImGui::TextColored({1, 0.6f, 0.4f, 1}, "cache OFF: this step ran the encoder again and recomputed it");
+        text_after({1, 0.6f, 0.4f, 1}, "cache OFF: this step ran the encoder again and recomputed it");
     else
-        ImGui::TextColored({1, 0.8f, 0.3f, 1}, "FIXED: computed once by the encoder at step %lld%s", (long long)ran,
-                           r.rows.ran_encoder ? " (this step)" : ", read since");
+        text_after({1, 0.8f, 0.3f, 1}, "FIXED: computed once by the encoder at step " + std::to_string(ran) +
+                                           (r.rows.ran_encoder ? " (this step)" : ", read since"));
     help_marker("Cross-attention reads keys and values computed from the encoder's output, one row per source token "
                 "(K|V = enc . crossattention.c_attn + bias, per decoder layer). They depend on the source only, so the "
                 "first prefill step computes them and every later step reuses them; the decoder's own keys and values "
                 "(the self-attention cache) grow by one row per token.");
-    ImGui::TextDisabled("%s (all %lld layers, K+V, float32), never appended to", human_bytes(double(enc.cross_bytes())).c_str(),
-                        (long long)enc.n_layer);
-    ImGui::PopTextWrapPos();
+    wrapped_disabled("%s (all %lld layers, K+V, float32), never appended to", human_bytes(double(enc.cross_bytes())).c_str(),
+                     (long long)enc.n_layer);
 }
 
 // The cross-attention cache of decoder layer `layer`, head `head`: K and V (S, D) beside each other,
@@ -62,7 +59,9 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
         st.lo = -mx;
         st.hi = mx;
         ImGui::SetCursorScreenPos({x, top.y});
-        ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "cross %s", which ? "V" : "K");
+        // "cross K" when it fits above the map, else "K" (the block's frame and header say it is the cross cache).
+        const bool room = ImGui::CalcTextSize("cross K").x <= map_w + gap - 4;
+        ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "%s%s", room ? "cross " : "", which ? "V" : "K");
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour range +-%.2f", double(mx));
         ImGui::SetCursorScreenPos({x, top.y + title_h});
         h[which] = heatmap(which ? "cross V" : "cross K", tex[which], S, D, size, st);
@@ -75,7 +74,7 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
         const float y0 = h[0].cell_min(sp, 0).y, y1 = h[0].cell_max(sp, 0).y;
         if (labels) {
             char label[64];
-            std::snprintf(label, sizeof label, "s%lld %s", (long long)sp, short_token(model, enc->source[size_t(sp)], 8).c_str());
+            std::snprintf(label, sizeof label, "s%lld %s", (long long)sp, short_token(model, enc->source[size_t(sp)], 4).c_str());
             dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2}, kSourceInk, label);
         }
         if (sp == v.sel_source)
@@ -125,12 +124,9 @@ void draw_kv_cache(PanelContext& c) {
     if (cross) {
         // Both caches of layer / head, each named with how it behaves; the maps below stand side by side.
         ImGui::Text("layer %lld, head %lld", (long long)layer, (long long)v.head);
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextColored({0.55f, 0.75f, 1, 1}, "Self-attention cache (decoder): %lld slots x %lld", (long long)S, (long long)D);
+        wrapped_text({0.55f, 0.75f, 1, 1}, "Self-attention cache (decoder): %lld slots x %lld", (long long)S, (long long)D);
         dump_item("self cache title");
-        ImGui::SameLine();
-        ImGui::TextColored({0.45f, 0.85f, 0.55f, 1}, "GROWS: one row per decoder token");
-        ImGui::PopTextWrapPos();
+        text_after({0.45f, 0.85f, 0.55f, 1}, "GROWS: one row per decoder token");
     } else {
         ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
                     (long long)D);
@@ -176,7 +172,8 @@ void draw_kv_cache(PanelContext& c) {
                               : std::max(40.0f, (avail.x - label_w - gap - 20) / 2);
     const float title_h = ImGui::GetTextLineHeight() + 2;
     const float line_sp = ImGui::GetTextLineHeightWithSpacing();
-    const float map_h = std::max(40.0f, avail.y - title_h - 2 * line_sp - 8);  // the legend may wrap
+    // The legend may wrap; a short panel scrolls to maps of a readable height rather than squeezing them.
+    const float map_h = std::max(ImGui::GetFontSize() * 8, avail.y - title_h - 2 * line_sp - 8);
     const float row_h = std::min(map_h / float(S), 22.0f);
     const ImVec2 size = {map_w, row_h * float(S)};
     const ImVec2 top = ImGui::GetCursorScreenPos();
@@ -195,7 +192,8 @@ void draw_kv_cache(PanelContext& c) {
         st.hi = mx;
         ImGui::SetCursorScreenPos({x, top.y});
         if (cross) {
-            ImGui::TextColored({0.55f, 0.75f, 1, 1}, "self %s", which ? "V" : "K");
+            const bool room = ImGui::CalcTextSize("self K").x <= map_w + gap - 4;
+            ImGui::TextColored({0.55f, 0.75f, 1, 1}, "%s%s", room ? "self " : "", which ? "V" : "K");
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour range +-%.2f", double(mx));
         } else {
             ImGui::Text("%s  (+-%.2f)", which ? "V" : "K", double(mx));
@@ -215,7 +213,7 @@ void draw_kv_cache(PanelContext& c) {
         if (p >= 0 && slot % label_every == 0) {
             char label[64];
             std::snprintf(label, sizeof label, "%lld %s", (long long)p,
-                          p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], 8).c_str() : "");
+                          p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], cross ? 4 : 8).c_str() : "");
             dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2},
                         dimmed(p) ? IM_COL32(120, 120, 120, 255) : sink(p) ? IM_COL32(235, 130, 210, 255) : IM_COL32(200, 200, 210, 255),
                         label);

@@ -66,7 +66,7 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
         s.push_back(slot({b1, bottom}, {b2, d.y}, {Panel::NextToken}));
         s.push_back(slot({b2, bottom}, d, last));
     } else {
-        const float b1 = std::round(left + (d.x - left) * 0.32f), lower = std::round(font * 10);
+        const float b1 = std::round(left + (d.x - left) * 0.32f), lower = std::round(font * 11);
         s.push_back(slot({0, 0}, {left, d.y - lower}, {Panel::Controls}));
         s.push_back(slot({0, d.y - lower}, {left, d.y}, {Panel::Export, Panel::Heads}));
         s.push_back(slot({left, bottom}, {b1, d.y}, {Panel::Mask}));
@@ -220,7 +220,16 @@ void wrapped_v(ImVec4 color, const char* fmt, va_list args) {
                     if (ImGui::CalcTextSize(para.data(), para.data() + sp).x > width) break;
                     fit = sp;
                 }
-                cut = fit != std::string_view::npos ? fit : std::min(para.size(), para.find(' '));
+                if (fit != std::string_view::npos) cut = fit;
+                else {
+                    // One word wider than the line (a long path): cut it where it still fits, after a '/' if
+                    // there is one, else at the last character that fits.
+                    size_t end = 1;
+                    while (end < para.size() && ImGui::CalcTextSize(para.data(), para.data() + end + 1).x <= width) ++end;
+                    while (end < para.size() && (uint8_t(para[end]) & 0xC0) == 0x80) --end;  // whole UTF-8 characters
+                    const size_t slash = para.substr(0, end).rfind('/');
+                    cut = slash != std::string_view::npos && slash > 0 ? slash + 1 : std::max<size_t>(1, end);
+                }
             }
             ImGui::TextUnformatted(para.data(), para.data() + cut);
             para = para.substr(cut);
@@ -240,6 +249,12 @@ void wrapped_text(ImVec4 color, const char* fmt, ...) {
     va_end(args);
 }
 
+void text_after(ImVec4 color, const std::string& text) {
+    ImGui::SameLine();
+    if (ImGui::CalcTextSize(text.c_str()).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
+    wrapped_text(color, "%s", text.c_str());
+}
+
 void wrapped_disabled(const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
@@ -252,18 +267,23 @@ void problem_box(PanelContext& c, Place place) {
     if (!p.id || p.place != place || p.id == c.prefs.dismissed_problem) return;
     const std::string name = std::string("problem ") + place_name(place);
     ImGui::PushID(name.c_str());
-    ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(0.32f, 0.10f, 0.09f, 1));
-    const float font = ImGui::GetFontSize();
-    const float wrap = ImGui::GetContentRegionAvail().x - ImGui::GetStyle().WindowPadding.x * 2;
-    const ImVec2 text = ImGui::CalcTextSize(p.text.c_str(), nullptr, false, wrap);
-    ImGui::BeginChild("problem", {0, text.y + ImGui::GetFrameHeight() + font * 0.9f}, true, ImGuiWindowFlags_NoScrollbar);
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextColored({1.0f, 0.75f, 0.70f, 1}, "%s", p.text.c_str());
-    ImGui::PopTextWrapPos();
+    // The text and its button in a group, a red panel drawn behind them once their size is known.
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->ChannelsSplit(2);
+    dl->ChannelsSetCurrent(1);
+    const float pad = 4;
+    ImGui::SetCursorPos({ImGui::GetCursorPosX() + pad, ImGui::GetCursorPosY() + pad});
+    ImGui::BeginGroup();
+    wrapped_text({1.0f, 0.78f, 0.72f, 1}, "%s", p.text.c_str());
     if (ImGui::SmallButton("Dismiss")) c.prefs.dismissed_problem = p.id;
-    ImGui::EndChild();
+    ImGui::EndGroup();
     dump_item(name.c_str());
-    ImGui::PopStyleColor();
+    const ImVec2 a = ImGui::GetItemRectMin(), z = ImGui::GetItemRectMax();
+    dl->ChannelsSetCurrent(0);
+    dl->AddRectFilled({a.x - pad, a.y - pad}, {std::max(z.x, a.x + ImGui::GetContentRegionAvail().x - pad) + pad, z.y + pad},
+                      IM_COL32(82, 26, 23, 255), 4);
+    dl->ChannelsMerge();
+    ImGui::Dummy({1, pad});
     ImGui::PopID();
 }
 

@@ -40,13 +40,15 @@ void draw_mask(PanelContext& c) {
                             (long long)r->id.window, (long long)r->id.window);
     else
         wrapped_disabled("rule: the query at position p+r sees keys at positions <= p+r (causal)");
-    if (r->rows.encoder)
-        wrapped_disabled("this is the decoder's self-attention mask; cross-attention and the encoder mask nothing "
-                            "(every query sees all %lld source tokens)", (long long)r->rows.encoder->n_source());
     int64_t n_visible = 0;
     for (uint8_t x : m.visible) n_visible += x;
-    ImGui::TextDisabled("%lld of %lld cells visible", (long long)n_visible, (long long)m.visible.size());
-    ImGui::TextDisabled("green = visible, striped = masked");
+    wrapped_disabled("%lld of %lld cells visible: green = visible, striped = masked", (long long)n_visible,
+                     (long long)m.visible.size());
+    if (r->rows.encoder) {
+        ImGui::TextDisabled("decoder self-attention only");
+        help_marker("This is the decoder's self-attention mask; cross-attention and the encoder mask nothing: every "
+                    "query sees all source tokens.");
+    }
     // A mask-only texture: the same visibility, drawn flat.
     // The mask depends only on the query positions, the key range, the window and the sinks.
     static unsigned tex = 0;
@@ -58,7 +60,10 @@ void draw_mask(PanelContext& c) {
     }
     HeatmapStyle st;
     st.mask_only = true;
-    const ImVec2 size = heatmap_fit(m.n_query, m.n_key, ImGui::GetContentRegionAvail());
+    // At least a few lines tall: a short panel scrolls to the map rather than squeezing it to nothing.
+    ImVec2 room = ImGui::GetContentRegionAvail();
+    room.y = std::max(room.y, ImGui::GetFontSize() * 4);
+    const ImVec2 size = heatmap_fit(m.n_query, m.n_key, room);
     HeatmapResult h = heatmap("mask", tex, m.n_query, m.n_key, size, st);
     dump_item("mask map");
     // The cell selected in the attention map (or here), outlined in the same colour as there.

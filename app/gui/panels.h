@@ -85,6 +85,8 @@ void help_marker(const char* text);
 // "0.19" or "10..11" across lines). The block is one item (for dump_item).
 void wrapped_text(ImVec4 color, const char* fmt, ...) IM_FMTARGS(2);
 void wrapped_disabled(const char* fmt, ...) IM_FMTARGS(1);
+// Text after the previous item on the same line when it fits there, else from the next line (wrapped).
+void text_after(ImVec4 color, const std::string& text);
 
 // The last failure, in the panel whose intent failed, until the user closes it (or the same panel succeeds).
 void problem_box(PanelContext& c, Place place);

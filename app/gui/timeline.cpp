@@ -29,11 +29,7 @@ void draw_timeline(PanelContext& c) {
         bool follow = v.view_step < 0;
         if (ImGui::Checkbox("follow newest", &follow)) v.view_step = follow ? -1 : int64_t(step_index);
         // Each note on the same line when it fits, else on the next (nothing is cut at the panel's edge).
-        auto note = [](ImVec4 color, const std::string& text) {
-            ImGui::SameLine();
-            if (ImGui::CalcTextSize(text.c_str()).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
-            ImGui::TextColored(color, "%s", text.c_str());
-        };
+        const auto note = text_after;
         const ImVec4 plain = ImGui::GetStyle().Colors[ImGuiCol_Text], dim = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
         note(plain, std::string("| ") + phase_name(r->id.phase) + ", cache " + (r->id.cache_on ? "ON" : "OFF") +
                         " | next position " + std::to_string(r->cache.next_position));

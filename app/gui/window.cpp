@@ -247,7 +247,8 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                     exit_code = 2;
                     break;
                 }
-                wait_frames = std::max(1, pending_fx.frames);
+                // After the last line a few frames more: scrollbars and wrapped text settle a frame late.
+                wait_frames = std::max(next_line >= script.size() ? 3 : 1, pending_fx.frames);
                 if (pending_fx.measure > 0) {
                     warmup = 2;  // the first frames compute maps and upload textures
                     measure_left = measure_total = pending_fx.measure;
@@ -324,6 +325,8 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                                                 {"prompt", in.prompt},
                                                 {"source", in.source},
                                                 {"attention", attention_kind_name(prefs.attention)},
+                                                {"chunk", snap->options().prefill_chunk},
+                                                {"window", snap->options().window},
                                                 {"pending_options", pending_options(prefs, *snap)},
                                                 {"problem", {{"place", place_name(snap->problem.place)},
                                                              {"text", snap->problem.text},
