@@ -66,6 +66,7 @@ void cell_tooltip(const Model& model, AxisTokens t, AttentionKind kind, const At
     const char* query_kind = !ed ? "" : kind == AttentionKind::Encoder ? "source " : "decoder ";
     const char* key_kind = !ed ? "" : kind == AttentionKind::Self ? "decoder " : "source ";
     ImGui::Text("%slayer %lld head %lld", layer_kind, (long long)m.layer, (long long)m.head);
+    dump_text("attention tooltip", std::string(layer_kind) + "layer " + std::to_string(m.layer) + " head " + std::to_string(m.head));
     ImGui::Text("query  %sposition %lld  '%s'", query_kind, (long long)qp, token_at(model, *t.rows, qp).c_str());
     ImGui::Text("key    %sposition %lld  '%s'", key_kind, (long long)kp, token_at(model, *t.cols, kp).c_str());
     if (kind == AttentionKind::Cross) ImGui::TextDisabled("key and value from the cross-attention cache (fixed)");
@@ -194,9 +195,9 @@ void draw_attention(PanelContext& c) {
     }
     const AttentionMap& m0 = *shown[0];
     if (kind == AttentionKind::Self)
-        wrapped_disabled("step %zu (%s): %s (rows, %s) x %s (cols, %s)", step, phase_name(r->id.phase),
+        dump_text("attention header", wrapped_disabled("step %zu (%s): %s (rows, %s) x %s (cols, %s)", step, phase_name(r->id.phase),
                          count_of(m0.n_query, "query", "queries").c_str(), positions(m0.query_positions).c_str(),
-                         count_of(m0.n_key, "key").c_str(), positions(m0.key_positions).c_str());
+                         count_of(m0.n_key, "key").c_str(), positions(m0.key_positions).c_str()));
     else if (kind == AttentionKind::Cross)
         wrapped_disabled("step %zu (%s): cross-attention, %s (rows, %s) x %s (cols); keys and values from the fixed "
                          "cross-attention cache, no mask",

@@ -382,8 +382,10 @@ void draw_controls(PanelContext& c) {
 
     ImGui::Separator();
     // The status line: what the last intent did (a failure also shows, until closed, where it was asked for).
-    if (s.status_error) wrapped_disabled("last intent failed (see the red box)");
-    else wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", s.status.c_str());
+    const bool boxed = s.status_error && s.problem.id != 0 && s.problem.id != c.prefs.dismissed_problem;
+    if (boxed) wrapped_disabled("the last action failed: see the red box");
+    else wrapped_text(s.status_error ? ImVec4(1.0f, 0.6f, 0.5f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", s.status.c_str());
+    dump_text("status", boxed ? "the last action failed: see the red box" : s.status);
     ImGui::TextDisabled("drop a model folder on the window to load it");
     end_panel();
 }

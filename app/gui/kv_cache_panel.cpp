@@ -131,8 +131,10 @@ void draw_kv_cache(PanelContext& c) {
         ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
                     (long long)D);
     }
-    ImGui::TextDisabled("written this step: %s, read from the cache: %lld", count_of(r->cost.n_rows_computed, "row").c_str(),
-                        (long long)r->cost.n_rows_reused);
+    const std::string written_note = "written this step: " + count_of(r->cost.n_rows_computed, "row") +
+                                     ", read from the cache: " + std::to_string(r->cost.n_rows_reused);
+    ImGui::TextDisabled("%s", written_note.c_str());
+    dump_text("kv written", written_note);
 
     // Fill overview and bytes first, so they stay visible however tall the maps get.
     const float bar_w = std::min(ImGui::GetContentRegionAvail().x * 0.5f, 260.0f);

@@ -200,7 +200,7 @@ void help_marker(const char* text) {
 
 namespace {
 
-void wrapped_v(ImVec4 color, const char* fmt, va_list args) {
+std::string wrapped_v(ImVec4 color, const char* fmt, va_list args) {
     char buf[2048];
     std::vsnprintf(buf, sizeof buf, fmt, args);
     const float width = std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 6);
@@ -238,15 +238,17 @@ void wrapped_v(ImVec4 color, const char* fmt, va_list args) {
     }
     ImGui::EndGroup();
     ImGui::PopStyleColor();
+    return buf;
 }
 
 }  // namespace
 
-void wrapped_text(ImVec4 color, const char* fmt, ...) {
+std::string wrapped_text(ImVec4 color, const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    wrapped_v(color, fmt, args);
+    std::string text = wrapped_v(color, fmt, args);
     va_end(args);
+    return text;
 }
 
 void text_after(ImVec4 color, const std::string& text) {
@@ -255,11 +257,12 @@ void text_after(ImVec4 color, const std::string& text) {
     wrapped_text(color, "%s", text.c_str());
 }
 
-void wrapped_disabled(const char* fmt, ...) {
+std::string wrapped_disabled(const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    wrapped_v(ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], fmt, args);
+    std::string text = wrapped_v(ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], fmt, args);
     va_end(args);
+    return text;
 }
 
 void problem_box(PanelContext& c, Place place) {
@@ -312,6 +315,7 @@ bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi) {
     ImGui::SameLine(0, 4);
     // The range, not a count: indices start at 0, so "4 of 5" would read as one before the last.
     ImGui::TextDisabled("(%lld..%lld)", (long long)lo, (long long)hi);
+    dump_text((name + " range").c_str(), std::to_string(v) + " (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
     ImGui::PopID();
     return changed;
 }

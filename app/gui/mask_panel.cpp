@@ -28,8 +28,9 @@ void draw_mask(PanelContext& c) {
     const AttentionMap& m = *mp;
     const long long p = (long long)m.query_positions.front();
     // p is a position (as in the timeline), not a column of the map.
-    wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s x %s, first query at position p = %lld", count_of(m.n_query, "new query", "new queries").c_str(),
-                count_of(m.n_key, "key").c_str(), p);
+    dump_text("mask header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s x %s, first query at position p = %lld",
+                                          count_of(m.n_query, "new query", "new queries").c_str(),
+                                          count_of(m.n_key, "key").c_str(), p));
     if (r->id.window > 0 && r->id.sinks > 0)
         wrapped_disabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld), "
                             "plus the attention sinks 0..%lld (the first S = %lld positions stay visible)",

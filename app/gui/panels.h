@@ -82,9 +82,9 @@ std::string human_count(double n);  // 1.2k, 3.4M, 5.6G
 int64_t encoder_step(const Trace& trace, const EncoderOutput* enc);
 void help_marker(const char* text);
 // Wrapped text that breaks only at spaces and newlines (ImGui also breaks after '.' and ',', which splits
-// "0.19" or "10..11" across lines). The block is one item (for dump_item).
-void wrapped_text(ImVec4 color, const char* fmt, ...) IM_FMTARGS(2);
-void wrapped_disabled(const char* fmt, ...) IM_FMTARGS(1);
+// "0.19" or "10..11" across lines). The block is one item (for dump_item); returns the text drawn.
+std::string wrapped_text(ImVec4 color, const char* fmt, ...) IM_FMTARGS(2);
+std::string wrapped_disabled(const char* fmt, ...) IM_FMTARGS(1);
 // Text after the previous item on the same line when it fits there, else from the next line (wrapped).
 void text_after(ImVec4 color, const std::string& text);
 

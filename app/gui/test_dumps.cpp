@@ -19,6 +19,7 @@ std::map<std::string, ImVec4> dumped;   // items and panel windows (or a tab's a
 std::map<std::string, ImVec4> clips;    // item -> what its window shows of it
 std::map<std::string, std::pair<bool, bool>> scrolls;  // item -> its window scrolls (horizontally, vertically)
 std::map<std::string, ImVec4> windows;  // top-level windows: a panel, or a window of tabs
+std::map<std::string, std::string> texts;
 
 JsonOut rects(const std::map<std::string, ImVec4>& m) {
     JsonOut out = JsonOut::object();
@@ -33,7 +34,10 @@ void begin_dump_frame() {
     clips.clear();
     scrolls.clear();
     windows.clear();
+    texts.clear();
 }
+
+void dump_text(const char* name, const std::string& text) { texts[name] = text; }
 
 void dump_item(const char* name) {
     const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
@@ -62,7 +66,8 @@ bool write_layout_dump(const std::string& path, const JsonOut& state) {
                                         {"widgets", rects(dumped)},
                                         {"windows", rects(windows)},
                                         {"clips", rects(clips)},
-                                        {"scrolls", scrolling}},
+                                        {"scrolls", scrolling},
+                                        {"texts", texts}},
                                        2) + "\n";
     static std::string last;
     if (text == last) return true;

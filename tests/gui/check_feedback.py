@@ -8,6 +8,10 @@
      Model panel in the window's words (no command-line option names), a failed export in the Export
      panel, which then no longer shows the previous export as its result; 'dismiss' closes the box.
 
+  3. words (item 10): on a decode step the panels say '1 query', '1 new query', '1 row', the status line
+     names the position and the token id, and the step browser on the last of 2 steps reads '1 (0..1)',
+     not '1 of 2'.
+
 Each case is a script whose final frame's --layout-dump is read. Needs xvfb-run. Usage:
   check_feedback.py --kvscope BUILD/app/kvscope --work DIR
 """
@@ -128,6 +132,27 @@ def main():
     if d["state"]["problem"]["shown"] or "problem export" in d["widgets"]:
         fail("dismiss should close the error box: %s" % d["state"]["problem"])
     print("  ok: errors shown in the Model / Export panels in the window's words, the old export cleared, dismissed")
+
+    # 3. words on a one-token step
+    d = run(work, "words", start + ["step"])
+    t, s = d["texts"], d["state"]
+    print("words:", {k: t[k] for k in ("attention header", "mask header", "kv written", "step range", "status") if k in t})
+    want = {
+        "attention header": "1 query (rows, position ",
+        "mask header": "1 new query x ",
+        "kv written": "written this step: 1 row,",
+        "step range": "1 (0..1)",
+    }
+    for name, text in want.items():
+        if text not in t.get(name, ""):
+            fail("%s reads %r, expected it to contain %r" % (name, t.get(name), text))
+    for name, text in t.items():
+        for bad in ("1 queries", "1 rows", "1 tokens", "1 keys", "1 steps", "(s)"):
+            if bad in text:
+                fail("%s reads %r (%r)" % (name, text, bad))
+    if "1 token at position " not in t["status"] or "(token id " not in t["status"]:
+        fail("the status line should name the position and the token id: %r" % t["status"])
+    print("  ok: singular counts, the step range, positions and token ids named")
     print("OK")
     return 0
 

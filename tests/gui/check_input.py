@@ -4,8 +4,9 @@ drive it with X events from xdotool, as a new user would:
 
   type a prompt into the prompt box, click "Prefill step", press Space (decode), Backspace (step back),
   click the cache switch, press Space again (a cache-off step), tap Space and Backspace faster than a
-  frame while both cores are busy (each press applies, in order), click the layer / head arrows, type an
-  export folder and click "Export snapshot".
+  frame while both cores are busy (each press applies, in order), click the layer / head arrows, hover
+  the attention map (a decoder-only model's tooltip says "layer", not "decoder layer"), type an export
+  folder and click "Export snapshot".
 
 Widgets are found by name in the JSON the app keeps updated with --layout-dump FILE (rectangles of named
 widgets plus a little state: steps, idle, cache, layer, head, status, frame counter), so no pixel
@@ -99,8 +100,14 @@ class App:
 
     def click(self, name):
         x, y = self.centre(name)
+        f0 = self.frames()
         self.xdo(["mousemove", "--window", self.wid, str(x), str(y)])
-        time.sleep(0.15)  # let a frame see the hover before the press (ImGui needs the item hovered)
+        # Let frames see the hover before the press (ImGui needs the item hovered); count them, as a busy
+        # machine can make a fixed sleep too short.
+        t0 = time.time()
+        while self.frames() < f0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
+        time.sleep(0.15)
         self.xdo(["click", "1"])
         time.sleep(0.2)
 
@@ -209,6 +216,18 @@ def inner(a):
         app.click("head +")
         app.wait("layer 1, head 2", lambda s: s["layer"] == 1 and s["head"] == 2)
         app.screenshot("layer_head")
+
+        # Hovering a cell of the map: the tooltip of a decoder-only model says "layer", not "decoder layer".
+        x, y = app.centre("attention map")
+        app.xdo(["mousemove", "--window", app.wid, str(x), str(y)])
+        t0 = time.time()
+        while time.time() - t0 < TIMEOUT and "attention tooltip" not in (app.state() or {}).get("texts", {}):
+            time.sleep(0.1)
+        tip = (app.state() or {}).get("texts", {}).get("attention tooltip")
+        if tip != "layer 1 head 2":
+            fail("the attention tooltip reads %r, expected 'layer 1 head 2'" % tip)
+        print("  ok: tooltip %r" % tip)
+        app.click_empty()
 
         out = os.path.join(work, "exported")
         app.type_into("export dir", out)
