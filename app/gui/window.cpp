@@ -188,8 +188,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         throw LoadError(shaders_dir(), Gl::error(), "the heatmap shaders ship in the source tree's shaders/ folder");
     }
 
-    SessionOptions options;
-    options.max_new_tokens = 24;
+    SessionOptions options;  // the defaults `kvscope generate` uses too (max new tokens, sampling)
     options.n_top = 10;
     int exit_code = 0;
     {
@@ -327,6 +326,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                                                 {"attention", attention_kind_name(prefs.attention)},
                                                 {"chunk", snap->options().prefill_chunk},
                                                 {"window", snap->options().window},
+                                                {"max_new_tokens", snap->options().max_new_tokens},
                                                 {"pending_options", pending_options(prefs, *snap)},
                                                 {"problem", {{"place", place_name(snap->problem.place)},
                                                              {"text", snap->problem.text},

@@ -8,7 +8,7 @@
      Model panel in the window's words (no command-line option names), a failed export in the Export
      panel, which then no longer shows the previous export as its result; 'dismiss' closes the box.
 
-  3. words (item 10): on a decode step the panels say '1 query', '1 new query', '1 row', the status line
+  3. words (item 10), and the default number of new tokens equals `kvscope generate`'s: on a decode step the panels say '1 query', '1 new query', '1 row', the status line
      names the position and the token id, and the step browser on the last of 2 steps reads '1 (0..1)',
      not '1 of 2'.
 
@@ -18,6 +18,7 @@ Each case is a script whose final frame's --layout-dump is read. Needs xvfb-run.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,15 @@ def main():
     if "1 token at position " not in t["status"] or "(token id " not in t["status"]:
         fail("the status line should name the position and the token id: %r" % t["status"])
     print("  ok: singular counts, the step range, positions and token ids named")
+
+    # The window generates as many tokens by default as `kvscope generate` does.
+    p = subprocess.run([KVSCOPE, "generate", "--help"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"--max-new-tokens[^\n]*\(default (\d+)\)", p.stdout + p.stderr)
+    if not m:
+        fail("kvscope generate --help does not state the default of --max-new-tokens")
+    if s["max_new_tokens"] != int(m.group(1)):
+        fail("the window's default max new tokens is %d, kvscope generate's %s" % (s["max_new_tokens"], m.group(1)))
+    print("  ok: max new tokens %d, as kvscope generate" % s["max_new_tokens"])
     print("OK")
     return 0
 
