@@ -43,6 +43,7 @@ prefill
 decode 3
 cache off
 decode 1
+panel Cache on vs off
 values scores
 layer 1
 head 1

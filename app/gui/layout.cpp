@@ -26,6 +26,7 @@ struct Arrangement {
     bool paged = false;
     ImGuiCond cond = ImGuiCond_FirstUseEver;
     bool select_memory = false;   // the Memory tab was just added: show it once
+    int select = -1;              // a Panel whose tab show_tab asked for
     const Slot* open = nullptr;   // the slot being drawn
     bool tabs_visible = false;    // its tab bar is open
 };
@@ -34,6 +35,14 @@ Arrangement a;
 }  // namespace
 
 const char* panel_title(Panel p) { return kTitles[int(p)]; }
+
+bool panel_named(const std::string& title, Panel& out) {
+    for (size_t i = 0; i < std::size(kTitles); ++i)
+        if (title == kTitles[i]) return out = Panel(i), true;
+    return false;
+}
+
+void show_tab(Panel p) { a.select = int(p); }
 
 std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
     const float font = ImGui::GetFontSize();
@@ -121,7 +130,9 @@ bool begin_panel(Panel p) {
         return true;
     }
     if (!a.tabs_visible) return false;
-    const ImGuiTabItemFlags flags = p == Panel::Memory && a.select_memory ? ImGuiTabItemFlags_SetSelected : 0;
+    const bool select = (p == Panel::Memory && a.select_memory) || a.select == int(p);
+    if (a.select == int(p)) a.select = -1;
+    const ImGuiTabItemFlags flags = select ? ImGuiTabItemFlags_SetSelected : 0;
     const bool open = ImGui::BeginTabItem(title, nullptr, flags);
     dump_item((std::string("tab ") + title).c_str());
     if (!open) return false;

@@ -67,6 +67,8 @@ const std::vector<Slot>& arrange_panels(ImVec2 display, bool paged);
 void begin_slot(const Slot& slot);
 void end_slot();
 bool begin_panel(Panel p);
+void show_tab(Panel p);  // bring a panel that is a tab to the front on the next frame (script `panel NAME`)
+bool panel_named(const std::string& title, Panel& out);  // "Cache on vs off" -> Panel::Compare
 void end_panel();
 
 // The Controls panel's option boxes: reset to the applied options when the session was rebuilt; what

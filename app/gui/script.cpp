@@ -39,7 +39,7 @@ const Spec kSpecs[] = {
     {"scale", 1, 1},   {"rownorm", 1, 1},  {"select", 2, 2},  {"show-step", 1, 1}, {"zoom", 1, 3},
     {"export", 1, 2},  {"export-session", 1, 2}, {"frames", 1, 1}, {"measure", 1, 1},
     {"heads", 0, 0},   {"suffix", 1, 2},   {"sequence", 1, 1}, {"memory-json", 1, 1},
-    {"prompt-cache", 1, 1}, {"source", 1, 1}, {"attention", 1, 1}, {"attention-json", 1, 1}, {"dismiss", 0, 0},
+    {"prompt-cache", 1, 1}, {"source", 1, 1}, {"attention", 1, 1}, {"attention-json", 1, 1}, {"dismiss", 0, 0}, {"panel", 1, 4},
 };
 
 // One `key=value` of an options or edit line.
@@ -136,6 +136,13 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
             bad("expected self, cross or encoder");
         if (cmd == "scale" && l.words[1] != "linear" && l.words[1] != "log") bad("expected linear or log");
+        if (cmd == "panel") {
+            std::string title;
+            for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
+            Panel p;
+            if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory)");
+        }
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
         if ((cmd == "export" || cmd == "export-session") && n_args == 2 && l.words[2] != "all-heads")
@@ -161,7 +168,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
-                             cmd == "attention-json" || cmd == "edit" || cmd == "dismiss"))
+                             cmd == "attention-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -204,6 +211,12 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         SetOptions c{snap.options(), snap.batch};
         for (size_t i = 1; i < l.words.size(); ++i) set_option(c.options, c.batch, l.words[i]);
         run(c);
+    } else if (cmd == "panel") {
+        std::string title;
+        for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
+        Panel p;
+        if (panel_named(title, p)) show_tab(p);
+        fx.frames = 2;
     } else if (cmd == "dismiss") {
         v.dismissed_problem = snap.problem.id;
     } else if (cmd == "edit") {

@@ -30,6 +30,8 @@
 //   frames N               render N frames                   measure N        render N frames, print timing
 //   expect-error LINE      LINE's intent must fail; the script goes on (the window shows the error)
 //   dismiss                close the error box, as its Dismiss button does
+//   panel NAME             bring a panel that shares its place with others (a tab) to the front:
+//                          "panel Cache on vs off", "panel Memory", "panel Heads"
 //   background LINE        send LINE's intents and go on without waiting for the worker (e.g. a long
 //                          prefill followed by `measure N`: frame times while the worker steps)
 //   # comment, blank lines ignored

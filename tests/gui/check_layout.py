@@ -10,8 +10,8 @@ with --layout-dump, and the dump of the final frame is checked:
   2. every panel the case needs is reachable: its own window, or a tab of a window;
   3. every named item (buttons, steppers, chips, notes) lies inside the visible part of its window
      (unless that window scrolls that way: then it can be scrolled to);
-  4. the paged batch opens the Memory tab by itself, and a cell selected in the attention map is also
-     outlined in the Mask panel.
+  4. the paged batch opens the Memory tab by itself, `panel NAME` brings a tab to the front, and a cell
+     selected in the attention map is also outlined in the Mask panel.
 
 Screenshots go to WORK/<case>_<size>.png for a look. Needs xvfb-run and /usr/bin/python3. Usage:
   check_layout.py --kvscope BUILD/app/kvscope --assets SOURCE/assets --work DIR
@@ -32,6 +32,7 @@ layer 1
 head 0
 show-step 0
 select 10 4
+panel Cache on vs off
 """
 PAGED = """options block=4 share=1 seqs=3 temperature=0.8 max-new=3
 prompt Be kind and brief.
@@ -151,6 +152,8 @@ def main():
                 fail("%s: the Memory tab was not opened when the batch became paged" % name)
             if case == "decoder" and "mask selected cell" not in widgets:
                 fail("%s: the cell selected in the attention map (query 10, key 4) is not outlined in the Mask panel" % name)
+            if case == "decoder" and "Cache on vs off" not in widgets:
+                fail("%s: 'panel Cache on vs off' did not bring the comparison to the front" % name)
             if case == "decoder":
                 m, cell = widgets["mask map"], widgets["mask selected cell"]
                 if not (m[0] <= cell[0] and cell[2] <= m[2] + 1 and m[1] <= cell[1] and cell[3] <= m[3] + 1):
