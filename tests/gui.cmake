@@ -18,7 +18,8 @@
 #   gui.feedback  at 1280x720: unapplied option edits shown as pending while steps use the applied options;
 #              a failed model load / export shown in the Model / Export panel in the window's words, the
 #              previous export no longer shown as the result, dismissed; tests/gui/check_feedback.py
-#   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace),
+#   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace;
+#              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
 #
 #   ctest -L gui
