@@ -108,7 +108,16 @@ class App:
         while self.frames() < f0 + 2 and time.time() - t0 < 10:
             time.sleep(0.05)
         time.sleep(0.15)
-        self.xdo(["click", "1"])
+        # Held for a few frames, like keys below: a press and release inside one slow frame can be lost.
+        self.press_release()
+
+    def press_release(self):
+        f0 = self.frames()
+        self.xdo(["mousedown", "1"])
+        t0 = time.time()
+        while self.frames() < f0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
+        self.xdo(["mouseup", "1"])
         time.sleep(0.2)
 
     def click_empty(self):
