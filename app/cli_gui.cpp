@@ -20,7 +20,8 @@ namespace {
 // The script commands as --help lists them, from the parser's own table.
 std::string script_help() {
     std::string out = "script commands (--script FILE: one per line; '# comment'; 'background LINE' sends LINE and\n"
-                      "goes on without waiting for it; every other line waits until its steps are done and drawn):\n";
+                      "goes on without waiting for it; 'expect-error LINE' needs LINE to fail and goes on; every other\n"
+                      "line waits until its steps are done and drawn):\n";
     for (const gui::ScriptCommand& c : gui::script_commands()) out += help_entry("  " + c.usage, c.help, 34);
     return out;
 }
@@ -59,6 +60,7 @@ int cli_gui(int argc, char** argv) {
     if (!o.screenshot.empty()) check_output_file("--screenshot", o.screenshot, OutputKind::Png);
     if (!o.layout_dump.empty()) check_output_file("--layout-dump", o.layout_dump, OutputKind::Json);
     for (const gui::ScriptLine& l : o.script) {
+        if (l.expect_error) continue;  // meant to fail, in the window's words
         const std::string where = o.script_path + ":" + std::to_string(l.line) + ": " + l.words[0];
         if (l.output == gui::ScriptOutput::Folder) check_output_folder(where, l.words[1], "trace.json");
         if (l.output == gui::ScriptOutput::JsonFile) check_output_file(where, l.words[1], OutputKind::Json);

@@ -12,7 +12,14 @@
 #              shown (S columns of source tokens) and the encoder map equal `kvscope generate --trace` and the
 #              independent PyTorch reference (tools/kvscope_reference/encoder_decoder.py); both caches drawn;
 #              tests/gui/check_encoder_decoder.py
-#   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace),
+#   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
+#              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
+#              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
+#   gui.feedback  at 1280x720: unapplied option edits shown as pending while steps use the applied options;
+#              a failed model load / export shown in the Model / Export panel in the window's words, the
+#              previous export no longer shown as the result, dismissed; tests/gui/check_feedback.py
+#   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace;
+#              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
 #
 #   ctest -L gui
@@ -42,6 +49,15 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/encoder_decoder)
     set_tests_properties(gui.encoder_decoder PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.layout
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layout)
+    set_tests_properties(gui.layout PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.feedback
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_feedback.py
+                     --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/feedback)
+    set_tests_properties(gui.feedback PROPERTIES LABELS "gui" TIMEOUT 600)
     find_program(KVSCOPE_XDOTOOL xdotool)
     find_program(KVSCOPE_IMPORT import)
     if(KVSCOPE_XDOTOOL AND KVSCOPE_IMPORT)

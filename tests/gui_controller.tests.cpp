@@ -8,9 +8,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller.h"
@@ -268,4 +270,91 @@ TEST_CASE("Controller: a bad model folder is an error and the old model stays us
 
     run_ok(c, step());
     require_identical(snapshot_run(*c.snapshot()), plain_run(model_a(), small_options(), kPrompt, 2));
+}
+
+// ---- What the window says: errors in its own words and place, counts, the status line (issue 13) ----
+
+TEST_CASE("Controller: a failed intent's error belongs to the panel that sent it, in the window's words") {
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());
+    const auto file = work_dir("gui_controller") / "not-a-folder.txt";
+    std::ofstream(file) << "a file, not a model folder\n";
+
+    // A model load (the picker or a dropped folder): the Model panel, without command-line option names.
+    CHECK(!c.execute(load_model(file.string())));
+    auto s = c.snapshot();
+    CHECK(s->problem.id != 0);
+    CHECK(s->problem.place == Place::Model);
+    CHECK_THAT(s->problem.text, Catch::Contains(file.string()) && Catch::Contains("choose a model folder"));
+    CHECK_THAT(s->problem.text, !Catch::Contains("--"));
+    // A step from Controls succeeds: the model error stays until dismissed or the Model panel succeeds.
+    run_ok(c, step());
+    CHECK(c.snapshot()->problem.place == Place::Model);
+    CHECK(c.snapshot()->problem.id == s->problem.id);
+
+    // A failed export: the Export panel, and it no longer reports the earlier export as its result.
+    const std::string good = (work_dir("gui_controller") / "export_ok").string();
+    run_ok(c, Command(ExportStep{good}));
+    CHECK_THAT(c.snapshot()->last_export, Catch::StartsWith(good));
+    CHECK(c.snapshot()->problem.place == Place::Model);  // an Export success does not end a Model error...
+    CHECK(!c.execute(Command(ExportStep{"/proc/kvscope-cannot-write-here"})));
+    s = c.snapshot();
+    CHECK(s->problem.place == Place::Export);
+    CHECK_THAT(s->problem.text, Catch::Contains("/proc/kvscope-cannot-write-here"));
+    CHECK(s->last_export.empty());
+    run_ok(c, Command(ExportStep{good}));
+    CHECK(c.snapshot()->problem.id == 0);  // ...but ends an Export one
+    CHECK(!c.snapshot()->last_export.empty());
+}
+
+TEST_CASE("Window wording: counts in the singular, option names as the window's boxes, positions and token ids named") {
+    CHECK(count_of(1, "query", "queries") == "1 query");
+    CHECK(count_of(3, "query", "queries") == "3 queries");
+    CHECK(count_of(1, "step") == "1 step");
+    CHECK(count_of(0, "step") == "0 steps");
+    CHECK(window_words("x: no such folder (--model wants a folder with config.json and model.safetensors)") ==
+          "x: no such folder (choose a model folder: one that holds config.json and model.safetensors)");
+    CHECK_THAT(window_words("an encoder-decoder model needs a source first (--source or --source-ids)"), !Catch::Contains("--"));
+
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());
+    run_ok(c, step());
+    auto s = c.snapshot();
+    const TokenId chosen = *s->trace().back().prediction.chosen;
+    // The decode step's one token sits at position 5 (after 5 prompt tokens); the chosen token is an id.
+    CHECK_THAT(s->status, Catch::Contains("1 token at position 5") && Catch::Contains("(token id " + std::to_string(chosen) + ")"));
+    CHECK_THAT(s->status, !Catch::Contains("token(s)"));
+    run_ok(c, back(1));
+    CHECK_THAT(c.snapshot()->status, Catch::EndsWith("stepped back to 1 step"));
+}
+
+TEST_CASE("Controller: Space then Backspace pressed at once, with both cores busy, end where they started") {
+    // Both cores spin while the keys' intents are pushed back to back: none is dropped, and they apply in order.
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> burners;
+    for (int i = 0; i < 2; ++i)
+        burners.emplace_back([&] {
+            volatile uint64_t x = 0;
+            while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+        });
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());
+    const auto before = c.snapshot();
+    const uint64_t errors = before->n_errors;
+    for (int round = 0; round < 20; ++round) {
+        REQUIRE(c.push(step()));   // Space
+        REQUIRE(c.push(back(1)));  // Backspace, before the worker has even started the step
+    }
+    c.wait_idle();
+    stop = true;
+    for (std::thread& t : burners) t.join();
+    auto s = c.snapshot();
+    CHECK(s->n_errors == errors);
+    CHECK(s->trace().size() == 1);
+    CHECK(s->generated() == before->generated());
+    CHECK_THAT(s->status, Catch::Contains("stepped back to 1 step"));
+    require_identical(snapshot_run(*s), snapshot_run(*before));
 }

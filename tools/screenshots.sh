@@ -13,7 +13,6 @@ out="$repo/docs/screenshots"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
-size=1440x900
 
 # 1. Prefill then four decode steps, viewing the prefill step of the default model's induction head
 #    (layer 1 head 0): the repeated words look at the word after their first occurrence.
@@ -44,6 +43,7 @@ prefill
 decode 3
 cache off
 decode 1
+panel Cache on vs off
 values scores
 layer 1
 head 1
@@ -83,7 +83,13 @@ attention cross
 rownorm on
 show-step 0
 S
+# Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
+# (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
 for name in overview window cache_off memory sinks encoder_decoder; do
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" gui --script "$work/$name.txt" --screenshot "$out/$name.png" --size $size
-  echo "wrote $out/$name.png"
+  for size in 1920x1080 1280x720; do
+    file=$name.png
+    [ "$size" = 1920x1080 ] || file=${name}_$size.png
+    xvfb-run -a -s "-screen 0 2000x1200x24" "$bin" gui --script "$work/$name.txt" --screenshot "$out/$file" --size $size
+    echo "wrote $out/$file"
+  done
 done

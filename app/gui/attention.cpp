@@ -60,12 +60,15 @@ void cell_tooltip(const Model& model, AxisTokens t, AttentionKind kind, const At
     const size_t i = size_t(row * m.n_key + col);
     const int64_t qp = m.query_positions[size_t(row)], kp = m.key_positions[size_t(col)];
     ImGui::BeginTooltip();
-    ImGui::Text("%s layer %lld head %lld", kind == AttentionKind::Encoder ? "encoder" : "decoder", (long long)m.layer,
-                (long long)m.head);
-    ImGui::Text("query  %s pos %lld  '%s'", kind == AttentionKind::Encoder ? "source" : "decoder", (long long)qp,
-                token_at(model, *t.rows, qp).c_str());
-    ImGui::Text("key    %s pos %lld  '%s'", kind == AttentionKind::Self ? "decoder" : "source", (long long)kp,
-                token_at(model, *t.cols, kp).c_str());
+    // Encoder and decoder are named only where a model has both.
+    const bool ed = model.config().encoder_decoder;
+    const char* layer_kind = !ed ? "" : kind == AttentionKind::Encoder ? "encoder " : "decoder ";
+    const char* query_kind = !ed ? "" : kind == AttentionKind::Encoder ? "source " : "decoder ";
+    const char* key_kind = !ed ? "" : kind == AttentionKind::Self ? "decoder " : "source ";
+    ImGui::Text("%slayer %lld head %lld", layer_kind, (long long)m.layer, (long long)m.head);
+    dump_text("attention tooltip", std::string(layer_kind) + "layer " + std::to_string(m.layer) + " head " + std::to_string(m.head));
+    ImGui::Text("query  %sposition %lld  '%s'", query_kind, (long long)qp, token_at(model, *t.rows, qp).c_str());
+    ImGui::Text("key    %sposition %lld  '%s'", key_kind, (long long)kp, token_at(model, *t.cols, kp).c_str());
     if (kind == AttentionKind::Cross) ImGui::TextDisabled("key and value from the cross-attention cache (fixed)");
     ImGui::Text("score  %.5f", double(m.scores[i]));
     if (m.visible[i]) ImGui::Text("weight %.5f", double(m.weights[i]));
@@ -97,15 +100,16 @@ float key_labels(const Model& model, const std::vector<TokenId>& tokens, const A
     return (stagger ? 2 : 1) * line + 4;
 }
 
+// "position 7" or "positions 3..9".
+std::string positions(const std::vector<int64_t>& p) {
+    if (p.size() == 1) return "position " + std::to_string(p[0]);
+    return "positions " + std::to_string(p.front()) + ".." + std::to_string(p.back());
+}
+
 }  // namespace
 
 void draw_attention(PanelContext& c) {
-    place_panel(Panel::Attention, c.display);
-    if (!ImGui::Begin("Attention")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Attention");
+    if (!begin_panel(Panel::Attention)) return;
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
@@ -156,12 +160,12 @@ void draw_attention(PanelContext& c) {
     const StepRecord* r = viewed_step(s, v, &step);
     if (!r) {
         ImGui::TextDisabled("Run a step to see attention.");
-        ImGui::End();
+        end_panel();
         return;
     }
     if (!r->recorded()) {
         ImGui::TextDisabled("This step was not recorded.");
-        ImGui::End();
+        end_panel();
         return;
     }
     std::vector<TokenId> tokens = s.prompt();
@@ -171,7 +175,7 @@ void draw_attention(PanelContext& c) {
     const AxisTokens axis = {kind == AttentionKind::Encoder ? &source : &tokens, kind == AttentionKind::Self ? &tokens : &source};
     if (kind != AttentionKind::Self && !r->rows.encoder) {
         ImGui::TextDisabled("This step has no encoder output.");
-        ImGui::End();
+        end_panel();
         return;
     }
 
@@ -183,31 +187,29 @@ void draw_attention(PanelContext& c) {
         n_ready += shown.back() != nullptr;
     }
     if (n_ready < int64_t(shown.size())) {
-        ImGui::Text("computing attention of step %zu, layer %lld: %lld / %zu head(s) ready...", step, (long long)v.layer,
+        ImGui::Text("computing attention of step %zu, layer %lld: %lld of %zu ready...", step, (long long)v.layer,
                     (long long)n_ready, shown.size());
         if (!c.maps.error().empty()) ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", c.maps.error().c_str());
-        ImGui::End();
+        end_panel();
         return;
     }
     const AttentionMap& m0 = *shown[0];
-    ImGui::PushTextWrapPos(0);
     if (kind == AttentionKind::Self)
-        ImGui::TextDisabled("step %zu (%s): %lld queries (rows, positions %lld..%lld) x %lld keys (cols, %lld..%lld)", step,
-                            phase_name(r->id.phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
-                            (long long)m0.query_positions.back(), (long long)m0.n_key, (long long)m0.key_positions.front(),
-                            (long long)m0.key_positions.back());
+        dump_text("attention header", wrapped_disabled("step %zu (%s): %s (rows, %s) x %s (cols, %s)", step, phase_name(r->id.phase),
+                         count_of(m0.n_query, "query", "queries").c_str(), positions(m0.query_positions).c_str(),
+                         count_of(m0.n_key, "key").c_str(), positions(m0.key_positions).c_str()));
     else if (kind == AttentionKind::Cross)
-        ImGui::TextDisabled("step %zu (%s): cross-attention, %lld decoder queries (rows, positions %lld..%lld) x %lld source "
-                            "tokens (cols); keys and values from the fixed cross-attention cache, no mask",
-                            step, phase_name(r->id.phase), (long long)m0.n_query, (long long)m0.query_positions.front(),
-                            (long long)m0.query_positions.back(), (long long)m0.n_key);
+        wrapped_disabled("step %zu (%s): cross-attention, %s (rows, %s) x %s (cols); keys and values from the fixed "
+                         "cross-attention cache, no mask",
+                         step, phase_name(r->id.phase), count_of(m0.n_query, "decoder query", "decoder queries").c_str(),
+                         positions(m0.query_positions).c_str(), count_of(m0.n_key, "source token").c_str());
     else {
         const int64_t ran = encoder_step(s.trace(), r->rows.encoder.get());
-        ImGui::TextDisabled("encoder layer %lld: %lld source queries x %lld source keys, no mask; computed once at step "
-                            "%lld%s", (long long)v.layer, (long long)m0.n_query, (long long)m0.n_key, (long long)ran,
+        wrapped_disabled("encoder layer %lld: %s x %s, no mask; computed once at step %lld%s", (long long)v.layer,
+                         count_of(m0.n_query, "source query", "source queries").c_str(),
+                         count_of(m0.n_key, "source key").c_str(), (long long)ran,
                             r->rows.ran_encoder ? " (this step)" : ", read since through the cross-attention cache");
     }
-    ImGui::PopTextWrapPos();
     if (!v.attention_json.empty()) {
         if (!write_attention_json(v.attention_json, attention_kind_name(kind), step, *shown[v.all_heads ? size_t(v.head) : 0], *axis.rows, *axis.cols))
             std::fprintf(stderr, "error: cannot write %s\n", v.attention_json.c_str());
@@ -221,12 +223,10 @@ void draw_attention(PanelContext& c) {
     if (!v.log_scale && !v.show_scores) std::snprintf(lo, sizeof lo, "0");
     colorbar(st, std::min(240.0f, ImGui::GetContentRegionAvail().x), lo, hi);
     ImGui::SameLine();
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("  %s%s%s%s", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
+    wrapped_disabled("  %s%s%s%s", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
                         v.row_norm ? " / row max" : "",
                         v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "",
                         kind == AttentionKind::Self ? "; striped = masked" : "; nothing is masked");
-    ImGui::PopTextWrapPos();
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     if (!v.all_heads) {
@@ -321,7 +321,7 @@ void draw_attention(PanelContext& c) {
         }
         ImGui::SetCursorScreenPos({origin.x, origin.y + float(grid_rows) * (cell_avail.y + label_h + 8)});
     }
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -8,6 +8,7 @@
 //   command_name(c)          "prefill", "set options", ... for messages
 //   stops_run(c)             intents that end a run in progress (the rest wait for it, or apply between steps)
 //   is_step(c)               intents that step the engine (they queue behind a run)
+//   place_of(c)              the panel whose button (or drop, or script line) sends it: where its error shows
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -48,6 +49,12 @@ struct Select { int64_t sequence = 0; };     // the sequence of the batch the pa
 
 using Command = std::variant<SetPrompt, SetSource, Prefill, Decode, Step, Run, Pause, Back, Reset, SetCache, SetCompare,
                              SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select>;
+
+// Where an intent comes from, so its error shows there: the model picker (and a folder dropped on the
+// window), the Export panel, the Heads panel, or Controls for everything else.
+enum class Place { Controls, Model, Export, Heads };
+const char* place_name(Place p);  // "controls" | "model" | "export" | "heads"
+Place place_of(const Command& c);
 
 const char* command_name(const Command& c);
 bool stops_run(const Command& c);

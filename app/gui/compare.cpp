@@ -79,12 +79,7 @@ std::string fmt_ms(double x) {
 }  // namespace
 
 void draw_compare(PanelContext& c) {
-    place_panel(Panel::Compare, c.display);
-    if (!ImGui::Begin("Cache on vs off")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Cache on vs off");
+    if (!begin_panel(Panel::Compare)) return;
     const Snapshot& s = c.snap;
     const Trace* shadow = s.shadow();
     size_t step = 0;
@@ -95,7 +90,7 @@ void draw_compare(PanelContext& c) {
                             : s.sequences.size() > 1 ? "No comparison in a batch: set sequences to 1 to compare each step with the cache switch flipped."
                                                      : "Comparison is off: tick \"Also compute each step the other way\" in Controls.");
         ImGui::PopTextWrapPos();
-        ImGui::End();
+        end_panel();
         return;
     }
     if (!r || shadow->size() <= step || s.step_timings.size() <= step) {
@@ -105,7 +100,7 @@ void draw_compare(PanelContext& c) {
         } else {
             ImGui::TextDisabled("Run a step: it is computed with the cache on and off.");
         }
-        ImGui::End();
+        end_panel();
         return;
     }
     const StepRecord& o = (*shadow)[step];
@@ -169,7 +164,7 @@ void draw_compare(PanelContext& c) {
     ImGui::TextColored({0.95f, 0.55f, 0.35f, 1}, "- cache OFF");
     ImGui::SameLine();
     ImGui::TextDisabled("(x = step; yellow = viewed step; triangle = off the scale)");
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

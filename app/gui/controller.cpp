@@ -32,6 +32,18 @@ const char* command_name(const Command& c) {
     return names[c.index()];
 }
 
+const char* place_name(Place p) {
+    static constexpr const char* names[] = {"controls", "model", "export", "heads"};
+    return names[int(p)];
+}
+
+Place place_of(const Command& c) {
+    if (std::holds_alternative<LoadModel>(c)) return Place::Model;
+    if (std::holds_alternative<ExportStep>(c) || std::holds_alternative<ExportSession>(c)) return Place::Export;
+    if (std::holds_alternative<ExplainHeads>(c)) return Place::Heads;
+    return Place::Controls;
+}
+
 bool stops_run(const Command& c) {
     return std::holds_alternative<Pause>(c) || std::holds_alternative<Back>(c) || std::holds_alternative<Reset>(c) ||
            std::holds_alternative<SetPrompt>(c) || std::holds_alternative<SetSource>(c) ||
@@ -164,11 +176,13 @@ void Controller::worker_loop() {
             }
             shared_.working = true;
         }
+        const Place place = c ? place_of(*c) : Place::Controls;
         try {
             if (c) apply(*c);
             else run_step();
-        } catch (const std::exception& e) {  // UsageError, LoadError, JsonError: one line for the status bar
-            bench_->fail(e.what());
+            bench_->settle(place);
+        } catch (const std::exception& e) {  // UsageError, LoadError, JsonError: one line where it was asked for
+            bench_->fail(place, e.what());
             std::lock_guard<std::mutex> lock(m_);
             shared_.run.left = 0;  // a failed intent or step ends the run
         }
@@ -181,7 +195,7 @@ void Controller::apply(const Command& c) {
     const Run* run = std::get_if<Run>(&c);
     if (std::holds_alternative<Pause>(c)) {
         std::lock_guard<std::mutex> lock(m_);
-        if (shared_.run.left) bench_->set_status("paused after " + std::to_string(shared_.run.done) + " step(s)");
+        if (shared_.run.left) bench_->set_status("paused after " + count_of(shared_.run.done, "step"));
         shared_.run.left = 0;
         return;
     }

@@ -15,13 +15,7 @@
 namespace kvscope::gui {
 namespace {
 
-struct Edit {
-    SessionOptions options;         // option fields before Apply
-    BatchOptions batch;
-    uint64_t synced_generation = ~0ull;
-    int run_n = 8;
-};
-Edit e;
+int run_n = 8;  // the Run N box
 
 // Chip colours: prompt tokens, the decoder start token, source tokens.
 constexpr ImU32 kPromptChip = IM_COL32(46, 70, 110, 255), kStartChip = IM_COL32(140, 92, 24, 255),
@@ -98,36 +92,75 @@ void working_indicator(const Progress& p) {
         ImGui::PushStyleColor(ImGuiCol_PlotHistogram, ImVec4(0.85f, 0.62f, 0.18f, 1));
         ImGui::ProgressBar(fraction, {-1, 0}, label);
         ImGui::PopStyleColor();
-        ImGui::PushTextWrapPos(0);
-        if (!p.activity.empty()) ImGui::TextDisabled("%s", p.activity.c_str());
-        if (p.queued > 0) ImGui::TextDisabled("%zu intent(s) queued behind it", p.queued);
-        ImGui::PopTextWrapPos();
+        if (!p.activity.empty()) wrapped_disabled("%s", p.activity.c_str());
+        if (p.queued > 0) wrapped_disabled("%s queued behind it", count_of(int64_t(p.queued), "intent").c_str());
     }
     if (!p.notice.empty()) {
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextColored({1.0f, 0.6f, 0.3f, 1}, "%s", p.notice.c_str());
-        ImGui::PopTextWrapPos();
+        wrapped_text({1.0f, 0.6f, 0.3f, 1}, "%s", p.notice.c_str());
     }
+}
+
+// "Apply" in the colours of a change waiting for it.
+bool apply_button(const char* label, bool pending) {
+    if (pending) {
+        ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.75f, 0.50f, 0.10f, 1));
+        ImGui::PushStyleColor(ImGuiCol_ButtonHovered, ImVec4(0.85f, 0.60f, 0.15f, 1));
+    }
+    const bool pressed = ImGui::Button(label);
+    if (pending) ImGui::PopStyleColor(2);
+    return pressed;
+}
+
+std::string number(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", x);
+    return b;
 }
 
 }  // namespace
 
-void draw_controls(PanelContext& c) {
-    place_panel(Panel::Controls, c.display);
-    if (!ImGui::Begin("Controls")) {
-        ImGui::End();
-        return;
+void sync_option_edits(ViewPrefs& v, const Snapshot& s) {
+    if (v.edit_generation == s.generation) return;
+    v.edit_options = s.options();
+    v.edit_batch = s.batch;
+    v.edit_generation = s.generation;
+}
+
+std::string pending_options(const ViewPrefs& v, const Snapshot& s) {
+    if (v.edit_generation != s.generation) return "";
+    const SessionOptions &a = s.options(), &e = v.edit_options;
+    std::string out;
+    auto change = [&](const char* what, const std::string& from, const std::string& to) {
+        if (from != to) out += (out.empty() ? "" : ", ") + std::string(what) + " " + from + " \u2192 " + to;
+    };
+    change("prefill chunk", number(double(a.prefill_chunk)), number(double(e.prefill_chunk)));
+    change("window", number(double(a.window)), number(double(e.window)));
+    change("sinks", number(double(a.sinks)), number(double(e.sinks)));
+    change("max new tokens", number(double(a.max_new_tokens)), number(double(e.max_new_tokens)));
+    change("temperature", number(a.sampling.temperature), number(e.sampling.temperature));
+    change("top-k", number(double(a.sampling.top_k)), number(double(e.sampling.top_k)));
+    change("top-p", number(a.sampling.top_p), number(e.sampling.top_p));
+    change("seed", number(double(a.sampling.seed)), number(double(e.sampling.seed)));
+    change("block size", number(double(a.block_size)), number(double(e.block_size)));
+    change("share prefixes", a.share_prefix ? "on" : "off", e.share_prefix ? "on" : "off");
+    const BatchOptions &ab = s.batch, &eb = v.edit_batch;
+    change("sequences", number(double(ab.n_seq)), number(double(eb.n_seq)));
+    for (size_t i = 0; i < size_t(eb.n_seq) && i < eb.suffixes.size(); ++i) {
+        const std::string was = i < ab.suffixes.size() ? ab.suffixes[i] : "";
+        if (was != eb.suffixes[i]) change(("suffix " + std::to_string(i)).c_str(), "'" + was + "'", "'" + eb.suffixes[i] + "'");
     }
-    dump_window("Controls");
+    change("prompt cache", ab.prompt_cache.empty() ? "none" : ab.prompt_cache, eb.prompt_cache.empty() ? "none" : eb.prompt_cache);
+    return out;
+}
+
+void draw_controls(PanelContext& c) {
+    if (!begin_panel(Panel::Controls)) return;
     Controller& ctl = c.ctl;
     const Snapshot& s = c.snap;
     const Model& model = s.model();
     const ModelConfig& cfg = model.config();
-    if (e.synced_generation != s.generation) {
-        e.options = s.options();
-        e.batch = s.batch;
-        e.synced_generation = s.generation;
-    }
+    sync_option_edits(c.prefs, s);
+    const std::string pending = pending_options(c.prefs, s);
     // The boxes show the controller's text (the one copy); an edit pushes the new text.
     Inputs in = ctl.inputs();
     const bool ed = cfg.encoder_decoder;
@@ -136,7 +169,7 @@ void draw_controls(PanelContext& c) {
     ImGui::SameLine();
     ImGui::TextWrapped("%s", model.dir().c_str());
     if (ed)
-        ImGui::TextDisabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
+        wrapped_disabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
                             (long long)cfg.n_encoder_layer, (long long)cfg.n_layer, (long long)cfg.n_head,
                             (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
     else
@@ -161,7 +194,7 @@ void draw_controls(PanelContext& c) {
         } catch (const UsageError& err) {
             src_error = err.what();
         }
-        ImGui::TextDisabled("%zu source tokens (S)", src.size());
+        ImGui::TextDisabled("%s (S)", count_of(int64_t(src.size()), "source token").c_str());
         if (!src_error.empty() || src.empty()) {
             ImGui::SameLine();
             ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", src.empty() && src_error.empty() ? "the encoder needs a source" : src_error.c_str());
@@ -174,9 +207,10 @@ void draw_controls(PanelContext& c) {
     }
 
     ImGui::Spacing();
-    ImGui::TextUnformatted(ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
-                                                   : "Prompt (token ids after the start token; may be empty)")
-                              : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
+    wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s",
+                 ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
+                                         : "Prompt (token ids after the start token; may be empty)")
+                    : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
     const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : 3.2f);
     const bool edited = ImGui::InputTextMultiline("##prompt", &in.prompt, {-1, box_h});
     dump_item("prompt");
@@ -189,8 +223,8 @@ void draw_controls(PanelContext& c) {
     } catch (const UsageError& err) {
         token_error = err.what();
     }
-    if (ed) ImGui::TextDisabled("start token + %zu prompt tokens", ids.size());
-    else ImGui::TextDisabled("%zu tokens", ids.size());
+    if (ed) ImGui::TextDisabled("start token + %s", count_of(int64_t(ids.size()), "prompt token").c_str());
+    else ImGui::TextDisabled("%s", count_of(int64_t(ids.size()), "token").c_str());
     if (!token_error.empty()) {
         ImGui::SameLine();
         ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", token_error.c_str());
@@ -223,15 +257,22 @@ void draw_controls(PanelContext& c) {
     button("Reset", Reset{}, !s.prompt().empty());
 
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
-    ImGui::InputInt("##runn", &e.run_n);
-    e.run_n = std::max(1, e.run_n);
+    ImGui::InputInt("##runn", &run_n);
+    run_n = std::max(1, run_n);
     ImGui::SameLine();
-    button("Run N", Run{e.run_n}, idle && next != Session::Next::Done);
+    button("Run N", Run{run_n}, idle && next != Session::Next::Done);
     ImGui::SameLine();
     button("Run to end", Run{-1}, idle && next != Session::Next::Done);
     ImGui::SameLine();
     button("Pause", Pause{}, pr.running);
     working_indicator(pr);
+    problem_box(c, Place::Controls);
+    if (!pending.empty()) {
+        // Steps run on the applied options: say so where the step buttons are.
+        wrapped_text({0.95f, 0.70f, 0.25f, 1}, "Not applied yet: %s. Steps (and Space) use the applied "
+                           "options until you press Apply below.", pending.c_str());
+        dump_item("options pending");
+    }
     ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
     if (s.sequences.size() > 1) {
         // A batch steps together; the panels show one sequence.
@@ -261,7 +302,7 @@ void draw_controls(PanelContext& c) {
     if (ImGui::Checkbox("Also compute each step the other way", &compare)) ctl.push(SetCompare{compare});
 
     if (ImGui::CollapsingHeader("Session options", ImGuiTreeNodeFlags_DefaultOpen)) {
-        SessionOptions& o = e.options;
+        SessionOptions& o = c.prefs.edit_options;
         const float w = ImGui::GetFontSize() * 7;
         auto input64 = [&](const char* label, int64_t& v, int64_t lo, const char* help) {
             int x = int(v);
@@ -284,12 +325,20 @@ void draw_controls(PanelContext& c) {
         int seed = int(o.sampling.seed);
         ImGui::SetNextItemWidth(w);
         if (ImGui::InputInt("seed", &seed)) o.sampling.seed = uint64_t(std::max(0, seed));
-        if (ImGui::Button("Apply options (restarts the session)")) ctl.push(SetOptions{o, e.batch});
+        if (apply_button(pending.empty() ? "Apply options (restarts the session)" : "Apply pending options (restarts the session)",
+                         !pending.empty()))
+            ctl.push(SetOptions{o, c.prefs.edit_batch});
+        dump_item("apply options");
+        if (!pending.empty()) {
+            ImGui::SameLine();
+            if (ImGui::SmallButton("Discard")) c.prefs.edit_generation = ~0ull;  // the boxes go back to the applied options
+            dump_item("discard options");
+        }
     }
 
     if (ImGui::CollapsingHeader("Batch and memory (paged cache, prefix sharing)")) {
-        SessionOptions& o = e.options;
-        BatchOptions& b = e.batch;
+        SessionOptions& o = c.prefs.edit_options;
+        BatchOptions& b = c.prefs.edit_batch;
         const float w = ImGui::GetFontSize() * 7;
         auto input64 = [&](const char* label, int64_t& v, int64_t lo, int64_t hi, const char* help) {
             int x = int(v);
@@ -318,7 +367,7 @@ void draw_controls(PanelContext& c) {
                     "was made by this model for a prompt this one starts with, the prefill loads those positions "
                     "(purple in the timeline) instead of computing them; otherwise the prefill writes it.");
         if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
-        if (ImGui::Button("Apply (restarts every sequence)")) ctl.push(SetOptions{o, b});
+        if (apply_button("Apply (restarts every sequence)", !pending.empty())) ctl.push(SetOptions{o, b});
         dump_item("apply batch");
         if (s.pool_views.empty()) {
             if (ImGui::Button("Try it: 3 sequences sharing the prompt, blocks of 4")) {
@@ -332,22 +381,19 @@ void draw_controls(PanelContext& c) {
     }
 
     ImGui::Separator();
-    if (s.status_error) ImGui::TextColored({1.0f, 0.45f, 0.35f, 1}, "error:");
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextUnformatted(s.status.c_str());
-    ImGui::PopTextWrapPos();
+    // The status line: what the last intent did (a failure also shows, until closed, where it was asked for).
+    const bool boxed = s.status_error && s.problem.id != 0 && s.problem.id != c.prefs.dismissed_problem;
+    if (boxed) wrapped_disabled("the last action failed: see the red box");
+    else wrapped_text(s.status_error ? ImVec4(1.0f, 0.6f, 0.5f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", s.status.c_str());
+    dump_text("status", boxed ? "the last action failed: see the red box" : s.status);
     ImGui::TextDisabled("drop a model folder on the window to load it");
-    ImGui::End();
+    end_panel();
 }
 
 void draw_export(PanelContext& c) {
-    place_panel(Panel::Export, c.display);
-    if (!ImGui::Begin("Export")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Export");
+    if (!begin_panel(Panel::Export)) return;
     ViewPrefs& v = c.prefs;
+    problem_box(c, Place::Export);  // first: the panel is short, and a failure is what matters now
     ImGui::SetNextItemWidth(-1);
     ImGui::InputText("##dir", &v.export_dir);
     dump_item("export dir");
@@ -370,11 +416,10 @@ void draw_export(PanelContext& c) {
     ImGui::EndDisabled();
     help_marker("PNG heatmaps + .npy arrays + JSON, the same files as `kvscope generate --trace DIR`.");
     if (!c.snap.last_export.empty()) {
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("last: %s", c.snap.last_export.c_str());
-        ImGui::PopTextWrapPos();
+        wrapped_disabled("exported to %s", c.snap.last_export.c_str());
+        dump_item("export last");
     }
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -8,12 +8,8 @@
 namespace kvscope::gui {
 
 void draw_heads(PanelContext& c) {
-    place_panel(Panel::Heads, c.display);
-    if (!ImGui::Begin("Heads")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Heads");
+    if (!begin_panel(Panel::Heads)) return;
+    problem_box(c, Place::Heads);
     const std::vector<HeadScore>& heads = c.snap.heads;
     if (heads.empty()) {
         // The probe prompts are decoder-only prompts: an encoder-decoder would also need a source for each.
@@ -28,11 +24,9 @@ void draw_heads(PanelContext& c) {
                     "mean attention from a token's second occurrence to the token after its first. "
                     "Needs the model's tokenizer.");
         if (ed) {
-            ImGui::PushTextWrapPos(0);
-            ImGui::TextDisabled("not measured for encoder-decoder models: the probe prompts have no source");
-            ImGui::PopTextWrapPos();
+            wrapped_disabled("not measured for encoder-decoder models: the probe prompts have no source");
         }
-        ImGui::End();
+        end_panel();
         return;
     }
     // Strongest heads first: by the larger of the two scores.
@@ -74,7 +68,7 @@ void draw_heads(PanelContext& c) {
         }
         ImGui::EndTable();
     }
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "panels.h"
@@ -18,23 +19,20 @@ constexpr ImU32 kSourceInk = IM_COL32(215, 190, 240, 255);  // source tokens, as
 // The cross-attention cache's header lines: what it is, that it is fixed, and its bytes.
 void cross_header(const StepRecord& r, int64_t ran) {
     const EncoderOutput& enc = *r.rows.encoder;
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "Cross-attention cache: %lld source rows x %lld", (long long)enc.n_source(),
-                       (long long)enc.head_dim);
+    wrapped_text({0.85f, 0.75f, 0.95f, 1}, "Cross-attention cache: %lld source rows x %lld", (long long)enc.n_source(),
+                 (long long)enc.head_dim);
     dump_item("cross cache title");
-    ImGui::SameLine();
     if (!r.id.cache_on && r.rows.ran_encoder)
-        ImGui::TextColored({1, 0.6f, 0.4f, 1}, "cache OFF: this step ran the encoder again and recomputed it");
+        text_after({1, 0.6f, 0.4f, 1}, "cache OFF: this step ran the encoder again and recomputed it");
     else
-        ImGui::TextColored({1, 0.8f, 0.3f, 1}, "FIXED: computed once by the encoder at step %lld%s", (long long)ran,
-                           r.rows.ran_encoder ? " (this step)" : ", read since");
+        text_after({1, 0.8f, 0.3f, 1}, "FIXED: computed once by the encoder at step " + std::to_string(ran) +
+                                           (r.rows.ran_encoder ? " (this step)" : ", read since"));
     help_marker("Cross-attention reads keys and values computed from the encoder's output, one row per source token "
                 "(K|V = enc . crossattention.c_attn + bias, per decoder layer). They depend on the source only, so the "
                 "first prefill step computes them and every later step reuses them; the decoder's own keys and values "
                 "(the self-attention cache) grow by one row per token.");
-    ImGui::TextDisabled("%s (all %lld layers, K+V, float32), never appended to", human_bytes(double(enc.cross_bytes())).c_str(),
-                        (long long)enc.n_layer);
-    ImGui::PopTextWrapPos();
+    wrapped_disabled("%s (all %lld layers, K+V, float32), never appended to", human_bytes(double(enc.cross_bytes())).c_str(),
+                     (long long)enc.n_layer);
 }
 
 // The cross-attention cache of decoder layer `layer`, head `head`: K and V (S, D) beside each other,
@@ -61,7 +59,9 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
         st.lo = -mx;
         st.hi = mx;
         ImGui::SetCursorScreenPos({x, top.y});
-        ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "cross %s", which ? "V" : "K");
+        // "cross K" when it fits above the map, else "K" (the block's frame and header say it is the cross cache).
+        const bool room = ImGui::CalcTextSize("cross K").x <= map_w + gap - 4;
+        ImGui::TextColored({0.85f, 0.75f, 0.95f, 1}, "%s%s", room ? "cross " : "", which ? "V" : "K");
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour range +-%.2f", double(mx));
         ImGui::SetCursorScreenPos({x, top.y + title_h});
         h[which] = heatmap(which ? "cross V" : "cross K", tex[which], S, D, size, st);
@@ -74,7 +74,7 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
         const float y0 = h[0].cell_min(sp, 0).y, y1 = h[0].cell_max(sp, 0).y;
         if (labels) {
             char label[64];
-            std::snprintf(label, sizeof label, "s%lld %s", (long long)sp, short_token(model, enc->source[size_t(sp)], 8).c_str());
+            std::snprintf(label, sizeof label, "s%lld %s", (long long)sp, short_token(model, enc->source[size_t(sp)], 4).c_str());
             dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2}, kSourceInk, label);
         }
         if (sp == v.sel_source)
@@ -99,12 +99,7 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
 }  // namespace
 
 void draw_kv_cache(PanelContext& c) {
-    place_panel(Panel::KvCache, c.display);
-    if (!ImGui::Begin("KV cache")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("KV cache");
+    if (!begin_panel(Panel::KvCache)) return;
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
@@ -112,7 +107,7 @@ void draw_kv_cache(PanelContext& c) {
     const StepRecord* r = viewed_step(s, v, &step);
     if (!r) {
         ImGui::TextDisabled("The cache is empty: run a prefill step.");
-        ImGui::End();
+        end_panel();
         return;
     }
     std::vector<TokenId> tokens = s.prompt();
@@ -129,18 +124,17 @@ void draw_kv_cache(PanelContext& c) {
     if (cross) {
         // Both caches of layer / head, each named with how it behaves; the maps below stand side by side.
         ImGui::Text("layer %lld, head %lld", (long long)layer, (long long)v.head);
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextColored({0.55f, 0.75f, 1, 1}, "Self-attention cache (decoder): %lld slots x %lld", (long long)S, (long long)D);
+        wrapped_text({0.55f, 0.75f, 1, 1}, "Self-attention cache (decoder): %lld slots x %lld", (long long)S, (long long)D);
         dump_item("self cache title");
-        ImGui::SameLine();
-        ImGui::TextColored({0.45f, 0.85f, 0.55f, 1}, "GROWS: one row per decoder token");
-        ImGui::PopTextWrapPos();
+        text_after({0.45f, 0.85f, 0.55f, 1}, "GROWS: one row per decoder token");
     } else {
         ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
                     (long long)D);
     }
-    ImGui::TextDisabled("written this step: %lld row(s), read from the cache: %lld", (long long)r->cost.n_rows_computed,
-                        (long long)r->cost.n_rows_reused);
+    const std::string written_note = "written this step: " + count_of(r->cost.n_rows_computed, "row") +
+                                     ", read from the cache: " + std::to_string(r->cost.n_rows_reused);
+    ImGui::TextDisabled("%s", written_note.c_str());
+    dump_text("kv written", written_note);
 
     // Fill overview and bytes first, so they stay visible however tall the maps get.
     const float bar_w = std::min(ImGui::GetContentRegionAvail().x * 0.5f, 260.0f);
@@ -149,11 +143,11 @@ void draw_kv_cache(PanelContext& c) {
                   human_bytes(double(r->cache.bytes_capacity)).c_str());
     ImGui::ProgressBar(float(r->cache.bytes_used) / float(std::max<int64_t>(1, r->cache.bytes_capacity)), {bar_w, 0}, text);
     ImGui::SameLine();
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("bytes used / capacity (all layers, K+V)");
-    ImGui::PopTextWrapPos();
+    wrapped_disabled("bytes used / capacity (all layers, K+V)");
     {
         // Every layer's fill: the same slots are used in each layer.
+        ImGui::TextDisabled("slots used per layer (yellow: layer %lld)", (long long)layer);
+        dump_item("fill legend");
         ImDrawList* dl = ImGui::GetWindowDrawList();
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float lw = std::max(24.0f, (ImGui::GetContentRegionAvail().x - 4) / float(r->rows.n_layer)) - 4;
@@ -180,7 +174,8 @@ void draw_kv_cache(PanelContext& c) {
                               : std::max(40.0f, (avail.x - label_w - gap - 20) / 2);
     const float title_h = ImGui::GetTextLineHeight() + 2;
     const float line_sp = ImGui::GetTextLineHeightWithSpacing();
-    const float map_h = std::max(40.0f, avail.y - title_h - 2 * line_sp - 8);  // the legend may wrap
+    // The legend may wrap; a short panel scrolls to maps of a readable height rather than squeezing them.
+    const float map_h = std::max(ImGui::GetFontSize() * 8, avail.y - title_h - 2 * line_sp - 8);
     const float row_h = std::min(map_h / float(S), 22.0f);
     const ImVec2 size = {map_w, row_h * float(S)};
     const ImVec2 top = ImGui::GetCursorScreenPos();
@@ -199,7 +194,8 @@ void draw_kv_cache(PanelContext& c) {
         st.hi = mx;
         ImGui::SetCursorScreenPos({x, top.y});
         if (cross) {
-            ImGui::TextColored({0.55f, 0.75f, 1, 1}, "self %s", which ? "V" : "K");
+            const bool room = ImGui::CalcTextSize("self K").x <= map_w + gap - 4;
+            ImGui::TextColored({0.55f, 0.75f, 1, 1}, "%s%s", room ? "self " : "", which ? "V" : "K");
             if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour range +-%.2f", double(mx));
         } else {
             ImGui::Text("%s  (+-%.2f)", which ? "V" : "K", double(mx));
@@ -207,14 +203,19 @@ void draw_kv_cache(PanelContext& c) {
         ImGui::SetCursorScreenPos({x, top.y + title_h});
         (which ? hv : hk) = heatmap(which ? "V" : "K", which ? vtex : ktex, S, D, size, st);
     }
-    const bool labels = row_h >= ImGui::GetTextLineHeight() - 2;
+    // Rows thinner than a line of text get a label every few slots, so long caches stay readable.
+    const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1.0f, row_h))));
+    const auto written = [&](int64_t slot) {
+        const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
+        return p >= 0 && p >= written_lo && p <= written_hi;
+    };
     for (int64_t slot = 0; slot < S; ++slot) {
         const int64_t p = r->cache.slot_positions[size_t(slot)];
         const float y0 = hk.cell_min(slot, 0).y, y1 = hk.cell_max(slot, 0).y;
-        if (p >= 0 && labels) {
+        if (p >= 0 && slot % label_every == 0) {
             char label[64];
             std::snprintf(label, sizeof label, "%lld %s", (long long)p,
-                          p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], 8).c_str() : "");
+                          p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], cross ? 4 : 8).c_str() : "");
             dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2},
                         dimmed(p) ? IM_COL32(120, 120, 120, 255) : sink(p) ? IM_COL32(235, 130, 210, 255) : IM_COL32(200, 200, 210, 255),
                         label);
@@ -224,10 +225,15 @@ void draw_kv_cache(PanelContext& c) {
                 dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150));
             if (sink(p))  // an attention sink: a bar in the gutter left of the map
                 dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255));
-            if (p >= written_lo && p <= written_hi) {
-                // Tall rows get an outline; thin ones a mark in the gutter beside the map (merged visually).
-                if (y1 - y0 >= 6) dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
-                else dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+            if (written(slot)) {
+                // A bar in the gutter beside every written row, and one outline around each run of them: the
+                // K/V colours inside stay as they are (a frame per row would cover a prefill's rows).
+                dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+                if (!written(slot - 1)) {
+                    int64_t end = slot;
+                    while (written(end + 1)) ++end;
+                    dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, hk.cell_max(end, 0).y}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+                }
             }
             if (p >= 0 && p == v.sel_key)
                 dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
@@ -267,12 +273,10 @@ void draw_kv_cache(PanelContext& c) {
         bottom = std::max(bottom, cross_maps(c, *r, ran, layer, v.head, {cx, top.y}, label_w, map_w, gap, map_h + title_h));
     }
     ImGui::SetCursorScreenPos({top.x, bottom + 4});
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("yellow = written this step, arrow = write pointer, dark = outside the window%s%s",
+    wrapped_disabled("yellow frame and bar = rows written this step, arrow = write pointer, dark = outside the window%s%s",
                         visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "",
                         cross ? "; right: the cross cache, one row per source token" : "");
-    ImGui::PopTextWrapPos();
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

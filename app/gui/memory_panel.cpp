@@ -62,7 +62,7 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
     if (k.seqs.empty() && k.refs == 0) {
         ImGui::TextDisabled("free: on the free list, ready to be allocated");
     } else if (k.seqs.empty()) {
-        ImGui::TextDisabled("no sequence maps it now; kept (%d reference(s)) so Step back can restore it", k.refs);
+        ImGui::TextDisabled("no sequence maps it now; kept (%s) so Step back can restore it", count_of(k.refs, "reference").c_str());
     } else {
         ImGui::Text("positions %lld..%lld of sequence%s %s", (long long)(k.logical * B), (long long)(k.logical * B + B - 1),
                     k.seqs.size() > 1 ? "s" : "", seq_list(k.seqs).c_str());
@@ -93,12 +93,7 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
 void draw_memory(PanelContext& c) {
     const Snapshot& s = c.snap;
     if (s.pool_views.empty()) return;  // contiguous caches: nothing pooled (Controls > Batch and memory turns it on)
-    place_panel(Panel::Memory, c.display);
-    if (!ImGui::Begin("Memory")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Memory");
+    if (!begin_panel(Panel::Memory)) return;
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);
     const PoolView* m = s.pool_at(r ? int64_t(step) : -1);
@@ -142,18 +137,14 @@ void draw_memory(PanelContext& c) {
     const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
     int64_t n_shared = 0;
     for (const auto& k : m->blocks) n_shared += k.seqs.size() > 1;
-    ImGui::Text("%lld blocks in use, %lld without sharing:", (long long)mapped, (long long)unshared);
+    ImGui::Text("%s in use, %lld without sharing:", count_of(mapped, "block").c_str(), (long long)unshared);
     ImGui::SameLine(0, 6);
     ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld = %s", (long long)(unshared - mapped),
                        human_bytes(double((unshared - mapped) * m->bytes_per_block)).c_str());
-    ImGui::SameLine(0, 12);
-    ImGui::TextDisabled("(%lld sequence%s, %lld shared block%s)", (long long)N, N > 1 ? "s" : "", (long long)n_shared,
-                        n_shared == 1 ? "" : "s");
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
-                        (long long)m->positions_adopted, (long long)m->copies_on_write,
-                        m->group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->group_step)).c_str());
-    ImGui::PopTextWrapPos();
+    wrapped_disabled("%s, %s | prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
+                     count_of(N, "sequence").c_str(), count_of(n_shared, "shared block").c_str(),
+                     (long long)m->positions_adopted, (long long)m->copies_on_write,
+                     m->group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->group_step)).c_str());
 
     // Pool grid on the left, block tables on the right.
     // The tables take what their longest row needs (up to 60%), the grid the rest; cells shrink until the
@@ -175,7 +166,7 @@ void draw_memory(PanelContext& c) {
     static int32_t hovered = -1;  // block under the mouse last frame (grid or table), highlighted in both
     int32_t hovered_now = -1;
     ImGui::BeginChild("pool", {grid_w, 0}, false);
-    ImGui::TextDisabled("pool: %lld blocks (%s each)", (long long)m->blocks.size(), human_bytes(double(m->bytes_per_block)).c_str());
+    ImGui::TextDisabled("pool: %s (%s each)", count_of(int64_t(m->blocks.size()), "block").c_str(), human_bytes(double(m->bytes_per_block)).c_str());
     {
         ImDrawList* gl = ImGui::GetWindowDrawList();
         const ImVec2 o = ImGui::GetCursorScreenPos();
@@ -264,7 +255,7 @@ void draw_memory(PanelContext& c) {
     }
     ImGui::EndChild();
     hovered = hovered_now;
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -167,8 +167,12 @@ void draw_config(const Model& model) {
         ImGui::Text("E=%lld", (long long)cfg.n_encoder_layer);
         ImGui::SameLine();
     }
-    ImGui::Text("L=%lld H=%lld D=%lld C=%lld  V=%lld P=%lld", (long long)cfg.n_layer, (long long)cfg.n_head,
-                (long long)cfg.head_dim(), (long long)cfg.n_embd, (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "L=%lld H=%lld D=%lld C=%lld  V=%lld P=%lld", (long long)cfg.n_layer,
+                  (long long)cfg.n_head, (long long)cfg.head_dim(), (long long)cfg.n_embd, (long long)cfg.n_vocab,
+                  (long long)cfg.n_ctx);
+    if (cfg.encoder_decoder) text_after(ImGui::GetStyle().Colors[ImGuiCol_Text], shape);
+    else wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", shape);
     if (!model.tokenizer()) {
         ImGui::SameLine();
         ImGui::TextDisabled("ids only");
@@ -205,15 +209,11 @@ void draw_config(const Model& model) {
 }  // namespace
 
 void draw_model(PanelContext& c) {
-    place_panel(Panel::Model, c.display);
-    if (!ImGui::Begin("Model")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Model");
+    if (!begin_panel(Panel::Model)) return;
+    problem_box(c, Place::Model);
     draw_picker(c);
     draw_config(c.snap.model());
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

@@ -10,33 +10,24 @@
 namespace kvscope::gui {
 
 void draw_next_token(PanelContext& c) {
-    place_panel(Panel::NextToken, c.display);
-    if (!ImGui::Begin("Next token")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Next token");
+    if (!begin_panel(Panel::NextToken)) return;
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     const StepRecord* r = viewed_step(s, c.prefs);
     if (!r) {
         ImGui::TextDisabled("No prediction yet.");
-        ImGui::End();
+        end_panel();
         return;
     }
     if (!r->prediction.chosen) {
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("This prefill chunk does not end the prompt, so it predicts nothing yet.");
-        ImGui::PopTextWrapPos();
-        ImGui::End();
+        wrapped_disabled("This prefill chunk does not end the prompt, so it predicts nothing yet.");
+        end_panel();
         return;
     }
     const SamplerOptions& so = s.options().sampling;
     ImGui::Text("chosen: %d '%s'", *r->prediction.chosen, token_text(model, *r->prediction.chosen).c_str());
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("entropy %.3f nats (perplexity %.1f), %s", r->prediction.entropy, std::exp(r->prediction.entropy),
+    wrapped_disabled("entropy %.3f nats (perplexity %.1f), %s", r->prediction.entropy, std::exp(r->prediction.entropy),
                         so.temperature == 0 ? "greedy" : "sampled");
-    ImGui::PopTextWrapPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float line = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("00000 wwwwwwwwww").x;
@@ -58,7 +49,7 @@ void draw_next_token(PanelContext& c) {
             ImGui::SetTooltip("token %d '%s'\nprobability %.5f\nlogit %.4f", tp.id, token_text(model, tp.id).c_str(),
                               double(tp.probability), double(tp.logit));
     }
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

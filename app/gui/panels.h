@@ -16,10 +16,11 @@
 //   draw_heads          what each head does (previous-token, induction scores); a row jumps to its map
 //   draw_model          the loaded model's config in words, KV cache bytes per token, the assets/ folder picker
 //   draw_memory         paged caches: the block pool as a grid coloured by owner, block tables, sharing, COW
-//   default_layout      first-start window rectangles computed from the window size
+//   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
 #include <imgui.h>
 
 #include <string>
+#include <vector>
 
 #include "controller.h"
 #include "heatmap.h"
@@ -51,7 +52,29 @@ void draw_memory(PanelContext& c);  // memory_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
 
 enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory };
-void place_panel(Panel p, ImVec2 display);  // SetNextWindowPos/Size with ImGuiCond_FirstUseEver
+const char* panel_title(Panel p);
+
+// The layout: places on the screen, each holding one panel, or several as tabs of one window.
+struct Slot {
+    ImVec2 pos, size;
+    std::vector<Panel> panels;  // drawn in this order; more than one = tabs
+};
+std::vector<Slot> layout_slots(ImVec2 display, bool paged);  // paged: the Memory panel has a place
+// Each frame: the slots (laid out again when the window size changed), then per slot begin_slot, the
+// slot's panels, end_slot. A panel draws between begin_panel (its window, or its tab) and end_panel;
+// when begin_panel returns false there is nothing to draw and nothing to end.
+const std::vector<Slot>& arrange_panels(ImVec2 display, bool paged);
+void begin_slot(const Slot& slot);
+void end_slot();
+bool begin_panel(Panel p);
+void show_tab(Panel p);  // bring a panel that is a tab to the front on the next frame (script `panel NAME`)
+bool panel_named(const std::string& title, Panel& out);  // "Cache on vs off" -> Panel::Compare
+void end_panel();
+
+// The Controls panel's option boxes: reset to the applied options when the session was rebuilt; what
+// differs from the applied options, in words ("window 0 → 6, seed 0 → 3"), empty when nothing is pending.
+void sync_option_edits(ViewPrefs& prefs, const Snapshot& snap);
+std::string pending_options(const ViewPrefs& prefs, const Snapshot& snap);
 
 // Shared bits of panel drawing.
 std::string short_token(const Model& model, TokenId id, size_t max_chars = 12);
@@ -60,7 +83,16 @@ std::string human_count(double n, const char* unit = "");  // 1.2k, 3.4M; with a
 // The step that ran the encoder whose output `enc` is: the first step of the trace that read it; -1 if none.
 int64_t encoder_step(const Trace& trace, const EncoderOutput* enc);
 void help_marker(const char* text);
-// "label [<] 3 [>] of 12": arrow buttons and a drag box that never hides the number; true when changed.
+// Wrapped text that breaks only at spaces and newlines (ImGui also breaks after '.' and ',', which splits
+// "0.19" or "10..11" across lines). The block is one item (for dump_item); returns the text drawn.
+std::string wrapped_text(ImVec4 color, const char* fmt, ...) IM_FMTARGS(2);
+std::string wrapped_disabled(const char* fmt, ...) IM_FMTARGS(1);
+// Text after the previous item on the same line when it fits there, else from the next line (wrapped).
+void text_after(ImVec4 color, const std::string& text);
+
+// The last failure, in the panel whose intent failed, until the user closes it (or the same panel succeeds).
+void problem_box(PanelContext& c, Place place);
+// "label [<] 3 [>] (0..11)": arrow buttons and a drag box that never hides the number; true when changed.
 bool stepper(const char* label, int64_t& v, int64_t lo, int64_t hi);
 
 

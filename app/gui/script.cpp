@@ -49,6 +49,7 @@ const Spec kSpecs[] = {
     {"pause", 0, 0, "pause", "stop a run (after `background run ...`)"},
     {"cache", 1, 1, "cache on|off", "the KV cache switch"},
     {"compare", 1, 1, "compare on|off", "shadow session for the Cache on vs off panel"},
+    {"edit", 1, 12, "edit k=v ...", "the keys of options, typed into the Controls' option boxes without applying (pending)"},
     {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, "
                                           "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N); restarts"},
     {"model", 1, 1, "model DIR", "load another model folder"},
@@ -74,7 +75,27 @@ const Spec kSpecs[] = {
     {"attention", 1, 1, "attention self|cross|encoder", "which attention the Attention panel shows (encoder-decoder models)"},
     {"attention-json", 1, 1, "attention-json FILE", "write the map the Attention panel shows as JSON, once it is drawn",
      ScriptOutput::JsonFile},
+    {"dismiss", 0, 0, "dismiss", "close the error box, as its Dismiss button does"},
+    {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
+
+// One `key=value` of an options or edit line.
+void set_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
+    const std::string key = kv.substr(0, kv.find('='));
+    double r = 0;
+    to_real(kv.substr(kv.find('=') + 1), r);
+    if (key == "chunk") o.prefill_chunk = int64_t(r);
+    if (key == "window") o.window = int64_t(r);
+    if (key == "max-new") o.max_new_tokens = int64_t(r);
+    if (key == "temperature") o.sampling.temperature = r;
+    if (key == "top-k") o.sampling.top_k = int64_t(r);
+    if (key == "top-p") o.sampling.top_p = r;
+    if (key == "seed") o.sampling.seed = uint64_t(r);
+    if (key == "sinks") o.sinks = int64_t(r);
+    if (key == "block") o.block_size = int64_t(r);
+    if (key == "share") o.share_prefix = r != 0;
+    if (key == "seqs") b.n_seq = int64_t(r);
+}
 
 bool on_off(const std::string& s, bool& out) {
     if (s == "on") return out = true, true;
@@ -109,6 +130,12 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             if (rest == std::string::npos) throw UsageError(where(path, n) + "background needs a command line after it");
             text = text.substr(rest);
             l.background = true;
+        }
+        if (text.rfind("expect-error", 0) == 0 && (text.size() == 12 || text[12] == ' ' || text[12] == '\t')) {
+            const size_t rest = text.find_first_not_of(" \t", 12);
+            if (rest == std::string::npos) throw UsageError(where(path, n) + "expect-error needs a command line after it");
+            text = text.substr(rest);
+            l.expect_error = true;
         }
         const size_t sp = text.find_first_of(" \t");
         l.words.push_back(text.substr(0, sp));
@@ -155,6 +182,13 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
             bad("expected self, cross or encoder");
         if (cmd == "scale" && l.words[1] != "linear" && l.words[1] != "log") bad("expected linear or log");
+        if (cmd == "panel") {
+            std::string title;
+            for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
+            Panel p;
+            if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory)");
+        }
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
         if ((cmd == "export" || cmd == "export-session") && n_args == 2 && l.words[2] != "all-heads")
@@ -164,7 +198,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (int i = 1; i <= n_args; ++i)
                 if (!to_real(l.words[size_t(i)], r)) bad("expected numbers");
         }
-        if (cmd == "options")
+        if (cmd == "options" || cmd == "edit")
             for (int i = 1; i <= n_args; ++i) {
                 const std::string& kv = l.words[size_t(i)];
                 const size_t eq = kv.find('=');
@@ -181,7 +215,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
-                             cmd == "attention-json"))
+                             cmd == "attention-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -222,24 +256,19 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(SetCompare{arg == "on"});
     } else if (cmd == "options") {
         SetOptions c{snap.options(), snap.batch};
-        for (size_t i = 1; i < l.words.size(); ++i) {
-            const std::string& kv = l.words[i];
-            const std::string key = kv.substr(0, kv.find('='));
-            double r = 0;
-            to_real(kv.substr(kv.find('=') + 1), r);
-            if (key == "chunk") c.options.prefill_chunk = int64_t(r);
-            if (key == "window") c.options.window = int64_t(r);
-            if (key == "max-new") c.options.max_new_tokens = int64_t(r);
-            if (key == "temperature") c.options.sampling.temperature = r;
-            if (key == "top-k") c.options.sampling.top_k = int64_t(r);
-            if (key == "top-p") c.options.sampling.top_p = r;
-            if (key == "seed") c.options.sampling.seed = uint64_t(r);
-            if (key == "sinks") c.options.sinks = int64_t(r);
-            if (key == "block") c.options.block_size = int64_t(r);
-            if (key == "share") c.options.share_prefix = r != 0;
-            if (key == "seqs") c.batch.n_seq = int64_t(r);
-        }
+        for (size_t i = 1; i < l.words.size(); ++i) set_option(c.options, c.batch, l.words[i]);
         run(c);
+    } else if (cmd == "panel") {
+        std::string title;
+        for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
+        Panel p;
+        if (panel_named(title, p)) show_tab(p);
+        fx.frames = 2;
+    } else if (cmd == "dismiss") {
+        v.dismissed_problem = snap.problem.id;
+    } else if (cmd == "edit") {
+        sync_option_edits(v, snap);
+        for (size_t i = 1; i < l.words.size(); ++i) set_option(v.edit_options, v.edit_batch, l.words[i]);
     } else if (cmd == "suffix") {
         SetOptions c{snap.options(), snap.batch};
         if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);

@@ -2,6 +2,7 @@
 // Scripted mode: a text file of the same intents the buttons and keys send, one per line. The commands,
 // their arguments and what they do are listed once, in script.cpp's kSpecs: script_commands() returns
 // them and `kvscope gui --help` prints them. Besides those:
+//   expect-error LINE      LINE's intent must fail; the script goes on (the window shows the error)
 //   background LINE        send LINE's intents and go on without waiting for the worker (e.g. a long
 //                          prefill followed by `measure N`: frame times while the worker steps)
 //   # comment, blank lines ignored
@@ -31,6 +32,7 @@ struct ScriptLine {
     std::vector<std::string> words; // words[0] = the command; prompt and source keep the rest of the line in words[1]
     bool background = false;        // `background LINE`: do not wait for the worker after this line
     ScriptOutput output = ScriptOutput::None;  // words[1] is a file or folder this line writes
+    bool expect_error = false;      // `expect-error LINE`: the line's intent must fail
 };
 
 // Parse and check every line up front; throws UsageError "FILE:LINE: ..." on the first bad line,

@@ -35,7 +35,13 @@ struct Snapshot {
     std::string status;                  // one line for the status bar
     bool status_error = false;
     uint64_t n_errors = 0;               // failed commands so far (scripts compare before/after a line)
-    std::string last_export;
+    std::string last_export;             // where the last export went; empty after a failed one
+    struct Problem {
+        uint64_t id = 0;                 // 0 = none; each failure gets a new id (a closed box stays closed)
+        Place place = Place::Controls;   // the panel the failed intent came from
+        std::string text;                // in the window's words (window_words)
+    };
+    Problem problem;                     // the last failure, until an intent from the same place succeeds
     std::vector<HeadScore> heads;        // ExplainHeads' result for this model (empty: not measured)
     struct Sequence {
         Trace trace;

@@ -14,12 +14,42 @@
 namespace kvscope::gui {
 
 namespace {
-std::map<std::string, ImVec4> dumped;  // name -> (x0, y0, x1, y1) in window pixels
+// name -> (x0, y0, x1, y1) in window pixels, as drawn this frame
+std::map<std::string, ImVec4> dumped;   // items and panel windows (or a tab's area)
+std::map<std::string, ImVec4> clips;    // item -> what its window shows of it
+std::map<std::string, std::pair<bool, bool>> scrolls;  // item -> its window scrolls (horizontally, vertically)
+std::map<std::string, ImVec4> windows;  // top-level windows: a panel, or a window of tabs
+std::map<std::string, std::string> texts;
+
+JsonOut rects(const std::map<std::string, ImVec4>& m) {
+    JsonOut out = JsonOut::object();
+    for (const auto& [name, r] : m)  // whole pixels: tests click at these
+        out[name] = {std::lround(r.x), std::lround(r.y), std::lround(r.z), std::lround(r.w)};
+    return out;
 }
+}  // namespace
+
+void begin_dump_frame() {
+    dumped.clear();
+    clips.clear();
+    scrolls.clear();
+    windows.clear();
+    texts.clear();
+}
+
+void dump_text(const char* name, const std::string& text) { texts[name] = text; }
 
 void dump_item(const char* name) {
     const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
     dumped[name] = {a.x, a.y, b.x, b.y};
+    const ImVec2 c0 = ImGui::GetWindowDrawList()->GetClipRectMin(), c1 = ImGui::GetWindowDrawList()->GetClipRectMax();
+    clips[name] = {c0.x, c0.y, c1.x, c1.y};
+    scrolls[name] = {ImGui::GetScrollMaxX() > 0, ImGui::GetScrollMaxY() > 0};
+}
+
+void dump_panel_window(const char* name) {
+    const ImVec2 a = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+    windows[name] = {a.x, a.y, a.x + s.x, a.y + s.y};
 }
 
 void dump_window(const char* name) {
@@ -28,10 +58,17 @@ void dump_window(const char* name) {
 }
 
 bool write_layout_dump(const std::string& path, const JsonOut& state) {
-    JsonOut widgets = JsonOut::object();
-    for (const auto& [name, r] : dumped)  // whole pixels: tests click at these
-        widgets[name] = {std::lround(r.x), std::lround(r.y), std::lround(r.z), std::lround(r.w)};
-    const std::string text = json_text({{"state", state}, {"widgets", widgets}}, 2) + "\n";
+    JsonOut scrolling = JsonOut::object();
+    for (const auto& [name, s] : scrolls) scrolling[name] = {s.first, s.second};
+    const ImVec2 d = ImGui::GetIO().DisplaySize;
+    const std::string text = json_text({{"state", state},
+                                        {"viewport", {std::lround(d.x), std::lround(d.y)}},
+                                        {"widgets", rects(dumped)},
+                                        {"windows", rects(windows)},
+                                        {"clips", rects(clips)},
+                                        {"scrolls", scrolling},
+                                        {"texts", texts}},
+                                       2) + "\n";
     static std::string last;
     if (text == last) return true;
     try {

@@ -3,9 +3,15 @@
 // dump_window) and, for `attention-json`, hand over the map they drew; every file is made here, through
 // the atomic writer.
 //
-//   dump_item(name)                   the last ImGui item's rectangle, for --layout-dump
+//   begin_dump_frame()                forget the last frame's rectangles (the dump holds what one frame drew)
+//   dump_item(name)                   the last ImGui item's rectangle and what its window shows of it
 //   dump_window(name)                 the current window's rectangle (call between Begin/End)
-//   write_layout_dump(path, state)    {"state": state, "widgets": {"name": [x0, y0, x1, y1], ...}}; rewritten on change
+//   dump_panel_window(name)           the same, for a top-level window (a panel or a window of tabs)
+//   dump_text(name, text)             a line of text as drawn (headers, the status line, a tooltip)
+//   write_layout_dump(path, state)    {"state": state, "viewport": [w, h], "widgets": {"name": [x0, y0, x1, y1]},
+//                                     "windows": {top-level windows}, "clips": {item: visible part of its window},
+//                                     "scrolls": {item: [its window scrolls horizontally, vertically]},
+//                                     "texts": {name: text}}; rewritten on change
 //   write_memory_json(path, s, step)  script `memory-json FILE`: the block pool as of the shown step
 //   write_attention_json(...)         script `attention-json FILE`: the map the Attention panel shows, as drawn
 //                                     (kind, positions, token ids, scores, weights)
@@ -19,8 +25,11 @@
 
 namespace kvscope::gui {
 
+void begin_dump_frame();
 void dump_item(const char* name);
 void dump_window(const char* name);
+void dump_panel_window(const char* name);
+void dump_text(const char* name, const std::string& text);
 bool write_layout_dump(const std::string& path, const JsonOut& state);
 bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step);
 bool write_attention_json(const std::string& path, const char* kind, size_t step, const AttentionMap& m,

@@ -13,12 +13,7 @@
 
 namespace kvscope::gui {
 void draw_timeline(PanelContext& c) {
-    place_panel(Panel::Timeline, c.display);
-    if (!ImGui::Begin("Token timeline")) {
-        ImGui::End();
-        return;
-    }
-    dump_window("Token timeline");
+    if (!begin_panel(Panel::Timeline)) return;
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
@@ -33,25 +28,28 @@ void draw_timeline(PanelContext& c) {
         ImGui::SameLine();
         bool follow = v.view_step < 0;
         if (ImGui::Checkbox("follow newest", &follow)) v.view_step = follow ? -1 : int64_t(step_index);
-        ImGui::SameLine();
-        ImGui::Text("| %s, cache %s | position pointer %lld | cache %lld / %lld slots", phase_name(r->id.phase),
-                    r->id.cache_on ? "ON" : "OFF", (long long)r->cache.next_position, (long long)r->cache.used,
-                    (long long)r->cache.capacity);
+        // Each note on the same line when it fits, else on the next (nothing is cut at the panel's edge).
+        const auto note = text_after;
+        const ImVec4 plain = ImGui::GetStyle().Colors[ImGuiCol_Text], dim = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+        note(plain, std::string("| ") + phase_name(r->id.phase) + ", cache " + (r->id.cache_on ? "ON" : "OFF") +
+                        " | next position " + std::to_string(r->cache.next_position));
+        dump_item("timeline step note");
         if (r->id.window > 0) {
             const KeyRange k = r->visible_keys(r->cache.next_position);
-            ImGui::SameLine();
+            char text[128];
             if (k.n_sink > 0)
-                ImGui::Text("| window %lld + %lld sinks: keys 0..%lld and %lld..%lld", (long long)r->id.window,
-                            (long long)r->id.sinks, (long long)(k.n_sink - 1), (long long)k.lo, (long long)k.hi);
+                std::snprintf(text, sizeof text, "| window %lld + %lld sinks: keys 0..%lld and %lld..%lld", (long long)r->id.window,
+                              (long long)r->id.sinks, (long long)(k.n_sink - 1), (long long)k.lo, (long long)k.hi);
             else
-                ImGui::Text("| window %lld: keys %lld..%lld", (long long)r->id.window, (long long)k.lo, (long long)k.hi);
+                std::snprintf(text, sizeof text, "| window %lld: keys %lld..%lld", (long long)r->id.window, (long long)k.lo,
+                              (long long)k.hi);
+            note(plain, text);
         }
         if (r->rows.encoder) {
-            ImGui::SameLine();
-            if (r->rows.ran_encoder) ImGui::TextColored({1, 0.75f, 0.3f, 1}, "| the encoder ran at this step");
+            if (r->rows.ran_encoder) note({1, 0.75f, 0.3f, 1}, "| the encoder ran at this step");
             else
-                ImGui::TextDisabled("| encoder ran at step %lld; its cross cache is reused",
-                                    (long long)encoder_step(s.trace(), r->rows.encoder.get()));
+                note(dim, "| encoder ran at step " + std::to_string(encoder_step(s.trace(), r->rows.encoder.get())) +
+                              "; its cross cache is reused");
             dump_item("timeline encoder note");
         }
 
@@ -262,7 +260,7 @@ void draw_timeline(PanelContext& c) {
         else if (want < scroll + 40) ImGui::SetScrollX(std::max(0.0f, want - 40));
     }
     ImGui::EndChild();
-    ImGui::End();
+    end_panel();
 }
 
 }  // namespace kvscope::gui

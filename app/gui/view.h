@@ -36,6 +36,11 @@ struct ViewPrefs {
     AttentionKind attention = AttentionKind::Self;
     int64_t sel_source = -1;      // selected source position (cross / encoder maps, the cross cache)
     std::string attention_json;   // script `attention-json FILE`: the panel writes the shown map there, then clears it
+    // The session option boxes as typed: a change is pending until Apply (the session runs on the applied ones).
+    SessionOptions edit_options;
+    BatchOptions edit_batch;
+    uint64_t edit_generation = ~0ull;    // Snapshot::generation the boxes were last reset to
+    uint64_t dismissed_problem = 0;      // Problem::id of the last error box the user closed
     std::string export_dir = "kvscope_export";
     bool export_all_heads = false;
     float zoom = 1;               // attention map zoom (1 = whole map) and pan centre in uv

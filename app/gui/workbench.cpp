@@ -16,6 +16,10 @@ constexpr int64_t kMaxSequences = 16;  // a batch the Memory panel can still dra
 
 }  // namespace
 
+std::string count_of(int64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many ? many : std::string(one) + "s");
+}
+
 std::string token_text(const Model& model, TokenId id) {
     if (!model.tokenizer() || id < 0 || id >= model.tokenizer()->n_vocab()) return "<" + std::to_string(id) + ">";
     return display_bytes(model.tokenizer()->token_bytes(id));
@@ -36,6 +40,36 @@ Workbench::Workbench(std::shared_ptr<const Model> model, SessionOptions options,
     if (!problem.empty()) throw UsageError(problem);
     set_status(ed ? "encoder-decoder: the source is '" + source_text_ + "'; the prompt may stay empty. Press Prefill (or Space)"
                   : std::string("type a prompt, then press Prefill (or Space)"));
+}
+
+std::string window_words(std::string m) {
+    // The engine's hints name command-line options; the window has boxes and buttons instead.
+    static const std::pair<const char*, const char*> words[] = {
+        {"--model wants a folder with config.json and model.safetensors",
+         "choose a model folder: one that holds config.json and model.safetensors"},
+        {"--source or --source-ids", "type it in the Source box"},
+        {"--source is for encoder-decoder models", "a source is for encoder-decoder models"},
+        {"--prompt-cache wants a file path", "the prompt cache box wants a file path"},
+        {"or pass another --prompt-cache", "or type another file in the prompt cache box"},
+        {"is --prompt-cache naming the right file?", "is the prompt cache box naming the right file?"},
+        {"with --window ", "with window "},
+        {"and --sinks ", "and sinks "},
+        {"use --dtype ", "start kvscope gui with --dtype "},
+    };
+    for (const auto& [cli, window] : words)
+        for (size_t at; (at = m.find(cli)) != std::string::npos;) m.replace(at, std::string(cli).size(), window);
+    return m;
+}
+
+void Workbench::fail(Place place, const std::string& what) {
+    const std::string text = window_words(what);
+    set_status(text, true);
+    problem_ = {++n_problems_, place, text};
+    if (place == Place::Export) last_export_.clear();  // the panel must not show an older export as the result
+}
+
+void Workbench::settle(Place place) {
+    if (problem_.id && problem_.place == place) problem_ = {};
 }
 
 void Workbench::set_status(std::string s, bool error) {
@@ -71,6 +105,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     s->status_error = status_error_;
     s->n_errors = n_errors_;
     s->last_export = last_export_;
+    s->problem = problem_;
     s->heads = heads_;
     for (const Session* q : group_->sessions())
         s->sequences.push_back({q->trace(), q->prompt(), q->generated(), q->options().sampling.seed, q->next()});
@@ -148,9 +183,16 @@ void Workbench::sync_comparison() {
 }
 
 std::string Workbench::describe(const StepRecord& r) const {
+    // Positions and token ids are both small numbers: each is named where it appears.
+    const int64_t n = int64_t(r.id.tokens.size());
     std::string msg = std::string(phase_name(r.id.phase)) + " step " + std::to_string(r.id.index) + ": " +
-                      std::to_string(r.id.tokens.size()) + " token(s) at position " + std::to_string(r.id.first_position);
-    if (r.prediction.chosen) msg += ", next token " + std::to_string(*r.prediction.chosen) + " '" + token_text(group_->model(), *r.prediction.chosen) + "'";
+                      count_of(n, "token") + " at " +
+                      (n == 1 ? "position " + std::to_string(r.id.first_position)
+                              : "positions " + std::to_string(r.id.first_position) + ".." +
+                                    std::to_string(r.id.first_position + n - 1));
+    if (r.prediction.chosen)
+        msg += "; next token '" + token_text(group_->model(), *r.prediction.chosen) + "' (token id " +
+               std::to_string(*r.prediction.chosen) + ")";
     return msg;
 }
 
@@ -170,8 +212,8 @@ bool Workbench::step() {
     const bool cache = session.options().use_cache;
     const int64_t rows = cache ? n : done + int64_t(session.generated().size()) + n;
     activity(std::string(next == Session::Next::Prefill ? "prefill" : "decode") + " step " +
-             std::to_string(session.trace().size()) + ": " + std::to_string(n) + " new token(s), " +
-             std::to_string(rows) + " row(s) computed (cache " + (cache ? "ON)" : "OFF)"));
+             std::to_string(session.trace().size()) + ": " + count_of(n, "new token") + ", " +
+             count_of(rows, "row") + " computed (cache " + (cache ? "ON)" : "OFF)"));
     group_->step();
     const StepRecord& r = session.trace().back();
     if (comparison_.active() && !comparison_.diverged()) {
@@ -207,7 +249,7 @@ RunPlan Workbench::plan_run(int64_t n, bool decode_only) const {
 
 std::string Workbench::status_after_run(int64_t n_done) const {
     const StepRecord* last = sel().trace().empty() ? nullptr : &sel().trace().back();
-    return "ran " + std::to_string(n_done) + " step(s)" +
+    return "ran " + count_of(n_done, "step") +
            (last ? "; now at position " + std::to_string(last->cache.next_position) : std::string());
 }
 
@@ -216,8 +258,8 @@ void Workbench::operator()(const SetPrompt& c) {
     set_prompts();
     const Session& s = sel();
     const bool ed = s.model().config().encoder_decoder;
-    set_status("prompt: " + std::to_string(s.prompt().size() - (ed ? 1 : 0)) + " tokens" +
-               (ed ? " after the decoder start token, source " + std::to_string(s.source().size()) + " tokens"
+    set_status("prompt: " + count_of(int64_t(s.prompt().size()) - (ed ? 1 : 0), "token") +
+               (ed ? " after the decoder start token, source " + count_of(int64_t(s.source().size()), "token")
                    : std::string()) +
                (group_->size() > 1 ? " (sequence " + std::to_string(selected_) + " of " +
                                          std::to_string(group_->size()) + ")" : std::string()) +
@@ -229,8 +271,8 @@ void Workbench::operator()(const SetSource& c) {
         throw UsageError(group_->model().dir() + " is decoder-only: it takes no source (load an encoder-decoder model)");
     source_text_ = c.text;
     set_prompts();
-    set_status("source: " + std::to_string(sel().source().size()) +
-               " tokens for the encoder; the first prefill step runs it and fills the cross-attention cache");
+    set_status("source: " + count_of(int64_t(sel().source().size()), "token") +
+               " for the encoder; the first prefill step runs it and fills the cross-attention cache");
 }
 
 void Workbench::operator()(const Prefill&) {
@@ -255,7 +297,7 @@ void Workbench::operator()(const Back& c) {
     if (compare_ && group_->size() == 1 &&
         (comparison_.diverged() || (shadow && shadow->size() != group_->session(0).trace().size())))
         sync_comparison();
-    set_status("stepped back to " + std::to_string(sel().trace().size()) + " step(s)");
+    set_status("stepped back to " + count_of(int64_t(sel().trace().size()), "step"));
 }
 
 void Workbench::operator()(const Reset&) {
@@ -325,8 +367,8 @@ void Workbench::operator()(const ExportSession& c) {
     const Session& s = sel();
     const int64_t stale = export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);
     last_export_ = c.dir;
-    set_status("exported " + std::to_string(s.trace().size()) + " steps to " + c.dir +
-               (stale ? "; removed " + std::to_string(stale) + " step folder(s) of an earlier, longer export" : ""));
+    set_status("exported " + count_of(int64_t(s.trace().size()), "step") + " to " + c.dir +
+               (stale ? "; removed " + count_of(stale, "step folder") + " of an earlier, longer export" : ""));
 }
 
 void Workbench::operator()(const ExplainHeads&) {

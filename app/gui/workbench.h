@@ -10,7 +10,8 @@
 //   step()                              one step of whatever comes next (a run's step), mirrored by the
 //                                       comparison; false when the group is done
 //   plan_run(n, decode_only)            check a Run / Decode and say how many steps it may take
-//   fail(what)                          a command failed: the status line says why
+//   fail(place, what)                   a command from `place` failed: the status line and that panel say why
+//   settle(place)                       a command from `place` succeeded: its earlier error is over
 //   snapshot()                          what the views draw, as of now
 //
 // Threads: one thread only (the controller's worker, or a test). Hooks are called from it.
@@ -41,6 +42,10 @@ struct RunPlan {
     bool decode_only = false;            // Decode N: stop at anything but a decode step
 };
 
+// An error message as the window says it: command-line options ("--model wants a folder") become the
+// window's controls ("choose a folder").
+std::string window_words(std::string message);
+
 class Workbench {
 public:
     Workbench(std::shared_ptr<const Model> model, SessionOptions options, WorkbenchHooks hooks);
@@ -49,7 +54,8 @@ public:
     bool step();
     RunPlan plan_run(int64_t n, bool decode_only) const;
     Session::Next next() const { return group_->next(); }
-    void fail(const std::string& what) { set_status(what, true); }
+    void fail(Place place, const std::string& what);
+    void settle(Place place);
     void set_status(std::string s, bool error = false);
     std::string status_after_run(int64_t n_done) const;
     std::shared_ptr<const Snapshot> snapshot() const;
@@ -96,6 +102,8 @@ private:
     bool status_error_ = false;
     uint64_t n_errors_ = 0;
     std::string last_export_;
+    Snapshot::Problem problem_;
+    uint64_t n_problems_ = 0;
     std::vector<HeadScore> heads_;       // for the current model; cleared when it is replaced
     uint64_t generation_ = 0;
 };
@@ -103,6 +111,8 @@ private:
 // The source a freshly loaded encoder-decoder model starts with (a short sentence its tokenizer knows).
 inline constexpr const char* kDefaultSource = "the cat sat on the mat";
 
+// "1 query", "3 queries": the count and the noun in the number it needs (`many` defaults to one + "s").
+std::string count_of(int64_t n, const char* one, const char* many = nullptr);
 std::string token_text(const Model& model, TokenId id);  // display form of one token ("<id>" without tokenizer)
 // Token ids for prompt text, as SetPrompt makes them; throws UsageError. Pure: safe on the UI thread.
 std::vector<TokenId> encode_prompt(const Model& model, const std::string& text);

@@ -3,8 +3,10 @@
 drive it with X events from xdotool, as a new user would:
 
   type a prompt into the prompt box, click "Prefill step", press Space (decode), Backspace (step back),
-  click the cache switch, press Space again (a cache-off step), click the layer / head arrows, type an
-  export folder and click "Export snapshot".
+  click the cache switch, press Space again (a cache-off step), tap Space and Backspace faster than a
+  frame while both cores are busy (each press applies, in order), click the layer / head arrows, hover
+  the attention map (a decoder-only model's tooltip says "layer", not "decoder layer"), type an export
+  folder and click "Export snapshot".
 
 Widgets are found by name in the JSON the app keeps updated with --layout-dump FILE (rectangles of named
 widgets plus a little state: steps, idle, cache, layer, head, status, frame counter), so no pixel
@@ -98,9 +100,24 @@ class App:
 
     def click(self, name):
         x, y = self.centre(name)
+        f0 = self.frames()
         self.xdo(["mousemove", "--window", self.wid, str(x), str(y)])
-        time.sleep(0.15)  # let a frame see the hover before the press (ImGui needs the item hovered)
-        self.xdo(["click", "1"])
+        # Let frames see the hover before the press (ImGui needs the item hovered); count them, as a busy
+        # machine can make a fixed sleep too short.
+        t0 = time.time()
+        while self.frames() < f0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
+        time.sleep(0.15)
+        # Held for a few frames, like keys below: a press and release inside one slow frame can be lost.
+        self.press_release()
+
+    def press_release(self):
+        f0 = self.frames()
+        self.xdo(["mousedown", "1"])
+        t0 = time.time()
+        while self.frames() < f0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
+        self.xdo(["mouseup", "1"])
         time.sleep(0.2)
 
     def click_empty(self):
@@ -188,11 +205,38 @@ def inner(a):
         app.wait("space = cache-off decode", lambda s: s["steps"] == 2)
         app.screenshot("cache_off_step")
 
+        # Keys tapped faster than a frame while both cores are busy: each press is applied, in order
+        # (ImGui 1.86 alone sees only the key state at each frame and would drop such taps).
+        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        try:
+            app.xdo(["key", "--delay", "0", "space", "BackSpace"])
+            app.wait("space+backspace at once", lambda s: s["steps"] == 2 and "stepped back to 2 steps" in s["status"])
+            app.xdo(["key", "--delay", "0", "space"])
+            app.wait("one quick space", lambda s: s["steps"] == 3)
+            app.xdo(["key", "--delay", "0", "BackSpace"])
+            app.wait("one quick backspace", lambda s: s["steps"] == 2)
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+
         app.click("layer +")  # the default model has 2 layers and 4 heads
         app.click("head +")
         app.click("head +")
         app.wait("layer 1, head 2", lambda s: s["layer"] == 1 and s["head"] == 2)
         app.screenshot("layer_head")
+
+        # Hovering a cell of the map: the tooltip of a decoder-only model says "layer", not "decoder layer".
+        x, y = app.centre("attention map")
+        app.xdo(["mousemove", "--window", app.wid, str(x), str(y)])
+        t0 = time.time()
+        while time.time() - t0 < TIMEOUT and "attention tooltip" not in (app.state() or {}).get("texts", {}):
+            time.sleep(0.1)
+        tip = (app.state() or {}).get("texts", {}).get("attention tooltip")
+        if tip != "layer 1 head 2":
+            fail("the attention tooltip reads %r, expected 'layer 1 head 2'" % tip)
+        print("  ok: tooltip %r" % tip)
+        app.click_empty()
 
         out = os.path.join(work, "exported")
         app.type_into("export dir", out)
