@@ -155,7 +155,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         }
     const std::string title = "kvscope - " + model->dir();
     GLFWwindow* window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
-    if (!window) throw UsageError("cannot create an OpenGL 3.3 window (" + glfw_error + ")");
+    if (!window) throw LoadError("OpenGL 3.3 window", glfw_error, "needs an OpenGL 3.3 driver (Mesa llvmpipe works under Xvfb)");
     glfwMakeContextCurrent(window);
     glfwSwapInterval(scripted ? 0 : 1);
     glfwSetDropCallback(window, on_drop);

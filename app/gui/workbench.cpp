@@ -340,13 +340,10 @@ void Workbench::operator()(const LoadModel& c) {
                                             : std::string()));
 }
 
-// The shown sequence's trace, checked for export, and the folder made.
+// The shown sequence's trace, checked for export (core's export makes the folder under the output rule).
 ExportScope Workbench::prepare_export(const std::string& dir, int64_t layer, int64_t head) const {
     if (sel().trace().empty()) throw UsageError("nothing to export yet: run a step first");
     activity("exporting to " + dir);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec || !std::filesystem::is_directory(dir)) throw UsageError("cannot create folder " + dir);
     ExportScope scope;
     if (layer >= 0) scope.layer = layer;
     if (head >= 0) scope.head = head;

@@ -207,7 +207,9 @@ def inner(a):
 
         # Keys tapped faster than a frame while both cores are busy: each press is applied, in order
         # (ImGui 1.86 alone sees only the key state at each frame and would drop such taps).
-        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        # A burner spins until its parent (this script) is gone, so a killed test leaves no busy process.
+        burn = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+        burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(2)]
         try:
             app.xdo(["key", "--delay", "0", "space", "BackSpace"])
             app.wait("space+backspace at once", lambda s: s["steps"] == 2 and "stepped back to 2 steps" in s["status"])
