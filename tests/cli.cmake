@@ -43,14 +43,19 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_trace_files.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/trace_files)
   set_tests_properties(cli.trace_files PROPERTIES TIMEOUT 120)
+  # Without the window (sanitizer builds) the gui cases are skipped.
+  set(kvscope_cli_no_gui "")
+  if(NOT KVSCOPE_GUI)
+    set(kvscope_cli_no_gui "--no-gui")
+  endif()
   # Every command: the output rule and the exit-code table (README "Exit codes"), one-line errors.
   add_test(NAME cli.errors
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_errors.py --kvscope $<TARGET_FILE:kvscope>
-                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/errors)
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/errors ${kvscope_cli_no_gui})
   # --help texts that run as printed (detokenize's example, gui's script commands) and complete JSON.
   add_test(NAME cli.help_and_json
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_help_and_json.py --kvscope $<TARGET_FILE:kvscope>
-                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/help_and_json)
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/help_and_json ${kvscope_cli_no_gui})
   set_tests_properties(cli.errors cli.help_and_json PROPERTIES TIMEOUT 180)
   # The window and generate share one max-new-tokens default (a scripted window under xvfb-run; 77 = skipped).
   if(KVSCOPE_GUI)
