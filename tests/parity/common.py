@@ -64,8 +64,9 @@ class Failure(Exception):
     pass
 
 
-def run_cli(kvscope, args, timeout=30):
-    """-> (returncode, stdout, stderr). A hang or a signal is a failure by itself."""
+def run_cli(kvscope, args, timeout=120):
+    """-> (returncode, stdout, stderr). A hang or a signal is a failure by itself. The limit leaves room
+    for the sanitizer builds on a busy 2-core machine (an uncached 240-position run took > 30 s there)."""
     try:
         p = subprocess.run([kvscope] + args, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
