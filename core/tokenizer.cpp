@@ -304,10 +304,19 @@ Tokenizer Tokenizer::from_text(std::string_view vocab_json, std::string_view mer
 // Added tokens first (leftmost, then longest, like Hugging Face's AddedVocabulary), the text between
 // them through encode_segment.
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool allow_special) const {
+    std::vector<TokenId> continuation = encode_continuation(text, allow_special);
+    if (!impl_->bos) return continuation;
+    std::vector<TokenId> out;
+    out.reserve(continuation.size() + 1);
+    out.push_back(*impl_->bos);
+    out.insert(out.end(), continuation.begin(), continuation.end());
+    return out;
+}
+
+std::vector<TokenId> Tokenizer::encode_continuation(std::string_view text, bool allow_special) const {
     const Impl::AddedIndex& index = allow_special ? impl_->index_special : impl_->index_plain;
     std::vector<TokenId> out;
-    out.reserve(text.size() / 3 + 2);
-    if (impl_->bos) out.push_back(*impl_->bos);
+    out.reserve(text.size() / 3 + 1);
     size_t start = 0;
     if (!index.by_content.empty()) {
         for (size_t i = 0; i < text.size();) {

@@ -11,6 +11,7 @@
 //   encode(text, allow_special)    UTF-8 text -> ids, begin_of_text() first when the tokenizer adds it;
 //                                  special tokens ("<|endoftext|>", "<s>") are plain text unless
 //                                  allow_special; non-special added tokens always match
+//   encode_continuation(text, a)   the same without begin_of_text(): text that follows other text
 //   decode(ids)                    ids -> raw bytes (may end inside a UTF-8 sequence)
 //   token_bytes(id)                the bytes one token stands for
 //   display(bytes)                 text for a person: valid UTF-8 kept, control chars and invalid or
@@ -52,6 +53,7 @@ public:
                                          const std::string& origin);
 
     std::vector<TokenId> encode(std::string_view text, bool allow_special = false) const;
+    std::vector<TokenId> encode_continuation(std::string_view text, bool allow_special = false) const;
     std::string decode(const std::vector<TokenId>& ids) const;  // throws UsageError on an unknown id
     const std::string& token_bytes(TokenId id) const;           // throws UsageError on an unknown id
     int64_t n_vocab() const;
