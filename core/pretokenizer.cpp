@@ -44,22 +44,29 @@ size_t run_end(std::string_view s, size_t i, CharClass cls, size_t max_chars = S
 
 bool is_newline(char c) { return c == '\r' || c == '\n'; }
 
-// \s+(?!\S) then \s+, for a whitespace run starting at s[i]: the whole run at the end of the text,
-// else the run minus its last character (which the next piece takes), else the one character.
-size_t space_run_end(std::string_view s, size_t i) {
+// \s+(?!\S) then \s+, for a whitespace run starting at s[i]: the whole run at the end of the text
+// (or before a digit, when digits are cut apart first, which ends the text the regex sees), else
+// the run minus its last character (which the next piece takes), else the one character.
+size_t space_run_end(std::string_view s, size_t i, bool digits_apart = false) {
     size_t last = i, k = i;
+    CharClass next = CharClass::Other;
     while (k < s.size()) {
         Char w = char_at(s, k);
+        next = w.cls;
         if (w.cls != CharClass::Space) break;
         last = k;
         k += w.len;
     }
-    if (k == s.size()) return k;
+    if (k == s.size() || (digits_apart && next == CharClass::Number)) return k;
     return last > i ? last : k;
 }
 
-size_t gpt2_piece_end(std::string_view s, size_t i) {
+size_t gpt2_piece_end(std::string_view s, size_t i, bool digits_apart) {
     const size_t n = s.size();
+    if (digits_apart) {
+        Char c0 = char_at(s, i);
+        if (c0.cls == CharClass::Number) return i + c0.len;
+    }
     // 1: contractions, lowercase only
     if (s[i] == '\'' && i + 1 < n) {
         char c = s[i + 1];
@@ -72,9 +79,10 @@ size_t gpt2_piece_end(std::string_view s, size_t i) {
     // 2-4: an optional ' ' then a run of letters, of digits, or of other symbols
     size_t j = (s[i] == ' ' && i + 1 < n) ? i + 1 : i;
     Char c = char_at(s, j);
-    if (c.cls != CharClass::Space) return run_end(s, j + c.len, c.cls);
+    if (c.cls != CharClass::Space && !(digits_apart && c.cls == CharClass::Number))
+        return run_end(s, j + c.len, c.cls);
     // 5-6: whitespace
-    return space_run_end(s, i);
+    return space_run_end(s, i, digits_apart);
 }
 
 char lower_ascii(char c) { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
@@ -130,7 +138,8 @@ std::optional<SplitPattern> split_pattern_named(std::string_view regex) {
 
 size_t piece_end(SplitPattern pattern, std::string_view text, size_t i) {
     switch (pattern) {
-        case SplitPattern::Gpt2: return gpt2_piece_end(text, i);
+        case SplitPattern::Gpt2: return gpt2_piece_end(text, i, false);
+        case SplitPattern::Gpt2DigitsApart: return gpt2_piece_end(text, i, true);
         case SplitPattern::Llama3: return llama3_piece_end(text, i, 3);
         case SplitPattern::Qwen2: return llama3_piece_end(text, i, 1);
     }

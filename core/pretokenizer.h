@@ -20,6 +20,8 @@ enum class SplitPattern {
     Gpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+   (tiktoken gpt2)
     Llama3,  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     Qwen2,   // the Llama 3 pattern with \p{N} (single digits) in place of \p{N}{1,3}
+    Gpt2DigitsApart,  // every \p{N} character a piece of its own, GPT-2's pattern on the text between
+                      // (tokenizer.json Sequence[Digits(individual_digits), ByteLevel]: SmolLM2)
 };
 
 std::optional<SplitPattern> split_pattern_named(std::string_view regex);

@@ -4,6 +4,7 @@
 //
 //   normalizer      null | NFC | Replace(" " -> "▁") | Sequence of Prepend("▁"), Replace(" " -> "▁"), NFC
 //   pre_tokenizer   null | ByteLevel(use_regex: GPT-2's pattern) | Metaspace("▁", prepend_scheme always)
+//                   | Sequence[Digits(individual_digits), ByteLevel(use_regex)] (SmolLM2)
 //                   | Sequence[Split(Regex, Isolated), ByteLevel(use_regex false)] with a regex
 //                     pretokenizer.h knows | Split(" ", MergedWithPrevious) after spaces became "▁" (no-op)
 //   model           BPE: vocab, merges ("a b" or ["a", "b"]), byte_fallback, ignore_merges, unk_token
@@ -130,6 +131,14 @@ void read_pre_tokenizer(const Reader& r, const Json& pt, Tokenizer::Impl& impl, 
         if (!steps.is_array()) r.fail("pre_tokenizer.pretokenizers is not an array");
         const Json::Array& a = steps.as_array();
         if (a.size() == 1) return read_pre_tokenizer(r, a[0], impl, p);
+        if (a.size() == 2 && r.type_of(a[0], "pre_tokenizer") == "Digits" && r.type_of(a[1], "pre_tokenizer") == "ByteLevel") {
+            if (!r.flag(a[0], "individual_digits", false))
+                r.unsupported("pre_tokenizer", "Digits without individual_digits");
+            read_byte_level(r, a[1], true);
+            impl.pattern = SplitPattern::Gpt2DigitsApart;
+            p.byte_level = true;
+            return;
+        }
         if (a.size() != 2 || r.type_of(a[0], "pre_tokenizer") != "Split" || r.type_of(a[1], "pre_tokenizer") != "ByteLevel")
             r.unsupported("pre_tokenizer", "Sequence other than [Split, ByteLevel]");
         const Json& split = a[0];

