@@ -127,11 +127,13 @@ void Tokenizer::Impl::encode_segment(std::string_view text, std::vector<TokenId>
     if (model == Model::SentencePiece) {
         // pass 1: spaces -> "▁" (and one "▁" in front); pass 2: characters -> tokens, else byte tokens
         static constexpr std::string_view marker = "\xe2\x96\x81";  // U+2581
-        std::string spelled = prepend_marker ? std::string(marker) : std::string();
+        std::string spelled;
         for (char c : text) {
             if (c == ' ') spelled += marker;
             else spelled += c;
         }
+        if (prepend_marker && !(prepend_unless_marked && spelled.compare(0, marker.size(), marker) == 0))
+            spelled.insert(0, marker);
         for (size_t i = 0; i < spelled.size();) {
             char32_t cp;
             size_t len = decode_utf8(spelled, i, cp);

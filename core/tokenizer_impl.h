@@ -33,6 +33,7 @@ struct Tokenizer::Impl {
     SplitPattern pattern = SplitPattern::Gpt2;  // ByteLevel only
     bool nfc = false;                // normalize each segment to NFC first (Qwen)
     bool prepend_marker = false;     // SentencePiece: "▁" before each non-empty segment (Llama 2)
+    bool prepend_unless_marked = false;  // ... only when it does not start with "▁" already (Metaspace)
     bool ignore_merges = false;      // a piece that is itself a token skips merging (Llama 3)
     bool decode_strip_space = false; // decode() drops one leading space (Llama 2's Strip decoder)
 

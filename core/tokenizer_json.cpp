@@ -3,7 +3,7 @@
 // refused by name, so a file is either tokenized exactly as Hugging Face does or not at all.
 //
 //   normalizer      null | NFC | Replace(" " -> "▁") | Sequence of Prepend("▁"), Replace(" " -> "▁"), NFC
-//   pre_tokenizer   null | ByteLevel(use_regex: GPT-2's pattern) | Metaspace("▁", prepend_scheme always)
+//   pre_tokenizer   null | ByteLevel(use_regex: GPT-2's pattern) | Metaspace("▁", always/never, split false)
 //                   | Sequence[Digits(individual_digits), ByteLevel(use_regex)] (SmolLM2)
 //                   | Sequence[Split(Regex, Isolated), ByteLevel(use_regex false)] with a regex
 //                     pretokenizer.h knows | Split(" ", MergedWithPrevious) after spaces became "▁" (no-op)
@@ -113,10 +113,12 @@ void read_pre_tokenizer(const Reader& r, const Json& pt, Tokenizer::Impl& impl, 
         const Json* scheme = pt.find("prepend_scheme");
         if (!rep || !rep->is_string() || rep->as_string() != k_marker)
             r.unsupported("pre_tokenizer", "Metaspace with a replacement other than \"▁\"");
-        if (scheme && !(scheme->is_string() && scheme->as_string() == "always"))
-            r.unsupported("pre_tokenizer", "Metaspace with a prepend_scheme other than \"always\"");
-        if (r.flag(pt, "split", false)) r.unsupported("pre_tokenizer", "Metaspace with split");
-        impl.prepend_marker = r.flag(pt, "add_prefix_space", true);
+        if (scheme && !(scheme->is_string() && (scheme->as_string() == "always" || scheme->as_string() == "never")))
+            r.unsupported("pre_tokenizer", "Metaspace with a prepend_scheme other than \"always\" or \"never\"");
+        // Hugging Face's default is split true (a piece per "▁word"), which kvscope does not cut.
+        if (r.flag(pt, "split", true)) r.unsupported("pre_tokenizer", "Metaspace with split (not \"split\": false)");
+        impl.prepend_marker = scheme ? scheme->as_string() == "always" : r.flag(pt, "add_prefix_space", true);
+        impl.prepend_unless_marked = true;
         p.sentencepiece = true;
     } else if (type == "Split") {
         const Json& pattern = r.member(pt, "pattern", "pre_tokenizer Split");
@@ -221,10 +223,18 @@ std::optional<unsigned char> byte_token(std::string_view s) {
     return static_cast<unsigned char>(v);
 }
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-        s.replace(at, from.size(), to);
-    return s;
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        if (s.compare(i, from.size(), from) == 0) {
+            out += to;
+            i += from.size();
+        } else {
+            out += s[i++];
+        }
+    }
+    return out;
 }
 
 }  // namespace

