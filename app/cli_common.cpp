@@ -45,11 +45,12 @@ void apply_threads(const CliArgs& args) {
     ThreadPool::global().set_threads(int(args.integer("--threads", default_thread_count(), 1, 256)));
 }
 
-std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special) {
+std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special,
+                                               bool starts_text) {
     std::vector<std::vector<TokenId>> prompts;
     for (const auto& [name, value] : args.in_order()) {
         if (name == "--prompt") {
-            prompts.push_back(encode_text(model, value, "--prompt", allow_special));
+            prompts.push_back(encode_text(model, value, "--prompt", allow_special, starts_text));
         } else if (name == "--prompt-ids") {
             prompts.push_back(ids_from(value, "--prompt-ids", model));
         }
@@ -80,11 +81,13 @@ std::vector<TokenId> ids_from(const std::string& list, const char* flag, const M
     return ids;
 }
 
-std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special) {
+std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special,
+                                 bool starts_text) {
     if (!model.tokenizer())  // the model is fine; the request needs files it does not have: a usage error
-        throw UsageError(std::string(flag) + " TEXT needs the tokenizer (vocab.json, merges.txt), which " + model.dir() +
-                         " does not have: give token ids (--prompt-ids), or add the tokenizer files");
-    std::vector<TokenId> ids = model.tokenizer()->encode(text, allow_special);
+        throw UsageError(std::string(flag) + " TEXT needs the tokenizer (tokenizer.json, or vocab.json and merges.txt), which " +
+                         model.dir() + " does not have: give token ids (--prompt-ids), or add the tokenizer files");
+    std::vector<TokenId> ids = starts_text ? model.tokenizer()->encode(text, allow_special)
+                                           : model.tokenizer()->encode_continuation(text, allow_special);
     if (ids.empty()) throw UsageError(std::string(flag) + " is empty");
     return ids;
 }

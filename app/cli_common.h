@@ -21,11 +21,14 @@ std::string bench_model_dir(const CliArgs& args);
 void apply_threads(const CliArgs& args);
 
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).
-std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special);
+// starts_text: the tokenizer's BOS goes first (false for prompts that follow a --system text)
+std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special,
+                                               bool starts_text = true);
 // "1,2,3" of option `flag` as token ids, each checked against the vocabulary.
 std::vector<TokenId> ids_from(const std::string& list, const char* flag, const Model& model);
 // Text of option `flag` as token ids; UsageError without tokenizer files or when empty.
-std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special);
+std::vector<TokenId> encode_text(const Model& model, const std::string& text, const char* flag, bool allow_special,
+                                 bool starts_text = true);
 
 // "1 copy", "3 copies": a count with the word that fits it.
 std::string count_of(int64_t n, const char* one, const char* many);

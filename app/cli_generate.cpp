@@ -107,7 +107,8 @@ int cli_generate(int argc, char** argv) {
     // An encoder-decoder's decoder prompt may be left out: the decoder then starts from its start token.
     const bool any_prompt = args.has("--prompt") || args.has("--prompt-ids");
     auto prompts = encoder_decoder && !any_prompt ? std::vector<std::vector<TokenId>>{{}}
-                                                  : prompts_from(args, *model, args.has("--allow-special"));
+                                                  : prompts_from(args, *model, args.has("--allow-special"),
+                                                                 /*starts_text=*/!args.has("--system"));
     if (auto system = args.text("--system")) {
         const std::vector<TokenId> prefix = encode_text(*model, *system, "--system", args.has("--allow-special"));
         for (auto& p : prompts) p.insert(p.begin(), prefix.begin(), prefix.end());

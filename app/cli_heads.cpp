@@ -28,7 +28,7 @@ int cli_heads(int argc, char** argv) {
     auto model = load_model_from(args);
     if (!model->tokenizer())  // the model is fine; the probes are text: a refused request, like --prompt TEXT
         throw UsageError("heads: the probe prompts are text and " + model->dir() +
-                         " has no tokenizer files (vocab.json, merges.txt)");
+                         " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt)");
     const std::vector<HeadScore> scores = head_scores(model, o);
     if (args.has("--json")) {
         // Scores print to 4 decimals: they are averages over a few prompts, more digits would be noise.

@@ -1,5 +1,6 @@
 // kvscope inspect: what a model folder holds — config, parameters, tensors, KV cache cost.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,15 @@
 
 namespace kvscope {
 namespace {
+
+// The files Tokenizer::load read: tokenizer.json (+ tokenizer_config.json) when present, else GPT-2's pair.
+std::vector<std::string> tokenizer_files(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(fs::path(dir) / "tokenizer.json", ec)) return {"vocab.json", "merges.txt"};
+    if (fs::exists(fs::path(dir) / "tokenizer_config.json", ec)) return {"tokenizer.json", "tokenizer_config.json"};
+    return {"tokenizer.json"};
+}
 
 std::string bytes_text(double b) {
     const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -60,7 +70,7 @@ int cli_inspect(int argc, char** argv) {
             {"kv_dtype", w.bf16 ? "bf16" : "f32"},
             {"cross_kv_bytes_per_source_token", cross_per_source_token},
             // null without tokenizer files (the model then takes token ids only)
-            {"tokenizer", model->tokenizer() ? JsonOut{{"files", {"vocab.json", "merges.txt"}},
+            {"tokenizer", model->tokenizer() ? JsonOut{{"files", tokenizer_files(model->dir())},
                                                        {"n_tokens", model->tokenizer()->n_vocab()}}
                                              : JsonOut()},
             {"architecture", arch},

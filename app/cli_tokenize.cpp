@@ -1,5 +1,5 @@
-// kvscope tokenize / detokenize: the model folder's tokenizer on its own (only vocab.json and
-// merges.txt are read, so a folder without weights works too).
+// kvscope tokenize / detokenize: the model folder's tokenizer on its own (only tokenizer.json +
+// tokenizer_config.json, or vocab.json + merges.txt, are read, so a folder without weights works too).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +22,7 @@ Tokenizer load_tokenizer(const CliArgs& args) {
     std::string dir = given.value_or(default_model_dir());
     if (!std::filesystem::is_directory(dir))
         throw LoadError(dir, "no such folder",
-                        given ? "--model wants a folder with vocab.json and merges.txt"
+                        given ? "--model wants a folder with tokenizer.json, or vocab.json and merges.txt"
                               : "the default model is missing; pass --model DIR");
     return Tokenizer::load(dir);
 }
@@ -57,13 +57,14 @@ std::string space_separated(const std::vector<TokenId>& ids) {
 }  // namespace
 
 int cli_tokenize(int argc, char** argv) {
-    CliArgs args("tokenize", "Turn text into token ids with the model's byte-level BPE tokenizer.");
-    args.option("--model", "DIR", "folder with vocab.json and merges.txt (default: the embedded model)");
+    CliArgs args("tokenize", "Turn text into token ids with the model's BPE tokenizer (the tokenizer's BOS first, "
+                             "where its tokenizer.json adds one).");
+    args.option("--model", "DIR", "folder with tokenizer.json, or vocab.json and merges.txt (default: the embedded model)");
     args.option("--text", "TEXT", "the text to encode; prints the ids space-separated on one line");
     args.option("--file", "FILE", "encode the bytes of FILE ('-' for stdin), same output as --text");
     args.option("--jsonl", "FILE", "one JSON object {\"text\": ...} per line ('-' for stdin); prints one "
                                    "{\"ids\": [...]} line per input line, in order; blank lines are skipped");
-    args.flag("--allow-special", "encode <|endoftext|> (and other <|...|> tokens) as their own ids");
+    args.flag("--allow-special", "encode special tokens written in the text (<|endoftext|>, <s>, ...) as their own ids");
     if (!args.parse(argc, argv)) return 0;
 
     int n_inputs = int(args.has("--text")) + int(args.has("--file")) + int(args.has("--jsonl"));

@@ -133,7 +133,7 @@ std::vector<TokenId> ordinary_tokens(const Tokenizer& tokenizer) {
     const char* alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     for (const char* c = alnum; *c; ++c) {
         const std::string text = std::string(" ") + *c;
-        const std::vector<TokenId> enc = tokenizer.encode(text);
+        const std::vector<TokenId> enc = tokenizer.encode_continuation(text);
         if (enc.size() == 1) ids.push_back(enc[0]);
     }
     return ids;
@@ -144,7 +144,7 @@ Corpus::Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix)
     if (ordinary_.size() < 10)
         throw UsageError("corpus: the tokenizer has only " + std::to_string(ordinary_.size()) +
                          " single-token letters/digits (\" a\", \" 7\"); random spans need at least 10");
-    const std::vector<TokenId> nl = tokenizer.encode("\n");
+    const std::vector<TokenId> nl = tokenizer.encode_continuation("\n");
     newline_ = nl.at(0);
 }
 

@@ -23,10 +23,11 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
     model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string(), format);
-    if (fs::exists(fs::path(dir) / "vocab.json", ec) || fs::exists(fs::path(dir) / "merges.txt", ec)) {
+    if (fs::exists(fs::path(dir) / "tokenizer.json", ec) || fs::exists(fs::path(dir) / "vocab.json", ec) ||
+        fs::exists(fs::path(dir) / "merges.txt", ec)) {
         model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
         if (model->tokenizer_->n_vocab() > model->config_.n_vocab)
-            throw LoadError(dir + "/vocab.json",
+            throw LoadError(dir + (fs::exists(fs::path(dir) / "tokenizer.json", ec) ? "/tokenizer.json" : "/vocab.json"),
                             "has " + std::to_string(model->tokenizer_->n_vocab()) + " tokens, config.json's vocab_size is " +
                                 std::to_string(model->config_.n_vocab),
                             "tokenizer and model come from different checkpoints?");

@@ -1,15 +1,24 @@
 #pragma once
-// GPT-2 byte-level BPE, equal to tiktoken's "gpt2" encoding.
+// BPE tokenizers: GPT-2's files (vocab.json + merges.txt, equal to tiktoken's "gpt2" encoding) and
+// Hugging Face tokenizer.json files of byte-level (Llama 3, Qwen) and SentencePiece-style (Llama 2,
+// Mistral, Gemma) BPE, equal to Hugging Face tokenizers' encode(text) (tokenizer_json.h says what
+// of tokenizer.json is read).
 //
-//   Tokenizer::load(dir)           reads dir/vocab.json + dir/merges.txt; throws LoadError
-//   Tokenizer::from_text(v, m, o)  the same from the files' contents; `o` names the folder in errors
-//   encode(text, allow_special)    UTF-8 text -> ids; "<|endoftext|>" is plain text unless allow_special
+//   Tokenizer::load(dir)           reads dir/tokenizer.json (+ tokenizer_config.json) when present, else
+//                                  dir/vocab.json + dir/merges.txt; throws LoadError
+//   Tokenizer::from_text(v, m, o)  vocab.json + merges.txt from the files' contents; `o` names the folder in errors
+//   Tokenizer::from_tokenizer_json(t, c, o)   tokenizer.json + tokenizer_config.json ("" when absent)
+//   encode(text, allow_special)    UTF-8 text -> ids, begin_of_text() first when the tokenizer adds it;
+//                                  special tokens ("<|endoftext|>", "<s>") are plain text unless
+//                                  allow_special; non-special added tokens always match
+//   encode_continuation(text, a)   the same without begin_of_text(): text that follows other text
 //   decode(ids)                    ids -> raw bytes (may end inside a UTF-8 sequence)
 //   token_bytes(id)                the bytes one token stands for
 //   display(bytes)                 text for a person: valid UTF-8 kept, control chars and invalid or
 //                                  incomplete sequences shown as escapes like \x0a or \xe2 (never throws)
 //   n_vocab()                      number of ids (vocab.json entries)
-//   end_of_text()                  id of "<|endoftext|>" when the vocabulary has it
+//   end_of_text()                  id of "<|endoftext|>", or of tokenizer_config.json's eos_token
+//   begin_of_text()                the id encode() puts first (tokenizer.json's post-processor), if any
 //
 // Free functions (also used by tests and the GUI):
 //   pretokenize(text)              the pieces tiktoken's gpt2 pattern cuts `text` into, before BPE
@@ -40,20 +49,25 @@ public:
     static Tokenizer load(const std::string& dir);
     static Tokenizer from_text(std::string_view vocab_json, std::string_view merges_txt,
                                const std::string& origin);  // origin names the files in errors
+    static Tokenizer from_tokenizer_json(std::string_view tokenizer_json, std::string_view config_json,
+                                         const std::string& origin);
 
     std::vector<TokenId> encode(std::string_view text, bool allow_special = false) const;
+    std::vector<TokenId> encode_continuation(std::string_view text, bool allow_special = false) const;
     std::string decode(const std::vector<TokenId>& ids) const;  // throws UsageError on an unknown id
     const std::string& token_bytes(TokenId id) const;           // throws UsageError on an unknown id
     int64_t n_vocab() const;
     int64_t n_merges() const;                                   // merge rules loaded from merges.txt
-    std::optional<TokenId> end_of_text() const;                 // id of <|endoftext|> if present
+    std::optional<TokenId> end_of_text() const;                 // id of <|endoftext|> / eos_token if present
+    std::optional<TokenId> begin_of_text() const;               // put first by encode(), if any
 
     Tokenizer(Tokenizer&&) noexcept;
     Tokenizer& operator=(Tokenizer&&) noexcept;
     ~Tokenizer();
 
+    struct Impl;  // defined in tokenizer_impl.h, for the two file readers only
+
 private:
-    struct Impl;
     explicit Tokenizer(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };

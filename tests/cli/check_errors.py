@@ -42,6 +42,17 @@ def main():
     os.makedirs(no_tokenizer)
     for name in ("config.json", "model.safetensors"):
         os.symlink(os.path.abspath(os.path.join(ASSETS_DEFAULT, name)), os.path.join(no_tokenizer, name))
+    # tokenizer.json files kvscope refuses by name: a WordPiece model, a regex it does not know
+    wordpiece = os.path.join(w, "wordpiece")
+    os.makedirs(wordpiece)
+    with open(os.path.join(wordpiece, "tokenizer.json"), "w") as f:
+        f.write('{"model": {"type": "WordPiece", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "ByteLevel"}}')
+    odd_regex = os.path.join(w, "odd_regex")
+    os.makedirs(odd_regex)
+    with open(os.path.join(odd_regex, "tokenizer.json"), "w") as f:
+        f.write('{"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "Sequence", '
+                '"pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\\\p{N}+"}, "behavior": "Isolated"}, '
+                '{"type": "ByteLevel", "use_regex": false}]}}')
     script = os.path.join(w, "script.txt")
     with open(script, "w") as f:
         f.write("prompt The cat\nprefill\ndecode 3\n")
@@ -95,6 +106,10 @@ def main():
          ["train", "--out", os.path.join(w, "trained"), "--loss-png", notes], 2, notes, 10),
         ("inspect missing model folder", ["inspect", "--model", missing], 1, missing, 30),
         ("tokenize missing model folder", ["tokenize", "--model", missing, "--text", "x"], 1, missing, 30),
+        ("tokenize with a WordPiece tokenizer.json", ["tokenize", "--model", wordpiece, "--text", "x"], 1,
+         'model type "WordPiece" is not supported', 30),
+        ("tokenize with an unknown Split regex", ["tokenize", "--model", odd_regex, "--text", "x"], 1,
+         "Split regex", 30),
         ("tokenize missing input file", ["tokenize", "--file", os.path.join(missing, "in.txt")], 1, missing, 30),
         ("tokenize two inputs", ["tokenize", "--text", "a", "--file", notes], 2, "exactly one", 30),
         ("detokenize unknown id", ["detokenize", "--ids", "99999"], 2, "99999", 30),
