@@ -13,6 +13,11 @@ The rules, and the upstream function each follows:
   attention       eager_attention_forward + repeat_kv: query head h reads K/V head h // (H / K);
                   scores scaled by D^-0.5
   mlp             LlamaMLP: down(act(gate(x)) * up(x))
+
+`mutation` switches in one classic mistake at a time, so tests can show they would catch it:
+  "interleaved"   rotate pairs (2i, 2i+1) (GPT-J / Meta's original layout) instead of rotate-half
+  "modulo"        query head h reads K/V head h % K instead of h // (H / K)
+  "weight_first"  RMSNorm of weight * x instead of weight * RMSNorm(x)
 """
 import json
 import math
@@ -79,6 +84,17 @@ def apply_rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
+def apply_rope_interleaved(x, cos, sin):
+    """The mutant: pairs (2i, 2i+1) rotated by angle i."""
+    half = x.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = b * c + a * s
+    return out
+
+
 def _act(name):
     if name == "silu":
         return torch.nn.functional.silu
@@ -91,6 +107,7 @@ class LlamaModel:
     def __init__(self, folder, dtype=torch.float64):
         self.folder, self.dtype = folder, dtype
         self.sinks = 0
+        self.mutation = None
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
         self.w = {n: t.to(dtype) for n, t in raw.items()}
@@ -100,6 +117,9 @@ class LlamaModel:
 
     def rms_norm(self, x, weight):
         # Upstream casts to float32 first; here everything already is float64.
+        if self.mutation == "weight_first":
+            x = weight * x
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg["rms_norm_eps"])
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg["rms_norm_eps"])
         return weight * x
 
@@ -127,10 +147,14 @@ class LlamaModel:
             q = self.linear(h, p + "self_attn.q_proj", bias_attn).view(T, H, D).transpose(0, 1)  # [H, T, D]
             k = self.linear(h, p + "self_attn.k_proj", bias_attn).view(T, K, D).transpose(0, 1)  # [K, T, D]
             v = self.linear(h, p + "self_attn.v_proj", bias_attn).view(T, K, D).transpose(0, 1)  # [K, T, D]
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            rope = apply_rope_interleaved if self.mutation == "interleaved" else apply_rope
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
             group = H // K
-            k = k.repeat_interleave(group, dim=0)                                     # [H, T, D]: repeat_kv
-            v = v.repeat_interleave(group, dim=0)
+            if self.mutation == "modulo":
+                k, v = k.repeat(group, 1, 1), v.repeat(group, 1, 1)                   # head h -> h % K
+            else:
+                k = k.repeat_interleave(group, dim=0)                                 # [H, T, D]: repeat_kv
+                v = v.repeat_interleave(group, dim=0)
             scores = (q @ k.transpose(1, 2)) * D ** -0.5                             # [H, T, T]
             scores = scores.masked_fill(~allowed, float("-inf"))
             att = torch.softmax(scores, dim=-1) @ v                                   # [H, T, D]

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Parity group: Llama-family folders (tools/make_llama_model.py) against the Llama reference
+(tools/kvscope_reference/llama.py): GQA, MQA and full multi-head K/V, default / linear / llama3 rotary
+frequencies, an explicit head_dim that is not hidden_size / heads, biases, tied embeddings, F16 and BF16
+files; cached, --no-cache, chunked, windowed and batched runs. Then the classic mistakes, each switched
+into the reference alone, must put kvscope outside the tolerance, so these cases would catch them.
+
+    llama.py --kvscope BIN --work DIR
+"""
+import os
+import sys
+
+import numpy as np
+
+from common import TOL, Failure, generate, main, prompt, reference_model, check_case
+
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+import make_llama_model  # noqa: E402
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
+MODELS = {
+    "gqa":          dict(heads=4, kv_heads=2),
+    "mqa":          dict(heads=4, kv_heads=1, seed=1),
+    "mha":          dict(heads=4, kv_heads=4, seed=2),
+    "llama3_rope":  dict(heads=4, kv_heads=2, rope_theta=500000.0, rope_scaling=LLAMA3, seed=3),
+    "linear_rope":  dict(heads=4, kv_heads=2, rope_scaling={"rope_type": "linear", "factor": 4.0}, seed=4),
+    "head_dim_12":  dict(heads=4, kv_heads=2, head_dim=12, seed=5),
+    "bias_tied":    dict(heads=4, kv_heads=2, attention_bias=True, mlp_bias=True, tied=True, seed=6),
+    "gelu_tanh_3_layers": dict(heads=8, kv_heads=2, hidden=64, layers=3, act="gelu_pytorch_tanh", seed=7),
+    "f16":          dict(heads=4, kv_heads=2, dtype="F16", seed=8),
+    "bf16":         dict(heads=4, kv_heads=1, dtype="BF16", seed=9),
+}
+MUTATIONS = ("interleaved", "modulo", "weight_first")
+
+
+def model_dir(work, name):
+    path = os.path.join(work, "models", name)
+    make_llama_model.write(path, **MODELS[name])
+    return path
+
+
+def mutant_differs(kvscope, m, p, mutation):
+    """kvscope's logits must lie outside the tolerance of a reference with `mutation` switched in."""
+    obj, logits, _ = generate(kvscope, m, [p], 1)
+    ref = reference_model(m)
+    ref.mutation = mutation
+    try:
+        want = ref.forward(p)[-1].numpy()
+    finally:
+        ref.mutation = None
+    gap = float(np.max(np.abs(logits[0].astype(np.float64) - want)))
+    if gap <= 10 * TOL:
+        raise Failure(f"{os.path.basename(m)}: a reference with the mistake {mutation!r} agrees with kvscope "
+                      f"(max diff {gap:.3g}): this group would not catch it")
+    return f"{os.path.basename(m)} mistake {mutation!r} would be caught (max diff {gap:.3g})"
+
+
+def bit_identical(kvscope, m, p):
+    """Cached, --no-cache, chunked and batched runs give the same float32 logits bit for bit."""
+    _, base, _ = generate(kvscope, m, [p], 6)
+    runs = {"no-cache": generate(kvscope, m, [p], 6, no_cache=True)[1],
+            "chunk 1": generate(kvscope, m, [p], 6, chunk=1)[1],
+            "chunk 4": generate(kvscope, m, [p], 6, chunk=4)[1],
+            "batched": generate(kvscope, m, [prompt(350, 3), p], 6)[1][1]}
+    for label, got in runs.items():
+        if not np.array_equal(got.reshape(base.shape), base):
+            raise Failure(f"{os.path.basename(m)}: {label} logits differ from the cached run's "
+                          f"(max diff {float(np.max(np.abs(got.reshape(base.shape) - base))):.3g})")
+    return f"{os.path.basename(m)} cached = no-cache = chunked = batched, bit for bit"
+
+
+def cases(kvscope, work):
+    for i, name in enumerate(MODELS):
+        m = model_dir(work, name)
+        p = prompt(300 + i, 9, vocab=300)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 10)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 10, no_cache=True)
+    for name in ("gqa", "mqa", "llama3_rope", "head_dim_12"):
+        m = model_dir(work, name)
+        p = prompt(320, 11, vocab=300)
+        for c in (1, 3, 64):
+            yield lambda m=m, p=p, c=c: check_case(kvscope, m, [p], 8, chunk=c)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 8, window=4)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 8, window=4, chunk=3)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 8, window=4, no_cache=True)
+        yield lambda m=m: check_case(kvscope, m, [prompt(330, 5), prompt(331, 12), prompt(332, 1)], 6)
+    for name in ("gqa", "mqa", "head_dim_12", "bf16"):
+        m = model_dir(work, name)
+        yield lambda m=m: bit_identical(kvscope, m, prompt(345, 10))
+    for name in ("gqa", "llama3_rope"):
+        m = model_dir(work, name)
+        p = prompt(340, 12)
+        for mutation in MUTATIONS:
+            yield lambda m=m, p=p, mutation=mutation: mutant_differs(kvscope, m, p, mutation)
+
+
+if __name__ == "__main__":
+    sys.exit(main(cases, sys.argv[1:]))
