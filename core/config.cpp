@@ -167,10 +167,13 @@ RopeSpec parse_rope(const Reader& r, const Json& root) {
     return rope;
 }
 
-// model_type "llama" (LlamaForCausalLM): Hugging Face's LlamaConfig keys and defaults.
-ModelConfig parse_llama(const Reader& r, const Json& root) {
+// model_type "llama" (LlamaForCausalLM) and "qwen2" (Qwen2ForCausalLM): Hugging Face's LlamaConfig and
+// Qwen2Config keys and defaults. Qwen2 is Llama with biases on q, k and v (Qwen2Attention: q/k/v_proj
+// bias=True, o_proj bias=False).
+ModelConfig parse_llama(const Reader& r, const Json& root, bool qwen2) {
     ModelConfig c;
     c.family = Family::Llama;
+    c.model_type = qwen2 ? "qwen2" : "llama";
     c.n_vocab = r.size("vocab_size", kMaxDim, true);
     c.n_ctx = r.size("max_position_embeddings", kMaxDim, true);
     c.n_embd = r.size("hidden_size", kMaxDim, true);
@@ -185,9 +188,19 @@ ModelConfig parse_llama(const Reader& r, const Json& root) {
         c.activation = *a == "silu" ? Activation::Silu : Activation::GeluTanh;
     c.layer_norm_epsilon = r.positive_real("rms_norm_eps", 1e-6);
     c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
-    c.attention_bias = r.flag("attention_bias", false);
-    c.mlp_bias = r.flag("mlp_bias", false);
-    c.qkv_bias = false;
+    if (qwen2) {
+        c.attention_bias = true;
+        c.o_bias = false;
+        // Sliding-window layers (use_sliding_window with max_window_layers) are per-layer windows,
+        // which this engine does not run yet: refused rather than computed as full attention.
+        if (r.flag("use_sliding_window", false))
+            r.fail("use_sliding_window true is not supported yet", "Qwen2.5 checkpoints ship it false");
+    } else {
+        c.attention_bias = r.flag("attention_bias", false);
+        c.o_bias = c.attention_bias;
+        c.mlp_bias = r.flag("mlp_bias", false);
+    }
+    c.qkv_bias = c.attention_bias;
     c.rope = parse_rope(r, root);
     if (c.n_head % c.kv_heads() != 0)
         r.fail("num_attention_heads (" + std::to_string(c.n_head) + ") is not divisible by num_key_value_heads (" +
@@ -228,10 +241,11 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
         if (!t->is_string()) throw LoadError(path, "model_type must be a string, found " + show_value(*t));
         model_type = t->as_string();
     }
-    if (model_type == "llama") return parse_llama(Reader(root, path, kLlamaKeys), root);
+    if (model_type == "llama" || model_type == "qwen2")
+        return parse_llama(Reader(root, path, kLlamaKeys), root, model_type == "qwen2");
     if (model_type != "gpt2" && model_type != "encoder_decoder")
         throw LoadError(path, "model_type " + json_escape(model_type) + " is not supported",
-                        "kvscope reads gpt2, encoder_decoder and llama folders");
+                        "kvscope reads gpt2, encoder_decoder, llama and qwen2 folders");
     Reader r(root, path, kGpt2Keys);
 
     ModelConfig c;
@@ -311,7 +325,7 @@ ModelConfig load_config(const std::string& path) {
 std::string config_to_json(const ModelConfig& c) {
     JsonOut j;
     if (c.family == Family::Llama) {  // every key the forward pass reads, so a prompt-cache fingerprint covers them
-        j["model_type"] = "llama";
+        j["model_type"] = c.model_type;
         j["vocab_size"] = c.n_vocab;
         j["max_position_embeddings"] = c.n_ctx;
         j["hidden_size"] = c.n_embd;
@@ -335,8 +349,10 @@ std::string config_to_json(const ModelConfig& c) {
             j["rope_scaling"] = s;
         }
         j["tie_word_embeddings"] = c.tie_word_embeddings;
-        j["attention_bias"] = c.attention_bias;
-        j["mlp_bias"] = c.mlp_bias;
+        if (c.model_type == "llama") {  // Qwen2's biases are fixed by its model_type
+            j["attention_bias"] = c.attention_bias;
+            j["mlp_bias"] = c.mlp_bias;
+        }
         return json_text(j, 2) + "\n";
     }
     j["model_type"] = c.encoder_decoder ? "encoder_decoder" : "gpt2";

@@ -5,7 +5,8 @@
 //
 // Family::Gpt2   LayerNorm, GELU/ReLU MLP, learned or sinusoidal positions, fused Conv1D c_attn (in, out)
 // Family::Llama  RMSNorm, gated MLP (act(gate)·up), rotary positions, nn.Linear q/k/v/o (out, in),
-//                n_kv_head K/V heads shared by groups of n_head / n_kv_head query heads
+//                n_kv_head K/V heads shared by groups of n_head / n_kv_head query heads; model_type
+//                "llama", and "qwen2" (the same computation with biases on q, k and v only)
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@ enum class PositionEmbedding { Learned, Sinusoidal };         // "learned" | "si
 
 struct ModelConfig {
     Family family = Family::Gpt2;
+    std::string model_type = "gpt2";  // as config.json says it (for messages and config_to_json only)
     int64_t n_vocab = 0;        // vocab_size
     int64_t n_ctx = 0;          // n_positions: the largest absolute position + 1
     int64_t n_embd = 0;         // C
@@ -56,7 +58,8 @@ struct ModelConfig {
     int64_t n_kv_head = 0;        // K: num_key_value_heads; 0 = n_head
     int64_t explicit_head_dim = 0;  // head_dim when config.json gives it; 0 = n_embd / n_head
     RopeSpec rope;
-    bool attention_bias = false;  // q, k, v and o projections carry biases
+    bool attention_bias = false;  // q, k and v projections carry biases (also qkv_bias, which Llama sets alike)
+    bool o_bias = false;          // the o projection carries a bias (Llama's attention_bias; never in Qwen2)
     bool mlp_bias = false;        // gate, up and down projections carry biases
 
     int64_t head_dim() const { return explicit_head_dim ? explicit_head_dim : n_embd / n_head; }  // D
@@ -65,6 +68,9 @@ struct ModelConfig {
     int64_t kv_head_of(int64_t h) const { return h / (n_head / kv_heads()); }
     int64_t q_width() const { return n_head * head_dim(); }     // H * D
     int64_t kv_width() const { return kv_heads() * head_dim(); }  // K * D
+    // The config.json key n_ctx came from, for messages. Hugging Face does not enforce
+    // max_position_embeddings on Llama models; kvscope refuses positions beyond it as it does for GPT-2.
+    const char* positions_key() const { return family == Family::Llama ? "max_position_embeddings" : "n_positions"; }
 };
 
 // Parses and validates config.json text. `path` is used in error messages only.

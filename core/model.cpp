@@ -85,7 +85,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         }
         if (ch.cache->next_position() + ch.n_tokens > cfg.n_ctx)
             throw UsageError("positions up to " + std::to_string(ch.cache->next_position() + ch.n_tokens - 1) +
-                             " exceed the model's " + (llama ? "max_position_embeddings" : "n_positions") + " (" +
+                             " exceed the model's " + cfg.positions_key() + " (" +
                              std::to_string(cfg.n_ctx) + ")");
         for (int64_t r = 0; r < ch.n_tokens; ++r) model.check_token(ch.tokens[r]);
         if (ch.cache->capacity() > ws.max_keys())

@@ -51,7 +51,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     if (n_total > cfg.n_ctx)
         throw UsageError("prompt (" + std::to_string(prompt.size()) + " tokens) + max new tokens (" +
                          std::to_string(options_.max_new_tokens) + ") = " + std::to_string(n_total) +
-                         " exceeds the model's n_positions (" + std::to_string(cfg.n_ctx) +
+                         " exceeds the model's " + cfg.positions_key() + " (" + std::to_string(cfg.n_ctx) +
                          "); positions are absolute, a window does not lift this");
     prompt_ = std::move(prompt);
     const int64_t P = int64_t(prompt_.size());

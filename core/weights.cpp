@@ -157,7 +157,7 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         lw.v_weight = m.matrix(a + "v_proj.weight", {KV, C}, kNoPrefix);
         lw.v_bias = bias(a + "v_proj.bias", KV, config.attention_bias, "attention_bias");
         lw.attn_proj_weight = m.matrix(a + "o_proj.weight", {C, Q}, kNoPrefix);
-        lw.attn_proj_bias = bias(a + "o_proj.bias", C, config.attention_bias, "attention_bias");
+        lw.attn_proj_bias = bias(a + "o_proj.bias", C, config.o_bias, "attention_bias");
         lw.ln_2_weight = m.get(p + "post_attention_layernorm.weight", {C}, true, kNoPrefix);
         lw.gate_weight = m.matrix(f + "gate_proj.weight", {F, C}, kNoPrefix);
         lw.gate_bias = bias(f + "gate_proj.bias", F, config.mlp_bias, "mlp_bias");

@@ -19,11 +19,13 @@ from kvscope_reference import safetensors_io  # noqa: E402
 
 DEFAULTS = dict(vocab=300, hidden=32, inner=64, layers=2, heads=4, kv_heads=2, head_dim=None,
                 positions=128, rope_theta=10000.0, rope_scaling=None, tied=False, attention_bias=False,
-                mlp_bias=False, eps=1e-5, dtype="F32", seed=0, std=0.3, act="silu")
+                mlp_bias=False, eps=1e-5, dtype="F32", seed=0, std=0.3, act="silu", model_type="llama")
 
 SHAPES = {
     "smollm2-135m": dict(vocab=49152, hidden=576, inner=1536, layers=30, heads=9, kv_heads=3, positions=8192,
                          rope_theta=100000.0, tied=True, std=0.02),
+    "qwen2.5-0.5b": dict(model_type="qwen2", vocab=151936, hidden=896, inner=4864, layers=24, heads=14, kv_heads=2,
+                         positions=32768, rope_theta=1000000.0, tied=True, eps=1e-6, std=0.02),
     "llama-tiny-gqa": dict(vocab=512, hidden=64, inner=128, layers=2, heads=4, kv_heads=2, positions=256),
 }
 
@@ -35,6 +37,8 @@ def build(**kw):
     V, C, F, L, H, K = o["vocab"], o["hidden"], o["inner"], o["layers"], o["heads"], o["kv_heads"]
     D = o["head_dim"] or C // H
     std = o["std"]
+    qwen2 = o["model_type"] == "qwen2"  # Qwen2: q, k, v biases always, o never, no attention_bias key
+    qkv_bias, o_bias = o["attention_bias"] or qwen2, o["attention_bias"] and not qwen2
 
     def mat(out, inp):  # nn.Linear weight [out, in]
         return torch.randn(out, inp, generator=g) * (std if out == V else 1.0 / inp ** 0.5)
@@ -52,7 +56,7 @@ def build(**kw):
         for name, out, inp in (("q_proj", H * D, C), ("k_proj", K * D, C), ("v_proj", K * D, C),
                                ("o_proj", C, H * D)):
             t.append((p + f"self_attn.{name}.weight", mat(out, inp)))                         # [out, in]
-            if o["attention_bias"]:
+            if (o_bias if name == "o_proj" else qkv_bias):
                 t.append((p + f"self_attn.{name}.bias", vec(out)))
         t.append((p + "post_attention_layernorm.weight", gain(C)))
         for name, out, inp in (("gate_proj", F, C), ("up_proj", F, C), ("down_proj", C, F)):
@@ -73,6 +77,10 @@ def build(**kw):
     }
     if o["head_dim"]:
         config["head_dim"] = D
+    if qwen2:
+        config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                      sliding_window=o["positions"], max_window_layers=L)
+        del config["attention_bias"], config["mlp_bias"]
     return config, t
 
 
@@ -95,6 +103,7 @@ def main(argv):
     for key in ("vocab", "hidden", "inner", "layers", "heads", "kv_heads", "head_dim", "positions", "seed"):
         ap.add_argument("--" + key.replace("_", "-"), type=int)
     ap.add_argument("--dtype", choices=["F32", "F16", "BF16"])
+    ap.add_argument("--model-type", choices=["llama", "qwen2"])
     ap.add_argument("--tied", action="store_true", default=None)
     a = ap.parse_args(argv)
     kw = dict(SHAPES[a.shape]) if a.shape else {}

@@ -1,4 +1,4 @@
-"""A plain PyTorch forward pass for Llama-family folders (Hugging Face config.json + model.safetensors
+"""A plain PyTorch forward pass for Llama-family folders (model_type llama, qwen2) (Hugging Face config.json + model.safetensors
 with HF tensor names), written from the semantics of transformers' modeling_llama.py. No cache: every
 call recomputes the whole sequence with an explicit causal (optionally banded) mask.
 
@@ -43,7 +43,9 @@ def load_config(path):
         "rope_scaling": raw.get("rope_scaling"),
         "max_position_embeddings": raw.get("max_position_embeddings", 2048),
         "tie_word_embeddings": raw.get("tie_word_embeddings", False),
-        "attention_bias": raw.get("attention_bias", False),
+        # Qwen2 (Qwen2Attention): q, k, v biases always, o never; Llama: attention_bias for all four.
+        "qkv_bias": raw.get("attention_bias", False) or raw.get("model_type") == "qwen2",
+        "o_bias": raw.get("attention_bias", False) and raw.get("model_type") != "qwen2",
         "mlp_bias": raw.get("mlp_bias", False),
         "hidden_act": raw.get("hidden_act", "silu"),
     }
@@ -140,13 +142,13 @@ class LlamaModel:
         allowed = k_pos <= q_pos                                                      # [T, T]
         if window:
             allowed &= (q_pos - k_pos < window) | (k_pos < self.sinks)
-        bias_attn = cfg["attention_bias"]
+        qkv_bias, o_bias = cfg["qkv_bias"], cfg["o_bias"]
         for il in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{il}."
             h = self.rms_norm(x, w[p + "input_layernorm.weight"])
-            q = self.linear(h, p + "self_attn.q_proj", bias_attn).view(T, H, D).transpose(0, 1)  # [H, T, D]
-            k = self.linear(h, p + "self_attn.k_proj", bias_attn).view(T, K, D).transpose(0, 1)  # [K, T, D]
-            v = self.linear(h, p + "self_attn.v_proj", bias_attn).view(T, K, D).transpose(0, 1)  # [K, T, D]
+            q = self.linear(h, p + "self_attn.q_proj", qkv_bias).view(T, H, D).transpose(0, 1)  # [H, T, D]
+            k = self.linear(h, p + "self_attn.k_proj", qkv_bias).view(T, K, D).transpose(0, 1)  # [K, T, D]
+            v = self.linear(h, p + "self_attn.v_proj", qkv_bias).view(T, K, D).transpose(0, 1)  # [K, T, D]
             rope = apply_rope_interleaved if self.mutation == "interleaved" else apply_rope
             q, k = rope(q, cos, sin), rope(k, cos, sin)
             group = H // K
@@ -159,7 +161,7 @@ class LlamaModel:
             scores = scores.masked_fill(~allowed, float("-inf"))
             att = torch.softmax(scores, dim=-1) @ v                                   # [H, T, D]
             att = att.transpose(0, 1).reshape(T, H * D)
-            x = x + self.linear(att, p + "self_attn.o_proj", bias_attn)
+            x = x + self.linear(att, p + "self_attn.o_proj", o_bias)
             h = self.rms_norm(x, w[p + "post_attention_layernorm.weight"])
             mb = cfg["mlp_bias"]
             gated = self.act(self.linear(h, p + "mlp.gate_proj", mb)) * self.linear(h, p + "mlp.up_proj", mb)
