@@ -27,8 +27,10 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
                                                                     : "null";
     const std::string act = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
     return {
-        {"model_type", false, c.model_type, c.model_type == "qwen2" ? "Qwen2" : "Llama",
-         "RMSNorm, gated MLP, rotary positions, nn.Linear [out, in] weights", true},
+        {"model_type", false, c.model_type, c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3" : "Llama",
+         std::string("RMSNorm, gated MLP, rotary positions, nn.Linear [out, in] weights") +
+             (c.qk_norm ? "; q and k heads RMS-normalised (q_norm, k_norm) before rotation" : ""),
+         true},
         {"num_key_value_heads", false, kv, group == 1 ? "MHA" : c.kv_heads() == 1 ? "MQA" : "GQA x" + std::to_string(group),
          group == 1 ? "every query head has its own K/V head"
                     : "K/V heads cached: query head h reads K/V head h / " + std::to_string(group) +

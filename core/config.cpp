@@ -170,10 +170,13 @@ RopeSpec parse_rope(const Reader& r, const Json& root) {
 // model_type "llama" (LlamaForCausalLM) and "qwen2" (Qwen2ForCausalLM): Hugging Face's LlamaConfig and
 // Qwen2Config keys and defaults. Qwen2 is Llama with biases on q, k and v (Qwen2Attention: q/k/v_proj
 // bias=True, o_proj bias=False).
-ModelConfig parse_llama(const Reader& r, const Json& root, bool qwen2) {
+// Qwen3 (Qwen3ForCausalLM) adds q_norm / k_norm (Qwen3Attention) and its head_dim defaults to 128.
+ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& model_type) {
+    const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
     ModelConfig c;
     c.family = Family::Llama;
-    c.model_type = qwen2 ? "qwen2" : "llama";
+    c.model_type = model_type;
+    c.qk_norm = qwen3;
     c.n_vocab = r.size("vocab_size", kMaxDim, true);
     c.n_ctx = r.size("max_position_embeddings", kMaxDim, true);
     c.n_embd = r.size("hidden_size", kMaxDim, true);
@@ -182,15 +185,16 @@ ModelConfig parse_llama(const Reader& r, const Json& root, bool qwen2) {
     c.n_head = r.size("num_attention_heads", kMaxDim, true);
     c.n_kv_head = r.optional_size("num_key_value_heads", kMaxDim);
     c.explicit_head_dim = r.optional_size("head_dim", kMaxDim);
+    if (qwen3 && !r.get("head_dim")) c.explicit_head_dim = 128;  // Qwen3Config's default
     static const char* const activations[] = {"silu", "gelu_pytorch_tanh", nullptr};
     c.activation = Activation::Silu;
     if (const std::string* a = r.choice("hidden_act", activations))
         c.activation = *a == "silu" ? Activation::Silu : Activation::GeluTanh;
     c.layer_norm_epsilon = r.positive_real("rms_norm_eps", 1e-6);
     c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
-    if (qwen2) {
-        c.attention_bias = true;
-        c.o_bias = false;
+    if (qwen2 || qwen3) {
+        c.attention_bias = qwen2 || r.flag("attention_bias", false);
+        c.o_bias = qwen3 && c.attention_bias;
         // Sliding-window layers (use_sliding_window with max_window_layers) are per-layer windows,
         // which this engine does not run yet: refused rather than computed as full attention.
         if (r.flag("use_sliding_window", false))
@@ -241,11 +245,11 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
         if (!t->is_string()) throw LoadError(path, "model_type must be a string, found " + show_value(*t));
         model_type = t->as_string();
     }
-    if (model_type == "llama" || model_type == "qwen2")
-        return parse_llama(Reader(root, path, kLlamaKeys), root, model_type == "qwen2");
+    if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3")
+        return parse_llama(Reader(root, path, kLlamaKeys), root, model_type);
     if (model_type != "gpt2" && model_type != "encoder_decoder")
         throw LoadError(path, "model_type " + json_escape(model_type) + " is not supported",
-                        "kvscope reads gpt2, encoder_decoder, llama and qwen2 folders");
+                        "kvscope reads gpt2, encoder_decoder, llama, qwen2 and qwen3 folders");
     Reader r(root, path, kGpt2Keys);
 
     ModelConfig c;
@@ -349,10 +353,8 @@ std::string config_to_json(const ModelConfig& c) {
             j["rope_scaling"] = s;
         }
         j["tie_word_embeddings"] = c.tie_word_embeddings;
-        if (c.model_type == "llama") {  // Qwen2's biases are fixed by its model_type
-            j["attention_bias"] = c.attention_bias;
-            j["mlp_bias"] = c.mlp_bias;
-        }
+        if (c.model_type != "qwen2") j["attention_bias"] = c.attention_bias;  // Qwen2's are fixed by its model_type
+        if (c.model_type == "llama") j["mlp_bias"] = c.mlp_bias;
         return json_text(j, 2) + "\n";
     }
     j["model_type"] = c.encoder_decoder ? "encoder_decoder" : "gpt2";

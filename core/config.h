@@ -6,7 +6,8 @@
 // Family::Gpt2   LayerNorm, GELU/ReLU MLP, learned or sinusoidal positions, fused Conv1D c_attn (in, out)
 // Family::Llama  RMSNorm, gated MLP (act(gate)·up), rotary positions, nn.Linear q/k/v/o (out, in),
 //                n_kv_head K/V heads shared by groups of n_head / n_kv_head query heads; model_type
-//                "llama", and "qwen2" (the same computation with biases on q, k and v only)
+//                "llama", "qwen2" (the same computation with biases on q, k and v only) and "qwen3"
+//                (RMSNorm of each q and k head before rotation)
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -61,6 +62,7 @@ struct ModelConfig {
     bool attention_bias = false;  // q, k and v projections carry biases (also qkv_bias, which Llama sets alike)
     bool o_bias = false;          // the o projection carries a bias (Llama's attention_bias; never in Qwen2)
     bool mlp_bias = false;        // gate, up and down projections carry biases
+    bool qk_norm = false;         // q and k heads RMS-normalised over head_dim before rotation (Qwen3)
 
     int64_t head_dim() const { return explicit_head_dim ? explicit_head_dim : n_embd / n_head; }  // D
     int64_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }                           // K

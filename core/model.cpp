@@ -155,6 +155,10 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             matmul_nk(q_rows, attn_in, lw.q_weight, lw.q_bias, T, C, Q);   // (T, Q)
             matmul_nk(k_rows, attn_in, lw.k_weight, lw.k_bias, T, C, KV);  // (T, KV)
             matmul_nk(v_rows, attn_in, lw.v_weight, lw.v_bias, T, C, KV);  // (T, KV)
+            if (cfg.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's D values, before rotation
+                rms_norm(q_rows, q_rows, lw.q_norm_weight, T * H, D, float(cfg.layer_norm_epsilon));  // (T*H, D)
+                rms_norm(k_rows, k_rows, lw.k_norm_weight, T * K, D, float(cfg.layer_norm_epsilon));  // (T*K, D)
+            }
             // Rotate q and k at their positions; the cache then holds rotated keys, as the models' caches do.
             for (int64_t r = 0; r < T; ++r) {
                 const float* cs = rotary + r * D;

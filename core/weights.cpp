@@ -156,6 +156,10 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         lw.k_bias = bias(a + "k_proj.bias", KV, config.attention_bias, "attention_bias");
         lw.v_weight = m.matrix(a + "v_proj.weight", {KV, C}, kNoPrefix);
         lw.v_bias = bias(a + "v_proj.bias", KV, config.attention_bias, "attention_bias");
+        if (config.qk_norm) {
+            lw.q_norm_weight = m.get(a + "q_norm.weight", {config.head_dim()}, true, kNoPrefix);
+            lw.k_norm_weight = m.get(a + "k_norm.weight", {config.head_dim()}, true, kNoPrefix);
+        }
         lw.attn_proj_weight = m.matrix(a + "o_proj.weight", {C, Q}, kNoPrefix);
         lw.attn_proj_bias = bias(a + "o_proj.bias", C, config.o_bias, "attention_bias");
         lw.ln_2_weight = m.get(p + "post_attention_layernorm.weight", {C}, true, kNoPrefix);

@@ -35,6 +35,8 @@ struct LayerWeights {
     const float* q_bias = nullptr;           // unused | (Q) when attention_bias
     const float* k_bias = nullptr;           // unused | (KV) when attention_bias
     const float* v_bias = nullptr;           // unused | (KV) when attention_bias
+    const float* q_norm_weight = nullptr;    // unused | (D) when qk_norm (Qwen3)
+    const float* k_norm_weight = nullptr;    // unused | (D) when qk_norm
     WeightRef attn_proj_weight; // (C, C) c_proj | (C, Q) o_proj
     const float* attn_proj_bias = nullptr;   // (C) | (C) when attention_bias
     const float* ln_2_weight = nullptr;      // (C) ln_2 | post_attention_layernorm

@@ -397,3 +397,22 @@ TEST_CASE("a Llama config_to_json round trips") {
     CHECK(b.rope.scaling == RopeScaling::Llama3);
     CHECK(b.rope.high_freq_factor == 4.0);
 }
+
+TEST_CASE("qwen2 and qwen3 are the Llama family with their own biases, norms and head_dim default") {
+    const std::string body = R"("vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2)";
+    ModelConfig q2 = parse_config("{\"model_type\": \"qwen2\", " + body + "}", "c");
+    CHECK(q2.family == Family::Llama);
+    CHECK(q2.attention_bias);   // Qwen2Attention: q, k, v biases always
+    CHECK_FALSE(q2.o_bias);     // o never
+    CHECK_FALSE(q2.qk_norm);
+    CHECK(q2.head_dim() == 2);
+    ModelConfig q3 = parse_config("{\"model_type\": \"qwen3\", " + body + "}", "c");
+    CHECK(q3.qk_norm);
+    CHECK(q3.head_dim() == 128);  // Qwen3Config's default, not hidden_size / heads
+    CHECK_FALSE(q3.attention_bias);
+    CHECK(parse_config(config_to_json(q3), "c").head_dim() == 128);
+    CHECK(config_to_json(parse_config(config_to_json(q2), "c")) == config_to_json(q2));
+    CHECK_THAT(load_error("{\"model_type\": \"qwen2\", \"use_sliding_window\": true, " + body + "}"),
+               Catch::Contains("use_sliding_window true is not supported yet"));
+}

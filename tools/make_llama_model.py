@@ -38,6 +38,7 @@ def build(**kw):
     D = o["head_dim"] or C // H
     std = o["std"]
     qwen2 = o["model_type"] == "qwen2"  # Qwen2: q, k, v biases always, o never, no attention_bias key
+    qwen3 = o["model_type"] == "qwen3"  # Qwen3: q_norm / k_norm per head
     qkv_bias, o_bias = o["attention_bias"] or qwen2, o["attention_bias"] and not qwen2
 
     def mat(out, inp):  # nn.Linear weight [out, in]
@@ -58,6 +59,8 @@ def build(**kw):
             t.append((p + f"self_attn.{name}.weight", mat(out, inp)))                         # [out, in]
             if (o_bias if name == "o_proj" else qkv_bias):
                 t.append((p + f"self_attn.{name}.bias", vec(out)))
+        if qwen3:
+            t += [(p + "self_attn.q_norm.weight", gain(D)), (p + "self_attn.k_norm.weight", gain(D))]
         t.append((p + "post_attention_layernorm.weight", gain(C)))
         for name, out, inp in (("gate_proj", F, C), ("up_proj", F, C), ("down_proj", C, F)):
             t.append((p + f"mlp.{name}.weight", mat(out, inp)))
@@ -81,6 +84,10 @@ def build(**kw):
         config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
                       sliding_window=o["positions"], max_window_layers=L)
         del config["attention_bias"], config["mlp_bias"]
+    if qwen3:
+        config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", use_sliding_window=False,
+                      sliding_window=None, max_window_layers=L, head_dim=D)
+        del config["mlp_bias"]
     return config, t
 
 
@@ -103,7 +110,7 @@ def main(argv):
     for key in ("vocab", "hidden", "inner", "layers", "heads", "kv_heads", "head_dim", "positions", "seed"):
         ap.add_argument("--" + key.replace("_", "-"), type=int)
     ap.add_argument("--dtype", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--model-type", choices=["llama", "qwen2"])
+    ap.add_argument("--model-type", choices=["llama", "qwen2", "qwen3"])
     ap.add_argument("--tied", action="store_true", default=None)
     a = ap.parse_args(argv)
     kw = dict(SHAPES[a.shape]) if a.shape else {}

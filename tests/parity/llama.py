@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Parity group: Llama-family folders (tools/make_llama_model.py) against the Llama reference
-(tools/kvscope_reference/llama.py), model_type llama and qwen2: GQA, MQA and full multi-head K/V, default / linear / llama3 rotary
+(tools/kvscope_reference/llama.py), model_type llama, qwen2 and qwen3: GQA, MQA and full multi-head K/V, default / linear / llama3 rotary
 frequencies, an explicit head_dim that is not hidden_size / heads, biases, tied embeddings, F16 and BF16
 files; cached, --no-cache, chunked, windowed and batched runs. Then the classic mistakes, each switched
 into the reference alone, must put kvscope outside the tolerance, so these cases would catch them.
@@ -34,6 +34,8 @@ MODELS = {
     "f16":          dict(heads=4, kv_heads=2, dtype="F16", seed=8),
     "qwen2":        dict(model_type="qwen2", heads=4, kv_heads=2, tied=True, seed=10),
     "qwen2_mqa_bf16": dict(model_type="qwen2", heads=4, kv_heads=1, dtype="BF16", seed=11),
+    "qwen3":        dict(model_type="qwen3", heads=4, kv_heads=2, head_dim=12, seed=12),
+    "qwen3_bias_tied": dict(model_type="qwen3", heads=4, kv_heads=1, attention_bias=True, tied=True, seed=13),
     "bf16":         dict(heads=4, kv_heads=1, dtype="BF16", seed=9),
 }
 MUTATIONS = ("interleaved", "modulo", "weight_first")
@@ -133,7 +135,7 @@ def cases(kvscope, work):
         p = prompt(300 + i, 9, vocab=300)
         yield lambda m=m, p=p: check_case(kvscope, m, [p], 10)
         yield lambda m=m, p=p: check_case(kvscope, m, [p], 10, no_cache=True)
-    for name in ("gqa", "mqa", "llama3_rope", "head_dim_12", "qwen2"):
+    for name in ("gqa", "mqa", "llama3_rope", "head_dim_12", "qwen2", "qwen3"):
         m = model_dir(work, name)
         p = prompt(320, 11, vocab=300)
         for c in (1, 3, 64):

@@ -1,4 +1,4 @@
-"""A plain PyTorch forward pass for Llama-family folders (model_type llama, qwen2) (Hugging Face config.json + model.safetensors
+"""A plain PyTorch forward pass for Llama-family folders (model_type llama, qwen2, qwen3) (Hugging Face config.json + model.safetensors
 with HF tensor names), written from the semantics of transformers' modeling_llama.py. No cache: every
 call recomputes the whole sequence with an explicit causal (optionally banded) mask.
 
@@ -13,6 +13,7 @@ The rules, and the upstream function each follows:
   attention       eager_attention_forward + repeat_kv: query head h reads K/V head h // (H / K);
                   scores scaled by D^-0.5
   mlp             LlamaMLP: down(act(gate(x)) * up(x))
+  qk norm         Qwen3Attention: q_norm / k_norm (RMSNorm over head_dim) on each head before rotation
 
 `mutation` switches in one classic mistake at a time, so tests can show they would catch it:
   "interleaved"   rotate pairs (2i, 2i+1) (GPT-J / Meta's original layout) instead of rotate-half
@@ -45,11 +46,13 @@ def load_config(path):
         "tie_word_embeddings": raw.get("tie_word_embeddings", False),
         # Qwen2 (Qwen2Attention): q, k, v biases always, o never; Llama: attention_bias for all four.
         "qkv_bias": raw.get("attention_bias", False) or raw.get("model_type") == "qwen2",
+        "qk_norm": raw.get("model_type") == "qwen3",
         "o_bias": raw.get("attention_bias", False) and raw.get("model_type") != "qwen2",
         "mlp_bias": raw.get("mlp_bias", False),
         "hidden_act": raw.get("hidden_act", "silu"),
     }
-    cfg["head_dim"] = raw.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    default_head_dim = 128 if raw.get("model_type") == "qwen3" else cfg["hidden_size"] // cfg["num_attention_heads"]
+    cfg["head_dim"] = raw.get("head_dim") or default_head_dim
     return cfg
 
 
@@ -149,6 +152,9 @@ class LlamaModel:
             q = self.linear(h, p + "self_attn.q_proj", qkv_bias).view(T, H, D).transpose(0, 1)  # [H, T, D]
             k = self.linear(h, p + "self_attn.k_proj", qkv_bias).view(T, K, D).transpose(0, 1)  # [K, T, D]
             v = self.linear(h, p + "self_attn.v_proj", qkv_bias).view(T, K, D).transpose(0, 1)  # [K, T, D]
+            if cfg["qk_norm"]:
+                q = self.rms_norm(q, w[p + "self_attn.q_norm.weight"])
+                k = self.rms_norm(k, w[p + "self_attn.k_norm.weight"])
             rope = apply_rope_interleaved if self.mutation == "interleaved" else apply_rope
             q, k = rope(q, cos, sin), rope(k, cos, sin)
             group = H // K
