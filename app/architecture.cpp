@@ -16,17 +16,71 @@ const char* flag(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
+namespace {
+
+// Llama-family keys (Hugging Face's LlamaConfig names); "differs" compares with GPT-2's computation.
+std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
+    const int64_t group = c.n_head / c.kv_heads();
+    const std::string kv = std::to_string(c.kv_heads());
+    const char* rope_kind = c.rope.scaling == RopeScaling::Linear ? "linear"
+                            : c.rope.scaling == RopeScaling::Llama3 ? "llama3"
+                                                                    : "null";
+    const std::string act = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
+    return {
+        {"model_type", false, c.model_type, c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3" : "Llama",
+         std::string("RMSNorm, gated MLP, rotary positions, nn.Linear [out, in] weights") +
+             (c.qk_norm ? "; q and k heads RMS-normalised (q_norm, k_norm) before rotation" : ""),
+         true},
+        {"num_key_value_heads", false, kv, group == 1 ? "MHA" : c.kv_heads() == 1 ? "MQA" : "GQA x" + std::to_string(group),
+         group == 1 ? "every query head has its own K/V head"
+                    : "K/V heads cached: query head h reads K/V head h / " + std::to_string(group) +
+                          " (the cache is " + std::to_string(group) + "x smaller than full multi-head)",
+         group != 1},
+        {"head_dim", false, std::to_string(c.head_dim()), "D=" + std::to_string(c.head_dim()),
+         c.explicit_head_dim ? "given: q is H x D wide, not hidden_size" : "hidden_size / num_attention_heads",
+         c.head_dim() * c.n_head != c.n_embd},
+        {"intermediate_size", false, std::to_string(c.n_inner), "F=" + std::to_string(c.n_inner),
+         "gated MLP: down_proj(" + act + "(gate_proj x) * up_proj x)", true},
+        {"rms_norm_eps", false, number_text(c.layer_norm_epsilon), "RMSNorm",
+         "RMSNorm: x / sqrt(mean(x^2) + eps), then times the weight; no mean, no bias", true},
+        {"rope_theta", false, number_text(c.rope.theta), "RoPE " + number_text(c.rope.theta),
+         "rotary positions: q and k rotated (rotate-half pairs i, i + D/2); the cache holds rotated keys", true},
+        {"rope_scaling", false, rope_kind, rope_kind,
+         c.rope.scaling == RopeScaling::None ? "frequencies 1 / theta^(2i/D)"
+         : c.rope.scaling == RopeScaling::Linear ? "frequencies divided by " + number_text(c.rope.factor)
+                                                 : "llama3: long wavelengths divided by " + number_text(c.rope.factor) +
+                                                       ", short kept, smoothed between",
+         c.rope.scaling != RopeScaling::None},
+        {"tie_word_embeddings", false, flag(c.tie_word_embeddings), c.tie_word_embeddings ? "tied head" : "untied head",
+         c.tie_word_embeddings ? "one table: the output layer is embed_tokens transposed"
+                               : "untied: the output layer is its own lm_head.weight [V, C]",
+         !c.tie_word_embeddings},
+        {"attention_bias", false, flag(c.attention_bias), c.attention_bias ? "attn bias" : "no attn bias",
+         !c.attention_bias ? "no biases in attention"
+         : c.o_bias        ? "q, k, v and o projections add biases"
+                           : "q, k and v projections add biases, o does not (Qwen2)",
+         !c.attention_bias},
+        {"mlp_bias", false, flag(c.mlp_bias), c.mlp_bias ? "mlp bias" : "no mlp bias",
+         c.mlp_bias ? "gate, up and down projections add biases" : "no biases in the MLP", !c.mlp_bias},
+    };
+}
+
+}  // namespace
+
 std::vector<ArchLine> architecture(const ModelConfig& c) {
+    if (c.family == Family::Llama) return llama_architecture(c);
     const ModelConfig gpt2;  // the defaults are GPT-2's behaviour
     const bool pre = c.norm_position == NormPosition::Pre;
     const bool learned = c.position_embedding == PositionEmbedding::Learned;
     const int64_t ratio = c.n_inner % c.n_embd == 0 ? c.n_inner / c.n_embd : 0;
     const char* act = c.activation == Activation::GeluTanh ? "GELU, tanh approximation (GPT-2's)"
                       : c.activation == Activation::GeluErf ? "GELU, exact: x * Phi(x) with erf"
-                                                             : "ReLU: max(0, x)";
+                      : c.activation == Activation::Relu    ? "ReLU: max(0, x)"
+                                                             : "SiLU: x * sigmoid(x)";
     const char* act_label = c.activation == Activation::GeluTanh ? "GELU (tanh)"
                             : c.activation == Activation::GeluErf ? "GELU (erf)"
-                                                                   : "ReLU";
+                            : c.activation == Activation::Relu    ? "ReLU"
+                                                                   : "SiLU";
     const std::string scale = number_text(c.embedding_scale);
     std::vector<ArchLine> lines;
     if (c.encoder_decoder) {

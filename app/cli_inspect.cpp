@@ -45,7 +45,10 @@ int cli_inspect(int argc, char** argv) {
     const Weights& w = model->weights();
     // The cache follows the matrices' format (--dtype): float32 or bfloat16 rows.
     const int64_t kv_bytes = w.bf16 ? 2 : 4;
-    const int64_t kv_per_token = 2 * c.n_layer * c.n_embd * kv_bytes;
+    // The cache holds K/V heads (num_key_value_heads x head_dim per layer); beside it, what the same
+    // model would cache with full multi-head attention (one K/V head per query head).
+    const int64_t kv_per_token = 2 * c.n_layer * c.kv_width() * kv_bytes;
+    const int64_t mha_per_token = 2 * c.n_layer * c.q_width() * kv_bytes;
     // Encoder-decoder: the cross-attention cache, 2 x L x C float32 per source token (core/encoder.h),
     // fixed once the encoder ran.
     const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * int64_t(sizeof(float)) : 0;
@@ -67,6 +70,8 @@ int cli_inspect(int argc, char** argv) {
             {"matrix_bytes", w.matrix_bytes},
             {"kv_bytes_per_token", kv_per_token},
             {"kv_bytes_full_context", kv_per_token * c.n_ctx},
+            {"kv_heads", c.kv_heads()},
+            {"kv_bytes_per_token_full_mha", mha_per_token},
             {"kv_dtype", w.bf16 ? "bf16" : "f32"},
             {"cross_kv_bytes_per_source_token", cross_per_source_token},
             // null without tokenizer files (the model then takes token ids only)
@@ -82,10 +87,11 @@ int cli_inspect(int argc, char** argv) {
     std::printf("vocab_size   %lld%s\n", (long long)c.n_vocab,
                 model->tokenizer() ? (" (tokenizer: " + std::to_string(model->tokenizer()->n_vocab()) + " tokens)").c_str()
                                    : " (no tokenizer files: --prompt-ids only)");
-    std::printf("n_positions  %lld\nn_embd       %lld\nn_layer      %lld\nn_head       %lld  (head_dim %lld)\n\n",
+    std::printf("n_positions  %lld\nn_embd       %lld\nn_layer      %lld\nn_head       %lld  (head_dim %lld, %lld K/V heads)\n\n",
                 (long long)c.n_ctx, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
-                (long long)c.head_dim());
-    std::printf("architecture (config.json; * = kvscope extension key, absent = GPT-2's value)\n");
+                (long long)c.head_dim(), (long long)c.kv_heads());
+    std::printf(c.family == Family::Llama ? "architecture (config.json, Llama family)\n"
+                                          : "architecture (config.json; * = kvscope extension key, absent = GPT-2's value)\n");
     for (const ArchLine& l : lines)
         std::printf("  %-24s %-16s %s\n", (std::string(l.key) + (l.extension ? "*" : "")).c_str(), l.value.c_str(),
                     l.meaning.c_str());
@@ -96,8 +102,11 @@ int cli_inspect(int argc, char** argv) {
     std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16)\n", w.bf16 ? "bfloat16" : "float32",
                 bytes_text(double(w.matrix_bytes)).c_str());
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
-                bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd,
+                bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
                 w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+    if (c.kv_heads() != c.n_head)
+        std::printf("             %s per token with full multi-head attention (%lld K/V heads instead of %lld)\n",
+                    bytes_text(double(mha_per_token)).c_str(), (long long)c.n_head, (long long)c.kv_heads());
     if (c.encoder_decoder)
         std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld float32), fixed once the encoder ran\n",
                     bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);

@@ -49,7 +49,8 @@ std::string show_value(const Json& v) {
 
 class Reader {
 public:
-    Reader(const Json& root, const std::string& path) : root_(root), path_(path) {}
+    Reader(const Json& root, const std::string& path, const char* required_hint)
+        : root_(root), path_(path), required_hint_(required_hint) {}
 
     [[noreturn]] void fail(const std::string& what, const std::string& hint = "") const {
         throw LoadError(path_, what, hint);
@@ -60,11 +61,16 @@ public:
     int64_t size(const char* key, int64_t max, bool required, int64_t fallback = 0) const {
         const Json* v = get(key);
         if (!v) {
-            if (required) fail(std::string("missing required key ") + key,
-                               "a GPT-2 config.json has vocab_size, n_positions, n_embd, n_layer and n_head");
+            if (required) fail(std::string("missing required key ") + key, required_hint_);
             return fallback;
         }
         return size_value(key, *v, max);
+    }
+
+    // A size that may also be null or absent (Hugging Face writes "head_dim": null): 0 then.
+    int64_t optional_size(const char* key, int64_t max) const {
+        const Json* v = get(key);
+        return (!v || v->is_null()) ? 0 : size_value(key, *v, max);
     }
 
     int64_t size_value(const char* key, const Json& v, int64_t max) const {
@@ -107,10 +113,116 @@ public:
         fail(std::string(key) + " " + json_escape(v->as_string()) + " is not supported", "use one of " + list);
     }
 
+    double real(const char* key, const Json& v) const {
+        if (!v.is_number()) fail(std::string(key) + " must be a number, found " + show_value(v));
+        return v.as_number();
+    }
+
 private:
     const Json& root_;
     const std::string& path_;
+    const char* required_hint_;
 };
+
+constexpr const char* kGpt2Keys = "a GPT-2 config.json has vocab_size, n_positions, n_embd, n_layer and n_head";
+constexpr const char* kLlamaKeys =
+    "a Llama config.json has vocab_size, max_position_embeddings, hidden_size, intermediate_size, "
+    "num_hidden_layers and num_attention_heads";
+
+// rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3", ...}.
+// Other kinds (dynamic, yarn, longrope, ...) change more than the frequencies: refused by name.
+RopeSpec parse_rope(const Reader& r, const Json& root) {
+    RopeSpec rope;
+    rope.theta = r.positive_real("rope_theta", 10000.0);
+    const Json* s = root.find("rope_scaling");
+    if (!s || s->is_null()) return rope;
+    if (!s->is_object()) r.fail("rope_scaling must be null or an object, found " + show_value(*s));
+    const Json* kind = s->find("rope_type");
+    if (!kind) kind = s->find("type");
+    if (!kind || !kind->is_string()) r.fail("rope_scaling has no rope_type string", "kvscope reads \"linear\" and \"llama3\"");
+    const std::string& k = kind->as_string();
+    if (k == "default") return rope;
+    if (k != "linear" && k != "llama3")
+        r.fail("rope_scaling type " + json_escape(k) + " is not supported", "kvscope reads \"linear\" and \"llama3\"");
+    auto number = [&](const char* key) {
+        const Json* v = s->find(key);
+        if (!v) r.fail(std::string("rope_scaling (") + k + ") needs " + key);
+        double x = r.real(key, *v);
+        if (!(x > 0) || !std::isfinite(x))
+            r.fail(std::string("rope_scaling.") + key + " must be a finite number greater than 0, found " + show_value(*v));
+        return x;
+    };
+    rope.factor = number("factor");
+    rope.scaling = RopeScaling::Linear;
+    if (k == "llama3") {
+        rope.scaling = RopeScaling::Llama3;
+        rope.low_freq_factor = number("low_freq_factor");
+        rope.high_freq_factor = number("high_freq_factor");
+        if (!(rope.high_freq_factor > rope.low_freq_factor))
+            r.fail("rope_scaling.high_freq_factor must be larger than low_freq_factor");
+        const Json* old = s->find("original_max_position_embeddings");
+        if (!old) r.fail("rope_scaling (llama3) needs original_max_position_embeddings");
+        rope.original_max_positions = r.size_value("original_max_position_embeddings", *old, kMaxDim);
+    }
+    return rope;
+}
+
+// model_type "llama" (LlamaForCausalLM) and "qwen2" (Qwen2ForCausalLM): Hugging Face's LlamaConfig and
+// Qwen2Config keys and defaults. Qwen2 is Llama with biases on q, k and v (Qwen2Attention: q/k/v_proj
+// bias=True, o_proj bias=False).
+// Qwen3 (Qwen3ForCausalLM) adds q_norm / k_norm (Qwen3Attention) and its head_dim defaults to 128.
+ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& model_type) {
+    const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
+    ModelConfig c;
+    c.family = Family::Llama;
+    c.model_type = model_type;
+    c.qk_norm = qwen3;
+    c.n_vocab = r.size("vocab_size", kMaxDim, true);
+    c.n_ctx = r.size("max_position_embeddings", kMaxDim, true);
+    c.n_embd = r.size("hidden_size", kMaxDim, true);
+    c.n_inner = r.size("intermediate_size", kMaxDim, true);
+    c.n_layer = r.size("num_hidden_layers", kMaxLayers, true);
+    c.n_head = r.size("num_attention_heads", kMaxDim, true);
+    c.n_kv_head = r.optional_size("num_key_value_heads", kMaxDim);
+    c.explicit_head_dim = r.optional_size("head_dim", kMaxDim);
+    if (qwen3 && !r.get("head_dim")) c.explicit_head_dim = 128;  // Qwen3Config's default
+    static const char* const activations[] = {"silu", "gelu_pytorch_tanh", nullptr};
+    c.activation = Activation::Silu;
+    if (const std::string* a = r.choice("hidden_act", activations))
+        c.activation = *a == "silu" ? Activation::Silu : Activation::GeluTanh;
+    c.layer_norm_epsilon = r.positive_real("rms_norm_eps", 1e-6);
+    c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+    if (qwen2 || qwen3) {
+        c.attention_bias = qwen2 || r.flag("attention_bias", false);
+        c.o_bias = qwen3 && c.attention_bias;
+        // Sliding-window layers (use_sliding_window with max_window_layers) are per-layer windows,
+        // which this engine does not run yet: refused rather than computed as full attention.
+        if (r.flag("use_sliding_window", false))
+            r.fail("use_sliding_window true is not supported yet", "Qwen2.5 checkpoints ship it false");
+    } else {
+        c.attention_bias = r.flag("attention_bias", false);
+        c.o_bias = c.attention_bias;
+        c.mlp_bias = r.flag("mlp_bias", false);
+    }
+    c.qkv_bias = c.attention_bias;
+    c.rope = parse_rope(r, root);
+    if (c.n_head % c.kv_heads() != 0)
+        r.fail("num_attention_heads (" + std::to_string(c.n_head) + ") is not divisible by num_key_value_heads (" +
+               std::to_string(c.kv_heads()) + ")");
+    if (!c.explicit_head_dim && c.n_embd % c.n_head != 0)
+        r.fail("hidden_size (" + std::to_string(c.n_embd) + ") is not divisible by num_attention_heads (" +
+               std::to_string(c.n_head) + ") and there is no head_dim");
+    if (c.head_dim() % 2 != 0)
+        r.fail("head_dim " + std::to_string(c.head_dim()) + " is odd; rotary embeddings rotate pairs of dimensions");
+    __int128 C = c.n_embd, F = c.n_inner, L = c.n_layer, Q = c.q_width(), KV = c.kv_width();
+    __int128 per_layer = 2 * C + C * Q + 2 * C * KV + Q * C + 3 * C * F + (Q + 2 * KV + C) + (2 * F + C);
+    __int128 params = __int128(c.n_vocab) * C * (c.tie_word_embeddings ? 1 : 2) + L * per_layer + C;
+    if (params > kMaxParams)
+        r.fail("the sizes describe about " + std::to_string(int64_t(params >> 30)) +
+                   " Gi parameters, more than kvscope supports (" + std::to_string(kMaxParams >> 30) + " Gi)",
+               "check vocab_size, hidden_size, intermediate_size and num_hidden_layers");
+    return c;
+}
 
 }  // namespace
 
@@ -127,7 +239,18 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
                                   std::to_string(e.offset) + "): " + detail);
     }
     if (!root.is_object()) throw LoadError(path, std::string("expected a JSON object, found ") + root.kind_name());
-    Reader r(root, path);
+    // model_type picks the family; absent is a GPT-2 folder (kvscope's own generators leave it out).
+    std::string model_type = "gpt2";
+    if (const Json* t = root.find("model_type")) {
+        if (!t->is_string()) throw LoadError(path, "model_type must be a string, found " + show_value(*t));
+        model_type = t->as_string();
+    }
+    if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3")
+        return parse_llama(Reader(root, path, kLlamaKeys), root, model_type);
+    if (model_type != "gpt2" && model_type != "encoder_decoder")
+        throw LoadError(path, "model_type " + json_escape(model_type) + " is not supported",
+                        "kvscope reads gpt2, encoder_decoder, llama, qwen2 and qwen3 folders");
+    Reader r(root, path, kGpt2Keys);
 
     ModelConfig c;
     c.n_vocab = r.size("vocab_size", kMaxDim, true);
@@ -157,8 +280,7 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
         c.position_embedding = *s == "sinusoidal" ? PositionEmbedding::Sinusoidal : PositionEmbedding::Learned;
     c.embedding_scale = r.positive_real("embedding_scale", 1.0);
     c.final_layer_norm = r.flag("final_layer_norm", true);
-    // Any other model_type (Hugging Face writes "gpt2") is a decoder-only folder.
-    if (const Json* t = r.get("model_type"); t && t->is_string() && t->as_string() == "encoder_decoder") {
+    if (model_type == "encoder_decoder") {
         c.encoder_decoder = true;
         if (!r.get("n_encoder_layer") || !r.get("decoder_start_token_id"))
             r.fail("an encoder_decoder config.json needs n_encoder_layer and decoder_start_token_id",
@@ -206,6 +328,35 @@ ModelConfig load_config(const std::string& path) {
 
 std::string config_to_json(const ModelConfig& c) {
     JsonOut j;
+    if (c.family == Family::Llama) {  // every key the forward pass reads, so a prompt-cache fingerprint covers them
+        j["model_type"] = c.model_type;
+        j["vocab_size"] = c.n_vocab;
+        j["max_position_embeddings"] = c.n_ctx;
+        j["hidden_size"] = c.n_embd;
+        j["intermediate_size"] = c.n_inner;
+        j["num_hidden_layers"] = c.n_layer;
+        j["num_attention_heads"] = c.n_head;
+        j["num_key_value_heads"] = c.kv_heads();
+        j["head_dim"] = c.head_dim();
+        j["hidden_act"] = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
+        j["rms_norm_eps"] = double(c.layer_norm_epsilon);
+        j["rope_theta"] = double(c.rope.theta);
+        if (c.rope.scaling != RopeScaling::None) {
+            JsonOut s;
+            s["rope_type"] = c.rope.scaling == RopeScaling::Linear ? "linear" : "llama3";
+            s["factor"] = double(c.rope.factor);
+            if (c.rope.scaling == RopeScaling::Llama3) {
+                s["low_freq_factor"] = double(c.rope.low_freq_factor);
+                s["high_freq_factor"] = double(c.rope.high_freq_factor);
+                s["original_max_position_embeddings"] = c.rope.original_max_positions;
+            }
+            j["rope_scaling"] = s;
+        }
+        j["tie_word_embeddings"] = c.tie_word_embeddings;
+        if (c.model_type != "qwen2") j["attention_bias"] = c.attention_bias;  // Qwen2's are fixed by its model_type
+        if (c.model_type == "llama") j["mlp_bias"] = c.mlp_bias;
+        return json_text(j, 2) + "\n";
+    }
     j["model_type"] = c.encoder_decoder ? "encoder_decoder" : "gpt2";
     if (c.encoder_decoder) {
         j["n_encoder_layer"] = c.n_encoder_layer;
@@ -234,9 +385,12 @@ const char* to_string(Activation a) {
     case Activation::GeluTanh: return "gelu_new";
     case Activation::GeluErf: return "gelu";
     case Activation::Relu: return "relu";
+    case Activation::Silu: return "silu";
     }
     return "?";
 }
+
+const char* to_string(Family f) { return f == Family::Llama ? "llama" : "gpt2"; }
 
 const char* to_string(NormPosition n) { return n == NormPosition::Post ? "post" : "pre"; }
 

@@ -1,17 +1,38 @@
 #pragma once
-// ModelConfig: the architecture read from a Hugging Face GPT-2 style config.json, plus kvscope's
-// optional extension keys (all defaulting to GPT-2's behaviour).
+// ModelConfig: the architecture read from a Hugging Face config.json — GPT-2 style (plus kvscope's
+// optional extension keys, all defaulting to GPT-2's behaviour) or a Llama-family decoder
+// (model_type "llama"). The forward pass reads `family` and the fields below, never model_type strings.
+//
+// Family::Gpt2   LayerNorm, GELU/ReLU MLP, learned or sinusoidal positions, fused Conv1D c_attn (in, out)
+// Family::Llama  RMSNorm, gated MLP (act(gate)·up), rotary positions, nn.Linear q/k/v/o (out, in),
+//                n_kv_head K/V heads shared by groups of n_head / n_kv_head query heads; model_type
+//                "llama", "qwen2" (the same computation with biases on q, k and v only) and "qwen3"
+//                (RMSNorm of each q and k head before rotation)
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace kvscope {
 
-enum class Activation { GeluTanh, GeluErf, Relu };          // "gelu_new" | "gelu" | "relu"
+enum class Family { Gpt2, Llama };
+enum class Activation { GeluTanh, GeluErf, Relu, Silu };    // "gelu_new" | "gelu" | "relu" | "silu"
+enum class RopeScaling { None, Linear, Llama3 };             // rope_scaling.rope_type: absent | "linear" | "llama3"
+
+// Rotary position embeddings of Llama-family models (HF ROPE_INIT_FUNCTIONS).
+struct RopeSpec {
+    double theta = 10000.0;               // rope_theta
+    RopeScaling scaling = RopeScaling::None;
+    double factor = 1.0;                  // linear and llama3
+    double low_freq_factor = 1.0;         // llama3
+    double high_freq_factor = 4.0;        // llama3
+    int64_t original_max_positions = 0;   // llama3: original_max_position_embeddings
+};
 enum class NormPosition { Pre, Post };                        // "pre" | "post"
 enum class PositionEmbedding { Learned, Sinusoidal };         // "learned" | "sinusoidal"
 
 struct ModelConfig {
+    Family family = Family::Gpt2;
+    std::string model_type = "gpt2";  // as config.json says it (for messages and config_to_json only)
     int64_t n_vocab = 0;        // vocab_size
     int64_t n_ctx = 0;          // n_positions: the largest absolute position + 1
     int64_t n_embd = 0;         // C
@@ -34,7 +55,24 @@ struct ModelConfig {
     int64_t n_encoder_layer = 0;       // E
     int64_t decoder_start_token_id = -1;  // begins every decoder input
 
-    int64_t head_dim() const { return n_embd / n_head; }  // D
+    // Llama family (Family::Llama); layer_norm_epsilon holds rms_norm_eps, n_ctx max_position_embeddings.
+    int64_t n_kv_head = 0;        // K: num_key_value_heads; 0 = n_head
+    int64_t explicit_head_dim = 0;  // head_dim when config.json gives it; 0 = n_embd / n_head
+    RopeSpec rope;
+    bool attention_bias = false;  // q, k and v projections carry biases (also qkv_bias, which Llama sets alike)
+    bool o_bias = false;          // the o projection carries a bias (Llama's attention_bias; never in Qwen2)
+    bool mlp_bias = false;        // gate, up and down projections carry biases
+    bool qk_norm = false;         // q and k heads RMS-normalised over head_dim before rotation (Qwen3)
+
+    int64_t head_dim() const { return explicit_head_dim ? explicit_head_dim : n_embd / n_head; }  // D
+    int64_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }                           // K
+    // The K/V head query head h reads (HF repeat_kv: head h uses K/V head h // (H / K)).
+    int64_t kv_head_of(int64_t h) const { return h / (n_head / kv_heads()); }
+    int64_t q_width() const { return n_head * head_dim(); }     // H * D
+    int64_t kv_width() const { return kv_heads() * head_dim(); }  // K * D
+    // The config.json key n_ctx came from, for messages. Hugging Face does not enforce
+    // max_position_embeddings on Llama models; kvscope refuses positions beyond it as it does for GPT-2.
+    const char* positions_key() const { return family == Family::Llama ? "max_position_embeddings" : "n_positions"; }
 };
 
 // Parses and validates config.json text. `path` is used in error messages only.
@@ -45,7 +83,8 @@ ModelConfig load_config(const std::string& path);  // reads the file, then parse
 // Round trip for writers (model generators, inspect): the canonical config.json text.
 std::string config_to_json(const ModelConfig& config);
 
-const char* to_string(Activation a);          // "gelu_new" | "gelu" | "relu"
+const char* to_string(Activation a);          // "gelu_new" | "gelu" | "relu" | "silu"
+const char* to_string(Family f);              // "gpt2" | "llama"
 const char* to_string(NormPosition n);        // "pre" | "post"
 const char* to_string(PositionEmbedding p);   // "learned" | "sinusoidal"
 

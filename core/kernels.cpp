@@ -623,4 +623,37 @@ void relu(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+// Statistics in double, like layer_norm; the row is scaled first and the weight multiplied after, the
+// order of LlamaRMSNorm.forward (weight * (x * rsqrt(variance + eps))).
+void rms_norm(float* y, const float* x, const float* gain, int64_t T, int64_t C, float eps) {
+    auto rows = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const float* xr = x + t * C;
+            float* yr = y + t * C;
+            double sq = 0.0;
+            for (int64_t c = 0; c < C; ++c) sq += double(xr[c]) * double(xr[c]);
+            const float inv_rms = float(1.0 / std::sqrt(sq / double(C) + double(eps)));
+            for (int64_t c = 0; c < C; ++c) yr[c] = gain[c] * (xr[c] * inv_rms);
+        }
+    };
+    constexpr int64_t kRowsPerTask = 16;
+    if (T < 2 * kRowsPerTask) return rows(0, T);
+    ThreadPool::global().parallel_for((T + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+        rows(task * kRowsPerTask, std::min(T, (task + 1) * kRowsPerTask));
+    });
+}
+
+// v · sigmoid(v) = v / (1 + e^(-v)).
+void silu(float* x, int64_t n) {
+    for_spans(n, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+    });
+}
+
+void multiply(float* y, const float* x, int64_t n) {
+    for_spans(n, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) y[i] *= x[i];
+    });
+}
+
 }  // namespace kvscope

@@ -20,7 +20,10 @@
 //   exp_in_place(x, n)                  x[i] = e^x[i] for x[i] <= 0 (softmax), within ~2 ulp; each element
 //                                       depends only on its own value
 //   layer_norm(y, x, g, b, T, C, eps)   per row; y may alias x
-//   gelu_tanh / gelu_erf / relu(x, n)   in place
+//   rms_norm(y, x, g, T, C, eps)        per row y = g · (x · 1/sqrt(mean(x²) + eps)): the weight after the
+//                                       normalisation (HF LlamaRMSNorm); y may alias x
+//   gelu_tanh / gelu_erf / relu / silu(x, n)   in place
+//   multiply(y, x, n)                   y[i] *= x[i] (the gate of a gated MLP)
 #include <cstdint>
 
 namespace kvscope {
@@ -50,5 +53,8 @@ void layer_norm(float* y, const float* x, const float* gain, const float* bias, 
 void gelu_tanh(float* x, int64_t n);
 void gelu_erf(float* x, int64_t n);
 void relu(float* x, int64_t n);
+void rms_norm(float* y, const float* x, const float* gain, int64_t T, int64_t C, float eps);
+void silu(float* x, int64_t n);
+void multiply(float* y, const float* x, int64_t n);
 
 }  // namespace kvscope

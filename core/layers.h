@@ -4,9 +4,12 @@
 // T = rows, C = n_embd, F = n_inner. Buffers are the caller's; nothing allocates.
 //
 //   embed(cfg, w, token, position, out)     out (C) = wte[token] * embedding_scale + positions[position]
+//                                           (rotary models have no position table: the scaled row alone)
+//   normalize(cfg, y, x, g, b, T)           the family's norm per row: LayerNorm (GPT-2) or RMSNorm (Llama)
 //   sublayer_input(cfg, x, xn, g, b, T)     what a sub-layer reads: pre-LN ln(x) written to xn, post-LN x
 //   sublayer_output(cfg, x, y, g, b, T)     x += y, then post-LN normalises x in place
-//   mlp_sublayer(cfg, lw, x, xn, hidden, proj, T)   the whole feed-forward sub-layer of block lw
+//   mlp_sublayer(cfg, lw, x, xn, hidden, proj, T)   the whole feed-forward sub-layer of block lw;
+//                                           hidden holds (T, F), or (2, T, F) for a gated MLP
 //   head_attention(out, weights, q, q_stride, k, v, kv_stride, keys, D, scale)   one query row over
 //                                           rows of a plain (P, stride) K/V buffer at the given keys
 #include <cstdint>
@@ -19,6 +22,7 @@
 namespace kvscope {
 
 void embed(const ModelConfig& cfg, const Weights& w, TokenId token, int64_t position, float* out);
+void normalize(const ModelConfig& cfg, float* y, const float* x, const float* gain, const float* bias, int64_t T);
 const float* sublayer_input(const ModelConfig& cfg, const float* x, float* xn, const float* gain, const float* bias,
                             int64_t T);
 void sublayer_output(const ModelConfig& cfg, float* x, const float* y, const float* gain, const float* bias, int64_t T);

@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "kernels.h"
 #include "layers.h"
+#include "rotary.h"
 #include "thread_pool.h"
 
 namespace kvscope {
@@ -23,6 +24,8 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
     model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string(), format);
+    if (model->config_.family == Family::Llama)
+        model->rotary_inv_freq_ = kvscope::rotary_inv_freq(model->config_.rope, model->config_.head_dim());
     if (fs::exists(fs::path(dir) / "tokenizer.json", ec) || fs::exists(fs::path(dir) / "vocab.json", ec) ||
         fs::exists(fs::path(dir) / "merges.txt", ec)) {
         model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
@@ -42,14 +45,16 @@ void Model::check_token(TokenId id) const {
 }
 
 KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks) const {
-    return KvCache(config_.n_layer, config_.n_head, config_.head_dim(), capacity, window, sinks, weights_.bf16);
+    return KvCache(config_.n_layer, config_.kv_heads(), config_.head_dim(), capacity, window, sinks, weights_.bf16);
 }
 
 Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)
     : max_rows_(max_rows), max_chunks_(max_chunks), max_keys_(max_keys),
-      x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)), qkv(size_t(max_rows * 3 * c.n_embd)),
-      attn(size_t(max_rows * c.n_embd)), proj(size_t(max_rows * c.n_embd)),
-      hidden(size_t(max_rows * c.n_inner)), scratch(size_t(max_chunks * c.n_head * max_keys)),
+      x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)),
+      qkv(size_t(max_rows * (c.q_width() + 2 * c.kv_width()))),
+      rotary(c.family == Family::Llama ? size_t(max_rows * c.head_dim()) : 0), attn(size_t(max_rows * c.q_width())),
+      proj(size_t(max_rows * c.n_embd)), hidden(size_t(max_rows * c.n_inner * (c.family == Family::Llama ? 2 : 1))),
+      scratch(size_t(max_chunks * c.n_head * max_keys)),
       last(size_t(max_chunks * c.n_embd)), logits(max_chunks > 1 ? size_t(max_chunks * c.n_vocab) : 0) {}
 
 
@@ -57,7 +62,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     const ModelConfig& cfg = model.config();
     const Weights& w = model.weights();
     const int64_t C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), F = cfg.n_inner, V = cfg.n_vocab;
-    const float eps = float(cfg.layer_norm_epsilon);
+    const int64_t K = cfg.kv_heads(), Q = cfg.q_width(), KV = cfg.kv_width();  // GPT-2: K = H, Q = KV = C
+    const bool llama = cfg.family == Family::Llama;
     const float scale = 1.0f / std::sqrt(float(D));
 
     // Rows of all chunks are stacked: chunk c owns rows [row0[c], row0[c] + T_c).
@@ -80,7 +86,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         }
         if (ch.cache->next_position() + ch.n_tokens > cfg.n_ctx)
             throw UsageError("positions up to " + std::to_string(ch.cache->next_position() + ch.n_tokens - 1) +
-                             " exceed the model's n_positions (" + std::to_string(cfg.n_ctx) + ")");
+                             " exceed the model's " + cfg.positions_key() + " (" +
+                             std::to_string(cfg.n_ctx) + ")");
         for (int64_t r = 0; r < ch.n_tokens; ++r) model.check_token(ch.tokens[r]);
         if (ch.cache->capacity() > ws.max_keys())
             throw UsageError("forward: cache of " + std::to_string(ch.cache->capacity()) +
@@ -96,7 +103,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         }
         if (ch.probe) {
             for (auto* buf : {&ch.probe->q, &ch.probe->k, &ch.probe->v})
-                buf->assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
+                buf->assign(size_t(cfg.n_layer * ch.n_tokens * Q), 0.0f);
             if (cfg.encoder_decoder) ch.probe->cross_q.assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
             else ch.probe->cross_q.clear();
         }
@@ -115,8 +122,27 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             embed(cfg, w, ch.tokens[r], ch.cache->next_position() + r, x + (row0[c] + r) * C);
     }
 
+    // Rotary models: cos and sin of every row's position, shared by all layers and heads.   (T, 2, D/2)
+    float* rotary = ws.rotary.data();
+    if (llama) {
+        for (size_t c = 0; c < chunks.size(); ++c)
+            for (int64_t r = 0; r < chunks[c].n_tokens; ++r) {
+                float* at = rotary + (row0[c] + r) * D;
+                rotary_angles(at, at + D / 2, model.rotary_inv_freq().data(), chunks[c].cache->next_position() + r, D / 2);
+            }
+    }
+
     float* xn = ws.xn.data();
     float* qkv = ws.qkv.data();
+    // Where row r's q, k and v live: GPT-2's fused c_attn writes rows q|k|v (T, 3C); Llama's separate
+    // projections write q (T, Q), then k (T, KV), then v (T, KV).
+    const int64_t q_stride = llama ? Q : 3 * C, kv_stride = llama ? KV : 3 * C;
+    float* const q_rows = qkv;
+    float* const k_rows = llama ? qkv + T * Q : qkv + C;
+    float* const v_rows = llama ? qkv + T * (Q + KV) : qkv + 2 * C;
+    auto q_row = [&](int64_t r) { return q_rows + r * q_stride; };
+    auto k_row = [&](int64_t r) { return k_rows + r * kv_stride; };
+    auto v_row = [&](int64_t r) { return v_rows + r * kv_stride; };
     float* attn = ws.attn.data();
     float* proj = ws.proj.data();
     float* hidden = ws.hidden.data();
@@ -126,21 +152,37 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
 
         // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
         const float* attn_in = sublayer_input(cfg, x, xn, lw.ln_1_weight, lw.ln_1_bias, T);
-        matmul_kn(qkv, attn_in, lw.attn_weight, lw.attn_bias, T, C, 3 * C);  // (T, 3C)
+        if (llama) {
+            matmul_nk(q_rows, attn_in, lw.q_weight, lw.q_bias, T, C, Q);   // (T, Q)
+            matmul_nk(k_rows, attn_in, lw.k_weight, lw.k_bias, T, C, KV);  // (T, KV)
+            matmul_nk(v_rows, attn_in, lw.v_weight, lw.v_bias, T, C, KV);  // (T, KV)
+            if (cfg.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's D values, before rotation
+                rms_norm(q_rows, q_rows, lw.q_norm_weight, T * H, D, float(cfg.layer_norm_epsilon));  // (T*H, D)
+                rms_norm(k_rows, k_rows, lw.k_norm_weight, T * K, D, float(cfg.layer_norm_epsilon));  // (T*K, D)
+            }
+            // Rotate q and k at their positions; the cache then holds rotated keys, as the models' caches do.
+            for (int64_t r = 0; r < T; ++r) {
+                const float* cs = rotary + r * D;
+                for (int64_t h = 0; h < H; ++h) apply_rotary(q_row(r) + h * D, cs, cs + D / 2, D);
+                for (int64_t h = 0; h < K; ++h) apply_rotary(k_row(r) + h * D, cs, cs + D / 2, D);
+            }
+        } else {
+            matmul_kn(qkv, attn_in, lw.attn_weight, lw.attn_bias, T, C, 3 * C);  // (T, 3C)
+        }
 
         // Store this chunk's keys and values before attending: a query sees its own position.
         for (size_t c = 0; c < chunks.size(); ++c) {
             Chunk& ch = chunks[c];
             for (int64_t r = 0; r < ch.n_tokens; ++r) {
-                const float* row = qkv + (row0[c] + r) * 3 * C;
+                const int64_t row = row0[c] + r;
                 const int64_t pos = ch.cache->next_position() + r;
-                for (int64_t h = 0; h < H; ++h) ch.cache->write(il, h, pos, row + C + h * D, row + 2 * C + h * D);
-                if (ch.probe) {  // k and v as the cache holds them (rounded, for a bfloat16 cache)
-                    const size_t at = size_t((il * ch.n_tokens + r) * C);
-                    std::memcpy(ch.probe->q.data() + at, row, size_t(C) * sizeof(float));
+                for (int64_t h = 0; h < K; ++h) ch.cache->write(il, h, pos, k_row(row) + h * D, v_row(row) + h * D);
+                if (ch.probe) {  // k and v as the cache holds them (rounded, for a bfloat16 cache), per query head
+                    const size_t at = size_t((il * ch.n_tokens + r) * Q);
+                    std::memcpy(ch.probe->q.data() + at, q_row(row), size_t(Q) * sizeof(float));
                     for (int64_t h = 0; h < H; ++h) {
-                        ch.cache->copy_key(il, h, pos, ch.probe->k.data() + at + size_t(h * D));
-                        ch.cache->copy_value(il, h, pos, ch.probe->v.data() + at + size_t(h * D));
+                        ch.cache->copy_key(il, cfg.kv_head_of(h), pos, ch.probe->k.data() + at + size_t(h * D));
+                        ch.cache->copy_value(il, cfg.kv_head_of(h), pos, ch.probe->v.data() + at + size_t(h * D));
                     }
                 }
             }
@@ -149,24 +191,25 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         // One task per (chunk, head): each query row attends to its visible keys in the cache.
         const int64_t n_tasks = int64_t(chunks.size()) * H;
         ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
-            const int64_t c = task / H, h = task % H;
+            const int64_t c = task / H, h = task % H, kv = cfg.kv_head_of(h);
             const Chunk& ch = chunks[size_t(c)];
             const KvCache& cache = *ch.cache;
             float* weights = ws.scratch.data() + task * ws.max_keys();
             auto rows = [&](auto key_at, auto value_at) {
                 for (int64_t r = 0; r < ch.n_tokens; ++r) {
                     const int64_t pos = cache.next_position() + r;
-                    const float* q = qkv + (row0[c] + r) * 3 * C + h * D;
-                    attend_row(attn + (row0[c] + r) * C + h * D, weights, q, key_at, value_at,
+                    const float* q = q_row(row0[c] + r) + h * D;
+                    attend_row(attn + (row0[c] + r) * Q + h * D, weights, q, key_at, value_at,
                                cache.visible_keys(pos), D, scale);
                 }
             };
             if (cache.bf16())
-                rows([&](int64_t p) { return cache.key16(il, h, p); }, [&](int64_t p) { return cache.value16(il, h, p); });
+                rows([&](int64_t p) { return cache.key16(il, kv, p); }, [&](int64_t p) { return cache.value16(il, kv, p); });
             else
-                rows([&](int64_t p) { return cache.key(il, h, p); }, [&](int64_t p) { return cache.value(il, h, p); });
+                rows([&](int64_t p) { return cache.key(il, kv, p); }, [&](int64_t p) { return cache.value(il, kv, p); });
         });
-        matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);  // (T, C)
+        if (llama) matmul_nk(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, Q, C);  // (T, C)
+        else matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);      // (T, C)
         sublayer_output(cfg, x, proj, lw.ln_1_weight, lw.ln_1_bias, T);
 
         // Encoder-decoder: cross-attention sub-layer, the queries against every source position's cached
@@ -205,7 +248,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     for (size_t c = 0; c < chunks.size(); ++c) {
         if (!chunks[c].logits) continue;
         const float* row = x + (row0[c] + chunks[c].n_tokens - 1) * C;
-        if (w.ln_f_weight) layer_norm(last + n_out * C, row, w.ln_f_weight, w.ln_f_bias, 1, C, eps);
+        if (w.ln_f_weight) normalize(cfg, last + n_out * C, row, w.ln_f_weight, w.ln_f_bias, 1);
         else std::memcpy(last + n_out * C, row, size_t(C) * sizeof(float));
         ++n_out;
     }
@@ -220,7 +263,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     }
 
     // Work done, counted as 2 flops per multiply-add: projections per row, attention per visible key.
-    const double per_row = 2.0 * double(cfg.n_layer) * double(C * 3 * C + C * C + 2 * C * F);
+    const double per_row = 2.0 * double(cfg.n_layer) *
+                           (llama ? double(C * Q + 2 * C * KV + Q * C + 3 * C * F) : double(C * 3 * C + C * C + 2 * C * F));
     for (size_t c = 0; c < chunks.size(); ++c) {
         Chunk& ch = chunks[c];
         double keys = 0;
@@ -228,7 +272,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             const int64_t pos = ch.cache->next_position() + r;
             keys += double(ch.cache->visible_keys(pos).count());
         }
-        ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(cfg.n_layer * C) * keys +
+        ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(cfg.n_layer * Q) * keys +
                    (ch.logits ? 2.0 * double(C * V) : 0.0);
         if (cfg.encoder_decoder)  // per row and layer: the q and output projections, every source key
             ch.flops += double(cfg.n_layer * ch.n_tokens) * (4.0 * double(C * C) + 4.0 * double(C * ch.encoder->n_source()));

@@ -31,6 +31,7 @@ public:
     const Weights& weights() const { return weights_; }
     const std::string& dir() const { return dir_; }
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
+    const std::vector<float>& rotary_inv_freq() const { return rotary_inv_freq_; }  // (D/2); empty: no rotary
     void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
 
     // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32.
@@ -41,11 +42,13 @@ private:
     Weights weights_;
     std::string dir_;
     std::unique_ptr<Tokenizer> tokenizer_;
+    std::vector<float> rotary_inv_freq_;
 };
 
 // What the forward pass saves of a chunk when asked (the trace's raw material).
 struct ChunkProbe {
-    std::vector<float> q, k, v;  // (L, T, C) each
+    std::vector<float> q, k, v;  // (L, T, H*D) each; k and v per query head (a K/V head shared by a group
+                                 // of query heads appears once for each of them)
     std::vector<float> cross_q;  // (L, T, C) cross-attention queries (encoder-decoder models), else empty
 };
 
@@ -72,10 +75,11 @@ private:
     int64_t max_rows_ = 0, max_chunks_ = 0, max_keys_ = 0;
     std::vector<float> x;       // (T, C) residual stream
     std::vector<float> xn;      // (T, C) normalised input of a sub-layer
-    std::vector<float> qkv;     // (T, 3C)
-    std::vector<float> attn;    // (T, C) attention output before c_proj
+    std::vector<float> qkv;     // (T, 3C) GPT-2 rows q|k|v; Llama q (T, H*D) then k, v (T, K*D) each
+    std::vector<float> rotary;  // (T, 2, D/2) cos and sin of each row's position (rotary models)
+    std::vector<float> attn;    // (T, H*D) attention output before the output projection
     std::vector<float> proj;    // (T, C) sub-layer output
-    std::vector<float> hidden;  // (T, F)
+    std::vector<float> hidden;  // (T, F), or (2, T, F) for a gated MLP
     std::vector<float> scratch; // (chunks, H, keys) softmax weights per attention task
     std::vector<float> last;    // (chunks, C) final hidden state of each chunk's last row
     std::vector<float> logits;  // (chunks, V) a batch's logits before they go to each chunk (chunks > 1)

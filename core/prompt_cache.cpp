@@ -313,10 +313,10 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
         throw LoadError(path, "was made with a " + kv_format + " KV cache, this run's stores " + fp.kv_format + " rows",
                         kRebuildHint);
     const ModelConfig& c = fp.config;
-    if (L != c.n_layer || H != c.n_head || D != c.head_dim())
+    if (L != c.n_layer || H != c.kv_heads() || D != c.head_dim())
         throw LoadError(path,
                         other + "it holds L=" + std::to_string(L) + " H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                            ", the model has L=" + std::to_string(c.n_layer) + " H=" + std::to_string(c.n_head) +
+                            ", the model has L=" + std::to_string(c.n_layer) + " H=" + std::to_string(c.kv_heads()) +
                             " D=" + std::to_string(c.head_dim()),
                         kRebuildHint);
     if (N > c.n_ctx)
@@ -339,7 +339,7 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
                         const KvCache& cache) {
     const ModelConfig& c = fp.config;
     const int64_t L = cache.n_layer(), H = cache.n_head(), D = cache.head_dim(), N = int64_t(tokens.size());
-    if (L != c.n_layer || H != c.n_head || D != c.head_dim())
+    if (L != c.n_layer || H != c.kv_heads() || D != c.head_dim())
         throw UsageError("write_prompt_cache: the cache's shape (L=" + std::to_string(L) + " H=" + std::to_string(H) +
                          " D=" + std::to_string(D) + ") is not the model's");
     if (cache.bf16() != (fp.kv_format == "bf16"))

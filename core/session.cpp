@@ -51,7 +51,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     if (n_total > cfg.n_ctx)
         throw UsageError("prompt (" + std::to_string(prompt.size()) + " tokens) + max new tokens (" +
                          std::to_string(options_.max_new_tokens) + ") = " + std::to_string(n_total) +
-                         " exceeds the model's n_positions (" + std::to_string(cfg.n_ctx) +
+                         " exceeds the model's " + cfg.positions_key() + " (" + std::to_string(cfg.n_ctx) +
                          "); positions are absolute, a window does not lift this");
     prompt_ = std::move(prompt);
     const int64_t P = int64_t(prompt_.size());
@@ -61,9 +61,9 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     if (options_.block_size > 0) {
         std::shared_ptr<BlockPool> pool = shared_pool_;
         if (!pool)
-            pool = std::make_shared<BlockPool>(cfg.n_layer, cfg.n_head, cfg.head_dim(), options_.block_size,
+            pool = std::make_shared<BlockPool>(cfg.n_layer, cfg.kv_heads(), cfg.head_dim(), options_.block_size,
                                                pool_blocks_for(n_total, options_.block_size), model_->weights().bf16);
-        else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.n_head || pool->head_dim() != cfg.head_dim() ||
+        else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.kv_heads() || pool->head_dim() != cfg.head_dim() ||
                  pool->block_size() != options_.block_size || pool->bf16() != model_->weights().bf16)
             throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
         cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
@@ -206,15 +206,17 @@ void Session::abandon(Pending& p) {
 }
 
 void Session::record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const {
-    const int64_t L = cache_.n_layer(), H = cache_.n_head(), D = cache_.head_dim(), C = H * D;
+    // Per query head, as the forward pass records k and v (a shared K/V head once for each of its queries).
+    const ModelConfig& cfg = model_->config();
+    const int64_t L = cache_.n_layer(), H = cfg.n_head, D = cache_.head_dim(), C = H * D;
     rows.k_adopted.assign(size_t(L * n * C), 0.0f);
     rows.v_adopted.assign(size_t(L * n * C), 0.0f);
     for (int64_t il = 0; il < L; ++il)
         for (int64_t a = 0; a < n; ++a)
             for (int64_t h = 0; h < H; ++h) {
                 const size_t at = size_t((il * n + a) * C + h * D);
-                cache_.copy_key(il, h, first + a, rows.k_adopted.data() + at);
-                cache_.copy_value(il, h, first + a, rows.v_adopted.data() + at);
+                cache_.copy_key(il, cfg.kv_head_of(h), first + a, rows.k_adopted.data() + at);
+                cache_.copy_value(il, cfg.kv_head_of(h), first + a, rows.v_adopted.data() + at);
             }
 }
 
@@ -340,7 +342,7 @@ const StepRecord& Session::run_uncached(Pending& p) {
     p.probe = std::move(whole);
     if (paged) {
         cache_.prepare(all.data() + first_new, end - first_new);
-        const int64_t H = model_->config().n_head;
+        const int64_t H = model_->config().kv_heads();
         std::vector<float> k_row(size_t(model_->config().head_dim())), v_row(k_row.size());  // (D) each
         for (int64_t il = 0; il < L; ++il)
             for (int64_t pos = first_new; pos < end; ++pos)

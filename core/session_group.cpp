@@ -49,7 +49,7 @@ void SessionGroup::set_prompts(std::vector<std::vector<TokenId>> prompts, std::v
         int64_t n_blocks = 0;
         for (const auto& p : prompts)
             n_blocks += Session::pool_blocks_for(int64_t(p.size()) + start + options_.max_new_tokens, options_.block_size) + 1;
-        pool = std::make_shared<BlockPool>(c.n_layer, c.n_head, c.head_dim(), options_.block_size, n_blocks,
+        pool = std::make_shared<BlockPool>(c.n_layer, c.kv_heads(), c.head_dim(), options_.block_size, n_blocks,
                                            model_->weights().bf16);
         pool->log_events(group_.pool_views);
     }

@@ -132,6 +132,55 @@ void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {
     for (int64_t i = 0; i < C; ++i) out[i] = bf16_to_f32(w.token_embedding.bf16[id * C + i]);
 }
 
+namespace {
+
+// Hugging Face Llama names (LlamaForCausalLM): "model."-prefixed body, "lm_head" outside it.
+void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
+    const int64_t V = config.n_vocab, C = config.n_embd, F = config.n_inner, Q = config.q_width(),
+                  KV = config.kv_width();
+    constexpr bool kNoPrefix = true;
+    auto bias = [&](const std::string& name, int64_t n, bool present, const char* key) -> const float* {
+        if (present) return m.get(name, {n}, true, kNoPrefix);
+        m.forbid(name, std::string("config.json says ") + key + " is false", kNoPrefix);
+        return nullptr;
+    };
+    w.token_embedding = m.matrix("model.embed_tokens.weight", {V, C}, kNoPrefix);
+    for (int64_t il = 0; il < config.n_layer; ++il) {
+        const std::string p = "model.layers." + std::to_string(il) + ".";
+        const std::string a = p + "self_attn.", f = p + "mlp.";
+        LayerWeights lw;
+        lw.ln_1_weight = m.get(p + "input_layernorm.weight", {C}, true, kNoPrefix);
+        lw.q_weight = m.matrix(a + "q_proj.weight", {Q, C}, kNoPrefix);
+        lw.q_bias = bias(a + "q_proj.bias", Q, config.attention_bias, "attention_bias");
+        lw.k_weight = m.matrix(a + "k_proj.weight", {KV, C}, kNoPrefix);
+        lw.k_bias = bias(a + "k_proj.bias", KV, config.attention_bias, "attention_bias");
+        lw.v_weight = m.matrix(a + "v_proj.weight", {KV, C}, kNoPrefix);
+        lw.v_bias = bias(a + "v_proj.bias", KV, config.attention_bias, "attention_bias");
+        if (config.qk_norm) {
+            lw.q_norm_weight = m.get(a + "q_norm.weight", {config.head_dim()}, true, kNoPrefix);
+            lw.k_norm_weight = m.get(a + "k_norm.weight", {config.head_dim()}, true, kNoPrefix);
+        }
+        lw.attn_proj_weight = m.matrix(a + "o_proj.weight", {C, Q}, kNoPrefix);
+        lw.attn_proj_bias = bias(a + "o_proj.bias", C, config.o_bias, "attention_bias");
+        lw.ln_2_weight = m.get(p + "post_attention_layernorm.weight", {C}, true, kNoPrefix);
+        lw.gate_weight = m.matrix(f + "gate_proj.weight", {F, C}, kNoPrefix);
+        lw.gate_bias = bias(f + "gate_proj.bias", F, config.mlp_bias, "mlp_bias");
+        lw.fc_weight = m.matrix(f + "up_proj.weight", {F, C}, kNoPrefix);
+        lw.fc_bias = bias(f + "up_proj.bias", F, config.mlp_bias, "mlp_bias");
+        lw.fc_proj_weight = m.matrix(f + "down_proj.weight", {C, F}, kNoPrefix);
+        lw.fc_proj_bias = bias(f + "down_proj.bias", C, config.mlp_bias, "mlp_bias");
+        w.layers.push_back(lw);
+    }
+    w.ln_f_weight = m.get("model.norm.weight", {C}, true, kNoPrefix);
+    if (config.tie_word_embeddings) {
+        w.lm_head_weight = w.token_embedding;
+    } else {
+        w.lm_head_weight = m.matrix("lm_head.weight", {V, C}, kNoPrefix);
+    }
+}
+
+}  // namespace
+
 Weights load_weights(const ModelConfig& config, const std::string& safetensors_path, WeightFormat format) {
     Weights w;
     w.bf16 = format == WeightFormat::BF16;
@@ -141,6 +190,10 @@ Weights load_weights(const ModelConfig& config, const std::string& safetensors_p
     w.owned.reserve(w.file->tensors().size() + 1);
     w.owned_bf16.reserve(w.file->tensors().size());
     NameMap m(config, w, format);
+    if (config.family == Family::Llama) {
+        load_llama(config, m, w);
+        return w;
+    }
     const int64_t V = config.n_vocab, C = config.n_embd, F = config.n_inner, P = config.n_ctx;
 
     w.token_embedding = m.matrix("wte.weight", {V, C});

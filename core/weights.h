@@ -1,6 +1,8 @@
 #pragma once
-// The GPT-2 name map: which safetensors tensor is which weight, checked against the config.
-// Conv1D weights keep their file layout (in, out): y = x·W + b needs no transpose.
+// The name maps: which safetensors tensor is which weight, checked against the config.
+// GPT-2's Conv1D weights keep their file layout (in, out): y = x·W + b needs no transpose.
+// Llama-family nn.Linear weights keep theirs too, (out, in): y = x·Wᵀ + b reads whole rows
+// (matmul_nk), so no transposed copy of the model is made. Shapes below are GPT-2 | Llama.
 //
 // Storage: with WeightFormat::F32 the matrices are float32 — F32 tensors used in place from the
 // memory-mapped file, F16/BF16 widened once (exactly). With WeightFormat::BF16 the five kinds of
@@ -23,19 +25,28 @@
 
 namespace kvscope {
 
+// Q = H*D, KV = K*D (Llama: query and K/V widths; GPT-2: both C).
 struct LayerWeights {
-    const float* ln_1_weight = nullptr;      // (C)
-    const float* ln_1_bias = nullptr;        // (C)
-    WeightRef attn_weight;      // (C, 3C) q|k|v along the output dim
+    const float* ln_1_weight = nullptr;      // (C) ln_1 | input_layernorm
+    const float* ln_1_bias = nullptr;        // (C) | null (RMSNorm)
+    WeightRef attn_weight;      // (C, 3C) q|k|v along the output dim | unused
     const float* attn_bias = nullptr;        // (3C) or null when !qkv_bias
-    WeightRef attn_proj_weight; // (C, C)
-    const float* attn_proj_bias = nullptr;   // (C)
-    const float* ln_2_weight = nullptr;      // (C)
-    const float* ln_2_bias = nullptr;        // (C)
-    WeightRef fc_weight;        // (C, F)
-    const float* fc_bias = nullptr;          // (F)
-    WeightRef fc_proj_weight;   // (F, C)
-    const float* fc_proj_bias = nullptr;     // (C)
+    WeightRef q_weight, k_weight, v_weight;  // unused | q_proj (Q, C), k_proj and v_proj (KV, C)
+    const float* q_bias = nullptr;           // unused | (Q) when attention_bias
+    const float* k_bias = nullptr;           // unused | (KV) when attention_bias
+    const float* v_bias = nullptr;           // unused | (KV) when attention_bias
+    const float* q_norm_weight = nullptr;    // unused | (D) when qk_norm (Qwen3)
+    const float* k_norm_weight = nullptr;    // unused | (D) when qk_norm
+    WeightRef attn_proj_weight; // (C, C) c_proj | (C, Q) o_proj
+    const float* attn_proj_bias = nullptr;   // (C) | (C) when attention_bias
+    const float* ln_2_weight = nullptr;      // (C) ln_2 | post_attention_layernorm
+    const float* ln_2_bias = nullptr;        // (C) | null
+    WeightRef gate_weight;      // unused | (F, C) gate_proj
+    const float* gate_bias = nullptr;        // unused | (F) when mlp_bias
+    WeightRef fc_weight;        // (C, F) c_fc | (F, C) up_proj
+    const float* fc_bias = nullptr;          // (F) | (F) when mlp_bias
+    WeightRef fc_proj_weight;   // (F, C) c_proj | (C, F) down_proj
+    const float* fc_proj_bias = nullptr;     // (C) | (C) when mlp_bias
     // Encoder-decoder models' decoder layers: cross-attention to the encoder output (null otherwise).
     const float* ln_cross_weight = nullptr;  // (C)
     const float* ln_cross_bias = nullptr;    // (C)
@@ -55,12 +66,12 @@ struct TensorInfo {
 
 struct Weights {
     WeightRef token_embedding;                  // wte (V, C)
-    const float* position_embedding = nullptr;  // wpe (n_ctx, C), or the sinusoidal table
+    const float* position_embedding = nullptr;  // wpe (n_ctx, C), or the sinusoidal table; null for rotary models
     std::vector<LayerWeights> layers;           // L (decoder layers of an encoder-decoder model)
     std::vector<LayerWeights> encoder_layers;   // E, encoder-decoder models only ("encoder.h.{i}.")
     const float* encoder_ln_f_weight = nullptr; // (C) "encoder.ln_f", when final_layer_norm
     const float* encoder_ln_f_bias = nullptr;   // (C)
-    const float* ln_f_weight = nullptr;         // (C) or null when !final_layer_norm
+    const float* ln_f_weight = nullptr;         // (C) or null when !final_layer_norm; Llama: model.norm
     const float* ln_f_bias = nullptr;           // (C)
     WeightRef lm_head_weight;                   // (V, C); the same storage as token_embedding when tied
     const float* lm_head_bias = nullptr;        // (V) or null

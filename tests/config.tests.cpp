@@ -282,3 +282,137 @@ TEST_CASE("load_config reads a file and names it in errors") {
         CHECK_THAT(std::string(e.what()), Catch::Contains("cannot open"));
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Llama family (model_type "llama"): Hugging Face LlamaConfig keys and defaults.
+
+namespace {
+
+// The keys of SmolLM2-135M's config.json (LlamaForCausalLM), including ones kvscope ignores.
+const char* const kSmolLM2Config = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 0,
+  "eos_token_id": 0,
+  "hidden_act": "silu",
+  "hidden_size": 576,
+  "initializer_range": 0.041666666666666664,
+  "intermediate_size": 1536,
+  "is_llama_config": true,
+  "max_position_embeddings": 8192,
+  "model_type": "llama",
+  "num_attention_heads": 9,
+  "num_hidden_layers": 30,
+  "num_key_value_heads": 3,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_interleaved": false,
+  "rope_scaling": null,
+  "rope_theta": 100000,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.42.3",
+  "use_cache": true,
+  "vocab_size": 49152
+})";
+
+const char* const kLlamaMinimal =
+    R"({"model_type": "llama", "vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4)";
+
+std::string llama_with(const std::string& member) { return std::string(kLlamaMinimal) + ", " + member + "}"; }
+
+}  // namespace
+
+TEST_CASE("SmolLM2-135M's config.json reads as a Llama-family GQA model") {
+    ModelConfig c = parse_config(kSmolLM2Config, "config.json");
+    CHECK(c.family == Family::Llama);
+    CHECK(c.n_vocab == 49152);
+    CHECK(c.n_ctx == 8192);
+    CHECK(c.n_embd == 576);
+    CHECK(c.n_inner == 1536);
+    CHECK(c.n_layer == 30);
+    CHECK(c.n_head == 9);
+    CHECK(c.kv_heads() == 3);
+    CHECK(c.head_dim() == 64);
+    CHECK(c.kv_width() == 192);
+    CHECK(c.rope.theta == 100000.0);
+    CHECK(c.rope.scaling == RopeScaling::None);
+    CHECK(c.tie_word_embeddings);
+    CHECK(c.activation == Activation::Silu);
+    CHECK(c.layer_norm_epsilon == 1e-5);
+    // query head h reads K/V head h / 3
+    CHECK(c.kv_head_of(0) == 0);
+    CHECK(c.kv_head_of(2) == 0);
+    CHECK(c.kv_head_of(3) == 1);
+    CHECK(c.kv_head_of(8) == 2);
+}
+
+TEST_CASE("Llama defaults are LlamaConfig's") {
+    ModelConfig c = parse_config(std::string(kLlamaMinimal) + "}", "config.json");
+    CHECK(c.kv_heads() == 4);                 // num_key_value_heads absent = num_attention_heads
+    CHECK(c.head_dim() == 2);
+    CHECK(c.layer_norm_epsilon == 1e-6);      // rms_norm_eps
+    CHECK(c.rope.theta == 10000.0);
+    CHECK_FALSE(c.tie_word_embeddings);       // LlamaConfig ties nothing by default
+    CHECK_FALSE(c.attention_bias);
+    CHECK_FALSE(c.mlp_bias);
+    CHECK(parse_config(llama_with(R"("head_dim": 6)"), "c").head_dim() == 6);
+    CHECK(parse_config(llama_with(R"("head_dim": null, "num_key_value_heads": null)"), "c").head_dim() == 2);
+}
+
+TEST_CASE("rope_scaling linear and llama3 are read; other kinds are refused by name") {
+    ModelConfig lin = parse_config(llama_with(R"("rope_scaling": {"type": "linear", "factor": 4.0})"), "c");
+    CHECK(lin.rope.scaling == RopeScaling::Linear);
+    CHECK(lin.rope.factor == 4.0);
+    ModelConfig l3 = parse_config(llama_with(R"("rope_scaling": {"rope_type": "llama3", "factor": 32.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"), "c");
+    CHECK(l3.rope.scaling == RopeScaling::Llama3);
+    CHECK(l3.rope.original_max_positions == 8192);
+    CHECK_THAT(load_error(llama_with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})")),
+               Catch::Contains("rope_scaling type \"yarn\" is not supported"));
+    CHECK_THAT(load_error(llama_with(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0})")),
+               Catch::Contains("low_freq_factor"));
+}
+
+TEST_CASE("Llama configs that cannot be computed are errors naming the keys") {
+    CHECK_THAT(load_error(llama_with(R"("num_key_value_heads": 3)")),
+               Catch::Contains("num_attention_heads (4) is not divisible by num_key_value_heads (3)"));
+    CHECK_THAT(load_error(llama_with(R"("head_dim": 3)")), Catch::Contains("head_dim 3 is odd"));
+    CHECK_THAT(load_error(R"({"model_type": "llama", "vocab_size": 10})"),
+               Catch::Contains("missing required key max_position_embeddings"));
+    CHECK_THAT(load_error(with(R"("model_type": "falcon")")), Catch::Contains("model_type \"falcon\" is not supported"));
+}
+
+TEST_CASE("a Llama config_to_json round trips") {
+    ModelConfig a = parse_config(llama_with(R"("num_key_value_heads": 2, "head_dim": 6, "attention_bias": true,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16})"), "c");
+    ModelConfig b = parse_config(config_to_json(a), "c");
+    CHECK(config_to_json(b) == config_to_json(a));
+    CHECK(b.kv_heads() == 2);
+    CHECK(b.head_dim() == 6);
+    CHECK(b.attention_bias);
+    CHECK(b.rope.scaling == RopeScaling::Llama3);
+    CHECK(b.rope.high_freq_factor == 4.0);
+}
+
+TEST_CASE("qwen2 and qwen3 are the Llama family with their own biases, norms and head_dim default") {
+    const std::string body = R"("vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2)";
+    ModelConfig q2 = parse_config("{\"model_type\": \"qwen2\", " + body + "}", "c");
+    CHECK(q2.family == Family::Llama);
+    CHECK(q2.attention_bias);   // Qwen2Attention: q, k, v biases always
+    CHECK_FALSE(q2.o_bias);     // o never
+    CHECK_FALSE(q2.qk_norm);
+    CHECK(q2.head_dim() == 2);
+    ModelConfig q3 = parse_config("{\"model_type\": \"qwen3\", " + body + "}", "c");
+    CHECK(q3.qk_norm);
+    CHECK(q3.head_dim() == 128);  // Qwen3Config's default, not hidden_size / heads
+    CHECK_FALSE(q3.attention_bias);
+    CHECK(parse_config(config_to_json(q3), "c").head_dim() == 128);
+    CHECK(config_to_json(parse_config(config_to_json(q2), "c")) == config_to_json(q2));
+    CHECK_THAT(load_error("{\"model_type\": \"qwen2\", \"use_sliding_window\": true, " + body + "}"),
+               Catch::Contains("use_sliding_window true is not supported yet"));
+}

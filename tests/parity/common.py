@@ -112,7 +112,10 @@ _expected_cache = {}
 
 def reference_model(path):
     if path not in _model_cache:
-        _model_cache[path] = ref.Model(path, torch.float64)
+        with open(os.path.join(path, "config.json")) as f:
+            model_type = json.load(f).get("model_type")
+        kind = ref.LlamaModel if model_type in ("llama", "qwen2", "qwen3") else ref.Model
+        _model_cache[path] = kind(path, torch.float64)
     return _model_cache[path]
 
 

@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Parity group: Llama-family folders (tools/make_llama_model.py) against the Llama reference
+(tools/kvscope_reference/llama.py), model_type llama, qwen2 and qwen3: GQA, MQA and full multi-head K/V, default / linear / llama3 rotary
+frequencies, an explicit head_dim that is not hidden_size / heads, biases, tied embeddings, F16 and BF16
+files; cached, --no-cache, chunked, windowed and batched runs. Then the classic mistakes, each switched
+into the reference alone, must put kvscope outside the tolerance, so these cases would catch them.
+
+    llama.py --kvscope BIN --work DIR
+"""
+import os
+import sys
+
+import numpy as np
+
+import json
+import shutil
+
+from common import TOL, Failure, generate, main, prompt, reference_model, check_case, run_cli
+
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+import make_llama_model  # noqa: E402
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
+MODELS = {
+    "gqa":          dict(heads=4, kv_heads=2),
+    "mqa":          dict(heads=4, kv_heads=1, seed=1),
+    "mha":          dict(heads=4, kv_heads=4, seed=2),
+    "llama3_rope":  dict(heads=4, kv_heads=2, rope_theta=500000.0, rope_scaling=LLAMA3, seed=3),
+    "linear_rope":  dict(heads=4, kv_heads=2, rope_scaling={"rope_type": "linear", "factor": 4.0}, seed=4),
+    "head_dim_12":  dict(heads=4, kv_heads=2, head_dim=12, seed=5),
+    "bias_tied":    dict(heads=4, kv_heads=2, attention_bias=True, mlp_bias=True, tied=True, seed=6),
+    "gelu_tanh_3_layers": dict(heads=8, kv_heads=2, hidden=64, layers=3, act="gelu_pytorch_tanh", seed=7),
+    "f16":          dict(heads=4, kv_heads=2, dtype="F16", seed=8),
+    "qwen2":        dict(model_type="qwen2", heads=4, kv_heads=2, tied=True, seed=10),
+    "qwen2_mqa_bf16": dict(model_type="qwen2", heads=4, kv_heads=1, dtype="BF16", seed=11),
+    "qwen3":        dict(model_type="qwen3", heads=4, kv_heads=2, head_dim=12, seed=12),
+    "qwen3_bias_tied": dict(model_type="qwen3", heads=4, kv_heads=1, attention_bias=True, tied=True, seed=13),
+    "bf16":         dict(heads=4, kv_heads=1, dtype="BF16", seed=9),
+}
+MUTATIONS = ("interleaved", "modulo", "weight_first")
+
+
+def model_dir(work, name):
+    path = os.path.join(work, "models", name)
+    make_llama_model.write(path, **MODELS[name])
+    return path
+
+
+def mutant_differs(kvscope, m, p, mutation):
+    """kvscope's logits must lie outside the tolerance of a reference with `mutation` switched in."""
+    obj, logits, _ = generate(kvscope, m, [p], 1)
+    ref = reference_model(m)
+    ref.mutation = mutation
+    try:
+        want = ref.forward(p)[-1].numpy()
+    finally:
+        ref.mutation = None
+    gap = float(np.max(np.abs(logits[0].astype(np.float64) - want)))
+    if gap <= 10 * TOL:
+        raise Failure(f"{os.path.basename(m)}: a reference with the mistake {mutation!r} agrees with kvscope "
+                      f"(max diff {gap:.3g}): this group would not catch it")
+    return f"{os.path.basename(m)} mistake {mutation!r} would be caught (max diff {gap:.3g})"
+
+
+def bit_identical(kvscope, m, p):
+    """Cached, --no-cache, chunked and batched runs give the same float32 logits bit for bit."""
+    _, base, _ = generate(kvscope, m, [p], 6)
+    runs = {"no-cache": generate(kvscope, m, [p], 6, no_cache=True)[1],
+            "chunk 1": generate(kvscope, m, [p], 6, chunk=1)[1],
+            "chunk 4": generate(kvscope, m, [p], 6, chunk=4)[1],
+            "batched": generate(kvscope, m, [prompt(350, 3), p], 6)[1][1]}
+    for label, got in runs.items():
+        if not np.array_equal(got.reshape(base.shape), base):
+            raise Failure(f"{os.path.basename(m)}: {label} logits differ from the cached run's "
+                          f"(max diff {float(np.max(np.abs(got.reshape(base.shape) - base))):.3g})")
+    return f"{os.path.basename(m)} cached = no-cache = chunked = batched, bit for bit"
+
+
+def with_sinks(kvscope, m, p, window, sinks):
+    """--window with --sinks against the reference's banded mask plus the first `sinks` positions."""
+    ref = reference_model(m)
+    want = []
+    seq = list(p)
+    ref.sinks = sinks
+    try:
+        for _ in range(6):
+            row = ref.forward(seq, window)[-1]
+            want.append(row.numpy())
+            seq.append(int(row.argmax()))
+    finally:
+        ref.sinks = 0
+    for extra in ((), ("--no-cache",), ("--prefill-chunk", "3")):
+        obj, logits, _ = generate(kvscope, m, [p], 6, window=window, extra=("--sinks", str(sinks)) + extra)
+        if obj["generated_ids"] != seq[len(p):]:
+            raise Failure(f"{os.path.basename(m)} window={window} sinks={sinks} {extra}: ids {obj['generated_ids']}, "
+                          f"reference {seq[len(p):]}")
+        gap = float(np.max(np.abs(logits.astype(np.float64) - np.array(want))))
+        if gap > TOL * max(1.0, float(np.max(np.abs(want)))):
+            raise Failure(f"{os.path.basename(m)} window={window} sinks={sinks} {extra}: logits off by {gap:.3g}")
+    return f"{os.path.basename(m)} window={window} sinks={sinks}: cached, no-cache, chunked = reference"
+
+
+def bad_config(kvscope, work, label, edit, expect):
+    """A folder whose config.json is edited: exit 1, one line naming the problem, nothing written."""
+    src = os.path.join(work, "models", "gqa")
+    path = os.path.join(work, "bad", label)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(src, path)
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    edit(cfg)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    out = os.path.join(work, "bad", label + ".npy")
+    rc, stdout, err = run_cli(kvscope, ["generate", "--model", path, "--prompt-ids", "1,2", "--dump-logits", out])
+    lines = err.strip().splitlines()
+    if rc != 1 or len(lines) != 1 or expect not in lines[0] or os.path.exists(out):
+        raise Failure(f"{label}: expected exit 1 and one line with {expect!r}, nothing written; got exit {rc}, "
+                      f"stderr {err!r}, output {'written' if os.path.exists(out) else 'absent'}")
+    return f"{label}: exit 1, {lines[0]}"
+
+
+def too_long(kvscope, m):
+    rc, _, err = run_cli(kvscope, ["generate", "--model", m, "--prompt-ids", ",".join(["1"] * 120),
+                                   "--max-new-tokens", "20"])
+    if rc != 2 or "max_position_embeddings" not in err:
+        raise Failure(f"a request beyond max_position_embeddings: exit {rc}, {err!r}")
+    return "beyond max_position_embeddings: exit 2, " + err.strip()
+
+
+def cases(kvscope, work):
+    for i, name in enumerate(MODELS):
+        m = model_dir(work, name)
+        p = prompt(300 + i, 9, vocab=300)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 10)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 10, no_cache=True)
+    for name in ("gqa", "mqa", "llama3_rope", "head_dim_12", "qwen2", "qwen3"):
+        m = model_dir(work, name)
+        p = prompt(320, 11, vocab=300)
+        for c in (1, 3, 64):
+            yield lambda m=m, p=p, c=c: check_case(kvscope, m, [p], 8, chunk=c)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 8, window=4)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 8, window=4, chunk=3)
+        yield lambda m=m, p=p: check_case(kvscope, m, [p], 8, window=4, no_cache=True)
+        yield lambda m=m: check_case(kvscope, m, [prompt(330, 5), prompt(331, 12), prompt(332, 1)], 6)
+    for name in ("gqa", "mqa", "head_dim_12", "bf16"):
+        m = model_dir(work, name)
+        yield lambda m=m: bit_identical(kvscope, m, prompt(345, 10))
+    for name in ("gqa", "mqa", "llama3_rope"):
+        m = model_dir(work, name)
+        yield lambda m=m: with_sinks(kvscope, m, prompt(360, 12), 4, 2)
+    model_dir(work, "gqa")
+    yield lambda: bad_config(kvscope, work, "unknown_model_type",
+                             lambda c: c.update(model_type="falcon"), 'model_type "falcon" is not supported')
+    yield lambda: bad_config(kvscope, work, "yarn_rope", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+                             'rope_scaling type "yarn" is not supported')
+    yield lambda: bad_config(kvscope, work, "qwen2_sliding", lambda c: c.update(model_type="qwen2", use_sliding_window=True),
+                             "use_sliding_window true is not supported yet")
+    yield lambda: bad_config(kvscope, work, "heads_not_divisible", lambda c: c.update(num_key_value_heads=3),
+                             "not divisible by num_key_value_heads")
+    yield lambda: too_long(kvscope, model_dir(work, "gqa"))
+    for name in ("gqa", "llama3_rope"):
+        m = model_dir(work, name)
+        p = prompt(340, 12)
+        for mutation in MUTATIONS:
+            yield lambda m=m, p=p, mutation=mutation: mutant_differs(kvscope, m, p, mutation)
+
+
+if __name__ == "__main__":
+    sys.exit(main(cases, sys.argv[1:]))
