@@ -259,6 +259,7 @@ inline double reference_activation(kvscope::Activation a, double x) {
             return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
         case kvscope::Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
         case kvscope::Activation::Relu: return x > 0 ? x : 0.0;
+        case kvscope::Activation::Silu: return x / (1.0 + std::exp(-x));
     }
     return 0;
 }
