@@ -53,6 +53,28 @@ double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batc
     return double(batch * n_decode) / (seconds_now() - t0);
 }
 
+// Bytes one decode step must stream: every matrix once as stored for computing (the token embedding only
+// when it is the tied lm_head; untied, decode reads one row of it), every norm and bias vector as float32;
+// not a learned position table (one row).
+int64_t decode_weight_bytes(const Model& model) {
+    const ModelConfig& c = model.config();
+    const Weights& w = model.weights();
+    const int64_t per_element = w.bf16 ? 2 : 4, matrix_elements = w.matrix_bytes / per_element;
+    const int64_t positions = w.position_embedding && c.position_embedding == PositionEmbedding::Learned ? c.n_ctx * c.n_embd : 0;
+    const int64_t vectors = w.n_parameters - matrix_elements - positions;
+    const int64_t unread_embedding = c.tie_word_embeddings ? 0 : c.n_vocab * c.n_embd * per_element;
+    return w.matrix_bytes - unread_embedding + 4 * vectors;
+}
+
+// Multiply-adds × 2 of one token through the layers' matrices (not the lm_head, which a prefill applies
+// to its last position only).
+double body_flops_per_token(const Model& model) {
+    const ModelConfig& c = model.config();
+    const Weights& w = model.weights();
+    const int64_t matrix_elements = w.matrix_bytes / (w.bf16 ? 2 : 4);
+    return 2.0 * double(matrix_elements - c.n_vocab * c.n_embd * (c.tie_word_embeddings ? 1 : 2));
+}
+
 struct BenchSettings {
     std::string model_dir;
     int threads = 1;
@@ -81,14 +103,11 @@ BenchReport run_bench(const BenchSettings& settings) {
     });
     const ModelConfig& c = model->config();
     r.n_ctx = c.n_ctx;
-    const int64_t C = c.n_embd, F = c.n_inner, L = c.n_layer;
-    // Bytes a decode step must stream: every weight matrix once, plus the lm_head; embeddings are one row.
-    // (matrices as stored, plus biases and layer norms)
-    r.weight_bytes = model->weights().matrix_bytes + 4 * L * (3 * C + C + F + C + 4 * C);
     const std::shared_ptr<const Model> model_bf16 = Model::load(r.model_dir, WeightFormat::BF16);
-    r.weight_bytes_bf16 = model_bf16->weights().matrix_bytes + 4 * L * (3 * C + C + F + C + 4 * C);
-    r.kv_bytes_per_position = 2 * L * C * 4;
-    r.flops_per_token = double(2 * L * (C * 3 * C + C * C + 2 * C * F));
+    r.weight_bytes = decode_weight_bytes(*model);
+    r.weight_bytes_bf16 = decode_weight_bytes(*model_bf16);
+    r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * 4;
+    r.flops_per_token = body_flops_per_token(*model);
 
     Progress progress("bench", 6);
     // What bfloat16 matrices cost in accuracy: the same prefill in both, largest logit difference.
@@ -129,7 +148,7 @@ BenchReport run_bench(const BenchSettings& settings) {
     // Cached vs uncached: the same decode step at position p, once reading the cache, once recomputing
     // all p+1 positions (step back in between, so both compute the very same token).
     std::vector<int64_t> positions;
-    const int64_t last = c.n_ctx - 2;
+    const int64_t last = std::min<int64_t>(c.n_ctx - 2, settings.quick ? 128 : 2000);  // long contexts: 2000 shows the trend
     for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000})
         if (p <= last && (!settings.quick || p <= 128)) positions.push_back(p);
     if (positions.empty() || positions.back() < last / 2) positions.push_back(std::max<int64_t>(1, last));
@@ -225,10 +244,8 @@ int cli_bench(int argc, char** argv) {
         if (std::string(argv[i]) == "--sharing") return cli_bench_sharing(argc, argv);
     CliArgs args("bench", "Decode, prefill and batch throughput, cached vs uncached step times, against the "
                           "bounds this machine's measured bandwidth and FMA peak imply.");
-    add_model_option(args);
-    args.flag("--gpt2-shape", "bench random weights of GPT-2 124M's shape (written once to --work)")
-        .option("--work", "DIR", "folder for --gpt2-shape's weights (default: kvscope-bench-model)")
-        .option("--repeat", "R", "runs per figure, reported as min / median / max (default 3)")
+    add_bench_model_options(args);
+    args.option("--repeat", "R", "runs per figure, reported as min / median / max (default 3)")
         .option("--decode-tokens", "N", "tokens per decode run (default 64)")
         .option("--prefill-tokens", "N", "prompt length for the prefill figure (default 512)")
         .option("--chart", "FILE.png", "write per-step time vs position, cached and uncached")

@@ -248,7 +248,7 @@ SharingReport run_sharing(const SharingSettings& settings) {
     }
     w.n_new = n_new;
     w.block_size = settings.block_size;
-    r.kv_bytes_per_position = 2 * c.n_layer * c.n_embd * (model->weights().bf16 ? 2 : 4);  // KV dtype = weights
+    r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * (model->weights().bf16 ? 2 : 4);  // KV dtype = weights
 
     {  // page the weights in, so the first run's RSS does not count them
         SessionOptions o;
@@ -295,10 +295,8 @@ int cli_bench_sharing(int argc, char** argv) {
     CliArgs args("bench --sharing",
                  "KV memory and prefill work for N sequences sharing a prompt prefix: paged with sharing, paged "
                  "without, the contiguous ring; and a prompt cache file vs computing the prefix.");
-    add_model_option(args);
+    add_bench_model_options(args);
     args.flag("--sharing", "this benchmark (instead of the speed benchmark)")
-        .flag("--gpt2-shape", "random weights of GPT-2 124M's shape (written once to --work)")
-        .option("--work", "DIR", "folder for --gpt2-shape's weights (default: kvscope-bench-model)")
         .option("--sequences", "LIST", "numbers of sequences, e.g. 1,2,4 (default 1,2,4,8,16,32)")
         .option("--prefix-tokens", "P", "shared prefix length (default 512)")
         .option("--suffix-tokens", "S", "each sequence's own prompt tokens after the prefix (default 16)")

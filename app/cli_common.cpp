@@ -59,14 +59,43 @@ std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model&
     return prompts;
 }
 
+void add_bench_model_options(CliArgs& args) {
+    std::string names;
+    for (const std::string& n : bench_shape_names()) names += (names.empty() ? "" : "|") + n;
+    add_model_option(args);
+    args.option("--shape", names.c_str(), "instead of --model: random weights of that model's shape (written once to --work)")
+        .flag("--gpt2-shape", "the same as --shape gpt2")
+        .option("--work", "DIR", "folder for --shape's weights (default: kvscope-bench-SHAPE)");
+}
+
 std::string bench_model_dir(const CliArgs& args) {
-    if (!args.has("--gpt2-shape")) return args.text("--model").value_or(default_model_dir());
-    const std::string dir = args.text("--work").value_or("kvscope-bench-model");
-    if (!std::filesystem::exists(dir + "/model.safetensors")) {
-        make_output_folder("--work", dir, "config.json");
-        std::fprintf(stderr, "writing GPT-2 124M-shaped random weights to %s ...\n", dir.c_str());
-        write_random_model(dir, gpt2_small_config(), 124);
+    std::optional<std::string> shape = args.text("--shape");
+    if (args.has("--gpt2-shape")) {
+        if (shape && *shape != "gpt2") throw UsageError("--gpt2-shape and --shape " + *shape + " ask for different models");
+        shape = "gpt2";
     }
+    if (!shape) {
+        if (args.has("--work")) throw UsageError("--work is the folder of --shape's random weights: give --shape too");
+        return args.text("--model").value_or(default_model_dir());
+    }
+    if (args.has("--model")) throw UsageError("--model and --shape both choose the model: give one of them");
+    const std::optional<ModelConfig> config = bench_shape_config(*shape);
+    if (!config) {
+        std::string names;
+        for (const std::string& n : bench_shape_names()) names += (names.empty() ? "" : ", ") + n;
+        throw UsageError("--shape must be one of " + names + ", got '" + *shape + "'");
+    }
+    const std::string dir = args.text("--work").value_or("kvscope-bench-" + *shape);
+    if (std::filesystem::exists(dir + "/model.safetensors")) {
+        // Weights written earlier are reused, so they must be this shape's: never bench another model by its name.
+        if (config_to_json(load_config(dir + "/config.json")) != config_to_json(*config))
+            throw UsageError("--work " + dir + " holds another model's weights, not " + *shape +
+                             "'s: give another --work folder");
+        return dir;
+    }
+    make_output_folder("--work", dir, "config.json");
+    std::fprintf(stderr, "writing %s-shaped random weights to %s ...\n", shape->c_str(), dir.c_str());
+    write_random_model(dir, *config, 124);
     return dir;
 }
 

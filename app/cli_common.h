@@ -15,8 +15,10 @@ void add_model_option(CliArgs& args);                  // --model DIR, --dtype f
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 void add_threads_option(CliArgs& args);                // --threads N
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
-// The benchmarks' model folder: --model, or with --gpt2-shape the --work folder, where GPT-2 124M-shaped
-// random weights are written on first use.
+// The benchmarks' model options: --model DIR and --dtype, or --shape NAME (--gpt2-shape) with --work DIR.
+void add_bench_model_options(CliArgs& args);
+// The benchmarks' model folder: --model, or with --shape the --work folder, where random weights of that
+// shape are written on first use (and checked to be that shape's when reused).
 std::string bench_model_dir(const CliArgs& args);
 void apply_threads(const CliArgs& args);
 

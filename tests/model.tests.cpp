@@ -16,6 +16,7 @@
 
 #include "errors.h"
 #include "model.h"
+#include "random_model.h"
 #include "session.h"
 #include "test_models.h"
 #include "thread_pool.h"
@@ -269,5 +270,44 @@ TEST_CASE("forward refuses chunks that cannot run, before touching the cache", "
         CHECK_THROWS_AS(run(cache, {1, 2, 3}), UsageError);
         CHECK(cache.next_position() == c.n_ctx - 2);
         run(cache, {1, 2});
+    }
+}
+
+namespace {
+
+// Parameters of a Llama-family model from its sizes, as Hugging Face counts them.
+int64_t llama_parameters(const ModelConfig& c) {
+    const int64_t C = c.n_embd, F = c.n_inner, Q = c.q_width(), KV = c.kv_width();
+    const int64_t per_layer = 2 * C + C * Q + 2 * C * KV + Q * C + 3 * C * F + (c.attention_bias ? Q + 2 * KV : 0);
+    return c.n_vocab * C * (c.tie_word_embeddings ? 1 : 2) + c.n_layer * per_layer + C;
+}
+
+}  // namespace
+
+TEST_CASE("bench shapes are the published models, and their random folders load with every tensor", "[model]") {
+    // The model cards' counts: SmolLM2-135M 134,515,008 parameters; Qwen2.5-0.5B 494,032,768.
+    const std::optional<ModelConfig> smol = bench_shape_config("smollm2-135m"), qwen = bench_shape_config("qwen2.5-0.5b");
+    REQUIRE(smol);
+    REQUIRE(qwen);
+    CHECK(llama_parameters(*smol) == 134515008);
+    CHECK(llama_parameters(*qwen) == 494032768);
+    CHECK(smol->kv_heads() == 3);
+    CHECK(qwen->kv_heads() == 2);
+    CHECK_FALSE(bench_shape_config("gpt3"));
+    for (const std::string& name : bench_shape_names()) {
+        ModelConfig c = *bench_shape_config(name);
+        CHECK(config_to_json(parse_config(config_to_json(c), name)) == config_to_json(c));
+        if (c.family != Family::Llama) continue;
+        c.n_vocab = 64;  // the real widths and head layout, fewer rows and layers
+        c.n_layer = 2;
+        const std::string dir = std::string(KVSCOPE_TEST_WORK) + "/bench-shape-" + name;
+        write_random_model(dir, c, 5);
+        const auto model = Model::load(dir);
+        CHECK(model->weights().n_parameters == llama_parameters(c));
+        Session s(model, SessionOptions{});
+        s.set_prompt({1, 2, 3});
+        s.step();
+        REQUIRE(s.last_logits().size() == 64);
+        for (float v : s.last_logits()) REQUIRE(std::isfinite(v));
     }
 }

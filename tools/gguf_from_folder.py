@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""Write a llama.cpp GGUF file (architecture "gpt2") from a kvscope model folder, so llama.cpp can run
-the very weights kvscope runs (tools/bench_llama.sh times the two side by side).
+"""Write a llama.cpp GGUF file (architecture "gpt2", "llama" or "qwen2") from a kvscope model folder, so
+llama.cpp can run the very weights kvscope runs (tools/bench_llama.sh times the two side by side).
 
     /usr/bin/python3 tools/gguf_from_folder.py MODEL_DIR OUT.gguf [--type f32|f16]
         [--gguf-py DIR] [--placeholder-vocab] [--verify]
 
-MODEL_DIR     config.json + model.safetensors (F32, F16 or BF16) + vocab.json and merges.txt
+MODEL_DIR     config.json + model.safetensors (F32, F16 or BF16) + vocab.json and merges.txt; a GPT-2
+              folder, or a Llama / Qwen2 one (model_type "llama" / "qwen2")
 --type        f32: every tensor F32 (general.file_type ALL_F32); f16: 2-D tensors F16, norms and
               biases F32 (MOSTLY_F16), as llama.cpp's own converter does
 --gguf-py     llama.cpp's gguf-py folder (pure Python + numpy); default $GGUF_PY, then
@@ -16,8 +17,9 @@ MODEL_DIR     config.json + model.safetensors (F32, F16 or BF16) + vocab.json an
               that feed token ids; text through it means nothing.
 --verify      read the file back with gguf-py's reader and compare every tensor with the folder
 
-Only what llama.cpp's gpt2 graph computes is accepted: pre-norm, learned positions, gelu_new (tanh),
-q/k/v biases, a final layer norm, no lm_head bias, embedding_scale 1, decoder-only. Anything else is
+Only what llama.cpp's graph for the architecture computes is accepted — gpt2: pre-norm, learned
+positions, gelu_new (tanh), q/k/v biases, a final layer norm, no lm_head bias, embedding_scale 1,
+decoder-only; llama / qwen2: silu, no rope_scaling, no biases beyond Qwen2's q/k/v. Anything else is
 refused with the config key that differs, not converted into a different model.
 
 Layout (ggml lists dims inner first, numpy outer first; shapes below are numpy's):
@@ -26,6 +28,14 @@ Layout (ggml lists dims inner first, numpy outer first; shapes below are numpy's
   attn_output  (C, C)   c_proj.weight transposed ffn_up (F, C) c_fc.weight transposed
   ffn_down     (C, F)   mlp.c_proj.weight transposed
   output       (V, C)   lm_head.weight, or wte again when tied (llama.cpp's gpt2 loader requires it)
+Llama / Qwen2 (nn.Linear weights are (out, in) already; Q = heads * head_dim, KV = kv_heads * head_dim):
+  token_embd (V, C) embed_tokens   attn_norm (C) input_layernorm   ffn_norm (C) post_attention_layernorm
+  attn_q (Q, C)  attn_k (KV, C)  attn_v (KV, C)  attn_output (C, Q)  (+ attn_q/k/v.bias for Qwen2)
+  ffn_gate (F, C)  ffn_up (F, C)  ffn_down (C, F)  output_norm (C) model.norm  output (V, C) lm_head,
+  absent when tied (llama.cpp then reads token_embd)
+  llama.cpp's "llama" graph rotates adjacent pairs (2i, 2i+1) where Hugging Face rotates i with i + D/2,
+  so the rows of every q and k head are reordered to match, as llama.cpp's own converter does; its
+  "qwen2" graph rotates halves like Hugging Face, so Qwen2 rows stay as they are.
 """
 import argparse
 import json
@@ -106,6 +116,51 @@ def gpt2_config(path):
         "tied": bool(c.get("tie_word_embeddings", True)),
         "bos": c.get("bos_token_id"), "eos": c.get("eos_token_id"),
     }
+
+
+def llama_config(path):
+    """config.json of a Llama / Qwen2 folder -> dict of the sizes, after refusing what llama.cpp's graph
+    for it would compute differently."""
+    with open(path, encoding="utf-8") as f:
+        c = json.load(f)
+    arch = c.get("model_type")
+    if arch not in ("llama", "qwen2"):
+        raise ConvertError(f"{path}: model_type {json.dumps(arch)}; this converter writes gpt2, llama and qwen2")
+    if c.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"{path}: hidden_act = {json.dumps(c['hidden_act'])}; llama.cpp's {arch} graph computes silu")
+    if c.get("rope_scaling"):
+        raise ConvertError(f"{path}: rope_scaling is set; this converter writes unscaled rotary positions only")
+    if c.get("use_sliding_window") or (arch == "llama" and (c.get("attention_bias") or c.get("mlp_bias"))):
+        raise ConvertError(f"{path}: sliding windows and Llama biases are not converted")
+    for key in ("vocab_size", "max_position_embeddings", "hidden_size", "intermediate_size", "num_hidden_layers",
+                "num_attention_heads"):
+        if not isinstance(c.get(key), int) or c[key] <= 0:
+            raise ConvertError(f"{path}: {key} must be a positive whole number, found {json.dumps(c.get(key))}")
+    H = c["num_attention_heads"]
+    K = c.get("num_key_value_heads") or H
+    D = c.get("head_dim") or c["hidden_size"] // H
+    if H % K:
+        raise ConvertError(f"{path}: num_attention_heads ({H}) is not divisible by num_key_value_heads ({K})")
+    if arch == "qwen2" and H * D != c["hidden_size"]:
+        raise ConvertError(f"{path}: heads x head_dim = {H * D} differs from hidden_size {c['hidden_size']}, "
+                           "which llama.cpp's qwen2 graph assumes")
+    return {
+        "arch": arch, "V": c["vocab_size"], "P": c["max_position_embeddings"], "C": c["hidden_size"],
+        "F": c["intermediate_size"], "L": c["num_hidden_layers"], "H": H, "K": K, "D": D,
+        "eps": float(c.get("rms_norm_eps", 1e-6)), "theta": float(c.get("rope_theta", 10000.0)),
+        "tied": bool(c.get("tie_word_embeddings", False)), "bias": arch == "qwen2",
+        "bos": c.get("bos_token_id"), "eos": c.get("eos_token_id"),
+    }
+
+
+def folder_config(path):
+    with open(path, encoding="utf-8") as f:
+        model_type = json.load(f).get("model_type", "gpt2")
+    if model_type in ("gpt2", None):
+        cfg = gpt2_config(path)
+        cfg["arch"] = "gpt2"
+        return cfg
+    return llama_config(path)
 
 
 def byte_symbols():
@@ -216,6 +271,62 @@ def gguf_tensors(folder, cfg):
     return out
 
 
+def pairs_from_halves(w, heads):
+    """Rows of each head reordered from Hugging Face's rotate-half layout (first half, second half) to
+    adjacent pairs: row i of the first half goes to 2i, row i of the second half to 2i + 1. (heads * D, ...)"""
+    D = w.shape[0] // heads
+    return w.reshape(heads, 2, D // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama_tensors(folder, cfg):
+    """-> [(gguf name, float32 ndarray)] of a Llama / Qwen2 folder, every shape checked against config.json."""
+    path = os.path.join(folder, "model.safetensors")
+    st = read_safetensors(path)
+    V, C, F, L, H, K, D = cfg["V"], cfg["C"], cfg["F"], cfg["L"], cfg["H"], cfg["K"], cfg["D"]
+    Q, KV = H * D, K * D
+    used = set()
+
+    def take(name, shape):
+        if name not in st:
+            raise ConvertError(f"{path}: tensor {name} is missing")
+        t = st[name]
+        if tuple(t.shape) != shape:
+            raise ConvertError(f"{path}: tensor {name} has shape {list(t.shape)}, config.json says {list(shape)}")
+        used.add(name)
+        return t
+
+    rope_pairs = cfg["arch"] == "llama"
+    q_rows = (lambda w: pairs_from_halves(w, H)) if rope_pairs else (lambda w: w)
+    k_rows = (lambda w: pairs_from_halves(w, K)) if rope_pairs else (lambda w: w)
+    out = [("token_embd.weight", take("model.embed_tokens.weight", (V, C)))]
+    for il in range(L):
+        h, b = f"model.layers.{il}.", f"blk.{il}."
+        out += [
+            (b + "attn_norm.weight", take(h + "input_layernorm.weight", (C,))),
+            (b + "attn_q.weight", q_rows(take(h + "self_attn.q_proj.weight", (Q, C)))),
+            (b + "attn_k.weight", k_rows(take(h + "self_attn.k_proj.weight", (KV, C)))),
+            (b + "attn_v.weight", take(h + "self_attn.v_proj.weight", (KV, C))),
+            (b + "attn_output.weight", take(h + "self_attn.o_proj.weight", (C, Q))),
+            (b + "ffn_norm.weight", take(h + "post_attention_layernorm.weight", (C,))),
+            (b + "ffn_gate.weight", take(h + "mlp.gate_proj.weight", (F, C))),
+            (b + "ffn_up.weight", take(h + "mlp.up_proj.weight", (F, C))),
+            (b + "ffn_down.weight", take(h + "mlp.down_proj.weight", (C, F))),
+        ]
+        if cfg["bias"]:
+            out += [(b + "attn_q.bias", take(h + "self_attn.q_proj.bias", (Q,))),
+                    (b + "attn_k.bias", take(h + "self_attn.k_proj.bias", (KV,))),
+                    (b + "attn_v.bias", take(h + "self_attn.v_proj.bias", (KV,)))]
+    out.append(("output_norm.weight", take("model.norm.weight", (C,))))
+    if not cfg["tied"]:
+        out.append(("output.weight", take("lm_head.weight", (V, C))))
+    elif "lm_head.weight" in st:
+        used.add("lm_head.weight")  # a tied checkpoint may store the copy; embed_tokens is the one used
+    left = sorted(set(st) - used)
+    if left:
+        raise ConvertError(f"{path}: tensors {left[:5]} are not part of a {cfg['arch']} model; refusing to drop them")
+    return out
+
+
 # --- gguf-py ---------------------------------------------------------------------------------------
 
 def import_gguf(gguf_py):
@@ -236,7 +347,8 @@ def import_gguf(gguf_py):
 
 def write(gguf, out_path, folder, cfg, tensors, vocab, f16):
     tokens, token_types, merges = vocab
-    w = gguf.GGUFWriter(out_path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.GPT2])
+    arch = {"gpt2": gguf.MODEL_ARCH.GPT2, "llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2}[cfg["arch"]]
+    w = gguf.GGUFWriter(out_path, gguf.MODEL_ARCH_NAMES[arch])
     w.add_name(os.path.basename(os.path.normpath(folder)))
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
     w.add_context_length(cfg["P"])
@@ -244,7 +356,16 @@ def write(gguf, out_path, folder, cfg, tensors, vocab, f16):
     w.add_feed_forward_length(cfg["F"])
     w.add_block_count(cfg["L"])
     w.add_head_count(cfg["H"])
-    w.add_layer_norm_eps(cfg["eps"])
+    if cfg["arch"] == "gpt2":
+        w.add_layer_norm_eps(cfg["eps"])
+    else:
+        w.add_head_count_kv(cfg["K"])
+        w.add_key_length(cfg["D"])
+        w.add_value_length(cfg["D"])
+        w.add_rope_dimension_count(cfg["D"])
+        w.add_rope_freq_base(cfg["theta"])
+        w.add_layer_norm_rms_eps(cfg["eps"])
+        w.add_vocab_size(cfg["V"])
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
     w.add_token_list(tokens)
@@ -265,7 +386,7 @@ def write(gguf, out_path, folder, cfg, tensors, vocab, f16):
     w.close()
 
 
-def verify(gguf, out_path, tensors, f16):
+def verify(gguf, out_path, tensors, f16, expected_arch):
     """Every tensor read back equals the folder's (rounded to F16 where it was written as F16)."""
     r = gguf.GGUFReader(out_path)
     got = {t.name: t for t in r.tensors}
@@ -281,8 +402,8 @@ def verify(gguf, out_path, tensors, f16):
         if diff != 0.0:
             raise ConvertError(f"{out_path}: tensor {name} differs from the folder by up to {diff:g}")
     arch = r.fields["general.architecture"]
-    if bytes(arch.parts[arch.data[0]]).decode() != "gpt2":
-        raise ConvertError(f"{out_path}: general.architecture is not gpt2")
+    if bytes(arch.parts[arch.data[0]]).decode() != expected_arch:
+        raise ConvertError(f"{out_path}: general.architecture is not {expected_arch}")
     return len(tensors)
 
 
@@ -297,13 +418,13 @@ def main():
     a = ap.parse_args()
     try:
         gguf = import_gguf(a.gguf_py)
-        cfg = gpt2_config(os.path.join(a.model_dir, "config.json"))
-        tensors = gguf_tensors(a.model_dir, cfg)
+        cfg = folder_config(os.path.join(a.model_dir, "config.json"))
+        tensors = gguf_tensors(a.model_dir, cfg) if cfg["arch"] == "gpt2" else llama_tensors(a.model_dir, cfg)
         vocab = read_vocab(a.model_dir, cfg, a.placeholder_vocab)
         tmp = a.out + ".part"
         write(gguf, tmp, a.model_dir, cfg, tensors, vocab, a.type == "f16")
         if a.verify:
-            n = verify(gguf, tmp, tensors, a.type == "f16")
+            n = verify(gguf, tmp, tensors, a.type == "f16", cfg["arch"])
             print(f"verified: {n} tensors read back equal to the folder's", file=sys.stderr)
         os.replace(tmp, a.out)
     except (ConvertError, OSError, ValueError) as e:
