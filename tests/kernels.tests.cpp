@@ -37,7 +37,7 @@ TEST_CASE("exp_in_place matches double-precision exp over the softmax range") {
 TEST_CASE("matmul_kn and matmul_nk equal a double-precision product within float rounding") {
     std::mt19937 rng(3);
     std::normal_distribution<float> d(0.0f, 1.0f);
-    for (int64_t T : {1, 3, 8, 9, 13}) {
+    for (int64_t T : {1, 3, 8, 9, 13, 31}) {  // 31: matmul_nk's packed prefill path
         const int64_t K = 70, N = 37;
         std::vector<float> x(static_cast<size_t>(T * K)), w(static_cast<size_t>(K * N)), wt(w.size()),
             bias(static_cast<size_t>(N)), y(static_cast<size_t>(T * N)), y2(y.size());
@@ -206,4 +206,42 @@ TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread c
         }
     }
     ThreadPool::global().set_threads(threads_before);
+}
+
+TEST_CASE("matmul_nk rows are bit-identical whatever the row count, the thread count and the weight format") {
+    // Prefill (24 rows and more) runs packed 6 x 4 tiles in chunks of 96 rows; decode reads weight rows in
+    // place. Both must give each row the same bits, or cached and uncached logits would differ.
+    std::mt19937 rng(12);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t N = 150, T_max = 103;  // N % 4 = 2: a partial weight group; 103 rows: 17 blocks and a tail
+    for (int64_t K : {203, 96}) {        // a partial last k-step, and none
+        std::vector<float> x(size_t(T_max * K)), w(size_t(N * K)), bias(static_cast<size_t>(N));
+        for (float& v : x) v = d(rng);
+        for (float& v : w) v = d(rng);
+        for (float& v : bias) v = d(rng);
+        std::vector<uint16_t> w16(w.size());
+        for (size_t i = 0; i < w.size(); ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, &w[i], 4);
+            w16[i] = uint16_t(bits >> 16);
+        }
+        const int threads_before = ThreadPool::global().n_threads();
+        for (bool bf16 : {false, true}) {
+            const WeightRef weights = bf16 ? WeightRef(w16.data()) : WeightRef(w.data());
+            ThreadPool::global().set_threads(1);
+            std::vector<float> alone(size_t(T_max * N));  // each row computed by itself, one thread
+            for (int64_t t = 0; t < T_max; ++t)
+                matmul_nk(alone.data() + t * N, x.data() + t * K, weights, bias.data(), 1, K, N);
+            for (int threads : {1, 2, 3}) {
+                ThreadPool::global().set_threads(threads);
+                for (int64_t T : {1, 5, 8, 23, 24, 25, 31, 96, 103}) {
+                    std::vector<float> y(size_t(T * N));
+                    matmul_nk(y.data(), x.data(), weights, bias.data(), T, K, N);
+                    INFO("K " << K << " bf16 " << bf16 << " threads " << threads << " T " << T);
+                    CHECK(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+        ThreadPool::global().set_threads(threads_before);
+    }
 }
