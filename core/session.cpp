@@ -21,6 +21,11 @@ void validate(const SessionOptions& o) {
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
+    // A model's own sliding windows are part of its computation; a second, user-chosen window on top
+    // would be neither the model nor a clean experiment, so the two are not combined.
+    if (options_.window > 0 && model_->config().has_sliding_layers())
+        throw UsageError("this model has its own sliding window (" + model_->config().describe_windows() +
+                         "): --window cannot be combined with it");
 }
 
 void Session::set_source(std::vector<TokenId> source) {
