@@ -14,7 +14,9 @@ import os
 import shutil
 import sys
 
-from common import Failure, check_case, main, prompt, run_cli
+import numpy as np
+
+from common import Failure, check_case, main, prompt, reference_model, run_cli
 from llama import bit_identical, mutant_differs
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
@@ -89,6 +91,36 @@ def inspect_windows(kvscope, work):
     return f"inspect --json layer_windows {got}"
 
 
+def trace_weights(kvscope, work, name):
+    """--trace's attention weights of the prefill step (every layer and head) equal the reference's softmax
+    weights: the export recomputes them with the layer's own window and the model's score scale."""
+    m = model_dir(work, name)
+    p = prompt(470, 10)
+    folder = os.path.join(work, "trace_" + name)
+    shutil.rmtree(folder, ignore_errors=True)
+    rc, _, err = run_cli(kvscope, ["generate", "--model", m, "--prompt-ids", ",".join(map(str, p)),
+                                   "--max-new-tokens", "1", "--trace", folder])
+    if rc != 0:
+        raise Failure(f"--trace: exit {rc} {err}")
+    ref = reference_model(m)
+    ref.attention_record = []
+    try:
+        ref.forward(p)
+        want = ref.attention_record
+    finally:
+        ref.attention_record = None
+    worst = 0.0
+    for il, probs in enumerate(want):
+        for h in range(probs.shape[0]):
+            got = np.load(os.path.join(folder, "step_0000", f"l{il:02d}_h{h:02d}_weights.npy")).astype(np.float64)
+            if got.shape != tuple(probs[h].shape):
+                raise Failure(f"{name} layer {il} head {h}: weights shape {got.shape}, reference {tuple(probs[h].shape)}")
+            worst = max(worst, float(np.max(np.abs(got - probs[h].numpy()))))
+    if worst > 1e-5:
+        raise Failure(f"{name}: --trace attention weights differ from the reference by {worst:.3g}")
+    return f"{name} --trace weights of every layer and head = reference (max diff {worst:.2g})"
+
+
 def cases(kvscope, work):
     for i, name in enumerate(MODELS):
         m = model_dir(work, name)
@@ -102,6 +134,22 @@ def cases(kvscope, work):
         yield lambda m=m, p=p: check_case(kvscope, m, [p], 6, chunk=1)
         yield lambda m=m: check_case(kvscope, m, [prompt(430, 5), prompt(431, 12), prompt(432, 1)], 6)
         yield lambda m=m: bit_identical(kvscope, m, prompt(445, 10))
+    # The paged cache, prefix sharing (copy on write where prompts part) and a prompt cache file on models
+    # whose layers slide: the same numbers as the reference.
+    for name in ("gemma3", "mistral_w3"):
+        m = model_dir(work, name)
+        shared = prompt(480, 7)
+        prompts = [shared + prompt(481, 4), shared + prompt(482, 6), shared[:5]]
+        yield lambda m=m, prompts=prompts: check_case(kvscope, m, prompts, 6, extra=("--block-size", "4"))
+        yield lambda m=m, prompts=prompts: check_case(kvscope, m, prompts, 6,
+                                                      extra=("--block-size", "3", "--share-prefix"))
+        cache_file = os.path.join(work, name + ".kvcache")
+        for fresh in (True, False):  # the first run writes the file, the second reads it
+            def run(m=m, cache_file=cache_file, fresh=fresh):
+                if fresh and os.path.exists(cache_file):
+                    os.remove(cache_file)
+                return check_case(kvscope, m, [prompt(490, 12)], 6, extra=("--prompt-cache", cache_file))
+            yield run
     # No window of its own: --window and sinks behave as for GPT-2.
     m = model_dir(work, "mistral_no_window")
     yield lambda m=m: check_case(kvscope, m, [prompt(450, 11)], 8, window=4)
@@ -114,6 +162,8 @@ def cases(kvscope, work):
                            ("gemma3_gqa_softcap", "modulo"), ("gemma3", "interleaved")):
         m = model_dir(work, name)
         yield lambda m=m, mutation=mutation: mutant_differs(kvscope, m, p, mutation)
+    for name in ("gemma3", "mistral_w3"):
+        yield lambda name=name: trace_weights(kvscope, work, name)
     yield lambda: window_on_sliding_model(kvscope, work)
     yield lambda: inspect_windows(kvscope, work)
     yield lambda: bad_config(kvscope, work, "window_zero", lambda c: c.update(sliding_window=0),

@@ -156,6 +156,7 @@ class LlamaModel:
         self.folder, self.dtype = folder, dtype
         self.sinks = 0
         self.mutation = None
+        self.attention_record = None  # a list: forward appends each layer's softmax weights [H, T, T]
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
         self.w = {n: t.to(dtype) for n, t in raw.items()}
@@ -232,7 +233,10 @@ class LlamaModel:
             scaling = cfg["query_pre_attn_scalar"] ** -0.5 if cfg["gemma"] else D ** -0.5
             scores = (q @ k.transpose(1, 2)) * scaling                                # [H, T, T]
             scores = scores.masked_fill(~allowed, float("-inf"))
-            att = torch.softmax(scores, dim=-1) @ v                                   # [H, T, D]
+            probs = torch.softmax(scores, dim=-1)                                     # [H, T, T]
+            if self.attention_record is not None:
+                self.attention_record.append(probs)
+            att = probs @ v                                                           # [H, T, D]
             att = att.transpose(0, 1).reshape(T, H * D)
             out = self.linear(att, p + "self_attn.o_proj", o_bias)                    # [T, C]
             if cfg["gemma"]:
