@@ -264,6 +264,10 @@ ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& mo
         c.mlp_bias = r.flag("mlp_bias", false);
     }
     c.qkv_bias = c.attention_bias;
+    // transformers 5 writes rope_parameters (per layer type for Gemma 3) instead of rope_theta /
+    // rope_scaling / rope_local_base_freq: not read yet, so refused rather than run with defaults.
+    if (r.get("rope_parameters") && !r.get("rope_theta"))
+        r.fail("rope_parameters is not read yet", "write rope_theta and rope_scaling (transformers 4 layout)");
     c.rope = parse_rope(r, root);
     if (c.n_head % c.kv_heads() != 0)
         r.fail("num_attention_heads (" + std::to_string(c.n_head) + ") is not divisible by num_key_value_heads (" +

@@ -467,6 +467,8 @@ TEST_CASE("bad sliding windows and layer_types are one-line errors") {
                Catch::Contains("layer_types has 1 entries, num_hidden_layers is 2"));
     CHECK_THAT(error(R"("model_type": "qwen3", "use_sliding_window": true, "layer_types": "sliding_attention")"),
                Catch::Contains("layer_types must be a list"));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "rope_parameters": {"full_attention": {"rope_theta": 1e6}})"),
+               Catch::Contains("rope_parameters is not read yet"));
     CHECK_THAT(error(R"("model_type": "gemma3_text", "use_bidirectional_attention": true)"),
                Catch::Contains("use_bidirectional_attention true is not supported"));
     CHECK_THAT(error(R"("model_type": "gemma3_text", "final_logit_softcapping": 0)"),
