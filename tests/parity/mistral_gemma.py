@@ -121,6 +121,30 @@ def trace_weights(kvscope, work, name):
     return f"{name} --trace weights of every layer and head = reference (max diff {worst:.2g})"
 
 
+def prompt_cache_fingerprint(kvscope, work):
+    """A prompt cache file made with one sliding_window is refused by the same folder with another."""
+    path = os.path.join(work, "fingerprint")
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(model_dir(work, "gemma3"), path)
+    cache_file = path + ".kvcache"
+    if os.path.exists(cache_file):
+        os.remove(cache_file)
+    args = ["generate", "--model", path, "--prompt-ids", "1,2,3,4,5,6,7,8", "--max-new-tokens", "2",
+            "--prompt-cache", cache_file]
+    rc, _, err = run_cli(kvscope, args)
+    if rc != 0:
+        raise Failure(f"writing the prompt cache: exit {rc} {err}")
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["sliding_window"] = 5
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    rc, _, err = run_cli(kvscope, args)
+    if rc != 1 or '"sliding_window": 4 in the file, "sliding_window": 5 here' not in err:
+        raise Failure(f"a prompt cache of another window: exit {rc}, {err!r}")
+    return "prompt cache fingerprint covers sliding_window: " + err.strip()
+
+
 def cases(kvscope, work):
     for i, name in enumerate(MODELS):
         m = model_dir(work, name)
@@ -164,6 +188,7 @@ def cases(kvscope, work):
         yield lambda m=m, mutation=mutation: mutant_differs(kvscope, m, p, mutation)
     for name in ("gemma3", "mistral_w3"):
         yield lambda name=name: trace_weights(kvscope, work, name)
+    yield lambda: prompt_cache_fingerprint(kvscope, work)
     yield lambda: window_on_sliding_model(kvscope, work)
     yield lambda: inspect_windows(kvscope, work)
     yield lambda: bad_config(kvscope, work, "window_zero", lambda c: c.update(sliding_window=0),
