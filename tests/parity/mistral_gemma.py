@@ -118,6 +118,11 @@ def trace_weights(kvscope, work, name):
             worst = max(worst, float(np.max(np.abs(got - probs[h].numpy()))))
     if worst > 1e-5:
         raise Failure(f"{name}: --trace attention weights differ from the reference by {worst:.3g}")
+    with open(os.path.join(folder, "trace.json")) as f:
+        model = json.load(f)["model"]
+    windows = [w or 0 for w in ref.cfg["layer_windows"]]
+    if model.get("layer_windows") != windows:
+        raise Failure(f"{name}: trace.json layer_windows {model.get('layer_windows')}, expected {windows}")
     return f"{name} --trace weights of every layer and head = reference (max diff {worst:.2g})"
 
 
