@@ -67,7 +67,8 @@ Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks,
     : max_rows_(max_rows), max_chunks_(max_chunks), max_keys_(max_keys),
       x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)),
       qkv(size_t(max_rows * (c.q_width() + 2 * c.kv_width()))),
-      rotary(c.family == Family::Llama ? size_t(max_rows * c.head_dim() * (c.local_rope ? 2 : 1)) : 0), attn(size_t(max_rows * c.q_width())),
+      rotary(c.family == Family::Llama ? size_t(max_rows * c.head_dim() * (c.local_rope ? 2 : 1)) : 0),
+      attn(size_t(max_rows * c.q_width())),
       proj(size_t(max_rows * c.n_embd)), hidden(size_t(max_rows * c.n_inner * (c.family == Family::Llama ? 2 : 1))),
       scratch(size_t(max_chunks * c.n_head * max_keys)),
       last(size_t(max_chunks * c.n_embd)), logits(max_chunks > 1 ? size_t(max_chunks * c.n_vocab) : 0) {}
@@ -232,7 +233,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         });
         if (llama) matmul_nk(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, Q, C);  // (T, C)
         else matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);      // (T, C)
-        if (lw.attn_out_norm_weight) rms_norm(proj, proj, lw.attn_out_norm_weight, T, C, float(cfg.layer_norm_epsilon));
+        if (lw.attn_out_norm_weight) normalize(cfg, proj, proj, lw.attn_out_norm_weight, nullptr, T);  // Gemma 3
         sublayer_output(cfg, x, proj, lw.ln_1_weight, lw.ln_1_bias, T);
 
         // Encoder-decoder: cross-attention sub-layer, the queries against every source position's cached
