@@ -26,10 +26,15 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
                             : c.rope.scaling == RopeScaling::Llama3 ? "llama3"
                                                                     : "null";
     const std::string act = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
-    return {
-        {"model_type", false, c.model_type, c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3" : "Llama",
+    const char* family = c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3"
+                       : c.model_type == "mistral" ? "Mistral" : c.model_type == "gemma3_text" ? "Gemma 3" : "Llama";
+    std::vector<ArchLine> lines = {
+        {"model_type", false, c.model_type, family,
          std::string("RMSNorm, gated MLP, rotary positions, nn.Linear [out, in] weights") +
-             (c.qk_norm ? "; q and k heads RMS-normalised (q_norm, k_norm) before rotation" : ""),
+             (c.qk_norm ? "; q and k heads RMS-normalised (q_norm, k_norm) before rotation" : "") +
+             (c.sandwich_norm ? "; RMSNorm times (1 + weight), post_attention_layernorm on the attention output, "
+                                "pre_/post_feedforward_layernorm around the MLP, embeddings times sqrt(hidden_size)"
+                              : ""),
          true},
         {"num_key_value_heads", false, kv, group == 1 ? "MHA" : c.kv_heads() == 1 ? "MQA" : "GQA x" + std::to_string(group),
          group == 1 ? "every query head has its own K/V head"
@@ -63,6 +68,25 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
         {"mlp_bias", false, flag(c.mlp_bias), c.mlp_bias ? "mlp bias" : "no mlp bias",
          c.mlp_bias ? "gate, up and down projections add biases" : "no biases in the MLP", !c.mlp_bias},
     };
+    if (c.has_sliding_layers()) {
+        int64_t window = 0;
+        for (int64_t w : c.layer_window) window = w > 0 ? w : window;
+        lines.push_back({"sliding_window", false, std::to_string(window), "window " + std::to_string(window),
+                         c.describe_windows() + " (a query at i sees keys i-W+1..i); the cache keeps every position",
+                         true});
+    }
+    if (c.query_pre_attn_scalar > 0)
+        lines.push_back({"query_pre_attn_scalar", false, number_text(c.query_pre_attn_scalar),
+                         "scale " + number_text(c.query_pre_attn_scalar) + "^-0.5",
+                         "scores are q.k times query_pre_attn_scalar^-0.5 (not head_dim^-0.5)", true});
+    if (c.local_rope)
+        lines.push_back({"rope_local_base_freq", false, number_text(c.local_rope_theta),
+                         "local RoPE " + number_text(c.local_rope_theta),
+                         "sliding layers rotate with this base and no rope_scaling; full layers with rope_theta", true});
+    if (c.final_logit_softcap > 0)
+        lines.push_back({"final_logit_softcapping", false, number_text(c.final_logit_softcap),
+                         "softcap " + number_text(c.final_logit_softcap), "logits = cap * tanh(logits / cap)", true});
+    return lines;
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ int cli_inspect(int argc, char** argv) {
             {"kv_heads", c.kv_heads()},
             {"kv_bytes_per_token_full_mha", mha_per_token},
             {"kv_dtype", w.bf16 ? "bf16" : "f32"},
+            // (L) the model's own sliding window per layer, 0 = full attention
+            {"layer_windows", c.layer_window.empty() ? std::vector<int64_t>(size_t(c.n_layer), 0) : c.layer_window},
             {"cross_kv_bytes_per_source_token", cross_per_source_token},
             // null without tokenizer files (the model then takes token ids only)
             {"tokenizer", model->tokenizer() ? JsonOut{{"files", tokenizer_files(model->dir())},
@@ -107,6 +109,9 @@ int cli_inspect(int argc, char** argv) {
     if (c.kv_heads() != c.n_head)
         std::printf("             %s per token with full multi-head attention (%lld K/V heads instead of %lld)\n",
                     bytes_text(double(mha_per_token)).c_str(), (long long)c.n_head, (long long)c.kv_heads());
+    if (c.has_sliding_layers())
+        std::printf("windows      %s; the cache keeps every position, each layer's mask narrows to its window\n",
+                    c.describe_windows().c_str());
     if (c.encoder_decoder)
         std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld float32), fixed once the encoder ran\n",
                     bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);

@@ -6,6 +6,7 @@
 //   KeyRange                        the keys one query sees: sinks 0..n_sink-1, then lo..hi (positions)
 //   visible_keys(q, window, sinks)  the mask rule: causal; with a window W only q-W+1..q, plus with
 //                                   attention sinks the first S positions stay visible too
+//   within_window(keys, q, W)       narrowed to a layer's own sliding window (model config)
 //   attend_row(out, weights, q, key_at, value_at, keys, D, scale)
 //       weights (keys.count()) = softmax(q·k * scale) over the visible keys in position order;
 //       out (D) = Σ w·v. `weights` also holds the scaled scores on the way.
@@ -32,6 +33,15 @@ inline KeyRange visible_keys(int64_t query_position, int64_t window, int64_t sin
     k.hi = query_position;
     k.lo = window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
     k.n_sink = window > 0 ? std::min(sinks, k.lo) : 0;
+    return k;
+}
+
+// A layer's own sliding window W (Mistral, Qwen2, Gemma 3) on top of what the cache shows a query at q:
+// key j stays when j > q - W (HF masking_utils sliding_window_overlay). W = 0: unchanged.
+inline KeyRange within_window(KeyRange k, int64_t q, int64_t W) {
+    if (W <= 0) return k;
+    k.lo = std::max(k.lo, q - W + 1);
+    k.n_sink = std::min(k.n_sink, k.lo);
     return k;
 }
 

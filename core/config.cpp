@@ -113,6 +113,12 @@ public:
         fail(std::string(key) + " " + json_escape(v->as_string()) + " is not supported", "use one of " + list);
     }
 
+    // A positive number that may also be null or absent: 0 then.
+    double optional_positive_real(const char* key) const {
+        const Json* v = get(key);
+        return (!v || v->is_null()) ? 0.0 : positive_real(key, 0.0);
+    }
+
     double real(const char* key, const Json& v) const {
         if (!v.is_number()) fail(std::string(key) + " must be a number, found " + show_value(v));
         return v.as_number();
@@ -128,6 +134,33 @@ constexpr const char* kGpt2Keys = "a GPT-2 config.json has vocab_size, n_positio
 constexpr const char* kLlamaKeys =
     "a Llama config.json has vocab_size, max_position_embeddings, hidden_size, intermediate_size, "
     "num_hidden_layers and num_attention_heads";
+
+// Which layers slide their window W (> 0; 0 = none at all): config.json's layer_types list when it has
+// one ("sliding_attention" | "full_attention" per layer, as newer Hugging Face configs write it), else
+// `slides(il)`, the family's own rule. (L) windows, 0 = full attention.
+template <class Slides>
+std::vector<int64_t> layer_windows(const Reader& r, int64_t n_layer, int64_t window, Slides&& slides) {
+    std::vector<int64_t> out(size_t(n_layer), 0);
+    const Json* types = r.get("layer_types");
+    if (!types || types->is_null()) {
+        for (int64_t il = 0; il < n_layer; ++il) out[size_t(il)] = slides(il) ? window : 0;
+        return out;
+    }
+    if (!types->is_array()) r.fail("layer_types must be a list, found " + show_value(*types));
+    const auto& list = types->as_array();
+    if (int64_t(list.size()) != n_layer)
+        r.fail("layer_types has " + std::to_string(list.size()) + " entries, num_hidden_layers is " +
+               std::to_string(n_layer));
+    for (int64_t il = 0; il < n_layer; ++il) {
+        const Json& t = list[size_t(il)];
+        const bool sliding = t.is_string() && t.as_string() == "sliding_attention";
+        if (!sliding && !(t.is_string() && t.as_string() == "full_attention"))
+            r.fail("layer_types[" + std::to_string(il) + "] is " + show_value(t) +
+                   ", not \"sliding_attention\" or \"full_attention\"");
+        out[size_t(il)] = sliding ? window : 0;
+    }
+    return out;
+}
 
 // rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3", ...}.
 // Other kinds (dynamic, yarn, longrope, ...) change more than the frequencies: refused by name.
@@ -173,10 +206,12 @@ RopeSpec parse_rope(const Reader& r, const Json& root) {
 // Qwen3 (Qwen3ForCausalLM) adds q_norm / k_norm (Qwen3Attention) and its head_dim defaults to 128.
 ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& model_type) {
     const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
+    const bool mistral = model_type == "mistral", gemma = model_type == "gemma3_text";
     ModelConfig c;
     c.family = Family::Llama;
     c.model_type = model_type;
-    c.qk_norm = qwen3;
+    c.qk_norm = qwen3 || gemma;
+    c.norm_plus_one = c.sandwich_norm = gemma;
     c.n_vocab = r.size("vocab_size", kMaxDim, true);
     c.n_ctx = r.size("max_position_embeddings", kMaxDim, true);
     c.n_embd = r.size("hidden_size", kMaxDim, true);
@@ -186,25 +221,53 @@ ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& mo
     c.n_kv_head = r.optional_size("num_key_value_heads", kMaxDim);
     c.explicit_head_dim = r.optional_size("head_dim", kMaxDim);
     if (qwen3 && !r.get("head_dim")) c.explicit_head_dim = 128;  // Qwen3Config's default
+    if (gemma && !r.get("head_dim")) c.explicit_head_dim = 256;  // Gemma3TextConfig's default
     static const char* const activations[] = {"silu", "gelu_pytorch_tanh", nullptr};
-    c.activation = Activation::Silu;
-    if (const std::string* a = r.choice("hidden_act", activations))
+    // Gemma3MLP reads hidden_activation (default gelu_pytorch_tanh); the others hidden_act (silu).
+    const char* act_key = gemma ? "hidden_activation" : "hidden_act";
+    c.activation = gemma ? Activation::GeluTanh : Activation::Silu;
+    if (const std::string* a = r.choice(act_key, activations))
         c.activation = *a == "silu" ? Activation::Silu : Activation::GeluTanh;
     c.layer_norm_epsilon = r.positive_real("rms_norm_eps", 1e-6);
-    c.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+    c.tie_word_embeddings = r.flag("tie_word_embeddings", gemma);  // Gemma3TextConfig ties by default
+    if (gemma) c.embedding_scale = double(float(std::sqrt(double(c.n_embd))));  // Gemma3TextScaledWordEmbedding
     if (qwen2 || qwen3) {
         c.attention_bias = qwen2 || r.flag("attention_bias", false);
         c.o_bias = qwen3 && c.attention_bias;
-        // Sliding-window layers (use_sliding_window with max_window_layers) are per-layer windows,
-        // which this engine does not run yet: refused rather than computed as full attention.
-        if (r.flag("use_sliding_window", false))
-            r.fail("use_sliding_window true is not supported yet", "Qwen2.5 checkpoints ship it false");
+        // Qwen2Config / Qwen3Config.__post_init__: sliding_window counts only with use_sliding_window,
+        // and then slides layers il >= max_window_layers (unless layer_types says otherwise).
+        const bool slide = r.flag("use_sliding_window", false);
+        const int64_t window = !slide ? 0 : !r.get("sliding_window") ? 4096 : r.optional_size("sliding_window", kMaxDim);
+        const int64_t full_below = r.size("max_window_layers", kMaxLayers, false, 28);  // Qwen2Config's default
+        c.layer_window = layer_windows(r, c.n_layer, window, [&](int64_t il) { return window > 0 && il >= full_below; });
+    } else if (mistral) {  // MistralAttention: no biases; every layer slides when sliding_window is set
+        const Json* sw = r.get("sliding_window");
+        const int64_t window = !sw ? 4096 : r.optional_size("sliding_window", kMaxDim);  // MistralConfig's default
+        c.layer_window.assign(size_t(c.n_layer), window);
+    } else if (gemma) {
+        c.attention_bias = r.flag("attention_bias", false);
+        c.o_bias = c.attention_bias;
+        const int64_t window = r.size("sliding_window", kMaxDim, false, 4096);  // Gemma3TextConfig's default
+        const int64_t pattern = r.size("sliding_window_pattern", kMaxLayers, false, 6);
+        c.layer_window = layer_windows(r, c.n_layer, window, [&](int64_t il) { return (il + 1) % pattern != 0; });
+        c.query_pre_attn_scalar = r.positive_real("query_pre_attn_scalar", 256.0);
+        c.local_rope = true;
+        c.local_rope_theta = r.positive_real("rope_local_base_freq", 10000.0);
+        c.final_logit_softcap = r.optional_positive_real("final_logit_softcapping");
+        // Gemma3Attention keeps attn_logit_softcapping but never passes it to the attention function,
+        // so upstream applies no cap to the scores: nor does kvscope (the key is read and ignored).
+        if (r.flag("use_bidirectional_attention", false))
+            r.fail("use_bidirectional_attention true is not supported", "kvscope runs causal decoders");
     } else {
         c.attention_bias = r.flag("attention_bias", false);
         c.o_bias = c.attention_bias;
         c.mlp_bias = r.flag("mlp_bias", false);
     }
     c.qkv_bias = c.attention_bias;
+    // transformers 5 writes rope_parameters (per layer type for Gemma 3) instead of rope_theta /
+    // rope_scaling / rope_local_base_freq: not read yet, so refused rather than run with defaults.
+    if (r.get("rope_parameters") && !r.get("rope_theta"))
+        r.fail("rope_parameters is not read yet", "write rope_theta and rope_scaling (transformers 4 layout)");
     c.rope = parse_rope(r, root);
     if (c.n_head % c.kv_heads() != 0)
         r.fail("num_attention_heads (" + std::to_string(c.n_head) + ") is not divisible by num_key_value_heads (" +
@@ -245,11 +308,12 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
         if (!t->is_string()) throw LoadError(path, "model_type must be a string, found " + show_value(*t));
         model_type = t->as_string();
     }
-    if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3")
+    if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3" || model_type == "mistral" ||
+        model_type == "gemma3_text")
         return parse_llama(Reader(root, path, kLlamaKeys), root, model_type);
     if (model_type != "gpt2" && model_type != "encoder_decoder")
         throw LoadError(path, "model_type " + json_escape(model_type) + " is not supported",
-                        "kvscope reads gpt2, encoder_decoder, llama, qwen2 and qwen3 folders");
+                        "kvscope reads gpt2, encoder_decoder, llama, qwen2, qwen3, mistral and gemma3_text folders");
     Reader r(root, path, kGpt2Keys);
 
     ModelConfig c;
@@ -326,6 +390,32 @@ ModelConfig load_config(const std::string& path) {
     return parse_config(ss.str(), path);
 }
 
+float ModelConfig::attention_scale() const {
+    if (query_pre_attn_scalar > 0) return float(std::pow(query_pre_attn_scalar, -0.5));  // Gemma3Attention.scaling
+    return 1.0f / std::sqrt(float(head_dim()));
+}
+
+std::string ModelConfig::describe_windows() const {
+    // Runs of consecutive layers with the same window: "0-4, 6-10" (every family has one window value).
+    std::string sliding, full;
+    int64_t window = 0;
+    for (int64_t il = 0; il < n_layer;) {
+        const int64_t w = window_of(il);
+        int64_t end = il;
+        while (end + 1 < n_layer && window_of(end + 1) == w) ++end;
+        std::string& list = w > 0 ? sliding : full;
+        if (!list.empty()) list += ", ";
+        list += std::to_string(il);
+        if (end > il) list.append("-").append(std::to_string(end));
+        window = w > 0 ? w : window;
+        il = end + 1;
+    }
+    if (sliding.empty()) return "";
+    std::string out = "layers " + sliding + " slide a window of " + std::to_string(window);
+    if (!full.empty()) out.append("; layers ").append(full).append(" attend to every position");
+    return out;
+}
+
 std::string config_to_json(const ModelConfig& c) {
     JsonOut j;
     if (c.family == Family::Llama) {  // every key the forward pass reads, so a prompt-cache fingerprint covers them
@@ -353,8 +443,30 @@ std::string config_to_json(const ModelConfig& c) {
             j["rope_scaling"] = s;
         }
         j["tie_word_embeddings"] = c.tie_word_embeddings;
-        if (c.model_type != "qwen2") j["attention_bias"] = c.attention_bias;  // Qwen2's are fixed by its model_type
+        if (c.model_type != "qwen2" && c.model_type != "mistral")  // fixed by their model_type
+            j["attention_bias"] = c.attention_bias;
         if (c.model_type == "llama") j["mlp_bias"] = c.mlp_bias;
+        // The windows as data: every family reads layer_types and sliding_window back the same way.
+        int64_t window = 0;
+        for (int64_t w : c.layer_window) window = w > 0 ? w : window;
+        if (c.model_type == "qwen2" || c.model_type == "qwen3") j["use_sliding_window"] = window > 0;
+        if (window > 0 || c.model_type == "mistral") {
+            if (window > 0) j["sliding_window"] = window;
+            else j["sliding_window"] = nullptr;
+            if (c.model_type != "mistral") {
+                std::vector<std::string> types;
+                for (int64_t il = 0; il < c.n_layer; ++il)
+                    types.push_back(c.window_of(il) > 0 ? "sliding_attention" : "full_attention");
+                j["layer_types"] = types;
+            }
+        }
+        if (c.model_type == "gemma3_text") {
+            j["hidden_activation"] = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
+            j["query_pre_attn_scalar"] = double(c.query_pre_attn_scalar);
+            j["rope_local_base_freq"] = double(c.local_rope_theta);
+            if (c.final_logit_softcap > 0) j["final_logit_softcapping"] = double(c.final_logit_softcap);
+            else j["final_logit_softcapping"] = nullptr;
+        }
         return json_text(j, 2) + "\n";
     }
     j["model_type"] = c.encoder_decoder ? "encoder_decoder" : "gpt2";

@@ -7,10 +7,16 @@
 // Family::Llama  RMSNorm, gated MLP (act(gate)·up), rotary positions, nn.Linear q/k/v/o (out, in),
 //                n_kv_head K/V heads shared by groups of n_head / n_kv_head query heads; model_type
 //                "llama", "qwen2" (the same computation with biases on q, k and v only) and "qwen3"
-//                (RMSNorm of each q and k head before rotation)
+//                (RMSNorm of each q and k head before rotation), "mistral" (Llama with a sliding window on
+//                every layer) and "gemma3_text" (Gemma3ForCausalLM: (1 + weight) norms, four per layer,
+//                embeddings scaled by sqrt(C), query_pre_attn_scalar, local/global layers with their own
+//                rotary bases, final logit soft-capping)
+// Layers may slide their own window (layer_window): Mistral's sliding_window, Qwen2/Qwen3's
+// use_sliding_window + max_window_layers (or layer_types), Gemma 3's layer_types / sliding_window_pattern.
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvscope {
 
@@ -62,7 +68,18 @@ struct ModelConfig {
     bool attention_bias = false;  // q, k and v projections carry biases (also qkv_bias, which Llama sets alike)
     bool o_bias = false;          // the o projection carries a bias (Llama's attention_bias; never in Qwen2)
     bool mlp_bias = false;        // gate, up and down projections carry biases
-    bool qk_norm = false;         // q and k heads RMS-normalised over head_dim before rotation (Qwen3)
+    bool qk_norm = false;         // q and k heads RMS-normalised over head_dim before rotation (Qwen3, Gemma 3)
+    // Per-layer sliding windows: a query at i sees keys j with i - W < j <= i in a layer with window W
+    // (HF masking_utils sliding_window_overlay). Empty or 0 = full causal attention.
+    std::vector<int64_t> layer_window;  // (L)
+    // Gemma 3 (model_type "gemma3_text")
+    bool norm_plus_one = false;         // RMSNorm scales by (1 + weight) (Gemma3RMSNorm); weights.cpp stores 1 + w
+    bool sandwich_norm = false;         // post_attention_layernorm on the attention output, pre_ and
+                                        // post_feedforward_layernorm around the MLP (Gemma3DecoderLayer)
+    double query_pre_attn_scalar = 0;   // scores scaled by this^-0.5; 0 = head_dim
+    bool local_rope = false;            // sliding layers rotate with local_rope_theta, unscaled
+    double local_rope_theta = 10000.0;  // rope_local_base_freq
+    double final_logit_softcap = 0;     // logits = cap * tanh(logits / cap); 0 = off
 
     int64_t head_dim() const { return explicit_head_dim ? explicit_head_dim : n_embd / n_head; }  // D
     int64_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }                           // K
@@ -70,9 +87,18 @@ struct ModelConfig {
     int64_t kv_head_of(int64_t h) const { return h / (n_head / kv_heads()); }
     int64_t q_width() const { return n_head * head_dim(); }     // H * D
     int64_t kv_width() const { return kv_heads() * head_dim(); }  // K * D
+    int64_t window_of(int64_t il) const { return layer_window.empty() ? 0 : layer_window[size_t(il)]; }  // 0 = full
+    bool has_sliding_layers() const {
+        for (int64_t w : layer_window) if (w > 0) return true;
+        return false;
+    }
+    // The factor on q·k: HF's scaling (head_dim^-0.5, Gemma 3's query_pre_attn_scalar^-0.5).
+    float attention_scale() const;
     // The config.json key n_ctx came from, for messages. Hugging Face does not enforce
     // max_position_embeddings on Llama models; kvscope refuses positions beyond it as it does for GPT-2.
     const char* positions_key() const { return family == Family::Llama ? "max_position_embeddings" : "n_positions"; }
+    // "sliding window 512 on layers 0-4, 6-10; full attention elsewhere" (inspect, messages); "" when none.
+    std::string describe_windows() const;
 };
 
 // Parses and validates config.json text. `path` is used in error messages only.

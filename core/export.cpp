@@ -369,7 +369,13 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
     }
     JsonOut model;  // null for an empty trace
     if (!trace.empty())
-        model = {{"n_layer", trace[0].rows.n_layer}, {"n_head", trace[0].rows.n_head}, {"head_dim", trace[0].rows.head_dim}};
+    {
+        const RecordedRows& rows = trace[0].rows;
+        std::vector<int64_t> windows(size_t(rows.n_layer), 0);  // (L) the model's own window per layer, 0 = full
+        for (int64_t il = 0; il < rows.n_layer; ++il) windows[size_t(il)] = rows.window_of(il);
+        model = {{"n_layer", rows.n_layer}, {"n_head", rows.n_head}, {"head_dim", rows.head_dim},
+                 {"attention_scale", rows.attention_scale}, {"layer_windows", windows}};
+    }
     const JsonOut doc = {{"format", "kvscope-trace"},
                          {"version", 1},
                          {"model", model},

@@ -47,6 +47,7 @@ void mlp_sublayer(const ModelConfig& cfg, const LayerWeights& lw, float* x, floa
         else gelu_tanh(gate, T * F);
         multiply(gate, up, T * F);
         matmul_nk(proj, gate, lw.fc_proj_weight, lw.fc_proj_bias, T, F, C);  // (T, C)
+        if (lw.mlp_out_norm_weight) normalize(cfg, proj, proj, lw.mlp_out_norm_weight, nullptr, T);  // Gemma 3
         sublayer_output(cfg, x, proj, lw.ln_2_weight, lw.ln_2_bias, T);
         return;
     }

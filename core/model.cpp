@@ -24,8 +24,23 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
     model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string(), format);
-    if (model->config_.family == Family::Llama)
-        model->rotary_inv_freq_ = kvscope::rotary_inv_freq(model->config_.rope, model->config_.head_dim());
+    ModelConfig& cfg = model->config_;
+    if (cfg.family == Family::Llama)
+        model->rotary_inv_freq_ = kvscope::rotary_inv_freq(cfg.rope, cfg.head_dim());
+    if (cfg.local_rope) {  // Gemma3TextModel.rotary_emb_local: rope_local_base_freq, rope_type "default"
+        RopeSpec local;
+        local.theta = cfg.local_rope_theta;
+        model->local_rotary_inv_freq_ = kvscope::rotary_inv_freq(local, cfg.head_dim());
+    }
+    // Gemma3TextScaledWordEmbedding multiplies by embed_scale cast to the embedding's dtype: a BF16 file's
+    // sqrt(640) = 25.2982 becomes 25.25.
+    if (cfg.family == Family::Llama && cfg.embedding_scale != 1.0)
+        for (const TensorInfo& t : model->weights_.tensors)
+            if (t.name == "model.embed_tokens.weight") {
+                const float scale = float(cfg.embedding_scale);
+                if (t.dtype == Dtype::BF16) cfg.embedding_scale = bf16_to_f32(f32_to_bf16(scale));
+                if (t.dtype == Dtype::F16) cfg.embedding_scale = f16_to_f32(f32_to_f16(scale));
+            }
     if (fs::exists(fs::path(dir) / "tokenizer.json", ec) || fs::exists(fs::path(dir) / "vocab.json", ec) ||
         fs::exists(fs::path(dir) / "merges.txt", ec)) {
         model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
@@ -52,7 +67,8 @@ Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks,
     : max_rows_(max_rows), max_chunks_(max_chunks), max_keys_(max_keys),
       x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)),
       qkv(size_t(max_rows * (c.q_width() + 2 * c.kv_width()))),
-      rotary(c.family == Family::Llama ? size_t(max_rows * c.head_dim()) : 0), attn(size_t(max_rows * c.q_width())),
+      rotary(c.family == Family::Llama ? size_t(max_rows * c.head_dim() * (c.local_rope ? 2 : 1)) : 0),
+      attn(size_t(max_rows * c.q_width())),
       proj(size_t(max_rows * c.n_embd)), hidden(size_t(max_rows * c.n_inner * (c.family == Family::Llama ? 2 : 1))),
       scratch(size_t(max_chunks * c.n_head * max_keys)),
       last(size_t(max_chunks * c.n_embd)), logits(max_chunks > 1 ? size_t(max_chunks * c.n_vocab) : 0) {}
@@ -64,7 +80,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     const int64_t C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), F = cfg.n_inner, V = cfg.n_vocab;
     const int64_t K = cfg.kv_heads(), Q = cfg.q_width(), KV = cfg.kv_width();  // GPT-2: K = H, Q = KV = C
     const bool llama = cfg.family == Family::Llama;
-    const float scale = 1.0f / std::sqrt(float(D));
+    const float scale = cfg.attention_scale();
 
     // Rows of all chunks are stacked: chunk c owns rows [row0[c], row0[c] + T_c).
     int64_t T = 0;
@@ -123,12 +139,17 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     }
 
     // Rotary models: cos and sin of every row's position, shared by all layers and heads.   (T, 2, D/2)
+    // Sliding layers with their own frequencies (Gemma 3) read a second table.             (T, 2, D/2)
     float* rotary = ws.rotary.data();
+    float* local_rotary = cfg.local_rope ? rotary + T * D : rotary;
     if (llama) {
         for (size_t c = 0; c < chunks.size(); ++c)
             for (int64_t r = 0; r < chunks[c].n_tokens; ++r) {
-                float* at = rotary + (row0[c] + r) * D;
-                rotary_angles(at, at + D / 2, model.rotary_inv_freq().data(), chunks[c].cache->next_position() + r, D / 2);
+                const int64_t row = row0[c] + r, pos = chunks[c].cache->next_position() + r;
+                rotary_angles(rotary + row * D, rotary + row * D + D / 2, model.rotary_inv_freq().data(), pos, D / 2);
+                if (cfg.local_rope)
+                    rotary_angles(local_rotary + row * D, local_rotary + row * D + D / 2,
+                                  model.local_rotary_inv_freq().data(), pos, D / 2);
             }
     }
 
@@ -149,6 +170,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
 
     for (int64_t il = 0; il < cfg.n_layer; ++il) {
         const LayerWeights& lw = w.layers[size_t(il)];
+        const int64_t layer_window = cfg.window_of(il);  // the model's own window in this layer; 0 = none
+        const float* layer_rotary = layer_window > 0 ? local_rotary : rotary;
 
         // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
         const float* attn_in = sublayer_input(cfg, x, xn, lw.ln_1_weight, lw.ln_1_bias, T);
@@ -162,7 +185,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             }
             // Rotate q and k at their positions; the cache then holds rotated keys, as the models' caches do.
             for (int64_t r = 0; r < T; ++r) {
-                const float* cs = rotary + r * D;
+                const float* cs = layer_rotary + r * D;
                 for (int64_t h = 0; h < H; ++h) apply_rotary(q_row(r) + h * D, cs, cs + D / 2, D);
                 for (int64_t h = 0; h < K; ++h) apply_rotary(k_row(r) + h * D, cs, cs + D / 2, D);
             }
@@ -200,7 +223,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                     const int64_t pos = cache.next_position() + r;
                     const float* q = q_row(row0[c] + r) + h * D;
                     attend_row(attn + (row0[c] + r) * Q + h * D, weights, q, key_at, value_at,
-                               cache.visible_keys(pos), D, scale);
+                               within_window(cache.visible_keys(pos), pos, layer_window), D, scale);
                 }
             };
             if (cache.bf16())
@@ -210,6 +233,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         });
         if (llama) matmul_nk(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, Q, C);  // (T, C)
         else matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);      // (T, C)
+        if (lw.attn_out_norm_weight) normalize(cfg, proj, proj, lw.attn_out_norm_weight, nullptr, T);  // Gemma 3
         sublayer_output(cfg, x, proj, lw.ln_1_weight, lw.ln_1_bias, T);
 
         // Encoder-decoder: cross-attention sub-layer, the queries against every source position's cached
@@ -261,6 +285,12 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         for (Chunk& ch : chunks)
             if (ch.logits) std::memcpy(ch.logits, ws.logits.data() + (k++) * V, size_t(V) * sizeof(float));
     }
+    if (cfg.final_logit_softcap > 0) {  // Gemma3ForCausalLM: logits / cap, tanh, * cap (float32)
+        const float cap = float(cfg.final_logit_softcap);
+        for (Chunk& ch : chunks)
+            if (ch.logits)
+                for (int64_t i = 0; i < V; ++i) ch.logits[i] = std::tanh(ch.logits[i] / cap) * cap;
+    }
 
     // Work done, counted as 2 flops per multiply-add: projections per row, attention per visible key.
     const double per_row = 2.0 * double(cfg.n_layer) *
@@ -270,9 +300,10 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         double keys = 0;
         for (int64_t r = 0; r < ch.n_tokens; ++r) {
             const int64_t pos = ch.cache->next_position() + r;
-            keys += double(ch.cache->visible_keys(pos).count());
+            for (int64_t il = 0; il < cfg.n_layer; ++il)
+                keys += double(within_window(ch.cache->visible_keys(pos), pos, cfg.window_of(il)).count());
         }
-        ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(cfg.n_layer * Q) * keys +
+        ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(Q) * keys +
                    (ch.logits ? 2.0 * double(C * V) : 0.0);
         if (cfg.encoder_decoder)  // per row and layer: the q and output projections, every source key
             ch.flops += double(cfg.n_layer * ch.n_tokens) * (4.0 * double(C * C) + 4.0 * double(C * ch.encoder->n_source()));

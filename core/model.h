@@ -32,6 +32,9 @@ public:
     const std::string& dir() const { return dir_; }
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
     const std::vector<float>& rotary_inv_freq() const { return rotary_inv_freq_; }  // (D/2); empty: no rotary
+    // (D/2) the frequencies of sliding layers when they have their own base (Gemma 3's
+    // rope_local_base_freq, unscaled); empty: every layer uses rotary_inv_freq()
+    const std::vector<float>& local_rotary_inv_freq() const { return local_rotary_inv_freq_; }
     void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
 
     // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32.
@@ -43,6 +46,7 @@ private:
     std::string dir_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::vector<float> rotary_inv_freq_;
+    std::vector<float> local_rotary_inv_freq_;
 };
 
 // What the forward pass saves of a chunk when asked (the trace's raw material).
@@ -76,7 +80,8 @@ private:
     std::vector<float> x;       // (T, C) residual stream
     std::vector<float> xn;      // (T, C) normalised input of a sub-layer
     std::vector<float> qkv;     // (T, 3C) GPT-2 rows q|k|v; Llama q (T, H*D) then k, v (T, K*D) each
-    std::vector<float> rotary;  // (T, 2, D/2) cos and sin of each row's position (rotary models)
+    std::vector<float> rotary;  // (T, 2, D/2) cos and sin of each row's position (rotary models), then
+                                // the same for sliding layers' own frequencies when there are any
     std::vector<float> attn;    // (T, H*D) attention output before the output projection
     std::vector<float> proj;    // (T, C) sub-layer output
     std::vector<float> hidden;  // (T, F), or (2, T, F) for a gated MLP

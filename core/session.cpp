@@ -21,6 +21,11 @@ void validate(const SessionOptions& o) {
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
+    // A model's own sliding windows are part of its computation; a second, user-chosen window on top
+    // would be neither the model nor a clean experiment, so the two are not combined.
+    if (options_.window > 0 && model_->config().has_sliding_layers())
+        throw UsageError("this model has its own sliding window (" + model_->config().describe_windows() +
+                         "): --window cannot be combined with it");
 }
 
 void Session::set_source(std::vector<TokenId> source) {
@@ -256,6 +261,8 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rows.n_layer = cfg.n_layer;
     rows.n_head = cfg.n_head;
     rows.head_dim = cfg.head_dim();
+    rows.attention_scale = cfg.attention_scale();
+    if (cfg.has_sliding_layers()) rows.layer_window = cfg.layer_window;
     if (p.phase == Phase::Prefill) n_prompt_done_ += int64_t(id.tokens.size());
     Prediction& pred = rec->prediction;
     if (p.predicts) {

@@ -27,6 +27,10 @@ KeyRange StepRecord::visible_keys(int64_t query_position) const {
     return kvscope::visible_keys(query_position, id.window, id.sinks);
 }
 
+KeyRange StepRecord::visible_keys(int64_t query_position, int64_t il) const {
+    return within_window(visible_keys(query_position), query_position, rows.window_of(il));
+}
+
 int64_t StepRecord::visible_from(int64_t query_position) const { return visible_keys(query_position).lo; }
 
 int64_t shift_cache_hidden_pairs(int64_t p, int64_t n, int64_t window) {
@@ -110,7 +114,7 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
             throw UsageError("step " + std::to_string(step) + ": key of position " + std::to_string(first_key + j) +
                              " was computed by a step that was not recorded");
     }
-    const float scale = 1.0f / std::sqrt(float(D));
+    const float scale = r.rows.attention_scale > 0 ? r.rows.attention_scale : 1.0f / std::sqrt(float(D));
     m.scores.assign(size_t(R * P), 0.0f);
     m.visible.assign(size_t(R * P), 0);
     m.weights.assign(size_t(R * P), 0.0f);
@@ -121,7 +125,7 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
     for (int64_t i = 0; i < R; ++i) {
         const float* q = r.rows.q.data() + (layer * R + i) * C + head * D;
         const int64_t qpos = first_q + i;
-        const KeyRange seen = r.visible_keys(qpos);
+        const KeyRange seen = r.visible_keys(qpos, layer);
         for (int64_t j = 0; j < P; ++j) {
             m.scores[size_t(i * P + j)] = scaled_score(q, keys[size_t(j)], D, scale);
             m.visible[size_t(i * P + j)] = seen.contains(first_key + j) ? 1 : 0;

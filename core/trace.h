@@ -74,6 +74,9 @@ struct StepCost {
 // cost.first_computed_position + r. The shape and the encoder are set either way.
 struct RecordedRows {
     int64_t n_layer = 0, n_head = 0, head_dim = 0;  // L, H, D; C = H * D
+    float attention_scale = 0;           // the factor on q·k the model used (ModelConfig::attention_scale)
+    std::vector<int64_t> layer_window;   // (L) the model's own sliding window per layer, 0 = full; empty: none
+    int64_t window_of(int64_t il) const { return layer_window.empty() ? 0 : layer_window[size_t(il)]; }
     std::vector<float> q, k, v;          // (L, R, C) each
     std::vector<float> k_adopted, v_adopted;  // (L, A, C) the adopted positions' rows, as the cache holds them
 
@@ -103,6 +106,8 @@ struct StepRecord {
     int64_t last_position() const { return id.first_position + int64_t(id.tokens.size()) - 1; }
     int64_t visible_from(int64_t query_position) const;  // lowest key position of the query's window
     KeyRange visible_keys(int64_t query_position) const; // every key the query sees (attention.h)
+    // what it sees in layer il: narrowed to the layer's own sliding window (Mistral, Qwen2, Gemma 3)
+    KeyRange visible_keys(int64_t query_position, int64_t il) const;
 };
 
 // For a chunk of n tokens at positions p..p+n-1 with window W (see StepId::shift_cache_hidden_pairs).

@@ -144,12 +144,21 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         m.forbid(name, std::string("config.json says ") + key + " is false", kNoPrefix);
         return nullptr;
     };
+    // An RMSNorm weight. Gemma3RMSNorm scales by (1 + weight), which float32 computes once here: the
+    // norm then multiplies by the stored gain like every other family's.
+    auto norm = [&](const std::string& name, int64_t n) -> const float* {
+        const float* g = m.get(name, {n}, true, kNoPrefix);
+        if (!config.norm_plus_one) return g;
+        std::vector<float>& plus_one = w.owned.emplace_back(g, g + n);  // (n)
+        for (float& x : plus_one) x = 1.0f + x;
+        return plus_one.data();
+    };
     w.token_embedding = m.matrix("model.embed_tokens.weight", {V, C}, kNoPrefix);
     for (int64_t il = 0; il < config.n_layer; ++il) {
         const std::string p = "model.layers." + std::to_string(il) + ".";
         const std::string a = p + "self_attn.", f = p + "mlp.";
         LayerWeights lw;
-        lw.ln_1_weight = m.get(p + "input_layernorm.weight", {C}, true, kNoPrefix);
+        lw.ln_1_weight = norm(p + "input_layernorm.weight", C);
         lw.q_weight = m.matrix(a + "q_proj.weight", {Q, C}, kNoPrefix);
         lw.q_bias = bias(a + "q_proj.bias", Q, config.attention_bias, "attention_bias");
         lw.k_weight = m.matrix(a + "k_proj.weight", {KV, C}, kNoPrefix);
@@ -157,12 +166,18 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         lw.v_weight = m.matrix(a + "v_proj.weight", {KV, C}, kNoPrefix);
         lw.v_bias = bias(a + "v_proj.bias", KV, config.attention_bias, "attention_bias");
         if (config.qk_norm) {
-            lw.q_norm_weight = m.get(a + "q_norm.weight", {config.head_dim()}, true, kNoPrefix);
-            lw.k_norm_weight = m.get(a + "k_norm.weight", {config.head_dim()}, true, kNoPrefix);
+            lw.q_norm_weight = norm(a + "q_norm.weight", config.head_dim());
+            lw.k_norm_weight = norm(a + "k_norm.weight", config.head_dim());
         }
         lw.attn_proj_weight = m.matrix(a + "o_proj.weight", {C, Q}, kNoPrefix);
         lw.attn_proj_bias = bias(a + "o_proj.bias", C, config.o_bias, "attention_bias");
-        lw.ln_2_weight = m.get(p + "post_attention_layernorm.weight", {C}, true, kNoPrefix);
+        if (config.sandwich_norm) {  // Gemma3DecoderLayer
+            lw.attn_out_norm_weight = norm(p + "post_attention_layernorm.weight", C);
+            lw.ln_2_weight = norm(p + "pre_feedforward_layernorm.weight", C);
+            lw.mlp_out_norm_weight = norm(p + "post_feedforward_layernorm.weight", C);
+        } else {
+            lw.ln_2_weight = norm(p + "post_attention_layernorm.weight", C);
+        }
         lw.gate_weight = m.matrix(f + "gate_proj.weight", {F, C}, kNoPrefix);
         lw.gate_bias = bias(f + "gate_proj.bias", F, config.mlp_bias, "mlp_bias");
         lw.fc_weight = m.matrix(f + "up_proj.weight", {F, C}, kNoPrefix);
@@ -171,7 +186,7 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         lw.fc_proj_bias = bias(f + "down_proj.bias", C, config.mlp_bias, "mlp_bias");
         w.layers.push_back(lw);
     }
-    w.ln_f_weight = m.get("model.norm.weight", {C}, true, kNoPrefix);
+    w.ln_f_weight = norm("model.norm.weight", C);
     if (config.tie_word_embeddings) {
         w.lm_head_weight = w.token_embedding;
     } else {

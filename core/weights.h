@@ -39,7 +39,9 @@ struct LayerWeights {
     const float* k_norm_weight = nullptr;    // unused | (D) when qk_norm
     WeightRef attn_proj_weight; // (C, C) c_proj | (C, Q) o_proj
     const float* attn_proj_bias = nullptr;   // (C) | (C) when attention_bias
-    const float* ln_2_weight = nullptr;      // (C) ln_2 | post_attention_layernorm
+    const float* attn_out_norm_weight = nullptr;  // unused | (C) Gemma 3's post_attention_layernorm, on the
+                                             // attention output before the residual add (sandwich_norm)
+    const float* ln_2_weight = nullptr;      // (C) ln_2 | post_attention_layernorm (Gemma 3: pre_feedforward_layernorm)
     const float* ln_2_bias = nullptr;        // (C) | null
     WeightRef gate_weight;      // unused | (F, C) gate_proj
     const float* gate_bias = nullptr;        // unused | (F) when mlp_bias
@@ -47,6 +49,7 @@ struct LayerWeights {
     const float* fc_bias = nullptr;          // (F) | (F) when mlp_bias
     WeightRef fc_proj_weight;   // (F, C) c_proj | (C, F) down_proj
     const float* fc_proj_bias = nullptr;     // (C) | (C) when mlp_bias
+    const float* mlp_out_norm_weight = nullptr;  // unused | (C) Gemma 3's post_feedforward_layernorm
     // Encoder-decoder models' decoder layers: cross-attention to the encoder output (null otherwise).
     const float* ln_cross_weight = nullptr;  // (C)
     const float* ln_cross_bias = nullptr;    // (C)

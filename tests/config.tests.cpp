@@ -1,6 +1,7 @@
 // config.json: every key, every default, each wrong type and each impossible value. Expected
 // defaults are GPT-2's as documented by Hugging Face's GPT2Config (n_inner = 4 * n_embd,
 // layer_norm_epsilon = 1e-5, tie_word_embeddings = true) plus kvscope's documented extension defaults.
+#include <cmath>
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -413,6 +414,99 @@ TEST_CASE("qwen2 and qwen3 are the Llama family with their own biases, norms and
     CHECK_FALSE(q3.attention_bias);
     CHECK(parse_config(config_to_json(q3), "c").head_dim() == 128);
     CHECK(config_to_json(parse_config(config_to_json(q2), "c")) == config_to_json(q2));
-    CHECK_THAT(load_error("{\"model_type\": \"qwen2\", \"use_sliding_window\": true, " + body + "}"),
-               Catch::Contains("use_sliding_window true is not supported yet"));
+}
+
+// Which layers slide, per family, as Hugging Face's config classes decide it (values worked out by hand
+// from Qwen2Config.__post_init__, MistralModel's mask choice and Gemma3TextConfig's pattern).
+TEST_CASE("per-layer sliding windows follow each family's rule, or layer_types when given") {
+    const std::string body = R"("vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2)";
+    auto windows = [&](const std::string& keys) { return parse_config("{" + keys + ", " + body + "}", "c").layer_window; };
+    using W = std::vector<int64_t>;
+    // Qwen2 / Qwen3: sliding_window counts only with use_sliding_window; layers il >= max_window_layers slide.
+    CHECK(windows(R"("model_type": "qwen2", "sliding_window": 3, "max_window_layers": 1)") == W{0, 0, 0, 0});
+    CHECK(windows(R"("model_type": "qwen2", "use_sliding_window": true, "sliding_window": 3, "max_window_layers": 1)") ==
+          W{0, 3, 3, 3});
+    CHECK(windows(R"("model_type": "qwen3", "use_sliding_window": true, "max_window_layers": 2)") == W{0, 0, 4096, 4096});
+    CHECK(windows(R"("model_type": "qwen2", "use_sliding_window": true, "sliding_window": null)") == W{0, 0, 0, 0});
+    CHECK(windows(R"("model_type": "qwen2", "use_sliding_window": true, "sliding_window": 3,
+                     "layer_types": ["sliding_attention", "full_attention", "full_attention", "sliding_attention"])") ==
+          W{3, 0, 0, 3});
+    // Mistral: every layer when sliding_window is set; MistralConfig's default is 4096; null = none.
+    CHECK(windows(R"("model_type": "mistral", "sliding_window": 5)") == W{5, 5, 5, 5});
+    CHECK(windows(R"("model_type": "mistral")") == W{4096, 4096, 4096, 4096});
+    CHECK(windows(R"("model_type": "mistral", "sliding_window": null)") == W{0, 0, 0, 0});
+    CHECK_FALSE(parse_config(R"({"model_type": "mistral", "sliding_window": null, )" + body + "}", "c").has_sliding_layers());
+    // Gemma 3: layer il is full when (il + 1) % sliding_window_pattern == 0 (default 6).
+    CHECK(windows(R"("model_type": "gemma3_text", "sliding_window": 2, "sliding_window_pattern": 2)") == W{2, 0, 2, 0});
+    CHECK(windows(R"("model_type": "gemma3_text", "sliding_window": 2)") == W{2, 2, 2, 2});
+    CHECK(windows(R"("model_type": "gemma3_text", "layer_types": ["full_attention", "sliding_attention",
+                     "sliding_attention", "full_attention"])") == W{0, 4096, 4096, 0});
+    for (const std::string keys : {R"("model_type": "qwen2", "use_sliding_window": true, "sliding_window": 3, "max_window_layers": 1)",
+                                   R"("model_type": "mistral", "sliding_window": 5)",
+                                   R"("model_type": "gemma3_text", "sliding_window": 2, "sliding_window_pattern": 2)"}) {
+        const ModelConfig c = parse_config(std::string("{").append(keys).append(", ").append(body).append("}"), "c");
+        CHECK(parse_config(config_to_json(c), "c").layer_window == c.layer_window);
+        CHECK(config_to_json(parse_config(config_to_json(c), "c")) == config_to_json(c));
+    }
+    CHECK(parse_config(R"({"model_type": "gemma3_text", "sliding_window": 2, "sliding_window_pattern": 2, )" + body + "}", "c")
+              .describe_windows() == "layers 0, 2 slide a window of 2; layers 1, 3 attend to every position");
+}
+
+TEST_CASE("bad sliding windows and layer_types are one-line errors") {
+    const std::string body = R"("vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2)";
+    auto error = [&](const std::string& keys) { return load_error("{" + keys + ", " + body + "}"); };
+    CHECK_THAT(error(R"("model_type": "mistral", "sliding_window": 0)"), Catch::Contains("sliding_window must be positive, found 0"));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "sliding_window": -4)"), Catch::Contains("sliding_window must be positive"));
+    CHECK_THAT(error(R"("model_type": "qwen2", "use_sliding_window": true, "sliding_window": 0)"),
+               Catch::Contains("sliding_window must be positive"));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "layer_types": ["sliding_attention", "chunked_attention"])"),
+               Catch::Contains("layer_types[1] is string \"chunked_attention\", not \"sliding_attention\" or \"full_attention\""));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "layer_types": ["sliding_attention"])"),
+               Catch::Contains("layer_types has 1 entries, num_hidden_layers is 2"));
+    CHECK_THAT(error(R"("model_type": "qwen3", "use_sliding_window": true, "layer_types": "sliding_attention")"),
+               Catch::Contains("layer_types must be a list"));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "rope_parameters": {"full_attention": {"rope_theta": 1e6}})"),
+               Catch::Contains("rope_parameters is not read yet"));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "use_bidirectional_attention": true)"),
+               Catch::Contains("use_bidirectional_attention true is not supported"));
+    CHECK_THAT(error(R"("model_type": "gemma3_text", "final_logit_softcapping": 0)"),
+               Catch::Contains("final_logit_softcapping must be a finite number greater than 0"));
+}
+
+// Gemma3TextConfig's defaults and the keys only Gemma 3 has.
+TEST_CASE("gemma3_text reads Gemma 3's keys and defaults") {
+    const std::string body = R"("vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 1)";
+    ModelConfig g = parse_config(R"({"model_type": "gemma3_text", )" + body + "}", "c");
+    CHECK(g.family == Family::Llama);
+    CHECK(g.head_dim() == 256);                    // Gemma3TextConfig's default
+    CHECK(g.activation == Activation::GeluTanh);   // hidden_activation default gelu_pytorch_tanh
+    CHECK(g.tie_word_embeddings);
+    CHECK(g.qk_norm);
+    CHECK(g.norm_plus_one);
+    CHECK(g.sandwich_norm);
+    CHECK(g.query_pre_attn_scalar == 256.0);
+    CHECK(g.attention_scale() == float(1.0 / 16.0));
+    CHECK(g.local_rope);
+    CHECK(g.local_rope_theta == 10000.0);
+    CHECK(g.final_logit_softcap == 0.0);
+    CHECK(g.embedding_scale == double(float(std::sqrt(8.0))));
+    CHECK(g.layer_window == std::vector<int64_t>{4096, 4096, 4096, 4096, 4096, 0});
+    ModelConfig h = parse_config(R"({"model_type": "gemma3_text", "hidden_activation": "silu", "query_pre_attn_scalar": 144,
+        "rope_local_base_freq": 500.0, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
+        "tie_word_embeddings": false, "head_dim": 12, )" + body + "}", "c");
+    CHECK(h.activation == Activation::Silu);
+    CHECK(h.attention_scale() == float(1.0 / 12.0));
+    CHECK(h.local_rope_theta == 500.0);
+    CHECK(h.final_logit_softcap == 30.0);
+    CHECK_FALSE(h.tie_word_embeddings);
+    const ModelConfig back = parse_config(config_to_json(h), "c");
+    CHECK(back.final_logit_softcap == 30.0);
+    CHECK(back.local_rope_theta == 500.0);
+    CHECK(back.attention_scale() == h.attention_scale());
+    CHECK(back.activation == Activation::Silu);
+    // Llama keeps head_dim^-0.5
+    CHECK(parse_config(R"({"model_type": "llama", )" + body + "}", "c").attention_scale() == 1.0f / std::sqrt(2.0f));
 }

@@ -60,3 +60,24 @@ TEST_CASE("one-token decode steps lose nothing in either cache") {
     for (long long p = 0; p < 40; ++p) CHECK(kvscope::shift_cache_hidden_pairs(p, 1, 4) == 0);
     CHECK(kvscope::shift_cache_hidden_pairs(10, 3, 0) == 0);  // no window: nothing is evicted
 }
+
+// A layer's own sliding window (Mistral, Qwen2, Gemma 3) against Hugging Face's mask predicates, written
+// out here: causal_mask_function (kv <= q) and sliding_window_overlay (kv > q - W).
+TEST_CASE("within_window keeps exactly the keys Hugging Face's sliding-window mask keeps") {
+    for (int64_t W = 1; W <= 6; ++W)
+        for (int64_t q = 0; q < 12; ++q) {
+            const kvscope::KeyRange keys = kvscope::within_window(kvscope::visible_keys(q, 0, 0), q, W);
+            int64_t n = 0;
+            for (int64_t kv = 0; kv < 14; ++kv) {
+                const bool upstream = kv <= q && kv > q - W;
+                CHECK(keys.contains(kv) == upstream);
+                n += upstream;
+            }
+            CHECK(keys.count() == n);
+            CHECK(keys.count() == std::min(W, q + 1));
+        }
+    // W = 0: the layer attends to everything the cache shows.
+    const kvscope::KeyRange all = kvscope::within_window(kvscope::visible_keys(9, 0, 0), 9, 0);
+    CHECK(all.lo == 0);
+    CHECK(all.count() == 10);
+}

@@ -19,7 +19,12 @@ from kvscope_reference import safetensors_io  # noqa: E402
 
 DEFAULTS = dict(vocab=300, hidden=32, inner=64, layers=2, heads=4, kv_heads=2, head_dim=None,
                 positions=128, rope_theta=10000.0, rope_scaling=None, tied=False, attention_bias=False,
-                mlp_bias=False, eps=1e-5, dtype="F32", seed=0, std=0.3, act="silu", model_type="llama")
+                mlp_bias=False, eps=1e-5, dtype="F32", seed=0, std=0.3, act="silu", model_type="llama",
+                # windows: Mistral's sliding_window; Qwen2/Qwen3 with use_sliding_window and
+                # max_window_layers; Gemma 3's sliding_window with layer_types or sliding_window_pattern
+                sliding_window=None, max_window_layers=None, layer_types=None, sliding_window_pattern=None,
+                # Gemma 3
+                query_pre_attn_scalar=None, rope_local_base_freq=10000.0, final_logit_softcapping=None)
 
 SHAPES = {
     "smollm2-135m": dict(vocab=49152, hidden=576, inner=1536, layers=30, heads=9, kv_heads=3, positions=8192,
@@ -27,6 +32,14 @@ SHAPES = {
     "qwen2.5-0.5b": dict(model_type="qwen2", vocab=151936, hidden=896, inner=4864, layers=24, heads=14, kv_heads=2,
                          positions=32768, rope_theta=1000000.0, tied=True, eps=1e-6, std=0.02),
     "llama-tiny-gqa": dict(vocab=512, hidden=64, inner=128, layers=2, heads=4, kv_heads=2, positions=256),
+    "gemma-3-270m": dict(model_type="gemma3_text", vocab=262144, hidden=640, inner=2048, layers=18, heads=4,
+                         kv_heads=1, head_dim=256, positions=32768, rope_theta=1000000.0, tied=True, eps=1e-6,
+                         std=0.02, sliding_window=512, query_pre_attn_scalar=256, act="gelu_pytorch_tanh",
+                         layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                                      for i in range(18)]),
+    "gemma3-tiny": dict(model_type="gemma3_text", vocab=300, hidden=32, inner=64, layers=6, heads=4, kv_heads=1,
+                        head_dim=16, positions=128, rope_theta=1000000.0, tied=True, sliding_window=4,
+                        sliding_window_pattern=3, query_pre_attn_scalar=24, act="gelu_pytorch_tanh"),
 }
 
 
@@ -39,6 +52,7 @@ def build(**kw):
     std = o["std"]
     qwen2 = o["model_type"] == "qwen2"  # Qwen2: q, k, v biases always, o never, no attention_bias key
     qwen3 = o["model_type"] == "qwen3"  # Qwen3: q_norm / k_norm per head
+    gemma = o["model_type"] == "gemma3_text"  # Gemma 3: q_norm / k_norm, four norms per layer
     qkv_bias, o_bias = o["attention_bias"] or qwen2, o["attention_bias"] and not qwen2
 
     def mat(out, inp):  # nn.Linear weight [out, in]
@@ -47,8 +61,8 @@ def build(**kw):
     def vec(n, scale=0.1):
         return torch.randn(n, generator=g) * scale
 
-    def gain(n):  # norm weights near 1, not exactly 1, so a missing weight shows
-        return 1.0 + torch.randn(n, generator=g) * 0.2
+    def gain(n):  # norm weights near 1, not exactly 1, so a missing weight shows; Gemma's multiply by
+        return (0.0 if gemma else 1.0) + torch.randn(n, generator=g) * 0.2  # 1 + weight: weights near 0
 
     t = [("model.embed_tokens.weight", torch.randn(V, C, generator=g) * std)]                # [V, C]
     for il in range(L):
@@ -59,9 +73,11 @@ def build(**kw):
             t.append((p + f"self_attn.{name}.weight", mat(out, inp)))                         # [out, in]
             if (o_bias if name == "o_proj" else qkv_bias):
                 t.append((p + f"self_attn.{name}.bias", vec(out)))
-        if qwen3:
+        if qwen3 or gemma:
             t += [(p + "self_attn.q_norm.weight", gain(D)), (p + "self_attn.k_norm.weight", gain(D))]
         t.append((p + "post_attention_layernorm.weight", gain(C)))
+        if gemma:
+            t += [(p + "pre_feedforward_layernorm.weight", gain(C)), (p + "post_feedforward_layernorm.weight", gain(C))]
         for name, out, inp in (("gate_proj", F, C), ("up_proj", F, C), ("down_proj", C, F)):
             t.append((p + f"mlp.{name}.weight", mat(out, inp)))
             if o["mlp_bias"]:
@@ -88,6 +104,27 @@ def build(**kw):
         config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", use_sliding_window=False,
                       sliding_window=None, max_window_layers=L, head_dim=D)
         del config["mlp_bias"]
+    if qwen2 or qwen3:
+        if o["sliding_window"]:
+            config.update(use_sliding_window=True, sliding_window=o["sliding_window"])
+        if o["max_window_layers"] is not None:
+            config["max_window_layers"] = o["max_window_layers"]
+    if o["model_type"] == "mistral":
+        config.update(architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=o["sliding_window"],
+                      head_dim=D)
+        del config["attention_bias"], config["mlp_bias"]
+    if gemma:
+        config.update(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", head_dim=D,
+                      sliding_window=o["sliding_window"] or 4096, hidden_activation=o["act"],
+                      query_pre_attn_scalar=o["query_pre_attn_scalar"] or D,
+                      rope_local_base_freq=o["rope_local_base_freq"],
+                      final_logit_softcapping=o["final_logit_softcapping"], attn_logit_softcapping=None,
+                      bos_token_id=2, eos_token_id=1, pad_token_id=0, use_bidirectional_attention=False)
+        del config["hidden_act"], config["mlp_bias"]
+        if o["sliding_window_pattern"]:
+            config["sliding_window_pattern"] = o["sliding_window_pattern"]
+    if o["layer_types"]:
+        config["layer_types"] = o["layer_types"]
     return config, t
 
 
@@ -110,7 +147,8 @@ def main(argv):
     for key in ("vocab", "hidden", "inner", "layers", "heads", "kv_heads", "head_dim", "positions", "seed"):
         ap.add_argument("--" + key.replace("_", "-"), type=int)
     ap.add_argument("--dtype", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--model-type", choices=["llama", "qwen2", "qwen3"])
+    ap.add_argument("--model-type", choices=["llama", "qwen2", "qwen3", "mistral", "gemma3_text"])
+    ap.add_argument("--sliding-window", type=int)
     ap.add_argument("--tied", action="store_true", default=None)
     a = ap.parse_args(argv)
     kw = dict(SHAPES[a.shape]) if a.shape else {}

@@ -114,7 +114,7 @@ def reference_model(path):
     if path not in _model_cache:
         with open(os.path.join(path, "config.json")) as f:
             model_type = json.load(f).get("model_type")
-        kind = ref.LlamaModel if model_type in ("llama", "qwen2", "qwen3") else ref.Model
+        kind = ref.LlamaModel if model_type in ("llama", "qwen2", "qwen3", "mistral", "gemma3_text") else ref.Model
         _model_cache[path] = kind(path, torch.float64)
     return _model_cache[path]
 

@@ -155,8 +155,6 @@ def cases(kvscope, work):
                              lambda c: c.update(model_type="falcon"), 'model_type "falcon" is not supported')
     yield lambda: bad_config(kvscope, work, "yarn_rope", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
                              'rope_scaling type "yarn" is not supported')
-    yield lambda: bad_config(kvscope, work, "qwen2_sliding", lambda c: c.update(model_type="qwen2", use_sliding_window=True),
-                             "use_sliding_window true is not supported yet")
     yield lambda: bad_config(kvscope, work, "heads_not_divisible", lambda c: c.update(num_key_value_heads=3),
                              "not divisible by num_key_value_heads")
     yield lambda: too_long(kvscope, model_dir(work, "gqa"))

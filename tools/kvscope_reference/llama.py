@@ -1,6 +1,7 @@
-"""A plain PyTorch forward pass for Llama-family folders (model_type llama, qwen2, qwen3) (Hugging Face config.json + model.safetensors
-with HF tensor names), written from the semantics of transformers' modeling_llama.py. No cache: every
-call recomputes the whole sequence with an explicit causal (optionally banded) mask.
+"""A plain PyTorch forward pass for Llama-family folders (model_type llama, qwen2, qwen3, mistral, gemma3_text)
+(Hugging Face config.json + model.safetensors with HF tensor names), written from the semantics of
+transformers' modeling_llama.py, modeling_mistral.py, modeling_qwen2.py and modeling_gemma3.py. No cache:
+every call recomputes the whole sequence with an explicit causal (optionally banded) mask.
 
 Shapes: T = tokens, C = hidden_size, H = num_attention_heads, K = num_key_value_heads, D = head_dim,
 F = intermediate_size, V = vocab_size.
@@ -14,11 +15,25 @@ The rules, and the upstream function each follows:
                   scores scaled by D^-0.5
   mlp             LlamaMLP: down(act(gate(x)) * up(x))
   qk norm         Qwen3Attention: q_norm / k_norm (RMSNorm over head_dim) on each head before rotation
+  layer windows   masking_utils sliding_window_overlay: in a sliding layer with window W a query at i keeps
+                  key j when j > i - W. Which layers slide: config layer_types when given, else
+                  MistralModel (all layers when sliding_window is not null), Qwen2Config.__post_init__
+                  (use_sliding_window and i >= max_window_layers), Gemma3TextConfig ((i + 1) % pattern != 0)
+  gemma3          Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight); Gemma3TextScaledWordEmbedding:
+                  embeddings times sqrt(hidden_size) cast to the embedding's dtype; Gemma3DecoderLayer: four
+                  norms (input, post_attention on the attention output, pre_/post_feedforward around the
+                  MLP); Gemma3Attention: scaling query_pre_attn_scalar^-0.5, q_norm / k_norm, no score
+                  soft-cap (attn_logit_softcapping is not passed on); Gemma3TextModel.rotary_emb_local:
+                  sliding layers use rope_local_base_freq with default frequencies; Gemma3ForCausalLM:
+                  final_logit_softcapping as cap * tanh(logits / cap)
 
 `mutation` switches in one classic mistake at a time, so tests can show they would catch it:
   "interleaved"   rotate pairs (2i, 2i+1) (GPT-J / Meta's original layout) instead of rotate-half
   "modulo"        query head h reads K/V head h % K instead of h // (H / K)
   "weight_first"  RMSNorm of weight * x instead of weight * RMSNorm(x)
+  "no_plus_one"   Gemma's norms times weight instead of (1 + weight)
+  "global_rope_everywhere"  Gemma's sliding layers rotated with rope_theta instead of rope_local_base_freq
+  "window_plus_one"  a sliding layer's query at i also keeps key i - W (i - j <= W instead of < W)
 """
 import json
 import math
@@ -51,16 +66,44 @@ def load_config(path):
         "mlp_bias": raw.get("mlp_bias", False),
         "hidden_act": raw.get("hidden_act", "silu"),
     }
-    default_head_dim = 128 if raw.get("model_type") == "qwen3" else cfg["hidden_size"] // cfg["num_attention_heads"]
+    model_type = raw.get("model_type")
+    default_head_dim = {"qwen3": 128, "gemma3_text": 256}.get(model_type, cfg["hidden_size"] // cfg["num_attention_heads"])
     cfg["head_dim"] = raw.get("head_dim") or default_head_dim
+    L = cfg["num_hidden_layers"]
+    gemma = model_type == "gemma3_text"
+    cfg["gemma"] = gemma
+    if gemma:
+        cfg["hidden_act"] = raw.get("hidden_activation", "gelu_pytorch_tanh")
+        cfg["tie_word_embeddings"] = raw.get("tie_word_embeddings", True)
+        cfg["qk_norm"] = True
+        cfg["qkv_bias"] = cfg["o_bias"] = raw.get("attention_bias", False)
+        cfg["query_pre_attn_scalar"] = raw.get("query_pre_attn_scalar", 256)
+        cfg["rope_local_base_freq"] = raw.get("rope_local_base_freq", 10000.0)
+        cfg["final_logit_softcapping"] = raw.get("final_logit_softcapping")
+    # Per-layer windows: None = full attention.
+    if model_type == "mistral":
+        window = raw.get("sliding_window", 4096)
+        default_types = ["sliding_attention" if window is not None else "full_attention"] * L
+    elif model_type in ("qwen2", "qwen3"):
+        window = raw.get("sliding_window", 4096) if raw.get("use_sliding_window", False) else None
+        first = raw.get("max_window_layers", 28)
+        default_types = ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(L)]
+    elif gemma:
+        window = raw.get("sliding_window", 4096)
+        pattern = raw.get("sliding_window_pattern", 6)
+        default_types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(L)]
+    else:
+        window, default_types = None, ["full_attention"] * L
+    types = raw.get("layer_types") or default_types
+    cfg["layer_windows"] = [window if t == "sliding_attention" else None for t in types]
     return cfg
 
 
-def rope_inv_freq(cfg):
-    """[D/2] float64 inverse frequencies, after rope_scaling."""
-    D, theta = cfg["head_dim"], float(cfg["rope_theta"])
+def rope_inv_freq(cfg, theta=None, scaling=True):
+    """[D/2] float64 inverse frequencies, after rope_scaling (unless scaling=False)."""
+    D, theta = cfg["head_dim"], float(theta if theta is not None else cfg["rope_theta"])
     inv = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
-    rs = cfg["rope_scaling"]
+    rs = cfg["rope_scaling"] if scaling else None
     kind = (rs or {}).get("rope_type", (rs or {}).get("type", "default"))
     if kind == "default":
         return inv
@@ -113,15 +156,24 @@ class LlamaModel:
         self.folder, self.dtype = folder, dtype
         self.sinks = 0
         self.mutation = None
+        self.attention_record = None  # a list: forward appends each layer's softmax weights [H, T, T]
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
         self.w = {n: t.to(dtype) for n, t in raw.items()}
         self.H, self.K, self.D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
         self.act = _act(cfg["hidden_act"])
         self.inv_freq = rope_inv_freq(cfg).to(dtype)                                  # [D/2]
+        if cfg["gemma"]:  # sliding layers: rope_local_base_freq, rope_type "default"
+            self.local_inv_freq = rope_inv_freq(cfg, cfg["rope_local_base_freq"], scaling=False).to(dtype)
+            # embed_scale = hidden_size ** 0.5 as a float32 tensor, cast to the embedding's dtype
+            stored = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[
+                self.stored_dtypes["model.embed_tokens.weight"]]
+            self.embed_scale = float(torch.tensor(cfg["hidden_size"] ** 0.5, dtype=torch.float32).to(stored))
 
     def rms_norm(self, x, weight):
         # Upstream casts to float32 first; here everything already is float64.
+        if self.cfg["gemma"] and self.mutation != "no_plus_one":
+            weight = 1.0 + weight                                                     # Gemma3RMSNorm
         if self.mutation == "weight_first":
             x = weight * x
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg["rms_norm_eps"])
@@ -137,17 +189,32 @@ class LlamaModel:
         cfg, w, H, K, D = self.cfg, self.w, self.H, self.K, self.D
         T = len(ids)
         x = w["model.embed_tokens.weight"][torch.tensor(ids)]                         # [T, C]
+        if cfg["gemma"]:
+            x = x * self.embed_scale
         pos = torch.arange(T, dtype=self.dtype)
-        angles = pos[:, None] * self.inv_freq[None, :]                                # [T, D/2]
-        emb = torch.cat((angles, angles), dim=-1)                                     # [T, D]
-        cos, sin = emb.cos(), emb.sin()
+
+        def cos_sin(inv_freq):
+            angles = pos[:, None] * inv_freq[None, :]                                 # [T, D/2]
+            emb = torch.cat((angles, angles), dim=-1)                                 # [T, D]
+            return emb.cos(), emb.sin()
+
+        rot_global = cos_sin(self.inv_freq)
+        rot_local = rot_global
+        if cfg["gemma"] and self.mutation != "global_rope_everywhere":
+            rot_local = cos_sin(self.local_inv_freq)
         q_pos, k_pos = torch.arange(T)[:, None], torch.arange(T)[None, :]
-        allowed = k_pos <= q_pos                                                      # [T, T]
+        causal = k_pos <= q_pos                                                       # [T, T]
         if window:
-            allowed &= (q_pos - k_pos < window) | (k_pos < self.sinks)
+            causal &= (q_pos - k_pos < window) | (k_pos < self.sinks)
         qkv_bias, o_bias = cfg["qkv_bias"], cfg["o_bias"]
         for il in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{il}."
+            layer_window = cfg["layer_windows"][il]
+            allowed = causal
+            if layer_window is not None:
+                reach = layer_window + 1 if self.mutation == "window_plus_one" else layer_window
+                allowed = causal & (q_pos - k_pos < reach)
+            cos, sin = rot_local if layer_window is not None else rot_global
             h = self.rms_norm(x, w[p + "input_layernorm.weight"])
             q = self.linear(h, p + "self_attn.q_proj", qkv_bias).view(T, H, D).transpose(0, 1)  # [H, T, D]
             k = self.linear(h, p + "self_attn.k_proj", qkv_bias).view(T, K, D).transpose(0, 1)  # [K, T, D]
@@ -163,18 +230,33 @@ class LlamaModel:
             else:
                 k = k.repeat_interleave(group, dim=0)                                 # [H, T, D]: repeat_kv
                 v = v.repeat_interleave(group, dim=0)
-            scores = (q @ k.transpose(1, 2)) * D ** -0.5                             # [H, T, T]
+            scaling = cfg["query_pre_attn_scalar"] ** -0.5 if cfg["gemma"] else D ** -0.5
+            scores = (q @ k.transpose(1, 2)) * scaling                                # [H, T, T]
             scores = scores.masked_fill(~allowed, float("-inf"))
-            att = torch.softmax(scores, dim=-1) @ v                                   # [H, T, D]
+            probs = torch.softmax(scores, dim=-1)                                     # [H, T, T]
+            if self.attention_record is not None:
+                self.attention_record.append(probs)
+            att = probs @ v                                                           # [H, T, D]
             att = att.transpose(0, 1).reshape(T, H * D)
-            x = x + self.linear(att, p + "self_attn.o_proj", o_bias)
-            h = self.rms_norm(x, w[p + "post_attention_layernorm.weight"])
+            out = self.linear(att, p + "self_attn.o_proj", o_bias)                    # [T, C]
+            if cfg["gemma"]:
+                out = self.rms_norm(out, w[p + "post_attention_layernorm.weight"])
+            x = x + out
+            pre_mlp = "pre_feedforward_layernorm" if cfg["gemma"] else "post_attention_layernorm"
+            h = self.rms_norm(x, w[p + pre_mlp + ".weight"])
             mb = cfg["mlp_bias"]
             gated = self.act(self.linear(h, p + "mlp.gate_proj", mb)) * self.linear(h, p + "mlp.up_proj", mb)
-            x = x + self.linear(gated, p + "mlp.down_proj", mb)
+            out = self.linear(gated, p + "mlp.down_proj", mb)                         # [T, C]
+            if cfg["gemma"]:
+                out = self.rms_norm(out, w[p + "post_feedforward_layernorm.weight"])
+            x = x + out
         x = self.rms_norm(x, w["model.norm.weight"])
         head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
-        return x @ head.T                                                             # [T, V]
+        logits = x @ head.T                                                           # [T, V]
+        cap = cfg.get("final_logit_softcapping")
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def forward_batch(self, rows, window=None):
         # Each row on its own: the batch semantics (right padding, no cross-row attention) by construction.
