@@ -19,6 +19,9 @@ The rules, and the upstream function each follows:
   "interleaved"   rotate pairs (2i, 2i+1) (GPT-J / Meta's original layout) instead of rotate-half
   "modulo"        query head h reads K/V head h % K instead of h // (H / K)
   "weight_first"  RMSNorm of weight * x instead of weight * RMSNorm(x)
+
+`kv_bf16 = True` rounds K (after rotation) and V to bfloat16, as kvscope's cache stores them under
+--dtype bf16, so that run has an exact reference too.
 """
 import json
 import math
@@ -112,9 +115,10 @@ class LlamaModel:
     def __init__(self, folder, dtype=torch.float64):
         self.folder, self.dtype = folder, dtype
         self.sinks = 0
+        self.kv_bf16 = False
         self.mutation = None
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
-        raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
+        raw, self.stored_dtypes, _ = safetensors_io.read_folder(folder)
         self.w = {n: t.to(dtype) for n, t in raw.items()}
         self.H, self.K, self.D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
         self.act = _act(cfg["hidden_act"])
@@ -157,6 +161,8 @@ class LlamaModel:
                 k = self.rms_norm(k, w[p + "self_attn.k_norm.weight"])
             rope = apply_rope_interleaved if self.mutation == "interleaved" else apply_rope
             q, k = rope(q, cos, sin), rope(k, cos, sin)
+            if self.kv_bf16:
+                k, v = k.to(torch.bfloat16).to(self.dtype), v.to(torch.bfloat16).to(self.dtype)
             group = H // K
             if self.mutation == "modulo":
                 k, v = k.repeat(group, 1, 1), v.repeat(group, 1, 1)                   # head h -> h % K
