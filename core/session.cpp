@@ -255,6 +255,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     }
     rows.n_layer = cfg.n_layer;
     rows.n_head = cfg.n_head;
+    rows.n_kv_head = cfg.kv_heads();
     rows.head_dim = cfg.head_dim();
     if (p.phase == Phase::Prefill) n_prompt_done_ += int64_t(id.tokens.size());
     Prediction& pred = rec->prediction;

@@ -74,7 +74,9 @@ struct StepCost {
 // cost.first_computed_position + r. The shape and the encoder are set either way.
 struct RecordedRows {
     int64_t n_layer = 0, n_head = 0, head_dim = 0;  // L, H, D; C = H * D
-    std::vector<float> q, k, v;          // (L, R, C) each
+    int64_t n_kv_head = 0;               // K: the cache's heads (GQA/MQA: fewer than H); 0 = H
+    std::vector<float> q, k, v;          // (L, R, C) each; k and v per query head h (a copy of K/V head
+                                         // h / (H / K)) so views index every head alike
     std::vector<float> k_adopted, v_adopted;  // (L, A, C) the adopted positions' rows, as the cache holds them
 
     // Encoder-decoder models: the encoder's output and cross-attention cache this step read (shared by
