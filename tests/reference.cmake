@@ -51,6 +51,11 @@ else()
   set_tests_properties(parity.seed_folders parity.seed_folders_encoder_decoder parity.seed_folders_reproducible
                        PROPERTIES LABELS "parity" TIMEOUT 300 SKIP_RETURN_CODE 77)
 
+  # assets/llama-gqa, the model picker's Llama-family example, is what tools/make_llama_example.py writes.
+  add_test(NAME parity.llama_example_reproducible
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tools/make_llama_example.py --check ${CMAKE_SOURCE_DIR}/assets)
+  set_tests_properties(parity.llama_example_reproducible PROPERTIES LABELS "parity" TIMEOUT 300)
+
   # The embedded model's tokenizer must be exactly what its generator writes (byte for byte). Its weights
   # are trained (`kvscope train`, assets/default/README.md); train.reproducible checks that cheaply.
   add_test(NAME parity.default_tokenizer_reproducible

@@ -11,6 +11,8 @@ checked against an independent computation or an invariant between two different
   prompt    --prompt-cache: a second run that loads the rows gives the first run's logits bit for bit;
   cache     a folder whose config.json differs in one key the forward pass reads is refused (exit 1,
             one line), nothing written
+  example   assets/llama-gqa (tools/make_llama_example.py) against the reference; `heads` scores its
+            L x H query heads
 
     llama_features.py --kvscope BIN --work DIR
 """
@@ -23,7 +25,7 @@ import tempfile
 import numpy as np
 import torch
 
-from common import Failure, generate, main, prompt, reference_model, run_cli
+from common import Failure, check_case, generate, main, prompt, reference_model, run_cli
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
@@ -203,7 +205,29 @@ def prompt_cache_refused(kvscope, work, key):
     return f"prompt cache made before {key} changed: exit 1, {lines[0][:140]}"
 
 
+ASSET = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "assets", "llama-gqa"))
+
+
+def heads_case(kvscope):
+    """`heads` on the GQA example: one score pair per query head (L x H), not per K/V head."""
+    ref = reference_model(ASSET)
+    L, H = ref.cfg["num_hidden_layers"], ref.H
+    rc, out, err = run_cli(kvscope, ["heads", "--model", ASSET, "--json"])
+    if rc != 0:
+        raise Failure(f"heads on {ASSET}: exit {rc}: {err.strip()}")
+    heads = json.loads(out)["heads"]
+    got = [(h["layer"], h["head"]) for h in heads]
+    if got != [(il, h) for il in range(L) for h in range(H)]:
+        raise Failure(f"heads on the GQA example lists {got}, expected every (layer, query head) of {L} x {H}")
+    if not all(0.0 <= h[k] <= 1.0 for h in heads for k in ("previous_token", "induction")):
+        raise Failure("heads: a score outside [0, 1]")
+    return f"heads on assets/llama-gqa: {L} x {H} query heads scored (K/V heads: {ref.K})"
+
+
 def cases(kvscope, work):
+    yield lambda: check_case(kvscope, ASSET, [prompt(540, 9, vocab=768)], 8)
+    yield lambda: check_case(kvscope, ASSET, [prompt(541, 12, vocab=768)], 6, chunk=5, no_cache=False)
+    yield lambda: heads_case(kvscope)
     for name in MODELS:
         m = model_dir(work, name)
         yield lambda m=m: trace_case(kvscope, m, None)
