@@ -49,6 +49,21 @@ def sharded_equals_single(kvscope, work):
     return "3 shards = model.safetensors, bit for bit"
 
 
+def inspect_sharded(kvscope, work):
+    """inspect --json names the shards it read and counts their bytes."""
+    m = model_dir(work, "sharded")
+    rc, out, err = run_cli(kvscope, ["inspect", "--model", m, "--json"])
+    if rc != 0:
+        raise Failure(f"inspect on a sharded folder: exit {rc}: {err.strip()}")
+    info = json.loads(out)
+    shards = [safetensors_io.shard_name(i, 3) for i in range(3)]
+    size = sum(os.path.getsize(os.path.join(m, s)) for s in shards)
+    if info["weight_files"] != shards or not info["sharded"] or info["file_bytes"] != size:
+        raise Failure(f"inspect --json: weight_files {info['weight_files']}, sharded {info['sharded']}, "
+                      f"file_bytes {info['file_bytes']}; expected {shards}, true, {size}")
+    return f"inspect --json: 3 shards, {size} bytes"
+
+
 def bf16_in_place(kvscope, m, p):
     """--dtype bf16 on a BF16 file: greedy ids and logits within 1e-3 of the reference with its K/V
     rounded to bfloat16 as the cache stores them, and inspect says the matrices were not converted at
@@ -138,6 +153,7 @@ def cases(kvscope, work):
         yield lambda m=m: check_case(kvscope, m, [prompt(420, 11)], 6, chunk=3)
         yield lambda m=m: check_case(kvscope, m, [prompt(421, 4), prompt(422, 9)], 5)
     yield lambda: sharded_equals_single(kvscope, work)
+    yield lambda: inspect_sharded(kvscope, work)
     for name in ("bf16_gqa", "bf16_qwen2", "sharded_qwen3_bf16"):
         yield lambda name=name: bf16_in_place(kvscope, model_dir(work, name), prompt(430, 8))
 
