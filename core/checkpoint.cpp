@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -130,9 +131,11 @@ const TensorView* Checkpoint::find(const std::string& name) const {
 }
 
 const std::string& Checkpoint::file_of(const TensorView& t) const {
-    for (const auto& f : files_)
-        if (!f->tensors().empty() && &t >= f->tensors().data() && &t < f->tensors().data() + f->tensors().size())
-            return f->path();
+    const std::less<const TensorView*> before;  // a total order, also across the files' arrays
+    for (const auto& f : files_) {
+        const TensorView* begin = f->tensors().data();
+        if (!f->tensors().empty() && !before(&t, begin) && before(&t, begin + f->tensors().size())) return f->path();
+    }
     return path_;
 }
 
