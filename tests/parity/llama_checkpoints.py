@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from common import Failure, check_case, generate, main, prompt, reference_model, run_cli
+from common import Failure, check_case, generate, main, make_model, prompt, reference_model, run_cli
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
@@ -47,6 +47,28 @@ def sharded_equals_single(kvscope, work):
     if not np.array_equal(a, b):
         raise Failure(f"sharded and single-file folders differ (max diff {float(np.max(np.abs(a - b))):.3g})")
     return "3 shards = model.safetensors, bit for bit"
+
+
+def gpt2_sharded(kvscope, work):
+    """A GPT-2 folder ("transformer."-prefixed, with buffers, mixed dtypes) split over shards reads as the
+    single file does: the checkpoint is the family-independent layer under both name maps."""
+    config, tensors, dtypes = make_model.build(prefix="transformer.", with_buffers=True, hf_style=True, untied=True,
+                                               seed=40)
+    single, sharded = os.path.join(work, "models", "gpt2_single"), os.path.join(work, "models", "gpt2_sharded")
+    for d in (single, sharded):
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(config, f)
+    safetensors_io.write(os.path.join(single, "model.safetensors"), tensors, dtypes)
+    safetensors_io.write_sharded(sharded, tensors, 4, dtypes)
+    p = prompt(440, 8)
+    _, a, _ = generate(kvscope, single, [p], 5)
+    _, b, _ = generate(kvscope, sharded, [p], 5)
+    if not np.array_equal(a, b):
+        raise Failure(f"GPT-2: 4 shards and one file differ (max diff {float(np.max(np.abs(a - b))):.3g})")
+    check_case(kvscope, sharded, [p], 5)
+    return "GPT-2 (transformer.-prefixed, buffers): 4 shards = model.safetensors bit for bit, = reference"
 
 
 def inspect_sharded(kvscope, work):
@@ -154,6 +176,7 @@ def cases(kvscope, work):
         yield lambda m=m: check_case(kvscope, m, [prompt(421, 4), prompt(422, 9)], 5)
     yield lambda: sharded_equals_single(kvscope, work)
     yield lambda: inspect_sharded(kvscope, work)
+    yield lambda: gpt2_sharded(kvscope, work)
     for name in ("bf16_gqa", "bf16_qwen2", "sharded_qwen3_bf16"):
         yield lambda name=name: bf16_in_place(kvscope, model_dir(work, name), prompt(430, 8))
 
