@@ -71,6 +71,23 @@ def gpt2_sharded(kvscope, work):
     return "GPT-2 (transformer.-prefixed, buffers): 4 shards = model.safetensors bit for bit, = reference"
 
 
+def too_long(kvscope, work):
+    """A request beyond max_position_embeddings (128) on a sharded folder: exit 2, one line, refused before
+    any work: neither the logits file nor the trace folder exists afterwards."""
+    m = model_dir(work, "sharded")
+    out, trace = os.path.join(work, "too_long.npy"), os.path.join(work, "too_long_trace")
+    shutil.rmtree(trace, ignore_errors=True)
+    if os.path.exists(out):
+        os.remove(out)
+    rc, _, err = run_cli(kvscope, ["generate", "--model", m, "--prompt-ids", ",".join(["5"] * 120), "--max-new-tokens",
+                                   "9", "--dump-logits", out, "--trace", trace])
+    lines = err.strip().splitlines()
+    if rc != 2 or len(lines) != 1 or "max_position_embeddings" not in lines[0] or os.path.exists(out) or os.path.exists(trace):
+        raise Failure(f"120 + 9 positions of 128: expected exit 2, one line naming max_position_embeddings, nothing "
+                      f"written; got exit {rc}, {err!r}, logits {os.path.exists(out)}, trace {os.path.exists(trace)}")
+    return "120 + 9 positions of 128: exit 2, " + lines[0]
+
+
 def inspect_sharded(kvscope, work):
     """inspect --json names the shards it read and counts their bytes."""
     m = model_dir(work, "sharded")
@@ -177,6 +194,7 @@ def cases(kvscope, work):
     yield lambda: sharded_equals_single(kvscope, work)
     yield lambda: inspect_sharded(kvscope, work)
     yield lambda: gpt2_sharded(kvscope, work)
+    yield lambda: too_long(kvscope, work)
     for name in ("bf16_gqa", "bf16_qwen2", "sharded_qwen3_bf16"):
         yield lambda name=name: bf16_in_place(kvscope, model_dir(work, name), prompt(430, 8))
 
