@@ -57,6 +57,9 @@ int cli_inspect(int argc, char** argv) {
     if (args.has("--json")) {
         JsonOut arch = JsonOut::object();  // key -> what it means
         for (const ArchLine& l : lines) arch[l.key] = l.meaning;
+        JsonOut weight_files = JsonOut::array();  // the files read, relative to the folder
+        for (const auto& f : w.checkpoint->files())
+            weight_files.push_back(std::filesystem::path(f->path()).filename().string());
         JsonOut tensors = JsonOut::array();
         for (const TensorInfo& t : w.tensors)
             tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}});
@@ -65,6 +68,8 @@ int cli_inspect(int argc, char** argv) {
             {"config", JsonOut::parse(config_to_json(c))},
             {"n_parameters", w.n_parameters},
             {"file_bytes", w.file_bytes},
+            {"weight_files", weight_files},
+            {"sharded", w.checkpoint->sharded()},
             {"converted_bytes", w.converted_bytes},
             {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
             {"matrix_bytes", w.matrix_bytes},
@@ -101,6 +106,8 @@ int cli_inspect(int argc, char** argv) {
     std::printf("parameters   %lld (%s as float32; file %s, converted at load: %s)\n",
                 (long long)w.n_parameters, bytes_text(double(w.n_parameters) * 4).c_str(),
                 bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
+    if (w.checkpoint->sharded())
+        std::printf("weights      %zu shards listed in model.safetensors.index.json\n", w.checkpoint->files().size());
     std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16)\n", w.bf16 ? "bfloat16" : "float32",
                 bytes_text(double(w.matrix_bytes)).c_str());
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stb_image_write.h>  // implementation compiled into Debian's libstb
 
@@ -163,6 +164,17 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     const PlotArea scores_area = write_heatmap_plot_png(prefix + "scores.png", plot);
     files.push_back(png_entry(base + "scores.png", Probe::Scores, scores_area, "diverging"));
 }
+// Rows recorded per query head (RecordedRows) -> one copy per K/V head, as the cache holds them:
+// K/V head g is query head g * (H / K)'s copy. (N, H * D) -> (N, K * D)
+std::vector<float> kv_heads_only(const std::vector<float>& rows, int64_t N, int64_t H, int64_t K, int64_t D) {
+    const int64_t group = H / K;
+    std::vector<float> out(size_t(N * K * D));  // (N, K * D)
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t g = 0; g < K; ++g)
+            std::memcpy(out.data() + (n * K + g) * D, rows.data() + (n * H + g * group) * D, size_t(D) * sizeof(float));
+    return out;
+}
+
 }  // namespace
 
 std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
@@ -172,6 +184,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                          std::to_string(trace.size()) + " steps)");
     const StepRecord& r = trace[step];
     const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
+    const int64_t K = r.rows.n_kv_head > 0 ? r.rows.n_kv_head : H;
     if (scope.layer && (*scope.layer < 0 || *scope.layer >= L))
         throw UsageError("export: layer " + std::to_string(*scope.layer) + " does not exist (the model has " +
                          std::to_string(L) + " layers)");
@@ -189,14 +202,19 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     std::vector<int64_t> query_positions, key_positions;
     JsonOut heatmaps;                  // meta.json "heatmaps" member
     if (r.recorded()) {
-        const std::vector<int64_t> rows_shape = {L, R, C};
+        const std::vector<int64_t> rows_shape = {L, R, C}, kv_shape = {L, R, K * D};
         write_npy_f32(folder + "/q.npy", rows_shape, r.rows.q.data());
-        write_npy_f32(folder + "/k.npy", rows_shape, r.rows.k.data());
-        write_npy_f32(folder + "/v.npy", rows_shape, r.rows.v.data());
-        for (const char* name : {"q", "k", "v"})
-            files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", rows_shape,
-                                       {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
-                                       std::string("the ") + name + " vectors of the rows computed this step, every layer"));
+        write_npy_f32(folder + "/k.npy", kv_shape, kv_heads_only(r.rows.k, L * R, H, K, D).data());
+        write_npy_f32(folder + "/v.npy", kv_shape, kv_heads_only(r.rows.v, L * R, H, K, D).data());
+        files.push_back(file_entry("q.npy", "q", {}, {}, "float32", rows_shape,
+                                   {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
+                                   "the q vectors of the rows computed this step, every layer"));
+        for (const char* name : {"k", "v"})
+            files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", kv_shape,
+                                       {"layer", "row r: position first_computed_position + r",
+                                        "channel: kv_head * head_dim + d (query head h reads kv_head h / (n_head / n_kv_head))"},
+                                       std::string("the ") + name + " vectors of the rows computed this step, every layer, "
+                                       "as the cache holds them" + (std::string(name) == "k" ? " (after rotation for rotary models)" : "")));
         if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
             write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
             files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape,
@@ -289,12 +307,13 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                   {"rule", mask_rule(r.id.window, r.id.sinks)}}},
         {"adopted", {{"positions", r.cost.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
         {"encoder", encoder},
-        {"model", {{"n_layer", L}, {"n_head", H}, {"head_dim", D}}},
+        {"model", {{"n_layer", L}, {"n_head", H}, {"n_kv_head", K}, {"head_dim", D}}},
         {"shapes", {{"q", {L, R, C}},
+                    {"kv", {L, R, K * D}},
                     {"attention", {int64_t(query_positions.size()), int64_t(key_positions.size())}},
                     {"logits", r.prediction.logits.empty() ? JsonOut() : JsonOut::array({int64_t(r.prediction.logits.size())})}}},
         {"legend", "L = layers, R = rows computed this step (queries), P = key positions, C = n_head * head_dim, "
-                   "V = vocabulary"},
+                   "K = n_kv_head, V = vocabulary"},
         {"chosen", r.prediction.chosen ? token_entry(tokenizer, *r.prediction.chosen) : JsonOut()},
         {"top", top},
         {"entropy", r.prediction.entropy},
@@ -373,7 +392,8 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
         const RecordedRows& rows = trace[0].rows;
         std::vector<int64_t> windows(size_t(rows.n_layer), 0);  // (L) the model's own window per layer, 0 = full
         for (int64_t il = 0; il < rows.n_layer; ++il) windows[size_t(il)] = rows.window_of(il);
-        model = {{"n_layer", rows.n_layer}, {"n_head", rows.n_head}, {"head_dim", rows.head_dim},
+        model = {{"n_layer", rows.n_layer}, {"n_head", rows.n_head},
+                 {"n_kv_head", rows.n_kv_head > 0 ? rows.n_kv_head : rows.n_head}, {"head_dim", rows.head_dim},
                  {"attention_scale", rows.attention_scale}, {"layer_windows", windows}};
     }
     const JsonOut doc = {{"format", "kvscope-trace"},

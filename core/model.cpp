@@ -23,7 +23,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     auto model = std::make_shared<Model>();
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
-    model->weights_ = load_weights(model->config_, (fs::path(dir) / "model.safetensors").string(), format);
+    model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format);
     ModelConfig& cfg = model->config_;
     if (cfg.family == Family::Llama)
         model->rotary_inv_freq_ = kvscope::rotary_inv_freq(cfg.rope, cfg.head_dim());

@@ -201,10 +201,11 @@ ModelFingerprint model_fingerprint(const Model& model, bool bf16_cache) {
     fp.weight_format = to_string(model.weights().bf16 ? WeightFormat::BF16 : WeightFormat::F32);
     fp.kernels = kernels_name();
     fp.kv_format = bf16_cache ? "bf16" : "f32";
-    const SafetensorsFile* file = model.weights().file.get();
-    if (!file) throw UsageError("model_fingerprint: the model has no weights file to identify it by");
+    const Checkpoint* checkpoint = model.weights().checkpoint.get();
+    if (!checkpoint) throw UsageError("model_fingerprint: the model has no weights file to identify it by");
     Hash64 h;
-    for (const TensorView& t : file->tensors()) {
+    for (const TensorView* tensor : checkpoint->tensors()) {
+        const TensorView& t = *tensor;
         // Names and shapes are length-prefixed so no two tensor lists hash the same bytes.
         const uint64_t n_name = t.name.size(), n_dims = t.shape.size(), n_bytes = t.n_bytes;
         const uint32_t dtype = uint32_t(t.dtype);
@@ -298,7 +299,7 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
     if (config_json != fp.config_json) throw LoadError(path, other + config_difference(config_json, fp.config_json), kRebuildHint);
     if (weights_hash != fp.weights_hash)
         throw LoadError(path,
-                        other + "model.safetensors differs (weights hash " + hex(weights_hash) + " in the file, " +
+                        other + "the weights differ (weights hash " + hex(weights_hash) + " in the file, " +
                             hex(fp.weights_hash) + " here)",
                         kRebuildHint);
     if (weight_format != fp.weight_format)

@@ -25,7 +25,7 @@
 //   u32 n, n bytes    weight format: "f32" | "bf16", n <= 16
 //   u32 n, n bytes    kernels: "avx512" | "portable" (their floats differ in the last bits), n <= 16
 //   u32 n, n bytes    KV cache rows: "f32" | "bf16" (as the cache stored them; written as f32), n <= 16
-//   u64      weights hash: Hash64 over model.safetensors' tensors (see model_fingerprint)
+//   u64      weights hash: Hash64 over the checkpoint's tensors (see model_fingerprint)
 //   i64 x 4  L, H, D, N (layers, heads, head dim, tokens); N >= 1
 //   i32 x N  token ids
 //   f32      K rows (L, H, N, D), then V rows (L, H, N, D)
@@ -66,9 +66,9 @@ private:
     uint64_t n_total_ = 0;
 };
 
-// What makes two runs' K/V rows equal. The weights hash covers every tensor of model.safetensors —
-// name, dtype, shape and all data bytes, in file order — but not the header's __metadata__, which
-// no computation reads.
+// What makes two runs' K/V rows equal. The weights hash covers every tensor of the checkpoint
+// (model.safetensors, or every shard in name order) — name, dtype, shape and all data bytes, in file
+// order — but not the header's __metadata__, which no computation reads.
 struct ModelFingerprint {
     std::string config_json;     // config_to_json(config)
     std::string weight_format;   // "f32" | "bf16" (to_string(WeightFormat))

@@ -260,6 +260,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     }
     rows.n_layer = cfg.n_layer;
     rows.n_head = cfg.n_head;
+    rows.n_kv_head = cfg.kv_heads();
     rows.head_dim = cfg.head_dim();
     rows.attention_scale = cfg.attention_scale();
     if (cfg.has_sliding_layers()) rows.layer_window = cfg.layer_window;

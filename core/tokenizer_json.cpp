@@ -253,7 +253,11 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
     auto impl = std::make_unique<Impl>();
     Impl& t = *impl;
 
-    // pass 1: the pipeline around the model
+    // pass 1: the model kind first (a WordPiece or Unigram file is refused as that, not for its pipeline),
+    // then the pipeline around the model
+    const Json& model = r.member(doc, "model", "tokenizer.json");
+    const std::string model_type = model.is_object() && model.find("type") ? r.string_of(model, "type", "model") : "BPE";
+    if (model_type != "BPE") r.unsupported("model type", "\"" + model_type + "\"");
     const Json null;
     const auto part = [&](std::string_view key) -> const Json& {
         const Json* v = doc.find(key);
@@ -269,9 +273,6 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
     t.model = p.byte_level ? Impl::Model::ByteLevel : Impl::Model::SentencePiece;
 
     // pass 2: model.vocab -> id_bytes, symbol_id
-    const Json& model = r.member(doc, "model", "tokenizer.json");
-    const std::string model_type = model.is_object() && model.find("type") ? r.string_of(model, "type", "model") : "BPE";
-    if (model_type != "BPE") r.unsupported("model type", "\"" + model_type + "\"");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
         const Json* v = model.find(key);
         if (v && !v->is_null() && !(v->is_string() && v->as_string().empty()))

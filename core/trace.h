@@ -77,7 +77,9 @@ struct RecordedRows {
     float attention_scale = 0;           // the factor on q·k the model used (ModelConfig::attention_scale)
     std::vector<int64_t> layer_window;   // (L) the model's own sliding window per layer, 0 = full; empty: none
     int64_t window_of(int64_t il) const { return layer_window.empty() ? 0 : layer_window[size_t(il)]; }
-    std::vector<float> q, k, v;          // (L, R, C) each
+    int64_t n_kv_head = 0;               // K: the cache's heads (GQA/MQA: fewer than H); 0 = H
+    std::vector<float> q, k, v;          // (L, R, C) each; k and v per query head h (a copy of K/V head
+                                         // h / (H / K)) so views index every head alike
     std::vector<float> k_adopted, v_adopted;  // (L, A, C) the adopted positions' rows, as the cache holds them
 
     // Encoder-decoder models: the encoder's output and cross-attention cache this step read (shared by

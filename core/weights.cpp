@@ -12,7 +12,7 @@ namespace {
 class NameMap {
 public:
     NameMap(const ModelConfig& config, Weights& w, WeightFormat format) : config_(config), w_(w), format_(format) {
-        const SafetensorsFile& f = *w.file;
+        const Checkpoint& f = *w.checkpoint;
         // Hugging Face checkpoints saved from GPT2LMHeadModel prefix the body with "transformer.".
         prefix_ = (f.find("transformer.wte.weight") && !f.find("wte.weight")) ? "transformer." : "";
     }
@@ -27,18 +27,18 @@ public:
     const TensorView* view(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed,
                            bool required = true) {
         const std::string name = (never_prefixed ? "" : prefix_) + short_name;
-        const TensorView* t = w_.file->find(name);
+        const TensorView* t = w_.checkpoint->find(name);
         if (!t) {
             if (!required) return nullptr;
-            throw LoadError(w_.file->path(), "tensor " + name + " is missing",
+            throw LoadError(w_.checkpoint->path(), "tensor " + name + " is missing",
                             "expected shape " + shape_text(shape) + " for this config.json");
         }
         if (!is_float_dtype(t->dtype))
-            throw LoadError(w_.file->path(), "tensor " + name + " has dtype " + to_string(t->dtype) +
+            throw LoadError(w_.checkpoint->file_of(*t), "tensor " + name + " has dtype " + to_string(t->dtype) +
                                                  ", which kvscope does not compute with",
                             "kvscope reads F32, F16 and BF16 weights; convert the checkpoint");
         if (t->shape != shape)
-            throw LoadError(w_.file->path(),
+            throw LoadError(w_.checkpoint->file_of(*t),
                             "tensor " + name + " has shape " + shape_text(t->shape) + ", config says " +
                                 shape_text(shape),
                             "is config.json from another model?");
@@ -76,9 +76,9 @@ public:
 
     void forbid(const std::string& short_name, const std::string& why, bool never_prefixed = false) {
         const std::string name = (never_prefixed ? "" : prefix_) + short_name;
-        if (w_.file->find(name))
-            throw LoadError(w_.file->path(), "tensor " + name + " is present but " + why,
-                            "config.json and model.safetensors disagree");
+        if (const TensorView* t = w_.checkpoint->find(name))
+            throw LoadError(w_.checkpoint->file_of(*t), "tensor " + name + " is present but " + why,
+                            "config.json and the weights disagree");
     }
 
 private:
@@ -197,13 +197,17 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
 }  // namespace
 
 Weights load_weights(const ModelConfig& config, const std::string& safetensors_path, WeightFormat format) {
+    return load_weights(config, Checkpoint::open_file(safetensors_path), format);
+}
+
+Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint, WeightFormat format) {
     Weights w;
     w.bf16 = format == WeightFormat::BF16;
-    w.file = std::make_shared<SafetensorsFile>(safetensors_path);
-    w.file_bytes = int64_t(w.file->file_size());
+    w.checkpoint = std::move(checkpoint);
+    w.file_bytes = int64_t(w.checkpoint->n_bytes());
     // Converted tensors live in `owned`; reserve so pointers into it stay valid.
-    w.owned.reserve(w.file->tensors().size() + 1);
-    w.owned_bf16.reserve(w.file->tensors().size());
+    w.owned.reserve(w.checkpoint->tensors().size() + 1);
+    w.owned_bf16.reserve(w.checkpoint->tensors().size());
     NameMap m(config, w, format);
     if (config.family == Family::Llama) {
         load_llama(config, m, w);

@@ -10,15 +10,18 @@
 // others rounded to nearest even once — which halves the bytes a decode step streams; biases, layer
 // norms and positions stay float32. Kernels widen bfloat16 exactly and compute in float32.
 //
-//   load_weights(config, path, format)   open model.safetensors, map names (optionally
-//                                "transformer."-prefixed), check every shape; throws LoadError naming
-//                                tensor, shapes and a hint
+//   load_weights(config, checkpoint, format)   map names (GPT-2's optionally "transformer."-prefixed),
+//                                check every shape; throws LoadError naming tensor, shapes and a hint.
+//                                Tensors the model does not use (buffers such as h.N.attn.bias or
+//                                rotary_emb.inv_freq) are ignored, for every family.
+//   load_weights(config, path, format)   the same for one .safetensors file
 //   Weights::tensors             what was found, for `inspect`: name, dtype, shape
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "kernels.h"
 #include "safetensors.h"
@@ -81,11 +84,11 @@ struct Weights {
 
     std::vector<TensorInfo> tensors;            // every tensor used, in file order
     int64_t n_parameters = 0;                   // elements of the tensors used
-    int64_t file_bytes = 0;
+    int64_t file_bytes = 0;                     // all weight files together
     int64_t converted_bytes = 0;                // copies made at load (conversions, misaligned data)
     int64_t matrix_bytes = 0;                   // bytes of the matrices as stored for computing
 
-    std::shared_ptr<SafetensorsFile> file;      // keeps the mapping alive
+    std::shared_ptr<const Checkpoint> checkpoint;  // keeps the mappings alive
     std::vector<std::vector<float>> owned;      // converted tensors and the sinusoidal table
     std::vector<std::vector<uint16_t>> owned_bf16;  // matrices rounded to bfloat16
     bool bf16 = false;                          // matrices stored as bfloat16
@@ -94,6 +97,8 @@ struct Weights {
 enum class WeightFormat { F32, BF16 };
 const char* to_string(WeightFormat f);  // "f32" | "bf16"
 
+Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint,
+                     WeightFormat format = WeightFormat::F32);
 Weights load_weights(const ModelConfig& config, const std::string& safetensors_path,
                      WeightFormat format = WeightFormat::F32);
 

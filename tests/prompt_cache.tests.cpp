@@ -402,7 +402,7 @@ TEST_CASE("prompt cache: another model, config or weight format is refused") {
     kvtest::write_fixture(kvtest::work_dir("prompt_cache") / "model-seed2", other_weights);
     const ModelFingerprint fp2 = model_fingerprint(*Model::load((kvtest::work_dir("prompt_cache") / "model-seed2").string()));
     CHECK(fp2.config_json == f.fp.config_json);
-    CHECK_THAT(load_error(good, fp2), Catch::Contains("was made by another model: model.safetensors differs"));
+    CHECK_THAT(load_error(good, fp2), Catch::Contains("was made by another model: the weights differ"));
 
     // Same weights (same seed and shapes), another activation: only config.json differs.
     kvtest::FixtureSpec other_config;

@@ -22,7 +22,7 @@ else()
            COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/selfcheck.py --work ${kvscope_parity_work}/selfcheck)
   set_tests_properties(parity.selfcheck PROPERTIES LABELS "parity" TIMEOUT 300)
 
-  foreach(group architectures windows chunks batches cli_errors sharing encoder_decoder llama mistral_gemma)
+  foreach(group architectures windows chunks batches cli_errors sharing encoder_decoder llama mistral_gemma llama_checkpoints llama_features)
     add_test(NAME parity.${group}
              COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/${group}.py
                      --kvscope $<TARGET_FILE:kvscope> --work ${kvscope_parity_work}/${group})
@@ -50,6 +50,11 @@ else()
            COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tools/make_seed_models.py --check ${CMAKE_SOURCE_DIR}/assets)
   set_tests_properties(parity.seed_folders parity.seed_folders_encoder_decoder parity.seed_folders_reproducible
                        PROPERTIES LABELS "parity" TIMEOUT 300 SKIP_RETURN_CODE 77)
+
+  # assets/llama-gqa, the model picker's Llama-family example, is what tools/make_llama_example.py writes.
+  add_test(NAME parity.llama_example_reproducible
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tools/make_llama_example.py --check ${CMAKE_SOURCE_DIR}/assets)
+  set_tests_properties(parity.llama_example_reproducible PROPERTIES LABELS "parity" TIMEOUT 300)
 
   # The embedded model's tokenizer must be exactly what its generator writes (byte for byte). Its weights
   # are trained (`kvscope train`, assets/default/README.md); train.reproducible checks that cheaply.

@@ -87,6 +87,12 @@ for s in (b"fuzz-config", b"f32", b"fuzz", b"f32"):
     pc += struct.pack("<I", len(s)) + s
 pc += struct.pack("<Q4q3i", 0x1234, 1, 2, 4, 3, 7, 0, 49) + struct.pack("<48f", *[i / 8 for i in range(48)])
 open(os.path.join(out, "fuzz_prompt_cache", "three_tokens"), "wb").write(pc + bytes(8))
+# model.safetensors.index.json beside fuzz_checkpoint_index.cpp's two shards (a.safetensors: x, b.safetensors: y)
+os.makedirs(os.path.join(out, "fuzz_checkpoint_index"), exist_ok=True)
+for name, doc in (("valid", {"metadata": {"total_size": 16}, "weight_map": {"x": "a.safetensors", "y": "b.safetensors"}}),
+                  ("swapped", {"weight_map": {"x": "b.safetensors", "y": "a.safetensors"}}),
+                  ("outside", {"weight_map": {"x": "../a.safetensors", "y": "b.safetensors"}})):
+    open(os.path.join(out, "fuzz_checkpoint_index", name + ".json"), "w").write(json.dumps(doc))
 # tokenizer.json: a byte-level one with the Llama 3 regex and a BOS, a SentencePiece one with byte
 # fallback; mode byte 3 (load, allow_special), the text after a 0 byte
 os.makedirs(os.path.join(out, "fuzz_tokenizer_json"), exist_ok=True)
@@ -151,6 +157,9 @@ cat >"$dict" <<'DICT'
 "\"shape\""
 "\"data_offsets\""
 "\"__metadata__\""
+"\"weight_map\""
+"\"a.safetensors\""
+"\"b.safetensors\""
 "\"F32\""
 "\"F16\""
 "\"BF16\""
@@ -182,7 +191,7 @@ for t in "${targets[@]}"; do
     extra=()
     [ -d "$root/tests/fuzz/corpus/$t" ] && extra+=("$root/tests/fuzz/corpus/$t")
     dict_flag=()
-    case "$t" in fuzz_config|fuzz_safetensors|fuzz_tokenizer_json) dict_flag=("-dict=$dict") ;; esac
+    case "$t" in fuzz_checkpoint_index|fuzz_config|fuzz_safetensors|fuzz_tokenizer_json) dict_flag=("-dict=$dict") ;; esac
     log="$build/$t.log"
     echo "fuzz: $t for ${seconds}s"
     if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

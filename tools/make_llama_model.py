@@ -5,11 +5,15 @@ config.json with LlamaForCausalLM keys, model.safetensors with HF tensor names i
 layout. No tokenizer files: drive it with --prompt-ids. Shapes of real checkpoints are presets
 (--shape smollm2-135m); tests use tiny ones.
 
-    make_llama_model.py OUT_DIR [--heads 4 --kv-heads 2 --head-dim 16 ...] [--shape smollm2-135m]
+    make_llama_model.py OUT_DIR [--heads 4 --kv-heads 2 --head-dim 16 ...] [--shape smollm2-135m] [--shards 3]
+
+--shards N writes model.safetensors.index.json and N shard files (model-0000i-of-0000N.safetensors)
+instead of model.safetensors, as save_pretrained does for large models.
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 import torch
@@ -19,7 +23,7 @@ from kvscope_reference import safetensors_io  # noqa: E402
 
 DEFAULTS = dict(vocab=300, hidden=32, inner=64, layers=2, heads=4, kv_heads=2, head_dim=None,
                 positions=128, rope_theta=10000.0, rope_scaling=None, tied=False, attention_bias=False,
-                mlp_bias=False, eps=1e-5, dtype="F32", seed=0, std=0.3, act="silu", model_type="llama",
+                mlp_bias=False, eps=1e-5, dtype="F32", seed=0, shards=1, std=0.3, act="silu", model_type="llama",
                 # windows: Mistral's sliding_window; Qwen2/Qwen3 with use_sliding_window and
                 # max_window_layers; Gemma 3's sliding_window with layer_types or sliding_window_pattern
                 sliding_window=None, max_window_layers=None, layer_types=None, sliding_window_pattern=None,
@@ -135,8 +139,16 @@ def write(out_dir, **kw):
         json.dump(config, f, indent=2)
         f.write("\n")
     dtype = kw.get("dtype", DEFAULTS["dtype"])
-    safetensors_io.write(os.path.join(out_dir, "model.safetensors"), tensors, dtype,
-                         metadata={"format": "pt", "generator": "tools/make_llama_model.py"})
+    metadata = {"format": "pt", "generator": "tools/make_llama_model.py"}
+    shards = kw.get("shards") or 1
+    # A rewritten folder holds one form only: the single file wins over an index when both are present.
+    for name in os.listdir(out_dir):
+        if name in ("model.safetensors", safetensors_io.INDEX_NAME) or re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", name):
+            os.remove(os.path.join(out_dir, name))
+    if shards > 1:
+        safetensors_io.write_sharded(out_dir, tensors, shards, dtype, metadata)
+    else:
+        safetensors_io.write(os.path.join(out_dir, "model.safetensors"), tensors, dtype, metadata)
     return config
 
 
@@ -144,7 +156,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--shape", choices=sorted(SHAPES))
-    for key in ("vocab", "hidden", "inner", "layers", "heads", "kv_heads", "head_dim", "positions", "seed"):
+    for key in ("vocab", "hidden", "inner", "layers", "heads", "kv_heads", "head_dim", "positions", "seed", "shards"):
         ap.add_argument("--" + key.replace("_", "-"), type=int)
     ap.add_argument("--dtype", choices=["F32", "F16", "BF16"])
     ap.add_argument("--model-type", choices=["llama", "qwen2", "qwen3", "mistral", "gemma3_text"])

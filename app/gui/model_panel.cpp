@@ -35,6 +35,12 @@ PickerState picker;
 
 std::string summary_of(const ModelConfig& c) {
     char buf[160];
+    if (c.family == Family::Llama) {  // "llama, 3 layers, 4 heads / 2 K/V heads, silu, tied"
+        std::snprintf(buf, sizeof buf, "%s, %lld layers, %lld heads / %lld K/V heads, %s, %s", c.model_type.c_str(),
+                      (long long)c.n_layer, (long long)c.n_head, (long long)c.kv_heads(), to_string(c.activation),
+                      c.tie_word_embeddings ? "tied" : "untied");
+        return buf;
+    }
     if (c.encoder_decoder) {
         std::snprintf(buf, sizeof buf, "encoder-decoder, %lld+%lld layers, %s-LN, %s%s", (long long)c.n_encoder_layer,
                       (long long)c.n_layer, to_string(c.norm_position), to_string(c.activation),

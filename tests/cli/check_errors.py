@@ -47,6 +47,13 @@ def main():
     os.makedirs(wordpiece)
     with open(os.path.join(wordpiece, "tokenizer.json"), "w") as f:
         f.write('{"model": {"type": "WordPiece", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "ByteLevel"}}')
+    # A model folder whose tokenizer.json is a Unigram model (T5, ALBERT): the folder is refused at load.
+    unigram = os.path.join(w, "unigram")
+    os.makedirs(unigram)
+    for name in ("config.json", "model.safetensors"):
+        os.symlink(os.path.abspath(os.path.join(ASSETS_DEFAULT, name)), os.path.join(unigram, name))
+    with open(os.path.join(unigram, "tokenizer.json"), "w") as f:
+        f.write('{"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0]]}}')
     odd_regex = os.path.join(w, "odd_regex")
     os.makedirs(odd_regex)
     with open(os.path.join(odd_regex, "tokenizer.json"), "w") as f:
@@ -113,6 +120,11 @@ def main():
         ("tokenize missing model folder", ["tokenize", "--model", missing, "--text", "x"], 1, missing, 30),
         ("tokenize with a WordPiece tokenizer.json", ["tokenize", "--model", wordpiece, "--text", "x"], 1,
          'model type "WordPiece" is not supported', 30),
+        ("tokenize with a Unigram tokenizer.json", ["tokenize", "--model", unigram, "--text", "x"], 1,
+         'model type "Unigram" is not supported', 30),
+        ("generate on a folder with a Unigram tokenizer.json",
+         ["generate", "--model", unigram, "--prompt-ids", "1,2", "--dump-logits", os.path.join(w, "unigram.npy")], 1,
+         'model type "Unigram" is not supported', 30),
         ("tokenize with an unknown Split regex", ["tokenize", "--model", odd_regex, "--text", "x"], 1,
          "Split regex", 30),
         ("tokenize missing input file", ["tokenize", "--file", os.path.join(missing, "in.txt")], 1, missing, 30),

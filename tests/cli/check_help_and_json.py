@@ -86,7 +86,7 @@ def main():
                 failures.append(f"script command '{name}' from gui --help: parser says {p.stderr.strip()!r}")
 
     # the tokenizer files are optional, and inspect --json says what "tokenizer" is
-    if not re.search(r"vocab\.json and\s+merges\.txt are\s+optional", run(k, ["inspect", "--help"]).stdout):
+    if not re.search(r"vocab\.json\s+and\s+merges\.txt\s+are\s+optional", run(k, ["inspect", "--help"]).stdout):
         failures.append("inspect --help does not call vocab.json and merges.txt optional")
     tok = json.loads(run(k, ["inspect", "--json"]).stdout).get("tokenizer")
     n_vocab = len(json.load(open(os.path.join(ASSETS_DEFAULT, "vocab.json"))))

@@ -34,6 +34,9 @@ The rules, and the upstream function each follows:
   "no_plus_one"   Gemma's norms times weight instead of (1 + weight)
   "global_rope_everywhere"  Gemma's sliding layers rotated with rope_theta instead of rope_local_base_freq
   "window_plus_one"  a sliding layer's query at i also keeps key i - W (i - j <= W instead of < W)
+
+`kv_bf16 = True` rounds K (after rotation) and V to bfloat16, as kvscope's cache stores them under
+--dtype bf16, so that run has an exact reference too.
 """
 import json
 import math
@@ -155,10 +158,11 @@ class LlamaModel:
     def __init__(self, folder, dtype=torch.float64):
         self.folder, self.dtype = folder, dtype
         self.sinks = 0
+        self.kv_bf16 = False
         self.mutation = None
         self.attention_record = None  # a list: forward appends each layer's softmax weights [H, T, T]
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
-        raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
+        raw, self.stored_dtypes, _ = safetensors_io.read_folder(folder)
         self.w = {n: t.to(dtype) for n, t in raw.items()}
         self.H, self.K, self.D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
         self.act = _act(cfg["hidden_act"])
@@ -224,6 +228,8 @@ class LlamaModel:
                 k = self.rms_norm(k, w[p + "self_attn.k_norm.weight"])
             rope = apply_rope_interleaved if self.mutation == "interleaved" else apply_rope
             q, k = rope(q, cos, sin), rope(k, cos, sin)
+            if self.kv_bf16:
+                k, v = k.to(torch.bfloat16).to(self.dtype), v.to(torch.bfloat16).to(self.dtype)
             group = H // K
             if self.mutation == "modulo":
                 k, v = k.repeat(group, 1, 1), v.repeat(group, 1, 1)                   # head h -> h % K

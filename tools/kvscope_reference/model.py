@@ -69,7 +69,7 @@ class Model:
         self.dtype = dtype
         self.sinks = 0  # attention sinks beside a window (StreamingLLM); set by tests
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
-        raw, self.stored_dtypes, _ = safetensors_io.read(os.path.join(folder, "model.safetensors"))
+        raw, self.stored_dtypes, _ = safetensors_io.read_folder(folder)
         w = {}
         for name, t in raw.items():
             if name.startswith("transformer."):

@@ -5,12 +5,15 @@ Layout: u64 little-endian header length N, N bytes of JSON
 spaces to a multiple of 8, then the raw little-endian tensor bytes (offsets are relative to them).
 """
 import json
+import os
 import struct
 
 import numpy as np
 import torch
 
 # dtype name -> (bytes per element, numpy dtype of the raw bits)
+INDEX_NAME = "model.safetensors.index.json"
+
 DTYPES = {"F32": (4, "<f4"), "F16": (2, "<f2"), "BF16": (2, "<u2")}
 
 
@@ -57,6 +60,49 @@ def encode(tensors, dtype="F32", metadata=None, raw=None, header_extra=None):
 def write(path, tensors, dtype="F32", metadata=None):
     with open(path, "wb") as f:
         f.write(encode(tensors, dtype, metadata))
+
+
+def shard_name(i, n):
+    """Hugging Face's shard file names: model-00001-of-00003.safetensors."""
+    return f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+
+
+def write_sharded(folder, tensors, n_shards, dtype="F32", metadata=None):
+    """tensors split in file order into n_shards files beside model.safetensors.index.json
+    {"metadata": {"total_size": data bytes}, "weight_map": {name: shard}} (what save_pretrained writes)."""
+    n = max(1, min(n_shards, len(tensors)))
+    groups = [tensors[len(tensors) * i // n:len(tensors) * (i + 1) // n] for i in range(n)]
+    weight_map, total = {}, 0
+    for i, group in enumerate(groups):
+        name = shard_name(i, n)
+        write(os.path.join(folder, name), group, dtype, metadata)
+        for tname, t in group:
+            weight_map[tname] = name
+            total += len(_to_bytes(t, dtype[tname] if isinstance(dtype, dict) else dtype))
+    with open(os.path.join(folder, INDEX_NAME), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+        f.write("\n")
+
+
+def read_folder(folder):
+    """A model folder's tensors, as read(): model.safetensors when present (transformers prefers it),
+    else every shard model.safetensors.index.json names, each tensor exactly where the index puts it."""
+    single = os.path.join(folder, "model.safetensors")
+    if os.path.exists(single) or not os.path.exists(os.path.join(folder, INDEX_NAME)):
+        return read(single)
+    with open(os.path.join(folder, INDEX_NAME)) as f:
+        weight_map = json.load(f)["weight_map"]
+    tensors, dtypes, metadata = {}, {}, {}
+    for shard in sorted(set(weight_map.values())):
+        t, d, metadata = read(os.path.join(folder, shard))
+        for name in t:
+            if weight_map.get(name) != shard or name in tensors:
+                raise ValueError(f"{folder}: tensor {name} in {shard} is not where the index puts it")
+        tensors.update(t)
+        dtypes.update(d)
+    if set(tensors) != set(weight_map):
+        raise ValueError(f"{folder}: the shards do not hold every tensor the index lists")
+    return tensors, dtypes, metadata
 
 
 def read(path):
