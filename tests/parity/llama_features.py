@@ -76,7 +76,8 @@ def trace_case(kvscope, m, chunk):
         want_k, want_v = layer0_kv(ref, ids)                                             # [K, T, D]
         with open(os.path.join(out, "trace.json")) as f:
             tmodel = json.load(f)["model"]
-        if tmodel != {"n_layer": L, "n_head": H, "n_kv_head": K, "head_dim": D}:
+        shape = {key: tmodel.get(key) for key in ("n_layer", "n_head", "n_kv_head", "head_dim")}
+        if shape != {"n_layer": L, "n_head": H, "n_kv_head": K, "head_dim": D} or tmodel.get("layer_windows") != [0] * L:
             raise Failure(f"trace.json model is {tmodel}")
         steps = sorted(d for d in os.listdir(out) if d.startswith("step_"))
         n_checked = 0
