@@ -216,6 +216,28 @@ def read_vocab(folder, cfg, placeholder):
     return tokens, types_, merges
 
 
+class TensorTaker:
+    """Hands out a checkpoint's tensors by name, each checked against the shape config.json implies, and
+    remembers which were taken, so that a tensor no graph reads is refused rather than dropped."""
+
+    def __init__(self, path, tensors):
+        self.path, self.tensors, self.used = path, tensors, set()
+
+    def __call__(self, name, shape):
+        if name not in self.tensors:
+            raise ConvertError(f"{self.path}: tensor {name} is missing")
+        t = self.tensors[name]
+        if tuple(t.shape) != shape:
+            raise ConvertError(f"{self.path}: tensor {name} has shape {list(t.shape)}, config.json says {list(shape)}")
+        self.used.add(name)
+        return t
+
+    def refuse_leftovers(self, arch):
+        left = sorted(set(self.tensors) - self.used)
+        if left:
+            raise ConvertError(f"{self.path}: tensors {left[:5]} are not part of a {arch} model; refusing to drop them")
+
+
 def gguf_tensors(folder, cfg):
     """-> [(gguf name, float32 ndarray in llama.cpp's layout)], checking every shape against config.json."""
     path = os.path.join(folder, "model.safetensors")
@@ -228,16 +250,7 @@ def gguf_tensors(folder, cfg):
             continue
         st[base] = t
     V, P, C, L, F = cfg["V"], cfg["P"], cfg["C"], cfg["L"], cfg["F"]
-    used = set()
-
-    def take(name, shape):
-        if name not in st:
-            raise ConvertError(f"{path}: tensor {name} is missing")
-        t = st[name]
-        if tuple(t.shape) != shape:
-            raise ConvertError(f"{path}: tensor {name} has shape {list(t.shape)}, config.json says {list(shape)}")
-        used.add(name)
-        return t
+    take = TensorTaker(path, st)
 
     out = [("token_embd.weight", take("wte.weight", (V, C))),                      # (V, C)
            ("position_embd.weight", take("wpe.weight", (P, C)))]                   # (P, C)
@@ -265,9 +278,7 @@ def gguf_tensors(folder, cfg):
         out.append(("output.weight", out[0][1]))
     else:
         raise ConvertError(f"{path}: tie_word_embeddings is false but there is no lm_head.weight")
-    left = sorted(set(st) - used)
-    if left:
-        raise ConvertError(f"{path}: tensors {left[:5]} are not part of a GPT-2 model; refusing to drop them")
+    take.refuse_leftovers("GPT-2")
     return out
 
 
@@ -284,16 +295,7 @@ def llama_tensors(folder, cfg):
     st = read_safetensors(path)
     V, C, F, L, H, K, D = cfg["V"], cfg["C"], cfg["F"], cfg["L"], cfg["H"], cfg["K"], cfg["D"]
     Q, KV = H * D, K * D
-    used = set()
-
-    def take(name, shape):
-        if name not in st:
-            raise ConvertError(f"{path}: tensor {name} is missing")
-        t = st[name]
-        if tuple(t.shape) != shape:
-            raise ConvertError(f"{path}: tensor {name} has shape {list(t.shape)}, config.json says {list(shape)}")
-        used.add(name)
-        return t
+    take = TensorTaker(path, st)
 
     rope_pairs = cfg["arch"] == "llama"
     q_rows = (lambda w: pairs_from_halves(w, H)) if rope_pairs else (lambda w: w)
@@ -320,10 +322,8 @@ def llama_tensors(folder, cfg):
     if not cfg["tied"]:
         out.append(("output.weight", take("lm_head.weight", (V, C))))
     elif "lm_head.weight" in st:
-        used.add("lm_head.weight")  # a tied checkpoint may store the copy; embed_tokens is the one used
-    left = sorted(set(st) - used)
-    if left:
-        raise ConvertError(f"{path}: tensors {left[:5]} are not part of a {cfg['arch']} model; refusing to drop them")
+        take.used.add("lm_head.weight")  # a tied checkpoint may store the copy; embed_tokens is the one used
+    take.refuse_leftovers(cfg["arch"])
     return out
 
 

@@ -6,6 +6,7 @@ the independent PyTorch reference, so regenerating them is just running the test
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,26 @@ def generate(kvscope, model, prompts, n_new, window=None, chunk=None, no_cache=F
 
 _model_cache = {}
 _expected_cache = {}
+
+
+def refused_config(kvscope, src, work, label, edit, expect):
+    """A copy of folder `src` whose config.json is edited: generate must exit 1 with one line naming the
+    problem (`expect`) and write nothing."""
+    path = os.path.join(work, "bad", label)
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(src, path)
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    edit(cfg)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    out = os.path.join(work, "bad", label + ".npy")
+    rc, _, err = run_cli(kvscope, ["generate", "--model", path, "--prompt-ids", "1,2", "--dump-logits", out])
+    lines = err.strip().splitlines()
+    if rc != 1 or len(lines) != 1 or expect not in lines[0] or os.path.exists(out):
+        raise Failure(f"{label}: expected exit 1 and one line with {expect!r}, nothing written; got exit {rc}, "
+                      f"stderr {err!r}, output {'written' if os.path.exists(out) else 'absent'}")
+    return f"{label}: exit 1, {lines[0]}"
 
 
 def reference_model(path):

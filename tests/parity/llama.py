@@ -12,10 +12,7 @@ import sys
 
 import numpy as np
 
-import json
-import shutil
-
-from common import TOL, Failure, generate, main, prompt, reference_model, check_case, run_cli
+from common import TOL, Failure, generate, main, prompt, reference_model, refused_config, check_case, run_cli
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
@@ -102,23 +99,7 @@ def with_sinks(kvscope, m, p, window, sinks):
 
 
 def bad_config(kvscope, work, label, edit, expect):
-    """A folder whose config.json is edited: exit 1, one line naming the problem, nothing written."""
-    src = os.path.join(work, "models", "gqa")
-    path = os.path.join(work, "bad", label)
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(src, path)
-    with open(os.path.join(path, "config.json")) as f:
-        cfg = json.load(f)
-    edit(cfg)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    out = os.path.join(work, "bad", label + ".npy")
-    rc, stdout, err = run_cli(kvscope, ["generate", "--model", path, "--prompt-ids", "1,2", "--dump-logits", out])
-    lines = err.strip().splitlines()
-    if rc != 1 or len(lines) != 1 or expect not in lines[0] or os.path.exists(out):
-        raise Failure(f"{label}: expected exit 1 and one line with {expect!r}, nothing written; got exit {rc}, "
-                      f"stderr {err!r}, output {'written' if os.path.exists(out) else 'absent'}")
-    return f"{label}: exit 1, {lines[0]}"
+    return refused_config(kvscope, os.path.join(work, "models", "gqa"), work, label, edit, expect)
 
 
 def too_long(kvscope, m):

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from common import Failure, check_case, main, prompt, reference_model, run_cli
+from common import Failure, check_case, main, prompt, reference_model, refused_config, run_cli
 from llama import bit_identical, mutant_differs
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
@@ -47,23 +47,7 @@ def model_dir(work, name):
 
 
 def bad_config(kvscope, work, label, edit, expect):
-    """A Gemma 3 folder whose config.json is edited: exit 1, one line naming the problem, nothing written."""
-    src = model_dir(work, "gemma3")
-    path = os.path.join(work, "bad", label)
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(src, path)
-    with open(os.path.join(path, "config.json")) as f:
-        cfg = json.load(f)
-    edit(cfg)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    out = os.path.join(work, "bad", label + ".npy")
-    rc, _, err = run_cli(kvscope, ["generate", "--model", path, "--prompt-ids", "1,2", "--dump-logits", out])
-    lines = err.strip().splitlines()
-    if rc != 1 or len(lines) != 1 or expect not in lines[0] or os.path.exists(out):
-        raise Failure(f"{label}: expected exit 1 and one line with {expect!r}, nothing written; got exit {rc}, "
-                      f"stderr {err!r}, output {'written' if os.path.exists(out) else 'absent'}")
-    return f"{label}: exit 1, {lines[0]}"
+    return refused_config(kvscope, model_dir(work, "gemma3"), work, label, edit, expect)
 
 
 def window_on_sliding_model(kvscope, work):
