@@ -1,6 +1,7 @@
 // Kernel-level checks against plain double-precision arithmetic written here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -174,16 +175,22 @@ TEST_CASE("dot_rows and axpy_rows give exactly the per-row dot and axpy results,
     }
 }
 
-TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread count and the weight format") {
-    std::mt19937 rng(11);
+namespace {
+
+using Matmul = void (*)(float*, const float*, WeightRef, const float*, int64_t, int64_t, int64_t);
+
+// Every row of matmul(x (T, K), weights of K x N) equals that row computed alone on one thread, bit for
+// bit, for each row count in `row_counts`, on 1-3 threads, with float32 and bfloat16 weights.
+void check_rows_as_alone(Matmul matmul, int64_t K, int64_t N, std::initializer_list<int64_t> row_counts, uint32_t seed) {
+    std::mt19937 rng(seed);
     std::normal_distribution<float> d(0.0f, 1.0f);
-    const int64_t K = 203, N = 150, T_max = 20;  // odd K: the two halves differ in length
+    const int64_t T_max = *std::max_element(row_counts.begin(), row_counts.end());
     std::vector<float> x(size_t(T_max * K)), w(size_t(K * N)), bias(static_cast<size_t>(N));
     for (float& v : x) v = d(rng);
     for (float& v : w) v = d(rng);
     for (float& v : bias) v = d(rng);
     std::vector<uint16_t> w16(w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
+    for (size_t i = 0; i < w.size(); ++i) {  // the top half of each float: a bfloat16 (truncated)
         uint32_t bits;
         std::memcpy(&bits, &w[i], 4);
         w16[i] = uint16_t(bits >> 16);
@@ -193,14 +200,13 @@ TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread c
         const WeightRef weights = bf16 ? WeightRef(w16.data()) : WeightRef(w.data());
         ThreadPool::global().set_threads(1);
         std::vector<float> alone(size_t(T_max * N));  // each row computed by itself, one thread
-        for (int64_t t = 0; t < T_max; ++t)
-            matmul_kn(alone.data() + t * N, x.data() + t * K, weights, bias.data(), 1, K, N);
+        for (int64_t t = 0; t < T_max; ++t) matmul(alone.data() + t * N, x.data() + t * K, weights, bias.data(), 1, K, N);
         for (int threads : {1, 2, 3}) {
             ThreadPool::global().set_threads(threads);
-            for (int64_t T : {1, 2, 5, 8, 9, 13, 20}) {
+            for (int64_t T : row_counts) {
                 std::vector<float> y(size_t(T * N));
-                matmul_kn(y.data(), x.data(), weights, bias.data(), T, K, N);
-                INFO("bf16 " << bf16 << " threads " << threads << " T " << T);
+                matmul(y.data(), x.data(), weights, bias.data(), T, K, N);
+                INFO("K " << K << " bf16 " << bf16 << " threads " << threads << " T " << T);
                 CHECK(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0);
             }
         }
@@ -208,40 +214,15 @@ TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread c
     ThreadPool::global().set_threads(threads_before);
 }
 
+}  // namespace
+
+TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread count and the weight format") {
+    check_rows_as_alone(matmul_kn, 203, 150, {1, 2, 5, 8, 9, 13, 20}, 11);  // odd K: the two halves differ in length
+}
+
 TEST_CASE("matmul_nk rows are bit-identical whatever the row count, the thread count and the weight format") {
     // Prefill (24 rows and more) runs packed 6 x 4 tiles in chunks of 96 rows; decode reads weight rows in
-    // place. Both must give each row the same bits, or cached and uncached logits would differ.
-    std::mt19937 rng(12);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    const int64_t N = 150, T_max = 103;  // N % 4 = 2: a partial weight group; 103 rows: 17 blocks and a tail
-    for (int64_t K : {203, 96}) {        // a partial last k-step, and none
-        std::vector<float> x(size_t(T_max * K)), w(size_t(N * K)), bias(static_cast<size_t>(N));
-        for (float& v : x) v = d(rng);
-        for (float& v : w) v = d(rng);
-        for (float& v : bias) v = d(rng);
-        std::vector<uint16_t> w16(w.size());
-        for (size_t i = 0; i < w.size(); ++i) {
-            uint32_t bits;
-            std::memcpy(&bits, &w[i], 4);
-            w16[i] = uint16_t(bits >> 16);
-        }
-        const int threads_before = ThreadPool::global().n_threads();
-        for (bool bf16 : {false, true}) {
-            const WeightRef weights = bf16 ? WeightRef(w16.data()) : WeightRef(w.data());
-            ThreadPool::global().set_threads(1);
-            std::vector<float> alone(size_t(T_max * N));  // each row computed by itself, one thread
-            for (int64_t t = 0; t < T_max; ++t)
-                matmul_nk(alone.data() + t * N, x.data() + t * K, weights, bias.data(), 1, K, N);
-            for (int threads : {1, 2, 3}) {
-                ThreadPool::global().set_threads(threads);
-                for (int64_t T : {1, 5, 8, 23, 24, 25, 31, 96, 103}) {
-                    std::vector<float> y(size_t(T * N));
-                    matmul_nk(y.data(), x.data(), weights, bias.data(), T, K, N);
-                    INFO("K " << K << " bf16 " << bf16 << " threads " << threads << " T " << T);
-                    CHECK(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0);
-                }
-            }
-        }
-        ThreadPool::global().set_threads(threads_before);
-    }
+    // place. Both must give each row the same bits, or cached and uncached logits would differ. N % 4 = 2:
+    // a partial weight group; 103 rows: 17 blocks and a tail; K = 203 ends in a partial k-step, 96 does not.
+    for (int64_t K : {203, 96}) check_rows_as_alone(matmul_nk, K, 150, {1, 5, 8, 23, 24, 25, 31, 96, 103}, 12);
 }
