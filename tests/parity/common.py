@@ -111,24 +111,33 @@ _model_cache = {}
 _expected_cache = {}
 
 
-def refused_config(kvscope, src, work, label, edit, expect):
-    """A copy of folder `src` whose config.json is edited: generate must exit 1 with one line naming the
+def refused_folder(kvscope, src, work, label, edit, expect):
+    """A copy of folder `src` changed by edit(path): generate must exit 1 with one line naming the
     problem (`expect`) and write nothing."""
     path = os.path.join(work, "bad", label)
     shutil.rmtree(path, ignore_errors=True)
     shutil.copytree(src, path)
-    with open(os.path.join(path, "config.json")) as f:
-        cfg = json.load(f)
-    edit(cfg)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f)
+    edit(path)
     out = os.path.join(work, "bad", label + ".npy")
+    if os.path.exists(out):
+        os.remove(out)
     rc, _, err = run_cli(kvscope, ["generate", "--model", path, "--prompt-ids", "1,2", "--dump-logits", out])
     lines = err.strip().splitlines()
     if rc != 1 or len(lines) != 1 or expect not in lines[0] or os.path.exists(out):
         raise Failure(f"{label}: expected exit 1 and one line with {expect!r}, nothing written; got exit {rc}, "
                       f"stderr {err!r}, output {'written' if os.path.exists(out) else 'absent'}")
     return f"{label}: exit 1, {lines[0]}"
+
+
+def refused_config(kvscope, src, work, label, edit, expect):
+    """refused_folder with edit(cfg) applied to the copy's config.json."""
+    def edit_config(path):
+        with open(os.path.join(path, "config.json")) as f:
+            cfg = json.load(f)
+        edit(cfg)
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(cfg, f)
+    return refused_folder(kvscope, src, work, label, edit_config, expect)
 
 
 def reference_model(path):

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from common import Failure, check_case, generate, main, make_model, prompt, reference_model, run_cli
+from common import Failure, check_case, generate, main, make_model, prompt, reference_model, refused_folder, run_cli
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
@@ -141,20 +141,7 @@ def bf16_in_place(kvscope, m, p):
 
 def broken_shards(kvscope, work, label, edit, expect):
     """A sharded folder with one fault: exit 1, one line containing `expect`, nothing written."""
-    src = model_dir(work, "sharded")
-    path = os.path.join(work, "bad", label)
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(src, path)
-    edit(path)
-    out = os.path.join(work, "bad", label + ".npy")
-    if os.path.exists(out):
-        os.remove(out)
-    rc, _, err = run_cli(kvscope, ["generate", "--model", path, "--prompt-ids", "1,2", "--dump-logits", out])
-    lines = err.strip().splitlines()
-    if rc != 1 or len(lines) != 1 or expect not in lines[0] or os.path.exists(out):
-        raise Failure(f"{label}: expected exit 1 and one line with {expect!r}, nothing written; got exit {rc}, "
-                      f"stderr {err!r}, output {'written' if os.path.exists(out) else 'absent'}")
-    return f"{label}: exit 1, {lines[0]}"
+    return refused_folder(kvscope, model_dir(work, "sharded"), work, label, edit, expect)
 
 
 def edit_index(path, change):
