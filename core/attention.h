@@ -10,6 +10,8 @@
 //   attend_row(out, weights, q, key_at, value_at, keys, D, scale)
 //       weights (keys.count()) = softmax(q·k * scale) over the visible keys in position order;
 //       out (D) = Σ w·v. `weights` also holds the scaled scores on the way.
+//   attend_group(out, weights, stride, q, G, key_at, value_at, keys, D, scale)
+//       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group
 //   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
 #include <algorithm>
 #include <cmath>
@@ -50,39 +52,61 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
     return dot(q, k, D) * scale;
 }
 
+// attend_row for G query heads that read the same keys (the heads of one K/V group at one position):
+// q and out are (G, D), weights (G, weights_stride). Each head's numbers are attend_row's bit for bit
+// (the same per-head operations in the same order), but every key and value row is looked up and
+// loaded once for the group, and the heads' serial softmax sums run side by side.
 template <class KeyAt, class ValueAt>
-void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
-                const KeyRange& keys, int64_t D, float scale) {
+void attend_group(float* out, float* weights, int64_t weights_stride, const float* q, int64_t G, KeyAt&& key_at,
+                  ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale) {
     using KeyRow = decltype(key_at(int64_t(0)));  // const float* or const uint16_t*
     using ValueRow = decltype(value_at(int64_t(0)));
     constexpr int64_t kBatch = 64;  // rows looked up per kernel call, on the stack
+    constexpr int64_t kMaxHeads = 4;  // heads whose sums and outputs are carried together
     const int64_t n = keys.count();
-    // pass 1: scores = q·kᵀ · scale (each exactly scaled_score), and their maximum (subtracted before
-    // exp so nothing overflows)
+    auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
+    // pass 1: scores = q·kᵀ · scale (each exactly scaled_score)
     {
         KeyRow rows[kBatch];
         for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
             const int64_t m = std::min(kBatch, n - j0);
             for (int64_t i = 0; i < m; ++i) rows[i] = key_at(keys.position(j0 + i));
-            dot_rows(weights + j0, q, rows, m, D, scale);
+            for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, q + g * D, rows, m, D, scale);
         }
     }
-    float max_score = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) max_score = weights[j] > max_score ? weights[j] : max_score;
-    // pass 2: softmax, summed in position order
-    for (int64_t j = 0; j < n; ++j) weights[j] -= max_score;
-    exp_in_place(weights, n);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) sum += weights[j];
-    for (int64_t j = 0; j < n; ++j) weights[j] /= sum;
+    // pass 2: softmax, the maximum subtracted first so nothing overflows; each head's sum in position order
+    for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
+        const int64_t heads = std::min(kMaxHeads, G - g0);
+        float sums[kMaxHeads] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t g = g0; g < g0 + heads; ++g) {
+            float* w = head_weights(g);
+            const float max_score = max_of(w, n);
+            for (int64_t j = 0; j < n; ++j) w[j] -= max_score;
+            exp_in_place(w, n);
+        }
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t g = 0; g < heads; ++g) sums[g] += head_weights(g0 + g)[j];
+        for (int64_t g = 0; g < heads; ++g) {
+            float* w = head_weights(g0 + g);
+            for (int64_t j = 0; j < n; ++j) w[j] /= sums[g];
+        }
+    }
     // pass 3: out = Σ_j w_j · v_j, in position order
-    std::memset(out, 0, size_t(D) * sizeof(float));
+    std::memset(out, 0, size_t(G * D) * sizeof(float));
     ValueRow rows[kBatch];
     for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
         const int64_t m = std::min(kBatch, n - j0);
         for (int64_t i = 0; i < m; ++i) rows[i] = value_at(keys.position(j0 + i));
-        axpy_rows(out, weights + j0, rows, m, D);
+        for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads)
+            axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
+                            rows, m, D);
     }
+}
+
+template <class KeyAt, class ValueAt>
+void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
+                const KeyRange& keys, int64_t D, float scale) {
+    attend_group(out, weights, 0, q, 1, key_at, value_at, keys, D, scale);
 }
 
 }  // namespace kvscope

@@ -223,12 +223,8 @@ inline __m512 dot_lanes(const float* a, const B* b, int64_t n) {
         a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);                      \
     }
 #define KVSCOPE_NK_ZERO(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
-#define KVSCOPE_NK_STORE(r)                                                                     \
-    if ((r) < RT) {                                                                             \
-        const __m512 row_acc[4] = {a##r##0, a##r##1, a##r##2, a##r##3};                         \
-        for (int c = 0; c < n_count; ++c)                                                       \
-            y[(r) * N + n0 + c] = reduce_add(row_acc[c]) + (bias ? bias[n0 + c] : 0.0f);        \
-    }
+#define KVSCOPE_NK_STORE(r)                                                                                \
+    if ((r) < RT) _mm_mask_storeu_ps(y + (r) * N + n0, store_mask, _mm_add_ps(reduce_add4(a##r##0, a##r##1, a##r##2, a##r##3), b));
 
 template <int RT, class Wt>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
@@ -256,6 +252,8 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
         KVSCOPE_NK_ROW(2)
         KVSCOPE_NK_ROW(3)
     }
+    const __mmask8 store_mask = __mmask8((1u << n_count) - 1u);
+    const __m128 b = bias ? _mm_maskz_loadu_ps(store_mask, bias + n0) : _mm_setzero_ps();
     KVSCOPE_NK_STORE(0)
     KVSCOPE_NK_STORE(1)
     KVSCOPE_NK_STORE(2)
@@ -268,10 +266,17 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
 // Many rows (prefill): tile_nk's arithmetic on packed operands. x is packed per block of 6 rows as
 // (KS, 6, 16) and 4 weight rows as (KS, 4, 16), KS = ceil(K / 16), zero past K, so every load is one
 // aligned vector of a sequential stream; walked in place the same tile reads ten strided rows and runs
-// at half the speed. Each lane's chain and the reduction are tile_nk's, so the sums are bitwise equal
-// (zero padding adds fma(0, 0, acc), as tile_nk's masked loads do).
+// at half the speed. A call covers slices [s0, s0 + s_count) and continues the 24 lane accumulators
+// kept in `acc` (6 rows x 4 weight rows of 16 lanes), so splitting K into spans keeps every lane's fma
+// chain, and reduce_packed_tile then applies tile_nk's reduction: the sums are bitwise equal (zero
+// padding adds fma(0, 0, acc), as tile_nk's masked loads do).
 constexpr int kPackRows = 6;
-#define KVSCOPE_PK_ZERO(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
+constexpr int kTileAccumulators = kPackRows * 4;
+#define KVSCOPE_PK_LOAD(r)                                                                       \
+    __m512 a##r##0 = first ? zero : _mm512_load_ps(acc + (r * 4 + 0) * 16),                      \
+           a##r##1 = first ? zero : _mm512_load_ps(acc + (r * 4 + 1) * 16),                      \
+           a##r##2 = first ? zero : _mm512_load_ps(acc + (r * 4 + 2) * 16),                      \
+           a##r##3 = first ? zero : _mm512_load_ps(acc + (r * 4 + 3) * 16);
 #define KVSCOPE_PK_ROW(r)                                                 \
     {                                                                     \
         const __m512 xv = _mm512_load_ps(xs + (r) * 16);                  \
@@ -280,24 +285,25 @@ constexpr int kPackRows = 6;
         a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                       \
         a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);                       \
     }
-#define KVSCOPE_PK_STORE(r)                                                                     \
-    {                                                                                           \
-        const __m512 row_acc[4] = {a##r##0, a##r##1, a##r##2, a##r##3};                         \
-        for (int c = 0; c < n_count; ++c)                                                       \
-            y[(r) * N + n0 + c] = reduce_add(row_acc[c]) + (bias ? bias[n0 + c] : 0.0f);        \
-    }
+#define KVSCOPE_PK_SAVE(r)                                  \
+    _mm512_store_ps(acc + (r * 4 + 0) * 16, a##r##0);       \
+    _mm512_store_ps(acc + (r * 4 + 1) * 16, a##r##1);       \
+    _mm512_store_ps(acc + (r * 4 + 2) * 16, a##r##2);       \
+    _mm512_store_ps(acc + (r * 4 + 3) * 16, a##r##3);
 
-void tile_nk_packed(float* y, const float* x_packed, const float* w_packed, const float* bias, int64_t KS, int64_t N,
-                    int64_t n0, int64_t n_count) {
-    KVSCOPE_PK_ZERO(0)
-    KVSCOPE_PK_ZERO(1)
-    KVSCOPE_PK_ZERO(2)
-    KVSCOPE_PK_ZERO(3)
-    KVSCOPE_PK_ZERO(4)
-    KVSCOPE_PK_ZERO(5)
-    for (int64_t s = 0; s < KS; ++s) {
-        const float* ws = w_packed + s * 64;
-        const float* xs = x_packed + s * 16 * kPackRows;
+// acc (24, 16) out, and in unless `first` (then the sums start at zero); x_slices (s_count, 6, 16) and
+// w_slices (s_count, 4, 16); all 64-byte aligned.
+void tile_nk_packed_span(float* acc, const float* x_slices, const float* w_slices, int64_t s_count, bool first) {
+    const __m512 zero = _mm512_setzero_ps();
+    KVSCOPE_PK_LOAD(0)
+    KVSCOPE_PK_LOAD(1)
+    KVSCOPE_PK_LOAD(2)
+    KVSCOPE_PK_LOAD(3)
+    KVSCOPE_PK_LOAD(4)
+    KVSCOPE_PK_LOAD(5)
+    for (int64_t s = 0; s < s_count; ++s) {
+        const float* ws = w_slices + s * 64;
+        const float* xs = x_slices + s * 16 * kPackRows;
         const __m512 w0 = _mm512_load_ps(ws), w1 = _mm512_load_ps(ws + 16), w2 = _mm512_load_ps(ws + 32),
                      w3 = _mm512_load_ps(ws + 48);
         KVSCOPE_PK_ROW(0)
@@ -307,16 +313,28 @@ void tile_nk_packed(float* y, const float* x_packed, const float* w_packed, cons
         KVSCOPE_PK_ROW(4)
         KVSCOPE_PK_ROW(5)
     }
-    KVSCOPE_PK_STORE(0)
-    KVSCOPE_PK_STORE(1)
-    KVSCOPE_PK_STORE(2)
-    KVSCOPE_PK_STORE(3)
-    KVSCOPE_PK_STORE(4)
-    KVSCOPE_PK_STORE(5)
+    KVSCOPE_PK_SAVE(0)
+    KVSCOPE_PK_SAVE(1)
+    KVSCOPE_PK_SAVE(2)
+    KVSCOPE_PK_SAVE(3)
+    KVSCOPE_PK_SAVE(4)
+    KVSCOPE_PK_SAVE(5)
 }
-#undef KVSCOPE_PK_ZERO
+#undef KVSCOPE_PK_LOAD
 #undef KVSCOPE_PK_ROW
-#undef KVSCOPE_PK_STORE
+#undef KVSCOPE_PK_SAVE
+
+// y rows [0, n_rows) at columns [n0, n0 + n_count) from a finished tile's accumulators, reduced as tile_nk does.
+void reduce_packed_tile(float* y, const float* acc, const float* bias, int64_t n_rows, int64_t N, int64_t n0,
+                        int64_t n_count) {
+    const __mmask8 m = __mmask8((1u << n_count) - 1u);
+    const __m128 b = bias ? _mm_maskz_loadu_ps(m, bias + n0) : _mm_setzero_ps();
+    for (int r = 0; r < n_rows; ++r) {
+        const float* a = acc + r * 4 * 16;
+        const __m128 sums = reduce_add4(_mm512_load_ps(a), _mm512_load_ps(a + 16), _mm512_load_ps(a + 32), _mm512_load_ps(a + 48));
+        _mm_mask_storeu_ps(y + r * N + n0, m, _mm_add_ps(sums, b));
+    }
+}
 
 // Float buffers aligned to 64 bytes that grow once per thread and are then reused.
 float* aligned_scratch(std::vector<float>& storage, int64_t n) {
@@ -324,13 +342,13 @@ float* aligned_scratch(std::vector<float>& storage, int64_t n) {
     return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
 }
 
-// Rows [6b, 6b + 6) of x (T, K) as (KS, 6, 16).
-void pack_x_block(float* out, const float* x, int64_t K, int64_t KS, int64_t b) {
+// Rows [6b, 6b + 6) of x (T, K) as (KS, 6, 16); rows past T are zero.
+void pack_x_block(float* out, const float* x, int64_t T, int64_t K, int64_t KS, int64_t b) {
     for (int64_t s = 0; s < KS; ++s)
         for (int r = 0; r < kPackRows; ++r) {
-            const int64_t k0 = s * 16, n = std::min<int64_t>(16, K - k0);
+            const int64_t k0 = s * 16, n = b * kPackRows + r < T ? std::min<int64_t>(16, K - k0) : 0;
             float* dst = out + (s * kPackRows + r) * 16;
-            std::memcpy(dst, x + (b * kPackRows + r) * K + k0, size_t(n) * sizeof(float));
+            if (n > 0) std::memcpy(dst, x + (b * kPackRows + r) * K + k0, size_t(n) * sizeof(float));
             std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
         }
 }
@@ -471,28 +489,40 @@ void matmul_nk_impl(float* y, const float* x, const Wt* w, const float* bias, in
     const int64_t n_tasks = std::min(n_groups, n_threads * 8);
 #if defined(__AVX512F__)
     if (T >= 4 * kPackRows) {
-        // x packed once; then each task packs one group of weight rows at a time and runs it over the
-        // row blocks, a chunk of blocks at a time so the packed rows stay in L2 (96 rows of K = 1536:
-        // 576 KiB). The T % 6 last rows go through tile_nk, whose sums are the same.
-        const int64_t KS = (K + 15) / 16, n_blocks = T / kPackRows, block_floats = KS * 16 * kPackRows;
+        // x packed once (the last block padded with zero rows). Each task then takes panels of up to 8
+        // groups of 4 weight rows, packs a panel once (the weights leave memory once per matmul) and runs
+        // every block of 6 rows of x over it, K in spans of at most 512: the block's span (12 KiB) stays
+        // in L1 across the panel's groups, whose spans (8 KiB each) come from the panel in L2.
+        constexpr int64_t kPanelGroups = 8, kMaxSpanSlices = 32;
+        const int64_t KS = (K + 15) / 16, n_blocks = (T + kPackRows - 1) / kPackRows, block_floats = KS * 16 * kPackRows;
+        const int64_t n_spans = (KS + kMaxSpanSlices - 1) / kMaxSpanSlices;  // of equal length: no short tail
         thread_local std::vector<float> x_storage;
-        float* x_packed = aligned_scratch(x_storage, n_blocks * block_floats);  // (T / 6, KS, 6, 16)
-        ThreadPool::global().parallel_for(n_blocks, [&](int64_t b) { pack_x_block(x_packed + b * block_floats, x, K, KS, b); });
-        constexpr int64_t kChunkBlocks = 16;
-        ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
-            thread_local std::vector<float> w_storage;
-            float* w_packed = aligned_scratch(w_storage, KS * 64);  // (KS, 4, 16)
-            const int64_t g0 = n_groups * task / n_tasks, g1 = n_groups * (task + 1) / n_tasks;
-            for (int64_t c0 = 0; c0 < n_blocks; c0 += kChunkBlocks) {
-                const int64_t c1 = std::min(n_blocks, c0 + kChunkBlocks);
-                for (int64_t g = g0; g < g1; ++g) {
-                    const int64_t n0 = g * CT, count = std::min<int64_t>(CT, N - n0);
-                    pack_w_group(w_packed, w, K, KS, n0, count);
-                    for (int64_t b = c0; b < c1; ++b)
-                        tile_nk_packed(y + b * kPackRows * N, x_packed + b * block_floats, w_packed, bias, KS, N, n0, count);
-                    if (c1 == n_blocks)
-                        for (int64_t t = n_blocks * kPackRows; t < T; ++t)
-                            tile_nk<1, Wt>(y + t * N, x + t * K, w, bias, K, N, n0, count);
+        float* x_packed = aligned_scratch(x_storage, n_blocks * block_floats);  // (ceil(T / 6), KS, 6, 16)
+        ThreadPool::global().parallel_for(n_blocks, [&](int64_t b) { pack_x_block(x_packed + b * block_floats, x, T, K, KS, b); });
+        const int64_t n_panels = (n_groups + kPanelGroups - 1) / kPanelGroups;
+        const int64_t n_panel_tasks = std::min(n_panels, n_threads * 4);
+        ThreadPool::global().parallel_for(n_panel_tasks, [&](int64_t task) {
+            thread_local std::vector<float> panel_storage, acc_storage;
+            float* panel = aligned_scratch(panel_storage, kPanelGroups * KS * 64);              // (8, KS, 4, 16)
+            float* acc = aligned_scratch(acc_storage, kPanelGroups * kTileAccumulators * 16);  // (8, 24, 16)
+            const int64_t task_g0 = n_groups * task / n_panel_tasks, task_g1 = n_groups * (task + 1) / n_panel_tasks;
+            for (int64_t g0 = task_g0; g0 < task_g1; g0 += kPanelGroups) {
+                const int64_t panel_groups = std::min(kPanelGroups, task_g1 - g0);
+                auto n0_of = [&](int64_t i) { return (g0 + i) * CT; };
+                auto count_of = [&](int64_t i) { return std::min<int64_t>(CT, N - n0_of(i)); };
+                for (int64_t i = 0; i < panel_groups; ++i) pack_w_group(panel + i * KS * 64, w, K, KS, n0_of(i), count_of(i));
+                for (int64_t b = 0; b < n_blocks; ++b) {
+                    const float* xb = x_packed + b * block_floats;
+                    for (int64_t sp = 0; sp < n_spans; ++sp) {
+                        const int64_t s0 = KS * sp / n_spans, span = KS * (sp + 1) / n_spans - s0;
+                        for (int64_t i = 0; i < panel_groups; ++i)
+                            tile_nk_packed_span(acc + i * kTileAccumulators * 16, xb + s0 * 16 * kPackRows,
+                                                panel + i * KS * 64 + s0 * 64, span, sp == 0);
+                    }
+                    const int64_t rows = std::min<int64_t>(kPackRows, T - b * kPackRows);
+                    for (int64_t i = 0; i < panel_groups; ++i)
+                        reduce_packed_tile(y + b * kPackRows * N, acc + i * kTileAccumulators * 16, bias, rows, N,
+                                           n0_of(i), count_of(i));
                 }
             }
         });
@@ -557,14 +587,17 @@ void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, 
     if (D == 64) {  // GPT-2's head size: q stays in registers, loads need no mask
         const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16), q2 = _mm512_loadu_ps(q + 32),
                      q3 = _mm512_loadu_ps(q + 48);
-        for (; j < n; ++j) {  // the same fma order per lane as dot_lanes: k = 0, 16, 32, 48
-            const B* r = rows[j];
+        auto lanes = [&](const B* r) {  // the same fma order per lane as dot_lanes: k = 0, 16, 32, 48
             __m512 a = _mm512_fmadd_ps(q0, load16(r), _mm512_setzero_ps());
             a = _mm512_fmadd_ps(q1, load16(r + 16), a);
             a = _mm512_fmadd_ps(q2, load16(r + 32), a);
-            a = _mm512_fmadd_ps(q3, load16(r + 48), a);
-            out[j] = reduce_add(a) * scale;
-        }
+            return _mm512_fmadd_ps(q3, load16(r + 48), a);
+        };
+        const __m128 scale4 = _mm_set1_ps(scale);
+        for (; j + 4 <= n; j += 4)
+            _mm_storeu_ps(out + j, _mm_mul_ps(reduce_add4(lanes(rows[j]), lanes(rows[j + 1]), lanes(rows[j + 2]),
+                                                          lanes(rows[j + 3])), scale4));
+        for (; j < n; ++j) out[j] = reduce_add(lanes(rows[j])) * scale;
         return;
     }
     for (; j + 4 <= n; j += 4) {  // four independent chains, each exactly dot_lanes's
@@ -577,10 +610,7 @@ void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, 
             a2 = _mm512_fmadd_ps(qv, maskz_load16(m, rows[j + 2] + k), a2);
             a3 = _mm512_fmadd_ps(qv, maskz_load16(m, rows[j + 3] + k), a3);
         }
-        out[j] = reduce_add(a0) * scale;
-        out[j + 1] = reduce_add(a1) * scale;
-        out[j + 2] = reduce_add(a2) * scale;
-        out[j + 3] = reduce_add(a3) * scale;
+        _mm_storeu_ps(out + j, _mm_mul_ps(reduce_add4(a0, a1, a2, a3), _mm_set1_ps(scale)));
     }
     for (; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
 #else
@@ -612,6 +642,48 @@ void axpy_rows_impl(float* y, const float* a, const X* const* rows, int64_t n, i
 #else
     for (int64_t j = 0; j < n; ++j) axpy_impl(y, a[j], rows[j], D);
 #endif
+}
+
+// axpy_rows for G heads: per 64-wide column block, G x 4 accumulators; each row's 4 vectors loaded once.
+template <int G, class X>
+void axpy_rows_heads_impl(float* y, const float* a, int64_t a_stride, const X* const* rows, int64_t n, int64_t D) {
+#if defined(__AVX512F__)
+    for (int64_t d = 0; d < D; d += 64) {
+        const __mmask16 m[4] = {tail_mask(D - d), d + 16 < D ? tail_mask(D - d - 16) : __mmask16(0),
+                                d + 32 < D ? tail_mask(D - d - 32) : __mmask16(0),
+                                d + 48 < D ? tail_mask(D - d - 48) : __mmask16(0)};
+        __m512 acc[G][4];
+        for (int g = 0; g < G; ++g)
+            for (int c = 0; c < 4; ++c) acc[g][c] = _mm512_maskz_loadu_ps(m[c], y + g * D + d + c * 16);
+        for (int64_t j = 0; j < n; ++j) {
+            const X* x = rows[j] + d;
+            const __m512 v0 = maskz_load16(m[0], x), v1 = maskz_load16(m[1], x + 16), v2 = maskz_load16(m[2], x + 32),
+                         v3 = maskz_load16(m[3], x + 48);
+            for (int g = 0; g < G; ++g) {
+                const __m512 av = _mm512_set1_ps(a[g * a_stride + j]);
+                acc[g][0] = _mm512_fmadd_ps(av, v0, acc[g][0]);
+                acc[g][1] = _mm512_fmadd_ps(av, v1, acc[g][1]);
+                acc[g][2] = _mm512_fmadd_ps(av, v2, acc[g][2]);
+                acc[g][3] = _mm512_fmadd_ps(av, v3, acc[g][3]);
+            }
+        }
+        for (int g = 0; g < G; ++g)
+            for (int c = 0; c < 4; ++c) _mm512_mask_storeu_ps(y + g * D + d + c * 16, m[c], acc[g][c]);
+    }
+#else
+    for (int g = 0; g < G; ++g) axpy_rows_impl(y + g * D, a + g * a_stride, rows, n, D);
+#endif
+}
+
+template <class X>
+void axpy_rows_heads_dispatch(float* y, const float* a, int64_t a_stride, int64_t G, const X* const* rows, int64_t n,
+                              int64_t D) {
+    switch (G) {
+        case 1: axpy_rows_heads_impl<1>(y, a, a_stride, rows, n, D); break;
+        case 2: axpy_rows_heads_impl<2>(y, a, a_stride, rows, n, D); break;
+        case 3: axpy_rows_heads_impl<3>(y, a, a_stride, rows, n, D); break;
+        default: axpy_rows_heads_impl<4>(y, a, a_stride, rows, n, D); break;
+    }
 }
 }  // namespace
 
@@ -653,6 +725,26 @@ inline __m512 exp16(__m512 x) {
 }
 }  // namespace
 #endif
+
+void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const float* const* rows, int64_t n, int64_t D) {
+    axpy_rows_heads_dispatch(y, a, a_stride, G, rows, n, D);
+}
+void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const uint16_t* const* rows, int64_t n,
+                     int64_t D) {
+    axpy_rows_heads_dispatch(y, a, a_stride, G, rows, n, D);
+}
+
+float max_of(const float* x, int64_t n) {
+#if defined(__AVX512F__)
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, tail_mask(n - i), x + i));
+    return _mm512_reduce_max_ps(m);
+#else
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+#endif
+}
 
 void exp_in_place(float* x, int64_t n) {
 #if defined(__AVX512F__)

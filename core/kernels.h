@@ -17,6 +17,10 @@
 //                                       four rows at a time and without a call per row
 //   axpy_rows(y, a, rows, n, D)         axpy(y, a[j], rows[j], D) for j = 0..n-1 in order, y kept in
 //                                       registers: the same fma chain per element as n axpy calls
+//   axpy_rows_heads(y, a, a_stride, G, rows, n, D)
+//                                       axpy_rows for G <= 4 heads at once: y (G, D), head g's weights at
+//                                       a + g·a_stride; each row loaded once, every y element's chain as axpy_rows
+//   max_of(x, n)                        the largest of x[0..n) (n >= 1): exact in any order
 //   exp_in_place(x, n)                  x[i] = e^x[i] for x[i] <= 0 (softmax), within ~2 ulp; each element
 //                                       depends only on its own value
 //   layer_norm(y, x, g, b, T, C, eps)   per row; y may alias x
@@ -47,6 +51,10 @@ void dot_rows(float* out, const float* q, const float* const* rows, int64_t n, i
 void dot_rows(float* out, const float* q, const uint16_t* const* rows_bf16, int64_t n, int64_t D, float scale);
 void axpy_rows(float* y, const float* a, const float* const* rows, int64_t n, int64_t D);
 void axpy_rows(float* y, const float* a, const uint16_t* const* rows_bf16, int64_t n, int64_t D);
+void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const float* const* rows, int64_t n, int64_t D);
+void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const uint16_t* const* rows_bf16, int64_t n,
+                     int64_t D);
+float max_of(const float* x, int64_t n);
 void exp_in_place(float* x, int64_t n);
 void layer_norm(float* y, const float* x, const float* gain, const float* bias, int64_t T, int64_t C,
                 float eps);

@@ -211,19 +211,34 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             }
         }
 
-        // One task per (chunk, head): each query row attends to its visible keys in the cache.
-        const int64_t n_tasks = int64_t(chunks.size()) * H;
-        ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
-            const int64_t c = task / H, h = task % H, kv = cfg.kv_head_of(h);
+        // Each query row attends to its visible keys in the cache. A prefill runs one task per (chunk, K/V
+        // head, every P-th row) over the group's query heads together (attend_group: each key loaded once
+        // for the group); a decode step, with a row per chunk, one task per (chunk, query head) so that
+        // the threads still share the work. Both give every head attend_row's numbers.
+        const int64_t G = H / K;
+        int64_t max_rows = 0;
+        for (const Chunk& ch : chunks) max_rows = std::max(max_rows, ch.n_tokens);
+        const bool grouped = G > 1 && max_rows >= 16;
+        const int64_t units = int64_t(chunks.size()) * (grouped ? K : H);
+        const int64_t parts = grouped ? std::min(max_rows, (4 * ThreadPool::global().n_threads() + units - 1) / units) : 1;
+        ThreadPool::global().parallel_for(units * parts, [&](int64_t task) {
+            const int64_t unit = task / parts, part = task % parts;
+            const int64_t c = unit / (grouped ? K : H), first_head = grouped ? (unit % K) * G : unit % H;
+            const int64_t heads = grouped ? G : 1, kv = cfg.kv_head_of(first_head);
             const Chunk& ch = chunks[size_t(c)];
             const KvCache& cache = *ch.cache;
+            thread_local std::vector<float> group_weights;  // (G, max_keys); grows once per thread, prefill only
             float* weights = ws.scratch.data() + task * ws.max_keys();
+            if (grouped) {
+                if (int64_t(group_weights.size()) < G * ws.max_keys()) group_weights.resize(size_t(G * ws.max_keys()));
+                weights = group_weights.data();
+            }
             auto rows = [&](auto key_at, auto value_at) {
-                for (int64_t r = 0; r < ch.n_tokens; ++r) {
+                for (int64_t r = part; r < ch.n_tokens; r += parts) {
                     const int64_t pos = cache.next_position() + r;
-                    const float* q = q_row(row0[c] + r) + h * D;
-                    attend_row(attn + (row0[c] + r) * Q + h * D, weights, q, key_at, value_at,
-                               within_window(cache.visible_keys(pos), pos, layer_window), D, scale);
+                    attend_group(attn + (row0[c] + r) * Q + first_head * D, weights, ws.max_keys(),
+                                 q_row(row0[c] + r) + first_head * D, heads, key_at, value_at,
+                                 within_window(cache.visible_keys(pos), pos, layer_window), D, scale);
                 }
             };
             if (cache.bf16())
@@ -242,7 +257,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             const float* cross_in = sublayer_input(cfg, x, xn, lw.ln_cross_weight, lw.ln_cross_bias, T);
             float* cq = qkv;  // (T, C)
             matmul_kn(cq, cross_in, lw.cross_q_weight, lw.cross_q_bias, T, C, C);
-            ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
+            ThreadPool::global().parallel_for(int64_t(chunks.size()) * H, [&](int64_t task) {
                 const int64_t c = task / H, h = task % H;
                 const Chunk& ch = chunks[size_t(c)];
                 const EncoderOutput& enc = *ch.encoder;
