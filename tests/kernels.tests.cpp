@@ -92,6 +92,21 @@ TEST_CASE("gelu_tanh matches the double-precision tanh formula, across thread sp
     CHECK(worst_tail < 1e-9);
 }
 
+TEST_CASE("silu matches the double-precision x / (1 + e^-x) across its range, and its limits") {
+    std::vector<float> x;
+    for (double v = -120.0; v <= 120.0; v += 0.0071) x.push_back(float(v));
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 89.0f, -89.0f, 103.9f, 104.1f, -104.1f, 1e30f, -1e30f})
+        x.push_back(v);
+    const std::vector<float> in = x;
+    silu(x.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double v = in[i], want = v / (1.0 + std::exp(-v));
+        INFO("x = " << in[i]);
+        REQUIRE(std::isfinite(x[i]));
+        CHECK(std::abs(x[i] - want) <= 4e-7 * std::abs(want) + 1e-35);  // below -88.7, -0 (e^-x overflows, as expf does)
+    }
+}
+
 TEST_CASE("layer_norm rows are independent of how many rows are normalised together") {
     std::mt19937 rng(5);
     std::normal_distribution<float> d(0.0f, 3.0f);
