@@ -38,6 +38,8 @@ void print_text(const BenchReport& r, FILE* out) {
     std::fprintf(out, "%-34s %-28s %.0f%%\n",
                  ("prefill " + std::to_string(r.prefill_tokens) + " tokens (tokens/s)").c_str(),
                  stats_text(r.prefill, "%.0f").c_str(), 100 * r.prefill.median / r.prefill_bound);
+    std::fprintf(out, "%-34s %-28s %.0f%%\n", "prefill, bf16 weights (tokens/s)", stats_text(r.prefill_bf16, "%.0f").c_str(),
+                 100 * r.prefill_bf16.median / r.prefill_bound);
     std::fprintf(out, "%-34s %-28s\n", "model load, second start (s)", stats_text(r.load_seconds, "%.3f").c_str());
     std::fprintf(out, "\n%9s  %-28s %-28s %s\n", "position", "cached ms", "uncached ms", "uncached / cached");
     for (const BenchStep& s : r.steps)
@@ -76,6 +78,7 @@ void print_json(const BenchReport& r, FILE* out) {
         {"bf16_max_abs_logit_diff", r.bf16_max_abs_logit_diff},
         {"max_abs_logit", r.max_abs_logit},
         {"prefill_tokens_per_s", r.prefill},
+        {"prefill_bf16_tokens_per_s", r.prefill_bf16},
         {"prefill_tokens", r.prefill_tokens},
         {"steps", steps},
         {"recording", {{"prompt", r.recording.prompt},

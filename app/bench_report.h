@@ -51,7 +51,7 @@ struct BenchReport {
     Stats decode1, decode1_bf16, decode4, decode8;       // tokens/s (batch 4, 8: total)
     Stats decode1_vs_bound, decode1_bf16_vs_bound;       // per round: decode / its own probe's bound
     double bf16_max_abs_logit_diff = 0, max_abs_logit = 0;  // the same prefill in f32 and bf16
-    Stats prefill;                                       // tokens/s
+    Stats prefill, prefill_bf16;                         // tokens/s, float32 and bfloat16 matrices
     Stats load_seconds;                                  // model load, second start
     std::vector<BenchStep> steps;
     BenchRecording recording;

@@ -134,15 +134,17 @@ BenchReport run_bench(const BenchSettings& settings) {
     progress.update(2);
 
     const int64_t n_prefill = r.prefill_tokens = std::min<int64_t>(settings.prefill_tokens, c.n_ctx - 1);
-    r.prefill = repeat(R, [&] {
+    auto prefill_tokens_per_second = [&](const std::shared_ptr<const Model>& m) {
         SessionOptions o;
         o.history = false;
         o.record = false;
         o.max_new_tokens = 1;
-        Session s(model, o);
+        Session s(m, o);
         s.set_prompt(random_prompt(c, n_prefill, 7));
         return double(n_prefill) / s.step().cost.seconds;
-    });
+    };
+    r.prefill = repeat(R, [&] { return prefill_tokens_per_second(model); });
+    r.prefill_bf16 = repeat(R, [&] { return prefill_tokens_per_second(model_bf16); });
     progress.update(3);
 
     // Cached vs uncached: the same decode step at position p, once reading the cache, once recomputing

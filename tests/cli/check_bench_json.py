@@ -30,6 +30,7 @@ BENCH = {
     "bf16_max_abs_logit_diff": float,
     "max_abs_logit": float,
     "prefill_tokens_per_s": STATS,
+    "prefill_bf16_tokens_per_s": STATS,
     "prefill_tokens": int,
     "steps": [{"position": int, "cached_ms": STATS, "uncached_ms": STATS}],
     "recording": {"prompt": int, "decode": int, "trace_bytes": int, "decode_tokens_per_s_recorded": float,
