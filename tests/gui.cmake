@@ -12,6 +12,9 @@
 #              shown (S columns of source tokens) and the encoder map equal `kvscope generate --trace` and the
 #              independent PyTorch reference (tools/kvscope_reference/encoder_decoder.py); both caches drawn;
 #              tests/gui/check_encoder_decoder.py
+#   gui.rotary the Rotary panel on assets/llama-gqa, as shipped and with llama3 rope_scaling: per-pair
+#              frequencies and angles, the selected key and query turned back to before rotation, the score
+#              by distance, against numpy from the rows `kvscope generate --trace` exports; tests/gui/check_rotary.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
 #              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
@@ -49,6 +52,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/encoder_decoder)
     set_tests_properties(gui.encoder_decoder PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.rotary
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_rotary.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary)
+    set_tests_properties(gui.rotary PROPERTIES LABELS "gui" TIMEOUT 300)
     add_test(NAME gui.layout
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

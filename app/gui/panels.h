@@ -16,6 +16,8 @@
 //   draw_heads          what each head does (previous-token, induction scores); a row jumps to its map
 //   draw_model          the loaded model's config in words, KV cache bytes per token, the assets/ folder picker
 //   draw_memory         paged caches: the block pool as a grid coloured by owner, block tables, sharing, COW
+//   draw_rotary         rotary models: each dimension pair's frequency and angle, the selected key before and
+//                       after rotation, the score of the selected query and key at every distance
 //   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
 #include <imgui.h>
 
@@ -49,9 +51,10 @@ void draw_compare(PanelContext& c);
 void draw_heads(PanelContext& c);
 void draw_model(PanelContext& c);  // model_panel.cpp
 void draw_memory(PanelContext& c);  // memory_panel.cpp
+void draw_rotary(PanelContext& c);  // rotary_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
 
-enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary };
 const char* panel_title(Panel p);
 
 // The layout: places on the screen, each holding one panel, or several as tabs of one window.

@@ -75,6 +75,8 @@ const Spec kSpecs[] = {
     {"attention", 1, 1, "attention self|cross|encoder", "which attention the Attention panel shows (encoder-decoder models)"},
     {"attention-json", 1, 1, "attention-json FILE", "write the map the Attention panel shows as JSON, once it is drawn",
      ScriptOutput::JsonFile},
+    {"rotary-json", 1, 1, "rotary-json FILE", "write the Rotary panel's view (selected query and key) as JSON, once it is drawn",
+     ScriptOutput::JsonFile},
     {"dismiss", 0, 0, "dismiss", "close the error box, as its Dismiss button does"},
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
@@ -215,7 +217,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
-                             cmd == "attention-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel"))
+                             cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -302,6 +304,13 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": attention-json: no step yet");
         v.attention_json = arg;
         fx.frames = 2;  // the panel writes it on the next frame that has the map
+    } else if (cmd == "rotary-json") {
+        if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": rotary-json: no step yet");
+        if (snap.model().config().family != Family::Llama)
+            throw UsageError("line " + std::to_string(l.line) + ": rotary-json: the model has no rotary positions");
+        v.rotary_json = arg;
+        show_tab(Panel::Rotary);
+        fx.frames = 3;  // the tab comes to the front, then the panel writes it
     } else if (cmd == "view") {
         v.all_heads = arg == "all-heads";
     } else if (cmd == "values") {

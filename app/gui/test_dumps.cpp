@@ -144,6 +144,31 @@ bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step)
     return true;
 }
 
+bool write_rotary_json(const std::string& path, size_t step, int64_t layer, int64_t head, const RotaryView& v) {
+    JsonOut pairs = JsonOut::array();
+    for (const RotaryPairView& p : v.pairs)
+        pairs.push_back({{"inv_freq", p.inv_freq}, {"inv_freq_unscaled", p.inv_freq_unscaled},
+                         {"wavelength", p.wavelength}, {"query_angle", p.query_angle}, {"key_angle", p.key_angle}});
+    const JsonOut doc = {{"step", step},
+                         {"layer", layer},
+                         {"head", head},
+                         {"query_position", v.query_position},
+                         {"key_position", v.key_position},
+                         {"pairs", pairs},
+                         {"query_rotated", v.query_rotated},
+                         {"query_unrotated", v.query_unrotated},
+                         {"key_rotated", v.key_rotated},
+                         {"key_unrotated", v.key_unrotated},
+                         {"score", v.score},
+                         {"score_by_distance", v.score_by_distance}};
+    try {
+        write_file_atomic(path, json_text(doc) + "\n");
+    } catch (const LoadError&) {
+        return false;
+    }
+    return true;
+}
+
 bool write_attention_json(const std::string& path, const char* kind, size_t step, const AttentionMap& m,
                           const std::vector<TokenId>& row_tokens, const std::vector<TokenId>& col_tokens) {
     auto ids_at = [](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {

@@ -15,12 +15,15 @@
 //   write_memory_json(path, s, step)  script `memory-json FILE`: the block pool as of the shown step
 //   write_attention_json(...)         script `attention-json FILE`: the map the Attention panel shows, as drawn
 //                                     (kind, positions, token ids, scores, weights)
+//   write_rotary_json(...)            script `rotary-json FILE`: the Rotary panel's view (positions, per pair
+//                                     frequencies and angles, the key before / after rotation, score by distance)
 // Each returns false when the file cannot be written.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "json_write.h"
+#include "rotary_view.h"
 #include "snapshot.h"
 
 namespace kvscope::gui {
@@ -34,5 +37,6 @@ bool write_layout_dump(const std::string& path, const JsonOut& state);
 bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step);
 bool write_attention_json(const std::string& path, const char* kind, size_t step, const AttentionMap& m,
                           const std::vector<TokenId>& row_tokens, const std::vector<TokenId>& col_tokens);
+bool write_rotary_json(const std::string& path, size_t step, int64_t layer, int64_t head, const RotaryView& v);
 
 }  // namespace kvscope::gui

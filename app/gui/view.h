@@ -36,6 +36,7 @@ struct ViewPrefs {
     AttentionKind attention = AttentionKind::Self;
     int64_t sel_source = -1;      // selected source position (cross / encoder maps, the cross cache)
     std::string attention_json;   // script `attention-json FILE`: the panel writes the shown map there, then clears it
+    std::string rotary_json;      // script `rotary-json FILE`: the Rotary panel writes its view there, then clears it
     // The session option boxes as typed: a change is pending until Apply (the session runs on the applied ones).
     SessionOptions edit_options;
     BatchOptions edit_batch;

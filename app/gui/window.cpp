@@ -63,6 +63,7 @@ void draw_panel(gui::Panel p, gui::PanelContext& c) {
     case Panel::NextToken: gui::draw_next_token(c); break;
     case Panel::Compare: gui::draw_compare(c); break;
     case Panel::Memory: gui::draw_memory(c); break;
+    case Panel::Rotary: gui::draw_rotary(c); break;
     }
 }
 

@@ -1,0 +1,41 @@
+#pragma once
+// What rotary position embedding does to one query and one key of a head, as plain numbers for a view:
+// each dimension pair's frequency (with rope_scaling applied, and as it would be without), the angle it
+// turns by at the query's and the key's positions, both vectors as the model holds them (rotated) and
+// turned back to before rotation, and the score the same two vectors would get at every distance, which
+// shows that a rotary score depends on the distance, not on where the pair sits.
+//
+//   rotary_view(config, layer, q, q_pos, k, k_pos, scale, max_distance)
+//       q and k (D) as cached: rotated at q_pos and k_pos with the layer's frequencies (Gemma 3's
+//       sliding layers use rope_local_base_freq, unscaled)
+//
+// Angles are position · inv_freq in float32, as the model computes them, then widened; vectors are turned
+// back and scores recomputed in double, so a view is exact to the rounding of the stored rows.
+#include <cstdint>
+#include <vector>
+
+#include "config.h"
+
+namespace kvscope {
+
+struct RotaryPairView {
+    double inv_freq = 0;           // radians per position, after rope_scaling
+    double inv_freq_unscaled = 0;  // the same pair without rope_scaling
+    double wavelength = 0;         // positions per full turn: 2π / inv_freq
+    double query_angle = 0;        // radians turned at the query's position, in [0, 2π)
+    double key_angle = 0;          // at the key's position
+};
+
+struct RotaryView {
+    int64_t head_dim = 0, query_position = 0, key_position = 0;
+    std::vector<RotaryPairView> pairs;         // (D/2): pair i turns dimensions (i, i + D/2)
+    std::vector<double> query_rotated, query_unrotated;  // (D)
+    std::vector<double> key_rotated, key_unrotated;      // (D)
+    std::vector<double> score_by_distance;     // (max_distance + 1): scale · rot(q, d) · k for distance d
+    double score = 0;                          // at the pair's own distance q_pos - k_pos, as the model scores it
+};
+
+RotaryView rotary_view(const ModelConfig& config, int64_t layer, const float* q, int64_t q_pos, const float* k,
+                       int64_t k_pos, double scale, int64_t max_distance);
+
+}  // namespace kvscope

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The Rotary panel's numbers against numpy, from the rows `kvscope generate --trace` exports.
+
+For assets/llama-gqa as it is and with llama3 rope_scaling added to its config: the window runs the same
+prompt, selects a query and a key of layer 1 head 2, and writes what the panel shows (rotary-json). numpy
+recomputes, from config.json and the exported q.npy / k.npy: each pair's inverse frequency (HF's default
+and llama3 rules), the angles at both positions, the key and query turned back to before rotation, the
+score as the model computed it, and the score of the same content at every distance.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+PROMPT = "The quick brown fox jumps over the lazy dog and the cat"
+LAYER, HEAD, KEY = 1, 2, 4
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
+    return p
+
+
+def inv_freq(cfg, D):
+    base = 1.0 / (np.float32(cfg["rope_theta"]) ** (np.arange(0, D, 2, dtype=np.float32) / np.float32(D))).astype(np.float64)
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return base, base
+    assert rs["rope_type"] == "llama3"
+    old, factor = rs["original_max_position_embeddings"], rs["factor"]
+    low, high = old / rs["low_freq_factor"], old / rs["high_freq_factor"]
+    wavelen = 2 * np.pi / base
+    smooth = (old / wavelen - rs["low_freq_factor"]) / (rs["high_freq_factor"] - rs["low_freq_factor"])
+    out = np.where(wavelen > low, base / factor, np.where(wavelen < high, base, (1 - smooth) * base / factor + smooth * base))
+    return out.astype(np.float32).astype(np.float64), base
+
+
+def turn(x, angles):  # rotate-half layout: pairs (i, i + D/2)
+    h = len(angles)
+    a, b = x[:h], x[h:]
+    return np.concatenate([a * np.cos(angles) - b * np.sin(angles), b * np.cos(angles) + a * np.sin(angles)])
+
+
+def check(kvscope, model, work, label):
+    trace = os.path.join(work, "trace")
+    shutil.rmtree(trace, ignore_errors=True)
+    run([kvscope, "generate", "--model", model, "--prompt", PROMPT, "--max-new-tokens", "3", "--trace", trace])
+    steps = sorted(d for d in os.listdir(trace) if d.startswith("step_"))
+    last = os.path.join(trace, steps[-1])
+    meta = json.load(open(os.path.join(last, "meta.json")))
+    qpos = meta["query_positions"][-1]
+    script = os.path.join(work, "rotary.txt")
+    out = os.path.join(work, "rotary.json")
+    with open(script, "w") as f:
+        f.write("prompt %s\nprefill\ndecode %d\nlayer %d\nhead %d\nselect %d %d\nrotary-json %s\n" % (
+            PROMPT, len(steps) - 1, LAYER, HEAD, qpos, KEY, out))
+    run(["xvfb-run", "-a", "-s", "-screen 0 1700x1100x24", kvscope, "gui", "--model", model, "--script", script,
+         "--screenshot", os.path.join(work, "rotary.png"), "--size", "1600x1000"])
+    got = json.load(open(out))
+
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    D = meta["model"]["head_dim"]
+    group = meta["model"]["n_head"] // meta["model"]["n_kv_head"]
+    kv = HEAD // group
+    keys = {}
+    for s in steps:
+        m = json.load(open(os.path.join(trace, s, "meta.json")))
+        k = np.load(os.path.join(trace, s, "k.npy"))  # (L, R, K*D)
+        for r in range(k.shape[1]):
+            keys[m["first_computed_position"] + r] = k[LAYER, r, kv * D:(kv + 1) * D].astype(np.float64)
+    q = np.load(os.path.join(last, "q.npy"))[LAYER, -1, HEAD * D:(HEAD + 1) * D].astype(np.float64)
+    k = keys[KEY]
+    freq, unscaled = inv_freq(cfg, D)
+    qa = np.float32(qpos) * freq.astype(np.float32)  # float32 products, as the model turns them
+    ka = np.float32(KEY) * freq.astype(np.float32)
+    q0, k0 = turn(q, -qa.astype(np.float64)), turn(k, -ka.astype(np.float64))
+    scale = 1 / np.sqrt(D)
+    by_distance = np.array([turn(q0, d * freq) @ k0 for d in range(len(got["score_by_distance"]))]) * scale
+
+    pairs = got["pairs"]
+    checks = [
+        ("positions", abs(got["query_position"] - qpos) + abs(got["key_position"] - KEY), 0),
+        ("inv_freq", np.max(np.abs(np.array([p["inv_freq"] for p in pairs]) / freq - 1)), 1e-6),
+        ("inv_freq_unscaled", np.max(np.abs(np.array([p["inv_freq_unscaled"] for p in pairs]) / unscaled - 1)), 1e-6),
+        ("query_angle", np.max(np.abs(np.array([p["query_angle"] for p in pairs]) - np.mod(qa.astype(np.float64), 2 * np.pi))), 1e-5),
+        ("key_angle", np.max(np.abs(np.array([p["key_angle"] for p in pairs]) - np.mod(ka.astype(np.float64), 2 * np.pi))), 1e-5),
+        ("key_rotated", np.max(np.abs(np.array(got["key_rotated"]) - k)), 0),
+        ("query_rotated", np.max(np.abs(np.array(got["query_rotated"]) - q)), 0),
+        # a frequency may differ in its last float32 bit (pow in C++ and in numpy): 1e-7 of an angle
+        ("key_unrotated", np.max(np.abs(np.array(got["key_unrotated"]) - k0)), 1e-5),
+        ("query_unrotated", np.max(np.abs(np.array(got["query_unrotated"]) - q0)), 1e-5),
+        ("score", abs(got["score"] - q @ k * scale), 1e-6),
+        ("score_by_distance", np.max(np.abs(np.array(got["score_by_distance"]) - by_distance)), 1e-5),
+        ("score at own distance", abs(by_distance[qpos - KEY] - q @ k * scale), 1e-4),
+    ]
+    for name, err, bound in checks:
+        print("  %-10s %-22s max |diff| %.2e (bound %.0e)" % (label, name, err, bound))
+        if not err <= bound:
+            fail("%s: %s differs from numpy by %g" % (label, name, err))
+    return freq, unscaled
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    if shutil.which("xvfb-run") is None:
+        print("SKIP: xvfb-run not found")
+        return
+    os.makedirs(a.work, exist_ok=True)
+    plain = os.path.join(a.assets, "llama-gqa")
+    os.makedirs(os.path.join(a.work, "plain"), exist_ok=True)
+    check(a.kvscope, plain, os.path.join(a.work, "plain"), "default")
+    # The same weights with llama3 scaling: the slow pairs stretched by the factor, the fast ones kept.
+    scaled_dir = os.path.join(a.work, "llama3")
+    shutil.rmtree(scaled_dir, ignore_errors=True)
+    shutil.copytree(plain, scaled_dir)
+    cfg = json.load(open(os.path.join(scaled_dir, "config.json")))
+    cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 64}
+    json.dump(cfg, open(os.path.join(scaled_dir, "config.json"), "w"), indent=2)
+    freq, unscaled = check(a.kvscope, scaled_dir, scaled_dir, "llama3")
+    if not (freq[0] == unscaled[0] and abs(freq[-1] * 8 / unscaled[-1] - 1) < 1e-6 and np.any((freq < unscaled) & (freq > unscaled / 8))):
+        fail("the llama3 case does not exercise kept, stretched and interpolated pairs")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
