@@ -83,9 +83,21 @@ attention cross
 rownorm on
 show-step 0
 S
+# 7. A rotary model (assets/llama-gqa): the Rotary tab for layer 1 head 2, the query at position 29 and
+#    the key at position 4 selected in the attention map.
+cat > "$work/rotary.txt" <<S
+model $repo/assets/llama-gqa
+prompt The quick brown fox jumps over the lazy dog and the cat
+prefill
+decode 2
+layer 1
+head 2
+select 29 4
+panel Rotary
+S
 # Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
 # (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
-for name in overview window cache_off memory sinks encoder_decoder; do
+for name in overview window cache_off memory sinks encoder_decoder rotary; do
   for size in 1920x1080 1280x720; do
     file=$name.png
     [ "$size" = 1920x1080 ] || file=${name}_$size.png
