@@ -15,6 +15,9 @@
 #   gui.rotary the Rotary panel on assets/llama-gqa, as shipped and with llama3 rope_scaling: per-pair
 #              frequencies and angles, the selected key and query turned back to before rotation, the score
 #              by distance, against numpy from the rows `kvscope generate --trace` exports; tests/gui/check_rotary.py
+#   gui.rotary_input  the interactive window on assets/llama-gqa (xdotool): Prefill, the Rotary tab, a click in
+#              the attention map; the tab's positions follow the click and its score equals numpy's q·k/sqrt(D)
+#              from `generate --trace`; tests/gui/check_rotary_input.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
 #              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
@@ -57,6 +60,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary)
     set_tests_properties(gui.rotary PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.rotary_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_rotary_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary_input)
+    set_tests_properties(gui.rotary_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.layout
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

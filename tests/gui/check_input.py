@@ -47,13 +47,13 @@ def fail(msg):
 
 
 class App:
-    def __init__(self, kvscope, work):
+    def __init__(self, kvscope, work, extra_args=()):
         self.work = work
         self.dump = os.path.join(work, "layout.json")
         self.config = tempfile.mkdtemp(prefix="xdg_", dir=work)  # no saved imgui.ini can move the panels
         env = dict(os.environ, XDG_CONFIG_HOME=self.config)
         self.log = open(os.path.join(work, "kvscope.log"), "w")
-        self.proc = subprocess.Popen([kvscope, "gui", "--size", SIZE, "--layout-dump", self.dump], cwd=work, env=env,
+        self.proc = subprocess.Popen([kvscope, "gui", "--size", SIZE, "--layout-dump", self.dump, *extra_args], cwd=work, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         out = self.xdo(["search", "--sync", "--onlyvisible", "--name", "kvscope"], timeout=TIMEOUT)
         self.wid = out.split()[0]

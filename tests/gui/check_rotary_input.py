@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Real-input test of the Rotary tab: the interactive window on assets/llama-gqa driven by xdotool.
+
+Type a prompt, click "Prefill step", click the "Rotary" tab, click a cell of the attention map: the tab
+then names the clicked query and key positions, and the score it shows equals q·k/sqrt(D) computed by
+numpy from the rows `kvscope generate --trace` exports for the same prompt, layer 0 and head 0.
+Needs what check_input.py needs (its App drives the window).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_input import App, TIMEOUT, SCREEN, fail  # noqa: E402
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
+def inner(a):
+    work = a.work
+    model = os.path.join(a.assets, "llama-gqa")
+    app = App(a.kvscope, work, ["--model", model])
+    try:
+        app.wait("first frames", lambda s: s["frames"] > 3)
+        app.type_into("prompt", PROMPT)
+        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
+        app.click_empty()
+        app.click("Prefill step")
+        app.wait("prefill", lambda s: s["steps"] == 1)
+        app.click("tab Rotary")
+        app.screenshot("rotary tab")
+        # A cell two thirds down and one third across the map: a query late in the prompt, an earlier key.
+        x0, y0, x1, y1 = app.state()["widgets"]["attention map"]
+        x, y = int(x0 + (x1 - x0) / 3), int(y0 + (y1 - y0) * 2 / 3)
+        app.xdo(["mousemove", "--window", app.wid, str(x), str(y)])
+        time.sleep(0.3)
+        app.press_release()
+        t0 = time.time()
+        header = None
+        while time.time() - t0 < TIMEOUT:
+            texts = (app.state() or {}).get("texts", {})
+            header, score = texts.get("rotary header", ""), texts.get("rotary score", "")
+            m = re.search(r"query at position (\d+), key at (\d+)", header)
+            if m and int(m.group(2)) > 0:
+                break
+            time.sleep(0.1)
+        else:
+            fail("the Rotary tab did not follow the click (header %r)" % header)
+        app.screenshot("rotary selected")
+        qpos, kpos = int(m.group(1)), int(m.group(2))
+        shown = float(re.search(r"score q·k·scale = (-?[0-9.]+)", score).group(1))
+        print("  ok: clicked query %d, key %d; the tab shows score %.4f" % (qpos, kpos, shown))
+    finally:
+        app.close()
+
+    trace = os.path.join(work, "trace")
+    p = subprocess.run([a.kvscope, "generate", "--model", model, "--prompt", PROMPT, "--max-new-tokens", "1",
+                        "--trace", trace], capture_output=True, text=True, errors="replace", timeout=120)
+    if p.returncode != 0:
+        fail("kvscope generate failed: %s" % p.stderr)
+    meta = json.load(open(os.path.join(trace, "step_0000", "meta.json")))
+    q = np.load(os.path.join(trace, "step_0000", "q.npy"))  # (L, R, H*D)
+    k = np.load(os.path.join(trace, "step_0000", "k.npy"))  # (L, R, K*D)
+    D = meta["model"]["head_dim"]
+    first = meta["first_computed_position"]
+    want = float(q[0, qpos - first, :D].astype(np.float64) @ k[0, kpos - first, :D].astype(np.float64) / np.sqrt(D))
+    print("  numpy from the trace: %.6f" % want)
+    if abs(want - shown) > 6e-5:  # the tab prints four decimals
+        fail("the Rotary tab shows %.4f for query %d key %d, numpy gives %.6f" % (shown, qpos, kpos, want))
+    print("OK")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
+    a = ap.parse_args()
+    if a.inner:
+        return inner(a)
+    for tool in ("xvfb-run", "xdotool", "import"):
+        if not shutil.which(tool):
+            print("SKIP: %s not found (apt install xvfb xdotool imagemagick)" % tool)
+            return 0
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    cmd = ["xvfb-run", "-a", "-s", "-screen 0 " + SCREEN, sys.executable, os.path.abspath(__file__), "--inner",
+           "--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets), "--work", os.path.abspath(a.work)]
+    return subprocess.run(cmd, timeout=600).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
