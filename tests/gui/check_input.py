@@ -300,14 +300,19 @@ def main():
     a = ap.parse_args()
     if a.inner:
         return inner(a)
+    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope)])
+
+
+def rerun_under_xvfb(script, work, args):
+    """Run `script --inner args --work WORK` on a fresh X screen (after a clean WORK); skip without the tools."""
     for tool in ("xvfb-run", "xdotool", "import"):
         if not shutil.which(tool):
             print("SKIP: %s not found (apt install xvfb xdotool imagemagick)" % tool)
             return 0
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 " + SCREEN, sys.executable, os.path.abspath(__file__), "--inner",
-           "--kvscope", os.path.abspath(a.kvscope), "--work", os.path.abspath(a.work)]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    cmd = ["xvfb-run", "-a", "-s", "-screen 0 " + SCREEN, sys.executable, os.path.abspath(script), "--inner",
+           *args, "--work", os.path.abspath(work)]
     return subprocess.run(cmd, timeout=600).returncode
 
 

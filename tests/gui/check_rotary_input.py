@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, TIMEOUT, SCREEN, fail  # noqa: E402
+from check_input import App, TIMEOUT, fail, rerun_under_xvfb  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -87,16 +86,7 @@ def main():
     a = ap.parse_args()
     if a.inner:
         return inner(a)
-    for tool in ("xvfb-run", "xdotool", "import"):
-        if not shutil.which(tool):
-            print("SKIP: %s not found (apt install xvfb xdotool imagemagick)" % tool)
-            return 0
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 " + SCREEN, sys.executable, os.path.abspath(__file__), "--inner",
-           "--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets), "--work", os.path.abspath(a.work)]
-    return subprocess.run(cmd, timeout=600).returncode
-
+    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
 
 if __name__ == "__main__":
     sys.exit(main())
