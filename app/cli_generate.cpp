@@ -38,6 +38,9 @@ int cli_generate(int argc, char** argv) {
         .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
         .option("--prefill-chunk", "C", "prefill the prompt C tokens per step (default: all at once)")
         .option("--sinks", "S", "with --window: the first S positions stay visible too (attention sinks)")
+        .option("--sink-positions", "text|cache", "rotary models, with --sinks: where the sinks count as sitting — at "
+                                                  "their own positions (text, default) or right before the window, "
+                                                  "positions numbered inside the cache as StreamingLLM does (cache)")
         .option("--block-size", "B", "paged KV cache of B-position blocks in one pool for all prompts")
         .flag("--share-prefix", "prompts starting alike map those positions to the same blocks (paged, B = 16 unless given)")
         .option("--system", "TEXT", "text put before every prompt (a shared system prompt)")
@@ -62,6 +65,11 @@ int cli_generate(int argc, char** argv) {
     options.window = args.integer("--window", 0, 1, 1 << 24);
     options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
     options.sinks = args.integer("--sinks", 0, 0, 1 << 24);
+    if (const auto sp = args.text("--sink-positions")) {
+        if (*sp == "cache") options.sink_positions = SinkPositions::Cache;
+        else if (*sp != "text") throw UsageError("--sink-positions must be text or cache, got '" + *sp + "'");
+        if (options.sinks == 0) throw UsageError("--sink-positions places attention sinks: give --window and --sinks too");
+    }
     options.share_prefix = args.has("--share-prefix");
     options.block_size = args.integer("--block-size", options.share_prefix ? 16 : 0, 1, 1 << 20);
     if (args.has("--prompt-cache") && args.has("--prompt-cache-ro"))
@@ -201,6 +209,7 @@ int cli_generate(int argc, char** argv) {
             {"cache", options.use_cache},
             {"window", options.window},
             {"sinks", options.sinks},
+            {"sink_positions", sink_positions_name(options.sink_positions)},
             {"prefill_chunk", options.prefill_chunk},
             {"block_size", options.block_size},
             {"share_prefix", options.share_prefix},

@@ -4,14 +4,18 @@
 // from a trace, so a heatmap shows the exact numbers the model used.
 //
 //   KeyRange                        the keys one query sees: sinks 0..n_sink-1, then lo..hi (positions)
-//   visible_keys(q, window, sinks)  the mask rule: causal; with a window W only q-W+1..q, plus with
-//                                   attention sinks the first S positions stay visible too
+//   visible_keys(q, window, sinks, sink_positions)
+//                                   the mask rule: causal; with a window W only q-W+1..q, plus with
+//                                   attention sinks the first S positions stay visible too. With
+//                                   SinkPositions::Cache (StreamingLLM) positions are numbered inside
+//                                   the cache, so a rotary model scores the sinks sink_shift positions later
 //   within_window(keys, q, W)       narrowed to a layer's own sliding window (model config)
 //   attend_row(out, weights, q, key_at, value_at, keys, D, scale)
 //       weights (keys.count()) = softmax(q·k * scale) over the visible keys in position order;
 //       out (D) = Σ w·v. `weights` also holds the scaled scores on the way.
-//   attend_group(out, weights, stride, q, G, key_at, value_at, keys, D, scale)
-//       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group
+//   attend_group(out, weights, stride, q, G, key_at, value_at, keys, D, scale, sink_q)
+//       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group;
+//       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift)
 //   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
 #include <algorithm>
 #include <cmath>
@@ -22,19 +26,30 @@
 
 namespace kvscope {
 
+// Where attention sinks sit for the query. Text: at their own positions, as every key (kvscope's
+// default: distances are the true ones). Cache: StreamingLLM's numbering inside the cache, sinks 0..S-1
+// and the window right after them, so a query sees the sinks as its window's direct predecessors.
+enum class SinkPositions { Text, Cache };
+inline const char* sink_positions_name(SinkPositions s) { return s == SinkPositions::Cache ? "cache" : "text"; }
+
 struct KeyRange {
     int64_t n_sink = 0;      // positions 0..n_sink-1, all below lo
     int64_t lo = 0, hi = -1; // then lo..hi inclusive
+    // SinkPositions::Cache: the sinks count as sitting this many positions later (lo - n_sink: the gap
+    // the window left). Window keys keep their distance to the query either way. 0 under Text.
+    int64_t sink_shift = 0;
     int64_t count() const { return n_sink + hi - lo + 1; }
     int64_t position(int64_t j) const { return j < n_sink ? j : lo + (j - n_sink); }
     bool contains(int64_t p) const { return (p >= lo && p <= hi) || (p >= 0 && p < n_sink); }
 };
 
-inline KeyRange visible_keys(int64_t query_position, int64_t window, int64_t sinks) {
+inline KeyRange visible_keys(int64_t query_position, int64_t window, int64_t sinks,
+                             SinkPositions sink_positions = SinkPositions::Text) {
     KeyRange k;
     k.hi = query_position;
     k.lo = window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
     k.n_sink = window > 0 ? std::min(sinks, k.lo) : 0;
+    if (sink_positions == SinkPositions::Cache && k.n_sink > 0) k.sink_shift = k.lo - k.n_sink;
     return k;
 }
 
@@ -58,21 +73,26 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
 // loaded once for the group, and the heads' serial softmax sums run side by side.
 template <class KeyAt, class ValueAt>
 void attend_group(float* out, float* weights, int64_t weights_stride, const float* q, int64_t G, KeyAt&& key_at,
-                  ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale) {
+                  ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr) {
     using KeyRow = decltype(key_at(int64_t(0)));  // const float* or const uint16_t*
     using ValueRow = decltype(value_at(int64_t(0)));
     constexpr int64_t kBatch = 64;  // rows looked up per kernel call, on the stack
     constexpr int64_t kMaxHeads = 4;  // heads whose sums and outputs are carried together
     const int64_t n = keys.count();
     auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
-    // pass 1: scores = q·kᵀ · scale (each exactly scaled_score)
+    // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
     {
         KeyRow rows[kBatch];
-        for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
-            const int64_t m = std::min(kBatch, n - j0);
-            for (int64_t i = 0; i < m; ++i) rows[i] = key_at(keys.position(j0 + i));
-            for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, q + g * D, rows, m, D, scale);
-        }
+        auto score = [&](int64_t from, int64_t to, const float* queries) {
+            for (int64_t j0 = from; j0 < to; j0 += kBatch) {
+                const int64_t m = std::min(kBatch, to - j0);
+                for (int64_t i = 0; i < m; ++i) rows[i] = key_at(keys.position(j0 + i));
+                for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, queries + g * D, rows, m, D, scale);
+            }
+        };
+        const int64_t sinks = sink_q ? keys.n_sink : 0;
+        score(0, sinks, sink_q);
+        score(sinks, n, q);
     }
     // pass 2: softmax, the maximum subtracted first so nothing overflows; each head's sum in position order
     for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
@@ -105,8 +125,8 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
 
 template <class KeyAt, class ValueAt>
 void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
-                const KeyRange& keys, int64_t D, float scale) {
-    attend_group(out, weights, 0, q, 1, key_at, value_at, keys, D, scale);
+                const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr) {
+    attend_group(out, weights, 0, q, 1, key_at, value_at, keys, D, scale, sink_q);
 }
 
 }  // namespace kvscope

@@ -303,6 +303,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                   {"own_key_column", own_key_column},
                   {"window", r.id.window},
                   {"sinks", r.id.sinks},
+                  {"sink_positions", sink_positions_name(r.id.sink_positions)},
                   {"values", "mask.npy: 1 = visible, 0 = masked; scores.npy holds -inf where masked"},
                   {"rule", mask_rule(r.id.window, r.id.sinks)}}},
         {"adopted", {{"positions", r.cost.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},

@@ -64,7 +64,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     if (this == &o) return *this;
     if (pool_) reset();  // return this cache's blocks before taking the other's
     n_layer_ = o.n_layer_, n_head_ = o.n_head_, head_dim_ = o.head_dim_, capacity_ = o.capacity_;
-    window_ = o.window_, sinks_ = o.sinks_, bf16_ = o.bf16_, next_position_ = o.next_position_;
+    window_ = o.window_, sinks_ = o.sinks_, sink_positions_ = o.sink_positions_, bf16_ = o.bf16_, next_position_ = o.next_position_;
     slot_positions_ = std::move(o.slot_positions_);
     tokens_ = std::move(o.tokens_);
     k_ = std::move(o.k_), v_ = std::move(o.v_), k16_ = std::move(o.k16_), v16_ = std::move(o.v16_);

@@ -23,6 +23,7 @@
 //   used()                      positions still visible to the next query (fill level)
 //   slot_position(s)            absolute position in slot s, or -1 if empty or evicted
 //   visible_keys(q)             the keys a query at q sees; visible_from(q): lowest of its window part
+//   set_sink_positions(s)       where the sinks count as sitting (attention.h SinkPositions); rows unchanged
 //   fits(n) / require_fits(n)   can a chunk of n tokens be processed now (paged: free blocks too)
 //   blocks_needed(n)            paged: blocks a chunk of n would take from the pool (new + copies)
 //   prepare(tokens, n)          before a chunk's writes: map its positions (allocate / copy-on-write)
@@ -121,12 +122,16 @@ public:
     int64_t capacity() const { return capacity_; }   // ring: slots S; paged: the most positions it may map
     int64_t window() const { return window_; }       // 0 = no window
     int64_t sinks() const { return sinks_; }
+    SinkPositions sink_positions() const { return sink_positions_; }
+    void set_sink_positions(SinkPositions s) { sink_positions_ = s; }
     int64_t next_position() const { return next_position_; }
     int64_t write_slot() const { return slot_of(next_position_); }
     int64_t used() const;
     int64_t slot_position(int64_t slot) const { return slot_positions_[size_t(slot)]; }
     const std::vector<int64_t>& slot_positions() const { return slot_positions_; }
-    KeyRange visible_keys(int64_t query_position) const { return kvscope::visible_keys(query_position, window_, sinks_); }
+    KeyRange visible_keys(int64_t query_position) const {
+        return kvscope::visible_keys(query_position, window_, sinks_, sink_positions_);
+    }
     int64_t visible_from(int64_t query_position) const { return visible_keys(query_position).lo; }
     bool fits(int64_t n_new) const;
     void require_fits(int64_t n_new) const;  // throws UsageError with the numbers
@@ -174,6 +179,7 @@ private:
     void rebuild_slot_positions();
 
     int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0, capacity_ = 0, window_ = 0, sinks_ = 0;
+    SinkPositions sink_positions_ = SinkPositions::Text;
     bool bf16_ = false;
     template <class T>  // float (float32 storage) or uint16_t (bfloat16 storage); kv: 0 = K, 1 = V
     T* row(int kv, int64_t il, int64_t h, int64_t position) const;

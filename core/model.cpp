@@ -172,6 +172,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         const LayerWeights& lw = w.layers[size_t(il)];
         const int64_t layer_window = cfg.window_of(il);  // the model's own window in this layer; 0 = none
         const float* layer_rotary = layer_window > 0 ? local_rotary : rotary;
+        const float* layer_inv_freq = layer_window > 0 && cfg.local_rope ? model.local_rotary_inv_freq().data()
+                                                                         : model.rotary_inv_freq().data();
 
         // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
         const float* attn_in = sublayer_input(cfg, x, xn, lw.ln_1_weight, lw.ln_1_bias, T);
@@ -233,12 +235,20 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                 if (int64_t(group_weights.size()) < G * ws.max_keys()) group_weights.resize(size_t(G * ws.max_keys()));
                 weights = group_weights.data();
             }
+            thread_local std::vector<float> sink_q;  // (G, D) queries turned back for sinks numbered in the cache
             auto rows = [&](auto key_at, auto value_at) {
                 for (int64_t r = part; r < ch.n_tokens; r += parts) {
                     const int64_t pos = cache.next_position() + r;
-                    attend_group(attn + (row0[c] + r) * Q + first_head * D, weights, ws.max_keys(),
-                                 q_row(row0[c] + r) + first_head * D, heads, key_at, value_at,
-                                 within_window(cache.visible_keys(pos), pos, layer_window), D, scale);
+                    const KeyRange keys = within_window(cache.visible_keys(pos), pos, layer_window);
+                    const float* q = q_row(row0[c] + r) + first_head * D;
+                    const float* turned = nullptr;
+                    if (keys.sink_shift > 0 && keys.n_sink > 0) {
+                        sink_q.resize(size_t(heads * D));
+                        turn_back(sink_q.data(), q, heads, D, layer_inv_freq, keys.sink_shift);
+                        turned = sink_q.data();
+                    }
+                    attend_group(attn + (row0[c] + r) * Q + first_head * D, weights, ws.max_keys(), q, heads, key_at,
+                                 value_at, keys, D, scale, turned);
                 }
             };
             if (cache.bf16())

@@ -38,4 +38,22 @@ void rotary_angles(float* cos, float* sin, const float* inv_freq, int64_t positi
     }
 }
 
+void turn_back(float* out, const float* x, int64_t n, int64_t D, const float* inv_freq, int64_t delta) {
+    const int64_t half = D / 2;
+    thread_local std::vector<float> angles;  // (2, D/2) cos, sin of delta
+    angles.resize(size_t(D));
+    rotary_angles(angles.data(), angles.data() + half, inv_freq, delta, half);
+    const float* cos = angles.data();
+    const float* sin = angles.data() + half;
+    for (int64_t r = 0; r < n; ++r) {
+        const float* a = x + r * D;
+        float* y = out + r * D;
+        for (int64_t i = 0; i < half; ++i) {  // apply_rotary with sin negated
+            const float x1 = a[i], x2 = a[i + half];
+            y[i] = x1 * cos[i] + x2 * sin[i];
+            y[i + half] = x2 * cos[i] - x1 * sin[i];
+        }
+    }
+}
+
 }  // namespace kvscope

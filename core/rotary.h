@@ -8,6 +8,9 @@
 //   rotary_angles(cos, sin, inv_freq, position, half)   (D/2) cos and sin of position · inv_freq[i]
 //   apply_rotary(x, cos, sin, D)    one head's row in place, rotate-half layout (HF rotate_half):
 //                                   pairs (i, i + D/2), not interleaved (2i, 2i + 1)
+//   turn_back(out, x, n, D, inv_freq, delta)
+//                                   n rows of D turned by -delta positions: q·R(delta)k = (R(-delta)q)·k,
+//                                   so a query turned back scores a rotated key as if it sat delta later
 #include <cstdint>
 #include <vector>
 
@@ -26,5 +29,7 @@ inline void apply_rotary(float* x, const float* cos, const float* sin, int64_t D
         x[i + half] = b * cos[i] + a * sin[i];  // second half: +x1
     }
 }
+
+void turn_back(float* out, const float* x, int64_t n, int64_t D, const float* inv_freq, int64_t delta);
 
 }  // namespace kvscope

@@ -11,6 +11,8 @@ void validate(const SessionOptions& o) {
     if (o.window < 0) throw UsageError("window must be >= 1 (or 0 for no window)");
     if (o.sinks < 0) throw UsageError("sinks must be >= 0");
     if (o.sinks > 0 && o.window == 0) throw UsageError("attention sinks keep the first positions beside a window: set a window too");
+    if (o.sink_positions == SinkPositions::Cache && o.sinks == 0)
+        throw UsageError("sink positions \"cache\" re-number the attention sinks inside the cache: set a window and sinks too");
     if (o.block_size < 0) throw UsageError("block size must be >= 1 (or 0 for the contiguous cache)");
     if (o.share_prefix && o.block_size == 0) throw UsageError("prefix sharing needs the paged cache: set a block size");
     if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
@@ -26,6 +28,11 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     if (options_.window > 0 && model_->config().has_sliding_layers())
         throw UsageError("this model has its own sliding window (" + model_->config().describe_windows() +
                          "): --window cannot be combined with it");
+    // Learned or sinusoidal positions are added to the input once; only rotary keys carry a position
+    // that attention can re-read, so only they can be re-numbered inside the cache.
+    if (options_.sink_positions == SinkPositions::Cache && model_->config().family != Family::Llama)
+        throw UsageError("sink positions \"cache\" need rotary positions; this model adds its positions to the input "
+                         "(" + std::string(to_string(model_->config().family)) + "), so its sinks keep text positions");
 }
 
 void Session::set_source(std::vector<TokenId> source) {
@@ -73,9 +80,11 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
             throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
         cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
         cache_.set_sequence(sequence_);
+        cache_.set_sink_positions(options_.sink_positions);
     } else {
         if (options_.window > 0) capacity = std::min(n_total, options_.sinks + options_.window + chunk - 1);
         cache_ = model_->make_cache(capacity, options_.window, options_.sinks);
+        cache_.set_sink_positions(options_.sink_positions);
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(source_.size())));
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
@@ -244,6 +253,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     id.tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
     id.window = options_.window;
     id.sinks = cache_.sinks();
+    id.sink_positions = cache_.sink_positions();
     id.shift_cache_hidden_pairs =
         shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), options_.window);
     StepCost& cost = rec->cost;
@@ -264,6 +274,10 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rows.head_dim = cfg.head_dim();
     rows.attention_scale = cfg.attention_scale();
     if (cfg.has_sliding_layers()) rows.layer_window = cfg.layer_window;
+    if (id.sink_positions == SinkPositions::Cache) {
+        rows.rotary_inv_freq = model_->rotary_inv_freq();
+        rows.local_rotary_inv_freq = model_->local_rotary_inv_freq();
+    }
     if (p.phase == Phase::Prefill) n_prompt_done_ += int64_t(id.tokens.size());
     Prediction& pred = rec->prediction;
     if (p.predicts) {
@@ -311,6 +325,7 @@ const StepRecord& Session::run_uncached(Pending& p) {
     // ring, and only the new positions' rows, equal bit for bit, are then written to the paged cache.
     const bool paged = cache_.paged();
     KvCache scratch = paged ? model_->make_cache(end, options_.window, options_.sinks) : KvCache{};
+    scratch.set_sink_positions(options_.sink_positions);
     KvCache& target = paged ? scratch : cache_;
     const int64_t first_new = cache_.next_position();
     target.reset();

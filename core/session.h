@@ -53,6 +53,7 @@ struct SessionOptions {
     int64_t max_new_tokens = 16; // N
     int64_t n_top = 10;          // top tokens kept per step for display
     SamplerOptions sampling;
+    SinkPositions sink_positions = SinkPositions::Text;  // Cache: StreamingLLM's numbering (rotary models)
 };
 void validate(const SessionOptions& options);  // throws UsageError
 

@@ -5,6 +5,7 @@
 
 #include "attention.h"
 #include "errors.h"
+#include "rotary.h"
 
 namespace kvscope {
 
@@ -24,7 +25,7 @@ const char* probe_name(Probe p) {
 const char* phase_name(Phase p) { return p == Phase::Prefill ? "prefill" : "decode"; }
 
 KeyRange StepRecord::visible_keys(int64_t query_position) const {
-    return kvscope::visible_keys(query_position, id.window, id.sinks);
+    return kvscope::visible_keys(query_position, id.window, id.sinks, id.sink_positions);
 }
 
 KeyRange StepRecord::visible_keys(int64_t query_position, int64_t il) const {
@@ -122,15 +123,20 @@ AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64
     auto key_at = [&](int64_t p) { return keys[size_t(p - first_key)]; };
     auto value_at = [&](int64_t p) { return values[size_t(p - first_key)]; };
     std::vector<float> visible_weights(static_cast<size_t>(P));  // (visible keys) of one query, in position order
+    std::vector<float> sink_q(static_cast<size_t>(D));              // (D) the query turned back for the sinks
     for (int64_t i = 0; i < R; ++i) {
         const float* q = r.rows.q.data() + (layer * R + i) * C + head * D;
         const int64_t qpos = first_q + i;
         const KeyRange seen = r.visible_keys(qpos, layer);
+        const bool turned = seen.sink_shift > 0 && seen.n_sink > 0 && !r.rows.inv_freq_of(layer).empty();
+        if (turned) turn_back(sink_q.data(), q, 1, D, r.rows.inv_freq_of(layer).data(), seen.sink_shift);
         for (int64_t j = 0; j < P; ++j) {
-            m.scores[size_t(i * P + j)] = scaled_score(q, keys[size_t(j)], D, scale);
+            const bool sink = turned && first_key + j < seen.n_sink;
+            m.scores[size_t(i * P + j)] = scaled_score(sink ? sink_q.data() : q, keys[size_t(j)], D, scale);
             m.visible[size_t(i * P + j)] = seen.contains(first_key + j) ? 1 : 0;
         }
-        attend_row(m.output.data() + i * D, visible_weights.data(), q, key_at, value_at, seen, D, scale);
+        attend_row(m.output.data() + i * D, visible_weights.data(), q, key_at, value_at, seen, D, scale,
+                   turned ? sink_q.data() : nullptr);
         for (int64_t j = 0; j < seen.count(); ++j)
             m.weights[size_t(i * P + seen.position(j) - first_key)] = visible_weights[size_t(j)];
     }

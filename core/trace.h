@@ -49,6 +49,7 @@ struct StepId {
     // this step: (query, key) pairs inside a query's window that it evicts before the chunk attends.
     // 0 when nothing differs; -1 when that cache would refuse the chunk (more than W tokens).
     int64_t shift_cache_hidden_pairs = 0;
+    SinkPositions sink_positions = SinkPositions::Text;  // where the sinks count as sitting (attention.h)
 };
 
 // What the step computed, what it took instead of computing, and the time and flops it spent. The
@@ -76,6 +77,12 @@ struct RecordedRows {
     int64_t n_layer = 0, n_head = 0, head_dim = 0;  // L, H, D; C = H * D
     float attention_scale = 0;           // the factor on q·k the model used (ModelConfig::attention_scale)
     std::vector<int64_t> layer_window;   // (L) the model's own sliding window per layer, 0 = full; empty: none
+    // Rotary models: (D/2) inverse frequencies per layer kind (model.h), to turn queries back for sinks
+    // numbered inside the cache (SinkPositions::Cache); empty otherwise.
+    std::vector<float> rotary_inv_freq, local_rotary_inv_freq;
+    const std::vector<float>& inv_freq_of(int64_t il) const {
+        return window_of(il) > 0 && !local_rotary_inv_freq.empty() ? local_rotary_inv_freq : rotary_inv_freq;
+    }
     int64_t window_of(int64_t il) const { return layer_window.empty() ? 0 : layer_window[size_t(il)]; }
     int64_t n_kv_head = 0;               // K: the cache's heads (GQA/MQA: fewer than H); 0 = H
     std::vector<float> q, k, v;          // (L, R, C) each; k and v per query head h (a copy of K/V head

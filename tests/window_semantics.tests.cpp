@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "rotary.h"
 #include "trace.h"
 
 namespace {
@@ -80,4 +82,51 @@ TEST_CASE("within_window keeps exactly the keys Hugging Face's sliding-window ma
     const kvscope::KeyRange all = kvscope::within_window(kvscope::visible_keys(9, 0, 0), 9, 0);
     CHECK(all.lo == 0);
     CHECK(all.count() == 10);
+}
+
+// StreamingLLM's numbering written out as a list: the cache holds sinks 0..S'-1 then the window lo..q,
+// and slot i is the position attention uses. The sinks' shift is (query's slot - sink's slot) taken
+// from the real distance: q - s - (slot(q) - slot(s)).
+TEST_CASE("sink positions: the cache numbering moves the sinks up by the gap the window left", "[window]") {
+    for (int64_t window : {1, 3, 4, 8})
+        for (int64_t sinks : {1, 2, 4})
+            for (int64_t q = 0; q < 40; ++q) {
+                const kvscope::KeyRange text = kvscope::visible_keys(q, window, sinks);
+                const kvscope::KeyRange cache = kvscope::visible_keys(q, window, sinks, kvscope::SinkPositions::Cache);
+                std::vector<int64_t> slots;  // text position of each cache slot, in order
+                for (int64_t p = 0; p <= q; ++p)
+                    if (p > q - window || p < sinks) slots.push_back(p);
+                const int64_t q_slot = int64_t(slots.size()) - 1;
+                INFO("window " << window << ", sinks " << sinks << ", query " << q);
+                CHECK(text.sink_shift == 0);
+                CHECK(cache.count() == int64_t(slots.size()));
+                for (int64_t s = 0; s < cache.n_sink; ++s) CHECK((q - s) - (q_slot - s) == cache.sink_shift);
+                for (int64_t slot = cache.n_sink; slot <= q_slot; ++slot)  // window keys keep their distance
+                    CHECK(q - slots[size_t(slot)] == q_slot - slot);
+            }
+}
+
+TEST_CASE("turn_back undoes delta positions of rotation: a row rotated at p turned back by d is the row rotated at p - d",
+          "[window]") {
+    const int64_t D = 16, half = D / 2;
+    std::vector<float> inv_freq(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = float(1.0 / std::pow(10000.0, double(2 * i) / double(D)));
+    std::vector<double> raw(static_cast<size_t>(D));
+    for (int64_t i = 0; i < D; ++i) raw[size_t(i)] = std::sin(0.7 * double(i) + 0.3);
+    auto rotated_at = [&](int64_t p) {  // rotate-half in double: (x1 cos - x2 sin, x2 cos + x1 sin)
+        std::vector<double> y(static_cast<size_t>(D));
+        for (int64_t i = 0; i < half; ++i) {
+            const double a = double(p) * double(inv_freq[size_t(i)]);
+            y[size_t(i)] = raw[size_t(i)] * std::cos(a) - raw[size_t(i + half)] * std::sin(a);
+            y[size_t(i + half)] = raw[size_t(i + half)] * std::cos(a) + raw[size_t(i)] * std::sin(a);
+        }
+        return y;
+    };
+    for (auto [p, d] : {std::pair<int64_t, int64_t>{9, 5}, {100, 97}, {2000, 1500}}) {
+        const std::vector<double> at_p = rotated_at(p), want = rotated_at(p - d);
+        std::vector<float> in(at_p.begin(), at_p.end()), out(static_cast<size_t>(D));
+        kvscope::turn_back(out.data(), in.data(), 1, D, inv_freq.data(), d);
+        INFO("p " << p << ", d " << d);
+        for (int64_t i = 0; i < D; ++i) CHECK(std::abs(double(out[size_t(i)]) - want[size_t(i)]) < 2e-4);
+    }
 }

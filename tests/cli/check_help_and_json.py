@@ -112,7 +112,7 @@ def main():
     if out.get("prompt_text") != prompt:
         failures.append(f"generate --json prompt_text is {out.get('prompt_text')!r}, not {prompt!r}")
     settings = out.get("settings", {})
-    want = {"max_new_tokens": default_n, "cache": True, "window": 8, "sinks": 0, "prefill_chunk": 0, "block_size": 0,
+    want = {"max_new_tokens": default_n, "cache": True, "window": 8, "sinks": 0, "sink_positions": "text", "prefill_chunk": 0, "block_size": 0,
             "share_prefix": False, "system": None, "prompt_cache": None, "prompt_cache_read_only": False,
             "allow_special": False, "dtype": "f32", "trace": trace, "dump_logits": None}
     for key, value in want.items():

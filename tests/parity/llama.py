@@ -7,11 +7,14 @@ into the reference alone, must put kvscope outside the tolerance, so these cases
 
     llama.py --kvscope BIN --work DIR
 """
+import json
 import os
+import shutil
 import sys
 
 import numpy as np
 
+import common
 from common import TOL, Failure, generate, main, prompt, reference_model, refused_config, check_case, run_cli
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
@@ -74,28 +77,83 @@ def bit_identical(kvscope, m, p):
     return f"{os.path.basename(m)} cached = no-cache = chunked = batched, bit for bit"
 
 
-def with_sinks(kvscope, m, p, window, sinks):
-    """--window with --sinks against the reference's banded mask plus the first `sinks` positions."""
+def with_sinks(kvscope, m, p, window, sinks, positions="text"):
+    """--window with --sinks against the reference's banded mask plus the first `sinks` positions; with
+    positions "cache", against the reference's StreamingLLM numbering, which must differ from text's."""
     ref = reference_model(m)
     want = []
     seq = list(p)
-    ref.sinks = sinks
+    ref.sinks, ref.sink_positions = sinks, positions
     try:
         for _ in range(6):
             row = ref.forward(seq, window)[-1]
             want.append(row.numpy())
             seq.append(int(row.argmax()))
     finally:
-        ref.sinks = 0
-    for extra in ((), ("--no-cache",), ("--prefill-chunk", "3")):
-        obj, logits, _ = generate(kvscope, m, [p], 6, window=window, extra=("--sinks", str(sinks)) + extra)
+        ref.sinks, ref.sink_positions = 0, "text"
+    label = f"{os.path.basename(m)} window={window} sinks={sinks} sink positions {positions}"
+    extra_positions = ("--sink-positions", positions) if positions != "text" else ()
+    for extra in ((), ("--no-cache",), ("--prefill-chunk", "3"), ("--block-size", "4")):
+        obj, logits, _ = generate(kvscope, m, [p], 6, window=window,
+                                  extra=("--sinks", str(sinks)) + extra_positions + extra)
         if obj["generated_ids"] != seq[len(p):]:
-            raise Failure(f"{os.path.basename(m)} window={window} sinks={sinks} {extra}: ids {obj['generated_ids']}, "
-                          f"reference {seq[len(p):]}")
+            raise Failure(f"{label} {extra}: ids {obj['generated_ids']}, reference {seq[len(p):]}")
         gap = float(np.max(np.abs(logits.astype(np.float64) - np.array(want))))
         if gap > TOL * max(1.0, float(np.max(np.abs(want)))):
-            raise Failure(f"{os.path.basename(m)} window={window} sinks={sinks} {extra}: logits off by {gap:.3g}")
-    return f"{os.path.basename(m)} window={window} sinks={sinks}: cached, no-cache, chunked = reference"
+            raise Failure(f"{label} {extra}: logits off by {gap:.3g}")
+        if obj["settings"]["sink_positions"] != positions:
+            raise Failure(f"{label} {extra}: settings say sink_positions {obj['settings']['sink_positions']!r}")
+    if positions == "cache":  # the numbering must matter here, or this case shows nothing
+        _, text_logits, _ = generate(kvscope, m, [p], 6, window=window, extra=("--sinks", str(sinks)))
+        gap = float(np.max(np.abs(text_logits.astype(np.float64)[:len(want)] - np.array(want))))
+        if gap <= 10 * TOL:
+            raise Failure(f"{label}: text positions agree with the cache numbering (max diff {gap:.3g})")
+    return f"{label}: cached, no-cache, chunked, paged = reference"
+
+
+def cache_numbered_trace(kvscope, m, work):
+    """--trace under --sink-positions cache: the exported weights of a 12-token prefill (window 4, 2 sinks)
+    equal the reference's StreamingLLM softmax in every layer and head, so the views show what ran."""
+    p = prompt(362, 12)
+    folder = os.path.join(work, "trace_sinks_cache")
+    shutil.rmtree(folder, ignore_errors=True)
+    rc, _, err = run_cli(kvscope, ["generate", "--model", m, "--prompt-ids", ",".join(map(str, p)), "--max-new-tokens",
+                                   "1", "--window", "4", "--sinks", "2", "--sink-positions", "cache", "--trace", folder])
+    if rc != 0:
+        raise Failure(f"--trace: exit {rc} {err}")
+    ref = reference_model(m)
+    ref.sinks, ref.sink_positions, ref.attention_record = 2, "cache", []
+    try:
+        ref.forward(p, 4)
+        want = ref.attention_record
+    finally:
+        ref.sinks, ref.sink_positions, ref.attention_record = 0, "text", None
+    worst = 0.0
+    for il, probs in enumerate(want):
+        for h in range(probs.shape[0]):
+            got = np.load(os.path.join(folder, "step_0000", f"l{il:02d}_h{h:02d}_weights.npy")).astype(np.float64)
+            if got.shape != tuple(probs[h].shape):
+                raise Failure(f"layer {il} head {h}: weights shape {got.shape}, reference {tuple(probs[h].shape)}")
+            worst = max(worst, float(np.max(np.abs(got - probs[h].numpy()))))
+    if worst > 1e-5:
+        raise Failure(f"--trace weights under sink positions cache differ from the reference by {worst:.3g}")
+    with open(os.path.join(folder, "step_0000", "meta.json")) as f:
+        mask = json.load(f)["mask"]
+    if mask.get("sink_positions") != "cache":
+        raise Failure(f"meta.json mask says sink_positions {mask.get('sink_positions')!r}")
+    return f"{os.path.basename(m)} --trace weights under sink positions cache = reference (max diff {worst:.2g})"
+
+
+def sink_positions_refused(kvscope, m, gpt2):
+    """--sink-positions: a bad value, cache without sinks, and cache on learned positions exit 2."""
+    checks = [([ "--model", m, "--sink-positions", "middle", "--window", "4", "--sinks", "2"], "must be text or cache"),
+              (["--model", m, "--sink-positions", "cache", "--window", "4"], "give --window and --sinks"),
+              (["--model", gpt2, "--sink-positions", "cache", "--window", "4", "--sinks", "2"], "need rotary positions")]
+    for args, expect in checks:
+        rc, _, err = run_cli(kvscope, ["generate", "--prompt-ids", "1,2,3", "--max-new-tokens", "2"] + args)
+        if rc != 2 or expect not in err or len(err.strip().splitlines()) != 1:
+            raise Failure(f"{args}: exit {rc}, {err!r}; want exit 2 and one line with {expect!r}")
+    return "--sink-positions: a bad value, no sinks, learned positions: exit 2 with one line each"
 
 
 def bad_config(kvscope, work, label, edit, expect):
@@ -131,6 +189,11 @@ def cases(kvscope, work):
     for name in ("gqa", "mqa", "llama3_rope"):
         m = model_dir(work, name)
         yield lambda m=m: with_sinks(kvscope, m, prompt(360, 12), 4, 2)
+    for name in ("gqa", "llama3_rope", "qwen2", "qwen3"):
+        m = model_dir(work, name)
+        yield lambda m=m: with_sinks(kvscope, m, prompt(361, 12), 4, 2, positions="cache")
+    yield lambda: cache_numbered_trace(kvscope, model_dir(work, "gqa"), work)
+    yield lambda: sink_positions_refused(kvscope, model_dir(work, "gqa"), common.model_dir(work, "f16"))
     model_dir(work, "gqa")
     yield lambda: bad_config(kvscope, work, "unknown_model_type",
                              lambda c: c.update(model_type="falcon"), 'model_type "falcon" is not supported')

@@ -35,6 +35,11 @@ The rules, and the upstream function each follows:
   "global_rope_everywhere"  Gemma's sliding layers rotated with rope_theta instead of rope_local_base_freq
   "window_plus_one"  a sliding layer's query at i also keeps key i - W (i - j <= W instead of < W)
 
+`sink_positions = "cache"` (with a window and `sinks`) numbers positions inside the cache as StreamingLLM
+does (its pos_shift attention): keys are kept before rotation; a query at i with window keys lo..i and
+S' = min(sinks, lo) sinks rotates the sinks at 0..S'-1, the window keys at S'..S'+i-lo and itself at
+S'+i-lo. "text" (the default) rotates every key and query at its own position.
+
 `kv_bf16 = True` rounds K (after rotation) and V to bfloat16, as kvscope's cache stores them under
 --dtype bf16, so that run has an exact reference too.
 """
@@ -158,6 +163,7 @@ class LlamaModel:
     def __init__(self, folder, dtype=torch.float64):
         self.folder, self.dtype = folder, dtype
         self.sinks = 0
+        self.sink_positions = "text"
         self.kv_bf16 = False
         self.mutation = None
         self.attention_record = None  # a list: forward appends each layer's softmax weights [H, T, T]
@@ -197,15 +203,20 @@ class LlamaModel:
             x = x * self.embed_scale
         pos = torch.arange(T, dtype=self.dtype)
 
-        def cos_sin(inv_freq):
+        def cos_sin(inv_freq, pos=pos):
             angles = pos[:, None] * inv_freq[None, :]                                 # [T, D/2]
             emb = torch.cat((angles, angles), dim=-1)                                 # [T, D]
             return emb.cos(), emb.sin()
 
         rot_global = cos_sin(self.inv_freq)
         rot_local = rot_global
+        local_inv_freq = self.inv_freq
         if cfg["gemma"] and self.mutation != "global_rope_everywhere":
             rot_local = cos_sin(self.local_inv_freq)
+            local_inv_freq = self.local_inv_freq
+        cache_numbering = bool(window) and self.sinks > 0 and self.sink_positions == "cache"
+        if cache_numbering and (self.kv_bf16 or any(lw is not None for lw in cfg["layer_windows"])):
+            raise ValueError("sink_positions 'cache' with kv_bf16 or the model's own windows is not in this reference")
         q_pos, k_pos = torch.arange(T)[:, None], torch.arange(T)[None, :]
         causal = k_pos <= q_pos                                                       # [T, T]
         if window:
@@ -227,23 +238,27 @@ class LlamaModel:
                 q = self.rms_norm(q, w[p + "self_attn.q_norm.weight"])
                 k = self.rms_norm(k, w[p + "self_attn.k_norm.weight"])
             rope = apply_rope_interleaved if self.mutation == "interleaved" else apply_rope
-            q, k = rope(q, cos, sin), rope(k, cos, sin)
-            if self.kv_bf16:
-                k, v = k.to(torch.bfloat16).to(self.dtype), v.to(torch.bfloat16).to(self.dtype)
-            group = H // K
-            if self.mutation == "modulo":
-                k, v = k.repeat(group, 1, 1), v.repeat(group, 1, 1)                   # head h -> h % K
+            if cache_numbering:
+                inv_freq = local_inv_freq if layer_window is not None else self.inv_freq
+                att = self.cache_numbered_attention(q, k, v, inv_freq, window, rope)  # [T, H*D]
             else:
-                k = k.repeat_interleave(group, dim=0)                                 # [H, T, D]: repeat_kv
-                v = v.repeat_interleave(group, dim=0)
-            scaling = cfg["query_pre_attn_scalar"] ** -0.5 if cfg["gemma"] else D ** -0.5
-            scores = (q @ k.transpose(1, 2)) * scaling                                # [H, T, T]
-            scores = scores.masked_fill(~allowed, float("-inf"))
-            probs = torch.softmax(scores, dim=-1)                                     # [H, T, T]
-            if self.attention_record is not None:
-                self.attention_record.append(probs)
-            att = probs @ v                                                           # [H, T, D]
-            att = att.transpose(0, 1).reshape(T, H * D)
+                q, k = rope(q, cos, sin), rope(k, cos, sin)
+                if self.kv_bf16:
+                    k, v = k.to(torch.bfloat16).to(self.dtype), v.to(torch.bfloat16).to(self.dtype)
+                group = H // K
+                if self.mutation == "modulo":
+                    k, v = k.repeat(group, 1, 1), v.repeat(group, 1, 1)                   # head h -> h % K
+                else:
+                    k = k.repeat_interleave(group, dim=0)                                 # [H, T, D]: repeat_kv
+                    v = v.repeat_interleave(group, dim=0)
+                scaling = cfg["query_pre_attn_scalar"] ** -0.5 if cfg["gemma"] else D ** -0.5
+                scores = (q @ k.transpose(1, 2)) * scaling                                # [H, T, T]
+                scores = scores.masked_fill(~allowed, float("-inf"))
+                probs = torch.softmax(scores, dim=-1)                                     # [H, T, T]
+                if self.attention_record is not None:
+                    self.attention_record.append(probs)
+                att = probs @ v                                                           # [H, T, D]
+                att = att.transpose(0, 1).reshape(T, H * D)
             out = self.linear(att, p + "self_attn.o_proj", o_bias)                    # [T, C]
             if cfg["gemma"]:
                 out = self.rms_norm(out, w[p + "post_attention_layernorm.weight"])
@@ -263,6 +278,32 @@ class LlamaModel:
         if cap:
             logits = torch.tanh(logits / cap) * cap
         return logits
+
+    def cache_numbered_attention(self, q, k, v, inv_freq, window, rope):
+        """StreamingLLM's numbering: q [H, T, D], k/v [K, T, D] before rotation -> [T, H*D]."""
+        H, K, D = self.H, self.K, self.D
+        T = q.shape[1]
+        group = H // K
+        scaling = self.cfg["query_pre_attn_scalar"] ** -0.5 if self.cfg["gemma"] else D ** -0.5
+        out = torch.zeros(T, H, D, dtype=q.dtype)
+        record = torch.zeros(H, T, T, dtype=q.dtype)                                  # [H, T, T] by text position
+        for i in range(T):
+            lo = max(0, i - window + 1)
+            n_sink = min(self.sinks, lo)
+            seen = list(range(n_sink)) + list(range(lo, i + 1))                       # text positions
+            slots = torch.arange(len(seen), dtype=self.dtype)                         # cache positions
+            angles = slots[:, None] * inv_freq[None, :]
+            emb = torch.cat((angles, angles), dim=-1)                                 # [n, D]
+            keys = rope(k[:, seen, :], emb.cos(), emb.sin())                          # [K, n, D]
+            query = rope(q[:, i:i + 1, :], emb[-1:].cos(), emb[-1:].sin())            # [H, 1, D] at slot n-1
+            keys = keys.repeat_interleave(group, dim=0)                               # [H, n, D]
+            values = v[:, seen, :].repeat_interleave(group, dim=0)
+            probs = torch.softmax((query @ keys.transpose(1, 2)) * scaling, dim=-1)  # [H, 1, n]
+            out[i] = (probs @ values)[:, 0, :]
+            record[:, i, seen] = probs[:, 0, :]
+        if self.attention_record is not None:
+            self.attention_record.append(record)
+        return out.reshape(T, H * D)
 
     def forward_batch(self, rows, window=None):
         # Each row on its own: the batch semantics (right padding, no cross-row attention) by construction.
