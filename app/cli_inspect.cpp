@@ -8,6 +8,7 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "json_write.h"
+#include "kv_footprint.h"
 
 namespace kvscope {
 namespace {
@@ -43,12 +44,11 @@ int cli_inspect(int argc, char** argv) {
     auto model = load_model_from(args);
     const ModelConfig& c = model->config();
     const Weights& w = model->weights();
-    // The cache follows the matrices' format (--dtype): float32 or bfloat16 rows.
-    const int64_t kv_bytes = w.bf16 ? 2 : 4;
-    // The cache holds K/V heads (num_key_value_heads x head_dim per layer); beside it, what the same
-    // model would cache with full multi-head attention (one K/V head per query head).
-    const int64_t kv_per_token = 2 * c.n_layer * c.kv_width() * kv_bytes;
-    const int64_t mha_per_token = 2 * c.n_layer * c.q_width() * kv_bytes;
+    // The cache follows the matrices' format (--dtype): float32 or bfloat16 rows. It holds K/V heads
+    // (num_key_value_heads x head_dim per layer); beside it, what the same model would cache with full
+    // multi-head attention (one K/V head per query head).
+    const KvFootprint kv = kv_footprint(c, w.bf16);
+    const int64_t kv_per_token = kv.per_token, mha_per_token = kv.per_token_mha;
     // Encoder-decoder: the cross-attention cache, 2 x L x C float32 per source token (core/encoder.h),
     // fixed once the encoder ran.
     const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * int64_t(sizeof(float)) : 0;
@@ -77,6 +77,7 @@ int cli_inspect(int argc, char** argv) {
             {"kv_bytes_full_context", kv_per_token * c.n_ctx},
             {"kv_heads", c.kv_heads()},
             {"kv_bytes_per_token_full_mha", mha_per_token},
+            {"kv_bytes_per_token_mqa", kv.per_token_mqa},
             {"kv_dtype", w.bf16 ? "bf16" : "f32"},
             // (L) the model's own sliding window per layer, 0 = full attention
             {"layer_windows", c.layer_window.empty() ? std::vector<int64_t>(size_t(c.n_layer), 0) : c.layer_window},

@@ -18,6 +18,15 @@
 #   gui.rotary_input  the interactive window on assets/llama-gqa (xdotool): Prefill, the Rotary tab, a click in
 #              the attention map; the tab's positions follow the click and its score equals numpy's q·k/sqrt(D)
 #              from `generate --trace`; tests/gui/check_rotary_input.py
+#   gui.kv_groups  K/V head groups on a 9-query / 3-K/V-head folder at 1280x720 and 1920x1080: the KV cache
+#              panel's groups, title and bytes meter (model, multi-head, multi-query, held) and the all-heads
+#              view's group frames against config.json; a multi-head folder shows none; tests/gui/check_kv_groups.py
+#   gui.layer_windows  a Gemma 3 folder (sliding window 4, every third layer full) at both sizes: the KV cache
+#              panel's per-layer fill (seen of stored) and stated saving, and the timeline's note for a
+#              sliding and a full layer, against config.json; tests/gui/check_layer_windows.py
+#   gui.sink_positions  Controls' "sinks at cache positions" (script sink-cache=1) on assets/llama-gqa: the
+#              Attention panel's weights equal StreamingLLM's numbering computed in numpy from the rows
+#              `generate --trace` exports, and differ from text positions; tests/gui/check_sink_positions.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
 #              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
@@ -65,6 +74,21 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary_input)
     set_tests_properties(gui.rotary_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.kv_groups
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_groups)
+    set_tests_properties(gui.kv_groups PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.layer_windows
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layer_windows.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layer_windows)
+    set_tests_properties(gui.layer_windows PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.sink_positions
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_sink_positions.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/sink_positions)
+    set_tests_properties(gui.sink_positions PROPERTIES LABELS "gui" TIMEOUT 300)
     add_test(NAME gui.layout
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

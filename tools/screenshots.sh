@@ -95,9 +95,24 @@ head 2
 select 29 4
 panel Rotary
 S
+# 8. Grouped-query attention: random weights with SmolLM2's head layout (9 query heads, 3 K/V heads) and
+#    llama-gqa's tokenizer; the KV cache panel's groups and bytes, all heads grouped, query head 4 selected.
+/usr/bin/python3 "$repo/tools/make_llama_model.py" "$work/gqa_9x3" --vocab 768 --hidden 72 --inner 96 --layers 2 \
+  --heads 9 --kv-heads 3 --seed 21 >/dev/null
+cp "$repo/assets/llama-gqa/vocab.json" "$repo/assets/llama-gqa/merges.txt" "$work/gqa_9x3/"
+cat > "$work/kv_groups.txt" <<S
+model $work/gqa_9x3
+prompt The quick brown fox jumps over the lazy dog and the cat
+prefill
+decode 2
+layer 1
+head 4
+view all-heads
+kv-heads open
+S
 # Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
 # (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
-for name in overview window cache_off memory sinks encoder_decoder rotary; do
+for name in overview window cache_off memory sinks encoder_decoder rotary kv_groups; do
   for size in 1920x1080 1280x720; do
     file=$name.png
     [ "$size" = 1920x1080 ] || file=${name}_$size.png

@@ -278,12 +278,14 @@ void draw_attention(PanelContext& c) {
         ImGui::SetCursorScreenPos({top.x, h.p1.y + 4 + below});
         ImGui::TextDisabled("wheel = zoom, drag = pan, double-click = reset, click = select");
     } else {
-        // Small multiples: a grid of n_head maps, as square as the panel allows.
+        // Small multiples: a grid of n_head maps, as square as the panel allows. Grouped-query models keep
+        // the query heads of one K/V head side by side in a frame (rows hold whole groups).
         const int64_t H = cfg.n_head;
-        int64_t best_cols = 1;
+        const int64_t G = kind == AttentionKind::Self ? H / cfg.kv_heads() : 1;
+        int64_t best_cols = G;
         float best_cell = 0;
         const float label_h = ImGui::GetTextLineHeight();
-        for (int64_t cols = 1; cols <= H; ++cols) {
+        for (int64_t cols = G; cols <= H; cols += G) {
             const int64_t rows = (H + cols - 1) / cols;
             const ImVec2 cell_avail = {avail.x / float(cols) - 8, avail.y / float(rows) - label_h - 8};
             const ImVec2 sz = heatmap_fit(m0.n_query, m0.n_key, cell_avail, 1.0f);
@@ -296,18 +298,32 @@ void draw_attention(PanelContext& c) {
         const ImVec2 cell_avail = {avail.x / float(best_cols) - 8, avail.y / float(grid_rows) - label_h - 8};
         const ImVec2 sz = heatmap_fit(m0.n_query, m0.n_key, cell_avail, 1.0f);
         const ImVec2 origin = ImGui::GetCursorScreenPos();
+        ImVec2 group_p0;
         for (int64_t hh = 0; hh < H; ++hh) {
             const float x = origin.x + float(hh % best_cols) * (cell_avail.x + 8);
             const float y = origin.y + float(hh / best_cols) * (cell_avail.y + label_h + 8);
             ImGui::SetCursorScreenPos({x, y});
+            if (G > 1 && hh % G == 0) {
+                group_p0 = {x - 3, y - 1};
+                ImGui::TextColored(cfg.kv_head_of(v.head) == hh / G ? ImVec4{1, 0.8f, 0.3f, 1} : ImVec4{0.6f, 0.75f, 0.95f, 1},
+                                   "KV%lld", (long long)(hh / G));
+                ImGui::SameLine();
+            }
             ImGui::Text("h%lld", (long long)hh);
             ImGui::SetCursorScreenPos({x, y + label_h + 2});
             const unsigned tex = c.maps.texture(s.trace(), step, v.layer, hh, v.show_scores, v.row_norm, kind);
             ImGui::PushID(int(hh));
             HeatmapResult h = heatmap("small", tex, m0.n_query, m0.n_key, sz, st);
             ImGui::PopID();
+            dump_box(("head map " + std::to_string(hh)).c_str(), h.p0.x, h.p0.y, h.p1.x, h.p1.y);
             if (hh == v.head)
                 ImGui::GetWindowDrawList()->AddRect({h.p0.x - 3, h.p0.y - 3}, {h.p1.x + 3, h.p1.y + 3}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+            if (G > 1 && hh % G == G - 1) {  // the group's frame: these heads read one K/V head
+                const bool mine = cfg.kv_head_of(v.head) == hh / G;
+                ImGui::GetWindowDrawList()->AddRect(group_p0, {h.p1.x + 4, h.p1.y + 4},
+                                                    mine ? IM_COL32(250, 200, 60, 200) : IM_COL32(90, 110, 150, 255), 4, 0, 1.5f);
+                dump_box(("kv group " + std::to_string(hh / G)).c_str(), group_p0.x, group_p0.y, h.p1.x + 4, h.p1.y + 4);
+            }
             if (h.hover_row >= 0) {
                 cell_tooltip(model, axis, kind, *shown[size_t(hh)], h.hover_row, h.hover_col);
                 if (h.clicked) {

@@ -136,6 +136,7 @@ std::string pending_options(const ViewPrefs& v, const Snapshot& s) {
     change("prefill chunk", number(double(a.prefill_chunk)), number(double(e.prefill_chunk)));
     change("window", number(double(a.window)), number(double(e.window)));
     change("sinks", number(double(a.sinks)), number(double(e.sinks)));
+    change("sink positions", sink_positions_name(a.sink_positions), sink_positions_name(e.sink_positions));
     change("max new tokens", number(double(a.max_new_tokens)), number(double(e.max_new_tokens)));
     change("temperature", number(a.sampling.temperature), number(e.sampling.temperature));
     change("top-k", number(double(a.sampling.top_k)), number(double(e.sampling.top_k)));
@@ -314,6 +315,11 @@ void draw_controls(PanelContext& c) {
         input64("window", o.window, 0, "sliding window W: a query sees the last W positions; 0 = off");
         input64("sinks", o.sinks, 0, "attention sinks S (needs a window): the first S positions stay visible beside the "
                 "window, as StreamingLLM keeps them; 0 = off");
+        bool cache_numbered = o.sink_positions == SinkPositions::Cache;
+        if (ImGui::Checkbox("sinks at cache positions", &cache_numbered))
+            o.sink_positions = cache_numbered ? SinkPositions::Cache : SinkPositions::Text;
+        help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
+                    "count as sitting right before the window. Off: every key keeps its own (text) position.");
         input64("max new tokens", o.max_new_tokens, 1, "tokens to generate after the prompt");
         float t = float(o.sampling.temperature), p = float(o.sampling.top_p);
         ImGui::SetNextItemWidth(w);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kv_footprint.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -96,6 +97,90 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
     return top.y + title_h + size.y;
 }
 
+// Grouped-query attention in one line: each K/V head as a framed box holding the query heads that read
+// it; the selected query head and its K/V head in yellow. A click on a query head selects it.
+void kv_groups(ViewPrefs& v, const ModelConfig& cfg) {
+    const int64_t K = cfg.kv_heads(), G = cfg.n_head / K;
+    const std::string summary = K == cfg.n_head ? "multi-head attention: each query head has its own K/V head"
+                                : K == 1        ? "multi-query attention: all " + std::to_string(cfg.n_head) +
+                                               " query heads read the one K/V head"
+                                                : "grouped-query attention: " + std::to_string(K) + " K/V heads, each read by " +
+                                               std::to_string(G) + " query heads";
+    wrapped_disabled("%s", summary.c_str());
+    dump_text("kv groups", summary);
+    if (K == cfg.n_head) return;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+    const float head_w = ImGui::CalcTextSize("h00").x + 2 * style.FramePadding.x;
+    const float label_w = ImGui::CalcTextSize("KV00").x + 6;
+    const float group_w = label_w + float(G) * (head_w + 2) + 10;
+    const int64_t selected_kv = cfg.kv_head_of(std::min(v.head, cfg.n_head - 1));
+    std::string groups_text;  // "KV0: h0 h1 h2 | KV1: ..." for the layout dump
+    for (int64_t kv = 0; kv < K; ++kv) {
+        if (kv > 0) {
+            ImGui::SameLine(0, 10);
+            if (ImGui::GetCursorScreenPos().x + group_w > right) ImGui::NewLine();
+        }
+        const bool mine = kv == selected_kv;
+        const ImVec2 p0 = ImGui::GetCursorScreenPos();
+        ImGui::TextColored(mine ? ImVec4{1, 0.8f, 0.3f, 1} : ImVec4{0.6f, 0.75f, 0.95f, 1}, "KV%lld", (long long)kv);
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("K/V head %lld: one K row and one V row per position and layer, read by query heads %lld..%lld",
+                              (long long)kv, (long long)(kv * G), (long long)(kv * G + G - 1));
+        groups_text += kv ? " | KV" : "KV";
+        groups_text += std::to_string(kv);
+        groups_text += ':';
+        for (int64_t h = kv * G; h < kv * G + G; ++h) {
+            ImGui::SameLine(0, 2);
+            const bool selected = h == v.head;
+            if (selected) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4{0.75f, 0.55f, 0.1f, 1});
+            char label[16];
+            std::snprintf(label, sizeof label, "h%lld", (long long)h);
+            if (ImGui::SmallButton(label)) v.head = h;
+            if (selected) ImGui::PopStyleColor();
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("query head %lld reads K/V head %lld (h / %lld)", (long long)h, (long long)kv, (long long)G);
+            groups_text += " h" + std::to_string(h);
+        }
+        const ImVec2 p1 = ImGui::GetItemRectMax();
+        dl->AddRect({p0.x - 3, p0.y - 2}, {p1.x + 3, p1.y + 2}, mine ? IM_COL32(250, 200, 60, 255) : IM_COL32(90, 110, 150, 255),
+                    3, 0, mine ? 2.0f : 1.0f);
+    }
+    dump_text("kv group heads", groups_text);
+    ImGui::Dummy({1, 2});
+}
+
+// Bytes per token as the model caches, beside multi-head and multi-query attention for the same shape
+// (bars to scale), and what the positions held now take.
+void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held) {
+    const KvFootprint f = kv_footprint(cfg, bf16);
+    const float bar_w = std::min(ImGui::GetContentRegionAvail().x * 0.4f, 220.0f);
+    struct Line { const char* name; int64_t heads, bytes; bool model; };
+    const Line lines[3] = {{"model", f.n_kv_head, f.per_token, true},
+                           {"multi-head", f.n_head, f.per_token_mha, false},
+                           {"multi-query", 1, f.per_token_mqa, false}};
+    for (const Line& l : lines) {
+        if (!l.model && l.heads == f.n_kv_head) continue;  // the model is that kind already
+        char text[96];
+        std::snprintf(text, sizeof text, "%s / token", human_bytes(double(l.bytes)).c_str());
+        ImGui::PushStyleColor(ImGuiCol_PlotHistogram, l.model ? ImVec4{0.3f, 0.6f, 0.9f, 1} : ImVec4{0.45f, 0.45f, 0.5f, 1});
+        ImGui::ProgressBar(float(double(l.bytes) / double(f.per_token_mha)), {bar_w, 0}, text);
+        ImGui::PopStyleColor();
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s: %lld K/V head%s", l.name, (long long)l.heads, l.heads == 1 ? "" : "s");
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s per layer; K and V rows of head_dim %lld values each", l.name, (long long)cfg.head_dim());
+    }
+    const std::string held = "held now: " + count_of(positions_held, "position") + " x " + human_bytes(double(f.per_token)) +
+                             " = " + human_bytes(double(f.per_token * positions_held)) +
+                             (f.n_kv_head < f.n_head ? " (multi-head: " + human_bytes(double(f.per_token_mha * positions_held)) + ")"
+                                                     : std::string());
+    wrapped_disabled("%s", held.c_str());
+    dump_text("kv bytes", "per_token=" + std::to_string(f.per_token) + " multi_head=" + std::to_string(f.per_token_mha) +
+                              " multi_query=" + std::to_string(f.per_token_mqa) + " held=" + std::to_string(positions_held));
+}
+
 }  // namespace
 
 void draw_kv_cache(PanelContext& c) {
@@ -127,9 +212,29 @@ void draw_kv_cache(PanelContext& c) {
         wrapped_text({0.55f, 0.75f, 1, 1}, "Self-attention cache (decoder): %lld slots x %lld", (long long)S, (long long)D);
         dump_item("self cache title");
         text_after({0.45f, 0.85f, 0.55f, 1}, "GROWS: one row per decoder token");
+    } else if (model.config().kv_heads() < model.config().n_head) {
+        const int64_t G = model.config().n_head / model.config().kv_heads(), kv = model.config().kv_head_of(v.head);
+        dump_text("kv header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text],
+                                            "layer %lld, K/V head %lld (read by query heads %lld..%lld): %lld slots x head_dim %lld",
+                                            (long long)layer, (long long)kv, (long long)(kv * G), (long long)(kv * G + G - 1),
+                                            (long long)S, (long long)D));
     } else {
         ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
                     (long long)D);
+    }
+    if (!cross) {
+        // Open at first on a tall window; on a short one the maps below come first.
+        const KvFootprint f = kv_footprint(model.config(), model.weights().bf16);
+        ImGui::SetNextItemOpen(c.display.y >= 900, ImGuiCond_Once);
+        if (v.kv_heads_open >= 0) ImGui::SetNextItemOpen(v.kv_heads_open == 1, ImGuiCond_Always);
+        v.kv_heads_open = -1;
+        char title[128];
+        std::snprintf(title, sizeof title, "K/V heads: %lld for %lld query heads, %s / token###kv heads", (long long)f.n_kv_head,
+                      (long long)f.n_head, human_bytes(double(f.per_token)).c_str());
+        if (ImGui::CollapsingHeader(title)) {
+            kv_groups(v, model.config());
+            kv_bytes_meter(model.config(), model.weights().bf16, r->cache.used);
+        }
     }
     const std::string written_note = "written this step: " + count_of(r->cost.n_rows_computed, "row") +
                                      ", read from the cache: " + std::to_string(r->cost.n_rows_reused);
@@ -145,22 +250,72 @@ void draw_kv_cache(PanelContext& c) {
     ImGui::SameLine();
     wrapped_disabled("bytes used / capacity (all layers, K+V)");
     {
-        // Every layer's fill: the same slots are used in each layer.
-        ImGui::TextDisabled("slots used per layer (yellow: layer %lld)", (long long)layer);
+        // Every layer's fill: the same slots are used in each layer. A layer with its own sliding window
+        // (Mistral, Gemma 3) sees only the last W of them: that part bright, the rest of its bar dim.
+        const bool sliding = !r->rows.layer_window.empty();
+        if (sliding)
+            wrapped_disabled("positions each layer sees of those stored (yellow: layer %lld; dim: stored, out of the layer's "
+                             "window; tick: the window)", (long long)layer);
+        else
+            ImGui::TextDisabled("slots used per layer (yellow: layer %lld)", (long long)layer);
         dump_item("fill legend");
         ImDrawList* dl = ImGui::GetWindowDrawList();
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float lw = std::max(24.0f, (ImGui::GetContentRegionAvail().x - 4) / float(r->rows.n_layer)) - 4;
         const float h = 10;
+        const int64_t last = r->cache.next_position - 1;  // the step's last query: it saw the newest row too
+        std::string seen_text;  // per layer "seen/stored", for the layout dump
         for (int64_t il = 0; il < r->rows.n_layer; ++il) {
             const float x = p.x + float(il) * (lw + 4);
+            const int64_t W = r->rows.window_of(il);
+            const int64_t seen = W > 0 ? std::min<int64_t>(r->cache.used, W) : r->cache.used;
             const float f = float(r->cache.used) / float(std::max<int64_t>(1, S));
+            const float fs = float(seen) / float(std::max<int64_t>(1, S));
+            const ImU32 ink = il == layer ? IM_COL32(250, 200, 60, 255) : IM_COL32(70, 150, 220, 255);
             dl->AddRectFilled({x, p.y}, {x + lw, p.y + h}, IM_COL32(50, 50, 58, 255), 2);
-            dl->AddRectFilled({x, p.y}, {x + lw * f, p.y + h}, il == layer ? IM_COL32(250, 200, 60, 255) : IM_COL32(70, 150, 220, 255), 2);
-            if (ImGui::IsMouseHoveringRect({x, p.y}, {x + lw, p.y + h}))
-                ImGui::SetTooltip("layer %lld: %lld / %lld slots", (long long)il, (long long)r->cache.used, (long long)S);
+            dl->AddRectFilled({x, p.y}, {x + lw * f, p.y + h}, il == layer ? IM_COL32(125, 100, 30, 255) : IM_COL32(35, 75, 110, 255), 2);
+            dl->AddRectFilled({x + lw * (f - fs), p.y}, {x + lw * f, p.y + h}, ink, 2);
+            if (W > 0 && W < S) {
+                const float tx = x + lw * float(W) / float(S);
+                dl->AddLine({tx, p.y - 2}, {tx, p.y + h + 2}, IM_COL32(235, 130, 210, 255), 2);
+            }
+            if (ImGui::IsMouseHoveringRect({x, p.y}, {x + lw, p.y + h})) {
+                if (W > 0)
+                    ImGui::SetTooltip("layer %lld (sliding window %lld): the step's last query (position %lld) saw %lld of the "
+                                      "%lld positions stored", (long long)il, (long long)W, (long long)last, (long long)seen,
+                                      (long long)r->cache.used);
+                else
+                    ImGui::SetTooltip("layer %lld%s: %lld / %lld slots", (long long)il, sliding ? " (full attention)" : "",
+                                      (long long)r->cache.used, (long long)S);
+            }
+            if (il) seen_text += ' ';
+            seen_text += std::to_string(seen);
+            seen_text += '/';
+            seen_text += std::to_string(r->cache.used);
         }
         ImGui::Dummy({1, h + 2});
+        if (sliding) {
+            // The cache keeps every position in every layer (only the mask narrows); what a cache that dropped
+            // what each sliding layer can no longer see would save, now and at the full context.
+            const ModelConfig& cfg = model.config();
+            const int64_t per_layer_token = kv_footprint(cfg, model.weights().bf16).per_token / cfg.n_layer;
+            int64_t n_sliding = 0, saved_now = 0, saved_full = 0;
+            for (int64_t il = 0; il < cfg.n_layer; ++il) {
+                const int64_t W = r->rows.window_of(il);
+                if (W <= 0) continue;
+                ++n_sliding;
+                saved_now += std::max<int64_t>(0, r->cache.used - W) * per_layer_token;
+                saved_full += std::max<int64_t>(0, cfg.n_ctx - W) * per_layer_token;
+            }
+            dump_text("layer windows", seen_text);
+            dump_text("layer window saving", "sliding=" + std::to_string(n_sliding) + " now=" + std::to_string(saved_now) +
+                                                 " full=" + std::to_string(saved_full));
+            dump_text("layer window saving text", wrapped_disabled(
+                "%lld of %lld layers slide (%s). kvscope stores every position in every layer and narrows only the mask; "
+                "keeping just each sliding layer's window would save %s now and %s at the full context of %lld.",
+                (long long)n_sliding, (long long)cfg.n_layer, cfg.describe_windows().c_str(), human_bytes(double(saved_now)).c_str(),
+                human_bytes(double(saved_full)).c_str(), (long long)cfg.n_ctx));
+        }
     }
 
     if (cross) cross_header(*r, ran);

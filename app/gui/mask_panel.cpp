@@ -41,6 +41,10 @@ void draw_mask(PanelContext& c) {
                             (long long)r->id.window, (long long)r->id.window);
     else
         wrapped_disabled("rule: the query at position p+r sees keys at positions <= p+r (causal)");
+    if (r->id.window > 0 && r->id.sinks > 0 && r->id.sink_positions == SinkPositions::Cache)
+        wrapped_disabled("sink positions: cache (StreamingLLM) \u2014 scores treat the sinks as sitting right before the "
+                         "window; for the last query, %lld positions later than their text positions",
+                         (long long)r->visible_keys(r->last_position()).sink_shift);
     int64_t n_visible = 0;
     for (uint8_t x : m.visible) n_visible += x;
     wrapped_disabled("%lld of %lld cells visible: green = visible, striped = masked", (long long)n_visible,

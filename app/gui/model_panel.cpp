@@ -13,6 +13,7 @@
 
 #include "../architecture.h"
 #include "errors.h"
+#include "kv_footprint.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -183,15 +184,21 @@ void draw_config(const Model& model) {
         ImGui::SameLine();
         ImGui::TextDisabled("ids only");
     }
-    // The cache holds K and V of every layer for each position, in bfloat16 when the weights are kept in
-    // bfloat16 (--dtype bf16), else float32 (KvCache::bytes_per_position()).
+    // The cache holds K and V of every layer's K/V heads for each position, in bfloat16 when the weights
+    // are kept in bfloat16 (--dtype bf16), else float32.
     const bool bf16 = model.weights().bf16;
-    const double per_token = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * (bf16 ? 2 : 4);
+    const KvFootprint kv = kv_footprint(cfg, bf16);
+    const double per_token = double(kv.per_token);
     ImGui::Text("KV cache %s / token (%s)", human_bytes(per_token).c_str(), bf16 ? "bf16" : "f32");
     dump_item("Model kv bytes");
-    help_marker(("K and V (2) x n_layer x n_embd numbers of " + std::string(bf16 ? "2 bytes (bfloat16, --dtype bf16)" : "4 bytes (float32)") +
-                 " for each position the cache holds; the full context of n_positions = " + std::to_string(cfg.n_ctx) +
-                 " tokens takes " + human_bytes(per_token * double(cfg.n_ctx)) + ".").c_str());
+    help_marker(("K and V (2) x n_layer x " + std::to_string(kv.n_kv_head) + " K/V heads x head_dim numbers of " +
+                 std::string(bf16 ? "2 bytes (bfloat16, --dtype bf16)" : "4 bytes (float32)") +
+                 " for each position the cache holds; the full context of " + cfg.positions_key() + " = " +
+                 std::to_string(cfg.n_ctx) + " tokens takes " + human_bytes(per_token * double(cfg.n_ctx)) + "." +
+                 (kv.n_kv_head < kv.n_head ? " With one K/V head per query head (multi-head attention) it would be " +
+                                                 human_bytes(double(kv.per_token_mha)) + " / token."
+                                           : std::string()))
+                    .c_str());
     if (cfg.encoder_decoder) {
         // EncoderOutput keeps the cross-attention cache in float32 whatever the weights' format.
         const double per_source = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * sizeof(float);

@@ -50,7 +50,7 @@ const Spec kSpecs[] = {
     {"cache", 1, 1, "cache on|off", "the KV cache switch"},
     {"compare", 1, 1, "compare on|off", "shadow session for the Cache on vs off panel"},
     {"edit", 1, 12, "edit k=v ...", "the keys of options, typed into the Controls' option boxes without applying (pending)"},
-    {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, "
+    {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, sink-cache=0|1, "
                                           "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N); restarts"},
     {"model", 1, 1, "model DIR", "load another model folder"},
     {"layer", 1, 1, "layer N", "select a layer"},
@@ -78,6 +78,7 @@ const Spec kSpecs[] = {
     {"rotary-json", 1, 1, "rotary-json FILE", "write the Rotary panel's view (selected query and key) as JSON, once it is drawn",
      ScriptOutput::JsonFile},
     {"dismiss", 0, 0, "dismiss", "close the error box, as its Dismiss button does"},
+    {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
 
@@ -94,6 +95,7 @@ void set_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
     if (key == "top-p") o.sampling.top_p = r;
     if (key == "seed") o.sampling.seed = uint64_t(r);
     if (key == "sinks") o.sinks = int64_t(r);
+    if (key == "sink-cache") o.sink_positions = r != 0 ? SinkPositions::Cache : SinkPositions::Text;
     if (key == "block") o.block_size = int64_t(r);
     if (key == "share") o.share_prefix = r != 0;
     if (key == "seqs") b.n_seq = int64_t(r);
@@ -184,6 +186,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
             bad("expected self, cross or encoder");
         if (cmd == "scale" && l.words[1] != "linear" && l.words[1] != "log") bad("expected linear or log");
+        if (cmd == "kv-heads" && l.words[1] != "open" && l.words[1] != "closed") bad("expected open or closed");
         if (cmd == "panel") {
             std::string title;
             for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
@@ -209,15 +212,16 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                 if (eq == std::string::npos || !to_real(kv.substr(eq + 1), r))
                     bad("expected key=value, got '" + kv + "'");
                 if (key != "chunk" && key != "window" && key != "max-new" && key != "temperature" && key != "top-k" &&
-                    key != "top-p" && key != "seed" && key != "sinks" && key != "block" && key != "share" && key != "seqs")
+                    key != "top-p" && key != "seed" && key != "sinks" && key != "sink-cache" && key != "block" && key != "share" && key != "seqs")
                     bad("unknown option '" + key +
-                        "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, block, share, seqs)");
+                        "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, sink-cache, block, share, seqs)");
             }
         l.output = spec->output;
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
-                             cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel"))
+                             cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
+                             cmd == "kv-heads"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -268,6 +272,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         fx.frames = 2;
     } else if (cmd == "dismiss") {
         v.dismissed_problem = snap.problem.id;
+    } else if (cmd == "kv-heads") {
+        v.kv_heads_open = arg == "open" ? 1 : 0;
     } else if (cmd == "edit") {
         sync_option_edits(v, snap);
         for (size_t i = 1; i < l.words.size(); ++i) set_option(v.edit_options, v.edit_batch, l.words[i]);

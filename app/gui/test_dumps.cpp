@@ -47,6 +47,13 @@ void dump_item(const char* name) {
     scrolls[name] = {ImGui::GetScrollMaxX() > 0, ImGui::GetScrollMaxY() > 0};
 }
 
+void dump_box(const char* name, float x0, float y0, float x1, float y1) {
+    dumped[name] = {x0, y0, x1, y1};
+    const ImVec2 c0 = ImGui::GetWindowDrawList()->GetClipRectMin(), c1 = ImGui::GetWindowDrawList()->GetClipRectMax();
+    clips[name] = {c0.x, c0.y, c1.x, c1.y};
+    scrolls[name] = {ImGui::GetScrollMaxX() > 0, ImGui::GetScrollMaxY() > 0};
+}
+
 void dump_panel_window(const char* name) {
     const ImVec2 a = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
     windows[name] = {a.x, a.y, a.x + s.x, a.y + s.y};

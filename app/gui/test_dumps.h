@@ -30,6 +30,7 @@ namespace kvscope::gui {
 
 void begin_dump_frame();
 void dump_item(const char* name);
+void dump_box(const char* name, float x0, float y0, float x1, float y1);  // a drawn shape, not an item
 void dump_window(const char* name);
 void dump_panel_window(const char* name);
 void dump_text(const char* name, const std::string& text);

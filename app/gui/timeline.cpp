@@ -45,6 +45,19 @@ void draw_timeline(PanelContext& c) {
                               (long long)k.hi);
             note(plain, text);
         }
+        if (!r->rows.layer_window.empty() && r->cache.next_position > 0) {
+            // A model with its own sliding layers: what the selected layer's last query saw.
+            const int64_t il = std::min(v.layer, r->rows.n_layer - 1), last = r->cache.next_position - 1;
+            const KeyRange k = r->visible_keys(last, il);
+            char text[160];
+            if (r->rows.window_of(il) > 0)
+                std::snprintf(text, sizeof text, "| layer %lld slides (window %lld): its last query saw keys %lld..%lld",
+                              (long long)il, (long long)r->rows.window_of(il), (long long)k.lo, (long long)k.hi);
+            else
+                std::snprintf(text, sizeof text, "| layer %lld: full attention, keys 0..%lld", (long long)il, (long long)k.hi);
+            note(plain, text);
+            dump_text("timeline layer window", text);
+        }
         if (r->rows.encoder) {
             if (r->rows.ran_encoder) note({1, 0.75f, 0.3f, 1}, "| the encoder ran at this step");
             else

@@ -37,6 +37,7 @@ struct ViewPrefs {
     int64_t sel_source = -1;      // selected source position (cross / encoder maps, the cross cache)
     std::string attention_json;   // script `attention-json FILE`: the panel writes the shown map there, then clears it
     std::string rotary_json;      // script `rotary-json FILE`: the Rotary panel writes its view there, then clears it
+    int kv_heads_open = -1;       // script `kv-heads open|closed`: 1 / 0 opens / closes the KV panel's K/V heads section once
     // The session option boxes as typed: a change is pending until Apply (the session runs on the applied ones).
     SessionOptions edit_options;
     BatchOptions edit_batch;

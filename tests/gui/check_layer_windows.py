@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Per-layer windows in the window, against the model's config.json.
+
+A Gemma 3 folder of tools/make_llama_model.py's gemma3-tiny shape (6 layers, sliding window 4, every third
+layer full; assets/llama-gqa's tokenizer) runs a prompt and two decode steps. From the final frame's
+--layout-dump, with N positions stored:
+  - the KV cache panel's per-layer fill: a sliding layer saw min(N, 4) of the N stored, a full layer N;
+  - the saving it states: sum over sliding layers of (N - 4) * 2 * K/V heads * head_dim * 4 bytes now,
+    and the same with max_position_embeddings at the full context;
+  - the timeline's note for the selected layer (a sliding one, then a full one): the keys its last query
+    saw, q - 3 .. q or 0 .. q.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+import make_llama_model  # noqa: E402
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def window(kvscope, model, work, name, size, lines):
+    script = os.path.join(work, name + ".txt")
+    with open(script, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    dump = os.path.join(work, name + ".json")
+    w, h = size
+    cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (w + 100, h + 100), kvscope, "gui", "--model", model,
+           "--script", script, "--size", "%dx%d" % size, "--layout-dump", dump,
+           "--screenshot", os.path.join(work, name + ".png")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        fail("%s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
+    return json.load(open(dump))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    if shutil.which("xvfb-run") is None:
+        fail("xvfb-run not found (apt install xvfb)")
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    model = os.path.join(a.work, "gemma3")
+    make_llama_model.write(model, **dict(make_llama_model.SHAPES["gemma3-tiny"], vocab=768, seed=31))
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(a.assets, "llama-gqa", f), model)
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    L, W, pattern = cfg["num_hidden_layers"], cfg["sliding_window"], cfg["sliding_window_pattern"]
+    sliding = [(i + 1) % pattern != 0 for i in range(L)]  # Gemma3TextConfig's layer pattern
+    per_layer_token = 2 * cfg["num_key_value_heads"] * cfg["head_dim"] * 4
+    tokenized = subprocess.run([a.kvscope, "tokenize", "--model", model, "--text", PROMPT],
+                               capture_output=True, text=True, timeout=60)
+    if tokenized.returncode != 0:
+        fail("tokenize: exit %d %s" % (tokenized.returncode, tokenized.stderr))
+    n = len(tokenized.stdout.split()) + 2  # the prompt, then two decode steps
+    if n <= W:
+        fail("the prompt is too short to fill a window of %d" % W)
+
+    want_seen = " ".join("%d/%d" % (min(n, W) if s else n, n) for s in sliding)
+    want_saving = "sliding=%d now=%d full=%d" % (sum(sliding), sum(sliding) * (n - W) * per_layer_token,
+                                                 sum(sliding) * (cfg["max_position_embeddings"] - W) * per_layer_token)
+    for layer in (0, sliding.index(False)):
+        for size in ((1280, 720), (1920, 1080)):
+            label = "layer %d at %dx%d" % (layer, size[0], size[1])
+            d = window(a.kvscope, model, a.work, "layer%d_%dx%d" % (layer, size[0], size[1]), size,
+                       ["prompt " + PROMPT, "prefill", "decode 2", "layer %d" % layer])
+            t = d["texts"]
+            if t.get("layer windows") != want_seen:
+                fail("%s: per-layer fill %r, expected %r" % (label, t.get("layer windows"), want_seen))
+            if t.get("layer window saving") != want_saving:
+                fail("%s: saving %r, expected %r" % (label, t.get("layer window saving"), want_saving))
+            q = n - 1
+            want_note = ("layer %d slides (window %d): its last query saw keys %d..%d" % (layer, W, q - W + 1, q)
+                         if sliding[layer] else "layer %d: full attention, keys 0..%d" % (layer, q))
+            if want_note not in t.get("timeline layer window", ""):
+                fail("%s: timeline note %r, expected %r" % (label, t.get("timeline layer window"), want_note))
+            print("  ok %s: seen/stored %s; %s; %s" % (label, t["layer windows"], t["layer window saving"], want_note))
+    print("ok: per-layer windows in the KV cache panel and the timeline match config.json")
+
+
+if __name__ == "__main__":
+    main()

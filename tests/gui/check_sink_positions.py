@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Sinks numbered inside the cache (Controls' "sinks at cache positions", script `sink-cache=1`) against
+StreamingLLM's numbering written out in numpy.
+
+On assets/llama-gqa with window 4 and 2 sinks, the window runs a prompt and three decode steps and writes
+the Attention panel's map of the last step (attention-json). numpy takes the rotated q and k rows
+`kvscope generate --trace` exports for the same run, turns them back to before rotation, rotates the sinks
+at cache slots 0..1, the window keys at the slots after them and the query at the last slot, and takes
+the softmax: the panel's weights must be those, and must differ from the same map with text positions.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+PROMPT = "The quick brown fox jumps over the lazy dog and the cat"
+LAYER, HEAD, WINDOW, SINKS, DECODE = 1, 2, 4, 2, 3
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
+    return p
+
+
+def turn(x, angles):  # rotate-half layout: pairs (i, i + D/2)
+    h = len(angles)
+    a, b = x[:h], x[h:]
+    return np.concatenate([a * np.cos(angles) - b * np.sin(angles), b * np.cos(angles) + a * np.sin(angles)])
+
+
+def window_map(kvscope, model, work, sink_cache):
+    out = os.path.join(work, "attention_%d.json" % sink_cache)
+    script = os.path.join(work, "sinks_%d.txt" % sink_cache)
+    with open(script, "w") as f:
+        f.write("options window=%d sinks=%d sink-cache=%d\nprompt %s\nprefill\ndecode %d\nlayer %d\nhead %d\n"
+                "attention-json %s\n" % (WINDOW, SINKS, sink_cache, PROMPT, DECODE, LAYER, HEAD, out))
+    run(["xvfb-run", "-a", "-s", "-screen 0 1400x900x24", kvscope, "gui", "--model", model, "--script", script,
+         "--screenshot", os.path.join(work, "sinks_%d.png" % sink_cache), "--size", "1280x720"])
+    return json.load(open(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    if shutil.which("xvfb-run") is None:
+        fail("xvfb-run not found (apt install xvfb)")
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    model = os.path.join(a.assets, "llama-gqa")
+
+    trace = os.path.join(a.work, "trace")
+    run([a.kvscope, "generate", "--model", model, "--prompt", PROMPT, "--max-new-tokens", str(DECODE + 1),
+         "--window", str(WINDOW), "--sinks", str(SINKS), "--sink-positions", "cache", "--trace", trace])
+    steps = sorted(d for d in os.listdir(trace) if d.startswith("step_"))
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    meta = json.load(open(os.path.join(trace, steps[-1], "meta.json")))
+    D, H, K = meta["model"]["head_dim"], meta["model"]["n_head"], meta["model"]["n_kv_head"]
+    kv = HEAD // (H // K)
+    keys, values = {}, {}
+    for s in steps:
+        m = json.load(open(os.path.join(trace, s, "meta.json")))
+        k = np.load(os.path.join(trace, s, "k.npy"))  # (L, R, K*D)
+        for r in range(k.shape[1]):
+            keys[m["first_computed_position"] + r] = k[LAYER, r, kv * D:(kv + 1) * D].astype(np.float64)
+    q = np.load(os.path.join(trace, steps[-1], "q.npy"))[LAYER, -1, HEAD * D:(HEAD + 1) * D].astype(np.float64)
+    qpos = meta["query_positions"][-1]
+
+    freq = (1.0 / (np.float32(cfg["rope_theta"]) ** (np.arange(0, D, 2, dtype=np.float32) / np.float32(D)))).astype(np.float64)
+    raw = lambda x, p: turn(x, -p * freq)  # noqa: E731  back to before rotation
+    lo = max(0, qpos - WINDOW + 1)
+    n_sink = min(SINKS, lo)
+    seen = list(range(n_sink)) + list(range(lo, qpos + 1))
+    if lo - n_sink < 3:
+        fail("the run is too short for the numbering to matter (window starts at %d)" % lo)
+    slots = np.arange(len(seen))
+    q_cache = turn(raw(q, qpos), slots[-1] * freq)
+    scores = np.array([turn(raw(keys[p], p), s * freq) @ q_cache for p, s in zip(seen, slots)]) / np.sqrt(D)
+    want = np.exp(scores - scores.max())
+    want /= want.sum()
+
+    got = window_map(a.kvscope, model, a.work, 1)
+    text = window_map(a.kvscope, model, a.work, 0)
+    row = np.array(got["weights"][-1], dtype=np.float64)
+    cols = [got["key_positions"].index(p) for p in seen]
+    gap = float(np.max(np.abs(row[cols] - want)))
+    hidden = float(np.sum(np.delete(row, cols)))
+    text_gap = float(np.max(np.abs(np.array(text["weights"][-1], dtype=np.float64)[cols] - want)))
+    print("  query %d: sinks 0..%d at cache slots 0..%d, window %d..%d after them" % (qpos, n_sink - 1, n_sink - 1, lo, qpos))
+    print("  cache numbering: panel vs numpy max |diff| %.2e (bound 1e-5); weight outside the visible keys %.1e"
+          % (gap, hidden))
+    print("  text numbering (sink-cache=0) vs numpy StreamingLLM: max |diff| %.2e (must exceed 1e-3)" % text_gap)
+    if not gap <= 1e-5:
+        fail("the panel's weights under sink-cache=1 differ from StreamingLLM's numbering by %g" % gap)
+    if hidden != 0:
+        fail("weight on masked keys: %g" % hidden)
+    if not text_gap > 1e-3:
+        fail("sink-cache=0 gives the same weights as the cache numbering (%g): the option does nothing" % text_gap)
+    print("ok: the Attention panel under sinks at cache positions = StreamingLLM's numbering in numpy")
+
+
+if __name__ == "__main__":
+    main()
