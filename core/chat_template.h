@@ -69,8 +69,9 @@
 // the new tokens when render(history) is an unchanged prefix of the next rendering. render_turn returns
 // exactly the new bytes, or refuses when the template re-renders earlier turns (then the cache must be
 // cut back to the longest common token prefix, or rebuilt). A text prefix is a token prefix for certain
-// only when the suffix starts with a special token (Qwen3's, Qwen2.5's and Gemma 3's suffixes do; Llama
-// 3's start with the assistant's text right after the header's "\n\n"), so an engine compares ids first.
+// only when the suffix starts with a special token (Qwen3's, Qwen2.5's and Gemma 3's suffixes do). Llama
+// 3's start with the assistant's trimmed text right after the header's "\n\n": its pre-tokenizer cut
+// there in all 650 test splits, but an engine should still compare ids before reusing.
 // The generation prompt is where a reply continues: render(h, true) is a prefix of
 // render(h + [assistant reply], false) for all four templates.
 // When render(history, false) is a prefix of render(history + new_messages, agp) (history non-empty,

@@ -397,7 +397,7 @@ TEST_CASE("chat templates equal Hugging Face's Jinja2 rendering", "[.][hf]") {
         }
     }
     WARN(name << ": " << n_rows << " renderings compared (" << n_errors << " refused by the template), " << n_failed
-              << " differ; render_turn on " << n_splits << " splits, " << n_kept << " kept the prefix, and there "
+              << " failed a check; render_turn on " << n_splits << " splits, " << n_kept << " kept the prefix, and there "
               << n_token_prefix << " kept the token prefix too");
     CHECK(n_rows >= 400);
     INFO(name << " first mismatches:\n" << first_mismatches.str());
