@@ -8,6 +8,9 @@
 #include "thread_pool.h"
 
 #include "simd.h"
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 namespace kvscope {
 namespace {
@@ -391,6 +394,86 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
         }
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+// CPUs with AVX2 but not AVX-512 (AMD Zen 2/3, and VMs that hide AVX-512): the portable sums below, 16
+// lane chains per output, computed as two 8-lane vectors; each output's lanes are then added in lane
+// order as the portable code adds them, so both builds give the same bits.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {  // bfloat16 widened exactly
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// out[r][c] = Σ_k xr[r][k]·wr[c][k] with lane l summing k ≡ l (mod 16) in k order, then lanes 0..15 in
+// order. The last K % 16 values go through zero-padded copies: a padded lane adds fma(0, 0, acc) = acc.
+template <int R, int C, class Wt>
+inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* const (&wr)[C], int64_t K) {
+    __m256 lo[R][C], hi[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
+    auto step = [&](const float* const (&xs)[R], int64_t xk, auto&& w_at) {
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            const __m256 wl = w_at(c, 0), wh = w_at(c, 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+                lo[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xs[r] + xk), wl, lo[r][c]);
+                hi[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xs[r] + xk + 8), wh, hi[r][c]);
+            }
+        }
+    };
+    const int64_t K16 = K / 16 * 16;
+    for (int64_t k = 0; k < K16; k += 16) step(xr, k, [&](int c, int64_t half) { return load8(wr[c] + k + half); });
+    if (K16 < K) {
+        alignas(32) float xt[R][16] = {}, wt[C][16] = {};
+        const float* xp[R];
+        for (int r = 0; r < R; ++r) {
+            for (int64_t k = K16; k < K; ++k) xt[r][k - K16] = xr[r][k];
+            xp[r] = xt[r];
+        }
+        for (int c = 0; c < C; ++c)
+            for (int64_t k = K16; k < K; ++k) wt[c][k - K16] = as_f32(wr[c][k]);
+        step(xp, 0, [&](int c, int64_t half) { return _mm256_load_ps(wt[c] + half); });
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+            alignas(32) float lanes[16];
+            _mm256_store_ps(lanes, lo[r][c]);
+            _mm256_store_ps(lanes + 8, hi[r][c]);
+            float sum = 0.0f;
+            for (float l : lanes) sum += l;
+            out[r][c] = sum;
+        }
+}
+
+template <int RT, class Wt>
+void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_count) {
+    // Missing weight rows (past N) read row n0 again; their sums are never stored.
+    const Wt* const rows[4] = {w + n0 * K, w + (n0 + (n_count > 1 ? 1 : 0)) * K, w + (n0 + (n_count > 2 ? 2 : 0)) * K,
+                               w + (n0 + (n_count > 3 ? 3 : 0)) * K};
+    auto store = [&](int r, int c, float sum) {
+        if (c < n_count) y[r * N + n0 + c] = sum + (bias ? bias[n0 + c] : 0.0f);
+    };
+    if constexpr (RT == 1) {
+        float out[1][4];
+        const float* const xr[1] = {x};
+        nk_block<1, 4>(out, xr, rows, K);
+        for (int c = 0; c < 4; ++c) store(0, c, out[0][c]);
+    } else {
+        // 2 rows x 2 weight rows at a time: 8 accumulators, the other registers for loads (16 in all).
+        for (int r0 = 0; r0 < RT; r0 += 2)
+            for (int c0 = 0; c0 < 4; c0 += 2) {
+                float out[2][2];
+                const float* const xr[2] = {x + r0 * K, x + (r0 + 1) * K};
+                const Wt* const wr[2] = {rows[c0], rows[c0 + 1]};
+                nk_block<2, 2>(out, xr, wr, K);
+                for (int r = 0; r < 2; ++r)
+                    for (int c = 0; c < 2; ++c) store(r0 + r, c0 + c, out[r][c]);
+            }
+    }
+}
+#else
 template <int RT, class Wt>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
              int64_t n_count) {
@@ -404,6 +487,7 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
             y[r * N + n0 + c] = sum + (bias ? bias[n0 + c] : 0.0f);
         }
 }
+#endif
 
 #endif
 
@@ -558,6 +642,12 @@ template <class B>
 float dot_impl(const float* a, const B* b, int64_t n) {
 #if defined(__AVX512F__)
     return reduce_add(dot_lanes(a, b, n));
+#elif defined(__AVX2__) && defined(__FMA__)
+    float out[1][1];
+    const float* const ar[1] = {a};
+    const B* const br[1] = {b};
+    nk_block<1, 1>(out, ar, br, n);
+    return out[0][0];
 #else
     float lanes[16] = {};
     for (int64_t k = 0; k < n; ++k) lanes[k % 16] = std::fma(a[k], as_f32(b[k]), lanes[k % 16]);

@@ -242,3 +242,34 @@ TEST_CASE("matmul_nk rows are bit-identical whatever the row count, the thread c
     // blocks and a tail; K = 203 ends in a partial k-step, 96 does not, 1100 runs three spans.
     for (int64_t K : {203, 96, 1100}) check_rows_as_alone(matmul_nk, K, 150, {1, 5, 8, 23, 24, 25, 31, 96, 103}, 12);
 }
+
+TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-lane order bit for bit") {
+    // Each output is Σ_k x[k]·w[n][k] with lane l summing k ≡ l (mod 16) in k order (fma), then the lanes
+    // reduced; dot() is the same sum. Without AVX-512 (the portable code and the AVX2 kernels) the lanes
+    // are added in lane order, written out here; AVX-512 reduces them as a tree, checked through dot.
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int64_t K : {7, 16, 203, 576}) {
+        const int64_t T = 6, N = 11;
+        std::vector<float> x(static_cast<size_t>(T * K)), w(static_cast<size_t>(N * K)), bias(static_cast<size_t>(N)),
+            y(static_cast<size_t>(T * N));
+        for (float& v : x) v = u(rng);
+        for (float& v : w) v = u(rng);
+        for (float& v : bias) v = u(rng);
+        matmul_nk(y.data(), x.data(), w.data(), bias.data(), T, K, N);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < N; ++n) {
+                INFO("K " << K << ", row " << t << ", column " << n);
+                const float got = y[size_t(t * N + n)];
+                CHECK(got == dot(x.data() + t * K, w.data() + n * K, K) + bias[size_t(n)]);
+#if !defined(__AVX512F__)
+                float lanes[16] = {};
+                for (int64_t k = 0; k < K; ++k)
+                    lanes[k % 16] = std::fma(x[size_t(t * K + k)], w[size_t(n * K + k)], lanes[k % 16]);
+                float sum = 0.0f;
+                for (float l : lanes) sum += l;
+                CHECK(got == sum + bias[size_t(n)]);
+#endif
+            }
+    }
+}
