@@ -12,37 +12,17 @@ the final frame's --layout-dump:
     maps, and the frames do not overlap.
 Then the same on a multi-head model (4 query heads, 4 K/V heads): the panel says so and shows no groups.
 """
-import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
+
+from scripted import arguments, fail, prompt_length, window
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def window(kvscope, model, work, name, size, lines):
-    script = os.path.join(work, name + ".txt")
-    with open(script, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    dump = os.path.join(work, name + ".json")
-    w, h = size
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (w + 100, h + 100), kvscope, "gui", "--model", model,
-           "--script", script, "--size", "%dx%d" % size, "--layout-dump", dump,
-           "--screenshot", os.path.join(work, name + ".png")]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if p.returncode != 0:
-        fail("%s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
-    return json.load(open(dump))
 
 
 def model(work, name, heads, kv_heads, assets):
@@ -62,24 +42,11 @@ def overlap(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if shutil.which("xvfb-run") is None:
-        fail("xvfb-run not found (apt install xvfb)")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-
+    a = arguments()
     cfg, gqa = model(a.work, "gqa_9x3", 9, 3, a.assets)
     H, K, L = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
     D, G = cfg["hidden_size"] // H, H // K
-    tokenized = subprocess.run([a.kvscope, "tokenize", "--model", gqa, "--text", PROMPT],
-                               capture_output=True, text=True, timeout=60)
-    if tokenized.returncode != 0:
-        fail("tokenize: exit %d %s" % (tokenized.returncode, tokenized.stderr))
-    n_prompt = len(tokenized.stdout.split())
+    n_prompt = prompt_length(a.kvscope, gqa, PROMPT)
     per_head = 2 * L * D * 4
     want_bytes = "per_token=%d multi_head=%d multi_query=%d held=%d" % (per_head * K, per_head * H, per_head, n_prompt)
     want_groups = " | ".join("KV%d:%s" % (j, "".join(" h%d" % h for h in range(H) if h // G == j)) for j in range(K))

@@ -10,12 +10,12 @@ layer full; assets/llama-gqa's tokenizer) runs a prompt and two decode steps. Fr
   - the timeline's note for the selected layer (a sliding one, then a full one): the keys its last query
     saw, q - 3 .. q or 0 .. q.
 """
-import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
+
+from scripted import arguments, fail, prompt_length, window
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
@@ -23,36 +23,8 @@ import make_llama_model  # noqa: E402
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def window(kvscope, model, work, name, size, lines):
-    script = os.path.join(work, name + ".txt")
-    with open(script, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    dump = os.path.join(work, name + ".json")
-    w, h = size
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (w + 100, h + 100), kvscope, "gui", "--model", model,
-           "--script", script, "--size", "%dx%d" % size, "--layout-dump", dump,
-           "--screenshot", os.path.join(work, name + ".png")]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if p.returncode != 0:
-        fail("%s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
-    return json.load(open(dump))
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if shutil.which("xvfb-run") is None:
-        fail("xvfb-run not found (apt install xvfb)")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = arguments()
     model = os.path.join(a.work, "gemma3")
     make_llama_model.write(model, **dict(make_llama_model.SHAPES["gemma3-tiny"], vocab=768, seed=31))
     for f in ("vocab.json", "merges.txt"):
@@ -61,11 +33,7 @@ def main():
     L, W, pattern = cfg["num_hidden_layers"], cfg["sliding_window"], cfg["sliding_window_pattern"]
     sliding = [(i + 1) % pattern != 0 for i in range(L)]  # Gemma3TextConfig's layer pattern
     per_layer_token = 2 * cfg["num_key_value_heads"] * cfg["head_dim"] * 4
-    tokenized = subprocess.run([a.kvscope, "tokenize", "--model", model, "--text", PROMPT],
-                               capture_output=True, text=True, timeout=60)
-    if tokenized.returncode != 0:
-        fail("tokenize: exit %d %s" % (tokenized.returncode, tokenized.stderr))
-    n = len(tokenized.stdout.split()) + 2  # the prompt, then two decode steps
+    n = prompt_length(a.kvscope, model, PROMPT) + 2  # the prompt, then two decode steps
     if n <= W:
         fail("the prompt is too short to fill a window of %d" % W)
 

@@ -8,29 +8,15 @@ the Attention panel's map of the last step (attention-json). numpy takes the rot
 at cache slots 0..1, the window keys at the slots after them and the query at the last slot, and takes
 the softmax: the panel's weights must be those, and must differ from the same map with text positions.
 """
-import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 
+from scripted import arguments, fail, run, window
+
 PROMPT = "The quick brown fox jumps over the lazy dog and the cat"
 LAYER, HEAD, WINDOW, SINKS, DECODE = 1, 2, 4, 2, 3
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if p.returncode != 0:
-        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
-    return p
 
 
 def turn(x, angles):  # rotate-half layout: pairs (i, i + D/2)
@@ -41,25 +27,14 @@ def turn(x, angles):  # rotate-half layout: pairs (i, i + D/2)
 
 def window_map(kvscope, model, work, sink_cache):
     out = os.path.join(work, "attention_%d.json" % sink_cache)
-    script = os.path.join(work, "sinks_%d.txt" % sink_cache)
-    with open(script, "w") as f:
-        f.write("options window=%d sinks=%d sink-cache=%d\nprompt %s\nprefill\ndecode %d\nlayer %d\nhead %d\n"
-                "attention-json %s\n" % (WINDOW, SINKS, sink_cache, PROMPT, DECODE, LAYER, HEAD, out))
-    run(["xvfb-run", "-a", "-s", "-screen 0 1400x900x24", kvscope, "gui", "--model", model, "--script", script,
-         "--screenshot", os.path.join(work, "sinks_%d.png" % sink_cache), "--size", "1280x720"])
+    window(kvscope, model, work, "sinks_%d" % sink_cache, (1280, 720),
+           ["options window=%d sinks=%d sink-cache=%d" % (WINDOW, SINKS, sink_cache), "prompt " + PROMPT, "prefill",
+            "decode %d" % DECODE, "layer %d" % LAYER, "head %d" % HEAD, "attention-json " + out])
     return json.load(open(out))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if shutil.which("xvfb-run") is None:
-        fail("xvfb-run not found (apt install xvfb)")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = arguments()
     model = os.path.join(a.assets, "llama-gqa")
 
     trace = os.path.join(a.work, "trace")
