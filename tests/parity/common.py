@@ -166,6 +166,19 @@ def _per_prompt(value, n_prompts, key):
     return value
 
 
+def trace_weights_gap(folder, want, label):
+    """Largest |difference| between a --trace export's prefill weights (step_0000/lLL_hHH_weights.npy) and
+    the reference's softmax weights `want` (per layer, [H, T, T]); a shape mismatch is a Failure."""
+    worst = 0.0
+    for il, probs in enumerate(want):
+        for h in range(probs.shape[0]):
+            got = np.load(os.path.join(folder, "step_0000", f"l{il:02d}_h{h:02d}_weights.npy")).astype(np.float64)
+            if got.shape != tuple(probs[h].shape):
+                raise Failure(f"{label} layer {il} head {h}: weights shape {got.shape}, reference {tuple(probs[h].shape)}")
+            worst = max(worst, float(np.max(np.abs(got - probs[h].numpy()))))
+    return worst
+
+
 def first_mismatches(got, want, limit=5):
     """Lines describing the first elements outside tolerance (index, engine, reference)."""
     bad = np.argwhere(np.abs(got - want) > TOL * np.maximum(1.0, np.abs(want)))

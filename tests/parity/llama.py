@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 import common
-from common import TOL, Failure, generate, main, prompt, reference_model, refused_config, check_case, run_cli
+from common import TOL, Failure, trace_weights_gap, generate, main, prompt, reference_model, refused_config, check_case, run_cli
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402
@@ -128,13 +128,7 @@ def cache_numbered_trace(kvscope, m, work):
         want = ref.attention_record
     finally:
         ref.sinks, ref.sink_positions, ref.attention_record = 0, "text", None
-    worst = 0.0
-    for il, probs in enumerate(want):
-        for h in range(probs.shape[0]):
-            got = np.load(os.path.join(folder, "step_0000", f"l{il:02d}_h{h:02d}_weights.npy")).astype(np.float64)
-            if got.shape != tuple(probs[h].shape):
-                raise Failure(f"layer {il} head {h}: weights shape {got.shape}, reference {tuple(probs[h].shape)}")
-            worst = max(worst, float(np.max(np.abs(got - probs[h].numpy()))))
+    worst = trace_weights_gap(folder, want, "sink positions cache")
     if worst > 1e-5:
         raise Failure(f"--trace weights under sink positions cache differ from the reference by {worst:.3g}")
     with open(os.path.join(folder, "step_0000", "meta.json")) as f:

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from common import Failure, check_case, main, prompt, reference_model, refused_config, run_cli
+from common import Failure, check_case, trace_weights_gap, main, prompt, reference_model, refused_config, run_cli
 from llama import bit_identical, mutant_differs
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
@@ -93,13 +93,7 @@ def trace_weights(kvscope, work, name):
         want = ref.attention_record
     finally:
         ref.attention_record = None
-    worst = 0.0
-    for il, probs in enumerate(want):
-        for h in range(probs.shape[0]):
-            got = np.load(os.path.join(folder, "step_0000", f"l{il:02d}_h{h:02d}_weights.npy")).astype(np.float64)
-            if got.shape != tuple(probs[h].shape):
-                raise Failure(f"{name} layer {il} head {h}: weights shape {got.shape}, reference {tuple(probs[h].shape)}")
-            worst = max(worst, float(np.max(np.abs(got - probs[h].numpy()))))
+    worst = trace_weights_gap(folder, want, name)
     if worst > 1e-5:
         raise Failure(f"{name}: --trace attention weights differ from the reference by {worst:.3g}")
     with open(os.path.join(folder, "trace.json")) as f:
