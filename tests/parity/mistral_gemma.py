@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 
-
 from common import Failure, check_case, trace_weights_gap, main, prompt, reference_model, refused_config, run_cli
 from llama import bit_identical, mutant_differs
 
