@@ -370,30 +370,6 @@ void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, in
 
 #else  // portable fallback: the same arithmetic per element, one element at a time
 
-template <int T, class Wt>
-void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_t k_count, int64_t N,
-               int64_t n_begin, int64_t n_end) {
-    for (int t = 0; t < T; ++t)
-        for (int64_t n = n_begin; n < n_end; ++n) {
-            float acc = 0.0f;
-            for (int64_t k = 0; k < k_count; ++k) acc = std::fma(x[t * x_stride + k], as_f32(w[k * N + n]), acc);
-            out[t * N + n] = acc;
-        }
-}
-
-template <int RT>
-void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, int64_t K, int64_t N, int64_t n0,
-             int64_t n_end) {
-    const int64_t half = first_half(K);
-    for (int r = 0; r < RT; ++r)
-        for (int64_t n = n0; n < std::min(n_end, n0 + 64); ++n) {
-            float first = 0.0f, second = 0.0f;
-            for (int64_t k = 0; k < half; ++k) first = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], first);
-            for (int64_t k = half; k < K; ++k) second = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], second);
-            y[r * N + n] = (first + second) + (bias ? bias[n] : 0.0f);
-        }
-}
-
 #if defined(__AVX2__) && defined(__FMA__)
 // CPUs with AVX2 but not AVX-512 (AMD Zen 2/3, and VMs that hide AVX-512): the portable sums below, 16
 // lane chains per output, computed as two 8-lane vectors; each output's lanes are then added in lane
@@ -402,6 +378,73 @@ inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) {  // bfloat16 widened exactly
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// out(T, N)[n_begin, n_end) = the fma chain over the k_count weight rows in k order, no bias: each
+// element's chain as the portable loop runs it, 8 columns at a time (k outer, so the weight rows stream).
+template <int T, class Wt>
+void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_t k_count, int64_t N,
+               int64_t n_begin, int64_t n_end) {
+    constexpr int64_t kBlock = T == 1 ? 4096 : T == 2 ? 2048 : (6144 / T) & ~int64_t(7);
+    alignas(32) static thread_local float acc[T][kBlock];
+    for (int64_t b0 = n_begin; b0 < n_end; b0 += kBlock) {
+        const int64_t width = std::min(kBlock, n_end - b0), full = width & ~int64_t(7);
+        for (int t = 0; t < T; ++t) std::memset(acc[t], 0, size_t(width) * sizeof(float));
+        for (int64_t k = 0; k < k_count; ++k) {
+            const Wt* wk = w + k * N + b0;
+            __m256 xv[T];
+            for (int t = 0; t < T; ++t) xv[t] = _mm256_set1_ps(x[t * x_stride + k]);
+            for (int64_t i = 0; i < full; i += 8) {
+                const __m256 wv = load8(wk + i);
+                for (int t = 0; t < T; ++t)
+                    _mm256_store_ps(acc[t] + i, _mm256_fmadd_ps(xv[t], wv, _mm256_load_ps(acc[t] + i)));
+            }
+            for (int64_t i = full; i < width; ++i)
+                for (int t = 0; t < T; ++t) acc[t][i] = std::fma(x[t * x_stride + k], as_f32(wk[i]), acc[t][i]);
+        }
+        for (int t = 0; t < T; ++t) std::memcpy(out + t * N + b0, acc[t], size_t(width) * sizeof(float));
+    }
+}
+
+// y[r, n0:n0+64) from the packed (K, 64) tile: first = the fma chain over k < K/2, second = over the rest,
+// y = (first + second) + bias, per element as the portable loop; 2 rows x 32 columns at a time (8 chains).
+template <int RT>
+void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_end) {
+    const int64_t half = first_half(K);
+    for (int r0 = 0; r0 < RT; r0 += 2) {
+        const int rows = std::min(2, RT - r0);
+        for (int c0 = 0; c0 < 64 && n0 + c0 < n_end; c0 += 32) {
+            __m256 first[2][4], second[2][4];
+            auto chain = [&](__m256 (&acc)[2][4], int64_t k_begin, int64_t k_end) {
+                for (int r = 0; r < 2; ++r)
+                    for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_ps();
+                for (int64_t k = k_begin; k < k_end; ++k) {
+                    const float* wk = w_tile + k * 64 + c0;
+                    const __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + 8), w2 = _mm256_loadu_ps(wk + 16),
+                                 w3 = _mm256_loadu_ps(wk + 24);
+                    for (int r = 0; r < rows; ++r) {
+                        const __m256 xv = _mm256_set1_ps(x[(r0 + r) * K + k]);
+                        acc[r][0] = _mm256_fmadd_ps(xv, w0, acc[r][0]);
+                        acc[r][1] = _mm256_fmadd_ps(xv, w1, acc[r][1]);
+                        acc[r][2] = _mm256_fmadd_ps(xv, w2, acc[r][2]);
+                        acc[r][3] = _mm256_fmadd_ps(xv, w3, acc[r][3]);
+                    }
+                }
+            };
+            chain(first, 0, half);
+            chain(second, half, K);
+            for (int r = 0; r < rows; ++r)
+                for (int v = 0; v < 4; ++v) {
+                    alignas(32) float sum[8];
+                    _mm256_store_ps(sum, _mm256_add_ps(first[r][v], second[r][v]));
+                    for (int i = 0; i < 8; ++i) {
+                        const int64_t n = n0 + c0 + v * 8 + i;
+                        if (n < n_end) y[(r0 + r) * N + n] = sum[i] + (bias ? bias[n] : 0.0f);
+                    }
+                }
+        }
+    }
 }
 
 // out[r][c] = Σ_k xr[r][k]·wr[c][k] with lane l summing k ≡ l (mod 16) in k order, then lanes 0..15 in
@@ -474,6 +517,30 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
     }
 }
 #else
+template <int T, class Wt>
+void stream_kn(float* out, const float* x, int64_t x_stride, const Wt* w, int64_t k_count, int64_t N,
+               int64_t n_begin, int64_t n_end) {
+    for (int t = 0; t < T; ++t)
+        for (int64_t n = n_begin; n < n_end; ++n) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < k_count; ++k) acc = std::fma(x[t * x_stride + k], as_f32(w[k * N + n]), acc);
+            out[t * N + n] = acc;
+        }
+}
+
+template <int RT>
+void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, int64_t K, int64_t N, int64_t n0,
+             int64_t n_end) {
+    const int64_t half = first_half(K);
+    for (int r = 0; r < RT; ++r)
+        for (int64_t n = n0; n < std::min(n_end, n0 + 64); ++n) {
+            float first = 0.0f, second = 0.0f;
+            for (int64_t k = 0; k < half; ++k) first = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], first);
+            for (int64_t k = half; k < K; ++k) second = std::fma(x[r * K + k], w_tile[k * 64 + (n - n0)], second);
+            y[r * N + n] = (first + second) + (bias ? bias[n] : 0.0f);
+        }
+}
+
 template <int RT, class Wt>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
              int64_t n_count) {
