@@ -12,6 +12,9 @@
 #include "thread_pool.h"
 
 #include "simd.h"
+#if !defined(__AVX512F__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace kvscope {
 namespace {
@@ -66,6 +69,20 @@ double measure_read_bandwidth(int64_t bytes, int threads) {
             }
             float s = reduce_add(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
             for (; i < end; ++i) s += p[i];
+#elif defined(__AVX2__)
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            int64_t i = begin;
+            for (; i + 32 <= end; i += 32) {
+                a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+                a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+                a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+                a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+            }
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+            float s = 0;
+            for (float l : lanes) s += l;
+            for (; i < end; ++i) s += p[i];
 #else
             float s = 0;
             for (int64_t i = begin; i < end; ++i) s += p[i];
@@ -95,6 +112,17 @@ double measure_fma_peak(int threads) {
             __m512 s = a[0];
             for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, a[j]);
             out[size_t(t) * 16] = reduce_add(s);
+#elif defined(__AVX2__) && defined(__FMA__)
+            __m256 a[12];
+            for (int j = 0; j < 12; ++j) a[j] = _mm256_set1_ps(float(j) * 1e-3f);
+            const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+            for (int64_t i = 0; i < kIterations / 12; ++i)
+                for (int j = 0; j < 12; ++j) a[j] = _mm256_fmadd_ps(a[j], m, c);
+            __m256 s = a[0];
+            for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, a[j]);
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, s);
+            out[size_t(t) * 16] = lanes[0] + lanes[7];
 #else
             float a[8] = {};
             for (int64_t i = 0; i < kIterations; ++i)
@@ -106,6 +134,8 @@ double measure_fma_peak(int threads) {
     }
 #if defined(__AVX512F__)
     const double flops_per_thread = double(kIterations / 12 * 12) * 16 * 2;
+#elif defined(__AVX2__) && defined(__FMA__)
+    const double flops_per_thread = double(kIterations / 12 * 12) * 8 * 2;
 #else
     const double flops_per_thread = double(kIterations) * 8 * 2;
 #endif
