@@ -770,6 +770,17 @@ void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, 
         _mm_storeu_ps(out + j, _mm_mul_ps(reduce_add4(a0, a1, a2, a3), _mm_set1_ps(scale)));
     }
     for (; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
+#elif defined(__AVX2__) && defined(__FMA__)
+    // Four keys at once, each exactly dot_impl's sum (nk_block), q loaded once for the four.
+    int64_t j = 0;
+    const float* const qr[1] = {q};
+    for (; j + 4 <= n; j += 4) {
+        float sums[1][4];
+        const B* const kr[4] = {rows[j], rows[j + 1], rows[j + 2], rows[j + 3]};
+        nk_block<1, 4>(sums, qr, kr, D);
+        for (int c = 0; c < 4; ++c) out[j + c] = sums[0][c] * scale;
+    }
+    for (; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
 #else
     for (int64_t j = 0; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
 #endif
@@ -826,6 +837,35 @@ void axpy_rows_heads_impl(float* y, const float* a, int64_t a_stride, const X* c
         }
         for (int g = 0; g < G; ++g)
             for (int c = 0; c < 4; ++c) _mm512_mask_storeu_ps(y + g * D + d + c * 16, m[c], acc[g][c]);
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    // Per 32-wide column block, G x 4 accumulators kept in registers over the rows (G <= 2 per pass so
+    // they fit the 16 registers); every element's chain is axpy's, row after row.
+    for (int g0 = 0; g0 < G; g0 += 2) {
+        const int heads = std::min(2, G - g0);
+        int64_t d = 0;
+        for (; d + 32 <= D; d += 32) {
+            __m256 acc[2][4];
+            for (int g = 0; g < heads; ++g)
+                for (int c = 0; c < 4; ++c) acc[g][c] = _mm256_loadu_ps(y + (g0 + g) * D + d + c * 8);
+            for (int64_t j = 0; j < n; ++j) {
+                const X* x = rows[j] + d;
+                const __m256 v0 = load8(x), v1 = load8(x + 8), v2 = load8(x + 16), v3 = load8(x + 24);
+                for (int g = 0; g < heads; ++g) {
+                    const __m256 av = _mm256_set1_ps(a[(g0 + g) * a_stride + j]);
+                    acc[g][0] = _mm256_fmadd_ps(av, v0, acc[g][0]);
+                    acc[g][1] = _mm256_fmadd_ps(av, v1, acc[g][1]);
+                    acc[g][2] = _mm256_fmadd_ps(av, v2, acc[g][2]);
+                    acc[g][3] = _mm256_fmadd_ps(av, v3, acc[g][3]);
+                }
+            }
+            for (int g = 0; g < heads; ++g)
+                for (int c = 0; c < 4; ++c) _mm256_storeu_ps(y + (g0 + g) * D + d + c * 8, acc[g][c]);
+        }
+        if (d < D)  // the last D % 32 columns, element by element (the same fma chains)
+            for (int g = g0; g < g0 + heads; ++g)
+                for (int64_t j = 0; j < n; ++j)
+                    for (int64_t i = d; i < D; ++i) y[g * D + i] = std::fma(a[g * a_stride + j], as_f32(rows[j][i]), y[g * D + i]);
     }
 #else
     for (int g = 0; g < G; ++g) axpy_rows_impl(y + g * D, a + g * a_stride, rows, n, D);

@@ -305,3 +305,27 @@ TEST_CASE("off AVX-512, matmul_kn follows the portable order bit for bit: two fm
     SUCCEED("AVX-512 build: the order is checked through row determinism above");
 #endif
 }
+
+TEST_CASE("axpy_rows_heads gives each head exactly axpy_rows's result") {
+    // Grouped-query prefill accumulates the values of one K/V head for G query heads at once; each head
+    // must get the bits its own axpy_rows would, or grouped and per-head attention would differ.
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int64_t D : {8, 45, 64, 72, 128})
+        for (int64_t G : {1, 2, 3, 4}) {  // G <= 4 (kernels.h); attend_group passes at most 4
+            const int64_t n = 37, stride = n + 3;
+            std::vector<float> values(static_cast<size_t>(n * D)), a(static_cast<size_t>(G * stride)),
+                y0(static_cast<size_t>(G * D)), y(static_cast<size_t>(G * D)), want(static_cast<size_t>(G * D));
+            for (float& v : values) v = u(rng);
+            for (float& v : a) v = u(rng);
+            for (float& v : y0) v = u(rng);
+            std::vector<const float*> rows;
+            for (int64_t j = 0; j < n; ++j) rows.push_back(values.data() + j * D);
+            y = y0;
+            want = y0;
+            axpy_rows_heads(y.data(), a.data(), stride, G, rows.data(), n, D);
+            for (int64_t g = 0; g < G; ++g) axpy_rows(want.data() + g * D, a.data() + g * stride, rows.data(), n, D);
+            INFO("D " << D << ", G " << G);
+            CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+        }
+}
