@@ -32,6 +32,42 @@ constexpr int64_t kColumnBlock = 64;
 // every thread jump at each row's end and reaches only ~80% of the memory bandwidth).
 inline int64_t first_half(int64_t K) { return K / 2; }
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// Packed operands for prefill tiles (tile_nk_packed_span): 6 rows of x by 4 weight rows, 16 lanes per slice.
+constexpr int kPackRows = 6;
+constexpr int kTileAccumulators = kPackRows * 4;
+
+// Float buffers aligned to 64 bytes that grow once per thread and are then reused.
+float* aligned_scratch(std::vector<float>& storage, int64_t n) {
+    if (int64_t(storage.size()) < n + 16) storage.resize(size_t(n + 16));
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+}
+
+// Rows [6b, 6b + 6) of x (T, K) as (KS, 6, 16); rows past T are zero.
+void pack_x_block(float* out, const float* x, int64_t T, int64_t K, int64_t KS, int64_t b) {
+    for (int64_t s = 0; s < KS; ++s)
+        for (int r = 0; r < kPackRows; ++r) {
+            const int64_t k0 = s * 16, n = b * kPackRows + r < T ? std::min<int64_t>(16, K - k0) : 0;
+            float* dst = out + (s * kPackRows + r) * 16;
+            if (n > 0) std::memcpy(dst, x + (b * kPackRows + r) * K + k0, size_t(n) * sizeof(float));
+            std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
+        }
+}
+
+// Weight rows [n0, n0 + n_count) of w (N, K) as float32 (KS, 4, 16); rows past n_count are zero.
+template <class Wt>
+void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
+    for (int64_t s = 0; s < KS; ++s)
+        for (int c = 0; c < 4; ++c) {
+            float* dst = out + (s * 4 + c) * 16;
+            const int64_t k0 = s * 16, n = c < n_count ? std::min<int64_t>(16, K - k0) : 0;
+            for (int64_t i = 0; i < n; ++i) dst[i] = as_f32(w[(n0 + c) * K + k0 + i]);
+            std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
+        }
+}
+
+#endif
+
 #if defined(__AVX512F__)
 
 __mmask16 tail_mask(int64_t remaining) {
@@ -273,8 +309,6 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
 // kept in `acc` (6 rows x 4 weight rows of 16 lanes), so splitting K into spans keeps every lane's fma
 // chain, and reduce_packed_tile then applies tile_nk's reduction: the sums are bitwise equal (zero
 // padding adds fma(0, 0, acc), as tile_nk's masked loads do).
-constexpr int kPackRows = 6;
-constexpr int kTileAccumulators = kPackRows * 4;
 #define KVSCOPE_PK_LOAD(r)                                                                       \
     __m512 a##r##0 = first ? zero : _mm512_load_ps(acc + (r * 4 + 0) * 16),                      \
            a##r##1 = first ? zero : _mm512_load_ps(acc + (r * 4 + 1) * 16),                      \
@@ -337,35 +371,6 @@ void reduce_packed_tile(float* y, const float* acc, const float* bias, int64_t n
         const __m128 sums = reduce_add4(_mm512_load_ps(a), _mm512_load_ps(a + 16), _mm512_load_ps(a + 32), _mm512_load_ps(a + 48));
         _mm_mask_storeu_ps(y + r * N + n0, m, _mm_add_ps(sums, b));
     }
-}
-
-// Float buffers aligned to 64 bytes that grow once per thread and are then reused.
-float* aligned_scratch(std::vector<float>& storage, int64_t n) {
-    if (int64_t(storage.size()) < n + 16) storage.resize(size_t(n + 16));
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
-}
-
-// Rows [6b, 6b + 6) of x (T, K) as (KS, 6, 16); rows past T are zero.
-void pack_x_block(float* out, const float* x, int64_t T, int64_t K, int64_t KS, int64_t b) {
-    for (int64_t s = 0; s < KS; ++s)
-        for (int r = 0; r < kPackRows; ++r) {
-            const int64_t k0 = s * 16, n = b * kPackRows + r < T ? std::min<int64_t>(16, K - k0) : 0;
-            float* dst = out + (s * kPackRows + r) * 16;
-            if (n > 0) std::memcpy(dst, x + (b * kPackRows + r) * K + k0, size_t(n) * sizeof(float));
-            std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
-        }
-}
-
-// Weight rows [n0, n0 + n_count) of w (N, K) as float32 (KS, 4, 16); rows past n_count are zero.
-template <class Wt>
-void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
-    for (int64_t s = 0; s < KS; ++s)
-        for (int c = 0; c < 4; ++c) {
-            float* dst = out + (s * 4 + c) * 16;
-            const int64_t k0 = s * 16, n = c < n_count ? std::min<int64_t>(16, K - k0) : 0;
-            for (int64_t i = 0; i < n; ++i) dst[i] = as_f32(w[(n0 + c) * K + k0 + i]);
-            std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
-        }
 }
 
 #else  // portable fallback: the same arithmetic per element, one element at a time
@@ -478,15 +483,34 @@ inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* 
             for (int64_t k = K16; k < K; ++k) wt[c][k - K16] = as_f32(wr[c][k]);
         step(xp, 0, [&](int c, int64_t half) { return _mm256_load_ps(wt[c] + half); });
     }
+    alignas(32) float lanes[R * C][16];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
-            alignas(32) float lanes[16];
-            _mm256_store_ps(lanes, lo[r][c]);
-            _mm256_store_ps(lanes + 8, hi[r][c]);
-            float sum = 0.0f;
-            for (float l : lanes) sum += l;
-            out[r][c] = sum;
+            _mm256_store_ps(lanes[r * C + c], lo[r][c]);
+            _mm256_store_ps(lanes[r * C + c] + 8, hi[r][c]);
         }
+    if constexpr (R * C == 4) {
+        // Transposed four lanes at a time, so one vector holds lane j of the 4 outputs: lanes 0, 1, ..., 15
+        // are added from zero in order, as the scalar sum below does, 4 outputs per instruction.
+        __m128 sum = _mm_setzero_ps();
+        for (int j = 0; j < 16; j += 4) {
+            __m128 v0 = _mm_load_ps(lanes[0] + j), v1 = _mm_load_ps(lanes[1] + j), v2 = _mm_load_ps(lanes[2] + j),
+                   v3 = _mm_load_ps(lanes[3] + j);
+            _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
+            sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
+        }
+        alignas(16) float sums[4];
+        _mm_store_ps(sums, sum);
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) out[r][c] = sums[r * C + c];
+    } else {
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) {
+                float sum = 0.0f;
+                for (float l : lanes[r * C + c]) sum += l;
+                out[r][c] = sum;
+            }
+    }
 }
 
 template <int RT, class Wt>
@@ -514,6 +538,88 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
                 for (int r = 0; r < 2; ++r)
                     for (int c = 0; c < 2; ++c) store(r0 + r, c0 + c, out[r][c]);
             }
+    }
+}
+
+// Many rows (prefill): the AVX-512 build's packed tile (6 rows of x by 4 weight rows, x packed as
+// (KS, 6, 16) and the weights as (KS, 4, 16)) with nk_block's arithmetic: each output keeps 16 lane
+// chains, here walked as two passes over K, one per 8-lane half, so a pass needs 6 x 2 accumulators.
+// Splitting the lanes or K into spans leaves every chain as it was: the sums equal tile_nk's bits.
+template <int C0, int H>
+inline void packed_half_pass(float* acc, const float* x_slices, const float* w_slices, int64_t s_count, bool first) {
+    __m256 a[kPackRows][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < kPackRows; ++r)
+        for (int c = 0; c < 2; ++c)
+            a[r][c] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + (r * 4 + C0 + c) * 16 + H * 8);
+    for (int64_t s = 0; s < s_count; ++s) {
+        const float* ws = w_slices + s * 64 + C0 * 16 + H * 8;
+        const float* xs = x_slices + s * 16 * kPackRows + H * 8;
+        const __m256 w0 = _mm256_load_ps(ws), w1 = _mm256_load_ps(ws + 16);
+#pragma GCC unroll 6
+        for (int r = 0; r < kPackRows; ++r) {
+            __m256 xv = _mm256_load_ps(xs + r * 16);
+            asm("" : "+x"(xv));  // one load for both fmas: GCC would fold it into each, and loads are the limit
+            a[r][0] = _mm256_fmadd_ps(xv, w0, a[r][0]);
+            a[r][1] = _mm256_fmadd_ps(xv, w1, a[r][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < kPackRows; ++r)
+        for (int c = 0; c < 2; ++c) _mm256_store_ps(acc + (r * 4 + C0 + c) * 16 + H * 8, a[r][c]);
+}
+
+// acc (24, 16) out, and in unless `first`; x_slices (s_count, 6, 16), w_slices (s_count, 4, 16); 32-byte aligned.
+void tile_nk_packed_span(float* acc, const float* x_slices, const float* w_slices, int64_t s_count, bool first) {
+    packed_half_pass<0, 0>(acc, x_slices, w_slices, s_count, first);
+    packed_half_pass<0, 1>(acc, x_slices, w_slices, s_count, first);
+    packed_half_pass<2, 0>(acc, x_slices, w_slices, s_count, first);
+    packed_half_pass<2, 1>(acc, x_slices, w_slices, s_count, first);
+}
+
+// v[j] = column j of the 8 x 8 block m[i][0..8), i.e. lane j of each of 8 outputs.
+inline void transpose8(__m256 (&v)[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+// The sums of 8 outputs' 16 lanes (acc (8, 16), 32-byte aligned), each added in lane order 0, 1, ..., 15
+// from zero as nk_block adds them: transposed so that one vector holds lane j of all 8, 8 sums per add.
+inline __m256 lane_sums8(const float* acc) {
+    __m256 sum = _mm256_setzero_ps();
+    for (int half = 0; half < 2; ++half) {
+        __m256 v[8];
+        for (int i = 0; i < 8; ++i) v[i] = _mm256_load_ps(acc + i * 16 + half * 8);
+        transpose8(v);
+        for (int j = 0; j < 8; ++j) sum = _mm256_add_ps(sum, v[j]);
+    }
+    return sum;
+}
+
+// y rows [0, n_rows) at columns [n0, n0 + n_count) from a finished tile's accumulators, two rows of 4
+// outputs at a time.
+void reduce_packed_tile(float* y, const float* acc, const float* bias, int64_t n_rows, int64_t N, int64_t n0,
+                        int64_t n_count) {
+    alignas(32) float b[8] = {};
+    for (int c = 0; c < n_count; ++c) b[c] = b[c + 4] = bias ? bias[n0 + c] : 0.0f;
+    for (int r0 = 0; r0 < n_rows; r0 += 2) {
+        alignas(32) float out[8];  // outputs (r0, 0..3) then (r0 + 1, 0..3)
+        _mm256_store_ps(out, _mm256_add_ps(lane_sums8(acc + r0 * 4 * 16), _mm256_load_ps(b)));
+        for (int r = 0; r < 2 && r0 + r < n_rows; ++r)
+            for (int c = 0; c < n_count; ++c) y[(r0 + r) * N + n0 + c] = out[r * 4 + c];
     }
 }
 #else
@@ -638,7 +744,7 @@ void matmul_nk_impl(float* y, const float* x, const Wt* w, const float* bias, in
     const int64_t n_groups = (N + CT - 1) / CT;
     const int64_t n_threads = ThreadPool::global().n_threads();
     const int64_t n_tasks = std::min(n_groups, n_threads * 8);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     if (T >= 4 * kPackRows) {
         // x packed once (the last block padded with zero rows). Each task then takes panels of up to 8
         // groups of 4 weight rows, packs a panel once (the weights leave memory once per matmul) and runs
@@ -771,8 +877,30 @@ void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, 
     }
     for (; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
 #elif defined(__AVX2__) && defined(__FMA__)
-    // Four keys at once, each exactly dot_impl's sum (nk_block), q loaded once for the four.
+    // Eight keys at once, each exactly dot_impl's sum (nk_block's lanes and their lane-order sum).
     int64_t j = 0;
+    if (D % 16 == 0) {
+        alignas(32) float lanes[8][16];
+        for (; j + 8 <= n; j += 8) {
+            for (int c0 = 0; c0 < 8; c0 += 4) {
+                __m256 lo[4], hi[4];
+                for (int c = 0; c < 4; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+                for (int64_t k = 0; k < D; k += 16) {
+                    const __m256 ql = _mm256_loadu_ps(q + k), qh = _mm256_loadu_ps(q + k + 8);
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; ++c) {
+                        lo[c] = _mm256_fmadd_ps(ql, load8(rows[j + c0 + c] + k), lo[c]);
+                        hi[c] = _mm256_fmadd_ps(qh, load8(rows[j + c0 + c] + k + 8), hi[c]);
+                    }
+                }
+                for (int c = 0; c < 4; ++c) {
+                    _mm256_store_ps(lanes[c0 + c], lo[c]);
+                    _mm256_store_ps(lanes[c0 + c] + 8, hi[c]);
+                }
+            }
+            _mm256_storeu_ps(out + j, _mm256_mul_ps(lane_sums8(&lanes[0][0]), _mm256_set1_ps(scale)));
+        }
+    }
     const float* const qr[1] = {q};
     for (; j + 4 <= n; j += 4) {
         float sums[1][4];

@@ -249,8 +249,9 @@ TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-l
     // are added in lane order, written out here; AVX-512 reduces them as a tree, checked through dot.
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int64_t T : {6, 31})  // 31: the packed prefill tiles
     for (int64_t K : {7, 16, 203, 576}) {
-        const int64_t T = 6, N = 11;
+        const int64_t N = 11;
         std::vector<float> x(static_cast<size_t>(T * K)), w(static_cast<size_t>(N * K)), bias(static_cast<size_t>(N)),
             y(static_cast<size_t>(T * N));
         for (float& v : x) v = u(rng);
@@ -259,7 +260,7 @@ TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-l
         matmul_nk(y.data(), x.data(), w.data(), bias.data(), T, K, N);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t n = 0; n < N; ++n) {
-                INFO("K " << K << ", row " << t << ", column " << n);
+                INFO(T << " rows, K " << K << ", row " << t << ", column " << n);
                 const float got = y[size_t(t * N + n)];
                 CHECK(got == dot(x.data() + t * K, w.data() + n * K, K) + bias[size_t(n)]);
 #if !defined(__AVX512F__)
