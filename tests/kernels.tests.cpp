@@ -247,20 +247,31 @@ TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-l
     // Each output is Σ_k x[k]·w[n][k] with lane l summing k ≡ l (mod 16) in k order (fma), then the lanes
     // reduced; dot() is the same sum. Without AVX-512 (the portable code and the AVX2 kernels) the lanes
     // are added in lane order, written out here; AVX-512 reduces them as a tree, checked through dot.
+    // bfloat16 weights (AVX2 widens 16 at a time as even and odd halves) must give the same sums as their
+    // float32 values.
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (int64_t T : {6, 31})  // 31: the packed prefill tiles
+    for (bool bf16 : {false, true})
+    for (int64_t T : {1, 6, 31})  // 1: decode; 31: the packed prefill tiles
     for (int64_t K : {7, 16, 203, 576}) {
         const int64_t N = 11;
         std::vector<float> x(static_cast<size_t>(T * K)), w(static_cast<size_t>(N * K)), bias(static_cast<size_t>(N)),
             y(static_cast<size_t>(T * N));
+        std::vector<uint16_t> w16(w.size());
         for (float& v : x) v = u(rng);
-        for (float& v : w) v = u(rng);
+        for (size_t i = 0; i < w.size(); ++i) {
+            w[i] = u(rng);
+            uint32_t bits;
+            std::memcpy(&bits, &w[i], 4);
+            w16[i] = uint16_t(bits >> 16);
+            bits &= 0xFFFF0000u;  // the float32 value of that bfloat16
+            std::memcpy(&w[i], &bits, 4);
+        }
         for (float& v : bias) v = u(rng);
-        matmul_nk(y.data(), x.data(), w.data(), bias.data(), T, K, N);
+        matmul_nk(y.data(), x.data(), bf16 ? WeightRef(w16.data()) : WeightRef(w.data()), bias.data(), T, K, N);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t n = 0; n < N; ++n) {
-                INFO(T << " rows, K " << K << ", row " << t << ", column " << n);
+                INFO((bf16 ? "bf16, " : "f32, ") << T << " rows, K " << K << ", row " << t << ", column " << n);
                 const float got = y[size_t(t * N + n)];
                 CHECK(got == dot(x.data() + t * K, w.data() + n * K, K) + bias[size_t(n)]);
 #if !defined(__AVX512F__)
