@@ -10,11 +10,27 @@ void print_text(const BenchReport& r, FILE* out) {
     const double kv_kib = double(r.kv_bytes_per_position) / 1024;
     std::fprintf(out, "kvscope bench — %s, %d threads, min / median / max of %lld runs\n\n", r.model_dir.c_str(),
                  r.threads, (long long)r.repeat);
-    std::fprintf(out, "machine    read bandwidth %s GB/s over the %.0f MB a decode step streams (%s over %.0f MB, %s "
-                      "over 1 GiB), FMA peak %s GFLOP/s\n",
+    std::fprintf(out, "machine    read bandwidth %s GB/s over the %.0f MB a decode step streams (%s over %.0f MB), "
+                      "FMA peak %s GFLOP/s\n",
                  stats_text(r.read_bandwidth_gb_s).c_str(), r.streamed_bytes / 1e6,
                  stats_text(r.read_bandwidth_bf16_gb_s).c_str(), r.streamed_bytes_bf16 / 1e6,
-                 stats_text(r.read_bandwidth_1gib_gb_s).c_str(), stats_text(r.fma_peak_gflop_s).c_str());
+                 stats_text(r.fma_peak_gflop_s).c_str());
+    std::fprintf(out, "           from memory (%.0f MB buffer): sequential %s, 8 streams %s, gemv %s GB/s; "
+                      "each figure is the best of the three kernels and never below that gemv\n",
+                 double(r.large_buffer_bytes) / 1e6, stats_text(r.read_large_sequential_gb_s).c_str(),
+                 stats_text(r.read_large_streams_gb_s).c_str(), stats_text(r.read_large_gemv_gb_s).c_str());
+    if (r.llc_bytes > 0) {
+        const double llc = double(r.llc_bytes);
+        const char* fits = r.streamed_bytes <= llc        ? "the float32 and bfloat16 sets fit in it"
+                           : r.streamed_bytes_bf16 <= llc ? "the bfloat16 set fits in it"
+                                                          : nullptr;
+        std::fprintf(out, "           last-level cache %.0f MB%s%s%s\n", llc / 1e6, fits ? ": WARNING " : "",
+                     fits ? fits : "",
+                     fits ? ", so their decode figures and bandwidth are partly served from cache and flatter "
+                            "this machine"
+                          : "");
+    } else
+        std::fprintf(out, "           last-level cache size not known (no /sys/devices/system/cpu/cpu0/cache)\n");
     std::fprintf(out, "model      %.1f MB of weights streamed per decode token, %.1f MFLOP per token, KV %.0f KiB per "
                       "position\n",
                  double(r.weight_bytes) / 1e6, r.flops_per_token / 1e6, kv_kib);
@@ -65,7 +81,11 @@ void print_json(const BenchReport& r, FILE* out) {
         {"repeat", r.repeat},
         {"machine", {{"read_bandwidth_gb_s", r.read_bandwidth_gb_s},
                      {"read_bandwidth_bf16_set_gb_s", r.read_bandwidth_bf16_gb_s},
-                     {"read_bandwidth_1gib_gb_s", r.read_bandwidth_1gib_gb_s},
+                     {"llc_bytes", r.llc_bytes},
+                     {"large_buffer_bytes", r.large_buffer_bytes},
+                     {"read_large_gb_s", {{"sequential", r.read_large_sequential_gb_s},
+                                          {"streams", r.read_large_streams_gb_s},
+                                          {"gemv", r.read_large_gemv_gb_s}}},
                      {"fma_peak_gflop_s", r.fma_peak_gflop_s}}},
         {"bounds", {{"weight_bytes_per_token", r.weight_bytes},
                     {"decode_tokens_per_s", r.decode_bound},

@@ -40,12 +40,16 @@ struct BenchReport {
     int64_t weight_bytes_bf16 = 0;          // the same with bfloat16 matrices
     int64_t kv_bytes_per_position = 0;      // f32 K and V of every layer (bf16: half)
     double flops_per_token = 0;
-    // the machine, measured after everything else; read bandwidth over what a decode step streams at
-    // mid_position (f32 and bf16 sets) and over 1 GiB
+    // the machine, measured after everything else: read bandwidth, the best of the probe's kernels
+    // (machine_probe.h), over what a decode step streams at mid_position (f32 and bf16 sets), and each
+    // kernel over a buffer of max(1 GiB, 4 x the last-level cache), memory alone
     int64_t mid_position = 0;
     double streamed_bytes = 0, streamed_bytes_bf16 = 0;
-    Stats read_bandwidth_gb_s, read_bandwidth_bf16_gb_s, read_bandwidth_1gib_gb_s, fma_peak_gflop_s;
-    // bounds from the best machine run
+    int64_t llc_bytes = 0;                  // 0: not known
+    int64_t large_buffer_bytes = 0;
+    Stats read_bandwidth_gb_s, read_bandwidth_bf16_gb_s, fma_peak_gflop_s;
+    Stats read_large_sequential_gb_s, read_large_streams_gb_s, read_large_gemv_gb_s;
+    // bounds from the best machine run, never below the gemv over the large buffer
     double decode_bound = 0, decode_bound_bf16 = 0, prefill_bound = 0;  // tokens/s
     // figures
     Stats decode1, decode1_bf16, decode4, decode8;       // tokens/s (batch 4, 8: total)

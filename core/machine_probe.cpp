@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <new>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "clock.h"
@@ -42,56 +45,148 @@ private:
     float* data_ = nullptr;
 };
 
+// 16 floats as one vector value: one zmm with AVX-512, two ymm with AVX2, SSE otherwise. These helpers
+// live inside this file only, so the ABI of passing such values (what -Wpsabi warns about) never matters.
+#pragma GCC diagnostic ignored "-Wpsabi"
+using V16 = float __attribute__((vector_size(64)));
+inline V16 load_v16(const float* p) {
+    V16 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline float lane_sum(V16 v) {
+    float s = 0;
+    for (int i = 0; i < 16; ++i) s += v[i];
+    return s;
+}
+
+// Threads' parts of n floats, each read as eight interleaved streams of 64-byte steps.
+float read_streams(const float* p, int64_t begin, int64_t end) {
+    constexpr int kStreams = 8;
+    const int64_t len = (end - begin) / (kStreams * 16) * 16;  // floats per stream, whole vectors
+    V16 acc[kStreams] = {};
+    for (int64_t i = 0; i < len; i += 16)
+        for (int s = 0; s < kStreams; ++s) acc[s] += load_v16(p + begin + s * len + i);
+    float sum = 0;
+    for (V16 a : acc) sum += lane_sum(a);
+    for (int64_t i = begin + kStreams * len; i < end; ++i) sum += p[i];
+    return sum;
+}
+
+// Rows [r0, r1) of y = W·x for W (rows, K): four rows at a time, 16 columns per step.
+float gemv_rows(const float* w, const float* x, int64_t K, int64_t r0, int64_t r1) {
+    float checksum = 0;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        const float* row = w + r * K;
+        for (int64_t k = 0; k < K; k += 16) {
+            const V16 xv = load_v16(x + k);
+            a0 += load_v16(row + k) * xv;
+            a1 += load_v16(row + K + k) * xv;
+            a2 += load_v16(row + 2 * K + k) * xv;
+            a3 += load_v16(row + 3 * K + k) * xv;
+        }
+        checksum += lane_sum(a0 + a1 + a2 + a3);
+    }
+    for (; r < r1; ++r) {
+        V16 a = {};
+        for (int64_t k = 0; k < K; k += 16) a += load_v16(w + r * K + k) * load_v16(x + k);
+        checksum += lane_sum(a);
+    }
+    return checksum;
+}
+
 }  // namespace
 
-double measure_read_bandwidth(int64_t bytes, int threads) {
+int64_t last_level_cache_bytes() {
+    int64_t largest = 0;
+    std::error_code ec;
+    const std::filesystem::path dir = "/sys/devices/system/cpu/cpu0/cache";
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        std::ifstream in(entry.path() / "size");
+        int64_t value = 0;
+        std::string unit;
+        if (!(in >> value)) continue;
+        in >> unit;  // "K" or "M" (sysfs writes e.g. 32768K)
+        if (!unit.empty() && unit[0] == 'K') value <<= 10;
+        else if (!unit.empty() && unit[0] == 'M') value <<= 20;
+        largest = std::max(largest, value);
+    }
+    return largest;
+}
+
+double measure_read_bandwidth(int64_t bytes, int threads, ReadKernel kernel) {
     ThreadPool::global().set_threads(threads);
-    const int64_t n = bytes / int64_t(sizeof(float));
+    constexpr int64_t kGemvColumns = 1024;
+    int64_t n = bytes / int64_t(sizeof(float));
+    if (kernel == ReadKernel::Gemv) n = std::max<int64_t>(n / kGemvColumns, 1) * kGemvColumns;
     // On 2 MiB pages where the kernel grants them: the page cache maps a model file that way, and on
     // 4 KiB pages this probe read up to 15 % slower than decode streaming that file.
     HugeBuffer buffer(n);
+    const std::vector<float> x(size_t(kGemvColumns), 0.5f);
     std::vector<float> sums(size_t(threads) * 16, 0.0f);
     double best = 1e30;
     for (int pass = 0; pass < 5; ++pass) {
         const double t0 = seconds_now();
-        ThreadPool::global().parallel_for(threads, [&](int64_t t) {
-            const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
-            const float* p = buffer.data();
+        if (kernel == ReadKernel::Sequential) {
+            ThreadPool::global().parallel_for(threads, [&](int64_t t) {
+                const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+                const float* p = buffer.data();
 #if defined(__AVX512F__)
-            // Four independent accumulators keep several loads in flight.
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            int64_t i = begin;
-            for (; i + 64 <= end; i += 64) {
-                a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-                a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-                a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-                a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-            }
-            float s = reduce_add(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-            for (; i < end; ++i) s += p[i];
+                // Four independent accumulators keep several loads in flight.
+                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                int64_t i = begin;
+                for (; i + 64 <= end; i += 64) {
+                    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+                    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+                    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+                    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+                }
+                float s = reduce_add(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+                for (; i < end; ++i) s += p[i];
 #elif defined(__AVX2__)
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            int64_t i = begin;
-            for (; i + 32 <= end; i += 32) {
-                a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-                a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-                a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-                a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-            }
-            alignas(32) float lanes[8];
-            _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-            float s = 0;
-            for (float l : lanes) s += l;
-            for (; i < end; ++i) s += p[i];
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                int64_t i = begin;
+                for (; i + 32 <= end; i += 32) {
+                    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+                    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+                    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+                    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+                }
+                alignas(32) float lanes[8];
+                _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+                float s = 0;
+                for (float l : lanes) s += l;
+                for (; i < end; ++i) s += p[i];
 #else
-            float s = 0;
-            for (int64_t i = begin; i < end; ++i) s += p[i];
+                float s = 0;
+                for (int64_t i = begin; i < end; ++i) s += p[i];
 #endif
-            sums[size_t(t) * 16] = s;  // keeps the loads from being optimised away
-        });
+                sums[size_t(t) * 16] = s;  // keeps the loads from being optimised away
+            });
+        } else if (kernel == ReadKernel::Streams) {
+            ThreadPool::global().parallel_for(threads, [&](int64_t t) {
+                sums[size_t(t) * 16] = read_streams(buffer.data(), n * t / threads, n * (t + 1) / threads);
+            });
+        } else {
+            const int64_t rows = n / kGemvColumns;
+            ThreadPool::global().parallel_for(threads, [&](int64_t t) {
+                sums[size_t(t) * 16] =
+                    gemv_rows(buffer.data(), x.data(), kGemvColumns, rows * t / threads, rows * (t + 1) / threads);
+            });
+        }
         best = std::min(best, seconds_now() - t0);
     }
-    return double(bytes) / best / 1e9;
+    return double(n) * sizeof(float) / best / 1e9;
+}
+
+ReadProbe probe_read_bandwidth(int64_t bytes, int threads) {
+    ReadProbe p;
+    p.sequential = measure_read_bandwidth(bytes, threads, ReadKernel::Sequential);
+    p.streams = measure_read_bandwidth(bytes, threads, ReadKernel::Streams);
+    p.gemv = measure_read_bandwidth(bytes, threads, ReadKernel::Gemv);
+    return p;
 }
 
 double measure_fma_peak(int threads) {
