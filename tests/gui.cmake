@@ -18,6 +18,9 @@
 #   gui.rotary_input  the interactive window on assets/llama-gqa (xdotool): Prefill, the Rotary tab, a click in
 #              the attention map; the tab's positions follow the click and its score equals numpy's q·k/sqrt(D)
 #              from `generate --trace`; tests/gui/check_rotary_input.py
+#   gui.kv_groups_input  the interactive window on assets/llama-gqa (xdotool): clicks on query heads and K/V
+#              heads in the KV cache panel select the query head and its K/V head (or the K/V head's group),
+#              against config.json; tests/gui/check_kv_groups_input.py
 #   gui.kv_groups  K/V head groups on a 9-query / 3-K/V-head folder at 1280x720 and 1920x1080: the KV cache
 #              panel's groups, title and bytes meter (model, multi-head, multi-query, held) and the all-heads
 #              view's group frames against config.json; a multi-head folder shows none; tests/gui/check_kv_groups.py
@@ -74,6 +77,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary_input)
     set_tests_properties(gui.rotary_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.kv_groups_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_groups_input)
+    set_tests_properties(gui.kv_groups_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.kv_groups
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

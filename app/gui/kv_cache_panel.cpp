@@ -98,7 +98,8 @@ float cross_maps(PanelContext& c, const StepRecord& r, int64_t ran, int64_t laye
 }
 
 // Grouped-query attention in one line: each K/V head as a framed box holding the query heads that read
-// it; the selected query head and its K/V head in yellow. A click on a query head selects it.
+// it; the selected query head and its K/V head in yellow. A click on a query head selects it; a click on
+// a K/V head selects its group (its first query head, unless the selection is already one of its readers).
 void kv_groups(ViewPrefs& v, const ModelConfig& cfg) {
     const int64_t K = cfg.kv_heads(), G = cfg.n_head / K;
     const std::string summary = K == cfg.n_head ? "multi-head attention: each query head has its own K/V head"
@@ -124,9 +125,16 @@ void kv_groups(ViewPrefs& v, const ModelConfig& cfg) {
         }
         const bool mine = kv == selected_kv;
         const ImVec2 p0 = ImGui::GetCursorScreenPos();
-        ImGui::TextColored(mine ? ImVec4{1, 0.8f, 0.3f, 1} : ImVec4{0.6f, 0.75f, 0.95f, 1}, "KV%lld", (long long)kv);
+        char kv_label[24];
+        std::snprintf(kv_label, sizeof kv_label, "KV%lld", (long long)kv);
+        ImGui::PushStyleColor(ImGuiCol_Text, mine ? ImVec4{1, 0.8f, 0.3f, 1} : ImVec4{0.6f, 0.75f, 0.95f, 1});
+        ImGui::PushStyleColor(ImGuiCol_Button, ImVec4{0, 0, 0, 0});
+        if (ImGui::SmallButton(kv_label) && !mine) v.head = kv * G;
+        ImGui::PopStyleColor(2);
+        dump_item((std::string("kv head ") + kv_label).c_str());
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("K/V head %lld: one K row and one V row per position and layer, read by query heads %lld..%lld",
+            ImGui::SetTooltip("K/V head %lld: one K row and one V row per position and layer, read by query heads "
+                              "%lld..%lld (click: select this group)",
                               (long long)kv, (long long)(kv * G), (long long)(kv * G + G - 1));
         groups_text += kv ? " | KV" : "KV";
         groups_text += std::to_string(kv);
@@ -139,6 +147,7 @@ void kv_groups(ViewPrefs& v, const ModelConfig& cfg) {
             std::snprintf(label, sizeof label, "h%lld", (long long)h);
             if (ImGui::SmallButton(label)) v.head = h;
             if (selected) ImGui::PopStyleColor();
+            dump_item((std::string("kv query ") + label).c_str());
             if (ImGui::IsItemHovered())
                 ImGui::SetTooltip("query head %lld reads K/V head %lld (h / %lld)", (long long)h, (long long)kv, (long long)G);
             groups_text += " h" + std::to_string(h);

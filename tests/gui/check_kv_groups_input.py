@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Real-input test of K/V head selection: the interactive window on assets/llama-gqa (4 query heads, 2 K/V
+heads, read by h // 2; config.json) driven by xdotool.
+
+Type a prompt, click "Prefill step", then click in the KV cache panel's group line: query head h3 selects
+query head 3 and its K/V head (the panel's rows title it "K/V head 1 (read by query heads 2..3)"); K/V
+head KV0 selects its group (query head 0); KV1 again selects query head 2, its first reader; a click on a
+K/V head that already holds the selection keeps it. Expected heads come from config.json, not the window.
+Needs what check_input.py needs (its App drives the window).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_input import App, TIMEOUT, fail, rerun_under_xvfb  # noqa: E402
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
+def inner(a):
+    model = os.path.join(a.assets, "llama-gqa")
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    H, K = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    G = H // K
+    app = App(a.kvscope, a.work, ["--model", model])
+    try:
+        app.wait("first frames", lambda s: s["frames"] > 3)
+        app.type_into("prompt", PROMPT)
+        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
+        app.click_empty()
+        app.click("Prefill step")
+        app.wait("prefill", lambda s: s["steps"] == 1)
+
+        def expect(head, what):
+            kv = head // G
+            want = "K/V head %d (read by query heads %d..%d)" % (kv, kv * G, kv * G + G - 1)
+            app.wait(what, lambda s: s["head"] == head)
+            # The title is drawn above the group line, so it follows the click one frame later.
+            t0 = time.time()
+            while time.time() - t0 < TIMEOUT:
+                header = (app.state() or {}).get("texts", {}).get("kv header", "")
+                if want in header:
+                    return
+                time.sleep(0.1)
+            fail("%s: the KV panel's title %r lacks %r" % (what, header, want))
+
+        clicks = [("kv query h%d" % (H - 1), H - 1), ("kv head KV0", 0), ("kv head KV%d" % (K - 1), (K - 1) * G),
+                  ("kv query h%d" % ((K - 1) * G + 1), (K - 1) * G + 1), ("kv head KV%d" % (K - 1), (K - 1) * G + 1)]
+        for name, head in clicks:
+            app.click(name)
+            expect(head, "%s selects query head %d" % (name, head))
+        app.screenshot("kv group selected")
+    finally:
+        app.close()
+    print("OK")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
+    a = ap.parse_args()
+    if a.inner:
+        return inner(a)
+    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
