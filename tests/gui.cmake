@@ -21,6 +21,9 @@
 #   gui.kv_groups_input  the interactive window on assets/llama-gqa (xdotool): clicks on query heads and K/V
 #              heads in the KV cache panel select the query head and its K/V head (or the K/V head's group),
 #              against config.json; tests/gui/check_kv_groups_input.py
+#   gui.layer_windows_input  the interactive window on a Gemma 3 folder (xdotool): Prefill, two Decode
+#              steps, then "layer +" / "layer -": the timeline's note and the per-layer fill follow each
+#              layer's window from config.json; tests/gui/check_layer_windows_input.py
 #   gui.kv_groups  K/V head groups on a 9-query / 3-K/V-head folder at 1280x720 and 1920x1080: the KV cache
 #              panel's groups, title and bytes meter (model, multi-head, multi-query, held) and the all-heads
 #              view's group frames against config.json; a multi-head folder shows none; tests/gui/check_kv_groups.py
@@ -82,6 +85,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_groups_input)
     set_tests_properties(gui.kv_groups_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.layer_windows_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layer_windows_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layer_windows_input)
+    set_tests_properties(gui.layer_windows_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.kv_groups
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Real-input test of per-layer windows: the interactive window on a Gemma 3 folder (tools/make_llama_model.py's
+gemma3-tiny shape: 6 layers, sliding window 4, every third layer full; assets/llama-gqa's tokenizer) driven
+by xdotool.
+
+Type a prompt, click "Prefill step" and "Decode step" twice, then step through the layers with the
+attention panel's "layer +" / "layer -" buttons. For each layer reached, the timeline's note names the
+keys the last query saw (q - 3 .. q on a sliding layer, 0 .. q on a full one) and the KV cache panel's
+per-layer fill reads min(N, 4) or N of the N positions stored: both from config.json's layer pattern, not
+from the window. Needs what check_input.py needs (its App drives the window).
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+from check_input import App, TIMEOUT, fail, rerun_under_xvfb  # noqa: E402
+import make_llama_model  # noqa: E402
+from scripted import prompt_length  # noqa: E402
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
+def wait_text(app, name, want, what):
+    t0 = time.time()
+    got = None
+    while time.time() - t0 < TIMEOUT:
+        got = (app.state() or {}).get("texts", {}).get(name, "")
+        if want in got:
+            print("  ok: %-34s %s" % (what, want))
+            return
+        time.sleep(0.1)
+    fail("%s: %s reads %r, expected it to hold %r" % (what, name, got, want))
+
+
+def inner(a):
+    model = os.path.join(a.work, "gemma3")
+    make_llama_model.write(model, **dict(make_llama_model.SHAPES["gemma3-tiny"], vocab=768, seed=31))
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(a.assets, "llama-gqa", f), model)
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    L, W, pattern = cfg["num_hidden_layers"], cfg["sliding_window"], cfg["sliding_window_pattern"]
+    sliding = [(i + 1) % pattern != 0 for i in range(L)]  # Gemma3TextConfig's layer pattern
+    n = prompt_length(a.kvscope, model, PROMPT) + 2  # the prompt, then two decode steps
+    q = n - 1
+    app = App(a.kvscope, a.work, ["--model", model])
+    try:
+        app.wait("first frames", lambda s: s["frames"] > 3)
+        app.type_into("prompt", PROMPT)
+        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
+        app.click_empty()
+        app.click("Prefill step")
+        app.wait("prefill", lambda s: s["steps"] == 1)
+        app.click("Decode step")
+        app.wait("decode 1", lambda s: s["steps"] == 2)
+        app.click("Decode step")
+        app.wait("decode 2", lambda s: s["steps"] == 3)
+        want_seen = " ".join("%d/%d" % (min(n, W) if s else n, n) for s in sliding)
+        wait_text(app, "layer windows", want_seen, "per-layer fill, seen/stored")
+        full = sliding.index(False)
+        route = [("layer +", layer) for layer in range(1, full + 1)] + [("layer -", full - 1)]
+        for button, layer in route:
+            app.click(button)
+            app.wait("%s: layer %d" % (button, layer), lambda s: s["layer"] == layer)
+            want = ("layer %d slides (window %d): its last query saw keys %d..%d" % (layer, W, q - W + 1, q)
+                    if sliding[layer] else "layer %d: full attention, keys 0..%d" % (layer, q))
+            wait_text(app, "timeline layer window", want, "timeline note at layer %d" % layer)
+            if layer == full:
+                app.screenshot("full layer")
+    finally:
+        app.close()
+    print("OK")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
+    a = ap.parse_args()
+    if a.inner:
+        return inner(a)
+    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
