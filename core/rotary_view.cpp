@@ -30,7 +30,7 @@ std::vector<double> turned(const std::vector<double>& x, const std::vector<doubl
 }  // namespace
 
 RotaryView rotary_view(const ModelConfig& config, int64_t layer, const float* q, int64_t q_pos, const float* k,
-                       int64_t k_pos, double scale, int64_t max_distance) {
+                       int64_t k_pos, double scale, int64_t max_distance, int64_t query_turned_back) {
     const int64_t D = config.head_dim(), half = D / 2;
     const bool local = config.local_rope && config.window_of(layer) > 0;
     RopeSpec rope = config.rope, unscaled = config.rope;
@@ -42,6 +42,8 @@ RotaryView rotary_view(const ModelConfig& config, int64_t layer, const float* q,
     v.head_dim = D;
     v.query_position = q_pos;
     v.key_position = k_pos;
+    v.query_turned_back = query_turned_back;
+    v.scored_distance = q_pos - query_turned_back - k_pos;
     std::vector<double> q_back(static_cast<size_t>(half)), k_back(static_cast<size_t>(half));  // (D/2) angles to undo
     for (int64_t i = 0; i < half; ++i) {
         RotaryPairView p;
@@ -58,7 +60,11 @@ RotaryView rotary_view(const ModelConfig& config, int64_t layer, const float* q,
     v.key_rotated.assign(k, k + D);
     v.query_unrotated = turned(v.query_rotated, q_back);
     v.key_unrotated = turned(v.key_rotated, k_back);
-    for (int64_t i = 0; i < D; ++i) v.score += v.query_rotated[size_t(i)] * v.key_rotated[size_t(i)];
+    // The query as the model met this key: turned back by δ when the key is a sink numbered in the cache.
+    std::vector<double> turn_back(static_cast<size_t>(half));  // (D/2)
+    for (int64_t i = 0; i < half; ++i) turn_back[size_t(i)] = -angle_at(inv_freq[size_t(i)], query_turned_back);
+    const std::vector<double> q_scored = query_turned_back > 0 ? turned(v.query_rotated, turn_back) : v.query_rotated;
+    for (int64_t i = 0; i < D; ++i) v.score += q_scored[size_t(i)] * v.key_rotated[size_t(i)];
     v.score *= scale;
 
     // The query's content d positions after the key's: only the difference of the angles matters.

@@ -5,9 +5,11 @@
 // turned back to before rotation, and the score the same two vectors would get at every distance, which
 // shows that a rotary score depends on the distance, not on where the pair sits.
 //
-//   rotary_view(config, layer, q, q_pos, k, k_pos, scale, max_distance)
+//   rotary_view(config, layer, q, q_pos, k, k_pos, scale, max_distance, query_turned_back = 0)
 //       q and k (D) as cached: rotated at q_pos and k_pos with the layer's frequencies (Gemma 3's
-//       sliding layers use rope_local_base_freq, unscaled)
+//       sliding layers use rope_local_base_freq, unscaled). query_turned_back = δ > 0: the model scored
+//       this key with the query turned back by δ positions (an attention sink numbered inside the cache,
+//       attention.h), so its score is the one at distance q_pos - δ - k_pos
 //
 // Angles are position · inv_freq in float32, as the model computes them, then widened; vectors are turned
 // back and scores recomputed in double, so a view is exact to the rounding of the stored rows.
@@ -32,10 +34,12 @@ struct RotaryView {
     std::vector<double> query_rotated, query_unrotated;  // (D)
     std::vector<double> key_rotated, key_unrotated;      // (D)
     std::vector<double> score_by_distance;     // (max_distance + 1): scale · rot(q, d) · k for distance d
-    double score = 0;                          // at the pair's own distance q_pos - k_pos, as the model scores it
+    double score = 0;                          // at scored_distance, as the model scores it
+    int64_t query_turned_back = 0;             // δ: positions the query was turned back by for this key
+    int64_t scored_distance = 0;               // q_pos - δ - k_pos
 };
 
 RotaryView rotary_view(const ModelConfig& config, int64_t layer, const float* q, int64_t q_pos, const float* k,
-                       int64_t k_pos, double scale, int64_t max_distance);
+                       int64_t k_pos, double scale, int64_t max_distance, int64_t query_turned_back = 0);
 
 }  // namespace kvscope

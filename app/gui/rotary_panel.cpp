@@ -13,9 +13,9 @@
 namespace kvscope::gui {
 namespace {
 
-// The view for (step, layer, head, query, key), computed again only when one of them changes.
+// The view for (step, layer, head, query, key, sink shift), computed again only when one of them changes.
 struct RotaryCache {
-    int64_t key[5] = {-1, -1, -1, -1, -1};
+    int64_t key[6] = {-1, -1, -1, -1, -1, -1};
     RotaryView view;
     std::vector<float> log_freq, log_freq_unscaled, query_angle, key_before, key_after, by_distance;  // for ImGui plots
 };
@@ -65,12 +65,15 @@ void draw_rotary(PanelContext& c) {
     const float* k = s.trace().key_row(step, layer, head, k_pos);
     const float* q = r->rows.q.data() + (layer * R + (q_pos - first)) * C + head * D;
     const double scale = r->rows.attention_scale > 0 ? r->rows.attention_scale : 1.0 / std::sqrt(double(D));
+    // Sinks numbered inside the cache: the model turned the query back by the shift for these keys.
+    const KeyRange seen = r->visible_keys(q_pos, layer);
+    const int64_t turned_back = seen.sink_shift > 0 && k_pos < seen.n_sink ? seen.sink_shift : 0;
 
     static RotaryCache cache;
-    const int64_t now[5] = {int64_t(step), layer, head, q_pos, k_pos};
-    if (!std::equal(now, now + 5, cache.key) || cache.view.head_dim != D) {
+    const int64_t now[6] = {int64_t(step), layer, head, q_pos, k_pos, turned_back};
+    if (!std::equal(now, now + 6, cache.key) || cache.view.head_dim != D) {
         const int64_t max_distance = std::min<int64_t>(cfg.n_ctx - 1, 4095);
-        cache.view = rotary_view(cfg, layer, q, q_pos, k, k_pos, scale, max_distance);
+        cache.view = rotary_view(cfg, layer, q, q_pos, k, k_pos, scale, max_distance, turned_back);
         const RotaryView& v = cache.view;
         cache.log_freq.clear();
         cache.log_freq_unscaled.clear();
@@ -83,7 +86,7 @@ void draw_rotary(PanelContext& c) {
         cache.key_before.assign(v.key_unrotated.begin(), v.key_unrotated.end());
         cache.key_after.assign(v.key_rotated.begin(), v.key_rotated.end());
         cache.by_distance.assign(v.score_by_distance.begin(), v.score_by_distance.end());
-        std::copy(now, now + 5, cache.key);
+        std::copy(now, now + 6, cache.key);
     }
     const RotaryView& v = cache.view;
     if (!c.prefs.rotary_json.empty()) {
@@ -92,12 +95,17 @@ void draw_rotary(PanelContext& c) {
         c.prefs.rotary_json.clear();
     }
 
-    const int64_t distance = q_pos - k_pos;
+    const int64_t distance = v.scored_distance;
     dump_text("rotary header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text],
                                             "layer %lld, head %lld (reads K/V head %lld): query at position %lld, key "
                                             "at %lld, distance %lld",
                                             (long long)layer, (long long)head, (long long)cfg.kv_head_of(head),
-                                            (long long)q_pos, (long long)k_pos, (long long)distance));
+                                            (long long)q_pos, (long long)k_pos, (long long)(q_pos - k_pos)));
+    if (turned_back > 0)
+        dump_text("rotary sink", wrapped_text(ImVec4{1, 0.8f, 0.3f, 1},
+                                              "sinks at cache positions: this sink was scored at distance %lld, as "
+                                              "if it sat just before the window (the query turned back by %lld)",
+                                              (long long)distance, (long long)turned_back));
     dump_text("rotary score", wrapped_disabled("score q·k·scale = %.4f, as the model computed it from the cached rows",
                                                v.score));
     help_marker("Select a cell in the attention map to choose the query (row) and key (column).");
@@ -130,7 +138,7 @@ void draw_rotary(PanelContext& c) {
                          {w, chart.y * 0.7f});
     dump_item("rotary key");
 
-    wrapped_disabled("score of this query's and key's content at every distance 0 .. %zu (the marker: their own)",
+    wrapped_disabled("score of this query's and key's content at every distance 0 .. %zu (the marker: the one it was scored at)",
                      cache.by_distance.size() - 1);
     ImGui::PlotLines("##distance", cache.by_distance.data(), int(cache.by_distance.size()), 0, nullptr, FLT_MAX,
                      FLT_MAX, chart);

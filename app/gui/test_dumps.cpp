@@ -167,6 +167,8 @@ bool write_rotary_json(const std::string& path, size_t step, int64_t layer, int6
                          {"key_rotated", v.key_rotated},
                          {"key_unrotated", v.key_unrotated},
                          {"score", v.score},
+                         {"query_turned_back", v.query_turned_back},
+                         {"scored_distance", v.scored_distance},
                          {"score_by_distance", v.score_by_distance}};
     try {
         write_file_atomic(path, json_text(doc) + "\n");

@@ -7,6 +7,8 @@ the Attention panel's map of the last step (attention-json). numpy takes the rot
 `kvscope generate --trace` exports for the same run, turns them back to before rotation, rotates the sinks
 at cache slots 0..1, the window keys at the slots after them and the query at the last slot, and takes
 the softmax: the panel's weights must be those, and must differ from the same map with text positions.
+The Rotary panel, with the last query and the sink at position 0 selected, must name the distance that
+sink was scored at (its cache slot's, not its text position's) and give numpy's score at that distance.
 """
 import json
 import os
@@ -25,12 +27,14 @@ def turn(x, angles):  # rotate-half layout: pairs (i, i + D/2)
     return np.concatenate([a * np.cos(angles) - b * np.sin(angles), b * np.cos(angles) + a * np.sin(angles)])
 
 
-def window_map(kvscope, model, work, sink_cache):
-    out = os.path.join(work, "attention_%d.json" % sink_cache)
+def window_map(kvscope, model, work, sink_cache, qpos):
+    """The Attention panel's map and the Rotary panel's view of (query qpos, key 0) of the last step."""
+    out, rotary = os.path.join(work, "attention_%d.json" % sink_cache), os.path.join(work, "rotary_%d.json" % sink_cache)
     window(kvscope, model, work, "sinks_%d" % sink_cache, (1280, 720),
            ["options window=%d sinks=%d sink-cache=%d" % (WINDOW, SINKS, sink_cache), "prompt " + PROMPT, "prefill",
-            "decode %d" % DECODE, "layer %d" % LAYER, "head %d" % HEAD, "attention-json " + out])
-    return json.load(open(out))
+            "decode %d" % DECODE, "layer %d" % LAYER, "head %d" % HEAD, "attention-json " + out,
+            "select %d 0" % qpos, "panel Rotary", "rotary-json " + rotary])
+    return json.load(open(out)), json.load(open(rotary))
 
 
 def main():
@@ -67,8 +71,8 @@ def main():
     want = np.exp(scores - scores.max())
     want /= want.sum()
 
-    got = window_map(a.kvscope, model, a.work, 1)
-    text = window_map(a.kvscope, model, a.work, 0)
+    got, rotary = window_map(a.kvscope, model, a.work, 1, qpos)
+    text, rotary_text = window_map(a.kvscope, model, a.work, 0, qpos)
     row = np.array(got["weights"][-1], dtype=np.float64)
     cols = [got["key_positions"].index(p) for p in seen]
     gap = float(np.max(np.abs(row[cols] - want)))
@@ -84,7 +88,20 @@ def main():
         fail("weight on masked keys: %g" % hidden)
     if not text_gap > 1e-3:
         fail("sink-cache=0 gives the same weights as the cache numbering (%g): the option does nothing" % text_gap)
-    print("ok: the Attention panel under sinks at cache positions = StreamingLLM's numbering in numpy")
+    # The Rotary panel on the sink at position 0: scored at its slot's distance from the query's slot.
+    want_distance = int(slots[-1] - slots[0])
+    rotary_gap = abs(rotary["score"] - scores[0])
+    print("  Rotary panel, sink 0: scored at distance %d (text distance %d), score %.6f, numpy %.6f"
+          % (rotary["scored_distance"], qpos, rotary["score"], scores[0]))
+    if rotary["scored_distance"] != want_distance or rotary["query_turned_back"] != lo - n_sink:
+        fail("the Rotary panel scores sink 0 at distance %d (turned back by %d), expected %d (by %d)"
+             % (rotary["scored_distance"], rotary["query_turned_back"], want_distance, lo - n_sink))
+    if not rotary_gap <= 1e-5:
+        fail("the Rotary panel's score of sink 0 differs from numpy's cache numbering by %g" % rotary_gap)
+    if rotary_text["scored_distance"] != qpos or rotary_text["query_turned_back"] != 0:
+        fail("with text positions the Rotary panel scores sink 0 at distance %d, expected %d"
+             % (rotary_text["scored_distance"], qpos))
+    print("ok: the Attention and Rotary panels under sinks at cache positions = StreamingLLM's numbering in numpy")
 
 
 if __name__ == "__main__":
