@@ -84,3 +84,30 @@ TEST_CASE("rotary view: frequencies, llama3 bands, vectors turned back and the s
     // The score the pair has at its own distance does not depend on where the pair sits.
     CHECK(v.score == Approx(v.score_by_distance[size_t(q_pos - k_pos)]).margin(1e-4));
 }
+
+TEST_CASE("rotary view: a query turned back by a sink shift is scored at the shorter distance") {
+    const ModelConfig c = llama_config("null");
+    std::vector<double> freq(8);
+    for (int i = 0; i < 8; ++i) freq[size_t(i)] = 1.0 / std::pow(500000.0, 2.0 * i / 16.0);
+    std::mt19937 rng(4);
+    std::normal_distribution<double> d(0.0, 1.0);
+    std::vector<double> q0(16), k0(16);
+    for (double& v : q0) v = d(rng);
+    for (double& v : k0) v = d(rng);
+    const int64_t q_pos = 40, k_pos = 1, shift = 30;  // a sink at 1, the query turned back by 30
+    const std::vector<double> q = rotate(q0, freq, q_pos), k = rotate(k0, freq, k_pos);
+    std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end());
+    const RotaryView v = rotary_view(c, 0, qf.data(), q_pos, kf.data(), k_pos, 0.25, 64, shift);
+    CHECK(v.query_turned_back == shift);
+    CHECK(v.scored_distance == q_pos - shift - k_pos);
+    // As if the query stood at q_pos - shift: its content rotated there against the key's.
+    const std::vector<double> q_at = rotate(q0, freq, double(q_pos - shift));
+    double want = 0;
+    for (size_t j = 0; j < 16; ++j) want += q_at[j] * k[j];
+    CHECK(v.score == Approx(0.25 * want).margin(1e-5));
+    double text = 0;  // the text-position score, which must differ
+    for (size_t j = 0; j < 16; ++j) text += q[j] * k[j];
+    CHECK(std::abs(v.score - 0.25 * text) > 1e-3);
+    // The vectors shown stay as cached; only the score and its distance move.
+    for (size_t j = 0; j < 16; ++j) CHECK(v.query_rotated[j] == Approx(q[j]).margin(1e-6));
+}
