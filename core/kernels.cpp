@@ -462,8 +462,14 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
 // `hi` lane i k ≡ 2i + 1 (mod 16); they are interleaved back before the sum. The same chains in fewer
 // instructions than two 8-value widenings.
 template <int R, int C, class Wt, bool kPaired = false>
-inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* const (&wr)[C], int64_t K) {
+inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* const (&wr)[C], int64_t K,
+                     const Wt* const* ahead = nullptr) {
     __m256 lo[R][C], hi[R][C];
+    // Rows to ask for while these stream (decode: the weight group two ahead), one cache line per step.
+    auto prefetch = [&](int64_t k) {
+        if (ahead)
+            for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead[c] + k), _MM_HINT_T0);
+    };
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
     auto step = [&](const float* const (&xs)[R], int64_t xk, auto&& w_at) {
@@ -481,11 +487,13 @@ inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* 
     if constexpr (kPaired) {
         static_assert(std::is_same_v<Wt, uint16_t>, "pairs are bfloat16 weights");
         const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
-        for (int64_t k = 0; k < K; k += 16)
+        for (int64_t k = 0; k < K; k += 16) {
+            prefetch(k);
             step(xr, k, [&](int c) {
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[c] + k));
                 return std::pair{_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_castsi256_ps(_mm256_and_si256(v, high))};
             });
+        }
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) {
                 const __m256 a = _mm256_unpacklo_ps(lo[r][c], hi[r][c]), b = _mm256_unpackhi_ps(lo[r][c], hi[r][c]);
@@ -493,8 +501,10 @@ inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* 
                 hi[r][c] = _mm256_permute2f128_ps(a, b, 0x31);
             }
     } else {
-        for (int64_t k = 0; k < K16; k += 16)
+        for (int64_t k = 0; k < K16; k += 16) {
+            prefetch(k);
             step(xr, k, [&](int c) { return std::pair{load8(wr[c] + k), load8(wr[c] + k + 8)}; });
+        }
     }
     if (!kPaired && K16 < K) {
         alignas(32) float xt[R][16] = {}, wt[C][16] = {};
@@ -548,17 +558,23 @@ void deinterleave16(float* out, const float* x, int64_t n) {
 
 template <int RT, class Wt, bool kPaired = false>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
-             int64_t n_count) {
+             int64_t n_count, bool first_rows = true) {
     // Missing weight rows (past N) read row n0 again; their sums are never stored.
     const Wt* const rows[4] = {w + n0 * K, w + (n0 + (n_count > 1 ? 1 : 0)) * K, w + (n0 + (n_count > 2 ? 2 : 0)) * K,
                                w + (n0 + (n_count > 3 ? 3 : 0)) * K};
+    // The group two ahead is asked for while the first rows of x stream this one from memory; later rows
+    // find it in cache. SmolLM2-shape matrices, 1 thread, AMD EPYC VM: bfloat16 decode 10.1 -> 12.8 GB/s,
+    // 8 rows in fp32 76 -> 64 ms per pass; fp32 decode unchanged (15 GB/s).
+    const Wt* const ahead_base = w + std::max<int64_t>(0, std::min(n0 + 8, N - 4)) * K;
+    const Wt* const ahead[4] = {ahead_base, ahead_base + K, ahead_base + 2 * K, ahead_base + 3 * K};
+    const Wt* const* pf = first_rows && N >= 4 ? ahead : nullptr;
     auto store = [&](int r, int c, float sum) {
         if (c < n_count) y[r * N + n0 + c] = sum + (bias ? bias[n0 + c] : 0.0f);
     };
     if constexpr (RT == 1) {
         float out[1][4];
         const float* const xr[1] = {x};
-        nk_block<1, 4, Wt, kPaired>(out, xr, rows, K);
+        nk_block<1, 4, Wt, kPaired>(out, xr, rows, K, pf);
         for (int c = 0; c < 4; ++c) store(0, c, out[0][c]);
     } else {
         // 2 rows x 2 weight rows at a time: 8 accumulators, the other registers for loads (16 in all).
@@ -567,7 +583,7 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
                 float out[2][2];
                 const float* const xr[2] = {x + r0 * K, x + (r0 + 1) * K};
                 const Wt* const wr[2] = {rows[c0], rows[c0 + 1]};
-                nk_block<2, 2, Wt, kPaired>(out, xr, wr, K);
+                nk_block<2, 2, Wt, kPaired>(out, xr, wr, K, r0 == 0 && pf ? pf + c0 : nullptr);
                 for (int r = 0; r < 2; ++r)
                     for (int c = 0; c < 2; ++c) store(r0 + r, c0 + c, out[r][c]);
             }
@@ -825,8 +841,8 @@ void matmul_nk_impl(float* y, const float* x, const Wt* w, const float* bias, in
             for (int64_t g = g0; g < g1; ++g) {
                 int64_t n0 = g * CT, count = std::min<int64_t>(CT, N - n0);
                 int64_t t = 0;
-                for (; t + 4 <= T; t += 4) tile_nk<4, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count);
-                for (; t < T; ++t) tile_nk<1, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count);
+                for (; t + 4 <= T; t += 4) tile_nk<4, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
+                for (; t < T; ++t) tile_nk<1, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
             }
         });
     };
