@@ -45,53 +45,59 @@ private:
     float* data_ = nullptr;
 };
 
-// 16 floats as one vector value: one zmm with AVX-512, two ymm with AVX2, SSE otherwise. These helpers
-// live inside this file only, so the ABI of passing such values (what -Wpsabi warns about) never matters.
+// One register of floats as a vector value: 16 with AVX-512, 8 otherwise (GCC keeps wider vector values
+// than the registers in memory, which turns these loops into stack traffic). They live inside this file
+// only, so the ABI of passing such values (what -Wpsabi warns about) never matters.
 #pragma GCC diagnostic ignored "-Wpsabi"
-using V16 = float __attribute__((vector_size(64)));
-inline V16 load_v16(const float* p) {
-    V16 v;
+#if defined(__AVX512F__)
+constexpr int kVecFloats = 16;
+#else
+constexpr int kVecFloats = 8;
+#endif
+using Vec = float __attribute__((vector_size(kVecFloats * sizeof(float))));
+inline Vec load_vec(const float* p) {
+    Vec v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline float lane_sum(V16 v) {
+inline float lane_sum(Vec v) {
     float s = 0;
-    for (int i = 0; i < 16; ++i) s += v[i];
+    for (int i = 0; i < kVecFloats; ++i) s += v[i];
     return s;
 }
 
-// Threads' parts of n floats, each read as eight interleaved streams of 64-byte steps.
+// Threads' parts of n floats, each read as eight interleaved streams of one vector per step.
 float read_streams(const float* p, int64_t begin, int64_t end) {
     constexpr int kStreams = 8;
-    const int64_t len = (end - begin) / (kStreams * 16) * 16;  // floats per stream, whole vectors
-    V16 acc[kStreams] = {};
-    for (int64_t i = 0; i < len; i += 16)
-        for (int s = 0; s < kStreams; ++s) acc[s] += load_v16(p + begin + s * len + i);
+    const int64_t len = (end - begin) / (kStreams * kVecFloats) * kVecFloats;  // floats per stream, whole vectors
+    Vec acc[kStreams] = {};
+    for (int64_t i = 0; i < len; i += kVecFloats)
+        for (int s = 0; s < kStreams; ++s) acc[s] += load_vec(p + begin + s * len + i);
     float sum = 0;
-    for (V16 a : acc) sum += lane_sum(a);
+    for (Vec a : acc) sum += lane_sum(a);
     for (int64_t i = begin + kStreams * len; i < end; ++i) sum += p[i];
     return sum;
 }
 
-// Rows [r0, r1) of y = W·x for W (rows, K): four rows at a time, 16 columns per step.
+// Rows [r0, r1) of y = W·x for W (rows, K), K a multiple of the vector: four rows at a time.
 float gemv_rows(const float* w, const float* x, int64_t K, int64_t r0, int64_t r1) {
     float checksum = 0;
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
-        V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        Vec a0 = {}, a1 = {}, a2 = {}, a3 = {};
         const float* row = w + r * K;
-        for (int64_t k = 0; k < K; k += 16) {
-            const V16 xv = load_v16(x + k);
-            a0 += load_v16(row + k) * xv;
-            a1 += load_v16(row + K + k) * xv;
-            a2 += load_v16(row + 2 * K + k) * xv;
-            a3 += load_v16(row + 3 * K + k) * xv;
+        for (int64_t k = 0; k < K; k += kVecFloats) {
+            const Vec xv = load_vec(x + k);
+            a0 += load_vec(row + k) * xv;
+            a1 += load_vec(row + K + k) * xv;
+            a2 += load_vec(row + 2 * K + k) * xv;
+            a3 += load_vec(row + 3 * K + k) * xv;
         }
         checksum += lane_sum(a0 + a1 + a2 + a3);
     }
     for (; r < r1; ++r) {
-        V16 a = {};
-        for (int64_t k = 0; k < K; k += 16) a += load_v16(w + r * K + k) * load_v16(x + k);
+        Vec a = {};
+        for (int64_t k = 0; k < K; k += kVecFloats) a += load_vec(w + r * K + k) * load_vec(x + k);
         checksum += lane_sum(a);
     }
     return checksum;
