@@ -590,6 +590,84 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
     }
 }
 
+// A few rows of x (batched decode, 2 or 3 at a time) by the 4 weight rows of a group, for K % 16 == 0:
+// the 16 lanes of each output are walked as two passes, one per 8-lane half, so a pass keeps R x 4
+// accumulators (12 at most) and loads each x vector once for its 4 fmas; the weights of the second pass
+// come from L1. Paired bfloat16 rows (nk_block) take the even values in the first pass and the odd in
+// the second, and are interleaved back before the sum. Each output's chains and lane-order sum are
+// nk_block's: the same bits as tile_nk.
+template <int R, int H, class Wt, bool kPaired>
+inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* const (&wr)[4], int64_t K,
+                           const Wt* const* ahead, int n_ahead) {
+    __m256 a[R][4];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < 4; ++c) a[r][c] = _mm256_setzero_ps();
+    const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
+    for (int64_t k = 0; k < K; k += 16) {
+        for (int j = 0; j < n_ahead; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead[j] + k), _MM_HINT_T0);
+        __m256 wv[4];
+        for (int c = 0; c < 4; ++c) {
+            if constexpr (kPaired) {
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[c] + k));
+                wv[c] = _mm256_castsi256_ps(H == 0 ? _mm256_slli_epi32(v, 16) : _mm256_and_si256(v, high));
+            } else {
+                wv[c] = load8(wr[c] + k + H * 8);
+            }
+        }
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) {
+            __m256 xv = _mm256_loadu_ps(xr[r] + k + H * 8);
+            asm("" : "+x"(xv));  // one load for the 4 fmas (GCC would fold it into each)
+            for (int c = 0; c < 4; ++c) a[r][c] = _mm256_fmadd_ps(xv, wv[c], a[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < 4; ++c) _mm256_store_ps(acc + (r * 4 + c) * 16 + H * 8, a[r][c]);
+}
+
+// block: which block of R rows this is among the group's n_blocks; each of the group's 2 * n_blocks passes
+// asks for its share of the group two ahead, so those reads spread over the whole group's arithmetic
+// (asked for in one pass, they waited behind its misses and memory and arithmetic did not overlap).
+template <int R, class Wt, bool kPaired>
+void tile_nk_rows(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                  int64_t n_count, int block, int n_blocks) {
+    const Wt* const rows[4] = {w + n0 * K, w + (n0 + (n_count > 1 ? 1 : 0)) * K, w + (n0 + (n_count > 2 ? 2 : 0)) * K,
+                               w + (n0 + (n_count > 3 ? 3 : 0)) * K};
+    const Wt* const ahead_base = w + std::max<int64_t>(0, std::min(n0 + 8, N - 4)) * K;
+    const int n_passes = 2 * n_blocks, per_pass = (4 + n_passes - 1) / n_passes;  // rows of the group ahead
+    auto pass = [&](int p, const Wt* (&ahead)[4]) {
+        for (int j = 0; j < per_pass; ++j) ahead[j] = ahead_base + ((p * per_pass + j) % 4) * K;
+        return N >= 4 && p * per_pass < 4 ? per_pass : 0;
+    };
+    const Wt* ahead0[4] = {};
+    const Wt* ahead1[4] = {};
+    const int n0_ahead = pass(2 * block, ahead0), n1_ahead = pass(2 * block + 1, ahead1);
+    const float* xr[R];
+    for (int r = 0; r < R; ++r) xr[r] = x + r * K;
+    alignas(32) float acc[R * 4][16];  // (output r * 4 + c, lane)
+    rows_half_pass<R, 0, Wt, kPaired>(&acc[0][0], xr, rows, K, ahead0, n0_ahead);
+    rows_half_pass<R, 1, Wt, kPaired>(&acc[0][0], xr, rows, K, ahead1, n1_ahead);
+    if constexpr (kPaired)
+        for (auto& lanes : acc) {  // even, odd -> lane order
+            const __m256 e = _mm256_load_ps(lanes), o = _mm256_load_ps(lanes + 8);
+            const __m256 a = _mm256_unpacklo_ps(e, o), b = _mm256_unpackhi_ps(e, o);
+            _mm256_store_ps(lanes, _mm256_permute2f128_ps(a, b, 0x20));
+            _mm256_store_ps(lanes + 8, _mm256_permute2f128_ps(a, b, 0x31));
+        }
+    for (int r = 0; r < R; ++r) {
+        __m128 sum = _mm_setzero_ps();  // lanes 0..15 of outputs (r, 0..3), in lane order from zero
+        for (int j = 0; j < 16; j += 4) {
+            __m128 v0 = _mm_load_ps(acc[r * 4] + j), v1 = _mm_load_ps(acc[r * 4 + 1] + j),
+                   v2 = _mm_load_ps(acc[r * 4 + 2] + j), v3 = _mm_load_ps(acc[r * 4 + 3] + j);
+            _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
+            sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
+        }
+        alignas(16) float sums[4];
+        _mm_store_ps(sums, sum);
+        for (int c = 0; c < n_count; ++c) y[r * N + n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+
 // Many rows (prefill): the AVX-512 build's packed tile (6 rows of x by 4 weight rows, x packed as
 // (KS, 6, 16) and the weights as (KS, 4, 16)) with nk_block's arithmetic: each output keeps 16 lane
 // chains, here walked as two passes over K, one per 8-lane half, so a pass needs 6 x 2 accumulators.
@@ -841,6 +919,19 @@ void matmul_nk_impl(float* y, const float* x, const Wt* w, const float* bias, in
             for (int64_t g = g0; g < g1; ++g) {
                 int64_t n0 = g * CT, count = std::min<int64_t>(CT, N - n0);
                 int64_t t = 0;
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+                // Past 8 rows, paired bfloat16 spends more on widening each weight twice (once per pass)
+                // than it saves (16 rows, 1 thread: 79 ms per pass over tile_nk's 2 x 2 blocks, 87 here).
+                if (T > 1 && K % 16 == 0 && (!kPaired || T <= 8)) {
+                    const int n_blocks = int(T / 3 + (T % 3 == 2 ? 1 : 0));
+                    for (; t + 3 <= T; t += 3)
+                        tile_nk_rows<3, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / 3), n_blocks);
+                    if (T - t == 2) {
+                        tile_nk_rows<2, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / 3), n_blocks);
+                        t += 2;
+                    }
+                }
+#endif
                 for (; t + 4 <= T; t += 4) tile_nk<4, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
                 for (; t < T; ++t) tile_nk<1, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
             }
