@@ -164,7 +164,9 @@ int cli_generate(int argc, char** argv) {
         for (size_t b = 0; b < all.size(); ++b) {
             const std::string sub = all.size() > 1 ? *dir + "/seq" + std::to_string(b) : *dir;
             Progress export_progress("export", int64_t(all[b]->trace().size()));
-            const int64_t stale = export_trace(all[b]->trace(), model->tokenizer(), sub, {},
+            ExportScope scope;
+            scope.logit_lens = model.get();
+            const int64_t stale = export_trace(all[b]->trace(), model->tokenizer(), sub, scope,
                                                [&](size_t i) { export_progress.update(int64_t(i) + 1); });
             export_progress.finish();
             std::fprintf(stderr, "trace: %s and trace.json in %s%s\n",

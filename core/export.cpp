@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <stb_image_write.h>  // implementation compiled into Debian's libstb
 
+#include "atomic_file.h"
 #include "colormap.h"
 #include "errors.h"
 #include "json_write.h"
+#include "logit_lens.h"
 #include "npy.h"
 #include "output_path.h"
 #include "plot.h"
@@ -215,6 +217,34 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                                         "channel: kv_head * head_dim + d (query head h reads kv_head h / (n_head / n_kv_head))"},
                                        std::string("the ") + name + " vectors of the rows computed this step, every layer, "
                                        "as the cache holds them" + (std::string(name) == "k" ? " (after rotation for rotary models)" : "")));
+        if (!r.rows.residual.empty()) {
+            const int64_t hidden = int64_t(r.rows.residual.size()) / ((L + 1) * R);
+            const std::vector<int64_t> shape = {L + 1, R, hidden};
+            write_npy_f32(folder + "/residual.npy", shape, r.rows.residual.data());
+            files.push_back(file_entry("residual.npy", "residual", {}, {}, "float32", shape,
+                                       {"depth d: entering layer d (0 = the embeddings); L = leaving the last layer, before the final norm",
+                                        "row r: position first_computed_position + r", "channel"},
+                                       "the residual stream of the rows computed this step, what a logit lens reads"));
+            if (scope.logit_lens) {
+                const LogitLens lens = logit_lens(*scope.logit_lens, r.rows, R - 1, 10);
+                JsonOut depths = JsonOut::array();
+                for (size_t d = 0; d < lens.depths.size(); ++d) {
+                    JsonOut top = JsonOut::array();
+                    for (const TokenProbability& t : lens.depths[d].top)
+                        top.push_back({{"id", t.id}, {"probability", t.probability}, {"logit", t.logit}});
+                    depths.push_back({{"depth", d}, {"entropy", lens.depths[d].entropy}, {"top", top}});
+                }
+                const JsonOut doc = {{"position", r.cost.first_computed_position + R - 1},
+                                     {"row", R - 1},
+                                     {"rule", "depth d: the residual entering layer d (0 = embeddings, L = after the last "
+                                              "layer) through the final norm and the output layer; softmax at temperature 1"},
+                                     {"depths", depths}};
+                write_file_atomic(folder + "/logit_lens.json", json_text(doc, 1) + "\n");
+                files.push_back(file_entry("logit_lens.json", "logit_lens", {}, {}, "json",
+                                           {L + 1, int64_t(lens.depths.front().top.size())}, {"depth", "rank"},
+                                           "the logit lens of the last computed row: the top tokens at every depth"));
+            }
+        }
         if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
             write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
             files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape,

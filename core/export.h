@@ -46,9 +46,12 @@
 
 namespace kvscope {
 
+class Model;
+
 struct ExportScope {
     std::optional<int64_t> layer;  // nullopt = every layer
     std::optional<int64_t> head;   // nullopt = every head
+    const Model* logit_lens = nullptr;  // the step's model: also logit_lens.json, the last computed row's lens
 };
 
 std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,

@@ -122,6 +122,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                 buf->assign(size_t(cfg.n_layer * ch.n_tokens * Q), 0.0f);
             if (cfg.encoder_decoder) ch.probe->cross_q.assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
             else ch.probe->cross_q.clear();
+            ch.probe->residual.assign(size_t((cfg.n_layer + 1) * ch.n_tokens * C), 0.0f);
         }
     }
     if (T > ws.max_rows())
@@ -167,8 +168,15 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
     float* attn = ws.attn.data();
     float* proj = ws.proj.data();
     float* hidden = ws.hidden.data();
+    auto record_residual = [&](int64_t slot) {  // x (T, C) into each recording chunk's residual[slot]
+        for (size_t c = 0; c < chunks.size(); ++c)
+            if (const Chunk& ch = chunks[c]; ch.probe)
+                std::memcpy(ch.probe->residual.data() + slot * ch.n_tokens * C, x + row0[c] * C,
+                            size_t(ch.n_tokens * C) * sizeof(float));
+    };
 
     for (int64_t il = 0; il < cfg.n_layer; ++il) {
+        record_residual(il);
         const LayerWeights& lw = w.layers[size_t(il)];
         const int64_t layer_window = cfg.window_of(il);  // the model's own window in this layer; 0 = none
         const float* layer_rotary = layer_window > 0 ? local_rotary : rotary;
@@ -288,6 +296,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         // MLP sub-layer. Pre-LN: x += mlp(ln_2(x)). Post-LN: x = ln_2(x + mlp(x)).
         mlp_sublayer(cfg, lw, x, xn, hidden, proj, T);
     }
+
+    record_residual(cfg.n_layer);
 
     // Only each chunk's last row is turned into logits: that is the row that predicts the next token.
     // The rows of every chunk that wants logits go through the output layer together, so a batch reads

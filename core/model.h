@@ -54,6 +54,8 @@ struct ChunkProbe {
     std::vector<float> q, k, v;  // (L, T, H*D) each; k and v per query head (a K/V head shared by a group
                                  // of query heads appears once for each of them)
     std::vector<float> cross_q;  // (L, T, C) cross-attention queries (encoder-decoder models), else empty
+    std::vector<float> residual; // (L + 1, T, C) the residual stream entering each layer, then leaving the
+                                 // last (before the final norm): what a logit lens reads
 };
 
 struct Chunk {

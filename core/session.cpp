@@ -304,6 +304,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
         rows.k = std::move(p.probe.k);
         rows.v = std::move(p.probe.v);
         rows.cross_q = std::move(p.probe.cross_q);
+        rows.residual = std::move(p.probe.residual);
     }
     if (!fresh) return latest_;
     trace_.append(std::move(fresh));
@@ -335,11 +336,14 @@ const StepRecord& Session::run_uncached(Pending& p) {
                                                                          : target.capacity();
     double flops = 0;
     ChunkProbe whole;
-    const int64_t C = model_->config().n_embd, L = model_->config().n_layer;
+    // q, k and v rows are H * D wide (k and v per query head), which differs from the hidden width when a
+    // model sets head_dim (Gemma 3, Qwen3); cross-attention queries and the residual stream are C wide.
+    const int64_t C = model_->config().n_embd, Q = model_->config().q_width(), L = model_->config().n_layer;
     const bool cross = model_->config().encoder_decoder;
     if (options_.record) {
-        for (auto* buf : {&whole.q, &whole.k, &whole.v}) buf->assign(size_t(L * end * C), 0.0f);
+        for (auto* buf : {&whole.q, &whole.k, &whole.v}) buf->assign(size_t(L * end * Q), 0.0f);
         if (cross) whole.cross_q.assign(size_t(L * end * C), 0.0f);
+        whole.residual.assign(size_t((L + 1) * end * C), 0.0f);
     }
     for (int64_t start = 0; start < end; start += piece) {
         const int64_t n = std::min(piece, end - start);
@@ -354,13 +358,16 @@ const StepRecord& Session::run_uncached(Pending& p) {
         forward(*model_, std::span<Chunk>(&ch, 1), workspace_);
         p.compute_seconds += seconds_now() - t0;
         flops += ch.flops;
-        if (options_.record)
-            for (int64_t il = 0; il < L; ++il)
-                for (auto [src, dst] : {std::pair{&p.probe.q, &whole.q}, {&p.probe.k, &whole.k}, {&p.probe.v, &whole.v},
-                                        {&p.probe.cross_q, &whole.cross_q}})
-                    if (!src->empty())
-                        std::copy(src->begin() + il * n * C, src->begin() + (il + 1) * n * C,
-                                  dst->begin() + (il * end + start) * C);
+        if (options_.record) {
+            struct Part { std::vector<float>* src; std::vector<float>* dst; int64_t width, slots; };
+            for (Part part : {Part{&p.probe.q, &whole.q, Q, L}, Part{&p.probe.k, &whole.k, Q, L},
+                              Part{&p.probe.v, &whole.v, Q, L}, Part{&p.probe.cross_q, &whole.cross_q, C, L},
+                              Part{&p.probe.residual, &whole.residual, C, L + 1}})
+                if (!part.src->empty())
+                    for (int64_t il = 0; il < part.slots; ++il)
+                        std::copy(part.src->begin() + il * n * part.width, part.src->begin() + (il + 1) * n * part.width,
+                                  part.dst->begin() + (il * end + start) * part.width);
+        }
     }
     p.probe = std::move(whole);
     if (paged) {

@@ -79,7 +79,8 @@ int64_t Trace::memory_bytes() const {
     for (const auto& s : steps_) {
         const RecordedRows& rows = s->rows;
         const size_t floats = rows.q.size() + rows.k.size() + rows.v.size() + rows.k_adopted.size() +
-                              rows.v_adopted.size() + rows.cross_q.size() + s->prediction.logits.size();
+                              rows.v_adopted.size() + rows.cross_q.size() + rows.residual.size() +
+                              s->prediction.logits.size();
         bytes += int64_t(sizeof(StepRecord)) + int64_t(floats * sizeof(float)) +
                  int64_t(s->cache.slot_positions.size() * sizeof(int64_t) + s->id.tokens.size() * sizeof(TokenId) +
                          s->prediction.top.size() * sizeof(TokenProbability));

@@ -94,6 +94,8 @@ struct RecordedRows {
     std::shared_ptr<const EncoderOutput> encoder;
     bool ran_encoder = false;
     std::vector<float> cross_q;          // (L, R, C), empty unless recorded
+    std::vector<float> residual;         // (L + 1, R, C): the residual stream entering each layer, then
+                                         // leaving the last (before the final norm); the logit lens reads it
 };
 
 // The prediction made at the end of the step (absent for a prefill chunk that is not the last).

@@ -351,8 +351,9 @@ ExportScope Workbench::prepare_export(const std::string& dir, int64_t layer, int
 }
 
 void Workbench::operator()(const ExportStep& c) {
-    const ExportScope scope = prepare_export(c.dir, c.layer, c.head);
+    ExportScope scope = prepare_export(c.dir, c.layer, c.head);
     const Session& s = sel();
+    scope.logit_lens = &s.model();
     const size_t step = c.step < 0 ? s.trace().size() - 1 : size_t(c.step);
     if (step >= s.trace().size()) throw UsageError("no step " + std::to_string(step) + " to export");
     last_export_ = export_step(s.trace(), step, s.model().tokenizer(), c.dir, scope);
@@ -360,8 +361,9 @@ void Workbench::operator()(const ExportStep& c) {
 }
 
 void Workbench::operator()(const ExportSession& c) {
-    const ExportScope scope = prepare_export(c.dir, c.layer, c.head);
+    ExportScope scope = prepare_export(c.dir, c.layer, c.head);
     const Session& s = sel();
+    scope.logit_lens = &s.model();
     const int64_t stale = export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);
     last_export_ = c.dir;
     set_status("exported " + count_of(int64_t(s.trace().size()), "step") + " to " + c.dir +

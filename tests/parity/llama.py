@@ -138,6 +138,50 @@ def cache_numbered_trace(kvscope, m, work):
     return f"{os.path.basename(m)} --trace weights under sink positions cache = reference (max diff {worst:.2g})"
 
 
+def logit_lens_trace(kvscope, m, work):
+    """--trace's residual.npy equals the reference's residual stream entering each layer and leaving the
+    last, and logit_lens.json's top tokens at every depth equal the reference's final norm and output
+    layer applied to its own residuals (softmax probabilities within the tolerance)."""
+    import torch
+    p = prompt(370, 10)
+    folder = os.path.join(work, "trace_logit_lens_" + os.path.basename(m))
+    shutil.rmtree(folder, ignore_errors=True)
+    rc, _, err = run_cli(kvscope, ["generate", "--model", m, "--prompt-ids", ",".join(map(str, p)), "--max-new-tokens",
+                                   "1", "--trace", folder])
+    if rc != 0:
+        raise Failure(f"--trace: exit {rc} {err}")
+    ref = reference_model(m)
+    ref.residual_record = []
+    try:
+        ref.forward(p)
+        want = torch.stack(ref.residual_record).numpy()                      # [L + 1, T, C]
+    finally:
+        ref.residual_record = None
+    got = np.load(os.path.join(folder, "step_0000", "residual.npy"))        # (L + 1, R, C)
+    if got.shape != want.shape:
+        raise Failure(f"residual.npy has shape {got.shape}, the reference {want.shape}")
+    gap = float(np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want))))
+    if gap > TOL:
+        raise Failure(f"residual.npy differs from the reference's residual stream by {gap:.3g}")
+    with open(os.path.join(folder, "step_0000", "logit_lens.json")) as f:
+        lens = json.load(f)
+    w = ref.w
+    head = w["model.embed_tokens.weight"] if ref.cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    worst = 0.0
+    for d, depth in enumerate(lens["depths"]):
+        x = torch.from_numpy(want[d, -1:].copy()).to(head.dtype)
+        probs = torch.softmax(ref.rms_norm(x, w["model.norm.weight"]) @ head.T, dim=-1)[0].double().numpy()
+        top = [t["id"] for t in depth["top"]]
+        order = np.argsort(-probs)
+        if top[0] != int(order[0]) and probs[order[0]] - probs[order[1]] > 2 * TOL:
+            raise Failure(f"logit lens depth {d}: top token {top[0]}, the reference's {int(order[0])}")
+        worst = max(worst, max(abs(t["probability"] - probs[t["id"]]) for t in depth["top"]))
+    if worst > TOL:
+        raise Failure(f"logit lens probabilities differ from the reference's by {worst:.3g}")
+    return (f"{os.path.basename(m)} --trace residual stream = reference (max rel diff {gap:.2g}), logit lens at "
+            f"{len(lens['depths'])} depths = reference (max prob diff {worst:.2g})")
+
+
 def sink_positions_refused(kvscope, m, gpt2):
     """--sink-positions: a bad value, cache without sinks, and cache on learned positions exit 2."""
     checks = [([ "--model", m, "--sink-positions", "middle", "--window", "4", "--sinks", "2"], "must be text or cache"),
@@ -187,6 +231,8 @@ def cases(kvscope, work):
         m = model_dir(work, name)
         yield lambda m=m: with_sinks(kvscope, m, prompt(361, 12), 4, 2, positions="cache")
     yield lambda: cache_numbered_trace(kvscope, model_dir(work, "gqa"), work)
+    for name in ("gqa", "head_dim_12", "bias_tied"):
+        yield lambda name=name: logit_lens_trace(kvscope, model_dir(work, name), work)
     yield lambda: sink_positions_refused(kvscope, model_dir(work, "gqa"), common.model_dir(work, "f16"))
     model_dir(work, "gqa")
     yield lambda: bad_config(kvscope, work, "unknown_model_type",

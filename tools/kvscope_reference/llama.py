@@ -167,6 +167,7 @@ class LlamaModel:
         self.kv_bf16 = False
         self.mutation = None
         self.attention_record = None  # a list: forward appends each layer's softmax weights [H, T, T]
+        self.residual_record = None   # a list: forward appends x [T, C] entering each layer, then leaving the last
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read_folder(folder)
         self.w = {n: t.to(dtype) for n, t in raw.items()}
@@ -224,6 +225,8 @@ class LlamaModel:
         qkv_bias, o_bias = cfg["qkv_bias"], cfg["o_bias"]
         for il in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{il}."
+            if self.residual_record is not None:
+                self.residual_record.append(x)
             layer_window = cfg["layer_windows"][il]
             allowed = causal
             if layer_window is not None:
@@ -271,6 +274,8 @@ class LlamaModel:
             if cfg["gemma"]:
                 out = self.rms_norm(out, w[p + "post_feedforward_layernorm.weight"])
             x = x + out
+        if self.residual_record is not None:
+            self.residual_record.append(x)
         x = self.rms_norm(x, w["model.norm.weight"])
         head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
         logits = x @ head.T                                                           # [T, V]
