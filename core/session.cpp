@@ -106,15 +106,16 @@ void Session::fit_turn(int64_t n_total, int64_t chunk) {
     if (cache_.paged()) {
         const int64_t B = options_.block_size, blocks = pool_blocks_for(n_total, B);
         std::shared_ptr<BlockPool> pool = cache_.share_pool();
-        if (shared_pool_) {
-            // Other sequences draw on the same blocks: this turn may only take what is free now.
+        if (shared_pool_ && options_.window == 0) {
+            // Other sequences draw on the same blocks: this turn may only take what is free now. (With a
+            // window, blocks that leave it return to the pool as the turn runs: each step checks then.)
             const int64_t mapped = int64_t(cache_.block_table().size());
             const int64_t needed = (n_total + B - 1) / B - mapped;
             if (needed > pool->n_free())
                 throw UsageError("the shared block pool has " + std::to_string(pool->n_free()) + " of its " +
                                  std::to_string(pool->n_blocks()) + " blocks free; this turn needs " + std::to_string(needed) +
                                  " more to reach " + std::to_string(n_total) + " positions");
-        } else {
+        } else if (!shared_pool_) {
             pool->grow(blocks);
         }
         cache_.grow(n_total);

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""kvscope chat on a tiny chat model folder: the --json fields of each turn, and bad inputs.
+"""kvscope chat on tiny chat model folders: the --json fields of each turn, and bad inputs.
 
-The folder is assets/llama-gqa (random Llama weights, default/'s byte-level vocabulary) with four of its
-last merged tokens renamed to Llama 3's special tokens and a tokenizer_config.json holding the Llama 3
-chat template kvscope renders (copied from core/chat_template_texts.inc). The expected appended text of
-each turn is rendered here from the template's rule (README "kvscope chat"), not by kvscope; only its
-token count comes from `kvscope tokenize`.
+Each folder is assets/llama-gqa (random Llama weights, default/'s byte-level vocabulary) with four of its
+last merged tokens renamed to a template's special tokens and a tokenizer_config.json holding a chat
+template kvscope renders (Llama 3, Qwen2.5's ChatML; texts copied from core/chat_template_texts.inc).
+The expected appended text of each turn is written here from the template's rules (chat_template.h),
+not rendered by kvscope; only its token count comes from `kvscope tokenize`.
 
     check_chat.py --kvscope BIN --work DIR
 """
@@ -20,7 +20,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 LLAMA_GQA = os.path.join(REPO, "assets", "llama-gqa")
-SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"]  # ids 763..766
+# ids 763..766 in each folder; the end-of-turn token is the third
+SPECIALS = {"llama3": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"],
+            "qwen25": ["<|im_start|>", "<|fim_pad|>", "<|im_end|>", "<|fim_middle|>"]}
+END_OF_TURN = 765
 MAX_POSITIONS = 256  # llama-gqa's max_position_embeddings
 
 failures = []
@@ -32,20 +35,20 @@ def check(ok, what):
         print("FAIL: " + what, file=sys.stderr)
 
 
-def llama3_template():
+def template_text(family):
     inc = open(os.path.join(REPO, "core", "chat_template_texts.inc"), encoding="utf-8").read()
-    m = re.search(r'k_llama3_text = R"tpl\((.*?)\)tpl"', inc, re.S)
+    m = re.search(r'k_%s_text = R"tpl\((.*?)\)tpl"' % family, inc, re.S)
     return m.group(1)
 
 
-def make_chat_folder(w):
-    d = os.path.join(w, "llama3-chat")
+def make_chat_folder(w, family):
+    d = os.path.join(w, family + "-chat")
     os.makedirs(d)
     for name in ("config.json", "model.safetensors"):
         os.symlink(os.path.join(LLAMA_GQA, name), os.path.join(d, name))
     vocab = json.load(open(os.path.join(LLAMA_GQA, "vocab.json"), encoding="utf-8"))
     by_id = {i: s for s, i in vocab.items()}
-    for k, special in enumerate(SPECIALS):
+    for k, special in enumerate(SPECIALS[family]):
         del vocab[by_id[763 + k]]
         vocab[special] = 763 + k
     merges = open(os.path.join(LLAMA_GQA, "merges.txt"), encoding="utf-8").read().splitlines()
@@ -56,7 +59,8 @@ def make_chat_folder(w):
     with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(merges[:-4]) + "\n")
     with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"chat_template": llama3_template(), "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, f)
+        json.dump({"chat_template": template_text(family), "bos_token": "<|begin_of_text|>" if family == "llama3" else None,
+                   "eos_token": SPECIALS[family][2]}, f)
     return d
 
 
@@ -74,6 +78,69 @@ def header(role):
     return "<|start_header_id|>" + role + "<|end_header_id|>\n\n"
 
 
+# What turn k appends. Llama 3: bos, then per message header + trim(content) + <|eot_id|>, then the
+# assistant header. ChatML (Qwen2.5): <|im_start|>ROLE\n content <|im_end|>\n per message, untrimmed,
+# then <|im_start|>assistant\n. A reply that ran to --max-new-tokens is closed by the next turn with the
+# end-of-turn token; one that ended at it has it in the cache already.
+def appended(family, messages, k, previous_stop):
+    close = "" if previous_stop == "end_of_turn" else SPECIALS[family][2]
+    if family == "llama3":
+        if k == 0:
+            return ("<|begin_of_text|>" + header("system") + "Be brief.<|eot_id|>" + header("user") +
+                    messages[0].strip() + "<|eot_id|>" + header("assistant"))
+        return close + header("user") + messages[k].strip() + "<|eot_id|>" + header("assistant")
+    if k == 0:
+        return ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + messages[0] +
+                "<|im_end|>\n<|im_start|>assistant\n")
+    return close + "\n<|im_start|>user\n" + messages[k] + "<|im_end|>\n<|im_start|>assistant\n"
+
+
+def check_turns(kvscope, model, family, turns, messages, max_new):
+    """Three turns with the cache on and off: every --json count of every turn."""
+    runs = {}
+    for cache in ("on", "off"):
+        args = ["chat", "--model", model, "--turns", turns, "--system", "Be brief.", "--max-new-tokens", str(max_new),
+                "--json"] + (["--no-cache"] if cache == "off" else [])
+        r = run(kvscope, args)
+        check(r.returncode == 0, "%s, cache %s: exit 0: %s" % (family, cache, r.stderr.strip()))
+        lines = r.stdout.splitlines()
+        check(len(lines) == 3, "%s, cache %s: one JSON line per turn, got %d" % (family, cache, len(lines)))
+        runs[cache] = [json.loads(line) for line in lines]
+    positions = 0  # tokens of the conversation so far, the last reply's last token included
+    stop = None
+    for k, (on, off) in enumerate(zip(runs["on"], runs["off"])):
+        t = "%s turn %d" % (family, k)
+        n = n_tokens(kvscope, model, appended(family, messages, k, stop))
+        check(on["turn"] == k and on["role"] == "user", t + ": turn and role")
+        check(on["message"] == messages[k], t + ": the message as given")
+        check(on["first_position"] == positions, t + ": first_position %s, expected %d" % (on["first_position"], positions))
+        check(on["tokens_appended"] == n, t + ": tokens_appended %s, expected %d" % (on["tokens_appended"], n))
+        # Cache on: earlier positions are read, the new tokens (and the previous reply's last) computed.
+        reused = max(positions - 1, 0)
+        fed = n + (1 if k > 0 else 0)
+        check(on["rows_reused"] == reused, t + ": rows_reused %s, expected %d" % (on["rows_reused"], reused))
+        check(on["rows_computed"] == fed, t + ": rows_computed %s, expected %d" % (on["rows_computed"], fed))
+        # Cache off: the whole conversation is recomputed in the turn's one prefill step.
+        check(off["rows_reused"] == 0, t + ", cache off: rows_reused %s" % off["rows_reused"])
+        check(off["rows_computed"] == reused + fed,
+              t + ", cache off: rows_computed %s, expected %d" % (off["rows_computed"], reused + fed))
+        check(on["reply_ids"] == off["reply_ids"], t + ": the same reply with the cache on and off")
+        check(on["stop"] in ("end_of_turn", "end_of_text", "max_new_tokens"), t + ": stop %s" % on["stop"])
+        if on["stop"] == "max_new_tokens":
+            check(len(on["reply_ids"]) == max_new, t + ": a reply cut at --max-new-tokens has %d tokens" % max_new)
+        else:
+            last = END_OF_TURN if on["stop"] == "end_of_turn" else 767  # 767: <|endoftext|>
+            check(on["reply_ids"][-1] == last, t + ": a reply that ended at a stop token ends with it")
+        check(on["decode_tokens"] == len(on["reply_ids"]) - 1, t + ": decode steps = reply tokens - 1")
+        check(isinstance(on["prefill_s"], float) and on["prefill_s"] >= 0, t + ": prefill_s")
+        check(isinstance(on["decode_tokens_per_s"], (int, float)), t + ": decode_tokens_per_s")
+        check(isinstance(on["reply"], str), t + ": reply text")
+        positions += n + len(on["reply_ids"])
+        check(on["positions"] == positions, t + ": positions %s, expected %d" % (on["positions"], positions))
+        stop = on["stop"]
+    return runs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvscope", required=True)
@@ -82,62 +149,15 @@ def main():
     w = os.path.abspath(a.work)
     shutil.rmtree(w, ignore_errors=True)
     os.makedirs(w)
-    model = make_chat_folder(w)
     messages = ["Hello there", "  What is a cat?  ", "Thanks"]
     turns = os.path.join(w, "turns.txt")
     with open(turns, "w", encoding="utf-8") as f:
         f.write(messages[0] + "\n\n" + messages[1] + "\n" + messages[2] + "\n")
     max_new = 5
-
-    # The Llama 3 rule: bos, then per message header + trim(content) + <|eot_id|>, then the assistant
-    # header. A reply that ran to --max-new-tokens is closed by the next turn with <|eot_id|>; one that
-    # ended at <|eot_id|> has it in the cache already.
-    def appended(k, previous_stop):
-        if k == 0:
-            return ("<|begin_of_text|>" + header("system") + "Be brief.<|eot_id|>" + header("user") +
-                    messages[0].strip() + "<|eot_id|>" + header("assistant"))
-        close = "" if previous_stop == "end_of_turn" else "<|eot_id|>"
-        return close + header("user") + messages[k].strip() + "<|eot_id|>" + header("assistant")
-
-    runs = {}
-    for cache in ("on", "off"):
-        args = ["chat", "--model", model, "--turns", turns, "--system", "Be brief.", "--max-new-tokens", str(max_new),
-                "--json"] + (["--no-cache"] if cache == "off" else [])
-        r = run(a.kvscope, args)
-        check(r.returncode == 0, "chat --json (cache %s) exits 0: %s" % (cache, r.stderr.strip()))
-        lines = r.stdout.splitlines()
-        check(len(lines) == 3, "cache %s: one JSON line per turn, got %d" % (cache, len(lines)))
-        runs[cache] = [json.loads(line) for line in lines]
-    positions = 0  # tokens of the conversation so far, the last reply's last token included
-    stop = None
-    for k, (on, off) in enumerate(zip(runs["on"], runs["off"])):
-        n = n_tokens(a.kvscope, model, appended(k, stop))
-        check(on["turn"] == k and on["role"] == "user", "turn %d: turn and role" % k)
-        check(on["message"] == messages[k], "turn %d: the message as given" % k)
-        check(on["first_position"] == positions, "turn %d: first_position %s, expected %d" % (k, on["first_position"], positions))
-        check(on["tokens_appended"] == n, "turn %d: tokens_appended %s, expected %d" % (k, on["tokens_appended"], n))
-        # Cache on: earlier positions are read, the new tokens (and the previous reply's last) computed.
-        reused = max(positions - 1, 0)
-        fed = n + (1 if k > 0 else 0)
-        check(on["rows_reused"] == reused, "turn %d: rows_reused %s, expected %d" % (k, on["rows_reused"], reused))
-        check(on["rows_computed"] == fed, "turn %d: rows_computed %s, expected %d" % (k, on["rows_computed"], fed))
-        # Cache off: the whole conversation is recomputed in the turn's one prefill step.
-        check(off["rows_reused"] == 0, "turn %d, cache off: rows_reused %s" % (k, off["rows_reused"]))
-        check(off["rows_computed"] == reused + fed, "turn %d, cache off: rows_computed %s, expected %d" % (k, off["rows_computed"], reused + fed))
-        check(on["reply_ids"] == off["reply_ids"], "turn %d: the same reply with the cache on and off" % k)
-        check(on["stop"] in ("end_of_turn", "end_of_text", "max_new_tokens"), "turn %d: stop %s" % (k, on["stop"]))
-        if on["stop"] == "max_new_tokens":
-            check(len(on["reply_ids"]) == max_new, "turn %d: a reply cut at --max-new-tokens has %d tokens" % (k, max_new))
-        else:
-            last = 765 if on["stop"] == "end_of_turn" else 767  # <|eot_id|>, <|endoftext|>
-            check(on["reply_ids"][-1] == last, "turn %d: a reply that ended at a stop token ends with it" % k)
-        check(on["decode_tokens"] == len(on["reply_ids"]) - 1, "turn %d: decode steps = reply tokens - 1" % k)
-        check(isinstance(on["prefill_s"], float) and on["prefill_s"] >= 0, "turn %d: prefill_s" % k)
-        check(isinstance(on["decode_tokens_per_s"], (int, float)), "turn %d: decode_tokens_per_s" % k)
-        check(isinstance(on["reply"], str), "turn %d: reply text" % k)
-        positions += n + len(on["reply_ids"])
-        check(on["positions"] == positions, "turn %d: positions %s, expected %d" % (k, on["positions"], positions))
-        stop = on["stop"]
+    qwen = make_chat_folder(w, "qwen25")
+    check_turns(a.kvscope, qwen, "qwen25", turns, messages, max_new)
+    model = make_chat_folder(w, "llama3")
+    runs = check_turns(a.kvscope, model, "llama3", turns, messages, max_new)
 
     # stdin and .jsonl (a system message first) give the same turns.
     r = run(a.kvscope, ["chat", "--model", model, "--system", "Be brief.", "--max-new-tokens", str(max_new), "--json"],
