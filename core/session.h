@@ -17,9 +17,11 @@
 //                               they (and the reply's last token, sampled but not yet fed) are prefilled,
 //                               then up to N tokens are decoded. Nothing earlier is recomputed, the cache
 //                               grows as needed (ring: more slots; own pool: more blocks; a shared pool
-//                               must have them: UsageError). On an empty session: set_prompt(ids) with N.
-//                               prompt() then holds every position before the new reply, generated()
-//                               only the new reply; turns() lists where each turn starts
+//                               must have them free, else UsageError; with a window each step checks).
+//                               With the cache off, a turn's first step recomputes the whole conversation.
+//                               On an empty session: set_prompt(ids) with N. prompt() then holds every
+//                               position before the new reply, generated() only the new reply; turns()
+//                               lists where each turn starts
 //   turns()                     one Turn (trace.h) per set_prompt / append_turn, oldest first
 //   stopped_by_token()          generation ended at one of options().stop_tokens (else at max new tokens)
 //   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace);
