@@ -94,6 +94,7 @@ const char* end_of_turn(ChatFamily family) {
 
 struct TurnReport {
     int64_t turn = 0;
+    std::string message;               // the user's text, as given
     int64_t first_position = 0, n_appended = 0;
     int64_t rows_reused = 0;           // earlier positions the turn's first prefill step read from the cache
     int64_t rows_computed = 0;         // rows its prefill steps ran (cache off: every position, each step)
@@ -102,7 +103,73 @@ struct TurnReport {
     std::vector<TokenId> reply;        // as sampled, the end-of-turn token included
     std::string reply_text;            // without the end-of-turn token
     const char* stop = "";             // "end_of_turn" | "end_of_text" | "max_new_tokens"
+    int64_t positions = 0;             // the conversation's tokens so far, the reply's last included
+    bool cache = true;
+    double decode_tokens_per_s() const { return decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0.0; }
 };
+
+// Prefill the appended turn, decode the reply until the session says Done, and count what it cost.
+TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_id) {
+    TurnReport r;
+    r.first_position = session.turns().back().first_position;
+    r.n_appended = session.turns().back().n_appended;
+    r.cache = session.options().use_cache;
+    bool first_step = true;
+    while (session.next() != Session::Next::Done) {
+        const bool prefill = session.next() == Session::Next::Prefill;
+        const StepRecord& step = session.step();
+        if (prefill) {
+            if (first_step) r.rows_reused = step.cost.n_rows_reused;
+            r.rows_computed += step.cost.n_rows_computed;
+            r.prefill_seconds += step.cost.seconds;
+        } else {
+            r.decode_seconds += step.cost.seconds;
+            ++r.decode_tokens;
+        }
+        first_step = false;
+    }
+    r.reply = session.generated();
+    std::vector<TokenId> shown = r.reply;
+    r.stop = !session.stopped_by_token()         ? "max_new_tokens"
+             : r.reply.back() == end_of_turn_id ? "end_of_turn"
+                                                : "end_of_text";
+    if (session.stopped_by_token()) shown.pop_back();
+    r.reply_text = tok.decode(shown);
+    r.positions = int64_t(session.prompt().size() + session.generated().size());
+    return r;
+}
+
+void print_json(const TurnReport& r) {
+    JsonOut out;
+    out["turn"] = r.turn;
+    out["role"] = "user";
+    put_text(out, "message", r.message);
+    out["first_position"] = r.first_position;
+    out["tokens_appended"] = r.n_appended;
+    out["rows_reused"] = r.rows_reused;
+    out["rows_computed"] = r.rows_computed;
+    out["cache"] = r.cache;
+    out["prefill_s"] = r.prefill_seconds;
+    out["decode_tokens"] = r.decode_tokens;
+    out["decode_tokens_per_s"] = r.decode_tokens_per_s();
+    out["reply_ids"] = r.reply;
+    put_text(out, "reply", r.reply_text);
+    out["stop"] = r.stop;
+    out["positions"] = r.positions;
+    std::printf("%s\n", json_text(out).c_str());
+}
+
+// The reply on stdout (its real bytes), what the turn cost on stderr.
+void print_text(const TurnReport& r) {
+    const std::string line = r.reply_text + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    const std::string why = std::string(r.stop) == "max_new_tokens" ? "stopped at --max-new-tokens"
+                            : std::string(r.stop) == "end_of_turn"  ? "stopped at the end of turn"
+                                                                    : "stopped at the end of text";
+    std::fprintf(stderr, "turn %lld: %s appended, %lld rows reused, %lld computed, prefill %.3f s, decode %.1f tokens/s, %s\n",
+                 (long long)r.turn, count_of(r.n_appended, "token", "tokens").c_str(), (long long)r.rows_reused,
+                 (long long)r.rows_computed, r.prefill_seconds, r.decode_tokens_per_s(), why.c_str());
+}
 
 }  // namespace
 
@@ -187,10 +254,12 @@ int cli_chat(int argc, char** argv) {
             history.push_back(*message);
             text = tmpl.render(history, true);
         } else {
+            // The generation prompt is in the cache already: what render(history, true) adds to render(history, false).
             const std::string asked = tmpl.render(history, true), closed = tmpl.render(history, false);
-            const std::string generation_prompt = asked.substr(closed.size());
+            const bool extends = asked.compare(0, closed.size(), closed) == 0;
+            const std::string generation_prompt = extends ? asked.substr(closed.size()) : "";
             const std::string added = tmpl.render_turn(history, {{"assistant", kReply}, *message}, true);
-            if (added.compare(0, generation_prompt.size() + kReply.size(), generation_prompt + kReply) != 0)
+            if (!extends || added.compare(0, generation_prompt.size() + kReply.size(), generation_prompt + kReply) != 0)
                 throw UsageError(std::string(tmpl.name()) + "'s template does not render a reply right after its generation "
                                  "prompt: kvscope cannot continue this conversation in the cache");
             text = added.substr(generation_prompt.size() + kReply.size());
@@ -205,62 +274,11 @@ int cli_chat(int argc, char** argv) {
         const std::vector<TokenId> ids = encode_chat(*tok, text);
         session.append_turn(ids, max_new, "user");
 
-        TurnReport r;
+        TurnReport r = run_turn(session, *tok, eot_ids[0]);
         r.turn = turn;
-        r.first_position = session.turns().back().first_position;
-        r.n_appended = int64_t(ids.size());
-        bool first_step = true;
-        while (session.next() != Session::Next::Done) {
-            const bool prefill = session.next() == Session::Next::Prefill;
-            const StepRecord& step = session.step();
-            if (prefill) {
-                if (first_step) r.rows_reused = step.cost.n_rows_reused;
-                r.rows_computed += step.cost.n_rows_computed;
-                r.prefill_seconds += step.cost.seconds;
-            } else {
-                r.decode_seconds += step.cost.seconds;
-                ++r.decode_tokens;
-            }
-            first_step = false;
-        }
-        r.reply = session.generated();
-        std::vector<TokenId> shown = r.reply;
-        r.stop = !session.stopped_by_token()                     ? "max_new_tokens"
-                 : session.generated().back() == eot_ids[0] ? "end_of_turn"
-                                                            : "end_of_text";
-        if (session.stopped_by_token()) shown.pop_back();
-        r.reply_text = tok->decode(shown);
-
-        if (args.has("--json")) {
-            JsonOut out;
-            out["turn"] = r.turn;
-            out["role"] = "user";
-            put_text(out, "message", message->content);
-            out["first_position"] = r.first_position;
-            out["tokens_appended"] = r.n_appended;
-            out["rows_reused"] = r.rows_reused;
-            out["rows_computed"] = r.rows_computed;
-            out["cache"] = options.use_cache;
-            out["prefill_s"] = r.prefill_seconds;
-            out["decode_tokens"] = r.decode_tokens;
-            out["decode_tokens_per_s"] = r.decode_seconds > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0;
-            out["reply_ids"] = r.reply;
-            put_text(out, "reply", r.reply_text);
-            out["stop"] = r.stop;
-            out["positions"] = int64_t(session.prompt().size() + session.generated().size());
-            std::printf("%s\n", json_text(out).c_str());
-        } else {
-            const std::string line = r.reply_text + "\n";
-            std::fwrite(line.data(), 1, line.size(), stdout);
-            std::fprintf(stderr, "turn %lld: %s appended, %lld rows reused, %lld computed, prefill %.3f s, "
-                                 "decode %.1f tokens/s, %s\n",
-                         (long long)r.turn, count_of(r.n_appended, "token", "tokens").c_str(), (long long)r.rows_reused,
-                         (long long)r.rows_computed, r.prefill_seconds,
-                         r.decode_seconds > 0 ? double(r.decode_tokens) / r.decode_seconds : 0.0,
-                         std::string(r.stop) == "max_new_tokens" ? "stopped at --max-new-tokens"
-                         : std::string(r.stop) == "end_of_turn"  ? "stopped at the end of turn"
-                                                                 : "stopped at the end of text");
-        }
+        r.message = message->content;
+        if (args.has("--json")) print_json(r);
+        else print_text(r);
         std::fflush(stdout);
         ++turn;
     }
