@@ -4,6 +4,7 @@
 namespace kvscope {
 
 int cli_generate(int argc, char** argv);
+int cli_chat(int argc, char** argv);     // multi-turn chat in one KV cache, turns from a file or stdin
 int cli_inspect(int argc, char** argv);
 int cli_tokenize(int argc, char** argv);
 int cli_detokenize(int argc, char** argv);

@@ -21,6 +21,32 @@ BlockPool::BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t 
     by_chain_.reserve(size_t(n_blocks));
 }
 
+void BlockPool::grow(int64_t n_blocks) {
+    if (n_blocks <= n_blocks_) return;
+    // Blocks in use are copied one by one: the free ones may never have been written (pages untouched).
+    const size_t elems = size_t(n_blocks * block_elems_);
+    std::unique_ptr<float[]> f32(bf16_ ? nullptr : new float[elems]);
+    std::unique_ptr<uint16_t[]> b16(bf16_ ? new uint16_t[elems] : nullptr);
+    for (int64_t b = 0; b < n_blocks_; ++b) {
+        if (refs_[size_t(b)] == 0) continue;
+        const size_t at = size_t(b * block_elems_), n = size_t(block_elems_);
+        if (bf16_) std::copy(bf16_data_.get() + at, bf16_data_.get() + at + n, b16.get() + at);
+        else std::copy(f32_.get() + at, f32_.get() + at + n, f32.get() + at);
+    }
+    f32_ = std::move(f32);
+    bf16_data_ = std::move(b16);
+    refs_.resize(size_t(n_blocks), 0);
+    chain_.resize(size_t(n_blocks), 0);
+    content_.resize(size_t(n_blocks));
+    for (size_t b = size_t(n_blocks_); b < size_t(n_blocks); ++b) content_[b].reserve(size_t(block_size_));
+    // The new blocks go under the free ones already there: those are still handed out first.
+    std::vector<int32_t> added;
+    for (int64_t b = n_blocks - 1; b >= n_blocks_; --b) added.push_back(int32_t(b));
+    free_.insert(free_.begin(), added.begin(), added.end());
+    n_blocks_ = n_blocks;
+    by_chain_.reserve(size_t(n_blocks));
+}
+
 int32_t BlockPool::take_free(uint64_t chain) {
     if (free_.empty()) return -1;
     const int32_t b = free_.back();

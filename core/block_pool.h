@@ -11,6 +11,7 @@
 // instead of computing them again. Tokens enter a block's content only once their K/V are written.
 //
 //   BlockPool(L, H, D, B, n_blocks, bf16)
+//   grow(n_blocks)             more blocks, the existing ones (ids, rows, references) unchanged
 //   allocate(chain, seq)       a free block, reference count 1, registered under `chain`; -1 if none
 //   share(b, seq)              sequence seq maps block b another sequence filled (reference + 1)
 //   acquire(b) / release(b)    reference counting; a block whose count reaches 0 is free again
@@ -100,6 +101,7 @@ public:
     int64_t bytes_per_block() const { return block_elems_ * (bf16_ ? 2 : 4); }
     const Stats& stats() const { return stats_; }
 
+    void grow(int64_t n_blocks);
     int32_t allocate(uint64_t chain, int32_t seq = -1);
     void share(int32_t b, int32_t seq);
     void acquire(int32_t b);

@@ -405,7 +405,8 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
                          {"entropy", r.prediction.entropy},
                          {"seconds", r.cost.seconds},
                          {"compute_seconds", r.cost.compute_seconds},
-                         {"flops", r.cost.flops}});
+                         {"flops", r.cost.flops},
+                         {"turn", r.id.turn}});
         if (tokenizer) {  // the step's new tokens and its chosen one, as text (put_text)
             JsonOut& st = steps.back();
             std::string bytes;

@@ -239,6 +239,49 @@ void KvCache::reset() {
     tokens_.clear();
 }
 
+void KvCache::grow(int64_t capacity) {
+    if (capacity <= capacity_) return;
+    if (pool_) {
+        capacity_ = capacity;
+        slot_positions_.resize(size_t(capacity), -1);
+        const size_t max_blocks = size_t((capacity + pool_->block_size() - 1) / pool_->block_size());
+        table_.reserve(max_blocks);
+        chains_.reserve(max_blocks);
+        tokens_.reserve(size_t(capacity));
+        return;
+    }
+    // A ring that wrapped keeps position p in slot sinks + (p - sinks) % (S - sinks): with a new S the
+    // slot changes, so each live position's rows are copied to the slot slot_of() gives it afterwards.
+    const std::vector<int64_t> old_positions = std::move(slot_positions_);
+    const int64_t old_capacity = capacity_;
+    std::vector<float> k, v;            // (L, H, S', D) float32 storage
+    std::vector<uint16_t> k16, v16;     // (L, H, S', D) bfloat16 storage
+    const size_t n = size_t(n_layer_ * n_head_ * capacity * head_dim_);
+    if (bf16_) k16.resize(n), v16.resize(n);
+    else k.resize(n), v.resize(n);
+    capacity_ = capacity;
+    slot_positions_.assign(size_t(capacity), -1);
+    for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot) {
+        const int64_t p = old_positions[size_t(old_slot)];
+        if (p < 0) continue;
+        const int64_t slot = slot_of(p);
+        slot_positions_[size_t(slot)] = p;
+        for (int64_t il = 0; il < n_layer_; ++il)
+            for (int64_t h = 0; h < n_head_; ++h) {
+                const size_t from = size_t(((il * n_head_ + h) * old_capacity + old_slot) * head_dim_);
+                const size_t to = offset(il, h, slot), D = size_t(head_dim_);
+                if (bf16_) {
+                    std::copy_n(k16_.begin() + from, D, k16.begin() + to);
+                    std::copy_n(v16_.begin() + from, D, v16.begin() + to);
+                } else {
+                    std::copy_n(k_.begin() + from, D, k.begin() + to);
+                    std::copy_n(v_.begin() + from, D, v.begin() + to);
+                }
+            }
+    }
+    k_ = std::move(k), v_ = std::move(v), k16_ = std::move(k16), v16_ = std::move(v16);
+}
+
 KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
     KvCacheCheckpoint c;
     c.next_position = next_position_;
@@ -310,7 +353,8 @@ void KvCache::restore(KvCacheCheckpoint& c) {
     const unsigned char* src = c.rows.data();
     const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
     for (size_t i = 0; i < c.slots.size(); ++i) {
-        const int64_t slot = c.slots[i];
+        // The slot the saved position has now: the one it was saved from, unless grow() ran since.
+        const int64_t slot = slot_of(c.slot_positions[i]);
         slot_positions_[size_t(slot)] = c.slot_positions[i];
         for (int64_t il = 0; il < n_layer_; ++il)
             for (int kv = 0; kv < 2; ++kv)

@@ -37,6 +37,9 @@
 //                               sequence already holds for the same tokens; returns how many
 //   checkpoint(n) / restore(c)  save what the next chunk of n changes; undo it later, exactly
 //   reset()                     empty (paged: every block released)
+//   grow(capacity)              more room, every live position's K/V and every checkpoint still valid:
+//                               ring: S slots -> capacity, rows moved to their slot in the larger ring;
+//                               paged: may map up to `capacity` positions (the pool is not grown here)
 //   set_sequence(id)            paged: the sequence this cache belongs to, named in the pool's events
 //   bytes_used() / bytes_capacity()   this sequence's view (a shared block counts for each sharer)
 //   view() / view_into(v)       a KvCacheView snapshot; view_into reuses v's vectors (allocates nothing
@@ -148,6 +151,7 @@ public:
     void advance(int64_t n_new);
     int64_t adopt_prefix(std::span<const TokenId> tokens, int64_t max_positions);
     void reset();
+    void grow(int64_t capacity);
 
     KvCacheCheckpoint checkpoint(int64_t n_new) const;
     void restore(KvCacheCheckpoint& c);  // consumes c's holds

@@ -68,7 +68,6 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     prompt_ = std::move(prompt);
     const int64_t P = int64_t(prompt_.size());
     const int64_t chunk = options_.prefill_chunk > 0 ? std::min(options_.prefill_chunk, P) : P;
-    // Without a window every position stays alive. With one, a chunk of n needs W-1+n slots (kv_cache.h).
     int64_t capacity = n_total;
     if (options_.block_size > 0) {
         std::shared_ptr<BlockPool> pool = shared_pool_;
@@ -82,7 +81,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         cache_.set_sequence(sequence_);
         cache_.set_sink_positions(options_.sink_positions);
     } else {
-        if (options_.window > 0) capacity = std::min(n_total, options_.sinks + options_.window + chunk - 1);
+        capacity = chunk_capacity(n_total, chunk);
         cache_ = model_->make_cache(capacity, options_.window, options_.sinks);
         cache_.set_sink_positions(options_.sink_positions);
     }
@@ -92,10 +91,96 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     generated_.reserve(size_t(options_.max_new_tokens));
     latest_ = StepRecord{};
     latest_.prediction.top.reserve(size_t(options_.n_top));
+    turns_ = {Turn{0, P, "", options_.max_new_tokens}};
+    turn_undo_.clear();
     reset();
 }
 
+int64_t Session::chunk_capacity(int64_t n_total, int64_t chunk) const {
+    // Without a window every position stays alive. With one, a chunk of n needs W-1+n slots (kv_cache.h).
+    if (options_.window == 0) return n_total;
+    return std::min(n_total, options_.sinks + options_.window + chunk - 1);
+}
+
+void Session::fit_turn(int64_t n_total, int64_t chunk) {
+    if (cache_.paged()) {
+        const int64_t B = options_.block_size, blocks = pool_blocks_for(n_total, B);
+        std::shared_ptr<BlockPool> pool = cache_.share_pool();
+        if (shared_pool_ && options_.window == 0) {
+            // Other sequences draw on the same blocks: this turn may only take what is free now. (With a
+            // window, blocks that leave it return to the pool as the turn runs: each step checks then.)
+            const int64_t mapped = int64_t(cache_.block_table().size());
+            const int64_t needed = (n_total + B - 1) / B - mapped;
+            if (needed > pool->n_free())
+                throw UsageError("the shared block pool has " + std::to_string(pool->n_free()) + " of its " +
+                                 std::to_string(pool->n_blocks()) + " blocks free; this turn needs " + std::to_string(needed) +
+                                 " more to reach " + std::to_string(n_total) + " positions");
+        } else if (!shared_pool_) {
+            pool->grow(blocks);
+        }
+        cache_.grow(n_total);
+    } else {
+        cache_.grow(chunk_capacity(n_total, chunk));
+    }
+    const int64_t capacity = cache_.capacity();
+    if (capacity > workspace_.max_rows() || capacity > workspace_.max_keys())
+        workspace_ = Workspace(model_->config(), capacity, 1, capacity);
+}
+
+void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
+    const ModelConfig& cfg = model_->config();
+    if (max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
+    if (prompt_.empty()) {  // the first turn: a prompt like any other
+        const int64_t before = options_.max_new_tokens;
+        options_.max_new_tokens = max_new_tokens;
+        try {
+            set_prompt(std::move(tokens));
+        } catch (...) {
+            options_.max_new_tokens = before;
+            throw;
+        }
+        turns_.front().role = std::move(role);
+        return;
+    }
+    if (cfg.encoder_decoder)
+        throw UsageError("a new turn appends to the decoder's cache, but an encoder-decoder's K/V also depend on the "
+                         "source: not available for this model");
+    if (next() == Next::Prefill) throw UsageError("the prompt is not all in the cache yet: prefill it before a new turn");
+    if (tokens.empty()) throw UsageError("the new turn is empty");
+    for (TokenId id : tokens) model_->check_token(id);
+    const int64_t n_before = int64_t(prompt_.size() + generated_.size()), n_new = int64_t(tokens.size());
+    const int64_t n_total = n_before + n_new + max_new_tokens;
+    if (n_total > cfg.n_ctx)
+        throw UsageError("the conversation so far (" + std::to_string(n_before) + " tokens) + this turn (" +
+                         std::to_string(n_new) + ") + max new tokens (" + std::to_string(max_new_tokens) + ") = " +
+                         std::to_string(n_total) + " exceeds the model's " + cfg.positions_key() + " (" +
+                         std::to_string(cfg.n_ctx) + ")");
+    // The first prefill step also feeds the reply's last token: sampled, never yet read by the model.
+    const int64_t to_prefill = n_before - cache_.next_position() + n_new;
+    fit_turn(n_total, options_.prefill_chunk > 0 ? std::min(options_.prefill_chunk, to_prefill) : to_prefill);
+    if (options_.history)
+        turn_undo_.push_back(TurnUndo{undo_.size(), prompt_.size(), generated_, n_prompt_done_, options_.max_new_tokens});
+    prompt_.insert(prompt_.end(), generated_.begin(), generated_.end());
+    prompt_.insert(prompt_.end(), tokens.begin(), tokens.end());
+    generated_.clear();
+    generated_.reserve(size_t(max_new_tokens));
+    n_prompt_done_ = cache_.next_position();
+    options_.max_new_tokens = max_new_tokens;
+    turns_.push_back(Turn{n_before, n_new, std::move(role), max_new_tokens});
+}
+
+bool Session::stopped_by_token() const {
+    return !generated_.empty() &&
+           std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), generated_.back()) != options_.stop_tokens.end();
+}
+
 void Session::reset() {
+    if (turns_.size() > 1) {
+        prompt_.resize(size_t(turns_.front().n_appended));
+        options_.max_new_tokens = turns_.front().max_new_tokens;
+        turns_.resize(1);
+    }
+    turn_undo_.clear();
     generated_.clear();
     n_prompt_done_ = 0;
     cache_.reset();
@@ -111,7 +196,7 @@ void Session::reset() {
 Session::Next Session::next() const {
     if (prompt_.empty()) return Next::Done;
     if (n_prompt_done_ < int64_t(prompt_.size())) return Next::Prefill;
-    if (int64_t(generated_.size()) < options_.max_new_tokens) return Next::Decode;
+    if (int64_t(generated_.size()) < options_.max_new_tokens && !stopped_by_token()) return Next::Decode;
     return Next::Done;
 }
 
@@ -254,6 +339,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     id.window = options_.window;
     id.sinks = cache_.sinks();
     id.sink_positions = cache_.sink_positions();
+    id.turn = int64_t(turns_.size()) - 1;
     id.shift_cache_hidden_pairs =
         shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), options_.window);
     StepCost& cost = rec->cost;
@@ -406,6 +492,17 @@ const StepRecord& Session::run_step(Phase phase) {
 }
 
 bool Session::step_back() {
+    if (!turn_undo_.empty() && turn_undo_.back().n_undo == undo_.size()) {
+        // The newest change is an append_turn: take the turn back, the cache is as it was before it.
+        TurnUndo& t = turn_undo_.back();
+        prompt_.resize(t.n_prompt);
+        generated_.assign(t.generated.begin(), t.generated.end());
+        n_prompt_done_ = t.n_prompt_done;
+        options_.max_new_tokens = t.max_new_tokens;
+        turns_.pop_back();
+        turn_undo_.pop_back();
+        return true;
+    }
     if (undo_.empty()) return false;
     Undo& u = undo_.back();
     cache_.restore(u.cache);

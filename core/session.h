@@ -12,8 +12,24 @@
 //                               cross-attention cache, which stays fixed (an uncached step reruns it)
 //   next()                      Prefill | Decode | Done
 //   step()                      run what next() says; prefill_step() / decode_step() insist on a phase
-//   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace)
-//   reset()                     back to before the first step, same prompt
+//   append_turn(ids, N, role)   multi-turn chat in one cache: after a reply (next() is Decode or Done),
+//                               the ids become new prompt positions after everything already there; only
+//                               they (and the reply's last token, sampled but not yet fed) are prefilled,
+//                               then up to N tokens are decoded. Nothing earlier is recomputed, the cache
+//                               grows as needed (ring: more slots; own pool: more blocks; a shared pool
+//                               must have them free, else UsageError; with a window each step checks).
+//                               With the cache off, a turn's first step recomputes the whole conversation.
+//                               On an empty session: set_prompt(ids) with N. prompt() then holds every
+//                               position before the new reply, generated() only the new reply; turns()
+//                               lists where each turn starts
+//   turns()                     one Turn (trace.h) per set_prompt / append_turn, oldest first
+//   stopped_by_token()          generation ended at one of options().stop_tokens (else at max new tokens)
+//   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace);
+//                               right after append_turn, undo the append: the previous turn's prompt,
+//                               reply and max new tokens come back (a grown cache stays grown)
+//   reset()                     back to before the first step of the first turn: later turns are dropped,
+//                               the first turn's prompt and max new tokens kept (what "start the
+//                               conversation over" means; the turns' tokens are gone with them)
 //   set_use_cache(on)           from the next step on: off = recompute every position from scratch
 //   step_batch(sessions, ws)    one step for several sessions at once (shared weight reads); each
 //                               session's results equal its solo run bit for bit. With share_prefix,
@@ -29,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kv_cache.h"
@@ -54,6 +71,7 @@ struct SessionOptions {
     int64_t n_top = 10;          // top tokens kept per step for display
     SamplerOptions sampling;
     SinkPositions sink_positions = SinkPositions::Text;  // Cache: StreamingLLM's numbering (rotary models)
+    std::vector<TokenId> stop_tokens;    // decoding ends once one is sampled (a chat's end of turn); empty = none
 };
 void validate(const SessionOptions& options);  // throws UsageError
 
@@ -73,6 +91,9 @@ public:
     const StepRecord& decode_step();
     bool step_back();            // false when there is nothing to undo
     void reset();
+    void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
+    const std::vector<Turn>& turns() const { return turns_; }
+    bool stopped_by_token() const;
     void set_use_cache(bool on) { options_.use_cache = on; }
     void use_pool(std::shared_ptr<BlockPool> pool, int32_t sequence = -1) {
         shared_pool_ = std::move(pool);
@@ -128,6 +149,17 @@ private:
     void abandon(Pending& p);    // a step failed before writing: undo what prepare() did
     void record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const;
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
+    int64_t chunk_capacity(int64_t n_total, int64_t chunk) const;  // ring slots a window and chunk need
+    void fit_turn(int64_t n_total, int64_t chunk);  // grow cache, pool and workspace for a new turn
+    struct TurnUndo {            // what append_turn changed, for step_back
+        size_t n_undo = 0;       // undo_.size() when the turn was appended: step_back reaches it there
+        size_t n_prompt = 0;
+        std::vector<TokenId> generated;
+        int64_t n_prompt_done = 0;
+        int64_t max_new_tokens = 0;
+    };
+    std::vector<Turn> turns_;
+    std::vector<TurnUndo> turn_undo_;  // (turns_.size() - 1) when history is on
 
     std::shared_ptr<const Model> model_;
     SessionOptions options_;

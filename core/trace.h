@@ -50,6 +50,18 @@ struct StepId {
     // 0 when nothing differs; -1 when that cache would refuse the chunk (more than W tokens).
     int64_t shift_cache_hidden_pairs = 0;
     SinkPositions sink_positions = SinkPositions::Text;  // where the sinks count as sitting (attention.h)
+    int64_t turn = 0;                    // the session's turn this step belongs to (Session::turns())
+};
+
+// One turn of a conversation in one cache: the tokens appended at once (Session::set_prompt or
+// append_turn), then the reply decoded after them. The reply runs from first_position + n_appended to
+// the next turn's first_position (or the end); its last token enters the cache with the next turn's
+// first prefill step, the first to read it.
+struct Turn {
+    int64_t first_position = 0;          // absolute position of the first appended token
+    int64_t n_appended = 0;              // tokens appended: the turn's prompt (a chat: the rendered message)
+    std::string role;                    // who wrote them: "user", "system"...; "" when not a chat
+    int64_t max_new_tokens = 0;          // the reply's budget
 };
 
 // What the step computed, what it took instead of computing, and the time and flops it spent. The

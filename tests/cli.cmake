@@ -43,6 +43,12 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_trace_files.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/trace_files)
   set_tests_properties(cli.trace_files PROPERTIES TIMEOUT 120)
+  # kvscope chat on a tiny Llama 3 chat folder: each turn's --json counts (rows reused = earlier turns,
+  # computed = the new turn), the same replies with the cache off, stdin and .jsonl turns, bad inputs.
+  add_test(NAME cli.chat
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_chat.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/chat)
+  set_tests_properties(cli.chat PROPERTIES TIMEOUT 180)
   # Without the window (sanitizer builds) the gui cases are skipped.
   set(kvscope_cli_no_gui "")
   if(NOT KVSCOPE_GUI)

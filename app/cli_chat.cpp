@@ -1,0 +1,289 @@
+// kvscope chat: a multi-turn conversation in one KV cache. Each user message is rendered with the model's
+// own chat template, only the text the new turn adds is encoded and appended to the session
+// (Session::append_turn), and the reply is decoded until the template's end of turn.
+//
+// What each turn appends. The cache holds the conversation as the model read and wrote it: the
+// rendering up to the generation prompt, then the reply's tokens as sampled (ending with the end-of-turn
+// token when the model stopped there). The next turn's text is the template's rendering of
+// [assistant reply, user message] after the history, with the reply's own bytes and the end-of-turn token
+// already in the cache taken off. The reply is rendered from a placeholder, not from its decoded text:
+// templates trim or re-render replies (Qwen3 drops earlier <think> blocks), and the cache keeps what was
+// generated either way; only the bytes around the reply come from the template.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "chat_template.h"
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "errors.h"
+#include "json.h"
+#include "json_write.h"
+#include "session.h"
+
+namespace kvscope {
+namespace {
+
+// Where the user messages come from: a file read at once, or stdin line by line (a person can type).
+class TurnSource {
+public:
+    explicit TurnSource(const std::string& path) : path_(path), name_(path == "-" ? "stdin" : path) {
+        jsonl_ = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+        if (path == "-") return;
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) throw LoadError(path, "is a folder, not a turns file");
+        file_.open(path, std::ios::binary);
+        if (!file_) throw LoadError(path, "cannot open the turns file", "give a text file, one user message per line, or - for stdin");
+    }
+    const std::string& name() const { return name_; }
+
+    // The next message, or nullopt at the end. Empty lines are skipped.
+    std::optional<ChatMessage> next() {
+        std::istream& in = path_ == "-" ? std::cin : file_;
+        std::string line;
+        while (std::getline(in, line)) {
+            ++line_no_;
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            if (line.find_first_not_of(" \t") == std::string::npos) continue;
+            ChatMessage m = jsonl_ ? from_json(line) : ChatMessage{"user", line};
+            ++n_read_;
+            return m;
+        }
+        if (in.bad()) throw LoadError(name_, "reading failed at line " + std::to_string(line_no_ + 1));
+        return std::nullopt;
+    }
+
+private:
+    ChatMessage from_json(const std::string& line) const {
+        const std::string where = name_ + " line " + std::to_string(line_no_);
+        Json j;
+        try {
+            j = Json::parse(line);
+        } catch (const JsonError& e) {
+            throw UsageError(where + ": not valid JSON: " + e.what());
+        }
+        const Json* role = j.is_object() ? j.find("role") : nullptr;
+        const Json* content = j.is_object() ? j.find("content") : nullptr;
+        if (!role || !role->is_string() || !content || !content->is_string())
+            throw UsageError(where + ": expected {\"role\": \"user\", \"content\": \"...\"}");
+        if (role->as_string() != "user" && !(role->as_string() == "system" && n_read_ == 0))
+            throw UsageError(where + ": role \"" + role->as_string() +
+                             "\": the turns are user messages (a system message only as the first line)");
+        return ChatMessage{role->as_string(), content->as_string()};
+    }
+
+    std::string path_, name_;
+    bool jsonl_ = false;
+    std::ifstream file_;
+    int64_t line_no_ = 0;
+    int64_t n_read_ = 0;               // messages returned so far
+};
+
+// The template's end-of-turn marker, which a reply is decoded until.
+const char* end_of_turn(ChatFamily family) {
+    switch (family) {
+        case ChatFamily::Llama3: return "<|eot_id|>";
+        case ChatFamily::Qwen3:
+        case ChatFamily::Qwen25: return "<|im_end|>";
+        case ChatFamily::Gemma3: return "<end_of_turn>";
+    }
+    return "";
+}
+
+struct TurnReport {
+    int64_t turn = 0;
+    std::string message;               // the user's text, as given
+    int64_t first_position = 0, n_appended = 0;
+    int64_t rows_reused = 0;           // earlier positions the turn's first prefill step read from the cache
+    int64_t rows_computed = 0;         // rows its prefill steps ran (cache off: every position, each step)
+    double prefill_seconds = 0, decode_seconds = 0;
+    int64_t decode_tokens = 0;
+    std::vector<TokenId> reply;        // as sampled, the end-of-turn token included
+    std::string reply_text;            // without the end-of-turn token
+    const char* stop = "";             // "end_of_turn" | "end_of_text" | "max_new_tokens"
+    int64_t positions = 0;             // the conversation's tokens so far, the reply's last included
+    bool cache = true;
+    double decode_tokens_per_s() const { return decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0.0; }
+};
+
+// Prefill the appended turn, decode the reply until the session says Done, and count what it cost.
+TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_id) {
+    TurnReport r;
+    r.first_position = session.turns().back().first_position;
+    r.n_appended = session.turns().back().n_appended;
+    r.cache = session.options().use_cache;
+    bool first_step = true;
+    while (session.next() != Session::Next::Done) {
+        const bool prefill = session.next() == Session::Next::Prefill;
+        const StepRecord& step = session.step();
+        if (prefill) {
+            if (first_step) r.rows_reused = step.cost.n_rows_reused;
+            r.rows_computed += step.cost.n_rows_computed;
+            r.prefill_seconds += step.cost.seconds;
+        } else {
+            r.decode_seconds += step.cost.seconds;
+            ++r.decode_tokens;
+        }
+        first_step = false;
+    }
+    r.reply = session.generated();
+    std::vector<TokenId> shown = r.reply;
+    r.stop = !session.stopped_by_token()         ? "max_new_tokens"
+             : r.reply.back() == end_of_turn_id ? "end_of_turn"
+                                                : "end_of_text";
+    if (session.stopped_by_token()) shown.pop_back();
+    r.reply_text = tok.decode(shown);
+    r.positions = int64_t(session.prompt().size() + session.generated().size());
+    return r;
+}
+
+void print_json(const TurnReport& r) {
+    JsonOut out;
+    out["turn"] = r.turn;
+    out["role"] = "user";
+    put_text(out, "message", r.message);
+    out["first_position"] = r.first_position;
+    out["tokens_appended"] = r.n_appended;
+    out["rows_reused"] = r.rows_reused;
+    out["rows_computed"] = r.rows_computed;
+    out["cache"] = r.cache;
+    out["prefill_s"] = r.prefill_seconds;
+    out["decode_tokens"] = r.decode_tokens;
+    out["decode_tokens_per_s"] = r.decode_tokens_per_s();
+    out["reply_ids"] = r.reply;
+    put_text(out, "reply", r.reply_text);
+    out["stop"] = r.stop;
+    out["positions"] = r.positions;
+    std::printf("%s\n", json_text(out).c_str());
+}
+
+// The reply on stdout (its real bytes), what the turn cost on stderr.
+void print_text(const TurnReport& r) {
+    const std::string line = r.reply_text + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    const std::string why = std::string(r.stop) == "max_new_tokens" ? "stopped at --max-new-tokens"
+                            : std::string(r.stop) == "end_of_turn"  ? "stopped at the end of turn"
+                                                                    : "stopped at the end of text";
+    std::fprintf(stderr, "turn %lld: %s appended, %lld rows reused, %lld computed, prefill %.3f s, decode %.1f tokens/s, %s\n",
+                 (long long)r.turn, count_of(r.n_appended, "token", "tokens").c_str(), (long long)r.rows_reused,
+                 (long long)r.rows_computed, r.prefill_seconds, r.decode_tokens_per_s(), why.c_str());
+}
+
+}  // namespace
+
+int cli_chat(int argc, char** argv) {
+    CliArgs args("chat", "A multi-turn chat in one KV cache: each user message is rendered with the model's chat "
+                         "template and appended to the cache; only its tokens are computed, then the reply is "
+                         "decoded until the end of the turn.");
+    add_model_option(args);
+    args.option("--turns", "FILE|-", "user messages, one per line (- = stdin, the default); a FILE ending in .jsonl "
+                                     "holds one {\"role\": \"user\", \"content\": \"...\"} per line (a \"system\" "
+                                     "message may come first)")
+        .option("--system", "TEXT", "a system message before the first user message")
+        .option("--max-new-tokens", "N", "most tokens per reply (default 128)")
+        .flag("--no-cache", "recompute the whole conversation at every step (the cost of not reusing the cache)")
+        .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
+        .option("--sinks", "S", "with --window: the first S positions stay visible too (attention sinks)")
+        .option("--prefill-chunk", "C", "prefill each turn C tokens per step (default: the whole turn at once)")
+        .option("--block-size", "B", "paged KV cache of B-position blocks")
+        .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
+        .option("--top-k", "K", "sample among the K most likely tokens")
+        .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
+        .option("--seed", "S", "random seed for sampling (default 0)")
+        .flag("--json", "print one JSON object per turn instead of the replies' text");
+    add_threads_option(args);
+    args.epilogue("The model folder needs tokenizer files and a tokenizer_config.json with a chat template kvscope "
+                  "renders (" + std::string(chat_templates_rendered()) + "). Replies end at the template's end-of-turn "
+                  "token, the tokenizer's end of text, or --max-new-tokens.");
+    if (!args.parse(argc, argv)) return 0;
+
+    SessionOptions options;
+    options.history = false;  // nothing is stepped back; keep one record, not the whole trace
+    options.record = false;
+    const int64_t max_new = args.integer("--max-new-tokens", 128, 1, 1 << 24);
+    options.max_new_tokens = max_new;
+    options.use_cache = !args.has("--no-cache");
+    options.window = args.integer("--window", 0, 1, 1 << 24);
+    options.sinks = args.integer("--sinks", 0, 0, 1 << 24);
+    options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
+    options.block_size = args.integer("--block-size", 0, 1, 1 << 20);
+    if (args.has("--temperature")) {
+        options.sampling.temperature = args.real("--temperature", 1.0);
+        if (!(options.sampling.temperature > 0))
+            throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
+    }
+    options.sampling.top_k = args.integer("--top-k", 0, 1, int64_t(1) << 31);
+    options.sampling.top_p = args.real("--top-p", 1.0);
+    options.sampling.seed = uint64_t(args.integer("--seed", 0, 0, INT64_MAX));
+    if ((args.has("--top-k") || args.has("--top-p")) && options.sampling.temperature == 0)
+        options.sampling.temperature = 1.0;
+    validate(options);
+    TurnSource source(args.text("--turns").value_or("-"));
+    apply_threads(args);
+
+    auto model = load_model_from(args);
+    const Tokenizer* tok = model->tokenizer();
+    if (!tok) throw UsageError(model->dir() + " has no tokenizer files: a chat needs them to render and encode messages");
+    if (!std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer_config.json"))
+        throw UsageError(model->dir() + " has no tokenizer_config.json, so no chat template: kvscope chat needs an "
+                         "instruction-tuned model's folder (" + std::string(chat_templates_rendered()) + ")");
+    const ChatTemplate tmpl = ChatTemplate::load(model->dir());
+    const std::string eot = end_of_turn(tmpl.family());
+    const std::vector<TokenId> eot_ids = encode_chat(*tok, eot);
+    if (eot_ids.size() != 1)
+        throw UsageError(model->dir() + ": the tokenizer has no single token for " + eot +
+                         ", the chat template's end of turn, so a reply could never end there");
+    options.stop_tokens = eot_ids;
+    if (auto eos = tok->end_of_text(); eos && *eos != eot_ids[0]) options.stop_tokens.push_back(*eos);
+    Session session(model, options);
+
+    std::vector<ChatMessage> history;  // rendered so far; replies stand in as kReply
+    if (auto system = args.text("--system")) history.push_back({"system", *system});
+    static const std::string kReply = "kvscope-reply";
+    int64_t turn = 0;
+    while (std::optional<ChatMessage> message = source.next()) {
+        if (message->role == "system") {  // the first line of a .jsonl (TurnSource checks)
+            if (args.has("--system")) throw UsageError(source.name() + " starts with a system message and --system is given too: keep one");
+            history.push_back(*message);
+            continue;
+        }
+        std::string text;
+        if (turn == 0) {
+            history.push_back(*message);
+            text = tmpl.render(history, true);
+        } else {
+            // The generation prompt is in the cache already: what render(history, true) adds to render(history, false).
+            const std::string asked = tmpl.render(history, true), closed = tmpl.render(history, false);
+            const bool extends = asked.compare(0, closed.size(), closed) == 0;
+            const std::string generation_prompt = extends ? asked.substr(closed.size()) : "";
+            const std::string added = tmpl.render_turn(history, {{"assistant", kReply}, *message}, true);
+            if (!extends || added.compare(0, generation_prompt.size() + kReply.size(), generation_prompt + kReply) != 0)
+                throw UsageError(std::string(tmpl.name()) + "'s template does not render a reply right after its generation "
+                                 "prompt: kvscope cannot continue this conversation in the cache");
+            text = added.substr(generation_prompt.size() + kReply.size());
+            // The end-of-turn token the reply stopped at is in the cache already.
+            if (session.stopped_by_token()) {
+                const std::string& stop = tok->token_bytes(session.generated().back());
+                if (text.compare(0, stop.size(), stop) == 0) text.erase(0, stop.size());
+            }
+            history.push_back({"assistant", kReply});
+            history.push_back(*message);
+        }
+        const std::vector<TokenId> ids = encode_chat(*tok, text);
+        session.append_turn(ids, max_new, "user");
+
+        TurnReport r = run_turn(session, *tok, eot_ids[0]);
+        r.turn = turn;
+        r.message = message->content;
+        if (args.has("--json")) print_json(r);
+        else print_text(r);
+        std::fflush(stdout);
+        ++turn;
+    }
+    if (turn == 0) throw UsageError(source.name() + " holds no user message: give one per line");
+    return 0;
+}
+
+}  // namespace kvscope
