@@ -316,5 +316,18 @@ def rerun_under_xvfb(script, work, args):
     return subprocess.run(cmd, timeout=600).returncode
 
 
+def assets_test_main(script, inner):
+    """main() of a real-input test that takes --kvscope and --assets: `inner(args)` runs under Xvfb."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvscope", required=True)
+    ap.add_argument("--assets", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
+    a = ap.parse_args()
+    if a.inner:
+        return inner(a)
+    return rerun_under_xvfb(script, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
+
+
 if __name__ == "__main__":
     sys.exit(main())

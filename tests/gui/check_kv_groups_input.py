@@ -8,14 +8,13 @@ head KV0 selects its group (query head 0); KV1 again selects query head 2, its f
 K/V head that already holds the selection keeps it. Expected heads come from config.json, not the window.
 Needs what check_input.py needs (its App drives the window).
 """
-import argparse
 import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, TIMEOUT, fail, rerun_under_xvfb  # noqa: E402
+from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -59,17 +58,5 @@ def inner(a):
     return 0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
-    a = ap.parse_args()
-    if a.inner:
-        return inner(a)
-    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(assets_test_main(__file__, inner))

@@ -9,7 +9,6 @@ keys the last query saw (q - 3 .. q on a sliding layer, 0 .. q on a full one) an
 per-layer fill reads min(N, 4) or N of the N positions stored: both from config.json's layer pattern, not
 from the window. Needs what check_input.py needs (its App drives the window).
 """
-import argparse
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
-from check_input import App, TIMEOUT, fail, rerun_under_xvfb  # noqa: E402
+from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
 import make_llama_model  # noqa: E402
 from scripted import prompt_length  # noqa: E402
 
@@ -77,17 +76,5 @@ def inner(a):
     return 0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
-    a = ap.parse_args()
-    if a.inner:
-        return inner(a)
-    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(assets_test_main(__file__, inner))

@@ -6,7 +6,6 @@ then names the clicked query and key positions, and the score it shows equals qÂ
 numpy from the rows `kvscope generate --trace` exports for the same prompt, layer 0 and head 0.
 Needs what check_input.py needs (its App drives the window).
 """
-import argparse
 import json
 import os
 import re
@@ -17,7 +16,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, TIMEOUT, fail, rerun_under_xvfb  # noqa: E402
+from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -77,16 +76,5 @@ def inner(a):
     return 0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
-    a = ap.parse_args()
-    if a.inner:
-        return inner(a)
-    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(assets_test_main(__file__, inner))
