@@ -24,6 +24,9 @@
 #   gui.layer_windows_input  the interactive window on a Gemma 3 folder (xdotool): Prefill, two Decode
 #              steps, then "layer +" / "layer -": the timeline's note and the per-layer fill follow each
 #              layer's window from config.json; tests/gui/check_layer_windows_input.py
+#   gui.logit_lens  the Logit lens tab on assets/llama-gqa at both sizes: for a selected position, every
+#              depth's five tokens and probabilities equal numpy's final norm and output layer over the
+#              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
 #   gui.kv_groups  K/V head groups on a 9-query / 3-K/V-head folder at 1280x720 and 1920x1080: the KV cache
 #              panel's groups, title and bytes meter (model, multi-head, multi-query, held) and the all-heads
 #              view's group frames against config.json; a multi-head folder shows none; tests/gui/check_kv_groups.py
@@ -80,6 +83,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary_input)
     set_tests_properties(gui.rotary_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.logit_lens
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_logit_lens.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/logit_lens)
+    set_tests_properties(gui.logit_lens PROPERTIES LABELS "gui" TIMEOUT 300)
     add_test(NAME gui.kv_groups_input
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

@@ -52,9 +52,10 @@ void draw_heads(PanelContext& c);
 void draw_model(PanelContext& c);  // model_panel.cpp
 void draw_memory(PanelContext& c);  // memory_panel.cpp
 void draw_rotary(PanelContext& c);  // rotary_panel.cpp
+void draw_logit_lens(PanelContext& c);  // logit_lens_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
 
-enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens };
 const char* panel_title(Panel p);
 
 // The layout: places on the screen, each holding one panel, or several as tabs of one window.

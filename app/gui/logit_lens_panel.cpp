@@ -1,0 +1,113 @@
+// Logit lens: what the model would predict at the selected query position if it stopped after each
+// layer — the recorded residual stream through the final norm and the output layer at every depth
+// (core/logit_lens.h). One row per depth, the five most likely tokens as cells shaded by probability;
+// the token the full model predicts there is outlined wherever it appears, so one sees the layer where
+// the answer surfaces.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "logit_lens.h"
+#include "panels.h"
+#include "test_dumps.h"
+
+namespace kvscope::gui {
+namespace {
+
+constexpr int64_t kTop = 5;
+
+// The lens of (step, row), computed again only when either changes: each depth is a (V x C) product.
+struct LensCache {
+    int64_t key[2] = {-1, -1};
+    const void* model = nullptr;
+    LogitLens lens;
+};
+
+}  // namespace
+
+void draw_logit_lens(PanelContext& c) {
+    if (!begin_panel(Panel::Lens)) return;
+    const Snapshot& s = c.snap;
+    const Model& model = s.model();
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, c.prefs, &step);
+    if (!r || !r->recorded() || r->rows.residual.empty()) {
+        ImGui::TextDisabled(r ? "This step was run without recording." : "No step yet.");
+        end_panel();
+        return;
+    }
+    const int64_t R = r->cost.n_rows_computed, first = r->cost.first_computed_position;
+    const int64_t q_pos = c.prefs.sel_query >= first && c.prefs.sel_query < first + R ? c.prefs.sel_query : first + R - 1;
+    static LensCache cache;
+    if (cache.key[0] != int64_t(step) || cache.key[1] != q_pos || cache.model != &model) {
+        cache.lens = logit_lens(model, r->rows, q_pos - first, kTop);
+        cache.key[0] = int64_t(step);
+        cache.key[1] = q_pos;
+        cache.model = &model;
+    }
+    const LogitLens& lens = cache.lens;
+    const int64_t L = int64_t(lens.depths.size()) - 1;
+    const TokenId final_top = lens.depths.back().top.front().id;
+    dump_text("lens header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text],
+                                          "position %lld (step %zu): the next token read after each layer; the full "
+                                          "model's choice, '%s', outlined",
+                                          (long long)q_pos, step, short_token(model, final_top, 12).c_str()));
+    help_marker("The residual stream entering each layer goes through the model's final norm and output layer, "
+                "as the last layer's output does. Select a cell in the attention map to choose the position.");
+    const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                  ImGuiTableFlags_SizingStretchSame;
+    // As many token columns as fit legibly ("token 100%"); the layout dump always gets all five.
+    const float depth_w = ImGui::CalcTextSize("after layer 00").x, entropy_w = ImGui::CalcTextSize("entropy").x;
+    const float cell_w = ImGui::CalcTextSize("wwwwwww 100%").x + 8;
+    const int64_t shown = std::clamp<int64_t>(
+        int64_t((ImGui::GetContentRegionAvail().x - depth_w - entropy_w - 24) / cell_w), 2, kTop);
+    if (ImGui::BeginTable("##lens", int(shown) + 2, flags, ImGui::GetContentRegionAvail())) {
+        ImGui::TableSetupScrollFreeze(0, 1);
+        ImGui::TableSetupColumn("depth", ImGuiTableColumnFlags_WidthFixed, depth_w);
+        for (int64_t k = 0; k < shown; ++k) {
+            char name[16];
+            std::snprintf(name, sizeof name, "top %lld", (long long)(k + 1));
+            ImGui::TableSetupColumn(name);
+        }
+        ImGui::TableSetupColumn("entropy", ImGuiTableColumnFlags_WidthFixed, entropy_w);
+        ImGui::TableHeadersRow();
+        for (int64_t d = 0; d <= L; ++d) {
+            const LensDepth& depth = lens.depths[size_t(d)];
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            if (d == 0) ImGui::TextUnformatted("embeddings");
+            else ImGui::Text("after layer %lld", (long long)(d - 1));
+            std::string dumped;  // "id:probability ..." for the layout dump
+            for (const TokenProbability& t : depth.top) {
+                char part[48];
+                std::snprintf(part, sizeof part, "%s%d:%.6f", dumped.empty() ? "" : " ", t.id, double(t.probability));
+                dumped += part;
+                if (&t - depth.top.data() >= shown) continue;
+                ImGui::TableNextColumn();
+                const float p = t.probability;
+                ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg,
+                                       ImGui::GetColorU32(ImVec4{0.16f + 0.1f * p, 0.3f + 0.45f * p, 0.55f + 0.3f * p, 0.25f + 0.6f * p}));
+                const bool answer = t.id == final_top;
+                if (answer) {
+                    const ImVec2 p0 = ImGui::GetCursorScreenPos();
+                    const float w = ImGui::GetContentRegionAvail().x;
+                    ImGui::GetWindowDrawList()->AddRect({p0.x - 2, p0.y - 1}, {p0.x + w, p0.y + ImGui::GetTextLineHeight() + 1},
+                                                        IM_COL32(250, 200, 60, 255), 2, 0, 2);
+                }
+                ImGui::Text("%s %.0f%%", short_token(model, t.id, 7).c_str(), 100.0 * double(p));
+                if (ImGui::IsItemHovered())
+                    ImGui::SetTooltip("token %d '%s'\nprobability %.5f\nlogit %.4f", t.id, token_text(model, t.id).c_str(),
+                                      double(p), double(t.logit));
+            }
+            ImGui::TableNextColumn();
+            ImGui::Text("%.2f", depth.entropy);
+            dump_text(("lens depth " + std::to_string(d)).c_str(), dumped);
+        }
+        ImGui::EndTable();
+    }
+    end_panel();
+}
+
+}  // namespace kvscope::gui
