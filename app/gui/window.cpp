@@ -352,9 +352,11 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                         std::vector<double> sorted = frame_ms;
                         std::sort(sorted.begin(), sorted.end());
                         const double m = mean(frame_ms);
-                        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms%s\n",
+                        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms, "
+                                    "map textures %.1f MB%s\n",
                                     measure_total, m, 1000.0 / m, sorted[size_t(double(sorted.size() - 1) * 0.95)],
-                                    mean(work_ms), ctl.busy() ? " (worker still busy at the end)" : "");
+                                    mean(work_ms), double(maps.tile_bytes()) / (1 << 20),
+                                    ctl.busy() ? " (worker still busy at the end)" : "");
                         std::fflush(stdout);
                     }
                 }
