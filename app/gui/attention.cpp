@@ -127,6 +127,16 @@ void view_cells(const HeatmapZoom& z, int64_t rows, int64_t cols, int64_t& r0, i
     c1 = std::clamp<int64_t>(int64_t(std::ceil(double(uv1.x) * double(cols))), c0, cols);
 }
 
+std::string overview_note(const MapExtent& m, const MapWindow& whole) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "%lld x %lld cells on %lld x %lld pixels: each pixel shows the strongest cell of its %lld x %lld block "
+                  "(a single strong key stays visible); zoom in for exact cells",
+                  (long long)m.n_query, (long long)m.n_key, (long long)whole.out_rows(), (long long)whole.out_cols(),
+                  (long long)whole.block_rows, (long long)whole.block_cols);
+    return text;
+}
+
 HeatmapLayer layer_of(const MapTile* t) { return t ? HeatmapLayer{t->tex, t->window()} : HeatmapLayer{}; }
 
 }  // namespace
@@ -226,6 +236,12 @@ void draw_attention(PanelContext& c) {
     // takes about two lines above them.
     ImVec2 avail = ImGui::GetContentRegionAvail();
     avail.y -= 2 * ImGui::GetTextLineHeightWithSpacing();
+    // A map with more cells than pixels also gets the overview note (pooled blocks) under the colour bar.
+    const float note_h = m0.n_query * m0.n_key > int64_t(avail.x * avail.y)
+                             ? ImGui::CalcTextSize(overview_note(m0, MapWindow::whole(m0.n_query, m0.n_key, 999, 999)).c_str(),
+                                                   nullptr, false, avail.x).y + ImGui::GetStyle().ItemSpacing.y
+                             : 0.0f;
+    avail.y -= note_h;
     const float label_w = ImGui::CalcTextSize("0000 wwwwwwww").x;
     const float key_label_h = kind == AttentionKind::Self ? 0 : 2 * ImGui::GetTextLineHeight() + 6;
     const int64_t H = cfg.n_head;
@@ -285,12 +301,7 @@ void draw_attention(PanelContext& c) {
                         v.row_norm ? " / row max" : "",
                         v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "",
                         kind == AttentionKind::Self ? "; striped = masked" : "; nothing is masked");
-    if (!whole.exact())
-        dump_text("attention overview",
-                  wrapped_disabled("%lld x %lld cells on %lld x %lld pixels: each pixel shows the strongest cell of its "
-                                   "%lld x %lld block (a single strong key stays visible); zoom in for exact cells",
-                                   (long long)m0.n_query, (long long)m0.n_key, (long long)whole.out_rows(),
-                                   (long long)whole.out_cols(), (long long)whole.block_rows, (long long)whole.block_cols));
+    if (!whole.exact()) dump_text("attention overview", wrapped_disabled("%s", overview_note(m0, whole).c_str()));
 
     // What attention-json writes: the shown head's tiles as drawn (and every cell when the map is small).
     const int64_t json_head = v.all_heads ? v.head : 0;
