@@ -217,10 +217,10 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             if (scripted) {
                 glfwPollEvents();
                 if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
-                // Waiting for the worker (a long prefill): about 40 frames a second, as the interactive window
-                // draws, so the drawing does not take the worker's core; `measure` draws flat out.
+                // Waiting for the worker (a long prefill): ten frames a second, so the drawing does not take the
+                // worker's core (a full frame costs llvmpipe ~20 ms); `measure` draws flat out.
                 else if (was_busy && measure_left == 0)
-                    glfwWaitEventsTimeout(std::max(0.002, 1.0 / 40 - (now_s() - frame_begin)));
+                    glfwWaitEventsTimeout(std::max(0.002, 1.0 / 10 - (now_s() - frame_begin)));
             }
             else if (was_busy || maps.incomplete())
                 // Keep the progress ticking at about 40 fps, sleeping only what is left of the frame budget
