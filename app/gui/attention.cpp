@@ -127,13 +127,12 @@ void view_cells(const HeatmapZoom& z, int64_t rows, int64_t cols, int64_t& r0, i
     c1 = std::clamp<int64_t>(int64_t(std::ceil(double(uv1.x) * double(cols))), c0, cols);
 }
 
+// Averaging would let a single strong key vanish into its block; the maximum keeps it (map_overview.h).
 std::string overview_note(const MapExtent& m, const MapWindow& whole) {
     char text[256];
     std::snprintf(text, sizeof text,
-                  "%lld x %lld cells on %lld x %lld pixels: each pixel shows the strongest cell of its %lld x %lld block "
-                  "(a single strong key stays visible); zoom in for exact cells",
-                  (long long)m.n_query, (long long)m.n_key, (long long)whole.out_rows(), (long long)whole.out_cols(),
-                  (long long)whole.block_rows, (long long)whole.block_cols);
+                  "%lld x %lld cells: each pixel the strongest of its %lld x %lld block (zoom in for exact cells)",
+                  (long long)m.n_query, (long long)m.n_key, (long long)whole.block_rows, (long long)whole.block_cols);
     return text;
 }
 
