@@ -216,11 +216,11 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             const bool was_busy = ctl.busy();
             if (scripted) {
                 glfwPollEvents();
-                if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
                 // Waiting for the worker (a long prefill): ten frames a second, so the drawing does not take the
                 // worker's core (a full frame costs llvmpipe ~20 ms); `measure` draws flat out.
-                else if (was_busy && measure_left == 0)
+                if (was_busy && measure_left == 0)
                     glfwWaitEventsTimeout(std::max(0.002, 1.0 / 10 - (now_s() - frame_begin)));
+                else if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
             }
             else if (was_busy || maps.incomplete())
                 // Keep the progress ticking at about 40 fps, sleeping only what is left of the frame budget
