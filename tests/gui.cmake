@@ -29,7 +29,7 @@
 #              `generate --trace` exports, and differ from text positions; tests/gui/check_sink_positions.py
 #   gui.long_context  an 8192-token prefill of a random rotary model: the attention overview's texels equal
 #              numpy's max of the softmax weights over each block (layer 0 recomputed from the weights), no more
-#              texels than the map's pixels; zoomed 64x the texture holds exact cells equal to numpy's;
+#              texels than the map's pixels; zoomed 128x the texture holds exact cells equal to numpy's;
 #              tests/gui/check_long_context.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a

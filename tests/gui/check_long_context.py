@@ -5,7 +5,8 @@ in reaches exact cells, and neither holds more texels than the map has pixels; a
 A random rotary model (tools/make_llama_model.py: 1 layer, 2 query heads reading 1 K/V head, head_dim 16,
 max_position_embeddings 8256) prefills 8,192 random token ids in one step at 1280x720, then the window
 writes the Attention panel's textures for query head 1 (attention-json "tiles"): first the whole
-8192 x 8192 map pooled to the pixels it is drawn on, then, zoomed 64x around a point, the cells in view.
+8192 x 8192 map pooled to the pixels it is drawn on, then, zoomed 128x around a point (64 x 64 cells in
+view, on a map of about 100 px at this size), the cells in view.
 
 numpy recomputes layer 0 from the weights alone, as Hugging Face's LlamaModel does (RMSNorm, q/k
 projections, rotate-half rotary embedding, repeat_kv, causal softmax of q.k/sqrt(D)), in float64, a
@@ -28,7 +29,7 @@ sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath
 import make_llama_model  # noqa: E402
 from kvscope_reference import safetensors_io  # noqa: E402
 
-N, HEAD, ZOOM, AT = 8192, 1, 64, (0.3, 0.7)  # zoom centre: key 30%, query 70% of the way
+N, HEAD, ZOOM, AT = 8192, 1, 128, (0.3, 0.7)  # zoom centre: key 30%, query 70% of the way
 ATOL, RTOL = 2e-6, 1e-4
 
 
