@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An 8,192-token context in the window: the attention overview keeps each block's strongest cell, zooming
-in reaches exact cells, and neither holds more texels than the map has pixels; all against numpy.
+in reaches exact cells, and the overview holds no more texels than the map has pixels; all against numpy.
 
 A random rotary model (tools/make_llama_model.py: 1 layer, 2 query heads reading 1 K/V head, head_dim 16,
 max_position_embeddings 8256) prefills 8,192 random token ids in one step at 1280x720, then the window
