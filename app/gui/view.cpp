@@ -175,27 +175,6 @@ const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer
     return e->map.get();
 }
 
-unsigned MapCache::texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm,
-                           AttentionKind which) {
-    if (!trace[step].recorded()) return 0;
-    const int kind = (scores ? 2 : 1) + (row_norm ? 2 : 0) + kind_offset(which);
-    auto rec = map_owner(trace, step, which);
-    if (Entry* e = find(rec.get(), layer, head, kind)) return e->tex;
-    const AttentionMap* mp = map(trace, step, layer, head, which);
-    if (!mp) return 0;
-    const AttentionMap& m = *mp;
-    std::vector<float> v = scores ? m.scores : m.weights;  // (R, P)
-    if (row_norm)
-        for (int64_t r = 0; r < m.n_query; ++r) {
-            float mx = 0;
-            for (int64_t c = 0; c < m.n_key; ++c)
-                if (m.visible[size_t(r * m.n_key + c)]) mx = std::max(mx, std::fabs(v[size_t(r * m.n_key + c)]));
-            if (mx > 0)
-                for (int64_t c = 0; c < m.n_key; ++c) v[size_t(r * m.n_key + c)] /= mx;
-        }
-    return insert_texture(rec, layer, head, kind, m.n_query, m.n_key, v.data(), m.visible.data(), 0.0f);
-}
-
 unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values, float* absmax) {
     const int kind = values ? 11 : 10;
     auto rec = trace.share(step);

@@ -104,10 +104,6 @@ public:
     // Encoder maps use the encoder's layers (n_encoder_layer) and come from the step's shared encoder output.
     const AttentionMap* map(const Trace& trace, size_t step, int64_t layer, int64_t head,
                             AttentionKind kind = AttentionKind::Self);
-    // Texture of the map's weights or scores (optionally row-normalised); 0 when the step was not recorded
-    // or the map is not ready yet.
-    unsigned texture(const Trace& trace, size_t step, int64_t layer, int64_t head, bool scores, bool row_norm,
-                     AttentionKind kind = AttentionKind::Self);
     void begin_frame() {
         n_missing_ = 0;
         ++frame_;
@@ -126,8 +122,8 @@ private:
     struct Entry {
         std::shared_ptr<const void> record;        // the step record (or encoder output), held so the address identifies it
         int64_t layer = 0, head = 0;
-        int kind = 0;                              // 0 map only, 1 weights, 2 scores, +2 row norm; 10 K, 11 V;
-                                                   // + 20 cross-attention, + 40 encoder
+        int kind = 0;                              // 0 map only; tiles: 100 + (1 weights, 2 scores, +2 row
+                                                   // norm), 99 the mask; 10 K, 11 V; + 20 cross, + 40 encoder
         std::shared_ptr<const AttentionMap> map;
         std::shared_future<std::shared_ptr<const AttentionMap>> computing;  // valid until the map arrives
         unsigned tex = 0;
