@@ -88,59 +88,84 @@ int64_t Trace::memory_bytes() const {
     return bytes;
 }
 
-AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
+int64_t first_key_position(const StepRecord& r) {
+    const int64_t first_q = r.cost.first_computed_position;
+    return r.visible_keys(first_q).n_sink > 0 ? 0 : r.visible_from(first_q);
+}
+
+AttentionRows::AttentionRows(const Trace& trace, size_t step, int64_t layer, int64_t head) : layer_(layer), head_(head) {
     if (step >= trace.size()) throw UsageError("step " + std::to_string(step) + " is not in the trace");
     const StepRecord& r = trace[step];
+    r_ = &r;
     if (!r.recorded()) throw UsageError("step " + std::to_string(step) + " was run without recording");
     if (layer < 0 || layer >= r.rows.n_layer || head < 0 || head >= r.rows.n_head)
         throw UsageError("layer " + std::to_string(layer) + ", head " + std::to_string(head) + " does not exist");
-    const int64_t R = r.cost.n_rows_computed, C = r.rows.n_head * r.rows.head_dim, D = r.rows.head_dim;
-    const int64_t first_q = r.cost.first_computed_position, last_q = first_q + R - 1;
-    const int64_t first_key = r.visible_keys(first_q).n_sink > 0 ? 0 : r.visible_from(first_q);
+    n_query_ = r.cost.n_rows_computed;
+    first_query_ = r.cost.first_computed_position;
+    const int64_t last_q = first_query_ + n_query_ - 1;
+    first_key_ = first_key_position(r);
+    n_key_ = last_q - first_key_ + 1;
+    keys_.resize(size_t(n_key_));
+    values_.resize(size_t(n_key_));
+    for (int64_t j = 0; j < n_key_; ++j) {
+        keys_[size_t(j)] = trace.key_row(step, layer, head, first_key_ + j);
+        values_[size_t(j)] = trace.value_row(step, layer, head, first_key_ + j);
+        if (!keys_[size_t(j)])
+            throw UsageError("step " + std::to_string(step) + ": key of position " + std::to_string(first_key_ + j) +
+                             " was computed by a step that was not recorded");
+    }
+}
 
+void AttentionRows::row(int64_t i, float* scores, uint8_t* visible, float* weights, float* output) const {
+    const StepRecord& r = *r_;
+    const int64_t R = n_query_, P = n_key_, D = r.rows.head_dim, C = r.rows.n_head * D;
+    const float scale = r.rows.attention_scale > 0 ? r.rows.attention_scale : 1.0f / std::sqrt(float(D));
+    const float* q = r.rows.q.data() + (layer_ * R + i) * C + head_ * D;
+    const int64_t qpos = first_query_ + i;
+    const KeyRange seen = r.visible_keys(qpos, layer_);
+    std::vector<float> sink_q;  // (D) the query turned back for the sinks
+    const bool turned = seen.sink_shift > 0 && seen.n_sink > 0 && !r.rows.inv_freq_of(layer_).empty();
+    if (turned) {
+        sink_q.resize(size_t(D));
+        turn_back(sink_q.data(), q, 1, D, r.rows.inv_freq_of(layer_).data(), seen.sink_shift);
+    }
+    for (int64_t j = 0; j < P; ++j) {
+        visible[j] = seen.contains(first_key_ + j) ? 1 : 0;
+        if (scores) {
+            const bool sink = turned && first_key_ + j < seen.n_sink;
+            scores[j] = scaled_score(sink ? sink_q.data() : q, keys_[size_t(j)], D, scale);
+        }
+    }
+    if (!weights && !output) return;
+    std::vector<float> visible_weights(size_t(seen.count()));  // (visible keys) in position order
+    std::vector<float> out_scratch(output ? 0 : size_t(D));
+    auto key_at = [&](int64_t p) { return keys_[size_t(p - first_key_)]; };
+    auto value_at = [&](int64_t p) { return values_[size_t(p - first_key_)]; };
+    attend_row(output ? output : out_scratch.data(), visible_weights.data(), q, key_at, value_at, seen, D, scale,
+               turned ? sink_q.data() : nullptr);
+    if (weights) {
+        std::fill(weights, weights + P, 0.0f);
+        for (int64_t j = 0; j < seen.count(); ++j) weights[seen.position(j) - first_key_] = visible_weights[size_t(j)];
+    }
+}
+
+AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head) {
+    const AttentionRows rows(trace, step, layer, head);
     AttentionMap m;
     m.step = int64_t(step);
     m.layer = layer;
     m.head = head;
-    m.n_query = R;
-    m.n_key = last_q - first_key + 1;
-    const int64_t P = m.n_key;
-    for (int64_t i = 0; i < R; ++i) m.query_positions.push_back(first_q + i);
-    for (int64_t j = 0; j < P; ++j) m.key_positions.push_back(first_key + j);
-
-    std::vector<const float*> keys(static_cast<size_t>(P)), values(static_cast<size_t>(P));  // (P) rows of this head
-    for (int64_t j = 0; j < P; ++j) {
-        keys[size_t(j)] = trace.key_row(step, layer, head, first_key + j);
-        values[size_t(j)] = trace.value_row(step, layer, head, first_key + j);
-        if (!keys[size_t(j)])
-            throw UsageError("step " + std::to_string(step) + ": key of position " + std::to_string(first_key + j) +
-                             " was computed by a step that was not recorded");
-    }
-    const float scale = r.rows.attention_scale > 0 ? r.rows.attention_scale : 1.0f / std::sqrt(float(D));
+    m.n_query = rows.n_query();
+    m.n_key = rows.n_key();
+    const int64_t R = m.n_query, P = m.n_key, D = trace[step].rows.head_dim;
+    for (int64_t i = 0; i < R; ++i) m.query_positions.push_back(rows.first_query() + i);
+    for (int64_t j = 0; j < P; ++j) m.key_positions.push_back(rows.first_key() + j);
     m.scores.assign(size_t(R * P), 0.0f);
     m.visible.assign(size_t(R * P), 0);
     m.weights.assign(size_t(R * P), 0.0f);
     m.output.assign(size_t(R * D), 0.0f);
-    auto key_at = [&](int64_t p) { return keys[size_t(p - first_key)]; };
-    auto value_at = [&](int64_t p) { return values[size_t(p - first_key)]; };
-    std::vector<float> visible_weights(static_cast<size_t>(P));  // (visible keys) of one query, in position order
-    std::vector<float> sink_q(static_cast<size_t>(D));              // (D) the query turned back for the sinks
-    for (int64_t i = 0; i < R; ++i) {
-        const float* q = r.rows.q.data() + (layer * R + i) * C + head * D;
-        const int64_t qpos = first_q + i;
-        const KeyRange seen = r.visible_keys(qpos, layer);
-        const bool turned = seen.sink_shift > 0 && seen.n_sink > 0 && !r.rows.inv_freq_of(layer).empty();
-        if (turned) turn_back(sink_q.data(), q, 1, D, r.rows.inv_freq_of(layer).data(), seen.sink_shift);
-        for (int64_t j = 0; j < P; ++j) {
-            const bool sink = turned && first_key + j < seen.n_sink;
-            m.scores[size_t(i * P + j)] = scaled_score(sink ? sink_q.data() : q, keys[size_t(j)], D, scale);
-            m.visible[size_t(i * P + j)] = seen.contains(first_key + j) ? 1 : 0;
-        }
-        attend_row(m.output.data() + i * D, visible_weights.data(), q, key_at, value_at, seen, D, scale,
-                   turned ? sink_q.data() : nullptr);
-        for (int64_t j = 0; j < seen.count(); ++j)
-            m.weights[size_t(i * P + seen.position(j) - first_key)] = visible_weights[size_t(j)];
-    }
+    for (int64_t i = 0; i < R; ++i)
+        rows.row(i, m.scores.data() + i * P, m.visible.data() + i * P, m.weights.data() + i * P, m.output.data() + i * D);
     return m;
 }
 

@@ -13,6 +13,7 @@
 //   Trace::append / truncate        grow by one step; drop steps from the end (step back)
 //   Trace::key_row / value_row      (D) K or V of (layer, head, position) as of a step
 //   attention_map(trace, s, il, h)  scores, mask and weights of step s for layer il, head h
+//   AttentionRows                   the same map one query row at a time, for maps too large to hold
 //
 // Shapes: n = new tokens of the step, R = rows computed, A = positions adopted, L = layers, H = heads,
 // D = head dim, C = H*D, V = vocab; S and B as in kv_cache.h.
@@ -172,8 +173,32 @@ struct AttentionMap {
     std::vector<float> output;           // (R, D) Σ weights·v, the head's output
 };
 
+// Position of the map's first column: the first query's window start, or 0 with sinks.
+int64_t first_key_position(const StepRecord& r);
+
 // Throws UsageError when the step was not recorded or an index is out of range.
 AttentionMap attention_map(const Trace& trace, size_t step, int64_t layer, int64_t head);
+
+// attention_map's rows one at a time, bit for bit: an 8192-token prefill's (R, P) map of one head is
+// 576 MB of scores, weights and mask, while a row is P values. Holds pointers into the trace's records:
+// keep the trace (or a copy of it) alive. row() is const and allocates its own scratch, so several
+// threads may read one AttentionRows.
+class AttentionRows {
+public:
+    AttentionRows(const Trace& trace, size_t step, int64_t layer, int64_t head);  // throws like attention_map
+    int64_t n_query() const { return n_query_; }          // R
+    int64_t n_key() const { return n_key_; }              // P
+    int64_t first_query() const { return first_query_; }  // position of row 0
+    int64_t first_key() const { return first_key_; }      // position of column 0
+    // Row i (0 <= i < R): visible (P) always; scores (P), weights (P) and output (D) when not null.
+    void row(int64_t i, float* scores, uint8_t* visible, float* weights, float* output) const;
+
+private:
+    const StepRecord* r_ = nullptr;
+    int64_t layer_ = 0, head_ = 0;
+    int64_t n_query_ = 0, n_key_ = 0, first_query_ = 0, first_key_ = 0;
+    std::vector<const float*> keys_, values_;  // (P) this head's rows
+};
 
 // Cross-attention of one step (encoder-decoder models): rows = the step's computed decoder queries,
 // columns = every source position (no mask). Throws UsageError like attention_map, or for a

@@ -9,7 +9,7 @@ uniform float u_lo;        // value drawn with the first table entry
 uniform float u_hi;        // value drawn with the last table entry
 uniform int u_scale;       // 0 linear, 1 log10 (sequential), 2 symmetric log (diverging)
 uniform int u_mode;        // 0 values, 1 mask only (visible = flat colour, masked = stripes)
-uniform vec2 u_grid;       // (columns, rows) of the texture
+uniform vec2 u_grid;       // (columns, rows) of the texture; 0 = pooled blocks, no borders
 in vec2 v_uv;
 out vec4 out_color;
 
@@ -37,7 +37,7 @@ void main() {
     // Cell borders when a cell is at least 7 px wide and tall.
     vec2 pos = v_uv * u_grid;
     vec2 px = fwidth(pos);
-    if (px.x < 1.0 / 7.0 && px.y < 1.0 / 7.0) {
+    if (u_grid.x > 0.0 && px.x < 1.0 / 7.0 && px.y < 1.0 / 7.0) {
         vec2 f = fract(pos);
         vec2 edge = min(f, 1.0 - f) / px;
         if (min(edge.x, edge.y) < 0.5) rgb *= 0.75;

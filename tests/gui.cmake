@@ -36,6 +36,10 @@
 #   gui.sink_positions  Controls' "sinks at cache positions" (script sink-cache=1) on assets/llama-gqa: the
 #              Attention panel's weights equal StreamingLLM's numbering computed in numpy from the rows
 #              `generate --trace` exports, and differ from text positions; tests/gui/check_sink_positions.py
+#   gui.long_context  an 8192-token prefill of a random rotary model: the attention overview's texels equal
+#              numpy's max of the softmax weights over each block (layer 0 recomputed from the weights), no more
+#              texels than the map's pixels; zoomed 128x the texture holds exact cells equal to numpy's;
+#              tests/gui/check_long_context.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
 #              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
@@ -113,6 +117,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/sink_positions)
     set_tests_properties(gui.sink_positions PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.long_context
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_long_context.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/long_context)
+    set_tests_properties(gui.long_context PROPERTIES LABELS "gui" TIMEOUT 300)
     add_test(NAME gui.layout
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

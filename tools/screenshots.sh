@@ -110,9 +110,25 @@ head 4
 view all-heads
 kv-heads open
 S
+# 9. An 8,192-token context on a rotary model (llama-gqa with max_position_embeddings raised to 8256): the
+#    prefill's 8192 x 8192 attention map as an overview, each pixel the strongest cell of its block, log scale.
+mkdir -p "$work/llama-gqa-8k"
+cp "$repo/assets/llama-gqa/"* "$work/llama-gqa-8k/"
+sed -i 's/"max_position_embeddings": 256/"max_position_embeddings": 8256/' "$work/llama-gqa-8k/config.json"
+# 17897 characters of a repeated sentence are 8192 tokens with llama-gqa's tokenizer.
+long=$(/usr/bin/python3 -c "print(('The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat by the door. ' * 200)[:17897], end='')")
+cat > "$work/long_context.txt" <<S
+compare off
+model $work/llama-gqa-8k
+prompt $long
+prefill
+layer 1
+head 2
+scale log
+S
 # Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
 # (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
-for name in overview window cache_off memory sinks encoder_decoder rotary kv_groups; do
+for name in overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context; do
   for size in 1920x1080 1280x720; do
     file=$name.png
     [ "$size" = 1920x1080 ] || file=${name}_$size.png

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <unordered_map>
 
 #include "errors.h"
 #include "panels.h"
@@ -21,17 +22,57 @@ int run_n = 8;  // the Run N box
 constexpr ImU32 kPromptChip = IM_COL32(46, 70, 110, 255), kStartChip = IM_COL32(140, 92, 24, 255),
                 kSourceChip = IM_COL32(92, 72, 120, 255);
 
+// Where each chip of a strip goes, computed once per (tokens, width): a long prompt has thousands of
+// chips, and measuring every token's text each frame would cost more than the rest of the window.
+struct ChipLayout {
+    const Model* model = nullptr;
+    std::vector<TokenId> ids;
+    float width = 0, font = 0;
+    bool start = false;
+    std::vector<ImVec2> at;      // (n) top-left of chip i, relative to the strip's origin
+    std::vector<float> w;        // (n) chip widths
+    std::vector<float> text_w;   // (n) width of the token text (the id follows it)
+    float height = 0;            // of the whole strip
+};
+
+// Encoded prompt text, kept until the text or the model changes (a long prompt is not re-tokenized each frame).
+struct EncodedText {
+    const Model* model = nullptr;
+    std::string dir, text;  // a model loaded where the last one was freed has another folder, or the same tokens
+    std::vector<TokenId> ids;
+    std::string error;
+};
+
+const EncodedText& encoded(EncodedText& cache, const Model& model, const std::string& text) {
+    if (cache.model != &model || cache.dir != model.dir() || cache.text != text) {
+        cache.model = &model;
+        cache.dir = model.dir();
+        cache.text = text;
+        cache.ids.clear();
+        cache.error.clear();
+        try {
+            cache.ids = encode_prompt(model, text);
+        } catch (const UsageError& err) {
+            cache.error = err.what();
+        }
+    }
+    return cache;
+}
+
 // One chip per token: text and id; `first_position` is the position of ids[0]. With `start`, a chip for
-// the decoder start token comes first (position 0).
+// the decoder start token comes first (position 0). Only the chips in view are drawn and hovered.
 void token_chips(const Model& model, const std::vector<TokenId>& ids, ImU32 fill = kPromptChip, int64_t first_position = 0,
                  std::optional<TokenId> start = std::nullopt, const char* what = "position", int64_t selected = -1) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const ImGuiStyle& st = ImGui::GetStyle();
+    const float h = ImGui::GetTextLineHeight() + 4;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float width = std::max(1.0f, ImGui::GetContentRegionAvail().x);
+    float start_w = 0;
     if (start) {
         const std::string text = short_token(model, *start, 10) + " start";
         const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-        const float w = ts.x + st.FramePadding.x * 2, h = ImGui::GetTextLineHeight() + 4;
+        const float w = ts.x + st.FramePadding.x * 2;
         const ImVec2 p = ImGui::GetCursorScreenPos();
         ImGui::InvisibleButton("start chip", {w, h});
         dump_item("decoder start chip");
@@ -47,29 +88,55 @@ void token_chips(const Model& model, const std::vector<TokenId>& ids, ImU32 fill
             ImGui::PopTextWrapPos();
             ImGui::EndTooltip();
         }
+        start_w = w + 4;
     }
-    for (size_t i = 0; i < ids.size(); ++i) {
-        const std::string text = short_token(model, ids[i], 10);
+    static std::unordered_map<ImGuiID, ChipLayout> layouts;
+    ChipLayout& l = layouts[ImGui::GetID("chip layout")];
+    if (l.model != &model || l.ids != ids || l.width != width || l.font != ImGui::GetFontSize() || l.start != bool(start)) {
+        l.model = &model;
+        l.ids = ids;
+        l.width = width;
+        l.font = ImGui::GetFontSize();
+        l.start = bool(start);
+        l.at.clear();
+        l.w.clear();
+        l.text_w.clear();
+        float x = start_w, y = 0;  // the first line starts after the start chip
+        for (size_t i = 0; i < ids.size(); ++i) {
+            char id[24];
+            std::snprintf(id, sizeof id, "%d", ids[i]);
+            const float tw = ImGui::CalcTextSize(short_token(model, ids[i], 10).c_str()).x;
+            const float w = tw + ImGui::CalcTextSize(id).x + st.FramePadding.x * 3;
+            if (x > 0 && x + w > width) x = 0, y += h + st.ItemSpacing.y;  // does not fit: the next line
+            l.at.push_back({x, y});
+            l.w.push_back(w);
+            l.text_w.push_back(tw);
+            x += w + 4;
+        }
+        l.height = ids.empty() ? 0 : y + h;
+    }
+    // The chips whose line is in view: the strip's visible part of the child window.
+    const float clip_top = ImGui::GetWindowPos().y, clip_bottom = clip_top + ImGui::GetWindowSize().y;
+    const auto first = std::lower_bound(l.at.begin(), l.at.end(), clip_top - origin.y - h,
+                                        [](const ImVec2& a, float y) { return a.y < y; });
+    const bool hovering = ImGui::IsWindowHovered();
+    for (size_t i = size_t(first - l.at.begin()); i < ids.size(); ++i) {
+        const ImVec2 p = {origin.x + l.at[i].x, origin.y + l.at[i].y};
+        if (p.y > clip_bottom) break;
+        const float w = l.w[i];
+        const int64_t pos = first_position + int64_t(i);
         char id[24];
         std::snprintf(id, sizeof id, "%d", ids[i]);
-        const ImVec2 ts = ImGui::CalcTextSize(text.c_str()), is = ImGui::CalcTextSize(id);
-        const float w = ts.x + is.x + st.FramePadding.x * 3, h = ImGui::GetTextLineHeight() + 4;
-        if (i > 0 || start) {
-            ImGui::SameLine(0, 4);
-            if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
-        }
-        const ImVec2 p = ImGui::GetCursorScreenPos();
-        ImGui::PushID(int(i));
-        ImGui::InvisibleButton("chip", {w, h});
-        ImGui::PopID();
-        if (!ImGui::IsItemVisible()) continue;  // long prompts: draw only the chips in view
-        const int64_t pos = first_position + int64_t(i);
         dl->AddRectFilled(p, {p.x + w, p.y + h}, fill, 4);
         if (pos == selected) dl->AddRect({p.x - 1, p.y - 1}, {p.x + w + 1, p.y + h + 1}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
-        dl->AddText({p.x + st.FramePadding.x, p.y + 2}, IM_COL32(235, 235, 240, 255), text.c_str());
-        dl->AddText({p.x + ts.x + st.FramePadding.x * 2, p.y + 2}, IM_COL32(150, 170, 200, 255), id);
-        if (ImGui::IsItemHovered())
+        dl->AddText({p.x + st.FramePadding.x, p.y + 2}, IM_COL32(235, 235, 240, 255), short_token(model, ids[i], 10).c_str());
+        dl->AddText({p.x + l.text_w[i] + st.FramePadding.x * 2, p.y + 2}, IM_COL32(150, 170, 200, 255), id);
+        if (hovering && ImGui::IsMouseHoveringRect(p, {p.x + w, p.y + h}))
             ImGui::SetTooltip("token %d, %s %lld\n'%s'", ids[i], what, (long long)pos, token_text(model, ids[i]).c_str());
+    }
+    if (l.height > 0) {
+        ImGui::SetCursorScreenPos(origin);
+        ImGui::Dummy({width, l.height});
     }
 }
 
@@ -188,13 +255,9 @@ void draw_controls(PanelContext& c) {
         const bool source_edited = ImGui::InputText("##source", &in.source);
         dump_item("source");
         if (source_edited) ctl.push(SetSource{in.source});
-        std::vector<TokenId> src;
-        std::string src_error;
-        try {
-            src = encode_prompt(model, in.source);
-        } catch (const UsageError& err) {
-            src_error = err.what();
-        }
+        static EncodedText source_cache;
+        const std::vector<TokenId>& src = encoded(source_cache, model, in.source).ids;
+        const std::string& src_error = source_cache.error;
         ImGui::TextDisabled("%s (S)", count_of(int64_t(src.size()), "source token").c_str());
         if (!src_error.empty() || src.empty()) {
             ImGui::SameLine();
@@ -217,13 +280,9 @@ void draw_controls(PanelContext& c) {
     dump_item("prompt");
     if (edited) ctl.push(SetPrompt{in.prompt});
     // Chips from the text as typed (the tokenizer is part of the model, not the session).
-    std::vector<TokenId> ids;
-    std::string token_error;
-    try {
-        ids = encode_prompt(model, in.prompt);
-    } catch (const UsageError& err) {
-        token_error = err.what();
-    }
+    static EncodedText prompt_cache;
+    const std::vector<TokenId>& ids = encoded(prompt_cache, model, in.prompt).ids;
+    const std::string& token_error = prompt_cache.error;
     if (ed) ImGui::TextDisabled("start token + %s", count_of(int64_t(ids.size()), "prompt token").c_str());
     else ImGui::TextDisabled("%s", count_of(int64_t(ids.size()), "token").c_str());
     if (!token_error.empty()) {

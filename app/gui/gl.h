@@ -32,7 +32,8 @@ bool init(const std::string& shaders_dir);
 const std::string& error();
 unsigned upload(unsigned tex, int64_t rows, int64_t cols, const float* values, const uint8_t* visible);
 void release(unsigned tex);
-// Draw texture `tex` (rows x cols cells) into the screen rectangle p0..p1 showing the uv window uv0..uv1.
+// Draw texture `tex` (rows x cols cells) into the screen rectangle p0..p1 showing the uv window uv0..uv1;
+// rows = cols = 0 for a texture of pooled blocks (no cell borders).
 void draw_heatmap(ImDrawList* dl, unsigned tex, int64_t rows, int64_t cols, ImVec2 p0, ImVec2 p1, ImVec2 uv0,
                   ImVec2 uv1, const HeatmapStyle& style);
 void begin_frame();  // recycles the per-frame draw parameters

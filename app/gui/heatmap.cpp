@@ -28,8 +28,26 @@ ImVec2 heatmap_fit(int64_t rows, int64_t cols, ImVec2 avail, float min_row_px) {
     return {std::max(w, 1.0f), std::max(h, 1.0f)};
 }
 
+void heatmap_view(const HeatmapZoom& zoom, ImVec2& uv0, ImVec2& uv1) {
+    const float z = zoom.zoom ? std::max(1.0f, *zoom.zoom) : 1.0f;
+    ImVec2 c = zoom.center ? *zoom.center : ImVec2(0.5f, 0.5f);
+    const float half = 0.5f / z;
+    c.x = std::clamp(c.x, half, 1 - half);
+    c.y = std::clamp(c.y, half, 1 - half);
+    uv0 = {c.x - half, c.y - half};
+    uv1 = {c.x + half, c.y + half};
+}
+
 HeatmapResult heatmap(const char* id, unsigned tex, int64_t rows, int64_t cols, ImVec2 size, const HeatmapStyle& style,
                       HeatmapZoom zoom) {
+    MapWindow whole;
+    whole.n_rows = rows;
+    whole.n_cols = cols;
+    return heatmap(id, std::vector<HeatmapLayer>{{tex, whole}}, rows, cols, size, style, zoom);
+}
+
+HeatmapResult heatmap(const char* id, const std::vector<HeatmapLayer>& layers, int64_t rows, int64_t cols, ImVec2 size,
+                      const HeatmapStyle& style, HeatmapZoom zoom) {
     HeatmapResult r;
     r.rows = rows;
     r.cols = cols;
@@ -68,7 +86,23 @@ HeatmapResult heatmap(const char* id, unsigned tex, int64_t rows, int64_t cols, 
     r.uv1 = {c.x + half, c.y + half};
 
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    Gl::draw_heatmap(dl, tex, rows, cols, r.p0, r.p1, r.uv0, r.uv1, style);
+    // Each layer where its window meets the view: screen rectangle and texture uv of that part.
+    const double vx0 = double(r.uv0.x) * double(cols), vx1 = double(r.uv1.x) * double(cols);
+    const double vy0 = double(r.uv0.y) * double(rows), vy1 = double(r.uv1.y) * double(rows);
+    for (const HeatmapLayer& l : layers) {
+        const MapWindow& w = l.window;
+        if (!l.tex || w.n_rows <= 0 || w.n_cols <= 0) continue;
+        const double x0 = std::max(vx0, double(w.col0)), x1 = std::min(vx1, double(w.col0 + w.n_cols));
+        const double y0 = std::max(vy0, double(w.row0)), y1 = std::min(vy1, double(w.row0 + w.n_rows));
+        if (x1 <= x0 || y1 <= y0) continue;
+        const double span_x = double(w.out_cols() * w.block_cols), span_y = double(w.out_rows() * w.block_rows);
+        auto sx = [&](double x) { return float(double(r.p0.x) + (x - vx0) / (vx1 - vx0) * double(size.x)); };
+        auto sy = [&](double y) { return float(double(r.p0.y) + (y - vy0) / (vy1 - vy0) * double(size.y)); };
+        const ImVec2 t0 = {float((x0 - double(w.col0)) / span_x), float((y0 - double(w.row0)) / span_y)};
+        const ImVec2 t1 = {float((x1 - double(w.col0)) / span_x), float((y1 - double(w.row0)) / span_y)};
+        Gl::draw_heatmap(dl, l.tex, w.exact() ? w.out_rows() : 0, w.exact() ? w.out_cols() : 0, {sx(x0), sy(y0)},
+                         {sx(x1), sy(y1)}, t0, t1, style);
+    }
     dl->AddRect({r.p0.x - 1, r.p0.y - 1}, {r.p1.x + 1, r.p1.y + 1}, IM_COL32(120, 120, 130, 255));
 
     if (hovered && rows > 0 && cols > 0) {

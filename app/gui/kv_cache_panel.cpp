@@ -368,11 +368,40 @@ void draw_kv_cache(PanelContext& c) {
         (which ? hv : hk) = heatmap(which ? "V" : "K", which ? vtex : ktex, S, D, size, st);
     }
     // Rows thinner than a line of text get a label every few slots, so long caches stay readable.
-    const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1.0f, row_h))));
+    const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1e-3f, row_h))));
     const auto written = [&](int64_t slot) {
         const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
         return p >= 0 && p >= written_lo && p <= written_hi;
     };
+    // Shading, gutter bars and outlines cover runs of slots, one shape per run: a long cache has thousands of
+    // rows thinner than a pixel, and a shape per row would cost the renderer more than the rest of the window.
+    auto runs = [&](auto&& holds, auto&& draw) {
+        for (int64_t slot = 0; slot < S;) {
+            if (!holds(slot)) {
+                ++slot;
+                continue;
+            }
+            int64_t end = slot;
+            while (end + 1 < S && holds(end + 1)) ++end;
+            draw(hk.cell_min(slot, 0).y, hk.cell_max(end, 0).y);
+            slot = end + 1;
+        }
+    };
+    const auto position_of = [&](int64_t slot) { return r->cache.slot_positions[size_t(slot)]; };
+    for (const HeatmapResult* h : {&hk, &hv}) {
+        // outside the window: kept in the slot but no longer attended
+        runs([&](int64_t slot) { return dimmed(position_of(slot)); },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150)); });
+        // an attention sink: a bar in the gutter left of the map
+        runs([&](int64_t slot) { return sink(position_of(slot)); },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255)); });
+        // A bar in the gutter beside the written rows, and one outline around each run of them: the K/V
+        // colours inside stay as they are (a frame per row would cover a prefill's rows).
+        runs(written, [&](float y0, float y1) {
+            dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+            dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+        });
+    }
     for (int64_t slot = 0; slot < S; ++slot) {
         const int64_t p = r->cache.slot_positions[size_t(slot)];
         const float y0 = hk.cell_min(slot, 0).y, y1 = hk.cell_max(slot, 0).y;
@@ -384,24 +413,9 @@ void draw_kv_cache(PanelContext& c) {
                         dimmed(p) ? IM_COL32(120, 120, 120, 255) : sink(p) ? IM_COL32(235, 130, 210, 255) : IM_COL32(200, 200, 210, 255),
                         label);
         }
-        for (const HeatmapResult* h : {&hk, &hv}) {
-            if (dimmed(p))  // outside the window: kept in the slot but no longer attended
-                dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150));
-            if (sink(p))  // an attention sink: a bar in the gutter left of the map
-                dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255));
-            if (written(slot)) {
-                // A bar in the gutter beside every written row, and one outline around each run of them: the
-                // K/V colours inside stay as they are (a frame per row would cover a prefill's rows).
-                dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
-                if (!written(slot - 1)) {
-                    int64_t end = slot;
-                    while (written(end + 1)) ++end;
-                    dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, hk.cell_max(end, 0).y}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
-                }
-            }
+        for (const HeatmapResult* h : {&hk, &hv})
             if (p >= 0 && p == v.sel_key)
                 dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
-        }
         if (slot == r->cache.write_slot) {
             // Write pointer: an arrow left of K pointing at the next slot.
             const float yy = (y0 + y1) / 2, x = hk.p0.x - 4;

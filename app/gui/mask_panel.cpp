@@ -3,6 +3,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "panels.h"
 
@@ -18,15 +19,11 @@ void draw_mask(PanelContext& c) {
         end_panel();
         return;
     }
-    // The decoder's self-attention mask; the Attention panel's layer may be a deeper encoder layer.
-    const AttentionMap* mp = c.maps.map(s.trace(), step, std::min(c.prefs.layer, r->rows.n_layer - 1), c.prefs.head);
-    if (!mp) {
-        ImGui::TextDisabled("computing the mask of step %zu...", step);
-        end_panel();
-        return;
-    }
-    const AttentionMap& m = *mp;
-    const long long p = (long long)m.query_positions.front();
+    // The decoder's self-attention mask; the Attention panel's layer may be a deeper encoder layer. It
+    // follows from the positions, the window and the sinks alone: no attention is computed for it.
+    const int64_t layer = std::min(c.prefs.layer, r->rows.n_layer - 1);
+    const MapExtent m = map_extent(s.trace(), step, AttentionKind::Self);
+    const long long p = (long long)m.first_query;
     // p is a position (as in the timeline), not a column of the map.
     dump_text("mask header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s x %s, first query at position p = %lld",
                                           count_of(m.n_query, "new query", "new queries").c_str(),
@@ -45,23 +42,13 @@ void draw_mask(PanelContext& c) {
         wrapped_disabled("sink positions: cache (StreamingLLM) \u2014 scores treat the sinks as sitting right before the "
                          "window; for the last query, %lld positions later than their text positions",
                          (long long)r->visible_keys(r->last_position()).sink_shift);
-    int64_t n_visible = 0;
-    for (uint8_t x : m.visible) n_visible += x;
+    const int64_t n_visible = visible_cells(*r, layer, m.first_query, m.n_query, m.first_key, m.n_key);
     wrapped_disabled("%lld of %lld cells visible: green = visible, striped = masked", (long long)n_visible,
-                     (long long)m.visible.size());
+                     (long long)(m.n_query * m.n_key));
     if (r->rows.encoder) {
         ImGui::TextDisabled("decoder self-attention only");
         help_marker("This is the decoder's self-attention mask; cross-attention and the encoder mask nothing: every "
                     "query sees all source tokens.");
-    }
-    // A mask-only texture: the same visibility, drawn flat.
-    // The mask depends only on the query positions, the key range, the window and the sinks.
-    static unsigned tex = 0;
-    static int64_t key[5] = {-1, -1, -1, -1, -1};
-    const int64_t now[5] = {m.query_positions.front(), m.n_query, m.n_key, r->id.window, r->id.sinks};
-    if (!std::equal(now, now + 5, key)) {
-        tex = Gl::upload(tex, m.n_query, m.n_key, nullptr, m.visible.data());
-        std::copy(now, now + 5, key);
     }
     HeatmapStyle st;
     st.mask_only = true;
@@ -69,23 +56,25 @@ void draw_mask(PanelContext& c) {
     ImVec2 room = ImGui::GetContentRegionAvail();
     room.y = std::max(room.y, ImGui::GetFontSize() * 4);
     const ImVec2 size = heatmap_fit(m.n_query, m.n_key, room);
-    HeatmapResult h = heatmap("mask", tex, m.n_query, m.n_key, size, st);
+    // A mask-only tile: the same visibility, drawn flat; a block is visible when any of its cells is.
+    const MapWindow w = MapWindow::whole(m.n_query, m.n_key, int64_t(std::ceil(size.y)), int64_t(std::ceil(size.x)));
+    const MapTile* tile = c.maps.mask_tile(s.trace(), step, layer, w);
+    HeatmapResult h = heatmap("mask", {HeatmapLayer{tile ? tile->tex : 0, w}}, m.n_query, m.n_key, size, st);
     dump_item("mask map");
     // The cell selected in the attention map (or here), outlined in the same colour as there.
-    const auto row = std::find(m.query_positions.begin(), m.query_positions.end(), c.prefs.sel_query);
-    const auto col = std::find(m.key_positions.begin(), m.key_positions.end(), c.prefs.sel_key);
-    if (row != m.query_positions.end() && col != m.key_positions.end()) {
-        const ImVec2 a = h.cell_min(row - m.query_positions.begin(), col - m.key_positions.begin());
-        const ImVec2 b = h.cell_max(row - m.query_positions.begin(), col - m.key_positions.begin());
+    const int64_t row = c.prefs.sel_query - m.first_query, col = c.prefs.sel_key - m.first_key;
+    if (row >= 0 && row < m.n_query && col >= 0 && col < m.n_key) {
+        const ImVec2 a = h.cell_min(row, col);
+        const ImVec2 b = h.cell_max(row, col);
         ImGui::GetWindowDrawList()->AddRect({a.x - 1, a.y - 1}, {b.x + 1, b.y + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
         ImGui::SetCursorScreenPos(a);
         ImGui::Dummy({std::max(1.0f, b.x - a.x), std::max(1.0f, b.y - a.y)});
         dump_item("mask selected cell");
     }
     if (h.hover_row >= 0) {
-        const int64_t qp = m.query_positions[size_t(h.hover_row)], kp = m.key_positions[size_t(h.hover_col)];
+        const int64_t qp = m.first_query + h.hover_row, kp = m.first_key + h.hover_col;
         if (h.clicked) c.prefs.sel_query = qp, c.prefs.sel_key = kp;
-        const bool vis = m.visible[size_t(h.hover_row * m.n_key + h.hover_col)];
+        const bool vis = r->visible_keys(qp, layer).contains(kp);
         const KeyRange k = r->visible_keys(qp);
         ImGui::SetTooltip("query pos %lld, key pos %lld: %s", (long long)qp, (long long)kp,
                           !vis          ? (kp > qp ? "masked (future)" : "masked (evicted: outside the window)")

@@ -178,31 +178,50 @@ bool write_rotary_json(const std::string& path, size_t step, int64_t layer, int6
     return true;
 }
 
-bool write_attention_json(const std::string& path, const char* kind, size_t step, const AttentionMap& m,
-                          const std::vector<TokenId>& row_tokens, const std::vector<TokenId>& col_tokens) {
+bool write_attention_json(const std::string& path, const char* kind, size_t step, int64_t layer, int64_t head,
+                          int64_t n_query, int64_t n_key, int64_t first_query, int64_t first_key, const AttentionMap* m,
+                          const std::vector<const PooledMap*>& tiles, const std::vector<TokenId>& row_tokens,
+                          const std::vector<TokenId>& col_tokens) {
+    std::vector<int64_t> query_positions, key_positions;
+    for (int64_t i = 0; i < n_query; ++i) query_positions.push_back(first_query + i);
+    for (int64_t j = 0; j < n_key; ++j) key_positions.push_back(first_key + j);
     auto ids_at = [](const std::vector<int64_t>& pos, const std::vector<TokenId>& tokens) {
         std::vector<int64_t> ids;  // -1 where the position has no token
         for (int64_t p : pos) ids.push_back(p >= 0 && p < int64_t(tokens.size()) ? tokens[size_t(p)] : -1);
         return ids;
     };
-    auto matrix = [&](const std::vector<float>& v) {  // (n_query, n_key) as rows
-        JsonOut rows = JsonOut::array();
-        for (int64_t r = 0; r < m.n_query; ++r)
-            rows.push_back(std::vector<float>(v.begin() + r * m.n_key, v.begin() + (r + 1) * m.n_key));
-        return rows;
+    auto matrix = [](const float* v, int64_t rows, int64_t cols) {  // (rows, cols) as rows
+        JsonOut out = JsonOut::array();
+        for (int64_t r = 0; r < rows; ++r) out.push_back(std::vector<float>(v + r * cols, v + (r + 1) * cols));
+        return out;
     };
-    const JsonOut doc = {{"kind", kind},
-                         {"step", step},
-                         {"layer", m.layer},
-                         {"head", m.head},
-                         {"n_query", m.n_query},
-                         {"n_key", m.n_key},
-                         {"query_positions", m.query_positions},
-                         {"query_ids", ids_at(m.query_positions, row_tokens)},
-                         {"key_positions", m.key_positions},
-                         {"key_ids", ids_at(m.key_positions, col_tokens)},
-                         {"scores", matrix(m.scores)},
-                         {"weights", matrix(m.weights)}};
+    JsonOut doc = {{"kind", kind},
+                   {"step", step},
+                   {"layer", layer},
+                   {"head", head},
+                   {"n_query", n_query},
+                   {"n_key", n_key},
+                   {"query_positions", query_positions},
+                   {"query_ids", ids_at(query_positions, row_tokens)},
+                   {"key_positions", key_positions},
+                   {"key_ids", ids_at(key_positions, col_tokens)}};
+    if (m) {
+        doc["scores"] = matrix(m->scores.data(), m->n_query, m->n_key);
+        doc["weights"] = matrix(m->weights.data(), m->n_query, m->n_key);
+    }
+    JsonOut drawn = JsonOut::array();
+    for (const PooledMap* t : tiles) {
+        const MapWindow& w = t->window;
+        std::vector<int> visible(t->visible.begin(), t->visible.end());
+        JsonOut vis = JsonOut::array();
+        for (int64_t r = 0; r < w.out_rows(); ++r)
+            vis.push_back(std::vector<int>(visible.begin() + r * w.out_cols(), visible.begin() + (r + 1) * w.out_cols()));
+        drawn.push_back({{"row0", w.row0}, {"col0", w.col0}, {"n_rows", w.n_rows}, {"n_cols", w.n_cols},
+                         {"block_rows", w.block_rows}, {"block_cols", w.block_cols}, {"out_rows", w.out_rows()},
+                         {"out_cols", w.out_cols()}, {"values", matrix(t->values.data(), w.out_rows(), w.out_cols())},
+                         {"visible", vis}});
+    }
+    doc["tiles"] = drawn;
     try {
         write_file_atomic(path, json_text(doc) + "\n");
     } catch (const LoadError&) {

@@ -14,7 +14,9 @@
 //                                     "texts": {name: text}}; rewritten on change
 //   write_memory_json(path, s, step)  script `memory-json FILE`: the block pool as of the shown step
 //   write_attention_json(...)         script `attention-json FILE`: the map the Attention panel shows, as drawn
-//                                     (kind, positions, token ids, scores, weights)
+//                                     (kind, positions, token ids; scores and weights when the map is given;
+//                                     "tiles": the textures drawn, each {row0, col0, n_rows, n_cols, block_rows,
+//                                     block_cols, out_rows, out_cols, values (out_rows, out_cols), visible})
 //   write_rotary_json(...)            script `rotary-json FILE`: the Rotary panel's view (positions, per pair
 //                                     frequencies and angles, the key before / after rotation, score by distance)
 // Each returns false when the file cannot be written.
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "json_write.h"
+#include "map_overview.h"
 #include "rotary_view.h"
 #include "snapshot.h"
 
@@ -36,8 +39,10 @@ void dump_panel_window(const char* name);
 void dump_text(const char* name, const std::string& text);
 bool write_layout_dump(const std::string& path, const JsonOut& state);
 bool write_memory_json(const std::string& path, const Snapshot& s, int64_t step);
-bool write_attention_json(const std::string& path, const char* kind, size_t step, const AttentionMap& m,
-                          const std::vector<TokenId>& row_tokens, const std::vector<TokenId>& col_tokens);
+bool write_attention_json(const std::string& path, const char* kind, size_t step, int64_t layer, int64_t head,
+                          int64_t n_query, int64_t n_key, int64_t first_query, int64_t first_key, const AttentionMap* m,
+                          const std::vector<const PooledMap*>& tiles, const std::vector<TokenId>& row_tokens,
+                          const std::vector<TokenId>& col_tokens);
 bool write_rotary_json(const std::string& path, size_t step, int64_t layer, int64_t head, const RotaryView& v);
 
 }  // namespace kvscope::gui

@@ -153,18 +153,36 @@ void draw_timeline(PanelContext& c) {
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float x = origin.x;
     const float y = origin.y + 2;
-    float pointer_x = x;
-    const float clip_lo = ImGui::GetWindowPos().x - 200, clip_hi = ImGui::GetWindowPos().x + ImGui::GetWindowSize().x + 200;
+    // Chip offsets, measured once per token sequence (a decode step measures only its new token): only the
+    // chips in view are drawn, found by binary search, so an 8192-token strip costs what a short one does.
+    static struct {
+        const Model* model = nullptr;
+        float font = 0;
+        std::vector<TokenId> tokens;
+        std::vector<float> x;  // (n + 1) left edge of chip p relative to the strip; x[n] = the end
+    } lay;
     const float min_w = ImGui::CalcTextSize("0000").x + 10;
-    for (int64_t p = 0; p < int64_t(tokens.size()); ++p) {
-        if (p == next_pos) pointer_x = x;
-        if (x > clip_hi || x + 300 < clip_lo) {
-            // Off screen: advance by a cheap estimate of the chip width, draw nothing.
-            x += min_w + 3;
-            continue;
-        }
+    {
+        size_t keep = 0;  // chips still measured right: the common prefix
+        if (lay.model == &model && lay.font == ImGui::GetFontSize())
+            while (keep < lay.tokens.size() && keep < tokens.size() && lay.tokens[keep] == tokens[keep]) ++keep;
+        lay.model = &model;
+        lay.font = ImGui::GetFontSize();
+        lay.tokens.assign(tokens.begin(), tokens.end());
+        lay.x.resize(keep + 1);
+        if (keep == 0) lay.x[0] = 0;
+        for (size_t p = keep; p < tokens.size(); ++p)
+            lay.x.push_back(lay.x[p] + std::max(ImGui::CalcTextSize(short_token(model, tokens[p], 10).c_str()).x + 10, min_w) + 3);
+    }
+    const float view_lo = ImGui::GetWindowPos().x - origin.x, view_hi = view_lo + ImGui::GetWindowSize().x;
+    const int64_t n_tok = int64_t(tokens.size());
+    const int64_t first_p = std::max<int64_t>(0, int64_t(std::upper_bound(lay.x.begin(), lay.x.end() - 1, view_lo) - lay.x.begin()) - 1);
+    float pointer_x = origin.x + lay.x[size_t(std::min(next_pos, n_tok))];
+    for (int64_t p = first_p; p < n_tok; ++p) {
+        x = origin.x + lay.x[size_t(p)];
+        if (x - origin.x > view_hi) break;
         const std::string text = short_token(model, tokens[size_t(p)], 10);
-        const float w = std::max(ImGui::CalcTextSize(text.c_str()).x + 10, min_w);
+        const float w = lay.x[size_t(p) + 1] - lay.x[size_t(p)] - 3;
         const bool done = p < next_pos;
         const bool evicted = done && !visible.contains(p);
         const bool sunk = done && p < visible.n_sink;
@@ -217,9 +235,8 @@ void draw_timeline(PanelContext& c) {
                                         : ", not processed yet",
                               origin.c_str());
         }
-        x += w + 3;
     }
-    if (next_pos >= int64_t(tokens.size())) pointer_x = x;
+    x = origin.x + lay.x.back();
     // Position pointer: where the next token goes.
     const float py = y + chip_h + line + 4;
     dl->AddTriangleFilled({pointer_x, py - 6}, {pointer_x - 6, py + 4}, {pointer_x + 6, py + 4}, IM_COL32(250, 200, 60, 255));
