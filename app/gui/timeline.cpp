@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "panels.h"
+#include "turn_marks.h"
 
 namespace kvscope::gui {
 void draw_timeline(PanelContext& c) {
@@ -152,12 +153,14 @@ void draw_timeline(PanelContext& c) {
     const float chip_h = line + 6;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float x = origin.x;
-    const float y = origin.y + 2;
+    TurnMarks turn_marks(s);  // a chat's turns and roles, in a band above the chips
+    const float y = origin.y + 2 + turn_marks.height();
     float pointer_x = x;
     const float clip_lo = ImGui::GetWindowPos().x - 200, clip_hi = ImGui::GetWindowPos().x + ImGui::GetWindowSize().x + 200;
     const float min_w = ImGui::CalcTextSize("0000").x + 10;
     for (int64_t p = 0; p < int64_t(tokens.size()); ++p) {
         if (p == next_pos) pointer_x = x;
+        turn_marks.place(p, x);
         if (x > clip_hi || x + 300 < clip_lo) {
             // Off screen: advance by a cheap estimate of the chip width, draw nothing.
             x += min_w + 3;
@@ -220,6 +223,7 @@ void draw_timeline(PanelContext& c) {
         x += w + 3;
     }
     if (next_pos >= int64_t(tokens.size())) pointer_x = x;
+    turn_marks.draw(dl, origin.y);
     // Position pointer: where the next token goes.
     const float py = y + chip_h + line + 4;
     dl->AddTriangleFilled({pointer_x, py - 6}, {pointer_x - 6, py + 4}, {pointer_x + 6, py + 4}, IM_COL32(250, 200, 60, 255));
