@@ -87,7 +87,7 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
                 std::to_string(t.reused_off) + " computed_off=" + std::to_string(t.computed_off) + " steps=" +
                 std::to_string(t.n_steps);
     dump_text("cache turns", dump);
-    ImGui::TextUnformatted("Per chat turn: its prefill and reply");
+    ImGui::TextUnformatted("Each chat turn: cache ON appends it, cache OFF re-prefills the whole conversation");
     help_marker("Rows = K/V rows of the turn's prefill steps. Cache ON: a turn computes only its new tokens and reads "
                 "the earlier conversation from the cache (reused). Cache OFF: every turn re-prefills the whole "
                 "conversation so far. Time = the turn's prefill and reply steps, timed as above.");
@@ -96,8 +96,8 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
     if (ImGui::BeginTable("turns", 5, flags, {0, h})) {
         ImGui::TableSetupScrollFreeze(0, 1);
         ImGui::TableSetupColumn("turn");
-        ImGui::TableSetupColumn("ON rows computed / reused");
-        ImGui::TableSetupColumn("OFF rows computed");
+        ImGui::TableSetupColumn("ON: rows computed / reused");
+        ImGui::TableSetupColumn("OFF: rows computed");
         ImGui::TableSetupColumn("ON time");
         ImGui::TableSetupColumn("OFF time");
         ImGui::TableHeadersRow();
@@ -117,6 +117,7 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
         ImGui::EndTable();
     }
     dump_item("cache turns table");
+    ImGui::TextDisabled("This step:");
 }
 
 }  // namespace
@@ -155,6 +156,7 @@ void draw_compare(PanelContext& c) {
         for (size_t i = 0; i < on.prediction.logits.size(); ++i)
             max_delta = std::max(max_delta, double(std::fabs(on.prediction.logits[i] - off.prediction.logits[i])));
 
+    if (!s.chat.empty() || s.turns.size() > 1) turn_table(s, *shadow);  // a chat: the turns first
     if (ImGui::BeginTable("both", 3, ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp)) {
         ImGui::TableSetupColumn("");
         ImGui::TableSetupColumn("cache ON");
@@ -193,8 +195,6 @@ void draw_compare(PanelContext& c) {
     ImGui::PushTextWrapPos(0);  // a narrow panel wraps between words rather than cutting the line
     ImGui::TextDisabled("ON: %s, OFF: %s", runs_text(timing.n_on).c_str(), runs_text(timing.n_off).c_str());
     ImGui::PopTextWrapPos();
-
-    if (!s.chat.empty() || s.turns.size() > 1) turn_table(s, *shadow);
 
     const CostSeries series = cost_series(s.trace(), *shadow, s.step_timings);
     const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -169,7 +169,7 @@ void draw_chat(PanelContext& c) {
                 "reply is decoded until the template's end of turn. The Cache on vs off panel compares with "
                 "re-prefilling the whole conversation each turn.");
     std::string convo;
-    const float box_h = ImGui::GetTextLineHeight() * 5.5f;
+    const float box_h = ImGui::GetTextLineHeight() * (s.chat.empty() ? 2.5f : 8.0f);
     if (ImGui::BeginChild("conversation", {-1, box_h}, true)) {
         if (s.chat.empty()) ImGui::TextDisabled("no message yet: type one below and press Enter");
         for (const Snapshot::ChatLine& l : s.chat) {
@@ -265,7 +265,11 @@ void draw_controls(PanelContext& c) {
                  ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
                                          : "Prompt (token ids after the start token; may be empty)")
                     : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
-    const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : 3.2f);
+    if (!s.chat.empty())  // the conversation is the session's prompt now
+        wrapped_disabled("The chat above is the session's input (%s so far, rendered with the model's chat "
+                         "template); typing a prompt here starts over without it.",
+                         count_of(int64_t(s.prompt().size() + s.generated().size()), "token").c_str());
+    const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : !s.chat.empty() ? 1.6f : 3.2f);
     const bool edited = ImGui::InputTextMultiline("##prompt", &in.prompt, {-1, box_h});
     dump_item("prompt");
     if (edited) ctl.push(SetPrompt{in.prompt});
@@ -283,7 +287,8 @@ void draw_controls(PanelContext& c) {
         ImGui::SameLine();
         ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", token_error.c_str());
     }
-    if (ImGui::BeginChild("chips", {-1, ed ? ImGui::GetTextLineHeight() * 2 + 16 : ImGui::GetTextLineHeight() * 3.6f}, false)) {
+    const float chips_h = ed ? ImGui::GetTextLineHeight() * 2 + 16 : ImGui::GetTextLineHeight() * (s.chat.empty() ? 3.6f : 1.6f);
+    if (ImGui::BeginChild("chips", {-1, chips_h}, false)) {
         if (ed) token_chips(model, ids, kPromptChip, 1, TokenId(cfg.decoder_start_token_id));
         else token_chips(model, ids);
     }
