@@ -87,7 +87,11 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
                 std::to_string(t.reused_off) + " computed_off=" + std::to_string(t.computed_off) + " steps=" +
                 std::to_string(t.n_steps);
     dump_text("cache turns", dump);
-    ImGui::TextUnformatted("Each chat turn: cache ON appends it, cache OFF re-prefills the whole conversation");
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted("Each chat turn: cache ON computes only the new message, cache OFF re-prefills the whole "
+                           "conversation");
+    ImGui::PopTextWrapPos();
+    ImGui::SameLine();
     help_marker("Rows = K/V rows of the turn's prefill steps. Cache ON: a turn computes only its new tokens and reads "
                 "the earlier conversation from the cache (reused). Cache OFF: every turn re-prefills the whole "
                 "conversation so far. Time = the turn's prefill and reply steps, timed as above.");
@@ -96,8 +100,8 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
     if (ImGui::BeginTable("turns", 5, flags, {0, h})) {
         ImGui::TableSetupScrollFreeze(0, 1);
         ImGui::TableSetupColumn("turn");
-        ImGui::TableSetupColumn("ON: rows computed / reused");
-        ImGui::TableSetupColumn("OFF: rows computed");
+        ImGui::TableSetupColumn("ON rows new/reused");
+        ImGui::TableSetupColumn("OFF rows");
         ImGui::TableSetupColumn("ON time");
         ImGui::TableSetupColumn("OFF time");
         ImGui::TableHeadersRow();
