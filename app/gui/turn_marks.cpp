@@ -33,6 +33,22 @@ void TurnMarks::place(int64_t p, float x) {
 
 void TurnMarks::draw(ImDrawList* dl, float y) const {
     const float h = height();
+    // The turn the leftmost visible chip belongs to stays named at the strip's left edge when its own
+    // mark has scrolled out of view (marks are in position order, so their x grows).
+    const float left = ImGui::GetWindowPos().x + 2;
+    const Mark* scrolled = nullptr;
+    const Mark* next = nullptr;
+    for (const Mark& m : marks_) {
+        if (m.x < 0) continue;
+        if (m.x < left) scrolled = &m;
+        else if (!next) next = &m;
+    }
+    if (scrolled) {
+        const bool user = scrolled->role != "assistant";
+        const std::string label = "< " + scrolled->role + " " + std::to_string(scrolled->turn);
+        if (!next || next->x > left + ImGui::CalcTextSize(label.c_str()).x + 12)
+            dl->AddText({left + 2, y}, user ? IM_COL32(120, 180, 255, 170) : IM_COL32(120, 220, 140, 170), label.c_str());
+    }
     for (const Mark& m : marks_) {
         if (m.x < 0) continue;
         const bool user = m.role != "assistant";

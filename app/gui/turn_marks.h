@@ -7,7 +7,8 @@
 //   TurnMarks(snap)          the marks of a chat (none for a plain prompt); nothing drawn yet
 //   height()                 room to leave above the chips (0 without marks)
 //   place(p, x)              the chip of position p starts at x (called for every position, drawn or not)
-//   draw(dl, y)              ticks and labels in the band [y, y + height())
+//   draw(dl, y)              ticks and labels in the band [y, y + height()); the turn of the leftmost visible
+//                            chip is named at the left edge when its own mark has scrolled away
 #include <cstdint>
 #include <string>
 #include <vector>

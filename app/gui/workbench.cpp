@@ -301,7 +301,10 @@ std::string Workbench::status_after_run(int64_t n_done) const {
 void Workbench::operator()(const SetPrompt& c) {
     prompt_text_ = c.text;
     set_prompts();
-    if (chat_) chat_->truncate(0), chat_sent_.clear();  // a typed prompt replaces the conversation
+    if (chat_) {  // a typed prompt replaces the conversation
+        chat_->truncate(0);
+        chat_sent_.clear();
+    }
     const Session& s = sel();
     const bool ed = s.model().config().encoder_decoder;
     set_status("prompt: " + count_of(int64_t(s.prompt().size()) - (ed ? 1 : 0), "token") +
