@@ -190,8 +190,12 @@ void draw_chat(PanelContext& c) {
     dump_text("chat", convo);
     const float send_w = ImGui::CalcTextSize("Send").x + ImGui::GetStyle().FramePadding.x * 2;
     ImGui::SetNextItemWidth(-send_w - ImGui::GetStyle().ItemSpacing.x);
-    const bool entered = ImGui::InputTextWithHint("##chat message", "message (Enter sends)", &message,
-                                                  ImGuiInputTextFlags_EnterReturnsTrue);
+    bool entered = ImGui::InputTextWithHint("##chat message", "message (Enter sends)", &message,
+                                            ImGuiInputTextFlags_EnterReturnsTrue);
+    // A held Enter repeats; only its first press sends (a repeat would send the cleared box).
+    const ImGuiIO& io = ImGui::GetIO();
+    for (ImGuiKey k : {ImGuiKey_Enter, ImGuiKey_KeyPadEnter})
+        if (const int i = ImGui::GetKeyIndex(k); i >= 0 && i < 512 && io.KeysDown[i] && io.KeysDownDuration[i] > 0) entered = false;
     dump_item("chat message");
     if (entered) ImGui::SetKeyboardFocusHere(-1);  // keep typing the next message
     ImGui::SameLine();

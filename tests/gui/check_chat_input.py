@@ -5,7 +5,7 @@ tests/cli/check_chat.py builds it) driven by xdotool.
 Type a message into the Controls panel's chat box and press Enter; the reply runs to its end. Type a
 second one (the box keeps the focus) and press Enter. The timeline's turn marks (user k / assistant k)
 then sit where `kvscope chat --json` on the same folder and messages puts each turn: first_position and
-first_position + tokens_appended. Needs what check_input.py needs (its App drives the window).
+first_position + tokens_appended, and the conversation shows the messages as typed and the CLI's replies. Needs what check_input.py needs (its App drives the window).
 """
 import argparse
 import json
@@ -44,8 +44,12 @@ def inner(a):
     if p.returncode != 0:
         fail("kvscope chat failed: " + p.stderr)
     want = []
-    for k, t in enumerate(json.loads(x) for x in p.stdout.splitlines()):
+    cli = [json.loads(x) for x in p.stdout.splitlines()]
+    for k, t in enumerate(cli):
         want += ["user %d@%d" % (k, t["first_position"]), "assistant %d@%d" % (k, t["first_position"] + t["tokens_appended"])]
+    want_chat = "\n".join("user %d: %s\nassistant %d: %s" % (k, m, k, t["reply"]) for k, (m, t) in enumerate(zip(MESSAGES, cli)))
+    if d["texts"].get("chat") != want_chat:
+        fail("the conversation reads %r, expected the typed messages and kvscope chat's replies %r" % (d["texts"].get("chat"), want_chat))
     got = d["texts"].get("timeline turns", "")
     if got != " ".join(want):
         fail("timeline turn marks %r, expected %r (kvscope chat --json)" % (got, " ".join(want)))
