@@ -28,7 +28,7 @@ float TurnMarks::height() const { return marks_.empty() ? 0.0f : ImGui::GetTextL
 
 void TurnMarks::place(int64_t p, float x) {
     for (Mark& m : marks_)
-        if (m.position == p) m.x = x;
+        if (m.position == p) m.x = x, m.placed = true;
 }
 
 void TurnMarks::draw(ImDrawList* dl, float y) const {
@@ -39,7 +39,7 @@ void TurnMarks::draw(ImDrawList* dl, float y) const {
     const Mark* scrolled = nullptr;
     const Mark* next = nullptr;
     for (const Mark& m : marks_) {
-        if (m.x < 0) continue;
+        if (!m.placed) continue;
         if (m.x < left) scrolled = &m;
         else if (!next) next = &m;
     }
@@ -50,7 +50,7 @@ void TurnMarks::draw(ImDrawList* dl, float y) const {
             dl->AddText({left + 2, y}, user ? IM_COL32(120, 180, 255, 170) : IM_COL32(120, 220, 140, 170), label.c_str());
     }
     for (const Mark& m : marks_) {
-        if (m.x < 0) continue;
+        if (!m.placed) continue;
         const bool user = m.role != "assistant";
         const ImU32 col = user ? IM_COL32(120, 180, 255, 255) : IM_COL32(120, 220, 140, 255);
         dl->AddLine({m.x, y}, {m.x, y + h + 2}, col, 2);

@@ -31,7 +31,8 @@ private:
         int64_t position = 0;
         int64_t turn = 0;
         std::string role;                // "user" | "assistant" | a system turn's role
-        float x = -1;                    // where its chip starts; < 0 = not placed
+        float x = 0;                     // where its chip starts (left of the window when scrolled away)
+        bool placed = false;
     };
     std::vector<Mark> marks_;            // in position order
 };
