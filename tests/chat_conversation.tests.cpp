@@ -4,8 +4,7 @@
 // reply stopped at the end-of-turn token (then in the cache) or ran out of tokens (then the next turn
 // closes it).
 //
-// The folder is assets/llama-gqa with four of its last merged tokens renamed to Llama 3's special tokens
-// and a tokenizer_config.json holding the Llama 3 template (as tests/cli/check_chat.py builds it).
+// The folder is chat_folder.h's: assets/llama-gqa with Llama 3's special tokens and template.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -18,51 +17,12 @@
 #include "errors.h"
 #include "json_write.h"
 #include "model.h"
+#include "chat_folder.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write(const fs::path& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-}
-
-// ids 763..766 become the template's special tokens; the merges that made them go.
-std::string llama3_chat_folder() {
-    const fs::path assets = fs::path(KVSCOPE_TEST_DATA) / ".." / ".." / "assets" / "llama-gqa";
-    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "chat_conversation" / "llama3";
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    for (const char* name : {"config.json", "model.safetensors"}) fs::create_symlink(fs::absolute(assets / name), dir / name);
-    JsonOut vocab = JsonOut::parse(read(assets / "vocab.json"));
-    const char* specials[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"};
-    JsonOut renamed = JsonOut::object();
-    for (auto& [key, value] : vocab.items()) {
-        const int id = value.get<int>();
-        renamed[id >= 763 && id <= 766 ? specials[id - 763] : key] = id;
-    }
-    write(dir / "vocab.json", json_text(renamed));
-    std::istringstream merges(read(assets / "merges.txt"));
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(merges, line);) lines.push_back(line);
-    lines.resize(lines.size() - 4);
-    std::string kept;
-    for (const std::string& line : lines) kept += line + "\n";
-    write(dir / "merges.txt", kept);
-    JsonOut config = {{"chat_template", std::string(chat_template_text(ChatFamily::Llama3))},
-                      {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};
-    write(dir / "tokenizer_config.json", json_text(config));
-    return dir.string();
-}
 
 std::vector<TokenId> concat(std::vector<TokenId> a, const std::vector<TokenId>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -72,7 +32,7 @@ std::vector<TokenId> concat(std::vector<TokenId> a, const std::vector<TokenId>& 
 }  // namespace
 
 TEST_CASE("a chat's turns concatenate to the whole conversation's rendering", "[chat]") {
-    const std::shared_ptr<const Model> model = Model::load(llama3_chat_folder());
+    const std::shared_ptr<const Model> model = Model::load(kvtest::llama3_chat_folder("chat_conversation"));
     const Tokenizer& tok = *model->tokenizer();
     ChatConversation chat = ChatConversation::open(model);
     REQUIRE(chat.end_of_turn() == 765);

@@ -446,8 +446,6 @@ void Workbench::operator()(const SendChat& c) {
     const int64_t max_new = group_->options().max_new_tokens;
     if (chat_->n_turns() == 0 || s.prompt().empty()) {
         // The first message is the prompt: the whole rendering up to the generation prompt.
-        chat_->truncate(0);
-        chat_sent_.clear();
         std::vector<TokenId> ids = chat_->tokens_for(message, std::nullopt);
         const int64_t n = int64_t(ids.size());
         try {
@@ -456,8 +454,9 @@ void Workbench::operator()(const SendChat& c) {
             throw UsageError(std::string("the message was not sent: ") + e.what());
         }
         sync_comparison();
+        chat_->truncate(0);
+        chat_sent_.assign(1, c.text);
         chat_->add(message);
-        chat_sent_.push_back(c.text);
         set_status("chat turn 0: " + count_of(n, "token") + " of the rendered conversation; the reply follows");
         return;
     }
