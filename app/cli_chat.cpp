@@ -1,21 +1,14 @@
 // kvscope chat: a multi-turn conversation in one KV cache. Each user message is rendered with the model's
 // own chat template, only the text the new turn adds is encoded and appended to the session
-// (Session::append_turn), and the reply is decoded until the template's end of turn.
-//
-// What each turn appends. The cache holds the conversation as the model read and wrote it: the
-// rendering up to the generation prompt, then the reply's tokens as sampled (ending with the end-of-turn
-// token when the model stopped there). The next turn's text is the template's rendering of
-// [assistant reply, user message] after the history, with the reply's own bytes and the end-of-turn token
-// already in the cache taken off. The reply is rendered from a placeholder, not from its decoded text:
-// templates trim or re-render replies (Qwen3 drops earlier <think> blocks), and the cache keeps what was
-// generated either way; only the bytes around the reply come from the template.
+// (Session::append_turn), and the reply is decoded until the template's end of turn. What each turn
+// appends is core's ChatConversation (chat_conversation.h), which the window's chat uses too.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 
-#include "chat_template.h"
+#include "chat_conversation.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
@@ -80,17 +73,6 @@ private:
     int64_t line_no_ = 0;
     int64_t n_read_ = 0;               // messages returned so far
 };
-
-// The template's end-of-turn marker, which a reply is decoded until.
-const char* end_of_turn(ChatFamily family) {
-    switch (family) {
-        case ChatFamily::Llama3: return "<|eot_id|>";
-        case ChatFamily::Qwen3:
-        case ChatFamily::Qwen25: return "<|im_end|>";
-        case ChatFamily::Gemma3: return "<end_of_turn>";
-    }
-    return "";
-}
 
 struct TurnReport {
     int64_t turn = 0;
@@ -224,57 +206,25 @@ int cli_chat(int argc, char** argv) {
     apply_threads(args);
 
     auto model = load_model_from(args);
-    const Tokenizer* tok = model->tokenizer();
-    if (!tok) throw UsageError(model->dir() + " has no tokenizer files: a chat needs them to render and encode messages");
-    if (!std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer_config.json"))
-        throw UsageError(model->dir() + " has no tokenizer_config.json, so no chat template: kvscope chat needs an "
-                         "instruction-tuned model's folder (" + std::string(chat_templates_rendered()) + ")");
-    const ChatTemplate tmpl = ChatTemplate::load(model->dir());
-    const std::string eot = end_of_turn(tmpl.family());
-    const std::vector<TokenId> eot_ids = encode_chat(*tok, eot);
-    if (eot_ids.size() != 1)
-        throw UsageError(model->dir() + ": the tokenizer has no single token for " + eot +
-                         ", the chat template's end of turn, so a reply could never end there");
-    options.stop_tokens = eot_ids;
-    if (auto eos = tok->end_of_text(); eos && *eos != eot_ids[0]) options.stop_tokens.push_back(*eos);
+    ChatConversation chat = ChatConversation::open(model);
+    options.stop_tokens = chat.stop_tokens();
     Session session(model, options);
 
-    std::vector<ChatMessage> history;  // rendered so far; replies stand in as kReply
-    if (auto system = args.text("--system")) history.push_back({"system", *system});
-    static const std::string kReply = "kvscope-reply";
+    if (auto system = args.text("--system")) chat.add_system(*system);
     int64_t turn = 0;
     while (std::optional<ChatMessage> message = source.next()) {
         if (message->role == "system") {  // the first line of a .jsonl (TurnSource checks)
             if (args.has("--system")) throw UsageError(source.name() + " starts with a system message and --system is given too: keep one");
-            history.push_back(*message);
+            chat.add_system(message->content);
             continue;
         }
-        std::string text;
-        if (turn == 0) {
-            history.push_back(*message);
-            text = tmpl.render(history, true);
-        } else {
-            // The generation prompt is in the cache already: what render(history, true) adds to render(history, false).
-            const std::string asked = tmpl.render(history, true), closed = tmpl.render(history, false);
-            const bool extends = asked.compare(0, closed.size(), closed) == 0;
-            const std::string generation_prompt = extends ? asked.substr(closed.size()) : "";
-            const std::string added = tmpl.render_turn(history, {{"assistant", kReply}, *message}, true);
-            if (!extends || added.compare(0, generation_prompt.size() + kReply.size(), generation_prompt + kReply) != 0)
-                throw UsageError(std::string(tmpl.name()) + "'s template does not render a reply right after its generation "
-                                 "prompt: kvscope cannot continue this conversation in the cache");
-            text = added.substr(generation_prompt.size() + kReply.size());
-            // The end-of-turn token the reply stopped at is in the cache already.
-            if (session.stopped_by_token()) {
-                const std::string& stop = tok->token_bytes(session.generated().back());
-                if (text.compare(0, stop.size(), stop) == 0) text.erase(0, stop.size());
-            }
-            history.push_back({"assistant", kReply});
-            history.push_back(*message);
-        }
-        const std::vector<TokenId> ids = encode_chat(*tok, text);
+        const std::optional<TokenId> ended =
+            turn > 0 && session.stopped_by_token() ? std::optional<TokenId>(session.generated().back()) : std::nullopt;
+        const std::vector<TokenId> ids = chat.tokens_for(*message, ended);
+        chat.add(*message);
         session.append_turn(ids, max_new, "user");
 
-        TurnReport r = run_turn(session, *tok, eot_ids[0]);
+        TurnReport r = run_turn(session, *model->tokenizer(), chat.end_of_turn());
         r.turn = turn;
         r.message = message->content;
         if (args.has("--json")) print_json(r);

@@ -147,7 +147,18 @@ void SessionGroup::decide_prompt_cache_file() {
     file_->written_positions = int64_t(s.prompt().size());
 }
 
+void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role) {
+    if (sessions_.size() != 1) throw UsageError("a chat runs one sequence: set sequences to 1");
+    sessions_[0]->append_turn(std::move(ids), max_new_tokens, std::move(role));
+}
+
 bool SessionGroup::step_back() {
+    if (sessions_.size() == 1) {
+        // A turn appended after the last step is taken back first; it ran no group step.
+        const Session& s = *sessions_[0];
+        const int64_t last_turn = int64_t(s.turns().size()) - 1;
+        if (last_turn > 0 && (s.trace().empty() || s.trace().back().id.turn < last_turn)) return sessions_[0]->step_back();
+    }
     // A group step stepped every sequence not yet done, so exactly those whose trace holds the most steps
     // ran in the last one; undo them newest sequence first.
     size_t newest = 0;

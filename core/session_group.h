@@ -14,7 +14,10 @@
 //   next()                        Prefill if any sequence prefills, else Decode if any decodes, else Done
 //   step()                        one step of every sequence not done (Session::step_batch for N > 1);
 //                                 after the prefill, (re)writes the prompt cache file
-//   step_back()                   undo the last group step exactly; false when none has run
+//   append_turn(ids, N, role)     one sequence only: Session::append_turn (a chat's next turn); UsageError
+//                                 for a batch
+//   step_back()                   undo the last group step exactly (or the turn appended after it);
+//                                 false when none has run
 //   reset()                       every sequence back to before its first step; the prompt cache file is
 //                                 read again (the first run may have written it)
 //   set_use_cache(on)             from the next step on, for every sequence
@@ -86,6 +89,7 @@ public:
     void set_prompts(std::vector<std::vector<TokenId>> prompts, std::vector<TokenId> source = {});
     Session::Next next() const;
     void step();
+    void append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role);
     bool step_back();
     void reset();
     void set_use_cache(bool on);

@@ -27,6 +27,13 @@
 #   gui.logit_lens  the Logit lens tab on assets/llama-gqa at both sizes: for a selected position, every
 #              depth's five tokens and probabilities equal numpy's final norm and output layer over the
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
+#   gui.chat   a Llama 3 chat folder (tests/cli/check_chat.py builds it), three `chat` lines at both sizes: the
+#              timeline's turn marks, the conversation shown and the Cache on vs off panel's rows reused /
+#              computed per turn (cache off: the whole conversation) against `kvscope chat --json` (with and
+#              without --no-cache); bad messages refused in one line with the turns unchanged; step back
+#              across a turn; tests/gui/check_chat.py
+#   gui.chat_input  the interactive window on the same folder (xdotool): typing into the chat box and Enter
+#              twice; the turn marks equal `kvscope chat --json`'s; tests/gui/check_chat_input.py
 #   gui.kv_groups  K/V head groups on a 9-query / 3-K/V-head folder at 1280x720 and 1920x1080: the KV cache
 #              panel's groups, title and bytes meter (model, multi-head, multi-query, held) and the all-heads
 #              view's group frames against config.json; a multi-head folder shows none; tests/gui/check_kv_groups.py
@@ -102,6 +109,16 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layer_windows_input)
     set_tests_properties(gui.layer_windows_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.chat
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_chat.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/chat)
+    set_tests_properties(gui.chat PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.chat_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_chat_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/chat_input)
+    set_tests_properties(gui.chat_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.kv_groups
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

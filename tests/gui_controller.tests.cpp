@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <fstream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "chat_folder.h"
 #include "controller.h"
 #include "model.h"
 #include "session.h"
@@ -357,4 +359,65 @@ TEST_CASE("Controller: Space then Backspace pressed at once, with both cores bus
     CHECK(s->generated() == before->generated());
     CHECK_THAT(s->status, Catch::Contains("stepped back to 1 step"));
     require_identical(snapshot_run(*s), snapshot_run(*before));
+}
+
+// A chat (SendChat) on a Llama 3 chat folder: each message appends a turn to the cache and runs to the end
+// of its reply; the shadow session appends the same turns with the cache off, so it re-prefills the whole
+// conversation each turn. Row counts are computed here from the turns' positions.
+TEST_CASE("Controller: a chat appends turns; the cache-off shadow re-prefills the conversation; back and compare follow") {
+    SessionOptions o;
+    o.max_new_tokens = 4;
+    Controller c(Model::load(llama3_chat_folder("gui_controller")), o);
+    const std::vector<std::string> messages = {"Hello there", "What is a cat?", "Thanks"};
+    for (const std::string& m : messages) run_ok(c, SendChat{m});
+    auto s = c.snapshot();
+    REQUIRE(s->chat_available);
+    REQUIRE(s->turns.size() == 3);
+    CHECK(s->next() == Session::Next::Done);
+    REQUIRE(s->chat.size() == 6);
+    for (size_t k = 0; k < 3; ++k) {
+        CHECK(s->chat[2 * k].text == messages[k]);
+        CHECK(s->chat[2 * k + 1].role == "assistant");
+    }
+    // With the cache a turn computes its tokens and the previous reply's last one, and reuses every
+    // position before that; without, it computes all of them.
+    auto expected_rows = [](const std::vector<Turn>& turns) {
+        std::vector<std::array<int64_t, 3>> rows;  // reused on, computed on, computed off
+        for (size_t k = 0; k < turns.size(); ++k) {
+            const int64_t first = turns[k].first_position, n = turns[k].n_appended;
+            rows.push_back(k == 0 ? std::array<int64_t, 3>{0, n, n} : std::array<int64_t, 3>{first - 1, n + 1, first + n});
+        }
+        return rows;
+    };
+    auto rows_of = [](const Snapshot& snap) {
+        std::vector<std::array<int64_t, 3>> rows;
+        REQUIRE(snap.shadow() != nullptr);
+        for (const TurnCost& t : turn_costs(snap.trace(), *snap.shadow(), snap.step_timings)) {
+            CHECK(t.reused_off == 0);
+            rows.push_back({t.reused_on, t.computed_on, t.computed_off});
+        }
+        return rows;
+    };
+    CHECK(rows_of(*s) == expected_rows(s->turns));
+
+    // The comparison switched off and on replays the turns the same way.
+    run_ok(c, SetCompare{false});
+    run_ok(c, SetCompare{true});
+    CHECK(rows_of(*c.snapshot()) == expected_rows(s->turns));
+
+    // Bad input changes nothing.
+    CHECK(!c.execute(SendChat{"  "}));
+    CHECK(c.snapshot()->turns.size() == 3);
+
+    // Back over the last turn's steps and its append: two turns, and the shadow went back with them.
+    size_t last_turn_steps = 0;
+    for (size_t i = 0; i < s->trace().size(); ++i) last_turn_steps += s->trace()[i].id.turn == 2;
+    run_ok(c, back(int64_t(last_turn_steps) + 1));
+    auto b = c.snapshot();
+    REQUIRE(b->turns.size() == 2);
+    CHECK(b->chat.size() == 4);
+    CHECK(rows_of(*b) == expected_rows(b->turns));
+    // The same message again gives the same reply.
+    run_ok(c, SendChat{messages[2]});
+    CHECK(c.snapshot()->generated() == s->generated());
 }

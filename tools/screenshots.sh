@@ -126,9 +126,21 @@ layer 1
 head 2
 scale log
 S
+# 10. A three-turn chat on assets/llama-gqa with a Llama 3 chat template (built as tests/cli/check_chat.py
+#    builds it): the conversation in Controls, the turn marks on the timeline, per-turn rows with the cache
+#    on and off.
+/usr/bin/python3 -c "import sys; sys.path.insert(0, '$repo/tests/cli'); from check_chat import make_chat_folder; make_chat_folder('$work', 'llama3')"
+cat > "$work/chat.txt" <<S
+model $work/llama3-chat
+options max-new=8
+chat Hello there
+chat What is a cat?
+chat Thanks
+panel Cache on vs off
+S
 # Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
 # (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
-for name in overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context; do
+for name in overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context chat; do
   for size in 1920x1080 1280x720; do
     file=$name.png
     [ "$size" = 1920x1080 ] || file=${name}_$size.png

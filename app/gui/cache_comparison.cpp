@@ -40,25 +40,48 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
     SessionOptions o = main.options();
     o.record = false;  // twin and shadow only contribute logits, time and FLOPs
     o.history = true;  // steps are rerun for timing
+    if (!main.turns().empty()) o.max_new_tokens = main.turns()[0].max_new_tokens;  // append_turn changed main's
     auto twin = std::make_unique<Session>(main.share_model(), o);
     auto shadow = std::make_unique<Session>(main.share_model(), o);
     twin->use_prompt_cache(main.prompt_cache());  // main's work exactly, a loaded prompt prefix included
     shadow_ = std::move(shadow);
     twin_ = std::move(twin);
     if (main.prompt().empty()) return;
+    // A chat replays turn by turn: the first turn's tokens as the prompt, later ones appended where main
+    // appended them (before the first step of their turn).
+    const std::vector<Turn>& turns = main.turns();
+    auto turn_tokens = [&](size_t k) {
+        const auto from = main.prompt().begin() + turns[k].first_position;
+        return std::vector<TokenId>(from, from + turns[k].n_appended);
+    };
     for (Session* s : {twin_.get(), shadow_.get()}) {
         if (main.model().config().encoder_decoder) {
             // The session's prompt begins with the decoder start token, which set_prompt adds again.
             s->set_source(main.source());
             s->set_prompt(std::vector<TokenId>(main.prompt().begin() + 1, main.prompt().end()));
+        } else if (turns.size() > 1) {
+            s->set_prompt(turn_tokens(0));
         } else {
             s->set_prompt(main.prompt());
         }
     }
     const Trace& t = main.trace();
     if (t.size() > 0 && activity) activity("replaying " + std::to_string(t.size()) + " step(s) both ways for the comparison");
-    for (size_t i = 0; i < t.size(); ++i)
+    size_t turn = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+        for (; int64_t(turn) < t[i].id.turn && turn + 1 < turns.size(); ++turn)
+            append_turn(turn_tokens(turn + 1), turns[turn + 1].max_new_tokens, turns[turn + 1].role);
         if (!run_both(t[i].id.cache_on, t[i])) return;
+    }
+    for (; turn + 1 < turns.size(); ++turn)  // appended, not stepped yet
+        append_turn(turn_tokens(turn + 1), turns[turn + 1].max_new_tokens, turns[turn + 1].role);
+}
+
+void CacheComparison::append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role) {
+    if (!shadow_ || diverged_) return;
+    if (twin_->turns().size() != shadow_->turns().size() || twin_->trace().size() != shadow_->trace().size()) return;
+    twin_->append_turn(ids, max_new_tokens, role);
+    shadow_->append_turn(ids, max_new_tokens, role);
 }
 
 bool CacheComparison::run_both(bool main_cache_on, const StepRecord& main_step) {
@@ -79,14 +102,16 @@ void CacheComparison::follow(const StepRecord& main_step) {
     if (!shadow_ || diverged_) return;
     // A comparison cut short by an error lags main; workbench.cpp syncs it again on the next Back.
     if (shadow_->trace().size() != size_t(main_step.id.index) || twin_->trace().size() != size_t(main_step.id.index)) return;
+    if (shadow_->turns().size() != size_t(main_step.id.turn) + 1 || twin_->turns().size() != shadow_->turns().size()) return;
     run_both(main_step.id.cache_on, main_step);
 }
 
-void CacheComparison::back(size_t n_steps) {
+void CacheComparison::back(size_t n_steps, size_t n_turns) {
     if (!shadow_ || diverged_) return;
-    // The shadow may lag when a step's comparison was cut short by an error.
-    while (shadow_->trace().size() > n_steps) shadow_->step_back();
-    while (twin_->trace().size() > n_steps) twin_->step_back();
+    // The shadow may lag when a step's comparison was cut short by an error. A turn appended after the
+    // last step is the newest change, so step_back takes it back first.
+    for (Session* s : {shadow_.get(), twin_.get()})
+        while ((s->trace().size() > n_steps || s->turns().size() > n_turns) && s->step_back()) {}
     if (timings_.size() > n_steps) timings_.resize(n_steps);
 }
 
@@ -103,6 +128,30 @@ CostSeries cost_series(const Trace& main, const Trace& shadow, const std::vector
         c.runs_off.push_back(timings[i].n_off);
     }
     return c;
+}
+
+std::vector<TurnCost> turn_costs(const Trace& main, const Trace& shadow, const std::vector<StepTiming>& timings) {
+    std::vector<TurnCost> out;
+    for (size_t i = 0; i < main.size() && i < shadow.size() && i < timings.size(); ++i) {
+        const StepRecord& a = main[i];
+        const StepRecord& on = a.id.cache_on ? a : shadow[i];
+        const StepRecord& off = a.id.cache_on ? shadow[i] : a;
+        if (out.empty() || out.back().turn != a.id.turn) {
+            out.push_back({});
+            out.back().turn = a.id.turn;
+            out.back().reused_on = on.cost.n_rows_reused;
+            out.back().reused_off = off.cost.n_rows_reused;
+        }
+        TurnCost& t = out.back();
+        if (a.id.phase == Phase::Prefill) {
+            t.computed_on += on.cost.n_rows_computed;
+            t.computed_off += off.cost.n_rows_computed;
+        }
+        t.seconds_on += timings[i].on;
+        t.seconds_off += timings[i].off;
+        ++t.n_steps;
+    }
+    return out;
 }
 
 std::vector<bool> time_outliers(const std::vector<double>& seconds, const std::vector<double>& flops) {

@@ -14,13 +14,18 @@
 //   sync(main, activity)     fresh twin and shadow that replay main's steps; activity(label) names the
 //                            replay for the progress indicator
 //   follow(step)             run the step main just ran, both ways, and time it
-//   back(n_steps)            after main stepped back to n_steps: undo the extra steps
+//   append_turn(ids, N, role) main appended a chat turn: both append it (cache off: the turn's first step
+//                            then recomputes the whole conversation)
+//   back(n_steps, n_turns)   after main stepped back to n_steps and n_turns: undo the extra steps and turns
+//   n_turns()                turns the shadow holds
 //   clear()                  no shadow (a batch, or the comparison switched off)
 //   trace() / diverged()     the shadow's records; whether it stopped
 //   timings()                (steps) the median compute time of each step with the cache on and off
 //
 //   cost_series(main, shadow, timings)    what the panel plots: FLOPs and time per step, on and off
 //   time_outliers(seconds, flops)         points of a time series far slower than their work predicts
+//   turn_costs(main, shadow, timings)     per chat turn: rows reused and computed by its prefill, and its
+//                                         time (prefill + reply), cache on and off
 //
 // Threads: the worker's only (workbench.h); cost_series and time_outliers are pure.
 #include <functional>
@@ -44,7 +49,9 @@ class CacheComparison {
 public:
     void sync(const Session& main, const std::function<void(std::string)>& activity);
     void follow(const StepRecord& main_step);
-    void back(size_t n_steps);
+    void append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role);
+    void back(size_t n_steps, size_t n_turns);
+    size_t n_turns() const { return shadow_ ? shadow_->turns().size() : 0; }
     void clear() { shadow_.reset(), twin_.reset(), timings_.clear(), diverged_ = false; }
     bool active() const { return shadow_ != nullptr; }
     bool diverged() const { return diverged_; }
@@ -70,5 +77,14 @@ CostSeries cost_series(const Trace& main, const Trace& shadow, const std::vector
 // A point is an outlier when its time per FLOP is over 3x the median time per FLOP of the series (a
 // step the machine was busy elsewhere for); the chart's axis ignores outliers and marks them clipped.
 std::vector<bool> time_outliers(const std::vector<double>& seconds, const std::vector<double>& flops);
+
+struct TurnCost {                        // one turn (StepId::turn), summed over the steps both ways ran
+    int64_t turn = 0;
+    int64_t reused_on = 0, reused_off = 0;      // K/V rows its first prefill step read from the cache
+    int64_t computed_on = 0, computed_off = 0;  // K/V rows its prefill steps computed
+    double seconds_on = 0, seconds_off = 0;     // StepTiming's medians, prefill and reply steps
+    int64_t n_steps = 0;
+};
+std::vector<TurnCost> turn_costs(const Trace& main, const Trace& shadow, const std::vector<StepTiming>& timings);
 
 }  // namespace kvscope::gui

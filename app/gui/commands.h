@@ -46,9 +46,11 @@ struct ExportStep { std::string dir; int64_t step = -1, layer = -1, head = -1; }
 struct ExportSession { std::string dir; int64_t layer = -1, head = -1; };          // layer -1 = all heads of all layers
 struct ExplainHeads {};                      // every head's previous-token and induction score (core/heads.h)
 struct Select { int64_t sequence = 0; };     // the sequence of the batch the panels show
+struct SendChat { std::string text; };       // a user message: the first starts the chat (sets the prompt), later
+                                             // ones append a turn to the cache; the reply then runs to its end
 
 using Command = std::variant<SetPrompt, SetSource, Prefill, Decode, Step, Run, Pause, Back, Reset, SetCache, SetCompare,
-                             SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select>;
+                             SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select, SendChat>;
 
 // Where an intent comes from, so its error shows there: the model picker (and a folder dropped on the
 // window), the Export panel, the Heads panel, or Controls for everything else.

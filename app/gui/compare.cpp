@@ -76,6 +76,54 @@ std::string fmt_ms(double x) {
     return b;
 }
 
+// A chat: each turn's prefill both ways. With the cache, a turn computes only its new tokens and reuses
+// the conversation before it; without, it re-prefills the whole conversation.
+void turn_table(const Snapshot& s, const Trace& shadow) {
+    const std::vector<TurnCost> turns = turn_costs(s.trace(), shadow, s.step_timings);
+    std::string dump;
+    for (const TurnCost& t : turns)
+        dump += (dump.empty() ? "" : "; ") + std::string("turn=") + std::to_string(t.turn) + " reused_on=" +
+                std::to_string(t.reused_on) + " computed_on=" + std::to_string(t.computed_on) + " reused_off=" +
+                std::to_string(t.reused_off) + " computed_off=" + std::to_string(t.computed_off) + " steps=" +
+                std::to_string(t.n_steps);
+    dump_text("cache turns", dump);
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted("Each chat turn: cache ON computes only the new message, cache OFF re-prefills the whole "
+                           "conversation");
+    ImGui::PopTextWrapPos();
+    ImGui::SameLine();
+    help_marker("Rows = K/V rows of the turn's prefill steps. Cache ON: a turn computes only its new tokens and reads "
+                "the earlier conversation from the cache (reused). Cache OFF: every turn re-prefills the whole "
+                "conversation so far. Time = the turn's prefill and reply steps, timed as above.");
+    const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY;
+    const float h = ImGui::GetTextLineHeightWithSpacing() * float(std::min<size_t>(turns.size(), 4) + 1) + 4;
+    if (ImGui::BeginTable("turns", 5, flags, {0, h})) {
+        ImGui::TableSetupScrollFreeze(0, 1);
+        ImGui::TableSetupColumn("turn");
+        ImGui::TableSetupColumn("ON rows new/reused");
+        ImGui::TableSetupColumn("OFF rows");
+        ImGui::TableSetupColumn("ON time");
+        ImGui::TableSetupColumn("OFF time");
+        ImGui::TableHeadersRow();
+        for (const TurnCost& t : turns) {
+            ImGui::TableNextRow();
+            ImGui::TableSetColumnIndex(0);
+            ImGui::Text("%lld", (long long)t.turn);
+            ImGui::TableSetColumnIndex(1);
+            ImGui::TextColored({0.45f, 0.72f, 0.95f, 1}, "%lld / %lld", (long long)t.computed_on, (long long)t.reused_on);
+            ImGui::TableSetColumnIndex(2);
+            ImGui::TextColored({0.95f, 0.55f, 0.35f, 1}, "%lld", (long long)t.computed_off);
+            ImGui::TableSetColumnIndex(3);
+            ImGui::TextColored({0.45f, 0.72f, 0.95f, 1}, "%s", fmt_ms(t.seconds_on).c_str());
+            ImGui::TableSetColumnIndex(4);
+            ImGui::TextColored({0.95f, 0.55f, 0.35f, 1}, "%s", fmt_ms(t.seconds_off).c_str());
+        }
+        ImGui::EndTable();
+    }
+    dump_item("cache turns table");
+    ImGui::TextDisabled("This step:");
+}
+
 }  // namespace
 
 void draw_compare(PanelContext& c) {
@@ -112,6 +160,7 @@ void draw_compare(PanelContext& c) {
         for (size_t i = 0; i < on.prediction.logits.size(); ++i)
             max_delta = std::max(max_delta, double(std::fabs(on.prediction.logits[i] - off.prediction.logits[i])));
 
+    if (!s.chat.empty() || s.turns.size() > 1) turn_table(s, *shadow);  // a chat: the turns first
     if (ImGui::BeginTable("both", 3, ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp)) {
         ImGui::TableSetupColumn("");
         ImGui::TableSetupColumn("cache ON");

@@ -27,7 +27,7 @@ double now_s() {
 const char* command_name(const Command& c) {
     static constexpr const char* names[] = {"set prompt", "set source", "prefill", "decode", "step", "run", "pause",
                                             "back", "reset", "cache", "compare", "set options", "load model",
-                                            "export step", "export session", "explain heads", "select"};
+                                            "export step", "export session", "explain heads", "select", "send chat"};
     static_assert(std::size(names) == std::variant_size_v<Command>);
     return names[c.index()];
 }
@@ -52,7 +52,7 @@ bool stops_run(const Command& c) {
 
 bool is_step(const Command& c) {
     return std::holds_alternative<Prefill>(c) || std::holds_alternative<Decode>(c) || std::holds_alternative<Step>(c) ||
-           std::holds_alternative<Run>(c);
+           std::holds_alternative<Run>(c) || std::holds_alternative<SendChat>(c);
 }
 
 // ---- any thread but the worker ----
@@ -199,11 +199,13 @@ void Controller::apply(const Command& c) {
         shared_.run.left = 0;
         return;
     }
-    if (!decode && !run) {
+    const bool chat = std::holds_alternative<SendChat>(c);
+    if (!decode && !run && !chat) {
         bench_->apply(c);
         return;
     }
-    const RunPlan plan = bench_->plan_run(decode ? decode->n : run->n, decode != nullptr);
+    if (chat) bench_->apply(c);  // the turn is appended; its prefill and reply run like Run to the end
+    const RunPlan plan = bench_->plan_run(decode ? decode->n : run ? run->n : -1, decode != nullptr);
     std::lock_guard<std::mutex> lock(m_);
     shared_.run = {plan.steps, 0, plan.steps, plan.limit, plan.decode_only};
     if (plan.steps == 0) bench_->set_status("nothing to run");

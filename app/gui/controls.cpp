@@ -221,6 +221,61 @@ std::string pending_options(const ViewPrefs& v, const Snapshot& s) {
     return out;
 }
 
+namespace {
+
+// A chat with the model's own template: the conversation so far and a message box. Enter (or Send) appends
+// the message as a new turn to the same cache and runs to the end of the reply.
+void draw_chat(PanelContext& c) {
+    static std::string message;  // the box's text: the UI's own until sent
+    const Snapshot& s = c.snap;
+    ImGui::Spacing();
+    ImGui::TextUnformatted("Chat");
+    help_marker("The model folder has a chat template (tokenizer_config.json). Each message is rendered with it; the "
+                "first one becomes the prompt, later ones are appended to the same KV cache as a new turn: only the "
+                "new message's tokens (and the reply's last token) are computed, earlier positions are reused. The "
+                "reply is decoded until the template's end of turn. The Cache on vs off panel compares with "
+                "re-prefilling the whole conversation each turn.");
+    std::string convo;
+    const float box_h = ImGui::GetTextLineHeight() * (s.chat.empty() ? 2.5f : 8.0f);
+    if (ImGui::BeginChild("conversation", {-1, box_h}, true)) {
+        if (s.chat.empty()) ImGui::TextDisabled("no message yet: type one below and press Enter");
+        for (const Snapshot::ChatLine& l : s.chat) {
+            const bool user = l.role == "user";
+            ImGui::TextColored(user ? ImVec4{0.47f, 0.70f, 1, 1} : ImVec4{0.47f, 0.86f, 0.55f, 1}, "%s %lld:", l.role.c_str(),
+                               (long long)l.turn);
+            ImGui::SameLine();
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextUnformatted(l.text.empty() && !l.complete ? "..." : l.text.c_str());
+            ImGui::PopTextWrapPos();
+            convo += (convo.empty() ? "" : "\n") + l.role + " " + std::to_string(l.turn) + ": " + l.text +
+                     (l.complete ? "" : " ...");
+        }
+        if (!s.chat.empty() && s.chat.back().role == "assistant" && !s.chat.back().complete) ImGui::SetScrollHereY(1.0f);
+    }
+    ImGui::EndChild();
+    dump_item("chat conversation");
+    dump_text("chat", convo);
+    const float send_w = ImGui::CalcTextSize("Send").x + ImGui::GetStyle().FramePadding.x * 2;
+    ImGui::SetNextItemWidth(-send_w - ImGui::GetStyle().ItemSpacing.x);
+    bool entered = ImGui::InputTextWithHint("##chat message", "message (Enter sends)", &message,
+                                            ImGuiInputTextFlags_EnterReturnsTrue);
+    // A held Enter repeats; only its first press sends (a repeat would send the cleared box).
+    const ImGuiIO& io = ImGui::GetIO();
+    for (ImGuiKey k : {ImGuiKey_Enter, ImGuiKey_KeyPadEnter})
+        if (const int i = ImGui::GetKeyIndex(k); i >= 0 && i < 512 && io.KeysDown[i] && io.KeysDownDuration[i] > 0) entered = false;
+    dump_item("chat message");
+    if (entered) ImGui::SetKeyboardFocusHere(-1);  // keep typing the next message
+    ImGui::SameLine();
+    const bool pressed = ImGui::Button("Send");
+    dump_item("chat send");
+    if (entered || pressed) {
+        c.ctl.push(SendChat{message});
+        message.clear();
+    }
+}
+
+}  // namespace
+
 void draw_controls(PanelContext& c) {
     if (!begin_panel(Panel::Controls)) return;
     Controller& ctl = c.ctl;
@@ -270,12 +325,18 @@ void draw_controls(PanelContext& c) {
         ImGui::PopID();
     }
 
+    if (s.chat_available) draw_chat(c);
+
     ImGui::Spacing();
     wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s",
                  ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
                                          : "Prompt (token ids after the start token; may be empty)")
                     : model.tokenizer() ? "Prompt" : "Prompt (token ids: 1,2,3 - no tokenizer files)");
-    const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : 3.2f);
+    if (!s.chat.empty())  // the conversation is the session's prompt now
+        wrapped_disabled("The chat above is the session's input (%s so far, rendered with the model's chat "
+                         "template); typing a prompt here starts over without it.",
+                         count_of(int64_t(s.prompt().size() + s.generated().size()), "token").c_str());
+    const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : !s.chat.empty() ? 1.6f : 3.2f);
     const bool edited = ImGui::InputTextMultiline("##prompt", &in.prompt, {-1, box_h});
     dump_item("prompt");
     if (edited) ctl.push(SetPrompt{in.prompt});
@@ -289,7 +350,8 @@ void draw_controls(PanelContext& c) {
         ImGui::SameLine();
         ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", token_error.c_str());
     }
-    if (ImGui::BeginChild("chips", {-1, ed ? ImGui::GetTextLineHeight() * 2 + 16 : ImGui::GetTextLineHeight() * 3.6f}, false)) {
+    const float chips_h = ed ? ImGui::GetTextLineHeight() * 2 + 16 : ImGui::GetTextLineHeight() * (s.chat.empty() ? 3.6f : 1.6f);
+    if (ImGui::BeginChild("chips", {-1, chips_h}, false)) {
         if (ed) token_chips(model, ids, kPromptChip, 1, TokenId(cfg.decoder_start_token_id));
         else token_chips(model, ids);
     }

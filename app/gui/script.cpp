@@ -40,6 +40,8 @@ struct Spec {
 const Spec kSpecs[] = {
     {"prompt", 1, 1, "prompt TEXT", "set the prompt (resets); nothing after it: an empty prompt (encoder-decoder models decode from the start token)"},
     {"source", 1, 1, "source TEXT", "encoder-decoder models: the encoder's input (resets)"},
+    {"chat", 1, 1, "chat TEXT", "models with a chat template: send a user message (the first starts the chat) and run "
+                                "until the reply ends"},
     {"prefill", 0, 0, "prefill", "one prefill chunk"},
     {"decode", 0, 1, "decode [N]", "N decode steps (default 1)"},
     {"step", 0, 1, "step [N]", "N steps of whatever is next"},
@@ -143,7 +145,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         }
         const size_t sp = text.find_first_of(" \t");
         l.words.push_back(text.substr(0, sp));
-        if (l.words[0] == "prompt") {
+        if (l.words[0] == "prompt" || l.words[0] == "chat") {
             // An empty prompt is allowed: an encoder-decoder's decoder starts from its start token alone.
             l.words.push_back(sp == std::string::npos ? std::string() : text.substr(sp + 1));
         } else if (l.words[0] == "source") {
@@ -242,6 +244,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(SetPrompt{arg});
     } else if (cmd == "source") {
         run(SetSource{arg});
+    } else if (cmd == "chat") {
+        run(SendChat{arg});
     } else if (cmd == "prefill") {
         run(Prefill{});
     } else if (cmd == "decode" || cmd == "step") {

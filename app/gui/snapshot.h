@@ -53,6 +53,16 @@ struct Snapshot {
     int64_t selected = 0;
     BatchOptions batch;
     std::vector<std::shared_ptr<const PoolView>> pool_views;  // paged: [0] before any step, then one per step
+    std::vector<Turn> turns;             // the selected sequence's turns (Session::turns()), oldest first
+    bool chat_available = false;         // the model folder has a chat template kvscope renders
+    std::string chat_unavailable;        // why not, in one line
+    struct ChatLine {
+        int64_t turn = 0;
+        std::string role;                // "user" | "assistant"
+        std::string text;                // as typed; a reply decoded, its stop token left out
+        bool complete = true;            // a reply still being decoded: false
+    };
+    std::vector<ChatLine> chat;          // the conversation so far (empty: no chat started)
 
     const Model& model() const { return *model_ptr; }
     const Trace& trace() const { return main_trace; }

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "panels.h"
+#include "turn_marks.h"
 
 namespace kvscope::gui {
 void draw_timeline(PanelContext& c) {
@@ -152,7 +153,8 @@ void draw_timeline(PanelContext& c) {
     const float chip_h = line + 6;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float x = origin.x;
-    const float y = origin.y + 2;
+    TurnMarks turn_marks(s);  // a chat's turns and roles, in a band above the chips
+    const float y = origin.y + 2 + turn_marks.height();
     // Chip offsets, measured once per token sequence (a decode step measures only its new token): only the
     // chips in view are drawn, found by binary search, so an 8192-token strip costs what a short one does.
     static struct {
@@ -178,6 +180,7 @@ void draw_timeline(PanelContext& c) {
     const int64_t n_tok = int64_t(tokens.size());
     const int64_t first_p = std::max<int64_t>(0, int64_t(std::upper_bound(lay.x.begin(), lay.x.end() - 1, view_lo) - lay.x.begin()) - 1);
     float pointer_x = origin.x + lay.x[size_t(std::min(next_pos, n_tok))];
+    for (int64_t p = 0; p < n_tok; ++p) turn_marks.place(p, origin.x + lay.x[size_t(p)]);  // every turn, in view or not
     for (int64_t p = first_p; p < n_tok; ++p) {
         x = origin.x + lay.x[size_t(p)];
         if (x - origin.x > view_hi) break;
@@ -237,6 +240,7 @@ void draw_timeline(PanelContext& c) {
         }
     }
     x = origin.x + lay.x.back();
+    turn_marks.draw(dl, origin.y);
     // Position pointer: where the next token goes.
     const float py = y + chip_h + line + 4;
     dl->AddTriangleFilled({pointer_x, py - 6}, {pointer_x - 6, py + 4}, {pointer_x + 6, py + 4}, IM_COL32(250, 200, 60, 255));

@@ -320,6 +320,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                 const Inputs in = ctl.inputs();
                 write_layout_dump(layout_dump, {{"steps", snap->trace().size()},
                                                 {"idle", idle},
+                                                {"turns", snap->turns.size()},
                                                 {"errors", snap->n_errors},
                                                 {"cache_on", snap->options().use_cache},
                                                 {"layer", prefs.layer},

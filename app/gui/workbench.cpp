@@ -112,6 +112,27 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     s->selected = selected_;
     s->batch = batch_;
     s->pool_views = group_->pool_views();
+    s->turns = session.turns();
+    s->chat_available = chat_.has_value();
+    s->chat_unavailable = chat_problem_;
+    if (chat_ && !chat_sent_.empty() && session.model().tokenizer()) {
+        // Each reply runs from its turn's appended tokens to the next turn's first position (or the end).
+        std::vector<TokenId> all = session.prompt();
+        all.insert(all.end(), session.generated().begin(), session.generated().end());
+        const std::vector<Turn>& turns = session.turns();
+        const std::vector<TokenId>& stops = chat_->stop_tokens();
+        for (size_t k = 0; k < chat_sent_.size() && k < turns.size(); ++k) {
+            s->chat.push_back({int64_t(k), "user", chat_sent_[k], true});
+            const size_t from = size_t(turns[k].first_position + turns[k].n_appended);
+            const size_t to = k + 1 < turns.size() ? size_t(turns[k + 1].first_position) : all.size();
+            std::vector<TokenId> reply(all.begin() + int64_t(std::min(from, all.size())),
+                                       all.begin() + int64_t(std::min(std::max(from, to), all.size())));
+            if (!reply.empty() && std::find(stops.begin(), stops.end(), reply.back()) != stops.end()) reply.pop_back();
+            const bool complete = k + 1 < turns.size() || session.next() == Session::Next::Done;
+            if (!reply.empty() || complete)
+                s->chat.push_back({int64_t(k), "assistant", session.model().tokenizer()->decode(reply), complete});
+        }
+    }
     return s;
 }
 
@@ -125,8 +146,24 @@ std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOption
     g.n_seq = batch.n_seq;
     g.prompt_cache = batch.prompt_cache;
     g.pool_views = true;
+    // A model folder with a chat template: replies (to a chat or a plain prompt) end at its end of turn.
+    std::optional<ChatConversation> chat;
+    std::string chat_problem;
+    if (model->config().encoder_decoder) {
+        chat_problem = "a chat needs a decoder-only instruction-tuned model; this one is an encoder-decoder";
+    } else {
+        try {
+            chat = ChatConversation::open(model);
+        } catch (const std::exception& e) {  // UsageError, LoadError (an unknown template)
+            chat_problem = e.what();
+        }
+    }
+    options.stop_tokens = chat ? chat->stop_tokens() : std::vector<TokenId>{};
     auto group = std::make_unique<SessionGroup>(model, options, g);  // throws for a refused combination
     group_ = std::move(group);
+    chat_ = std::move(chat);
+    chat_problem_ = window_words(chat_problem);
+    chat_sent_.clear();
     batch_ = std::move(batch);
     selected_ = 0;
     ++generation_;
@@ -180,6 +217,14 @@ void Workbench::sync_comparison() {
         return;
     }
     comparison_.sync(group_->session(0), hooks_.activity);
+}
+
+void Workbench::sync_chat() {
+    if (!chat_) return;
+    const int64_t n = sel().prompt().empty() ? 0 : int64_t(sel().turns().size());
+    if (chat_->n_turns() <= n) return;
+    chat_->truncate(n);
+    chat_sent_.resize(size_t(n));
 }
 
 std::string Workbench::describe(const StepRecord& r) const {
@@ -256,6 +301,10 @@ std::string Workbench::status_after_run(int64_t n_done) const {
 void Workbench::operator()(const SetPrompt& c) {
     prompt_text_ = c.text;
     set_prompts();
+    if (chat_) {  // a typed prompt replaces the conversation
+        chat_->truncate(0);
+        chat_sent_.clear();
+    }
     const Session& s = sel();
     const bool ed = s.model().config().encoder_decoder;
     set_status("prompt: " + count_of(int64_t(s.prompt().size()) - (ed ? 1 : 0), "token") +
@@ -291,18 +340,21 @@ void Workbench::operator()(const Step&) {
 void Workbench::operator()(const Back& c) {
     for (int64_t i = 0; i < c.n; ++i) {
         if (!group_->step_back()) throw UsageError("nothing to step back: no step has run");
-        if (group_->size() == 1) comparison_.back(group_->session(0).trace().size());
+        if (group_->size() == 1) comparison_.back(group_->session(0).trace().size(), group_->session(0).turns().size());
     }
     const Trace* shadow = comparison_.trace();
     if (compare_ && group_->size() == 1 &&
-        (comparison_.diverged() || (shadow && shadow->size() != group_->session(0).trace().size())))
+        (comparison_.diverged() || (shadow && (shadow->size() != group_->session(0).trace().size() ||
+                                               comparison_.n_turns() != group_->session(0).turns().size()))))
         sync_comparison();
+    sync_chat();
     set_status("stepped back to " + count_of(int64_t(sel().trace().size()), "step"));
 }
 
 void Workbench::operator()(const Reset&) {
     group_->reset();  // a prompt cache file written by the first run is loaded next time
     sync_comparison();
+    sync_chat();
     set_status("reset: the cache is empty, same prompt");
 }
 
@@ -383,6 +435,48 @@ void Workbench::operator()(const Select& c) {
         throw UsageError("no sequence " + std::to_string(c.sequence) + ": the batch has " + std::to_string(group_->size()));
     selected_ = c.sequence;
     set_status("showing sequence " + std::to_string(c.sequence) + " of " + std::to_string(group_->size()));
+}
+
+void Workbench::operator()(const SendChat& c) {
+    if (!chat_) throw UsageError("no chat for this model: " + chat_problem_);
+    if (c.text.find_first_not_of(" \t\r\n") == std::string::npos) throw UsageError("type a message first");
+    if (group_->size() > 1) throw UsageError("a chat runs one sequence: set sequences to 1 and apply");
+    const ChatMessage message{"user", c.text};
+    const Session& s = sel();
+    const int64_t max_new = group_->options().max_new_tokens;
+    if (chat_->n_turns() == 0 || s.prompt().empty()) {
+        // The first message is the prompt: the whole rendering up to the generation prompt.
+        std::vector<TokenId> ids = chat_->tokens_for(message, std::nullopt);
+        const int64_t n = int64_t(ids.size());
+        try {
+            group_->set_prompts({std::move(ids)});  // refused before anything changes
+        } catch (const UsageError& e) {
+            throw UsageError(std::string("the message was not sent: ") + e.what());
+        }
+        sync_comparison();
+        chat_->truncate(0);
+        chat_sent_.assign(1, c.text);
+        chat_->add(message);
+        set_status("chat turn 0: " + count_of(n, "token") + " of the rendered conversation; the reply follows");
+        return;
+    }
+    if (s.next() == Session::Next::Prefill)
+        throw UsageError("the last message is not in the cache yet: run it to its reply first");
+    const std::optional<TokenId> ended = s.stopped_by_token() ? std::optional<TokenId>(s.generated().back()) : std::nullopt;
+    std::vector<TokenId> ids = chat_->tokens_for(message, ended);
+    const int64_t n = int64_t(ids.size());
+    const int64_t first = int64_t(s.prompt().size() + s.generated().size());
+    const std::vector<TokenId> copy = ids;
+    try {
+        group_->append_turn(std::move(ids), max_new, "user");  // refused before anything changes
+    } catch (const UsageError& e) {
+        throw UsageError(std::string("the message was not sent: ") + e.what());
+    }
+    comparison_.append_turn(copy, max_new, "user");
+    chat_->add(message);
+    chat_sent_.push_back(c.text);
+    set_status("chat turn " + std::to_string(chat_->n_turns() - 1) + ": " + count_of(n, "token") + " appended at position " +
+               std::to_string(first) + "; earlier positions stay in the cache");
 }
 
 }  // namespace kvscope::gui

@@ -14,6 +14,10 @@
 //   settle(place)                       a command from `place` succeeded: its earlier error is over
 //   snapshot()                          what the views draw, as of now
 //
+// Chat (SendChat): when the model folder has a chat template, the first message sets the prompt to its
+// rendering and each later one appends a turn to the same cache (the comparison's sessions append it
+// too, so cache off re-prefills the whole conversation); the controller then runs to the reply's end.
+//
 // Threads: one thread only (the controller's worker, or a test). Hooks are called from it.
 #include <cstdint>
 #include <functional>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "cache_comparison.h"
+#include "chat_conversation.h"
 #include "commands.h"
 #include "export.h"
 #include "session_group.h"
@@ -78,6 +83,7 @@ public:
     void operator()(const ExportSession& c);
     void operator()(const ExplainHeads&);
     void operator()(const Select& c);
+    void operator()(const SendChat& c);
 
 private:
     const Session& sel() const { return group_->session(selected_); }
@@ -86,6 +92,7 @@ private:
     void set_prompts();                  // encode source, prompt + suffixes into the group; sync the comparison
     bool has_input() const;
     void sync_comparison();
+    void sync_chat();                    // after Back / Reset: forget the messages whose turns are gone
     std::string describe(const StepRecord& r) const;
     ExportScope prepare_export(const std::string& dir, int64_t layer, int64_t head) const;
     void activity(std::string what) const { if (hooks_.activity) hooks_.activity(std::move(what)); }
@@ -106,6 +113,9 @@ private:
     uint64_t n_problems_ = 0;
     std::vector<HeadScore> heads_;       // for the current model; cleared when it is replaced
     uint64_t generation_ = 0;
+    std::optional<ChatConversation> chat_;  // the model folder has a chat template kvscope renders
+    std::string chat_problem_;           // why not, in one line
+    std::vector<std::string> chat_sent_; // (chat_->n_turns()) the user messages as typed
 };
 
 // The source a freshly loaded encoder-decoder model starts with (a short sentence its tokenizer knows).

@@ -1,0 +1,60 @@
+#pragma once
+// A chat model folder for tests: assets/llama-gqa with four of its last merged tokens (ids 763..766)
+// renamed to Llama 3's special tokens (<|eot_id|> = 765) and a tokenizer_config.json holding the Llama 3
+// template, as tests/cli/check_chat.py builds it.
+//
+//   llama3_chat_folder(area)   writes the folder under KVSCOPE_TEST_WORK/area/llama3-chat; returns its path
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chat_template.h"
+#include "json_write.h"
+
+namespace kvtest {
+
+inline std::string read_text(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+inline void write_text(const std::filesystem::path& p, const std::string& text) {
+    std::ofstream out(p, std::ios::binary);
+    out << text;
+}
+
+inline std::string llama3_chat_folder(const std::string& area) {
+    namespace fs = std::filesystem;
+    using kvscope::JsonOut;
+    const fs::path assets = fs::path(KVSCOPE_TEST_DATA) / ".." / ".." / "assets" / "llama-gqa";
+    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / area / "llama3-chat";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const char* name : {"config.json", "model.safetensors"}) fs::create_symlink(fs::absolute(assets / name), dir / name);
+    const JsonOut vocab = JsonOut::parse(read_text(assets / "vocab.json"));
+    const char* specials[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"};
+    JsonOut renamed = JsonOut::object();
+    for (const auto& [key, value] : vocab.items()) {
+        const int id = value.get<int>();
+        renamed[id >= 763 && id <= 766 ? specials[id - 763] : key] = id;
+    }
+    write_text(dir / "vocab.json", kvscope::json_text(renamed));
+    // The merges that made ids 763..766 go: nothing merges into the special tokens' names.
+    std::istringstream merges(read_text(assets / "merges.txt"));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(merges, line);) lines.push_back(line);
+    lines.resize(lines.size() - 4);
+    std::string kept;
+    for (const std::string& line : lines) kept += line + "\n";
+    write_text(dir / "merges.txt", kept);
+    const JsonOut config = {{"chat_template", std::string(kvscope::chat_template_text(kvscope::ChatFamily::Llama3))},
+                            {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};
+    write_text(dir / "tokenizer_config.json", kvscope::json_text(config));
+    return dir.string();
+}
+
+}  // namespace kvtest
