@@ -267,9 +267,11 @@ inline __m512 dot_lanes(const float* a, const B* b, int64_t n) {
 #define KVSCOPE_NK_STORE(r)                                                                                \
     if ((r) < RT) _mm_mask_storeu_ps(y + (r) * N + n0, store_mask, _mm_add_ps(reduce_add4(a##r##0, a##r##1, a##r##2, a##r##3), b));
 
-template <int RT, class Wt>
+// kPaired and first_rows are the AVX2 build's (bfloat16 pairs, prefetch); the same signature everywhere.
+template <int RT, class Wt, bool kPaired = false>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
-             int64_t n_count) {
+             int64_t n_count, bool /*first_rows*/ = true) {
+    static_assert(!kPaired, "bfloat16 pairs are the AVX2 build's");
     static_assert(RT == 1 || RT == 4, "tile_nk is written out for 1 and 4 rows");
     // Missing weight rows (past N) read row n0 again; their sums are never stored.
     const Wt* r0 = w + n0 * K;
@@ -774,9 +776,10 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
         }
 }
 
-template <int RT, class Wt>
+template <int RT, class Wt, bool kPaired = false>
 void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
-             int64_t n_count) {
+             int64_t n_count, bool /*first_rows*/ = true) {
+    static_assert(!kPaired, "bfloat16 pairs are the AVX2 build's");
     for (int r = 0; r < RT; ++r)
         for (int c = 0; c < n_count; ++c) {
             float lanes[16] = {};
