@@ -7,7 +7,6 @@ second one (the box keeps the focus) and press Enter. The timeline's turn marks 
 then sit where `kvscope chat --json` on the same folder and messages puts each turn: first_position and
 first_position + tokens_appended, and the conversation shows the messages as typed and the CLI's replies. Needs what check_input.py needs (its App drives the window).
 """
-import argparse
 import json
 import os
 import subprocess
@@ -16,7 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "cli")))
-from check_input import App, fail, rerun_under_xvfb  # noqa: E402
+from check_input import App, assets_test_main, fail  # noqa: E402
 from check_chat import make_chat_folder  # noqa: E402
 
 MESSAGES = ["Hello there", "What is a cat?"]
@@ -59,17 +58,5 @@ def inner(a):
     return 0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--inner", action="store_true", help="already under Xvfb")
-    a = ap.parse_args()
-    if a.inner:
-        return inner(a)
-    return rerun_under_xvfb(__file__, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(assets_test_main(__file__, inner))
