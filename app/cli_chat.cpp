@@ -169,11 +169,8 @@ int cli_chat(int argc, char** argv) {
         .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
         .option("--sinks", "S", "with --window: the first S positions stay visible too (attention sinks)")
         .option("--prefill-chunk", "C", "prefill each turn C tokens per step (default: the whole turn at once)")
-        .option("--block-size", "B", "paged KV cache of B-position blocks")
-        .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
-        .option("--top-k", "K", "sample among the K most likely tokens")
-        .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
-        .option("--seed", "S", "random seed for sampling (default 0)")
+        .option("--block-size", "B", "paged KV cache of B-position blocks");
+    add_sampling_options(args, "random seed for sampling (default 0)")
         .flag("--json", "print one JSON object per turn instead of the replies' text");
     add_threads_option(args);
     args.epilogue("The model folder needs tokenizer files and a tokenizer_config.json with a chat template kvscope "
@@ -191,16 +188,7 @@ int cli_chat(int argc, char** argv) {
     options.sinks = args.integer("--sinks", 0, 0, 1 << 24);
     options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
     options.block_size = args.integer("--block-size", 0, 1, 1 << 20);
-    if (args.has("--temperature")) {
-        options.sampling.temperature = args.real("--temperature", 1.0);
-        if (!(options.sampling.temperature > 0))
-            throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
-    }
-    options.sampling.top_k = args.integer("--top-k", 0, 1, int64_t(1) << 31);
-    options.sampling.top_p = args.real("--top-p", 1.0);
-    options.sampling.seed = uint64_t(args.integer("--seed", 0, 0, INT64_MAX));
-    if ((args.has("--top-k") || args.has("--top-p")) && options.sampling.temperature == 0)
-        options.sampling.temperature = 1.0;
+    options.sampling = sampling_from(args);
     validate(options);
     TurnSource source(args.text("--turns").value_or("-"));
     apply_threads(args);

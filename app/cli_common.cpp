@@ -38,6 +38,27 @@ void add_threads_option(CliArgs& args) {
     args.option("--threads", "N", "worker threads (default: all cores)");
 }
 
+CliArgs& add_sampling_options(CliArgs& args, const char* seed_help) {
+    return args.option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
+        .option("--top-k", "K", "sample among the K most likely tokens")
+        .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
+        .option("--seed", "S", seed_help);
+}
+
+SamplerOptions sampling_from(const CliArgs& args) {
+    SamplerOptions s;
+    if (args.has("--temperature")) {
+        s.temperature = args.real("--temperature", 1.0);
+        if (!(s.temperature > 0)) throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
+    }
+    s.top_k = args.integer("--top-k", 0, 1, int64_t(1) << 31);
+    s.top_p = args.real("--top-p", 1.0);
+    s.seed = uint64_t(args.integer("--seed", 0, 0, INT64_MAX));
+    if ((args.has("--top-k") || args.has("--top-p")) && s.temperature == 0)
+        s.temperature = 1.0;  // top-k/top-p mean sampling; temperature 1 unless given
+    return s;
+}
+
 std::shared_ptr<const Model> load_model_from(const CliArgs& args) {
     return Model::load(args.text("--model").value_or(default_model_dir()), weight_format_from(args));
 }

@@ -7,6 +7,7 @@
 
 #include "cli_args.h"
 #include "model.h"
+#include "sampler.h"
 
 namespace kvscope {
 
@@ -14,6 +15,10 @@ std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL
 void add_model_option(CliArgs& args);                  // --model DIR, --dtype f32|bf16
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 void add_threads_option(CliArgs& args);                // --threads N
+// --temperature, --top-k, --top-p, --seed (seed_help: what the seed does); sampling_from reads them:
+// top-k or top-p alone mean sampling at temperature 1. Throws UsageError.
+CliArgs& add_sampling_options(CliArgs& args, const char* seed_help);
+SamplerOptions sampling_from(const CliArgs& args);
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 // The benchmarks' model options: --model DIR and --dtype, or --shape NAME (--gpt2-shape) with --work DIR.
 void add_bench_model_options(CliArgs& args);

@@ -46,11 +46,8 @@ int cli_generate(int argc, char** argv) {
         .option("--system", "TEXT", "text put before every prompt (a shared system prompt)")
         .option("--prompt-cache", "FILE", "load the prompt's leading K/V rows from FILE; (re)write it after the prefill "
                                           "unless it already holds the whole prompt")
-        .option("--prompt-cache-ro", "FILE", "load the prompt's leading K/V rows from FILE, never write it")
-        .option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
-        .option("--top-k", "K", "sample among the K most likely tokens")
-        .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
-        .option("--seed", "S", "random seed for sampling (default 0); with several prompts, prompt i uses S + i")
+        .option("--prompt-cache-ro", "FILE", "load the prompt's leading K/V rows from FILE, never write it");
+    add_sampling_options(args, "random seed for sampling (default 0); with several prompts, prompt i uses S + i")
         .flag("--allow-special", "treat <|endoftext|> in prompt text as the special token")
         .option("--dump-logits", "OUT.npy", "write float32 logits [N, V] ([B, N, V] for several prompts)")
         .flag("--json", "print one JSON object instead of text")
@@ -82,16 +79,7 @@ int cli_generate(int argc, char** argv) {
     if (prompt_cache && !options.use_cache)
         throw UsageError(std::string(pc_flag) + " loads and saves the KV cache's rows: leave out --no-cache");
     options.record = args.has("--trace");
-    if (args.has("--temperature")) {
-        options.sampling.temperature = args.real("--temperature", 1.0);
-        if (!(options.sampling.temperature > 0))
-            throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
-    }
-    options.sampling.top_k = args.integer("--top-k", 0, 1, int64_t(1) << 31);
-    options.sampling.top_p = args.real("--top-p", 1.0);
-    options.sampling.seed = uint64_t(args.integer("--seed", 0, 0, INT64_MAX));
-    if ((args.has("--top-k") || args.has("--top-p")) && options.sampling.temperature == 0)
-        options.sampling.temperature = 1.0;  // top-k/top-p mean sampling; temperature 1 unless given
+    options.sampling = sampling_from(args);
     validate(options);
     // Every output is checked before any work (core/output_path.h); a batch's trace is one seqN folder per prompt.
     const bool batch_trace = args.all("--prompt").size() + args.all("--prompt-ids").size() > 1;
