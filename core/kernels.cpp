@@ -1,8 +1,10 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -870,59 +872,91 @@ void matmul_kn_impl(float* y, const float* x, const Wt* w, const float* bias, in
     });
 }
 
+constexpr size_t kMaxSharedTargets = 4;
+
 template <class Wt>
-void matmul_nk_impl(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N) {
+struct NkTarget {
+    float* y;         // (T, N)
+    const Wt* w;      // (N, K)
+    const float* bias;  // (N) or null
+    int64_t N;
+};
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// Prefill (T >= 4 * kPackRows): packed operands.
+template <class Wt>
+void matmul_nk_packed(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N) {
     constexpr int CT = 4;
     const int64_t n_groups = (N + CT - 1) / CT;
     const int64_t n_threads = ThreadPool::global().n_threads();
-    const int64_t n_tasks = std::min(n_groups, n_threads * 8);
+    // x packed once (the last block padded with zero rows). Each task then takes panels of up to 8
+    // groups of 4 weight rows, packs a panel once (the weights leave memory once per matmul) and runs
+    // every block of 6 rows of x over it, K in spans of at most 512: the block's span (12 KiB) stays
+    // in L1 across the panel's groups, whose spans (8 KiB each) come from the panel in L2.
+    constexpr int64_t kPanelGroups = 8, kMaxSpanSlices = 32;
+    const int64_t KS = (K + 15) / 16, n_blocks = (T + kPackRows - 1) / kPackRows, block_floats = KS * 16 * kPackRows;
+    const int64_t n_spans = (KS + kMaxSpanSlices - 1) / kMaxSpanSlices;  // of equal length: no short tail
+    thread_local std::vector<float> x_storage;
+    float* x_packed = aligned_scratch(x_storage, n_blocks * block_floats);  // (ceil(T / 6), KS, 6, 16)
+    ThreadPool::global().parallel_for(n_blocks, [&](int64_t b) { pack_x_block(x_packed + b * block_floats, x, T, K, KS, b); });
+    const int64_t n_panels = (n_groups + kPanelGroups - 1) / kPanelGroups;
+    const int64_t n_panel_tasks = std::min(n_panels, n_threads * 4);
+    ThreadPool::global().parallel_for(n_panel_tasks, [&](int64_t task) {
+        thread_local std::vector<float> panel_storage, acc_storage;
+        float* panel = aligned_scratch(panel_storage, kPanelGroups * KS * 64);              // (8, KS, 4, 16)
+        float* acc = aligned_scratch(acc_storage, kPanelGroups * kTileAccumulators * 16);  // (8, 24, 16)
+        const int64_t task_g0 = n_groups * task / n_panel_tasks, task_g1 = n_groups * (task + 1) / n_panel_tasks;
+        for (int64_t g0 = task_g0; g0 < task_g1; g0 += kPanelGroups) {
+            const int64_t panel_groups = std::min(kPanelGroups, task_g1 - g0);
+            auto n0_of = [&](int64_t i) { return (g0 + i) * CT; };
+            auto count_of = [&](int64_t i) { return std::min<int64_t>(CT, N - n0_of(i)); };
+            for (int64_t i = 0; i < panel_groups; ++i) pack_w_group(panel + i * KS * 64, w, K, KS, n0_of(i), count_of(i));
+            for (int64_t b = 0; b < n_blocks; ++b) {
+                const float* xb = x_packed + b * block_floats;
+                for (int64_t sp = 0; sp < n_spans; ++sp) {
+                    const int64_t s0 = KS * sp / n_spans, span = KS * (sp + 1) / n_spans - s0;
+                    for (int64_t i = 0; i < panel_groups; ++i)
+                        tile_nk_packed_span(acc + i * kTileAccumulators * 16, xb + s0 * 16 * kPackRows,
+                                            panel + i * KS * 64 + s0 * 64, span, sp == 0);
+                }
+                const int64_t rows = std::min<int64_t>(kPackRows, T - b * kPackRows);
+                for (int64_t i = 0; i < panel_groups; ++i)
+                    reduce_packed_tile(y + b * kPackRows * N, acc + i * kTileAccumulators * 16, bias, rows, N,
+                                       n0_of(i), count_of(i));
+            }
+        }
+    });
+}
+#endif
+
+// Every target's groups of 4 weight rows, numbered one target after the other, are split between the
+// tasks of one fork: q, k and v (or gate and up) of a decode step cost one fork, and the small k and v
+// matrices no longer pay a fork's fixed cost each. Each group's tiles are those of a single matmul.
+template <class Wt>
+void matmul_nk_impl(const float* x, int64_t T, int64_t K, std::span<const NkTarget<Wt>> targets) {
+    constexpr int CT = 4;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     if (T >= 4 * kPackRows) {
-        // x packed once (the last block padded with zero rows). Each task then takes panels of up to 8
-        // groups of 4 weight rows, packs a panel once (the weights leave memory once per matmul) and runs
-        // every block of 6 rows of x over it, K in spans of at most 512: the block's span (12 KiB) stays
-        // in L1 across the panel's groups, whose spans (8 KiB each) come from the panel in L2.
-        constexpr int64_t kPanelGroups = 8, kMaxSpanSlices = 32;
-        const int64_t KS = (K + 15) / 16, n_blocks = (T + kPackRows - 1) / kPackRows, block_floats = KS * 16 * kPackRows;
-        const int64_t n_spans = (KS + kMaxSpanSlices - 1) / kMaxSpanSlices;  // of equal length: no short tail
-        thread_local std::vector<float> x_storage;
-        float* x_packed = aligned_scratch(x_storage, n_blocks * block_floats);  // (ceil(T / 6), KS, 6, 16)
-        ThreadPool::global().parallel_for(n_blocks, [&](int64_t b) { pack_x_block(x_packed + b * block_floats, x, T, K, KS, b); });
-        const int64_t n_panels = (n_groups + kPanelGroups - 1) / kPanelGroups;
-        const int64_t n_panel_tasks = std::min(n_panels, n_threads * 4);
-        ThreadPool::global().parallel_for(n_panel_tasks, [&](int64_t task) {
-            thread_local std::vector<float> panel_storage, acc_storage;
-            float* panel = aligned_scratch(panel_storage, kPanelGroups * KS * 64);              // (8, KS, 4, 16)
-            float* acc = aligned_scratch(acc_storage, kPanelGroups * kTileAccumulators * 16);  // (8, 24, 16)
-            const int64_t task_g0 = n_groups * task / n_panel_tasks, task_g1 = n_groups * (task + 1) / n_panel_tasks;
-            for (int64_t g0 = task_g0; g0 < task_g1; g0 += kPanelGroups) {
-                const int64_t panel_groups = std::min(kPanelGroups, task_g1 - g0);
-                auto n0_of = [&](int64_t i) { return (g0 + i) * CT; };
-                auto count_of = [&](int64_t i) { return std::min<int64_t>(CT, N - n0_of(i)); };
-                for (int64_t i = 0; i < panel_groups; ++i) pack_w_group(panel + i * KS * 64, w, K, KS, n0_of(i), count_of(i));
-                for (int64_t b = 0; b < n_blocks; ++b) {
-                    const float* xb = x_packed + b * block_floats;
-                    for (int64_t sp = 0; sp < n_spans; ++sp) {
-                        const int64_t s0 = KS * sp / n_spans, span = KS * (sp + 1) / n_spans - s0;
-                        for (int64_t i = 0; i < panel_groups; ++i)
-                            tile_nk_packed_span(acc + i * kTileAccumulators * 16, xb + s0 * 16 * kPackRows,
-                                                panel + i * KS * 64 + s0 * 64, span, sp == 0);
-                    }
-                    const int64_t rows = std::min<int64_t>(kPackRows, T - b * kPackRows);
-                    for (int64_t i = 0; i < panel_groups; ++i)
-                        reduce_packed_tile(y + b * kPackRows * N, acc + i * kTileAccumulators * 16, bias, rows, N,
-                                           n0_of(i), count_of(i));
-                }
-            }
-        });
+        for (const NkTarget<Wt>& t : targets) matmul_nk_packed(t.y, x, t.w, t.bias, T, K, t.N);
         return;
     }
 #endif
+    std::array<int64_t, kMaxSharedTargets + 1> first_group{};  // target j's groups: [first_group[j], first_group[j + 1])
+    for (size_t j = 0; j < targets.size(); ++j) first_group[j + 1] = first_group[j] + (targets[j].N + CT - 1) / CT;
+    const int64_t n_groups = first_group[targets.size()];
+    const int64_t n_tasks = std::min(n_groups, int64_t(ThreadPool::global().n_threads()) * 8);
     auto run_tiles = [&]<bool kPaired>(const float* xs) {
         ThreadPool::global().parallel_for(n_tasks, [&](int64_t task) {
-            int64_t g0 = n_groups * task / n_tasks, g1 = n_groups * (task + 1) / n_tasks;
+            const int64_t g0 = n_groups * task / n_tasks, g1 = n_groups * (task + 1) / n_tasks;
+            size_t j = 0;
             for (int64_t g = g0; g < g1; ++g) {
-                int64_t n0 = g * CT, count = std::min<int64_t>(CT, N - n0);
+                while (g >= first_group[j + 1]) ++j;
+                const NkTarget<Wt>& target = targets[j];
+                float* y = target.y;
+                const Wt* w = target.w;
+                const float* bias = target.bias;
+                const int64_t N = target.N;
+                int64_t n0 = (g - first_group[j]) * CT, count = std::min<int64_t>(CT, N - n0);
                 int64_t t = 0;
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
                 // Past 8 rows, paired bfloat16 spends more on widening each weight twice (once per pass)
@@ -964,8 +998,29 @@ void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t
 }
 
 void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N) {
-    if (w.f32) matmul_nk_impl(y, x, w.f32, bias, T, K, N);
-    else matmul_nk_impl(y, x, w.bf16, bias, T, K, N);
+    const MatmulTarget target{y, w, bias, N};
+    matmul_nk_shared(x, T, K, {&target, 1});
+}
+
+void matmul_nk_shared(const float* x, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
+    if (targets.size() > kMaxSharedTargets) {
+        matmul_nk_shared(x, T, K, targets.first(kMaxSharedTargets));
+        matmul_nk_shared(x, T, K, targets.subspan(kMaxSharedTargets));
+        return;
+    }
+    const bool all_f32 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.f32; });
+    const bool all_bf16 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.bf16; });
+    if (!all_f32 && !all_bf16) {  // mixed storage: one fork per matrix
+        for (const MatmulTarget& t : targets) matmul_nk_shared(x, T, K, {&t, 1});
+        return;
+    }
+    auto run = [&]<class Wt>(const Wt* WeightRef::*weights) {
+        std::array<NkTarget<Wt>, kMaxSharedTargets> typed;  // no allocation on the decode path
+        for (size_t j = 0; j < targets.size(); ++j) typed[j] = {targets[j].y, targets[j].w.*weights, targets[j].bias, targets[j].N};
+        matmul_nk_impl<Wt>(x, T, K, std::span<const NkTarget<Wt>>(typed.data(), targets.size()));
+    };
+    if (all_f32) run(&WeightRef::f32);
+    else run(&WeightRef::bf16);
 }
 
 namespace {

@@ -11,6 +11,8 @@
 //   matmul_kn(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(K,N) + bias(N)   (HF Conv1D layout); each sum
 //                                       is two fma chains, over k < K/2 and over the rest, then added
 //   matmul_nk(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(N,K)ᵀ + bias(N)  (lm_head / tied wte)
+//   matmul_nk_shared(x, T, K, targets)  matmul_nk for several matrices that read the same x (q, k, v; gate,
+//                                       up) in one fork of the thread pool: the same bits as one call each
 //   dot(a, b, n)                        Σ a[i]·b[i], 16 interleaved partial sums, fixed reduction
 //   axpy(y, a, x, n)                    y[i] = fma(a, x[i], y[i])
 //   dot_rows(out, q, rows, n, D, scale) out[j] = dot(q, rows[j], D) · scale for j < n: the same sums as dot,
@@ -29,6 +31,7 @@
 //   gelu_tanh / gelu_erf / relu / silu(x, n)   in place
 //   multiply(y, x, n)                   y[i] *= x[i] (the gate of a gated MLP)
 #include <cstdint>
+#include <span>
 
 namespace kvscope {
 
@@ -43,6 +46,13 @@ struct WeightRef {
 
 void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
 void matmul_nk(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N);
+struct MatmulTarget {
+    float* y;            // (T, N)
+    WeightRef w;         // (N, K)
+    const float* bias;   // (N) or null
+    int64_t N;
+};
+void matmul_nk_shared(const float* x, int64_t T, int64_t K, std::span<const MatmulTarget> targets);
 float dot(const float* a, const float* b, int64_t n);
 float dot(const float* a, const uint16_t* b_bf16, int64_t n);    // b widened exactly: same result as on floats
 void axpy(float* y, float a, const float* x, int64_t n);

@@ -41,8 +41,8 @@ void mlp_sublayer(const ModelConfig& cfg, const LayerWeights& lw, float* x, floa
     if (cfg.family == Family::Llama) {  // LlamaMLP: down(act(gate(x)) * up(x)), nn.Linear (out, in) weights
         float* gate = hidden;          // (T, F)
         float* up = hidden + T * F;    // (T, F)
-        matmul_nk(gate, in, lw.gate_weight, lw.gate_bias, T, C, F);
-        matmul_nk(up, in, lw.fc_weight, lw.fc_bias, T, C, F);
+        const MatmulTarget gate_up[] = {{gate, lw.gate_weight, lw.gate_bias, F}, {up, lw.fc_weight, lw.fc_bias, F}};
+        matmul_nk_shared(in, T, C, gate_up);
         if (cfg.activation == Activation::Silu) silu(gate, T * F);
         else gelu_tanh(gate, T * F);
         multiply(gate, up, T * F);

@@ -186,9 +186,10 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
         const float* attn_in = sublayer_input(cfg, x, xn, lw.ln_1_weight, lw.ln_1_bias, T);
         if (llama) {
-            matmul_nk(q_rows, attn_in, lw.q_weight, lw.q_bias, T, C, Q);   // (T, Q)
-            matmul_nk(k_rows, attn_in, lw.k_weight, lw.k_bias, T, C, KV);  // (T, KV)
-            matmul_nk(v_rows, attn_in, lw.v_weight, lw.v_bias, T, C, KV);  // (T, KV)
+            const MatmulTarget qkv[] = {{q_rows, lw.q_weight, lw.q_bias, Q},     // (T, Q)
+                                        {k_rows, lw.k_weight, lw.k_bias, KV},    // (T, KV)
+                                        {v_rows, lw.v_weight, lw.v_bias, KV}};   // (T, KV)
+            matmul_nk_shared(attn_in, T, C, qkv);
             if (cfg.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's D values, before rotation
                 rms_norm(q_rows, q_rows, lw.q_norm_weight, T * H, D, float(cfg.layer_norm_epsilon));  // (T*H, D)
                 rms_norm(k_rows, k_rows, lw.k_norm_weight, T * K, D, float(cfg.layer_norm_epsilon));  // (T*K, D)

@@ -243,6 +243,54 @@ TEST_CASE("matmul_nk rows are bit-identical whatever the row count, the thread c
     for (int64_t K : {203, 96, 1100}) check_rows_as_alone(matmul_nk, K, 150, {1, 5, 8, 23, 24, 25, 31, 96, 103}, 12);
 }
 
+TEST_CASE("matmul_nk_shared gives every matrix exactly its own matmul_nk result") {
+    // q, k and v (or gate and up) in one fork: the groups of all matrices are split between tasks as one
+    // list, so a task may end inside one matrix and the next begin inside another. Five targets: more than
+    // one fork holds; mixed float32 / bfloat16: one fork each. Widths 150, 17, 6, 33, 5: partial groups.
+    std::mt19937 rng(21);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t K = 96, T_max = 31;
+    const std::vector<int64_t> widths = {150, 17, 6, 33, 5};
+    std::vector<float> x(size_t(T_max * K));
+    for (float& v : x) v = d(rng);
+    std::vector<std::vector<float>> w(widths.size()), bias(widths.size());
+    std::vector<std::vector<uint16_t>> w16(widths.size());
+    for (size_t j = 0; j < widths.size(); ++j) {
+        w[j].resize(size_t(widths[j] * K));
+        bias[j].resize(size_t(widths[j]));
+        for (float& v : w[j]) v = d(rng);
+        for (float& v : bias[j]) v = d(rng);
+        for (float v : w[j]) {
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            w16[j].push_back(uint16_t(bits >> 16));
+        }
+    }
+    const int threads_before = ThreadPool::global().n_threads();
+    for (int storage : {0, 1, 2})  // float32, bfloat16, alternating
+    for (int threads : {1, 2, 3})
+    for (int64_t T : {1, 3, 8, 24, 31}) {
+        ThreadPool::global().set_threads(threads);
+        std::vector<std::vector<float>> shared(widths.size()), alone(widths.size());
+        std::vector<MatmulTarget> targets;
+        for (size_t j = 0; j < widths.size(); ++j) {
+            const bool bf16 = storage == 1 || (storage == 2 && j % 2 == 1);
+            const WeightRef weights = bf16 ? WeightRef(w16[j].data()) : WeightRef(w[j].data());
+            const float* b = j == 2 ? nullptr : bias[j].data();
+            shared[j].assign(size_t(T * widths[j]), -1.0f);
+            alone[j].assign(size_t(T * widths[j]), -2.0f);
+            matmul_nk(alone[j].data(), x.data(), weights, b, T, K, widths[j]);
+            targets.push_back({shared[j].data(), weights, b, widths[j]});
+        }
+        matmul_nk_shared(x.data(), T, K, targets);
+        for (size_t j = 0; j < widths.size(); ++j) {
+            INFO("storage " << storage << " threads " << threads << " T " << T << " matrix " << j);
+            CHECK(std::memcmp(shared[j].data(), alone[j].data(), shared[j].size() * sizeof(float)) == 0);
+        }
+    }
+    ThreadPool::global().set_threads(threads_before);
+}
+
 TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-lane order bit for bit") {
     // Each output is Σ_k x[k]·w[n][k] with lane l summing k ≡ l (mod 16) in k order (fma), then the lanes
     // reduced; dot() is the same sum. Without AVX-512 (the portable code and the AVX2 kernels) the lanes
