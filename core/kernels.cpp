@@ -315,6 +315,30 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
 #undef KVSCOPE_NK_ZERO
 #undef KVSCOPE_NK_STORE
 
+// Decode (one row of x) with bfloat16 weights: tile_nk's sums, one weight row at a time, so each thread
+// reads a single stream (the row four ahead asked into L2). Widening bfloat16 costs two instructions per
+// 16 weights, and four interleaved rows left fewer loads in flight: Qwen2.5-0.5B-shape decode pass, 2
+// threads, Zen 4 VM, interleaved rounds: 23.1-24.1 ms against 24.3-27.7 for tile_nk<1>. (float32 rows
+// read faster four at a time, and stay there.)
+void rows_nk_bf16(float* y, const float* x, const uint16_t* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                  int64_t n_count) {
+    for (int64_t n = n0; n < n0 + n_count; ++n) {
+        const uint16_t* row = w + n * K;
+        const uint16_t* ahead = w + std::min(n + 4, N - 1) * K;
+        __m512 acc = _mm512_setzero_ps();
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T1);
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load16(row + k), acc);
+        }
+        if (k < K) {
+            const __mmask16 m = tail_mask(K - k);
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), maskz_load16(m, row + k), acc);
+        }
+        y[n] = reduce_add(acc) + (bias ? bias[n] : 0.0f);  // tile_nk adds a zero bias too
+    }
+}
+
 // Many rows (prefill): tile_nk's arithmetic on packed operands. x is packed per block of 6 rows as
 // (KS, 6, 16) and 4 weight rows as (KS, 4, 16), KS = ceil(K / 16), zero past K, so every load is one
 // aligned vector of a sequential stream; walked in place the same tile reads ten strided rows and runs
@@ -980,6 +1004,14 @@ void matmul_nk_impl(const float* x, int64_t T, int64_t K, std::span<const NkTarg
                 }
 #endif
                 for (; t + 4 <= T; t += 4) tile_nk<4, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
+#if defined(__AVX512F__)
+                if constexpr (std::is_same_v<Wt, uint16_t>) {
+                    if (T == 1) {
+                        rows_nk_bf16(y, xs, w, bias, K, N, n0, count);
+                        continue;
+                    }
+                }
+#endif
                 for (; t < T; ++t) tile_nk<1, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
             }
         });
