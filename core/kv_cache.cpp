@@ -34,11 +34,18 @@ void BlockHolds::drop() {
 }
 
 KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks,
-                 bool bf16)
+                 bool bf16, KvQuantSpec quant)
     : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), capacity_(capacity), window_(window),
-      sinks_(window > 0 ? sinks : 0), bf16_(bf16), slot_positions_(size_t(capacity), -1) {
-    const size_t n = size_t(n_layer * n_head * capacity * head_dim);
-    if (bf16) {
+      sinks_(window > 0 ? sinks : 0), bf16_(bf16 && !quant.quantized()), quant_(quant),
+      row_elems_(quant.quantized() ? kvscope::row_bytes(quant.format, head_dim) : head_dim),
+      slot_positions_(size_t(capacity), -1) {
+    if (quant.format == KvQuant::Int4)
+        throw UsageError("the KV cache does not store int4 (KIVI) rows yet: use --kv-quant int8 or fp8");
+    const size_t n = size_t(n_layer * n_head * capacity * row_elems_);
+    if (quant_.quantized()) {
+        kq_.resize(n);
+        vq_.resize(n);
+    } else if (bf16) {
         k16_.resize(n);
         v16_.resize(n);
     } else {
@@ -49,7 +56,8 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capa
 
 KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks)
     : n_layer_(pool->n_layer()), n_head_(pool->n_head()), head_dim_(pool->head_dim()), capacity_(max_positions),
-      window_(window), sinks_(window > 0 ? sinks : 0), bf16_(pool->bf16()), slot_positions_(size_t(max_positions), -1),
+      window_(window), sinks_(window > 0 ? sinks : 0), bf16_(pool->bf16()), row_elems_(pool->head_dim()),
+      slot_positions_(size_t(max_positions), -1),
       pool_(std::move(pool)) {
     // Reserved once so that mapping a new block during decode does not allocate here.
     const size_t max_blocks = size_t((max_positions + pool_->block_size() - 1) / pool_->block_size());
@@ -65,9 +73,11 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     if (pool_) reset();  // return this cache's blocks before taking the other's
     n_layer_ = o.n_layer_, n_head_ = o.n_head_, head_dim_ = o.head_dim_, capacity_ = o.capacity_;
     window_ = o.window_, sinks_ = o.sinks_, sink_positions_ = o.sink_positions_, bf16_ = o.bf16_, next_position_ = o.next_position_;
+    quant_ = o.quant_, row_elems_ = o.row_elems_;
     slot_positions_ = std::move(o.slot_positions_);
     tokens_ = std::move(o.tokens_);
     k_ = std::move(o.k_), v_ = std::move(o.v_), k16_ = std::move(o.k16_), v16_ = std::move(o.v16_);
+    kq_ = std::move(o.kq_), vq_ = std::move(o.vq_);
     pool_ = std::move(o.pool_);
     table_ = std::move(o.table_);
     chains_ = std::move(o.chains_);
@@ -156,18 +166,34 @@ void widen(const uint16_t* row, int64_t n, float* out) {
 }
 }  // namespace
 
+int64_t KvCache::row_bytes() const {
+    if (quant_.quantized()) return row_elems_;
+    return head_dim_ * (bf16_ ? 2 : 4);
+}
+
+unsigned char* KvCache::raw_row(int kv, int64_t il, int64_t h, int64_t position) const {
+    if (quant_.quantized()) return row<uint8_t>(kv, il, h, position);
+    if (bf16_) return reinterpret_cast<unsigned char*>(bf16_row(kv, il, h, position));
+    return reinterpret_cast<unsigned char*>(f32_row(kv, il, h, position));
+}
+
 void KvCache::copy_key(int64_t il, int64_t h, int64_t position, float* out) const {
-    if (bf16_) widen(key16(il, h, position), head_dim_, out);
+    if (quant_.quantized()) dequantize_row(quant_.format, packed_key(il, h, position), head_dim_, out);
+    else if (bf16_) widen(key16(il, h, position), head_dim_, out);
     else std::memcpy(out, key(il, h, position), size_t(head_dim_) * sizeof(float));
 }
 
 void KvCache::copy_value(int64_t il, int64_t h, int64_t position, float* out) const {
-    if (bf16_) widen(value16(il, h, position), head_dim_, out);
+    if (quant_.quantized()) dequantize_row(quant_.format, packed_value(il, h, position), head_dim_, out);
+    else if (bf16_) widen(value16(il, h, position), head_dim_, out);
     else std::memcpy(out, value(il, h, position), size_t(head_dim_) * sizeof(float));
 }
 
 void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
-    if (bf16_) {
+    if (quant_.quantized()) {
+        quantize_row(quant_.format, k, head_dim_, row<uint8_t>(0, il, h, position));
+        quantize_row(quant_.format, v, head_dim_, row<uint8_t>(1, il, h, position));
+    } else if (bf16_) {
         uint16_t* k_row = bf16_row(0, il, h, position);
         uint16_t* v_row = bf16_row(1, il, h, position);
         for (int64_t d = 0; d < head_dim_; ++d) {
@@ -254,32 +280,31 @@ void KvCache::grow(int64_t capacity) {
     // slot changes, so each live position's rows are copied to the slot slot_of() gives it afterwards.
     const std::vector<int64_t> old_positions = std::move(slot_positions_);
     const int64_t old_capacity = capacity_;
-    std::vector<float> k, v;            // (L, H, S', D) float32 storage
-    std::vector<uint16_t> k16, v16;     // (L, H, S', D) bfloat16 storage
-    const size_t n = size_t(n_layer_ * n_head_ * capacity * head_dim_);
-    if (bf16_) k16.resize(n), v16.resize(n);
-    else k.resize(n), v.resize(n);
+    const size_t n = size_t(n_layer_ * n_head_ * capacity * row_elems_), E = size_t(row_elems_);
     capacity_ = capacity;
     slot_positions_.assign(size_t(capacity), -1);
-    for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot) {
-        const int64_t p = old_positions[size_t(old_slot)];
-        if (p < 0) continue;
-        const int64_t slot = slot_of(p);
-        slot_positions_[size_t(slot)] = p;
-        for (int64_t il = 0; il < n_layer_; ++il)
-            for (int64_t h = 0; h < n_head_; ++h) {
-                const size_t from = size_t(((il * n_head_ + h) * old_capacity + old_slot) * head_dim_);
-                const size_t to = offset(il, h, slot), D = size_t(head_dim_);
-                if (bf16_) {
-                    std::copy_n(k16_.begin() + from, D, k16.begin() + to);
-                    std::copy_n(v16_.begin() + from, D, v16.begin() + to);
-                } else {
-                    std::copy_n(k_.begin() + from, D, k.begin() + to);
-                    std::copy_n(v_.begin() + from, D, v.begin() + to);
+    // Whichever storage pair is in use: (L, H, S', E) each, E elements a row.
+    auto regrow = [&](auto& k_old, auto& v_old) {
+        if (k_old.empty()) return;
+        std::remove_reference_t<decltype(k_old)> k(n), v(n);
+        for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot) {
+            const int64_t p = old_positions[size_t(old_slot)];
+            if (p < 0) continue;
+            for (int64_t il = 0; il < n_layer_; ++il)
+                for (int64_t h = 0; h < n_head_; ++h) {
+                    const size_t from = size_t(((il * n_head_ + h) * old_capacity + old_slot) * row_elems_);
+                    const size_t to = offset(il, h, slot_of(p));
+                    std::copy_n(k_old.begin() + from, E, k.begin() + to);
+                    std::copy_n(v_old.begin() + from, E, v.begin() + to);
                 }
-            }
-    }
-    k_ = std::move(k), v_ = std::move(v), k16_ = std::move(k16), v16_ = std::move(v16);
+        }
+        k_old = std::move(k), v_old = std::move(v);
+    };
+    regrow(k_, v_);
+    regrow(k16_, v16_);
+    regrow(kq_, vq_);
+    for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot)
+        if (const int64_t p = old_positions[size_t(old_slot)]; p >= 0) slot_positions_[size_t(slot_of(p))] = p;
 }
 
 KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
@@ -303,7 +328,7 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         }
         return c;
     }
-    const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
+    const size_t row_bytes = size_t(this->row_bytes());
     for (int64_t p = next_position_; p < next_position_ + n_new && p - next_position_ < capacity_; ++p) {
         const int64_t slot = slot_of(p);
         if (slot_positions_[size_t(slot)] < 0) continue;
@@ -312,8 +337,7 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         for (int64_t il = 0; il < n_layer_; ++il)
             for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
-                    const auto* row = bf16_ ? reinterpret_cast<const unsigned char*>(bf16_row(kv, il, h, p))
-                                            : reinterpret_cast<const unsigned char*>(f32_row(kv, il, h, p));
+                    const unsigned char* row = raw_row(kv, il, h, p);
                     c.rows.insert(c.rows.end(), row, row + row_bytes);
                 }
     }
@@ -351,7 +375,7 @@ void KvCache::restore(KvCacheCheckpoint& c) {
         if (slot_positions_[size_t(slot)] == p) slot_positions_[size_t(slot)] = -1;
     }
     const unsigned char* src = c.rows.data();
-    const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
+    const size_t row_bytes = size_t(this->row_bytes());
     for (size_t i = 0; i < c.slots.size(); ++i) {
         // The slot the saved position has now: the one it was saved from, unless grow() ran since.
         const int64_t slot = slot_of(c.slot_positions[i]);
@@ -360,9 +384,7 @@ void KvCache::restore(KvCacheCheckpoint& c) {
             for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
                     // The saved position's row, whose slot is `slot` (slot_of maps it there).
-                    void* dst = bf16_ ? static_cast<void*>(bf16_row(kv, il, h, c.slot_positions[i]))
-                                      : static_cast<void*>(f32_row(kv, il, h, c.slot_positions[i]));
-                    std::memcpy(dst, src, row_bytes);
+                    std::memcpy(raw_row(kv, il, h, c.slot_positions[i]), src, row_bytes);
                     src += row_bytes;
                 }
     }

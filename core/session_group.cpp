@@ -216,6 +216,11 @@ GroupMemory SessionGroup::memory() const {
             m.cache_file_positions += a.file;
         }
     std::multiset<int32_t> mapped;
+    if (!sessions_.empty()) {
+        const KvCache& c = sessions_.front()->cache();
+        m.bytes_per_position = c.bytes_per_position();
+        m.kv_format = c.quantized() ? to_string(c.quant().format) : c.bf16() ? "bf16" : "f32";
+    }
     for (const auto& s : sessions_) {
         m.positions += s->cache().next_position();
         if (!pool_) m.bytes += s->cache().bytes_capacity();
