@@ -18,8 +18,6 @@ void validate(const SessionOptions& o) {
     if (o.kv_quant.quantized() && o.block_size > 0)
         throw UsageError(std::string("--kv-quant ") + to_string(o.kv_quant.format) +
                          " stores packed rows in the contiguous cache only: leave out --block-size");
-    if (o.kv_quant.format == KvQuant::Int4)
-        throw UsageError("--kv-quant int4 (KIVI) is defined (kv_quant.h) but not stored by the KV cache yet: use int8 or fp8");
     if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
     if (o.n_top < 0) throw UsageError("n_top must be >= 0");
     validate(o.sampling);
@@ -27,8 +25,10 @@ void validate(const SessionOptions& o) {
 
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
-    validate(options_.kv_quant, model_->config().head_dim());  // before the int4 refusal: a bad G is named first
     validate(options_);
+    validate(options_.kv_quant, model_->config().head_dim());
+    if (options_.kv_quant.format == KvQuant::Int4)  // after the check of G: a bad group size is named first
+        throw UsageError("--kv-quant int4 (KIVI) is defined (kv_quant.h) but not stored by the KV cache yet: use int8 or fp8");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
     // would be neither the model nor a clean experiment, so the two are not combined.
     if (options_.window > 0 && model_->config().has_sliding_layers())
