@@ -46,19 +46,10 @@ std::vector<uint8_t> packed_rows(const KvCache& c) {
     return out;
 }
 
-// V = 101, n_ctx = 64, C = 48, H = 4 (D = 12), F = 100, L = 2: session.tests.cpp's parity model.
+// V = 97, D = 8 (test_models.h small_fixture)
+constexpr int64_t kVocab = 97;
 std::shared_ptr<const Model> model() {
-    static std::shared_ptr<const Model> m = [] {
-        FixtureSpec spec;
-        spec.config.n_vocab = 101;
-        spec.config.n_ctx = 64;
-        spec.config.n_embd = 48;
-        spec.config.n_head = 4;
-        spec.config.n_inner = 100;
-        spec.config.n_layer = 2;
-        spec.seed = 2024;
-        return Model::load(write_fixture(work_dir("quantized_cache") / "parity", spec).dir.string());
-    }();
+    static std::shared_ptr<const Model> m = Model::load(small_fixture("quantized_cache", 2024).dir.string());
     return m;
 }
 
@@ -72,12 +63,7 @@ SessionOptions options(KvQuant q, int64_t window, int64_t chunk, int64_t n_new, 
     return o;
 }
 
-Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
-    Session s(model(), o);
-    s.set_prompt(prompt);
-    while (s.next() != Session::Next::Done) s.step();
-    return collect(s);
-}
+Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) { return run_to_end(model(), o, prompt); }
 
 }  // namespace
 
@@ -149,7 +135,7 @@ TEST_CASE("quantized runs: cached, uncached and chunked give bit-identical logit
     const KvQuant q = GENERATE(KvQuant::Int8, KvQuant::Fp8);
     const int64_t window = GENERATE(0, 4);
     INFO(to_string(q) << ", window " << window);
-    const std::vector<int32_t> prompt = random_tokens(5, 9, 101);
+    const std::vector<int32_t> prompt = random_tokens(5, 9, kVocab);
     const Run baseline = run(options(q, window, 0, 12), prompt);
     for (int64_t chunk : {1, 4}) {
         INFO("chunk " << chunk);
@@ -159,7 +145,7 @@ TEST_CASE("quantized runs: cached, uncached and chunked give bit-identical logit
 }
 
 TEST_CASE("quantized runs stay near the float32 run, and differ from it", "[quantized_cache][session]") {
-    const std::vector<int32_t> prompt = random_tokens(8, 10, 101);
+    const std::vector<int32_t> prompt = random_tokens(8, 10, kVocab);
     // The prompt's prediction and every greedy step fed the float32 run's tokens, so that the positions
     // compared hold the same text.
     const Run f32 = run(options(KvQuant::None, 0, 0, 8), prompt);
@@ -184,7 +170,7 @@ TEST_CASE("quantized step_back replays bit for bit", "[quantized_cache][session]
     SessionOptions o = options(KvQuant::Int8, 3, 2, 9);
     o.sampling = {1.0, 10, 1.0, 77};
     Session s(model(), o);
-    s.set_prompt(random_tokens(21, 7, 101));
+    s.set_prompt(random_tokens(21, 7, kVocab));
     while (s.next() != Session::Next::Done) s.step();
     const Run original = collect(s);
     const std::vector<uint8_t> rows = packed_rows(s.cache());
@@ -199,8 +185,8 @@ TEST_CASE("quantized caches refuse what they cannot do, before any work", "[quan
     o.block_size = 4;
     CHECK_THROWS_AS(Session(model(), o), UsageError);
     o = options(KvQuant::Int4, 0, 0, 4);
-    o.kv_quant.group = 5;  // D = 12
-    CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("does not divide head_dim 12"));
+    o.kv_quant.group = 5;  // D = 8
+    CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("does not divide head_dim 8"));
     o.kv_quant.group = 4;
     CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("int4"));
     o = options(KvQuant::Int8, 0, 0, 4);
