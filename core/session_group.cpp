@@ -15,6 +15,8 @@ SessionGroup::SessionGroup(std::shared_ptr<const Model> model, SessionOptions op
     if (group_.n_seq < 1) throw UsageError("a group needs at least one sequence, got " + std::to_string(group_.n_seq));
     if (!group_.prompt_cache.empty() && group_.n_seq > 1)
         throw UsageError("a prompt cache file works with one sequence (the batch has " + std::to_string(group_.n_seq) + ")");
+    if (!group_.prompt_cache.empty() && options_.kv_quant.quantized())
+        throw UsageError("a prompt cache file holds float32 or bfloat16 rows: leave out --kv-quant");
     if (!group_.prompt_cache.empty() && model_->config().encoder_decoder)
         throw UsageError("a prompt cache file keys K/V by the decoder's tokens, but an encoder-decoder's K/V also "
                          "depend on the source: not available for this model");

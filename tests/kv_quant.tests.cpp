@@ -100,7 +100,7 @@ TEST_CASE("int4 KIVI: a constant group decodes exactly, codes span 0..15", "[kv_
     REQUIRE(int4_key_group_bytes(D, G) == G * D / 2 + D * 8);
 }
 
-TEST_CASE("the group size must divide head_dim; unknown formats are refused", "[kv_quant]") {
+TEST_CASE("the group size must divide head_dim, unknown formats are refused", "[kv_quant]") {
     CHECK_THROWS_AS(parse_kv_quant("int3"), UsageError);
     CHECK(parse_kv_quant("fp8") == KvQuant::Fp8);
     CHECK_THROWS_AS(validate(KvQuantSpec{KvQuant::Int4, 24, 0}, 64), UsageError);

@@ -23,7 +23,7 @@ std::vector<float> normal_rows(uint32_t seed, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("int8 errors stay within half a step of each row's scale; scores move by q·(k̂ − k)", "[kv_quant_error]") {
+TEST_CASE("int8 errors stay within half a step of each row's scale, scores move by q·(k̂ − k)", "[kv_quant_error]") {
     const int64_t P = 10, T = 3, D = 16;
     const std::vector<float> q = normal_rows(1, T * D), k = normal_rows(2, P * D), v = normal_rows(3, P * D);
     const std::vector<int64_t> keys{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, queries{7, 8, 9};
@@ -51,7 +51,7 @@ TEST_CASE("int8 errors stay within half a step of each row's scale; scores move 
         }
 }
 
-TEST_CASE("no format: every change is zero; int4 keeps the residual in float32", "[kv_quant_error]") {
+TEST_CASE("no format: every change is zero, int4 keeps the residual in float32", "[kv_quant_error]") {
     const int64_t P = 11, D = 8;
     const std::vector<float> k = normal_rows(4, P * D), v = normal_rows(5, P * D), q = normal_rows(6, D);
     std::vector<int64_t> keys(static_cast<size_t>(P));

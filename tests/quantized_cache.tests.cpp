@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "kv_quant.h"
 #include "model.h"
 #include "session.h"
+#include "session_group.h"
 #include "session_runs.h"
 #include "test_models.h"
 
@@ -192,4 +194,9 @@ TEST_CASE("quantized caches refuse what they cannot do, before any work", "[quan
     o = options(KvQuant::Int8, 0, 0, 4);
     o.kv_quant.group = 0;
     CHECK_THROWS_AS(Session(model(), o), UsageError);
+    // A prompt cache file holds float32 rows: reloading them would quantize a dequantization again.
+    GroupOptions g;
+    g.prompt_cache = (work_dir("quantized_cache") / "never_written.kvp").string();
+    CHECK_THROWS_WITH(SessionGroup(model(), options(KvQuant::Fp8, 0, 0, 4), g), Catch::Contains("--kv-quant"));
+    CHECK_FALSE(std::filesystem::exists(g.prompt_cache));
 }
