@@ -6,6 +6,11 @@
 // read, so attention computes in float32 on the stored values and a row costs half the bytes), or
 // quantized (`quant`, ring only: int8 or fp8 per token, kv_quant.h): the packed bytes are what the
 // cache stores; copy_key / copy_value dequantize, and attention reads those float32 rows.
+// int4 (KIVI, no window): positions below int4_residual_boundary(next_position) are packed, keys by
+// groups of G positions, values per row; the later ones (and a chunk being written) are float32 rows
+// in a residual ring of Rb slots (position p in slot p % Rb; Rb grows in prepare() when a chunk needs
+// it). advance() quantizes the groups that fall below the boundary; a checkpoint keeps the float32
+// rows of the positions its chunk quantizes, so restore puts them back exactly.
 //
 // Ring (contiguous): per layer, K and V preallocated as (H, S, D), S = capacity slots. Position p
 // lives in slot p % S (sinks: p < S_sink in slot p, later positions in a ring over the remaining slots),
@@ -19,7 +24,7 @@
 // `fits(n)` checks that before anything is written. Positions stay absolute.
 //
 //   KvCache(L, H, D, S, W, sinks, bf16, quant) ring; W = 0: no window (every earlier position stays
-//                               visible); quant: int8 / fp8 packed rows (int4 is refused here)
+//                               visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0)
 //   KvCache(pool, max_positions, W, sinks)  paged over a shared pool (its dtype is the pool's)
 //   next_position()             the position pointer: absolute position the next token gets
 //   write_slot()                where the next token's K/V will be written (paged: its position)
@@ -32,7 +37,7 @@
 //   prepare(tokens, n)          before a chunk's writes: map its positions (allocate / copy-on-write)
 //   key(il, h, p) / value(...)  (D) row of absolute position p; p must be alive; float32 caches only
 //   key16 / value16             the same for bfloat16 caches
-//   packed_key / packed_value   the same for quantized caches: row_bytes(quant, D) bytes
+//   packed_key / packed_value   the same for int8 / fp8 caches: row_bytes() bytes (int4: values only)
 //   copy_key / copy_value       the row as float32 whatever the storage
 //   write(il, h, p, k, v)       store one position's (D) rows; called by the model for each new token
 //   advance(n)                  after all layers wrote the chunk: move the pointer, evict what no query
@@ -91,6 +96,9 @@ struct KvCacheCheckpoint {
     // paged
     std::vector<int32_t> table;           // the block table before the chunk
     BlockHolds holds;                     // keeps the blocks of `table` alive (all but a private write block)
+    // int4: float32 K then V rows of the positions residual_from.. that the chunk quantizes, (n, L, 2, H, D)
+    int64_t residual_from = 0;
+    std::vector<float> residual_rows;
 };
 
 // What a cache holds at one moment, as plain values (llama.cpp's llama_kv_cache_view): a StepRecord
@@ -210,7 +218,23 @@ private:
     // ring
     std::vector<float> k_, v_;            // (L, H, S, D) each, float32 storage
     std::vector<uint16_t> k16_, v16_;     // (L, H, S, D) each, bfloat16 storage (one pair is used)
-    std::vector<uint8_t> kq_, vq_;        // (L, H, S, row_bytes) each, packed quantized rows
+    std::vector<uint8_t> kq_, vq_;        // (L, H, S, row_bytes) each, packed quantized rows; int4 keys:
+                                          // kq_ is (L, H, ceil(S / G), int4_key_group_bytes)
+    // int4
+    std::vector<float> kr_, vr_;          // (L, H, Rb, D) each: float32 rows at and above the boundary
+    int64_t residual_slots_ = 0;          // Rb
+    int64_t n_quantized_ = 0;             // positions 0 .. n_quantized - 1 are packed
+    bool int4() const { return quant_.format == KvQuant::Int4; }
+    float* residual_row(int kv, int64_t il, int64_t h, int64_t position) const {
+        const std::vector<float>& r = kv ? vr_ : kr_;
+        return const_cast<float*>(r.data()) + ((il * n_head_ + h) * residual_slots_ + position % residual_slots_) * head_dim_;
+    }
+    uint8_t* key_group(int64_t il, int64_t h, int64_t group) const {
+        const int64_t n_groups = (capacity_ + quant_.group - 1) / quant_.group;
+        return const_cast<uint8_t*>(kq_.data()) + ((il * n_head_ + h) * n_groups + group) * int4_key_group_bytes(head_dim_, quant_.group);
+    }
+    void ensure_residual(int64_t slots);  // int4: Rb >= slots, live residual rows kept
+    void quantize_below(int64_t boundary); // int4: pack the groups between n_quantized and boundary
     // paged
     std::shared_ptr<BlockPool> pool_;
     std::vector<int32_t> table_;          // (blocks mapped so far) pool block per logical block, -1 = evicted

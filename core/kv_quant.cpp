@@ -171,11 +171,17 @@ void quantize_int4_keys(const float* x, int64_t G, int64_t D, uint8_t* out) {
 }
 
 void dequantize_int4_keys(const uint8_t* in, int64_t G, int64_t D, float* out) {
+    for (int64_t i = 0; i < G; ++i) dequantize_int4_key_row(in, G, D, i, out + i * D);
+}
+
+void dequantize_int4_key_row(const uint8_t* in, int64_t G, int64_t D, int64_t i, float* out) {
     const uint8_t* stats = in + G * D / 2;
-    for (int64_t d = 0; d < D; ++d) {
-        const MinScale s{get_f32(stats + d * 8), get_f32(stats + d * 8 + 4)};
-        for (int64_t i = 0; i < G; ++i) out[i * D + d] = value4(get_nibble(in, i * D + d), s);
-    }
+    for (int64_t d = 0; d < D; ++d)
+        out[d] = value4(get_nibble(in, i * D + d), MinScale{get_f32(stats + d * 8), get_f32(stats + d * 8 + 4)});
+}
+
+int64_t int4_residual_boundary(int64_t n, const KvQuantSpec& spec) {
+    return std::max<int64_t>(0, (n - spec.residual) / spec.group * spec.group);
 }
 
 }  // namespace kvscope

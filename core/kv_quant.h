@@ -18,6 +18,8 @@
 //   quantize_int4_values(x, D, G, out) / dequantize_int4_values(in, D, G, out)
 //   int4_key_group_bytes(D, G)       KIVI keys, per channel over a group of G positions
 //   quantize_int4_keys(x, G, D, out) / dequantize_int4_keys(in, G, D, out)   x, out: (G, D)
+//   dequantize_int4_key_row(in, G, D, i, out)   row i of a key group only: (D), the same floats
+//   int4_residual_boundary(n, spec)  positions below it are quantized once n are written: ⌊(n − R)/G⌋·G
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -50,5 +52,7 @@ void dequantize_int4_values(const uint8_t* in, int64_t D, int64_t G, float* out)
 int64_t int4_key_group_bytes(int64_t D, int64_t G);
 void quantize_int4_keys(const float* x, int64_t G, int64_t D, uint8_t* out);
 void dequantize_int4_keys(const uint8_t* in, int64_t G, int64_t D, float* out);
+void dequantize_int4_key_row(const uint8_t* in, int64_t G, int64_t D, int64_t i, float* out);
+int64_t int4_residual_boundary(int64_t n, const KvQuantSpec& spec);
 
 }  // namespace kvscope

@@ -20,7 +20,7 @@ std::vector<float> reconstruct_keys(const KvQuantSpec& s, const float* k, int64_
         }
         return out;
     }
-    const int64_t G = s.group, quantized = std::max<int64_t>(0, (P - s.residual) / G * G);
+    const int64_t G = s.group, quantized = int4_residual_boundary(P, s);
     std::vector<uint8_t> packed(size_t(int4_key_group_bytes(D, G)));
     for (int64_t p0 = 0; p0 < quantized; p0 += G) {
         quantize_int4_keys(k + p0 * D, G, D, packed.data());
@@ -32,7 +32,7 @@ std::vector<float> reconstruct_keys(const KvQuantSpec& s, const float* k, int64_
 std::vector<float> reconstruct_values(const KvQuantSpec& s, const float* v, int64_t P, int64_t D) {
     if (s.format != KvQuant::Int4) return reconstruct_keys(s, v, P, D);  // per token, like keys
     std::vector<float> out(v, v + P * D);
-    const int64_t G = s.group, quantized = std::max<int64_t>(0, (P - s.residual) / G * G);
+    const int64_t G = s.group, quantized = int4_residual_boundary(P, s);
     std::vector<uint8_t> packed(size_t(int4_value_row_bytes(D, G)));
     for (int64_t p = 0; p < quantized; ++p) {
         quantize_int4_values(v + p * D, D, G, packed.data());

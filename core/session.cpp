@@ -27,8 +27,8 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
     validate(options_.kv_quant, model_->config().head_dim());
-    if (options_.kv_quant.format == KvQuant::Int4)  // after the check of G: a bad group size is named first
-        throw UsageError("--kv-quant int4 (KIVI) is defined (kv_quant.h) but not stored by the KV cache yet: use int8 or fp8");
+    if (options_.kv_quant.format == KvQuant::Int4 && options_.window > 0)
+        throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
     // would be neither the model nor a clean experiment, so the two are not combined.
     if (options_.window > 0 && model_->config().has_sliding_layers())

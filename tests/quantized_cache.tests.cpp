@@ -189,8 +189,6 @@ TEST_CASE("quantized caches refuse what they cannot do, before any work", "[quan
     o = options(KvQuant::Int4, 0, 0, 4);
     o.kv_quant.group = 5;  // D = 8
     CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("does not divide head_dim 8"));
-    o.kv_quant.group = 4;
-    CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("int4"));
     o = options(KvQuant::Int8, 0, 0, 4);
     o.kv_quant.group = 0;
     CHECK_THROWS_AS(Session(model(), o), UsageError);
@@ -199,4 +197,93 @@ TEST_CASE("quantized caches refuse what they cannot do, before any work", "[quan
     g.prompt_cache = (work_dir("quantized_cache") / "never_written.kvp").string();
     CHECK_THROWS_WITH(SessionGroup(model(), options(KvQuant::Fp8, 0, 0, 4), g), Catch::Contains("--kv-quant"));
     CHECK_FALSE(std::filesystem::exists(g.prompt_cache));
+}
+
+TEST_CASE("int4 KIVI: groups below the boundary are packed, the residual stays float32, undo is exact",
+          "[quantized_cache][int4]") {
+    const int64_t L = 2, H = 2, D = 8, G = 4, R = 2;
+    const KvQuantSpec spec{KvQuant::Int4, G, R};
+    KvCache c(L, H, D, 12, 0, 0, false, spec);
+    std::mt19937 rng(5);
+    std::vector<std::vector<float>> k_rows, v_rows;  // per (position, layer, head): the rows as computed
+    auto chunk = [&](int64_t n) {
+        c.prepare(nullptr, n);
+        for (int64_t p = c.next_position(); p < c.next_position() + n; ++p)
+            for (int64_t il = 0; il < L; ++il)
+                for (int64_t h = 0; h < H; ++h) {
+                    const std::vector<float> k = random_row(rng, D), v = random_row(rng, D);
+                    if (size_t(p * L * H) >= k_rows.size()) k_rows.resize(size_t((p + 1) * L * H)), v_rows.resize(k_rows.size());
+                    k_rows[size_t((p * L + il) * H + h)] = k, v_rows[size_t((p * L + il) * H + h)] = v;
+                    c.write(il, h, p, k.data(), v.data());
+                }
+        c.advance(n);
+    };
+    auto check_rows = [&] {
+        const int64_t n = c.next_position(), boundary = int4_residual_boundary(n, spec);
+        INFO("next position " << n << ", boundary " << boundary);
+        std::vector<float> group(size_t(G * D)), want(size_t(G * D)), got(static_cast<size_t>(D));
+        std::vector<uint8_t> packed(size_t(int4_key_group_bytes(D, G)));
+        for (int64_t il = 0; il < L; ++il)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t p = 0; p < n; ++p) {
+                    const std::vector<float>& k = k_rows[size_t((p * L + il) * H + h)];
+                    std::vector<float> want_k = k, want_v = v_rows[size_t((p * L + il) * H + h)];
+                    if (p < boundary) {
+                        const int64_t p0 = p / G * G;
+                        for (int64_t i = 0; i < G; ++i)
+                            std::copy_n(k_rows[size_t(((p0 + i) * L + il) * H + h)].begin(), D, group.begin() + i * D);
+                        quantize_int4_keys(group.data(), G, D, packed.data());
+                        dequantize_int4_keys(packed.data(), G, D, want.data());
+                        std::copy_n(want.begin() + (p - p0) * D, D, want_k.begin());
+                        std::vector<uint8_t> vp(size_t(int4_value_row_bytes(D, G)));
+                        quantize_int4_values(want_v.data(), D, G, vp.data());
+                        dequantize_int4_values(vp.data(), D, G, want_v.data());
+                    }
+                    c.copy_key(il, h, p, got.data());
+                    REQUIRE(first_mismatch(got, want_k).empty());
+                    c.copy_value(il, h, p, got.data());
+                    REQUIRE(first_mismatch(got, want_v).empty());
+                }
+        CHECK(c.bytes_used() == 2 * L * H * (boundary * (D / 2 + D / G * 8) + (n - boundary) * D * 4));
+    };
+    chunk(3);  // 3 positions: boundary 0, all float32
+    check_rows();
+    chunk(4);  // 7: boundary 4
+    check_rows();
+    for (int i = 0; i < 3; ++i) {
+        const int64_t n = c.next_position();
+        KvCacheCheckpoint cp = c.checkpoint(2);
+        chunk(2);
+        check_rows();
+        c.restore(cp);
+        k_rows.resize(size_t(n * L * H)), v_rows.resize(k_rows.size());
+        check_rows();  // the positions the chunk packed are float32 again, bit for bit
+        chunk(1);
+        check_rows();
+    }
+    c.grow(20);
+    check_rows();
+    chunk(5);
+    check_rows();
+}
+
+TEST_CASE("int4 sessions: a residual as long as the run is the float32 run; step_back replays", "[quantized_cache][int4]") {
+    const std::vector<int32_t> prompt = random_tokens(31, 9, kVocab);
+    SessionOptions o = options(KvQuant::Int4, 0, 0, 12);
+    o.kv_quant.group = 4;
+    o.kv_quant.residual = 64;  // nothing ever leaves the residual
+    require_identical(run(o, prompt), run(options(KvQuant::None, 0, 0, 12), prompt));
+    o.kv_quant.residual = 2;
+    const Run quant = run(o, prompt), f32 = run(options(KvQuant::None, 0, 0, 12), prompt);
+    CHECK(first_mismatch(quant.logits.back(), f32.logits.back()) != "");
+    o.sampling = {1.0, 10, 1.0, 9};
+    Session s(model(), o);
+    s.set_prompt(prompt);
+    while (s.next() != Session::Next::Done) s.step();
+    const Run original = collect(s);
+    for (int i = 0; i < 7; ++i) REQUIRE(s.step_back());
+    while (s.next() != Session::Next::Done) s.step();
+    require_identical(collect(s), original);
+    o.window = 4;
+    CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("--window"));
 }

@@ -97,6 +97,7 @@ def main():
          gen + ["--kv-quant", "int4", "--kv-group", "5", "--dump-logits", quant_logits], 2, "does not divide head_dim", 30),
         ("generate --kv-group 0", gen + ["--kv-quant", "int4", "--kv-group", "0"], 2, "--kv-group", 30),
         ("generate --kv-residual below 0", gen + ["--kv-quant", "int4", "--kv-residual", "-1"], 2, "--kv-residual", 30),
+        ("generate --kv-quant int4 with a window", gen + ["--kv-quant", "int4", "--window", "8"], 2, "--window", 30),
         ("generate --kv-quant with the paged cache", gen + ["--kv-quant", "int8", "--block-size", "16"], 2, "--block-size", 30),
         ("generate --kv-quant with a prompt cache file",
          gen + ["--kv-quant", "fp8", "--prompt-cache", os.path.join(w, "quant.kvp")], 2, "--kv-quant", 30),
