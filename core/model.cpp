@@ -271,7 +271,8 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                 const KeyRange final = within_window(cache.visible_keys(last_pos), last_pos, layer_window);
                 const int64_t n_sink = final.n_sink, lo = first.lo;  // every row's sinks and window lie in these
                 const size_t n = size_t((n_sink + final.hi - lo + 1) * D);
-                if (k_rows.size() < n) k_rows.resize(n), v_rows.resize(n);
+                // Sized for the workspace's keys at once, so decoding does not grow them a row at a time.
+                if (k_rows.size() < n) k_rows.resize(std::max(n, size_t(ws.max_keys() * D))), v_rows.resize(k_rows.size());
                 auto at = [&](int64_t p) { return size_t((p < n_sink ? p : n_sink + p - lo) * D); };
                 auto load = [&](int64_t p) {
                     cache.copy_key(il, kv, p, k_rows.data() + at(p));
