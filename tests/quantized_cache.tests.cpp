@@ -287,3 +287,25 @@ TEST_CASE("int4 sessions: a residual as long as the run is the float32 run; step
     o.window = 4;
     CHECK_THROWS_WITH(Session(model(), o), Catch::Contains("--window"));
 }
+
+TEST_CASE("quantized caches grow for a new turn, and the turn's steps undo and replay bit for bit",
+          "[quantized_cache][turns]") {
+    const KvQuant q = GENERATE(KvQuant::Int8, KvQuant::Int4);
+    INFO(to_string(q));
+    SessionOptions o = options(q, 0, 0, 6);
+    o.kv_quant.group = 4;
+    o.kv_quant.residual = 1;
+    Session s(model(), o);
+    s.set_prompt(random_tokens(41, 8, kVocab));
+    while (s.next() != Session::Next::Done) s.step();
+    const int64_t capacity = s.cache().capacity();
+    s.append_turn(random_tokens(42, 11, kVocab), 7);
+    while (s.next() != Session::Next::Done) s.step();
+    CHECK(s.cache().capacity() > capacity);
+    const Run whole = collect(s);
+    const std::vector<uint8_t> rows = packed_rows(s.cache());
+    for (int i = 0; i < 7; ++i) REQUIRE(s.step_back());  // to before the new turn's prefill (an 8th: the turn)
+    while (s.next() != Session::Next::Done) s.step();
+    require_identical(collect(s), whole);
+    CHECK(packed_rows(s.cache()) == rows);
+}
