@@ -45,6 +45,24 @@ CliArgs& add_sampling_options(CliArgs& args, const char* seed_help) {
         .option("--seed", "S", seed_help);
 }
 
+CliArgs& add_kv_quant_options(CliArgs& args) {
+    return args.option("--kv-quant", "none|int8|int4|fp8", "store K/V rows quantized (README \"Quantized K/V\"): int8 or "
+                                                         "fp8 e4m3 per token with a float32 scale, or int4 KIVI (keys per "
+                                                         "channel over G positions, values per token; no --window) "
+                                                         "(default none)")
+        .option("--kv-group", "G", "int4: positions per key group and channels per value group; must divide head_dim (default 32)")
+        .option("--kv-residual", "R", "int4: the most recent R positions stay float32 (default 0)");
+}
+
+KvQuantSpec kv_quant_from(const CliArgs& args) {
+    KvQuantSpec q;
+    if (const auto name = args.text("--kv-quant")) q.format = parse_kv_quant(*name);
+    q.group = args.integer("--kv-group", q.group, INT64_MIN, INT64_MAX);
+    q.residual = args.integer("--kv-residual", q.residual, INT64_MIN, INT64_MAX);
+    validate(q, 2 * q.group);  // the parts that do not need the model: G >= 1, R >= 0
+    return q;
+}
+
 SamplerOptions sampling_from(const CliArgs& args) {
     SamplerOptions s;
     if (args.has("--temperature")) {

@@ -19,6 +19,10 @@ void add_threads_option(CliArgs& args);                // --threads N
 // top-k or top-p alone mean sampling at temperature 1. Throws UsageError.
 CliArgs& add_sampling_options(CliArgs& args, const char* seed_help);
 SamplerOptions sampling_from(const CliArgs& args);
+// --kv-quant none|int8|int4|fp8, --kv-group G, --kv-residual R; kv_quant_from reads them (G dividing
+// head_dim is checked with the model, by the session). Throws UsageError.
+CliArgs& add_kv_quant_options(CliArgs& args);
+KvQuantSpec kv_quant_from(const CliArgs& args);
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 // The benchmarks' model options: --model DIR and --dtype, or --shape NAME (--gpt2-shape) with --work DIR.
 void add_bench_model_options(CliArgs& args);

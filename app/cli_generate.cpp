@@ -53,6 +53,7 @@ int cli_generate(int argc, char** argv) {
         .flag("--json", "print one JSON object instead of text")
         .option("--trace", "DIR", "export every step: heatmaps (PNG), arrays (.npy), meta (JSON); DIR is created, "
                                   "its parent must exist");
+    add_kv_quant_options(args);
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
 
@@ -78,6 +79,9 @@ int cli_generate(int argc, char** argv) {
         throw UsageError(std::string(pc_flag) + " keeps rows computed with every position visible: leave out --window");
     if (prompt_cache && !options.use_cache)
         throw UsageError(std::string(pc_flag) + " loads and saves the KV cache's rows: leave out --no-cache");
+    options.kv_quant = kv_quant_from(args);
+    if (prompt_cache && options.kv_quant.quantized())
+        throw UsageError(std::string(pc_flag) + " keeps float32 rows: leave out --kv-quant");
     options.record = args.has("--trace");
     options.sampling = sampling_from(args);
     validate(options);
@@ -202,6 +206,9 @@ int cli_generate(int argc, char** argv) {
             {"sink_positions", sink_positions_name(options.sink_positions)},
             {"prefill_chunk", options.prefill_chunk},
             {"block_size", options.block_size},
+            {"kv_quant", to_string(options.kv_quant.format)},
+            {"kv_group", options.kv_quant.group},
+            {"kv_residual", options.kv_quant.residual},
             {"share_prefix", options.share_prefix},
             {"system", or_null(args.text("--system"))},
             {"prompt_cache", or_null(prompt_cache)},

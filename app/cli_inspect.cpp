@@ -51,6 +51,11 @@ int cli_inspect(int argc, char** argv) {
     const int64_t kv_per_token = kv.per_token, mha_per_token = kv.per_token_mha;
     // Encoder-decoder: the cross-attention cache, 2 x L x C float32 per source token (core/encoder.h),
     // fixed once the encoder ran.
+    // The quantized formats (`generate --kv-quant`); int4 at G = 32 when 32 divides head_dim.
+    const KvQuantSpec int4{KvQuant::Int4, 32, 0};
+    const bool int4_fits = c.head_dim() % 2 == 0 && c.head_dim() % int4.group == 0;
+    const int64_t int8_per_token = kv_quant_per_token(c, {KvQuant::Int8}), fp8_per_token = kv_quant_per_token(c, {KvQuant::Fp8});
+    const int64_t int4_per_token = int4_fits ? kv_quant_per_token(c, int4) : 0;
     const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * int64_t(sizeof(float)) : 0;
 
     const std::vector<ArchLine> lines = architecture(c);
@@ -82,6 +87,9 @@ int cli_inspect(int argc, char** argv) {
             // (L) the model's own sliding window per layer, 0 = full attention
             {"layer_windows", c.layer_window.empty() ? std::vector<int64_t>(size_t(c.n_layer), 0) : c.layer_window},
             {"cross_kv_bytes_per_source_token", cross_per_source_token},
+            {"kv_bytes_per_token_quantized", {{"int8", int8_per_token},
+                                              {"fp8", fp8_per_token},
+                                              {"int4_g32", int4_fits ? JsonOut(int4_per_token) : JsonOut()}}},
             // null without tokenizer files (the model then takes token ids only)
             {"tokenizer", model->tokenizer() ? JsonOut{{"files", tokenizer_files(model->dir())},
                                                        {"n_tokens", model->tokenizer()->n_vocab()}}
@@ -114,6 +122,8 @@ int cli_inspect(int argc, char** argv) {
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
                 w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+    std::printf("             %s per token as int8 or fp8 (--kv-quant)%s\n", bytes_text(double(int8_per_token)).c_str(),
+                int4_fits ? (", " + bytes_text(double(int4_per_token)) + " as int4 with G = 32").c_str() : "");
     if (c.kv_heads() != c.n_head)
         std::printf("             %s per token with full multi-head attention (%lld K/V heads instead of %lld)\n",
                     bytes_text(double(mha_per_token)).c_str(), (long long)c.n_head, (long long)c.kv_heads());

@@ -39,11 +39,15 @@ JsonOut kv_report_json(const SessionGroup& group) {
             {"bytes_saved", f.bytes_unshared - f.bytes},
             {"prefill_positions_shared", f.shared_positions},
             {"copies_on_write", f.copies_on_write},
+            {"format", f.kv_format},
+            {"bytes_per_token", f.bytes_per_position},
             {"prompt_cache", cache_file}};
 }
 
 void print_kv_report(const SessionGroup& group) {
     const GroupMemory f = group.memory();
+    if (f.kv_format != "f32" && f.kv_format != "bf16")
+        std::fprintf(stderr, "kv: %s rows, %lld bytes per token\n", f.kv_format.c_str(), (long long)f.bytes_per_position);
     if (f.paged) {
         std::fprintf(stderr, "kv: %s, %s in blocks of %lld: %s (%s) hold what %s (%s) would; %lld shared, %s saved; "
                              "%s taken from shared blocks; %s on write\n",

@@ -33,12 +33,32 @@ void BlockHolds::drop() {
     ids_.clear();
 }
 
+namespace {
+// Storage elements of one row: D floats (or bfloat16s), or the packed bytes (int4: a value row).
+int64_t stored_row_elems(const KvQuantSpec& quant, int64_t head_dim) {
+    validate(quant, head_dim);
+    if (quant.format == KvQuant::Int4) return int4_value_row_bytes(head_dim, quant.group);
+    return quant.quantized() ? row_bytes(quant.format, head_dim) : head_dim;
+}
+}  // namespace
+
 KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks,
-                 bool bf16)
+                 bool bf16, KvQuantSpec quant)
     : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), capacity_(capacity), window_(window),
-      sinks_(window > 0 ? sinks : 0), bf16_(bf16), slot_positions_(size_t(capacity), -1) {
-    const size_t n = size_t(n_layer * n_head * capacity * head_dim);
-    if (bf16) {
+      sinks_(window > 0 ? sinks : 0), bf16_(bf16 && !quant.quantized()), quant_(quant),
+      row_elems_(stored_row_elems(quant, head_dim)), slot_positions_(size_t(capacity), -1) {
+    if (int4() && window > 0)
+        throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
+    const size_t n = size_t(n_layer * n_head * capacity * row_elems_);
+    if (int4()) {
+        const int64_t G = quant.group;
+        kq_.resize(size_t(n_layer * n_head * ((capacity + G - 1) / G) * int4_key_group_bytes(head_dim, G)));
+        vq_.resize(n);
+        ensure_residual(quant.residual + G);  // what decoding needs; a longer chunk grows it in prepare()
+    } else if (quant_.quantized()) {
+        kq_.resize(n);
+        vq_.resize(n);
+    } else if (bf16) {
         k16_.resize(n);
         v16_.resize(n);
     } else {
@@ -49,7 +69,8 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capa
 
 KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks)
     : n_layer_(pool->n_layer()), n_head_(pool->n_head()), head_dim_(pool->head_dim()), capacity_(max_positions),
-      window_(window), sinks_(window > 0 ? sinks : 0), bf16_(pool->bf16()), slot_positions_(size_t(max_positions), -1),
+      window_(window), sinks_(window > 0 ? sinks : 0), bf16_(pool->bf16()), row_elems_(pool->head_dim()),
+      slot_positions_(size_t(max_positions), -1),
       pool_(std::move(pool)) {
     // Reserved once so that mapping a new block during decode does not allocate here.
     const size_t max_blocks = size_t((max_positions + pool_->block_size() - 1) / pool_->block_size());
@@ -65,9 +86,12 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     if (pool_) reset();  // return this cache's blocks before taking the other's
     n_layer_ = o.n_layer_, n_head_ = o.n_head_, head_dim_ = o.head_dim_, capacity_ = o.capacity_;
     window_ = o.window_, sinks_ = o.sinks_, sink_positions_ = o.sink_positions_, bf16_ = o.bf16_, next_position_ = o.next_position_;
+    quant_ = o.quant_, row_elems_ = o.row_elems_;
     slot_positions_ = std::move(o.slot_positions_);
     tokens_ = std::move(o.tokens_);
     k_ = std::move(o.k_), v_ = std::move(o.v_), k16_ = std::move(o.k16_), v16_ = std::move(o.v16_);
+    kq_ = std::move(o.kq_), vq_ = std::move(o.vq_);
+    kr_ = std::move(o.kr_), vr_ = std::move(o.vr_), residual_slots_ = o.residual_slots_, n_quantized_ = o.n_quantized_;
     pool_ = std::move(o.pool_);
     table_ = std::move(o.table_);
     chains_ = std::move(o.chains_);
@@ -130,6 +154,7 @@ uint64_t KvCache::chain_of(int64_t block) const {
 
 void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
     require_fits(n_new);
+    if (int4()) ensure_residual(next_position_ + n_new - n_quantized_);
     if (!pool_) return;
     tokens_.resize(size_t(next_position_));
     tokens_.insert(tokens_.end(), tokens, tokens + n_new);
@@ -156,18 +181,70 @@ void widen(const uint16_t* row, int64_t n, float* out) {
 }
 }  // namespace
 
+int64_t KvCache::row_bytes() const {
+    if (quant_.quantized()) return row_elems_;
+    return head_dim_ * (bf16_ ? 2 : 4);
+}
+
+unsigned char* KvCache::raw_row(int kv, int64_t il, int64_t h, int64_t position) const {
+    if (quant_.quantized()) return row<uint8_t>(kv, il, h, position);
+    if (bf16_) return reinterpret_cast<unsigned char*>(bf16_row(kv, il, h, position));
+    return reinterpret_cast<unsigned char*>(f32_row(kv, il, h, position));
+}
+
+void KvCache::ensure_residual(int64_t slots) {
+    if (slots <= residual_slots_) return;
+    std::vector<float> k(size_t(n_layer_ * n_head_ * slots * head_dim_)), v(k.size());  // (L, H, Rb', D)
+    for (int64_t il = 0; il < n_layer_; ++il)
+        for (int64_t h = 0; h < n_head_; ++h)
+            for (int64_t p = n_quantized_; p < next_position_; ++p) {
+                const size_t to = size_t(((il * n_head_ + h) * slots + p % slots) * head_dim_);
+                std::copy_n(residual_row(0, il, h, p), head_dim_, k.begin() + to);
+                std::copy_n(residual_row(1, il, h, p), head_dim_, v.begin() + to);
+            }
+    kr_ = std::move(k), vr_ = std::move(v), residual_slots_ = slots;
+}
+
+void KvCache::quantize_below(int64_t boundary) {
+    const int64_t G = quant_.group, D = head_dim_;
+    std::vector<float> keys(size_t(G * D));  // (G, D) one key group; only while a group completes
+    for (int64_t p0 = n_quantized_; p0 + G <= boundary; p0 += G)
+        for (int64_t il = 0; il < n_layer_; ++il)
+            for (int64_t h = 0; h < n_head_; ++h) {
+                for (int64_t i = 0; i < G; ++i) {
+                    std::copy_n(residual_row(0, il, h, p0 + i), D, keys.begin() + i * D);
+                    quantize_int4_values(residual_row(1, il, h, p0 + i), D, G, row<uint8_t>(1, il, h, p0 + i));
+                }
+                quantize_int4_keys(keys.data(), G, D, key_group(il, h, p0 / G));
+            }
+    n_quantized_ = std::max(n_quantized_, boundary);
+}
+
 void KvCache::copy_key(int64_t il, int64_t h, int64_t position, float* out) const {
-    if (bf16_) widen(key16(il, h, position), head_dim_, out);
+    if (int4() && position >= n_quantized_) std::memcpy(out, residual_row(0, il, h, position), size_t(head_dim_) * sizeof(float));
+    else if (int4()) dequantize_int4_key_row(key_group(il, h, position / quant_.group), quant_.group, head_dim_,
+                                             position % quant_.group, out);
+    else if (quant_.quantized()) dequantize_row(quant_.format, packed_key(il, h, position), head_dim_, out);
+    else if (bf16_) widen(key16(il, h, position), head_dim_, out);
     else std::memcpy(out, key(il, h, position), size_t(head_dim_) * sizeof(float));
 }
 
 void KvCache::copy_value(int64_t il, int64_t h, int64_t position, float* out) const {
-    if (bf16_) widen(value16(il, h, position), head_dim_, out);
+    if (int4() && position >= n_quantized_) std::memcpy(out, residual_row(1, il, h, position), size_t(head_dim_) * sizeof(float));
+    else if (int4()) dequantize_int4_values(packed_value(il, h, position), head_dim_, quant_.group, out);
+    else if (quant_.quantized()) dequantize_row(quant_.format, packed_value(il, h, position), head_dim_, out);
+    else if (bf16_) widen(value16(il, h, position), head_dim_, out);
     else std::memcpy(out, value(il, h, position), size_t(head_dim_) * sizeof(float));
 }
 
 void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
-    if (bf16_) {
+    if (int4()) {  // float32 until advance() packs its group
+        std::memcpy(residual_row(0, il, h, position), k, size_t(head_dim_) * sizeof(float));
+        std::memcpy(residual_row(1, il, h, position), v, size_t(head_dim_) * sizeof(float));
+    } else if (quant_.quantized()) {
+        quantize_row(quant_.format, k, head_dim_, row<uint8_t>(0, il, h, position));
+        quantize_row(quant_.format, v, head_dim_, row<uint8_t>(1, il, h, position));
+    } else if (bf16_) {
         uint16_t* k_row = bf16_row(0, il, h, position);
         uint16_t* v_row = bf16_row(1, il, h, position);
         for (int64_t d = 0; d < head_dim_; ++d) {
@@ -190,6 +267,7 @@ void KvCache::advance(int64_t n_new) {
     }
     next_position_ += n_new;
     if (pool_) evict_invisible_blocks();
+    if (int4()) quantize_below(int4_residual_boundary(next_position_, quant_));
 }
 
 void KvCache::evict_invisible_blocks() {
@@ -230,6 +308,7 @@ int64_t KvCache::adopt_prefix(std::span<const TokenId> tokens, int64_t max_posit
 
 void KvCache::reset() {
     next_position_ = 0;
+    n_quantized_ = 0;
     std::fill(slot_positions_.begin(), slot_positions_.end(), -1);
     if (!pool_) return;
     for (int32_t b : table_)
@@ -254,32 +333,39 @@ void KvCache::grow(int64_t capacity) {
     // slot changes, so each live position's rows are copied to the slot slot_of() gives it afterwards.
     const std::vector<int64_t> old_positions = std::move(slot_positions_);
     const int64_t old_capacity = capacity_;
-    std::vector<float> k, v;            // (L, H, S', D) float32 storage
-    std::vector<uint16_t> k16, v16;     // (L, H, S', D) bfloat16 storage
-    const size_t n = size_t(n_layer_ * n_head_ * capacity * head_dim_);
-    if (bf16_) k16.resize(n), v16.resize(n);
-    else k.resize(n), v.resize(n);
+    const size_t n = size_t(n_layer_ * n_head_ * capacity * row_elems_), E = size_t(row_elems_);
     capacity_ = capacity;
     slot_positions_.assign(size_t(capacity), -1);
-    for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot) {
-        const int64_t p = old_positions[size_t(old_slot)];
-        if (p < 0) continue;
-        const int64_t slot = slot_of(p);
-        slot_positions_[size_t(slot)] = p;
-        for (int64_t il = 0; il < n_layer_; ++il)
-            for (int64_t h = 0; h < n_head_; ++h) {
-                const size_t from = size_t(((il * n_head_ + h) * old_capacity + old_slot) * head_dim_);
-                const size_t to = offset(il, h, slot), D = size_t(head_dim_);
-                if (bf16_) {
-                    std::copy_n(k16_.begin() + from, D, k16.begin() + to);
-                    std::copy_n(v16_.begin() + from, D, v16.begin() + to);
-                } else {
-                    std::copy_n(k_.begin() + from, D, k.begin() + to);
-                    std::copy_n(v_.begin() + from, D, v.begin() + to);
+    // Whichever storage pair is in use: (L, H, S', E) each, E elements a row.
+    auto regrow = [&](auto& old) {
+        if (old.empty()) return;
+        std::remove_reference_t<decltype(old)> grown(n);
+        for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot) {
+            const int64_t p = old_positions[size_t(old_slot)];
+            if (p < 0) continue;
+            for (int64_t il = 0; il < n_layer_; ++il)
+                for (int64_t h = 0; h < n_head_; ++h) {
+                    const size_t from = size_t(((il * n_head_ + h) * old_capacity + old_slot) * row_elems_);
+                    std::copy_n(old.begin() + from, E, grown.begin() + offset(il, h, slot_of(p)));
                 }
-            }
+        }
+        old = std::move(grown);
+    };
+    for (auto* f32 : {&k_, &v_}) regrow(*f32);
+    for (auto* b16 : {&k16_, &v16_}) regrow(*b16);
+    regrow(vq_);
+    if (!int4()) {
+        regrow(kq_);
+    } else {  // key groups: (L, H, groups, bytes), more groups per (layer, head)
+        const int64_t G = quant_.group, B = int4_key_group_bytes(head_dim_, G);
+        const int64_t old_groups = (old_capacity + G - 1) / G, groups = (capacity + G - 1) / G;
+        std::vector<uint8_t> kq(size_t(n_layer_ * n_head_ * groups * B));
+        for (int64_t lh = 0; lh < n_layer_ * n_head_; ++lh)
+            std::copy_n(kq_.begin() + lh * old_groups * B, old_groups * B, kq.begin() + lh * groups * B);
+        kq_ = std::move(kq);
     }
-    k_ = std::move(k), v_ = std::move(v), k16_ = std::move(k16), v16_ = std::move(v16);
+    for (int64_t old_slot = 0; old_slot < old_capacity; ++old_slot)
+        if (const int64_t p = old_positions[size_t(old_slot)]; p >= 0) slot_positions_[size_t(slot_of(p))] = p;
 }
 
 KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
@@ -303,7 +389,7 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         }
         return c;
     }
-    const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
+    const size_t row_bytes = size_t(this->row_bytes());
     for (int64_t p = next_position_; p < next_position_ + n_new && p - next_position_ < capacity_; ++p) {
         const int64_t slot = slot_of(p);
         if (slot_positions_[size_t(slot)] < 0) continue;
@@ -312,10 +398,20 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         for (int64_t il = 0; il < n_layer_; ++il)
             for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
-                    const auto* row = bf16_ ? reinterpret_cast<const unsigned char*>(bf16_row(kv, il, h, p))
-                                            : reinterpret_cast<const unsigned char*>(f32_row(kv, il, h, p));
+                    const unsigned char* row = raw_row(kv, il, h, p);
                     c.rows.insert(c.rows.end(), row, row + row_bytes);
                 }
+    }
+    if (int4()) {  // the float32 rows the chunk's advance() will pack (those written before the chunk)
+        c.residual_from = n_quantized_;
+        const int64_t to = std::min(int4_residual_boundary(next_position_ + n_new, quant_), next_position_);
+        for (int64_t p = n_quantized_; p < to; ++p)
+            for (int64_t il = 0; il < n_layer_; ++il)
+                for (int kv = 0; kv < 2; ++kv)
+                    for (int64_t h = 0; h < n_head_; ++h) {
+                        const float* row = residual_row(kv, il, h, p);
+                        c.residual_rows.insert(c.residual_rows.end(), row, row + head_dim_);
+                    }
     }
     return c;
 }
@@ -351,7 +447,7 @@ void KvCache::restore(KvCacheCheckpoint& c) {
         if (slot_positions_[size_t(slot)] == p) slot_positions_[size_t(slot)] = -1;
     }
     const unsigned char* src = c.rows.data();
-    const size_t row_bytes = size_t(head_dim_) * (bf16_ ? 2 : 4);
+    const size_t row_bytes = size_t(this->row_bytes());
     for (size_t i = 0; i < c.slots.size(); ++i) {
         // The slot the saved position has now: the one it was saved from, unless grow() ran since.
         const int64_t slot = slot_of(c.slot_positions[i]);
@@ -360,21 +456,32 @@ void KvCache::restore(KvCacheCheckpoint& c) {
             for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
                     // The saved position's row, whose slot is `slot` (slot_of maps it there).
-                    void* dst = bf16_ ? static_cast<void*>(bf16_row(kv, il, h, c.slot_positions[i]))
-                                      : static_cast<void*>(f32_row(kv, il, h, c.slot_positions[i]));
-                    std::memcpy(dst, src, row_bytes);
+                    std::memcpy(raw_row(kv, il, h, c.slot_positions[i]), src, row_bytes);
                     src += row_bytes;
                 }
     }
     next_position_ = c.next_position;
+    if (int4()) {  // positions the chunk packed are float32 again; the packed copies above the boundary go stale
+        const float* row = c.residual_rows.data();
+        const int64_t n = int64_t(c.residual_rows.size()) / (n_layer_ * 2 * n_head_ * head_dim_);
+        for (int64_t p = c.residual_from; p < c.residual_from + n; ++p)
+            for (int64_t il = 0; il < n_layer_; ++il)
+                for (int kv = 0; kv < 2; ++kv)
+                    for (int64_t h = 0; h < n_head_; ++h, row += head_dim_)
+                        std::memcpy(residual_row(kv, il, h, p), row, size_t(head_dim_) * sizeof(float));
+        n_quantized_ = int4_residual_boundary(next_position_, quant_);
+    }
 }
 
 int64_t KvCache::bytes_used() const {
+    if (int4())  // packed below the boundary, float32 rows above it
+        return 2 * n_layer_ * n_head_ * (n_quantized_ * row_bytes() + (next_position_ - n_quantized_) * head_dim_ * 4);
     if (!pool_) return used() * bytes_per_position();
     return int64_t(std::count_if(table_.begin(), table_.end(), [](int32_t b) { return b >= 0; })) * pool_->bytes_per_block();
 }
 
 int64_t KvCache::bytes_capacity() const {
+    if (int4()) return capacity_ * bytes_per_position() + 2 * n_layer_ * n_head_ * residual_slots_ * head_dim_ * 4;
     if (!pool_) return capacity_ * bytes_per_position();
     return (capacity_ + pool_->block_size() - 1) / pool_->block_size() * pool_->bytes_per_block();
 }

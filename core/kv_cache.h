@@ -3,7 +3,14 @@
 // the next queries may still see. Two storages behind one interface, giving bit-identical results:
 //
 // Rows are float32, or bfloat16 (`bf16`: rounded to nearest even when written, widened exactly when
-// read, so attention computes in float32 on the stored values and a row costs half the bytes).
+// read, so attention computes in float32 on the stored values and a row costs half the bytes), or
+// quantized (`quant`, ring only: int8 or fp8 per token, kv_quant.h): the packed bytes are what the
+// cache stores; copy_key / copy_value dequantize, and attention reads those float32 rows.
+// int4 (KIVI, no window): positions below int4_residual_boundary(next_position) are packed, keys by
+// groups of G positions, values per row; the later ones (and a chunk being written) are float32 rows
+// in a residual ring of Rb slots (position p in slot p % Rb; Rb grows in prepare() when a chunk needs
+// it). advance() quantizes the groups that fall below the boundary; a checkpoint keeps the float32
+// rows of the positions its chunk quantizes, so restore puts them back exactly.
 //
 // Ring (contiguous): per layer, K and V preallocated as (H, S, D), S = capacity slots. Position p
 // lives in slot p % S (sinks: p < S_sink in slot p, later positions in a ring over the remaining slots),
@@ -16,7 +23,8 @@
 // position p needs the keys the chunk's first query sees plus the chunk itself alive at once:
 // `fits(n)` checks that before anything is written. Positions stay absolute.
 //
-//   KvCache(L, H, D, S, W, sinks, bf16) ring; W = 0: no window (every earlier position stays visible)
+//   KvCache(L, H, D, S, W, sinks, bf16, quant) ring; W = 0: no window (every earlier position stays
+//                               visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0)
 //   KvCache(pool, max_positions, W, sinks)  paged over a shared pool (its dtype is the pool's)
 //   next_position()             the position pointer: absolute position the next token gets
 //   write_slot()                where the next token's K/V will be written (paged: its position)
@@ -29,6 +37,7 @@
 //   prepare(tokens, n)          before a chunk's writes: map its positions (allocate / copy-on-write)
 //   key(il, h, p) / value(...)  (D) row of absolute position p; p must be alive; float32 caches only
 //   key16 / value16             the same for bfloat16 caches
+//   packed_key / packed_value   the same for int8 / fp8 caches: row_bytes() bytes (int4: values only)
 //   copy_key / copy_value       the row as float32 whatever the storage
 //   write(il, h, p, k, v)       store one position's (D) rows; called by the model for each new token
 //   advance(n)                  after all layers wrote the chunk: move the pointer, evict what no query
@@ -53,6 +62,7 @@
 
 #include "attention.h"
 #include "block_pool.h"
+#include "kv_quant.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -82,10 +92,13 @@ struct KvCacheCheckpoint {
     // ring
     std::vector<int64_t> slots;           // slots the chunk overwrote that held live positions
     std::vector<int64_t> slot_positions;  // their positions before the write
-    std::vector<unsigned char> rows;      // their K then V rows: (n, L, 2, H, D) in the cache's dtype
+    std::vector<unsigned char> rows;      // their K then V rows: (n, L, 2, H, row_bytes) as stored
     // paged
     std::vector<int32_t> table;           // the block table before the chunk
     BlockHolds holds;                     // keeps the blocks of `table` alive (all but a private write block)
+    // int4: float32 K then V rows of the positions residual_from.. that the chunk quantizes, (n, L, 2, H, D)
+    int64_t residual_from = 0;
+    std::vector<float> residual_rows;
 };
 
 // What a cache holds at one moment, as plain values (llama.cpp's llama_kv_cache_view): a StepRecord
@@ -108,7 +121,7 @@ class KvCache {
 public:
     KvCache() = default;
     KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
-            bool bf16 = false);
+            bool bf16 = false, KvQuantSpec quant = {});
     KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0);
     // A paged cache owns references to its blocks: moving hands them over, destroying returns them.
     KvCache(KvCache&& other) noexcept;
@@ -119,6 +132,8 @@ public:
 
     bool paged() const { return pool_ != nullptr; }
     bool bf16() const { return bf16_; }
+    const KvQuantSpec& quant() const { return quant_; }
+    bool quantized() const { return quant_.quantized(); }
     int64_t n_layer() const { return n_layer_; }
     int64_t n_head() const { return n_head_; }
     int64_t head_dim() const { return head_dim_; }
@@ -145,6 +160,8 @@ public:
     const float* value(int64_t il, int64_t h, int64_t position) const;
     const uint16_t* key16(int64_t il, int64_t h, int64_t position) const;
     const uint16_t* value16(int64_t il, int64_t h, int64_t position) const;
+    const uint8_t* packed_key(int64_t il, int64_t h, int64_t position) const { return row<uint8_t>(0, il, h, position); }
+    const uint8_t* packed_value(int64_t il, int64_t h, int64_t position) const { return row<uint8_t>(1, il, h, position); }
     void copy_key(int64_t il, int64_t h, int64_t position, float* out) const;    // (D)
     void copy_value(int64_t il, int64_t h, int64_t position, float* out) const;  // (D)
     void write(int64_t il, int64_t h, int64_t position, const float* k, const float* v);
@@ -165,7 +182,8 @@ public:
     void set_sequence(int32_t id) { sequence_ = id; }
     int32_t sequence() const { return sequence_; }
 
-    int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * head_dim_ * (bf16_ ? 2 : 4); }
+    int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * row_bytes(); }
+    int64_t row_bytes() const;  // one stored (D) K or V row: 4D, 2D (bf16) or the packed size
     int64_t bytes_used() const;
     int64_t bytes_capacity() const;
 
@@ -175,7 +193,7 @@ public:
 private:
     int64_t slot_of(int64_t position) const;
     size_t offset(int64_t il, int64_t h, int64_t slot) const {
-        return size_t(((il * n_head_ + h) * capacity_ + slot) * head_dim_);
+        return size_t(((il * n_head_ + h) * capacity_ + slot) * row_elems_);
     }
     int64_t oldest_needed(int64_t position) const;  // lowest non-sink position a query at `position` sees
     uint64_t chain_of(int64_t block) const;          // hash of tokens_[0, block * B)
@@ -185,18 +203,38 @@ private:
     int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0, capacity_ = 0, window_ = 0, sinks_ = 0;
     SinkPositions sink_positions_ = SinkPositions::Text;
     bool bf16_ = false;
-    template <class T>  // float (float32 storage) or uint16_t (bfloat16 storage); kv: 0 = K, 1 = V
+    KvQuantSpec quant_;
+    int64_t row_elems_ = 0;  // storage elements per row: D, or row_bytes(quant, D) packed bytes
+    template <class T>  // float (float32 storage), uint16_t (bfloat16) or uint8_t (packed); kv: 0 = K, 1 = V
     T* row(int kv, int64_t il, int64_t h, int64_t position) const;
     float* f32_row(int kv, int64_t il, int64_t h, int64_t position) const { return row<float>(kv, il, h, position); }
     uint16_t* bf16_row(int kv, int64_t il, int64_t h, int64_t position) const {
         return row<uint16_t>(kv, il, h, position);
     }
+    unsigned char* raw_row(int kv, int64_t il, int64_t h, int64_t position) const;  // row_bytes() bytes
     int64_t next_position_ = 0;
     std::vector<int64_t> slot_positions_; // (S) ring: position per slot; paged: slot = position; -1 = empty
     std::vector<TokenId> tokens_;         // tokens of positions 0 .. next_position (+ a prepared chunk)
     // ring
     std::vector<float> k_, v_;            // (L, H, S, D) each, float32 storage
     std::vector<uint16_t> k16_, v16_;     // (L, H, S, D) each, bfloat16 storage (one pair is used)
+    std::vector<uint8_t> kq_, vq_;        // (L, H, S, row_bytes) each, packed quantized rows; int4 keys:
+                                          // kq_ is (L, H, ceil(S / G), int4_key_group_bytes)
+    // int4
+    std::vector<float> kr_, vr_;          // (L, H, Rb, D) each: float32 rows at and above the boundary
+    int64_t residual_slots_ = 0;          // Rb
+    int64_t n_quantized_ = 0;             // positions 0 .. n_quantized - 1 are packed
+    bool int4() const { return quant_.format == KvQuant::Int4; }
+    float* residual_row(int kv, int64_t il, int64_t h, int64_t position) const {
+        const std::vector<float>& r = kv ? vr_ : kr_;
+        return const_cast<float*>(r.data()) + ((il * n_head_ + h) * residual_slots_ + position % residual_slots_) * head_dim_;
+    }
+    uint8_t* key_group(int64_t il, int64_t h, int64_t group) const {
+        const int64_t n_groups = (capacity_ + quant_.group - 1) / quant_.group;
+        return const_cast<uint8_t*>(kq_.data()) + ((il * n_head_ + h) * n_groups + group) * int4_key_group_bytes(head_dim_, quant_.group);
+    }
+    void ensure_residual(int64_t slots);  // int4: Rb >= slots, live residual rows kept
+    void quantize_below(int64_t boundary); // int4: pack the groups between n_quantized and boundary
     // paged
     std::shared_ptr<BlockPool> pool_;
     std::vector<int32_t> table_;          // (blocks mapped so far) pool block per logical block, -1 = evicted
@@ -214,15 +252,18 @@ inline int64_t KvCache::slot_of(int64_t position) const {
 
 template <class T>
 inline T* KvCache::row(int kv, int64_t il, int64_t h, int64_t position) const {
-    constexpr bool f32 = std::is_same_v<T, float>;
-    if (pool_) {
-        const int64_t B = pool_->block_size(), i = position % B;
-        const int32_t b = table_[size_t(position / B)];
-        if constexpr (f32) return kv ? pool_->value(b, il, h, i) : pool_->key(b, il, h, i);
-        else return kv ? pool_->value16(b, il, h, i) : pool_->key16(b, il, h, i);
+    constexpr bool f32 = std::is_same_v<T, float>, packed = std::is_same_v<T, uint8_t>;
+    if constexpr (!packed) {  // a quantized cache is a ring: no pool lookup
+        if (pool_) {
+            const int64_t B = pool_->block_size(), i = position % B;
+            const int32_t b = table_[size_t(position / B)];
+            if constexpr (f32) return kv ? pool_->value(b, il, h, i) : pool_->key(b, il, h, i);
+            else return kv ? pool_->value16(b, il, h, i) : pool_->key16(b, il, h, i);
+        }
     }
     const std::vector<T>* storage;
     if constexpr (f32) storage = kv ? &v_ : &k_;
+    else if constexpr (packed) storage = kv ? &vq_ : &kq_;
     else storage = kv ? &v16_ : &k16_;
     return const_cast<T*>(storage->data()) + offset(il, h, slot_of(position));
 }

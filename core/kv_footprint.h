@@ -4,9 +4,12 @@
 // the saving grouped-query attention buys. Shared by `kvscope inspect` and the window's KV cache panel.
 //
 //   kv_footprint(config, bf16)   bytes per token = 2 (K and V) · L · K/V heads · D · bytes per value
+//   kv_quant_per_token(config, q)   the same with quantized rows (kv_quant.h): 2 · L · K/V heads · packed
+//                                   row bytes (int4: the average over a full key group)
 #include <cstdint>
 
 #include "config.h"
+#include "kv_quant.h"
 
 namespace kvscope {
 
@@ -29,6 +32,12 @@ inline KvFootprint kv_footprint(const ModelConfig& c, bool bf16) {
     f.per_token_mha = per_head * f.n_head;
     f.per_token_mqa = per_head;
     return f;
+}
+
+inline int64_t kv_quant_per_token(const ModelConfig& c, const KvQuantSpec& q) {
+    const int64_t D = c.head_dim();
+    const int64_t row = q.format == KvQuant::Int4 ? int4_value_row_bytes(D, q.group) : row_bytes(q.format, D);
+    return 2 * c.n_layer * c.kv_heads() * row;
 }
 
 }  // namespace kvscope

@@ -59,8 +59,9 @@ void Model::check_token(TokenId id) const {
                          std::to_string(config_.n_vocab) + ")");
 }
 
-KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks) const {
-    return KvCache(config_.n_layer, config_.kv_heads(), config_.head_dim(), capacity, window, sinks, weights_.bf16);
+KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks, KvQuantSpec quant) const {
+    validate(quant, config_.head_dim());
+    return KvCache(config_.n_layer, config_.kv_heads(), config_.head_dim(), capacity, window, sinks, weights_.bf16, quant);
 }
 
 Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)
@@ -260,7 +261,29 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                                  value_at, keys, D, scale, turned);
                 }
             };
-            if (cache.bf16())
+            if (cache.quantized()) {
+                // Packed rows: every key the task's rows see, dequantized once into float32 rows: the sinks,
+                // then the window span from the first row's lowest key to the last row's own position.
+                if (part >= ch.n_tokens) return;
+                thread_local std::vector<float> k_rows, v_rows;  // (sinks + span, D) each; grow once per thread
+                const int64_t first_pos = cache.next_position() + part;
+                const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
+                const KeyRange first = within_window(cache.visible_keys(first_pos), first_pos, layer_window);
+                const KeyRange final = within_window(cache.visible_keys(last_pos), last_pos, layer_window);
+                const int64_t n_sink = final.n_sink, lo = first.lo;  // every row's sinks and window lie in these
+                const size_t n = size_t((n_sink + final.hi - lo + 1) * D);
+                // Sized for the workspace's keys at once, so decoding does not grow them a row at a time.
+                if (k_rows.size() < n) k_rows.resize(std::max(n, size_t(ws.max_keys() * D))), v_rows.resize(k_rows.size());
+                auto at = [&](int64_t p) { return size_t((p < n_sink ? p : n_sink + p - lo) * D); };
+                auto load = [&](int64_t p) {
+                    cache.copy_key(il, kv, p, k_rows.data() + at(p));
+                    cache.copy_value(il, kv, p, v_rows.data() + at(p));
+                };
+                for (int64_t p = 0; p < n_sink; ++p) load(p);
+                for (int64_t p = std::max(n_sink, lo); p <= final.hi; ++p) load(p);
+                rows([&](int64_t p) -> const float* { return k_rows.data() + at(p); },
+                     [&](int64_t p) -> const float* { return v_rows.data() + at(p); });
+            } else if (cache.bf16())
                 rows([&](int64_t p) { return cache.key16(il, kv, p); }, [&](int64_t p) { return cache.value16(il, kv, p); });
             else
                 rows([&](int64_t p) { return cache.key(il, kv, p); }, [&](int64_t p) { return cache.value(il, kv, p); });

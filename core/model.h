@@ -37,8 +37,9 @@ public:
     const std::vector<float>& local_rotary_inv_freq() const { return local_rotary_inv_freq_; }
     void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
 
-    // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32.
-    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0) const;
+    // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32; packed
+    // rows when `quant` names a format (kv_quant.h).
+    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0, KvQuantSpec quant = {}) const;
 
 private:
     ModelConfig config_;

@@ -343,6 +343,9 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
     if (L != c.n_layer || H != c.kv_heads() || D != c.head_dim())
         throw UsageError("write_prompt_cache: the cache's shape (L=" + std::to_string(L) + " H=" + std::to_string(H) +
                          " D=" + std::to_string(D) + ") is not the model's");
+    if (cache.quantized())  // the file holds float32 rows; reloading would quantize their dequantization again
+        throw UsageError("write_prompt_cache: the cache stores packed " + std::string(to_string(cache.quant().format)) +
+                         " rows; prompt cache files hold float32 or bfloat16 rows");
     if (cache.bf16() != (fp.kv_format == "bf16"))
         throw UsageError("write_prompt_cache: the cache stores " + std::string(cache.bf16() ? "bf16" : "f32") +
                          " rows, the fingerprint says " + fp.kv_format);
@@ -413,7 +416,7 @@ void restore_prompt_cache(const PromptCache& pc, int64_t n, KvCache& cache) {
     const int64_t L = pc.n_layer, H = pc.n_head, D = pc.head_dim;
     if (cache.n_layer() != L || cache.n_head() != H || cache.head_dim() != D)
         throw UsageError("restore_prompt_cache: the cache's shape is not the prompt cache's");
-    if (cache.bf16() != (pc.kv_format == "bf16"))
+    if (cache.bf16() != (pc.kv_format == "bf16") || cache.quantized())
         throw UsageError("restore_prompt_cache: the cache's row storage is not the prompt cache's");
     if (cache.next_position() != 0) throw UsageError("restore_prompt_cache: the cache is not empty");
     if (n < 0 || n > int64_t(pc.tokens.size()))

@@ -15,6 +15,9 @@ void validate(const SessionOptions& o) {
         throw UsageError("sink positions \"cache\" re-number the attention sinks inside the cache: set a window and sinks too");
     if (o.block_size < 0) throw UsageError("block size must be >= 1 (or 0 for the contiguous cache)");
     if (o.share_prefix && o.block_size == 0) throw UsageError("prefix sharing needs the paged cache: set a block size");
+    if (o.kv_quant.quantized() && o.block_size > 0)
+        throw UsageError(std::string("--kv-quant ") + to_string(o.kv_quant.format) +
+                         " stores packed rows in the contiguous cache only: leave out --block-size");
     if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
     if (o.n_top < 0) throw UsageError("n_top must be >= 0");
     validate(o.sampling);
@@ -23,6 +26,9 @@ void validate(const SessionOptions& o) {
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
+    validate(options_.kv_quant, model_->config().head_dim());
+    if (options_.kv_quant.format == KvQuant::Int4 && options_.window > 0)
+        throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
     // would be neither the model nor a clean experiment, so the two are not combined.
     if (options_.window > 0 && model_->config().has_sliding_layers())
@@ -82,7 +88,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         cache_.set_sink_positions(options_.sink_positions);
     } else {
         capacity = chunk_capacity(n_total, chunk);
-        cache_ = model_->make_cache(capacity, options_.window, options_.sinks);
+        cache_ = model_->make_cache(capacity, options_.window, options_.sinks, options_.kv_quant);
         cache_.set_sink_positions(options_.sink_positions);
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(source_.size())));

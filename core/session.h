@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "kv_cache.h"
+#include "kv_quant.h"
 #include "model.h"
 #include "prompt_cache.h"
 #include "sampler.h"
@@ -72,6 +73,7 @@ struct SessionOptions {
     SamplerOptions sampling;
     SinkPositions sink_positions = SinkPositions::Text;  // Cache: StreamingLLM's numbering (rotary models)
     std::vector<TokenId> stop_tokens;    // decoding ends once one is sampled (a chat's end of turn); empty = none
+    KvQuantSpec kv_quant;                // quantized K/V rows (kv_quant.h); ring cache only
 };
 void validate(const SessionOptions& options);  // throws UsageError
 

@@ -15,6 +15,8 @@ SessionGroup::SessionGroup(std::shared_ptr<const Model> model, SessionOptions op
     if (group_.n_seq < 1) throw UsageError("a group needs at least one sequence, got " + std::to_string(group_.n_seq));
     if (!group_.prompt_cache.empty() && group_.n_seq > 1)
         throw UsageError("a prompt cache file works with one sequence (the batch has " + std::to_string(group_.n_seq) + ")");
+    if (!group_.prompt_cache.empty() && options_.kv_quant.quantized())
+        throw UsageError("a prompt cache file holds float32 or bfloat16 rows: leave out --kv-quant");
     if (!group_.prompt_cache.empty() && model_->config().encoder_decoder)
         throw UsageError("a prompt cache file keys K/V by the decoder's tokens, but an encoder-decoder's K/V also "
                          "depend on the source: not available for this model");
@@ -216,6 +218,11 @@ GroupMemory SessionGroup::memory() const {
             m.cache_file_positions += a.file;
         }
     std::multiset<int32_t> mapped;
+    if (!sessions_.empty()) {
+        const KvCache& c = sessions_.front()->cache();
+        m.bytes_per_position = c.bytes_per_position();
+        m.kv_format = c.quantized() ? to_string(c.quant().format) : c.bf16() ? "bf16" : "f32";
+    }
     for (const auto& s : sessions_) {
         m.positions += s->cache().next_position();
         if (!pool_) m.bytes += s->cache().bytes_capacity();

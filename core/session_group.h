@@ -80,6 +80,8 @@ struct GroupMemory {
     int64_t shared_positions = 0;        // prefill positions mapped from other sequences' blocks
     int64_t cache_file_positions = 0;    // prefill positions loaded from the prompt cache file
     int64_t copies_on_write = 0;
+    int64_t bytes_per_position = 0;      // K and V of one position, all layers and K/V heads, as stored
+    std::string kv_format;               // "f32" | "bf16" | "int8" | "fp8" (kv_quant.h)
 };
 
 class SessionGroup {

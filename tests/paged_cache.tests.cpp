@@ -43,12 +43,7 @@ SessionOptions options(int64_t window, int64_t sinks, int64_t block, int64_t chu
     return o;
 }
 
-Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
-    Session s(model(), o);
-    s.set_prompt(prompt);
-    while (s.next() != Session::Next::Done) s.step();
-    return collect(s);
-}
+Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) { return run_to_end(model(), o, prompt); }
 
 
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {

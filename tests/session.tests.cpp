@@ -50,12 +50,7 @@ SessionOptions options(int64_t window, int64_t chunk, int64_t n_new, bool cached
     return o;
 }
 
-Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) {
-    Session s(parity_model(), o);
-    s.set_prompt(prompt);
-    while (s.next() != Session::Next::Done) s.step();
-    return collect(s);
-}
+Run run(const SessionOptions& o, const std::vector<int32_t>& prompt) { return run_to_end(parity_model(), o, prompt); }
 
 
 // Everything a step can change, captured so step_back can be checked against it.

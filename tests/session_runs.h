@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "session.h"
@@ -26,6 +27,15 @@ inline Run collect(const kvscope::Session& s) {
         if (!s.trace()[i].prediction.logits.empty()) r.logits.push_back(s.trace()[i].prediction.logits);
     }
     return r;
+}
+
+// A session over `prompt` with options `o`, stepped until done.
+inline Run run_to_end(std::shared_ptr<const kvscope::Model> model, const kvscope::SessionOptions& o,
+                      const std::vector<int32_t>& prompt) {
+    kvscope::Session s(std::move(model), o);
+    s.set_prompt(prompt);
+    while (s.next() != kvscope::Session::Next::Done) s.step();
+    return collect(s);
 }
 
 inline void require_identical(const Run& got, const Run& want) {

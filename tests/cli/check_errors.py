@@ -76,6 +76,7 @@ def main():
     with open(unknown_script, "w") as f:
         f.write("prompt The cat\nfly away\n")
     gen = ["generate", "--prompt", "The cat", "--max-new-tokens", "2"]
+    quant_logits = os.path.join(w, "quant_logits.npy")  # must not be written by a refused run
 
     # (what, arguments, exit code, text the line must contain, seconds it may take at most)
     cases = [
@@ -90,6 +91,16 @@ def main():
         ("generate --system text, model without tokenizer",
          ["generate", "--model", no_tokenizer, "--prompt-ids", "1,2", "--system", "x"], 2, "--system", 30),
         ("generate unknown token id", ["generate", "--prompt-ids", "1,99999"], 2, "99999", 30),
+        # Quantized K/V (README "Quantized K/V"): refused before anything is computed or written.
+        ("generate --kv-quant unknown format", gen + ["--kv-quant", "int3"], 2, "'int3'", 30),
+        ("generate --kv-group that does not divide head_dim",
+         gen + ["--kv-quant", "int4", "--kv-group", "5", "--dump-logits", quant_logits], 2, "does not divide head_dim", 30),
+        ("generate --kv-group 0", gen + ["--kv-quant", "int4", "--kv-group", "0"], 2, "--kv-group", 30),
+        ("generate --kv-residual below 0", gen + ["--kv-quant", "int4", "--kv-residual", "-1"], 2, "--kv-residual", 30),
+        ("generate --kv-quant int4 with a window", gen + ["--kv-quant", "int4", "--window", "8"], 2, "--window", 30),
+        ("generate --kv-quant with the paged cache", gen + ["--kv-quant", "int8", "--block-size", "16"], 2, "--block-size", 30),
+        ("generate --kv-quant with a prompt cache file",
+         gen + ["--kv-quant", "fp8", "--prompt-cache", os.path.join(w, "quant.kvp")], 2, "--kv-quant", 30),
         ("generate missing model folder", ["generate", "--model", missing, "--prompt-ids", "1"], 1, missing, 30),
         ("gui --screenshot into a missing folder",
          ["gui", "--script", script, "--screenshot", os.path.join(missing, "s.png")], 2, missing, 30),
@@ -157,6 +168,9 @@ def main():
         print(("FAIL: " if problems else "ok:   ") + what + ": " + (lines[0] if lines else "(no stderr)"))
         for pr in problems:
             failures.append(f"{what}: {pr}")
+    for path in (quant_logits, os.path.join(w, "quant.kvp")):
+        if os.path.exists(path):
+            failures.append(f"{path} was written by a refused run")
     if os.path.exists(missing):
         failures.append(f"{missing} was created: kvscope must not create the folders above an output")
     if open(notes).read() != "my notes\n":

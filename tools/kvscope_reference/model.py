@@ -68,6 +68,9 @@ class Model:
         self.folder = folder
         self.dtype = dtype
         self.sinks = 0  # attention sinks beside a window (StreamingLLM); set by tests
+        # What a quantized KV cache keeps of the K/V rows: a function (rows [B, H, T, D], "k" | "v") -> rows,
+        # e.g. quantize then dequantize (tools/kv_quant_reference.py); None = the rows as computed. Set by tests.
+        self.kv_round = None
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read_folder(folder)
         w = {}
@@ -137,6 +140,8 @@ class Model:
         q = q.view(B, T, H, D).transpose(1, 2)                              # [B, H, T, D]
         k = k.view(B, T, H, D).transpose(1, 2)
         v = v.view(B, T, H, D).transpose(1, 2)
+        if self.kv_round is not None:
+            k, v = self.kv_round(k, "k"), self.kv_round(v, "v")
         k_pos = q_pos
         if past is not None:
             k = torch.cat([past[0], k], dim=2)                              # [B, H, S, D]
