@@ -88,15 +88,24 @@ void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, cons
     write_png_rgb(path, image.width, image.height, image.rgb.data());
 }
 
-void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb) {
-    // stb encodes into memory; the file is then replaced whole.
+std::string encode_png_rgb(int64_t width, int64_t height, const uint8_t* rgb) {
     auto append = [](void* context, void* data, int size) {
         static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
     };
     std::string bytes;
     const int w = int(width), h = int(height);
-    if (!stbi_write_png_to_func(append, &bytes, w, h, 3, rgb, w * 3))
-        throw UsageError("cannot write " + path + ": PNG encoding failed");
+    if (!stbi_write_png_to_func(append, &bytes, w, h, 3, rgb, w * 3)) throw UsageError("PNG encoding failed");
+    return bytes;
+}
+
+void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb) {
+    // stb encodes into memory; the file is then replaced whole.
+    std::string bytes;
+    try {
+        bytes = encode_png_rgb(width, height, rgb);
+    } catch (const UsageError& e) {
+        throw UsageError("cannot write " + path + ": " + e.what());
+    }
     write_file_atomic(path, bytes);
 }
 
@@ -104,7 +113,7 @@ namespace {
 // One attention map of a step as .npy arrays and labelled PNG heatmaps, files named base + "scores.npy"
 // etc. `what` names the map in the PNG titles ("step 3, layer 1, head 0").
 void write_map(const std::string& folder, const std::string& base, const AttentionMap& m, int64_t il, int64_t h,
-               const std::string& what, JsonOut& files) {
+               const std::string& what, JsonOut& files, const PlotOutput& out) {
     const std::vector<int64_t> shape = {m.n_query, m.n_key};  // (R, P)
     const bool cross = base.rfind("cross_", 0) == 0, encoder = base.rfind("encoder_", 0) == 0;
     const std::vector<std::string> axes = {
@@ -134,14 +143,21 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.visible = m.visible.data();
     plot.row_positions = m.query_positions;
     plot.col_positions = m.key_positions;
-    auto png_entry = [&](const std::string& name, Probe probe, const PlotArea& a, const char* colormap) {
-        return file_entry(name, probe_name(probe), il, h, "png_rgb8", {a.image_height, a.image_width, 3},
-                          {"image y", "image x", "RGB"},
+    // A PNG's pixels are (y, x, RGB); an SVG's user units are (y, x) of its viewBox, the same layout.
+    const bool svg = out.format == PlotFormat::Svg;
+    const std::string ext = plot_extension(out.format);
+    auto plot_entry = [&](const std::string& name, Probe probe, const PlotArea& a, const char* colormap) {
+        const std::vector<int64_t> shape = svg ? std::vector<int64_t>{a.image_height, a.image_width}
+                                               : std::vector<int64_t>{a.image_height, a.image_width, 3};
+        const std::vector<std::string> image_axes = svg ? std::vector<std::string>{"image y", "image x"}
+                                                        : std::vector<std::string>{"image y", "image x", "RGB"};
+        return file_entry(name, probe_name(probe), il, h, svg ? "svg" : "png_rgb8", shape, image_axes,
                           std::string(probe == Probe::Weights ? "softmax weights" : "scores") +
                               " as a heatmap: rows = query positions (left axis), columns = key positions (bottom "
                               "axis), masked cells hatched grey",
                           {{"colormap", colormap},
                            {"range", {plot.lo, plot.hi}},
+                           {"scale", a.scale},
                            {"cells", {{"x", a.x}, {"y", a.y}, {"width", a.width}, {"height", a.height}}}});
     };
     plot.title = what + ": softmax weights";
@@ -150,8 +166,8 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.lo = 0;
     plot.hi = 1;
     plot.table = &viridis();
-    const PlotArea weights_area = write_heatmap_plot_png(prefix + "weights.png", plot);
-    files.push_back(png_entry(base + "weights.png", Probe::Weights, weights_area, "viridis"));
+    const PlotArea weights_area = write_heatmap_plot(prefix + "weights" + ext, plot, out);
+    files.push_back(plot_entry(base + "weights" + ext, Probe::Weights, weights_area, "viridis"));
 
     float extent = 0;
     for (size_t c = 0; c < m.scores.size(); ++c)
@@ -163,8 +179,8 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.lo = -extent;
     plot.hi = extent;
     plot.table = &diverging();
-    const PlotArea scores_area = write_heatmap_plot_png(prefix + "scores.png", plot);
-    files.push_back(png_entry(base + "scores.png", Probe::Scores, scores_area, "diverging"));
+    const PlotArea scores_area = write_heatmap_plot(prefix + "scores" + ext, plot, out);
+    files.push_back(plot_entry(base + "scores" + ext, Probe::Scores, scores_area, "diverging"));
 }
 // Rows recorded per query head (RecordedRows) -> one copy per K/V head, as the cache holds them:
 // K/V head g is query head g * (H / K)'s copy. (N, H * D) -> (N, K * D)
@@ -184,6 +200,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     if (step >= trace.size())
         throw UsageError("export: step " + std::to_string(step) + " is not in the trace (" +
                          std::to_string(trace.size()) + " steps)");
+    check_plot_scale("export: plot scale", scope.plots.scale);
     const StepRecord& r = trace[step];
     const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
     const int64_t K = r.rows.n_kv_head > 0 ? r.rows.n_kv_head : H;
@@ -267,16 +284,16 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
                 const std::string what = "step " + std::to_string(step) + ", layer " + std::to_string(il) + ", head " + std::to_string(h);
-                write_map(folder, head_prefix(il, h), m, il, h, what, files);
+                write_map(folder, head_prefix(il, h), m, il, h, what, files, scope.plots);
                 if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
                     write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h,
-                              "cross-attention " + what, files);
+                              "cross-attention " + what, files, scope.plots);
             }
         if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
             for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
                 for (int64_t h = h0; h < h1; ++h)
                     write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h,
-                              "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files);
+                              "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files, scope.plots);
         heatmaps = {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
     } else {
         heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};

@@ -14,12 +14,25 @@
 //       each column along the bottom (ticks at cell centres), a colour bar with its range and the masked
 //       hatch. Cells are >= 8 px wide (heatmap_cell_px) and rows at least heatmap_plot_min_height_px / rows
 //       tall, so a one-row decode map is a readable band, not a strip. Returns where the cells are.
+//
+// Files for papers: the same plots as SVG (svg.h) or as a PNG scaled up.
+//   PlotFormat, PlotOutput { format, scale }   png | svg; scale 1..8 multiplies a PNG's pixels (nearest
+//                                  neighbour, so each cell stays one flat colour); SVG ignores it
+//   plot_format_of(path)           Svg when the name ends in .svg (any case), else Png
+//   parse_plot_format(flag, text)  "png" | "svg", else UsageError naming the flag
+//   check_plot_scale(flag, n)      n in 1..8, else UsageError naming the flag; returns n
+//   plot_output_kind(format)       the OutputKind (output_path.h) an existing file must be to be replaced
+//   write_heatmap_plot(path, plot, out) -> PlotArea     PNG or SVG; the area is in the written file's
+//                                  pixels (SVG: user units of its viewBox); a PNG's scale is capped so
+//                                  its longer side stays <= plot_max_side_px (PlotArea::scale says which)
+//   write_line_charts(path, charts, out, panel_width, height)   PNG or SVG
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "colormap.h"
+#include "output_path.h"
 
 namespace kvscope {
 
@@ -55,9 +68,27 @@ struct HeatmapPlot {
 struct PlotArea {
     int64_t image_width = 0, image_height = 0;
     int64_t x = 0, y = 0, width = 0, height = 0;
+    int64_t scale = 1;  // PNG pixels per layout pixel (1 for SVG)
 };
 
 PlotArea write_heatmap_plot_png(const std::string& path, const HeatmapPlot& plot);
+
+enum class PlotFormat { Png, Svg };
+struct PlotOutput {
+    PlotFormat format = PlotFormat::Png;
+    int scale = 1;  // PNG only, 1..8
+};
+inline constexpr int plot_max_scale = 8;
+inline constexpr int64_t plot_max_side_px = 8192;
+
+PlotFormat plot_format_of(const std::string& path);
+PlotFormat parse_plot_format(const std::string& flag, const std::string& text);
+int check_plot_scale(const std::string& flag, int64_t n);
+OutputKind plot_output_kind(PlotFormat format);
+const char* plot_extension(PlotFormat format);  // ".png" | ".svg"
+PlotArea write_heatmap_plot(const std::string& path, const HeatmapPlot& plot, const PlotOutput& out);
+void write_line_charts(const std::string& path, const std::vector<LineChart>& charts, const PlotOutput& out,
+                       int panel_width = 700, int height = 520);
 
 void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
                           const std::string& y_label, const std::vector<LineSeries>& series, bool log_y = false,

@@ -531,6 +531,13 @@ TEST_CASE("colour tables match published anchors and are ordered in lightness", 
     CHECK(rgb_distance(div[128], {242, 242, 242}) < 6);
     for (size_t i = 1; i < 128; ++i) CHECK(cie_lightness(div[i]) >= cie_lightness(div[i - 1]) - 0.3);
     for (size_t i = 129; i < 256; ++i) CHECK(cie_lightness(div[i]) <= cie_lightness(div[i - 1]) + 0.3);
+    // Symmetric: -v and +v are equally light (CIE L*), so neither sign looks stronger; 0 is a neutral grey.
+    for (size_t i = 0; i < 128; ++i) {
+        CAPTURE(i);
+        CHECK(std::abs(cie_lightness(div[i]) - cie_lightness(div[255 - i])) < 2.5);
+    }
+    const Rgb zero = color_for(0.0f, -3.0f, 3.0f, div);
+    CHECK(std::max({zero[0], zero[1], zero[2]}) - std::min({zero[0], zero[1], zero[2]}) <= 3);
     for (size_t i = 0; i < 120; ++i) CHECK(div[i][2] > div[i][0]);   // negative side is blue
     for (size_t i = 136; i < 256; ++i) CHECK(div[i][0] > div[i][2]); // positive side is red
 
