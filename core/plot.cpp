@@ -11,12 +11,6 @@
 #include "plot_layout.h"
 #include "svg.h"
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include <stb_easy_font.h>
-#pragma GCC diagnostic pop
-
 namespace kvscope {
 namespace {
 
@@ -42,15 +36,8 @@ struct Canvas {
             rect(x - thickness / 2, y - thickness / 2, x - thickness / 2 + thickness, y - thickness / 2 + thickness, c);
         }
     }
-    // stb_easy_font's segment font, scaled up: each glyph quad becomes a filled rectangle.
-    void text(int x, int y, const std::string& s, std::array<uint8_t, 3> c, int scale = 2) {
-        static char quads[60000];
-        std::string copy = s;
-        const int n = stb_easy_font_print(0, 0, copy.data(), nullptr, quads, sizeof quads);
-        for (int q = 0; q < n; ++q) {
-            const float* v = reinterpret_cast<const float*>(quads + q * 64);  // 4 vertices of 16 bytes
-            rect(x + int(v[0] * scale), y + int(v[1] * scale), x + int(v[8] * scale), y + int(v[9] * scale), c);
-        }
+    void text(int x, int y, const std::string& s, std::array<uint8_t, 3> c) {
+        for (const auto& r : text_rects(s, x, y)) rect(r[0], r[1], r[2], r[3], c);
     }
 };
 
@@ -58,7 +45,7 @@ struct Canvas {
 void draw_chart(Canvas& c, int ox, int width, int height, const LineChart& chart) {
     const ChartLayout l = chart_layout(chart, ox, width, height);
     const std::array<uint8_t, 3> ink{40, 40, 40}, grid{225, 225, 225};
-    c.text(l.left, 10, chart.title, ink, 2);
+    c.text(l.left, 10, chart.title, ink);
     for (const PlotTick& t : l.x_ticks) {
         const int x = int(t.at);
         c.rect(x, l.top, x + 1, l.top + l.ph, grid);

@@ -43,11 +43,37 @@ std::vector<int64_t> cell_ticks(const std::vector<int64_t>& positions, int64_t l
     return out;
 }
 
+// stb_easy_font's segment font at 2x: each glyph quad becomes a filled rectangle.
+constexpr int font_scale = 2;
+
+// The font has printable ASCII only, and indexes its tables with the byte: anything else (UTF-8,
+// control bytes) is drawn as '?' rather than read from outside the tables.
+std::string font_text(const std::string& s) {
+    std::string out = s;
+    for (char& c : out)
+        if (c != '\n' && (static_cast<unsigned char>(c) < 32 || static_cast<unsigned char>(c) > 126)) c = '?';
+    return out;
+}
+
 }  // namespace
 
 int text_width(const std::string& s) {
-    std::string copy = s;
-    return stb_easy_font_width(copy.data()) * 2;
+    std::string copy = font_text(s);
+    return stb_easy_font_width(copy.data()) * font_scale;
+}
+
+std::vector<std::array<int, 4>> text_rects(const std::string& s, int x, int y) {
+    static thread_local char quads[60000];
+    std::string copy = font_text(s);
+    const int n = stb_easy_font_print(0, 0, copy.data(), nullptr, quads, sizeof quads);
+    std::vector<std::array<int, 4>> out;
+    out.reserve(size_t(n));
+    for (int q = 0; q < n; ++q) {
+        const float* v = reinterpret_cast<const float*>(quads + q * 64);  // 4 vertices of 16 bytes
+        out.push_back({x + int(v[0] * font_scale), y + int(v[1] * font_scale), x + int(v[8] * font_scale),
+                       y + int(v[9] * font_scale)});
+    }
+    return out;
 }
 
 std::string tick_text(double v) {

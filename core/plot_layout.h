@@ -5,6 +5,8 @@
 //
 //   text_width(s)                  width of s in the PNG's segment font (stb_easy_font at 2x); the SVG's
 //                                  labels are laid out with the same widths
+//   text_rects(s, x, y)            the glyphs of s in that font, top-left corner at (x, y), as filled
+//                                  rectangles {x0, y0, x1, y1} for the PNG rasteriser
 //   tick_text(v)                   a short label for an axis value ("0.5", "120", "1e-03")
 //   PlotTick                       one tick: its pixel along the axis and its label
 //   check_heatmap_plot(path, plot)  UsageError naming path unless the plot has rows and columns
@@ -13,6 +15,7 @@
 //   heatmap_cells_rgb(plot, area)  (area.height, area.width, 3) the cell pixels, masked cells hatched
 //   ChartLayout chart_layout(chart, ox, width, height)   one line chart in the panel at (ox, 0): data
 //                                  ranges, px()/py() data -> pixel, ticks, and shown(y) (finite, > 0 on log)
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +25,7 @@
 namespace kvscope {
 
 int text_width(const std::string& s);
+std::vector<std::array<int, 4>> text_rects(const std::string& s, int x, int y);
 std::string tick_text(double v);
 
 struct PlotTick {

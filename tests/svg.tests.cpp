@@ -15,17 +15,19 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <stb/stb_image.h>  // implementation compiled into Debian's libstb
 
 #include "colormap.h"
 #include "errors.h"
 #include "output_path.h"
+#include "png_file.h"
 #include "plot.h"
 #include "svg.h"
 
 namespace fs = std::filesystem;
 using namespace kvscope;
 using Catch::Matchers::Contains;
+using kvtest::Png;
+using kvtest::read_png;
 
 namespace {
 
@@ -58,25 +60,6 @@ std::string hex(Rgb c) {
     char buf[8];
     std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c[0], c[1], c[2]);
     return buf;
-}
-
-struct Png {
-    int width = 0, height = 0;
-    std::vector<uint8_t> rgb;
-    Rgb at(int x, int y) const {
-        const size_t i = (size_t(y) * size_t(width) + size_t(x)) * 3;
-        return {rgb[i], rgb[i + 1], rgb[i + 2]};
-    }
-};
-
-Png read_png(const fs::path& path) {
-    Png p;
-    int n = 0;
-    unsigned char* data = stbi_load(path.string().c_str(), &p.width, &p.height, &n, 3);
-    REQUIRE(data);
-    p.rgb.assign(data, data + size_t(p.width) * size_t(p.height) * 3);
-    stbi_image_free(data);
-    return p;
 }
 
 // A causal map of R rows at query positions q0.., P columns at key positions 0..: row r sees keys <= q0 + r.
