@@ -113,7 +113,8 @@ namespace {
 // One attention map of a step as .npy arrays and labelled PNG heatmaps, files named base + "scores.npy"
 // etc. `what` names the map in the PNG titles ("step 3, layer 1, head 0").
 void write_map(const std::string& folder, const std::string& base, const AttentionMap& m, int64_t il, int64_t h,
-               const std::string& what, JsonOut& files, const PlotOutput& out) {
+               const std::string& what, JsonOut& files, const PlotOutput& out,
+               const std::vector<std::string>& position_texts = {}) {
     const std::vector<int64_t> shape = {m.n_query, m.n_key};  // (R, P)
     const bool cross = base.rfind("cross_", 0) == 0, encoder = base.rfind("encoder_", 0) == 0;
     const std::vector<std::string> axes = {
@@ -143,6 +144,16 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.visible = m.visible.data();
     plot.row_positions = m.query_positions;
     plot.col_positions = m.key_positions;
+    auto texts_of = [&](const std::vector<int64_t>& positions) {
+        std::vector<std::string> texts;
+        for (int64_t p : positions)
+            texts.push_back(p >= 0 && size_t(p) < position_texts.size() ? position_texts[size_t(p)] : "");
+        return texts;
+    };
+    if (!position_texts.empty()) {
+        plot.row_labels = texts_of(m.query_positions);
+        plot.col_labels = texts_of(m.key_positions);
+    }
     // A PNG's pixels are (y, x, RGB); an SVG's user units are (y, x) of its viewBox, the same layout.
     const bool svg = out.format == PlotFormat::Svg;
     const std::string ext = plot_extension(out.format);
@@ -182,6 +193,24 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     const PlotArea scores_area = write_heatmap_plot(prefix + "scores" + ext, plot, out);
     files.push_back(plot_entry(base + "scores" + ext, Probe::Scores, scores_area, "diverging"));
 }
+// The token text (Tokenizer's display form) at every position steps 0..step wrote, for the heatmaps'
+// axes; empty without a tokenizer, "" for an id the tokenizer does not know.
+std::vector<std::string> position_texts(const Trace& trace, size_t step, const Tokenizer* tokenizer) {
+    std::vector<std::string> out;
+    if (!tokenizer) return out;
+    for (size_t s = 0; s <= step; ++s) {
+        const StepRecord& r = trace[s];
+        for (size_t k = 0; k < r.id.tokens.size(); ++k) {
+            const int64_t pos = r.id.first_position + int64_t(k);
+            const TokenId id = r.id.tokens[k];
+            if (pos < 0) continue;
+            if (out.size() <= size_t(pos)) out.resize(size_t(pos) + 1);
+            out[size_t(pos)] = id >= 0 && id < tokenizer->n_vocab() ? display_bytes(tokenizer->token_bytes(id)) : "";
+        }
+    }
+    return out;
+}
+
 // Rows recorded per query head (RecordedRows) -> one copy per K/V head, as the cache holds them:
 // K/V head g is query head g * (H / K)'s copy. (N, H * D) -> (N, K * D)
 std::vector<float> kv_heads_only(const std::vector<float>& rows, int64_t N, int64_t H, int64_t K, int64_t D) {
@@ -272,6 +301,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         const int64_t l0 = scope.layer.value_or(0), l1 = scope.layer ? *scope.layer + 1 : L;
         const int64_t h0 = scope.head.value_or(0), h1 = scope.head ? *scope.head + 1 : H;
         std::string skipped;
+        const std::vector<std::string> texts = position_texts(trace, step, tokenizer);
         for (int64_t il = l0; il < l1 && skipped.empty(); ++il)
             for (int64_t h = h0; h < h1 && skipped.empty(); ++h) {
                 AttentionMap m;
@@ -284,7 +314,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
                 const std::string what = "step " + std::to_string(step) + ", layer " + std::to_string(il) + ", head " + std::to_string(h);
-                write_map(folder, head_prefix(il, h), m, il, h, what, files, scope.plots);
+                write_map(folder, head_prefix(il, h), m, il, h, what, files, scope.plots, texts);
                 if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
                     write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h,
                               "cross-attention " + what, files, scope.plots);

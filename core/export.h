@@ -9,7 +9,8 @@
 //                                        {written, reason}, and "files": every file with dtype, shape, axes
 //                                        and meaning (PNGs also where their cells are)
 //   step_0003/l01_h05_weights.png        softmax weights, viridis on [0, 1], with a title, query positions
-//                                        down the left, key positions along the bottom and a colour bar
+//                                        down the left, key positions along the bottom (with a tokenizer,
+//                                        each ticked position's token text too) and a colour bar
 //   step_0003/l01_h05_scores.png         scores, diverging map on ±max|visible score| (0 = light grey)
 //                                        With ExportScope::plots both are .svg instead (svg.h: the same
 //                                        layout, vector axes and labels), or PNGs scaled up 1..8 times

@@ -121,6 +121,7 @@ PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
         const int x = int(t.at);
         c.rect(x, int(a.y + a.height) + 2, x + 1, int(a.y + a.height) + 7, ink);
         c.text(x - text_width(t.label) / 2, int(a.y + a.height) + 10, t.label, ink);
+        c.text(x - text_width(t.sub) / 2, int(a.y + a.height) + 28, t.sub, ink);
     }
     c.text(l.x_label_x, l.x_label_y, l.x_label, ink);
     // pass 3: the colour bar, hi at the top, and a sample of the masked hatch

@@ -8,7 +8,8 @@
 //   LineChart { title, x_label, y_label, series, log_y, markers }
 //   write_line_charts_png(path, charts, panel_width, height)
 //       several charts side by side in one PNG, each panel drawn as above; markers: a dot per point
-//   HeatmapPlot { title, value_label, rows, cols, values, visible, lo, hi, table, row_positions, col_positions }
+//   HeatmapPlot { title, value_label, rows, cols, values, visible, lo, hi, table, row_positions, col_positions,
+//                 row_labels, col_labels }   (labels: token text beside the ticked positions, shortened to fit)
 //   write_heatmap_plot_png(path, plot) -> PlotArea
 //       an attention map with a title, the query position of each row down the left, the key position of
 //       each column along the bottom (ticks at cell centres), a colour bar with its range and the masked
@@ -61,6 +62,8 @@ struct HeatmapPlot {
     const ColorTable* table = nullptr;    // null = viridis
     std::vector<int64_t> row_positions;   // (rows) the query position of each row
     std::vector<int64_t> col_positions;   // (cols) the key position of each column
+    std::vector<std::string> row_labels;  // (rows) or empty: each row's token text, after its position
+    std::vector<std::string> col_labels;  // (cols) or empty: each column's token text, under its position
 };
 
 // The cells' rectangle in the image: cell (i, j) covers x in [x + j * width / cols, x + (j + 1) * width / cols)

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "errors.h"
+#include "utf8.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -76,6 +77,17 @@ std::vector<std::array<int, 4>> text_rects(const std::string& s, int x, int y) {
     return out;
 }
 
+std::string shorten(const std::string& text, size_t n) {
+    size_t i = 0, count = 0;
+    while (i < text.size() && count < n) {
+        char32_t cp = 0;
+        const size_t len = decode_utf8(text, i, cp);
+        i += len ? len : 1;  // a bad byte counts as one character (the writers show it as U+FFFD or '?')
+        ++count;
+    }
+    return i < text.size() ? text.substr(0, i) + ".." : text;
+}
+
 std::string tick_text(double v) {
     char buf[32];
     const double a = std::abs(v);
@@ -99,7 +111,17 @@ HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     PlotArea& a = l.area;
     a.width = std::min(p.cols * cw, heatmap_max_side_px);
     a.height = std::min(p.rows * ch, heatmap_max_side_px);
-    const int left = 80, top = 56, bottom = 60, bar_gap = 24, bar_labels = 80;
+    const bool row_labels = int64_t(p.row_labels.size()) == p.rows, col_labels = int64_t(p.col_labels.size()) == p.cols;
+    auto row_text = [&](int64_t i) {
+        std::string text = std::to_string(p.row_positions[size_t(i)]);
+        if (row_labels) (text += ' ').append(shorten(p.row_labels[size_t(i)], plot_label_chars));
+        return text;
+    };
+    // The left margin fits the widest row label (positions alone fit in 80 px).
+    int left = 80;
+    if (row_labels && int64_t(p.row_positions.size()) == p.rows)
+        for (int64_t i = 0; i < p.rows; ++i) left = std::max(left, text_width(row_text(i)) + 24);
+    const int top = 56, bottom = col_labels ? 78 : 60, bar_gap = 24, bar_labels = 80;
     a.x = left;
     a.y = top;
     const int64_t min_w = std::max<int64_t>({text_width(p.title) + 16, text_width(l.x_label) + left + 16, 360});
@@ -108,15 +130,20 @@ HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
 
     l.y_label_y = top - 22;
     l.x_label_x = int(a.x);
-    l.x_label_y = int(a.y + a.height) + 32;
+    l.x_label_y = int(a.y + a.height) + (col_labels ? 50 : 32);
     if (int64_t(p.row_positions.size()) == p.rows)
         for (int64_t i : cell_ticks(p.row_positions, a.height, 18))
-            l.row_ticks.push_back({double(a.y + (2 * i + 1) * a.height / (2 * p.rows)),
-                                   std::to_string(p.row_positions[size_t(i)])});
-    if (int64_t(p.col_positions.size()) == p.cols)
-        for (int64_t j : cell_ticks(p.col_positions, a.width, 56))
+            l.row_ticks.push_back({double(a.y + (2 * i + 1) * a.height / (2 * p.rows)), row_text(i), ""});
+    if (int64_t(p.col_positions.size()) == p.cols) {
+        const std::vector<int64_t> cols = cell_ticks(p.col_positions, a.width, 56);
+        // A column's token text is cut to the room between two ticks (at least 3 characters).
+        const size_t room = cols.size() > 1 ? size_t(std::max<int64_t>(3, (cols[1] - cols[0]) * a.width / p.cols / 12 - 1))
+                                            : size_t(plot_label_chars);
+        for (int64_t j : cols)
             l.col_ticks.push_back({double(a.x + (2 * j + 1) * a.width / (2 * p.cols)),
-                                   std::to_string(p.col_positions[size_t(j)])});
+                                   std::to_string(p.col_positions[size_t(j)]),
+                                   col_labels ? shorten(p.col_labels[size_t(j)], std::min<size_t>(room, plot_label_chars)) : ""});
+    }
     l.bar_x = int(a.x + a.width) + bar_gap;
     l.bar_y = int(a.y);
     l.bar_h = int(std::max<int64_t>(a.height, 120)) - 40;

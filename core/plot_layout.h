@@ -5,6 +5,7 @@
 //
 //   text_width(s)                  width of s in the PNG's segment font (stb_easy_font at 2x); the SVG's
 //                                  labels are laid out with the same widths
+//   shorten(text, n)               text cut to n characters (code points) with ".." marking the cut
 //   text_rects(s, x, y)            the glyphs of s in that font, top-left corner at (x, y), as filled
 //                                  rectangles {x0, y0, x1, y1} for the PNG rasteriser
 //   tick_text(v)                   a short label for an axis value ("0.5", "120", "1e-03")
@@ -27,11 +28,15 @@ namespace kvscope {
 int text_width(const std::string& s);
 std::vector<std::array<int, 4>> text_rects(const std::string& s, int x, int y);
 std::string tick_text(double v);
+std::string shorten(const std::string& text, size_t n);
 
 struct PlotTick {
     double at = 0;       // pixel x (bottom axis) or y (left axis)
-    std::string label;
+    std::string label{};  // the position; on the left axis followed by the row's token text
+    std::string sub{};    // bottom axis: the column's token text, a line under the label (may be empty)
 };
+
+inline constexpr int plot_label_chars = 12;  // token text on an axis is cut to this many characters
 
 inline constexpr int plot_font_px = 14;  // height of one text line of the 2x segment font
 

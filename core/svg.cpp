@@ -205,6 +205,7 @@ PlotArea write_heatmap_plot_svg(const std::string& path, const HeatmapPlot& p) {
     for (const PlotTick& t : l.col_ticks) {
         svg.line(t.at + 0.5, double(a.y + a.height) + 2, t.at + 0.5, double(a.y + a.height) + 7, ink);
         svg.text(t.at + 0.5, double(a.y + a.height) + 10, t.label, "middle");
+        if (!t.sub.empty()) svg.text(t.at + 0.5, double(a.y + a.height) + 28, t.sub, "middle");
     }
     svg.text(l.x_label_x, l.x_label_y, l.x_label);
     svg.s += "</g>\n";

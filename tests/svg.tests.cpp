@@ -19,6 +19,7 @@
 #include "colormap.h"
 #include "errors.h"
 #include "output_path.h"
+#include "plot_layout.h"
 #include "png_file.h"
 #include "plot.h"
 #include "svg.h"
@@ -142,6 +143,34 @@ TEST_CASE("a heatmap SVG has one rect per cell in the table's colour, axes and e
     std::vector<std::string> ids = (*s)["ids"];
     CHECK(std::find(ids.begin(), ids.end(), "masked") != ids.end());
     CHECK(std::find(ids.begin(), ids.end(), "bar") != ids.end());
+}
+
+TEST_CASE("token labels on both axes: after the row position, under the column position, escaped and cut", "[svg]") {
+    const fs::path dir = work_dir("labels");
+    Map m(3, 5, 2);
+    m.plot.row_labels = {" a<b", "x&\"y\"", "caf\xC3\xA9"};
+    m.plot.col_labels = {"<|endoftext|>", " The", "\xFF", "'q'", "a_very_long_token_text"};
+    const fs::path path = dir / "labels.svg";
+    const PlotArea a = write_heatmap_plot_svg(path.string(), m.plot);
+    const PlotArea plain = heatmap_layout(Map(3, 5, 2).plot).area;
+    CHECK(a.x > plain.x);                        // the left margin grew for the row labels
+    CHECK(a.image_height > plain.image_height);  // and a line for the column labels
+    // The PNG of the same plot draws the same layout (non-ASCII as '?').
+    const PlotArea png = write_heatmap_plot_png((dir / "labels.png").string(), m.plot);
+    CHECK(png.x == a.x);
+    CHECK(png.image_height == a.image_height);
+    const auto s = summary(path);
+    if (!s) return;
+    std::vector<std::string> texts = (*s)["texts"];
+    auto has = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
+    CHECK(has("2  a<b"));
+    CHECK(has("3 x&\"y\""));
+    CHECK(has("4 caf\xC3\xA9"));
+    // Ticks at columns 0, 2 and 4 (positions 0, 2, 4), 102 px apart: room for 7 characters of 12 px.
+    CHECK(has("<|endof.."));
+    CHECK(has("\xEF\xBF\xBD"));  // the byte 0xFF, not UTF-8
+    CHECK(has("a_very_.."));
+    CHECK_FALSE(has("'q'"));        // column 3 has no tick
 }
 
 TEST_CASE("a heatmap of more than svg_max_rect_cells cells embeds its pixels, axes stay vector", "[svg]") {

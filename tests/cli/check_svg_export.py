@@ -5,7 +5,8 @@ numpy only:
 - `generate --trace DIR --format svg` writes l.._h.._weights.svg / scores.svg instead of the PNGs; each is
   well-formed XML whose viewBox is the [height, width] meta.json states, with one <rect> per cell (R x P
   from weights.npy), filled with the hatch pattern exactly where mask.npy is 0 and with a colour
-  elsewhere, the title and axis labels as text; meta.json names the file with dtype "svg";
+  elsewhere, the title and axis labels as text, each prefill row labelled with its position and token
+  text (meta.json's tokens); meta.json names the file with dtype "svg";
 - `--scale 2` PNGs are exactly twice the size of `--scale 1` ones, and meta.json's cell rectangle doubles.
 
     check_svg_export.py --kvscope BIN --work DIR
@@ -56,6 +57,7 @@ def main():
     svg_trace = os.path.join(a.work, "svg")
     generate(a, svg_trace, "--format", "svg")
     n_svg = 0
+    n_labelled = 0
     for folder in step_folders(svg_trace):
         meta = json.load(open(os.path.join(folder, "meta.json")))
         names = os.listdir(folder)
@@ -98,8 +100,16 @@ def main():
                     failures.append(f"{where}: no label {want!r}")
             if not any(kind in t for t in texts):
                 failures.append(f"{where}: no title naming {kind!r}")
+            # Each row of a prefill chunk is ticked (rows >= 18 px) and labelled "position token".
+            if meta["phase"] == "prefill" and not base.startswith(("cross_", "encoder_")):
+                for pos, text in zip(meta["query_positions"], meta["tokens"]["text"]):
+                    if isinstance(text, str) and len(text) <= 12 and text.isprintable() and f"{pos} {text}" not in texts:
+                        failures.append(f"{where}: no row label {f'{pos} {text}'!r} in {texts}")
+                n_labelled += 1
     if n_svg == 0:
         failures.append("no SVG heatmap was written")
+    if n_labelled == 0:
+        failures.append("no prefill heatmap's token labels were checked")
 
     sizes = {}
     for scale in ("1", "2"):
