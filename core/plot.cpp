@@ -150,19 +150,6 @@ Canvas charts_canvas(const std::vector<LineChart>& charts, int panel_width, int 
 
 }  // namespace
 
-PlotArea write_heatmap_plot_png(const std::string& path, const HeatmapPlot& p) { return heatmap_png(path, p, 1); }
-
-void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
-                          const std::string& y_label, const std::vector<LineSeries>& series, bool log_y,
-                          int width, int height) {
-    write_png(path, charts_canvas({LineChart{title, x_label, y_label, series, log_y, false}}, width, height));
-}
-
-void write_line_charts_png(const std::string& path, const std::vector<LineChart>& charts, int panel_width,
-                           int height) {
-    write_png(path, charts_canvas(charts, panel_width, height));
-}
-
 PlotFormat plot_format_of(const std::string& path) {
     std::string ext = path.size() >= 4 ? path.substr(path.size() - 4) : "";
     for (char& ch : ext) ch = char(std::tolower(static_cast<unsigned char>(ch)));

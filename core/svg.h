@@ -6,12 +6,12 @@
 //                                     invalid UTF-8 bytes and characters XML 1.0 forbids (C0 controls
 //                                     other than tab/LF/CR, U+FFFE, U+FFFF) become U+FFFD
 //   write_heatmap_plot_svg(path, plot) -> PlotArea
-//       the heatmap of write_heatmap_plot_png in user units of the same size (viewBox = 0 0 W H). Maps of
+//       the PNG heatmap's layout (plot.h) in user units of the same size (viewBox = 0 0 W H). Maps of
 //       up to svg_max_rect_cells cells are one <rect> per cell (group id "cells", masked cells filled with
 //       the hatch pattern "masked"); bigger maps embed the PNG's cell pixels as one base64 <image> (id
 //       "cells") so the file stays small, with axes, labels and the colour bar still vector
 //   write_line_charts_svg(path, charts, panel_width, height)
-//       the charts of write_line_charts_png side by side: one <polyline> per unbroken run of a series
+//       the charts of write_line_charts (plot.h) side by side: one <polyline> per unbroken run of a series
 //
 // Both are written by write_file_atomic (atomic_file.h); a plot without cells throws UsageError naming path.
 #include <string>

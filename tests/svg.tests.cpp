@@ -108,7 +108,7 @@ TEST_CASE("a heatmap SVG has one rect per cell in the table's colour, axes and e
     const PlotArea a = write_heatmap_plot_svg(path.string(), m.plot);
     CHECK(a.scale == 1);
     // The same layout as the PNG: same image size and cell rectangle.
-    const PlotArea png = write_heatmap_plot_png((dir / "weights.png").string(), m.plot);
+    const PlotArea png = write_heatmap_plot((dir / "weights.png").string(), m.plot, {});
     CHECK(png.image_width == a.image_width);
     CHECK(png.image_height == a.image_height);
     CHECK(png.x == a.x);
@@ -156,7 +156,7 @@ TEST_CASE("token labels on both axes: after the row position, under the column p
     CHECK(a.x > plain.x);                        // the left margin grew for the row labels
     CHECK(a.image_height > plain.image_height);  // and a line for the column labels
     // The PNG of the same plot draws the same layout (non-ASCII as '?').
-    const PlotArea png = write_heatmap_plot_png((dir / "labels.png").string(), m.plot);
+    const PlotArea png = write_heatmap_plot((dir / "labels.png").string(), m.plot, {});
     CHECK(png.x == a.x);
     CHECK(png.image_height == a.image_height);
     const auto s = summary(path);
