@@ -7,7 +7,9 @@ numpy only:
   from weights.npy), filled with the hatch pattern exactly where mask.npy is 0 and with a colour
   elsewhere, the title and axis labels as text, each prefill row labelled with its position and token
   text (meta.json's tokens); meta.json names the file with dtype "svg";
-- `--scale 2` PNGs are exactly twice the size of `--scale 1` ones, and meta.json's cell rectangle doubles.
+- `--scale 2` PNGs are exactly twice the size of `--scale 1` ones, and meta.json's cell rectangle doubles;
+- a chart's format follows its file name: `train --loss-png F.svg` draws both loss curves as polylines of
+  one point per step, `F.png --scale 2` is twice the chart's 900 x 520.
 
     check_svg_export.py --kvscope BIN --work DIR
 """
@@ -132,6 +134,30 @@ def main():
             failures.append(f"{key}: meta.json shape {e2['shape']} scale {e2['scale']} for a {w2} x {h2} PNG")
         if {k: 2 * v for k, v in e1["cells"].items()} != e2["cells"]:
             failures.append(f"{key}: cells {e2['cells']} at scale 2, {e1['cells']} at scale 1")
+
+    # A chart takes its format from its name: train --loss-png F.svg is an SVG with the two curves as
+    # polylines; F.png with --scale 2 is twice the 900 x 520 chart.
+    tiny = ["train", "--steps", "12", "--warmup", "2", "--batch", "2", "--seq", "16", "--n-positions", "16",
+            "--n-embd", "32", "--threads", "1"]
+    for name, extra in (("loss.svg", []), ("loss.png", ["--scale", "2"])):
+        out = os.path.join(a.work, "train_" + name.replace(".", "_"))
+        chart = os.path.join(a.work, name)
+        p = subprocess.run([a.kvscope, *tiny, "--out", out, "--loss-png", chart, *extra], capture_output=True,
+                           text=True, timeout=300)
+        if p.returncode != 0:
+            failures.append(f"train --loss-png {name} {' '.join(extra)} exited {p.returncode}: {p.stderr}")
+            continue
+        if name.endswith(".png"):
+            if png_size(chart) != (1800, 1040):
+                failures.append(f"{name} at --scale 2 is {png_size(chart)}, not 1800 x 1040")
+            continue
+        root = ET.parse(chart).getroot()
+        lines = list(root.iter(NS + "polyline"))
+        texts = ["".join(t.itertext()) for t in root.iter(NS + "text")]
+        if root.get("viewBox") != "0 0 900 520" or len(lines) != 2 or "kvscope train: cross-entropy loss" not in texts:
+            failures.append(f"{name}: viewBox {root.get('viewBox')}, {len(lines)} polylines, texts {texts[:3]}")
+        elif any(len(l.get("points").split()) != 12 for l in lines):
+            failures.append(f"{name}: a curve does not have the 12 steps' points")
 
     print(f"{n_svg} SVG heatmaps, {len(sizes)} PNG pairs checked")
     for f in failures:
