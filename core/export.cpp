@@ -192,6 +192,15 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.table = &diverging();
     const PlotArea scores_area = write_heatmap_plot(prefix + "scores" + ext, plot, out);
     files.push_back(plot_entry(base + "scores" + ext, Probe::Scores, scores_area, "diverging"));
+
+    // The step folder is the trace's: the same maps in the other format, from an earlier export, would
+    // disagree with meta.json (and maybe with this run), so they go.
+    const std::string other = plot_extension(svg ? PlotFormat::Png : PlotFormat::Svg);
+    for (const char* name : {"weights", "scores"}) {
+        std::error_code ec;
+        std::filesystem::remove(prefix + name + other, ec);
+        if (ec) throw LoadError(prefix + name + other, "cannot remove the map an earlier export wrote: " + ec.message(), "");
+    }
 }
 // The token text (Tokenizer's display form) at every position steps 0..step wrote, for the heatmaps'
 // axes; empty without a tokenizer, "" for an id the tokenizer does not know.

@@ -13,7 +13,9 @@
 //                                        each ticked position's token text too) and a colour bar
 //   step_0003/l01_h05_scores.png         scores, diverging map on ±max|visible score| (0 = light grey)
 //                                        With ExportScope::plots both are .svg instead (svg.h: the same
-//                                        layout, vector axes and labels), or PNGs scaled up 1..8 times
+//                                        layout, vector axes and labels), or PNGs scaled up 1..8 times;
+//                                        the same map in the other format, left by an earlier export, is
+//                                        removed
 //   step_0003/l01_h05_scores.npy         (R, P) float32 scaled scores q.k/sqrt(D); -inf where masked
 //   step_0003/l01_h05_weights.npy        (R, P) float32 softmax weights (0 where masked) = softmax(scores)
 //   step_0003/l01_h05_mask.npy           (R, P) uint8, 1 = visible, 0 = masked

@@ -6,7 +6,8 @@ numpy only:
   well-formed XML whose viewBox is the [height, width] meta.json states, with one <rect> per cell (R x P
   from weights.npy), filled with the hatch pattern exactly where mask.npy is 0 and with a colour
   elsewhere, the title and axis labels as text, each prefill row labelled with its position and token
-  text (meta.json's tokens); meta.json names the file with dtype "svg";
+  text (meta.json's tokens); meta.json names the file with dtype "svg"; exported again as PNG into the
+  same folder, no SVG map is left behind;
 - `--scale 2` PNGs are exactly twice the size of `--scale 1` ones, and meta.json's cell rectangle doubles;
 - a chart's format follows its file name: `train --loss-png F.svg` draws both loss curves as polylines of
   one point per step, `F.png --scale 2` is twice the chart's 900 x 520.
@@ -112,6 +113,15 @@ def main():
         failures.append("no SVG heatmap was written")
     if n_labelled == 0:
         failures.append("no prefill heatmap's token labels were checked")
+
+    # Exported again as PNG into the same folder: the SVG maps of the earlier export go, so the folder
+    # holds what meta.json lists.
+    generate(a, svg_trace)
+    for folder in step_folders(svg_trace):
+        listed = {e["name"] for e in json.load(open(os.path.join(folder, "meta.json")))["files"]}
+        left = sorted(n for n in os.listdir(folder) if n.endswith((".svg", ".png")) and n not in listed)
+        if left:
+            failures.append(f"{folder}: maps of the earlier export left beside the new ones: {left[:4]}")
 
     sizes = {}
     for scale in ("1", "2"):
