@@ -114,7 +114,7 @@ void print_json(const BenchReport& r, FILE* out) {
     std::fprintf(out, "%s\n", json_text(j, 2).c_str());
 }
 
-void write_chart(const BenchReport& r, const std::string& path) {
+void write_chart(const BenchReport& r, const std::string& path, const PlotOutput& out) {
     LineSeries on{"cache on", {33, 102, 172}, {}, {}}, off{"cache off (recompute all positions)", {214, 96, 77}, {}, {}};
     for (const BenchStep& s : r.steps) {
         on.xs.push_back(double(s.position));
@@ -122,8 +122,9 @@ void write_chart(const BenchReport& r, const std::string& path) {
         off.xs.push_back(double(s.position));
         off.ys.push_back(s.uncached_ms.median);
     }
-    write_line_chart_png(path, "kvscope: time of one decode step vs position", "position of the new token",
-                         "ms per step", {on, off}, /*log_y=*/true);
+    write_line_charts(path, {LineChart{"kvscope: time of one decode step vs position", "position of the new token",
+                                       "ms per step", {on, off}, /*log_y=*/true}},
+                      out, 900, 520);
 }
 
 }  // namespace kvscope

@@ -5,13 +5,14 @@
 //   BenchReport                      the settings, the machine, the bounds and every figure of one run
 //   print_text(r, out)               the tables the README and docs/bench.txt quote
 //   print_json(r, out)               one JSON object (bench_compare.sh and bench_llama.sh read it)
-//   write_chart(r, path)             PNG: one decode step's time vs position, cache on and off
+//   write_chart(r, path, out)        PNG or SVG: one decode step's time vs position, cache on and off
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "bench_stats.h"
+#include "plot.h"
 
 namespace kvscope {
 
@@ -64,6 +65,6 @@ struct BenchReport {
 
 void print_text(const BenchReport& r, FILE* out = stdout);
 void print_json(const BenchReport& r, FILE* out = stdout);
-void write_chart(const BenchReport& r, const std::string& path);
+void write_chart(const BenchReport& r, const std::string& path, const PlotOutput& out);
 
 }  // namespace kvscope

@@ -139,7 +139,7 @@ void print_json(const SharingReport& r, FILE* out) {
     std::fprintf(out, "%s\n", json_text(j, 2).c_str());
 }
 
-void write_chart(const SharingReport& r, const std::string& path) {
+void write_chart(const SharingReport& r, const std::string& path, const PlotOutput& out) {
     const std::array<uint8_t, 3> colors[] = {{33, 102, 172}, {214, 96, 77}, {120, 120, 120}};
     LineChart memory{"KV memory held", "sequences N", "MB", {}, false, true};
     LineChart time{"prefill wall time", "sequences N", "seconds", {}, false, true};
@@ -171,7 +171,7 @@ void write_chart(const SharingReport& r, const std::string& path) {
         memory.series.push_back(m);
         time.series.push_back(s);
     }
-    write_line_charts_png(path, {memory, time});
+    write_line_charts(path, {memory, time}, out);
 }
 
 }  // namespace kvscope

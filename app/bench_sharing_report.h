@@ -9,13 +9,14 @@
 //   r.find(n, layout)                the run of that layout at N sequences, or nullptr
 //   print_text(r, out)               the tables the README quotes
 //   print_json(r, out)               one JSON object
-//   write_chart(r, path)             PNG: KV memory held and prefill time vs N, per layout
+//   write_chart(r, path, out)        PNG or SVG: KV memory held and prefill time vs N, per layout
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "bench_stats.h"
+#include "plot.h"
 
 namespace kvscope {
 
@@ -72,6 +73,6 @@ struct SharingReport {
 
 void print_text(const SharingReport& r, FILE* out = stdout);
 void print_json(const SharingReport& r, FILE* out = stdout);
-void write_chart(const SharingReport& r, const std::string& path);
+void write_chart(const SharingReport& r, const std::string& path, const PlotOutput& out);
 
 }  // namespace kvscope

@@ -257,14 +257,16 @@ int cli_bench(int argc, char** argv) {
     args.option("--repeat", "R", "runs per figure, reported as min / median / max (default 3)")
         .option("--decode-tokens", "N", "tokens per decode run (default 64)")
         .option("--prefill-tokens", "N", "prompt length for the prefill figure (default 512)")
-        .option("--chart", "FILE.png", "write per-step time vs position, cached and uncached")
+        .option("--chart", "FILE", "write per-step time vs position, cached and uncached (PNG; SVG if FILE ends in .svg)")
         .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
         .flag("--sharing", "instead: KV memory and prefill with and without prefix sharing (bench --sharing --help)")
         .flag("--json", "print one JSON object");
+    add_plot_options(args, false);
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
     const std::optional<std::string> chart = args.text("--chart");
-    if (chart) check_output_file("--chart", *chart, OutputKind::Png);
+    if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
+    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};
     BenchSettings settings;
     settings.quick = args.has("--quick");
     settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
@@ -274,7 +276,7 @@ int cli_bench(int argc, char** argv) {
     settings.model_dir = bench_model_dir(args);
 
     const BenchReport report = run_bench(settings);
-    if (chart) write_chart(report, *chart);
+    if (chart) write_chart(report, *chart, chart_out);
     if (args.has("--json"))
         print_json(report);
     else

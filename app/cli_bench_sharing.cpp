@@ -305,13 +305,16 @@ int cli_bench_sharing(int argc, char** argv) {
         .option("--ring-up-to", "N", "run the ring layout only up to N sequences (default 8: it computes what "
                                      "'paged' computes, at the same cost, and holds as much)")
         .option("--repeat", "R", "runs per prompt-cache-file figure, min / median / max (default 3)")
-        .option("--chart", "FILE.png", "write KV memory and prefill time vs N, with and without sharing")
+        .option("--chart", "FILE", "write KV memory and prefill time vs N, with and without sharing (PNG; SVG if FILE "
+                                   "ends in .svg)")
         .flag("--quick", "default model, N = 1, 2, 4, P = 64: checks that everything runs")
         .flag("--json", "print one JSON object");
+    add_plot_options(args, false);
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
     const std::optional<std::string> chart = args.text("--chart");
-    if (chart) check_output_file("--chart", *chart, OutputKind::Png);
+    if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
+    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};
     const bool quick = args.has("--quick");
     SharingSettings settings;
     settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
@@ -331,7 +334,7 @@ int cli_bench_sharing(int argc, char** argv) {
     settings.format = weight_format_from(args);
 
     const SharingReport report = run_sharing(settings);
-    if (chart) write_chart(report, *chart);
+    if (chart) write_chart(report, *chart, chart_out);
     if (args.has("--json"))
         print_json(report);
     else

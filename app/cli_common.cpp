@@ -63,6 +63,27 @@ KvQuantSpec kv_quant_from(const CliArgs& args) {
     return q;
 }
 
+CliArgs& add_plot_options(CliArgs& args, bool folder) {
+    if (folder) args.option("--format", "png|svg", "the heatmaps' file format (default png; svg: vector, for papers)");
+    return args.option("--scale", "N", "PNG pixels per plot pixel, 1..8 (default 1; SVG ignores it)");
+}
+
+PlotOutput plot_output_from(const CliArgs& args, const std::string& file) {
+    PlotOutput out;
+    if (!file.empty()) out.format = plot_format_of(file);  // chart commands have no --format
+    else if (const auto format = args.text("--format")) out.format = parse_plot_format("--format", *format);
+    out.scale = int(args.integer("--scale", 1, 1, plot_max_scale));
+    if (out.format == PlotFormat::Svg && args.has("--scale"))
+        throw UsageError("--scale multiplies a PNG's pixels; an SVG has none (leave out --scale)");
+    return out;
+}
+
+PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, const std::string& path) {
+    const PlotOutput out = plot_output_from(args, path);
+    check_output_file(flag, path, plot_output_kind(out.format));
+    return out;
+}
+
 SamplerOptions sampling_from(const CliArgs& args) {
     SamplerOptions s;
     if (args.has("--temperature")) {

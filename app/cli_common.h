@@ -7,6 +7,7 @@
 
 #include "cli_args.h"
 #include "model.h"
+#include "plot.h"
 #include "sampler.h"
 
 namespace kvscope {
@@ -24,6 +25,14 @@ SamplerOptions sampling_from(const CliArgs& args);
 CliArgs& add_kv_quant_options(CliArgs& args);
 KvQuantSpec kv_quant_from(const CliArgs& args);
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
+// Figures for papers (core/plot.h). A folder of heatmaps (generate --trace) takes --format png|svg; a
+// single chart file takes its format from its name (.svg, else PNG). --scale N (1..8) multiplies a PNG's
+// pixels. plot_output_from reads them (file: the chart's path, whose name gives the format; empty for a
+// folder, whose format is --format); throws UsageError.
+CliArgs& add_plot_options(CliArgs& args, bool folder);
+PlotOutput plot_output_from(const CliArgs& args, const std::string& file = "");
+// A chart file given with `flag`: checked now (output_path.h, a PNG or SVG by its name), then its PlotOutput.
+PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, const std::string& path);
 // The benchmarks' model options: --model DIR and --dtype, or --shape NAME (--gpt2-shape) with --work DIR.
 void add_bench_model_options(CliArgs& args);
 // The benchmarks' model folder: --model, or with --shape the --work folder, where random weights of that

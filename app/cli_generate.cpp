@@ -51,8 +51,9 @@ int cli_generate(int argc, char** argv) {
         .flag("--allow-special", "treat <|endoftext|> in prompt text as the special token")
         .option("--dump-logits", "OUT.npy", "write float32 logits [N, V] ([B, N, V] for several prompts)")
         .flag("--json", "print one JSON object instead of text")
-        .option("--trace", "DIR", "export every step: heatmaps (PNG), arrays (.npy), meta (JSON); DIR is created, "
-                                  "its parent must exist");
+        .option("--trace", "DIR", "export every step: heatmaps (PNG or SVG), arrays (.npy), meta (JSON); DIR is "
+                                  "created, its parent must exist");
+    add_plot_options(args, true);
     add_kv_quant_options(args);
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
@@ -89,6 +90,9 @@ int cli_generate(int argc, char** argv) {
     const bool batch_trace = args.all("--prompt").size() + args.all("--prompt-ids").size() > 1;
     if (auto path = args.text("--dump-logits")) check_output_file("--dump-logits", *path, OutputKind::Npy);
     if (auto dir = args.text("--trace")) check_output_folder("--trace", *dir, batch_trace ? "seq0" : "trace.json");
+    if ((args.has("--format") || args.has("--scale")) && !args.has("--trace"))
+        throw UsageError(std::string(args.has("--format") ? "--format" : "--scale") + " sets how --trace draws its heatmaps: give --trace DIR");
+    const PlotOutput plots = plot_output_from(args);
     // A prompt cache file that will be written must be a prompt cache or new; its contents are checked when read.
     if (prompt_cache && !args.has("--prompt-cache-ro")) check_output_file(pc_flag, *prompt_cache, OutputKind::PromptCache);
     apply_threads(args);
@@ -158,6 +162,7 @@ int cli_generate(int argc, char** argv) {
             Progress export_progress("export", int64_t(all[b]->trace().size()));
             ExportScope scope;
             scope.logit_lens = model.get();
+            scope.plots = plots;
             const int64_t stale = export_trace(all[b]->trace(), model->tokenizer(), sub, scope,
                                                [&](size_t i) { export_progress.update(int64_t(i) + 1); });
             export_progress.finish();

@@ -74,7 +74,8 @@ int cli_train(int argc, char** argv) {
     args.flag("--no-emb-decay", "no weight decay on the token and position tables");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
-    args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG)");
+    args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG; SVG if FILE ends in .svg)");
+    add_plot_options(args, false);
     if (!args.parse(argc, argv)) return 0;
 
     apply_threads(args);
@@ -141,9 +142,12 @@ int cli_train(int argc, char** argv) {
     // --loss-png may go inside --out: the folder is made first, and removed again if the PNG is refused.
     const bool out_existed = std::filesystem::exists(out);
     make_output_folder("--out", out, "config.json");
+    if (args.has("--scale") && !args.has("--loss-png"))
+        throw UsageError("--scale sets the size of the --loss-png chart: give --loss-png FILE");
+    PlotOutput loss_out;
     if (auto png = args.text("--loss-png")) {
         try {
-            check_output_file("--loss-png", *png, OutputKind::Png);
+            loss_out = check_chart_output(args, "--loss-png", *png);
         } catch (const UsageError&) {
             std::error_code ec;
             if (!out_existed) std::filesystem::remove(out, ec);
@@ -191,7 +195,8 @@ int cli_train(int argc, char** argv) {
             smooth.xs.push_back(double(i + 1));
             smooth.ys.push_back(window_sum / double(std::min<size_t>(i + 1, 50)));
         }
-        write_line_chart_png(*png, "kvscope train: cross-entropy loss", "step", "loss (nats)", {raw, smooth});
+        write_line_charts(*png, {LineChart{"kvscope train: cross-entropy loss", "step", "loss (nats)", {raw, smooth}}},
+                          loss_out, 900, 520);
     }
     return 0;
 }

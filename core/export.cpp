@@ -88,15 +88,24 @@ void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, cons
     write_png_rgb(path, image.width, image.height, image.rgb.data());
 }
 
-void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb) {
-    // stb encodes into memory; the file is then replaced whole.
+std::string encode_png_rgb(int64_t width, int64_t height, const uint8_t* rgb) {
     auto append = [](void* context, void* data, int size) {
         static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
     };
     std::string bytes;
     const int w = int(width), h = int(height);
-    if (!stbi_write_png_to_func(append, &bytes, w, h, 3, rgb, w * 3))
-        throw UsageError("cannot write " + path + ": PNG encoding failed");
+    if (!stbi_write_png_to_func(append, &bytes, w, h, 3, rgb, w * 3)) throw UsageError("PNG encoding failed");
+    return bytes;
+}
+
+void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb) {
+    // stb encodes into memory; the file is then replaced whole.
+    std::string bytes;
+    try {
+        bytes = encode_png_rgb(width, height, rgb);
+    } catch (const UsageError& e) {
+        throw UsageError("cannot write " + path + ": " + e.what());
+    }
     write_file_atomic(path, bytes);
 }
 
@@ -104,7 +113,8 @@ namespace {
 // One attention map of a step as .npy arrays and labelled PNG heatmaps, files named base + "scores.npy"
 // etc. `what` names the map in the PNG titles ("step 3, layer 1, head 0").
 void write_map(const std::string& folder, const std::string& base, const AttentionMap& m, int64_t il, int64_t h,
-               const std::string& what, JsonOut& files) {
+               const std::string& what, JsonOut& files, const PlotOutput& out,
+               const std::vector<std::string>& position_texts = {}) {
     const std::vector<int64_t> shape = {m.n_query, m.n_key};  // (R, P)
     const bool cross = base.rfind("cross_", 0) == 0, encoder = base.rfind("encoder_", 0) == 0;
     const std::vector<std::string> axes = {
@@ -134,14 +144,31 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.visible = m.visible.data();
     plot.row_positions = m.query_positions;
     plot.col_positions = m.key_positions;
-    auto png_entry = [&](const std::string& name, Probe probe, const PlotArea& a, const char* colormap) {
-        return file_entry(name, probe_name(probe), il, h, "png_rgb8", {a.image_height, a.image_width, 3},
-                          {"image y", "image x", "RGB"},
+    auto texts_of = [&](const std::vector<int64_t>& positions) {
+        std::vector<std::string> texts;
+        for (int64_t p : positions)
+            texts.push_back(p >= 0 && size_t(p) < position_texts.size() ? position_texts[size_t(p)] : "");
+        return texts;
+    };
+    if (!position_texts.empty()) {
+        plot.row_labels = texts_of(m.query_positions);
+        plot.col_labels = texts_of(m.key_positions);
+    }
+    // A PNG's pixels are (y, x, RGB); an SVG's user units are (y, x) of its viewBox, the same layout.
+    const bool svg = out.format == PlotFormat::Svg;
+    const std::string ext = plot_extension(out.format);
+    auto plot_entry = [&](const std::string& name, Probe probe, const PlotArea& a, const char* colormap) {
+        const std::vector<int64_t> shape = svg ? std::vector<int64_t>{a.image_height, a.image_width}
+                                               : std::vector<int64_t>{a.image_height, a.image_width, 3};
+        const std::vector<std::string> image_axes = svg ? std::vector<std::string>{"image y", "image x"}
+                                                        : std::vector<std::string>{"image y", "image x", "RGB"};
+        return file_entry(name, probe_name(probe), il, h, svg ? "svg" : "png_rgb8", shape, image_axes,
                           std::string(probe == Probe::Weights ? "softmax weights" : "scores") +
                               " as a heatmap: rows = query positions (left axis), columns = key positions (bottom "
                               "axis), masked cells hatched grey",
                           {{"colormap", colormap},
                            {"range", {plot.lo, plot.hi}},
+                           {"scale", a.scale},
                            {"cells", {{"x", a.x}, {"y", a.y}, {"width", a.width}, {"height", a.height}}}});
     };
     plot.title = what + ": softmax weights";
@@ -150,8 +177,8 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.lo = 0;
     plot.hi = 1;
     plot.table = &viridis();
-    const PlotArea weights_area = write_heatmap_plot_png(prefix + "weights.png", plot);
-    files.push_back(png_entry(base + "weights.png", Probe::Weights, weights_area, "viridis"));
+    const PlotArea weights_area = write_heatmap_plot(prefix + "weights" + ext, plot, out);
+    files.push_back(plot_entry(base + "weights" + ext, Probe::Weights, weights_area, "viridis"));
 
     float extent = 0;
     for (size_t c = 0; c < m.scores.size(); ++c)
@@ -163,9 +190,36 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     plot.lo = -extent;
     plot.hi = extent;
     plot.table = &diverging();
-    const PlotArea scores_area = write_heatmap_plot_png(prefix + "scores.png", plot);
-    files.push_back(png_entry(base + "scores.png", Probe::Scores, scores_area, "diverging"));
+    const PlotArea scores_area = write_heatmap_plot(prefix + "scores" + ext, plot, out);
+    files.push_back(plot_entry(base + "scores" + ext, Probe::Scores, scores_area, "diverging"));
+
+    // The step folder is the trace's: the same maps in the other format, from an earlier export, would
+    // disagree with meta.json (and maybe with this run), so they go.
+    const std::string other = plot_extension(svg ? PlotFormat::Png : PlotFormat::Svg);
+    for (const char* name : {"weights", "scores"}) {
+        std::error_code ec;
+        std::filesystem::remove(prefix + name + other, ec);
+        if (ec) throw LoadError(prefix + name + other, "cannot remove the map an earlier export wrote: " + ec.message(), "");
+    }
 }
+// The token text (Tokenizer's display form) at every position steps 0..step wrote, for the heatmaps'
+// axes; empty without a tokenizer, "" for an id the tokenizer does not know.
+std::vector<std::string> position_texts(const Trace& trace, size_t step, const Tokenizer* tokenizer) {
+    std::vector<std::string> out;
+    if (!tokenizer) return out;
+    for (size_t s = 0; s <= step; ++s) {
+        const StepRecord& r = trace[s];
+        for (size_t k = 0; k < r.id.tokens.size(); ++k) {
+            const int64_t pos = r.id.first_position + int64_t(k);
+            const TokenId id = r.id.tokens[k];
+            if (pos < 0) continue;
+            if (out.size() <= size_t(pos)) out.resize(size_t(pos) + 1);
+            out[size_t(pos)] = id >= 0 && id < tokenizer->n_vocab() ? display_bytes(tokenizer->token_bytes(id)) : "";
+        }
+    }
+    return out;
+}
+
 // Rows recorded per query head (RecordedRows) -> one copy per K/V head, as the cache holds them:
 // K/V head g is query head g * (H / K)'s copy. (N, H * D) -> (N, K * D)
 std::vector<float> kv_heads_only(const std::vector<float>& rows, int64_t N, int64_t H, int64_t K, int64_t D) {
@@ -184,6 +238,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     if (step >= trace.size())
         throw UsageError("export: step " + std::to_string(step) + " is not in the trace (" +
                          std::to_string(trace.size()) + " steps)");
+    check_plot_scale("export: plot scale", scope.plots.scale);
     const StepRecord& r = trace[step];
     const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
     const int64_t K = r.rows.n_kv_head > 0 ? r.rows.n_kv_head : H;
@@ -255,6 +310,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
         const int64_t l0 = scope.layer.value_or(0), l1 = scope.layer ? *scope.layer + 1 : L;
         const int64_t h0 = scope.head.value_or(0), h1 = scope.head ? *scope.head + 1 : H;
         std::string skipped;
+        const std::vector<std::string> texts = position_texts(trace, step, tokenizer);
         for (int64_t il = l0; il < l1 && skipped.empty(); ++il)
             for (int64_t h = h0; h < h1 && skipped.empty(); ++h) {
                 AttentionMap m;
@@ -267,16 +323,16 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                 query_positions = m.query_positions;
                 key_positions = m.key_positions;
                 const std::string what = "step " + std::to_string(step) + ", layer " + std::to_string(il) + ", head " + std::to_string(h);
-                write_map(folder, head_prefix(il, h), m, il, h, what, files);
+                write_map(folder, head_prefix(il, h), m, il, h, what, files, scope.plots, texts);
                 if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
                     write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h,
-                              "cross-attention " + what, files);
+                              "cross-attention " + what, files, scope.plots);
             }
         if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
             for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
                 for (int64_t h = h0; h < h1; ++h)
                     write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h,
-                              "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files);
+                              "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files, scope.plots);
         heatmaps = {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
     } else {
         heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};

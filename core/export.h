@@ -9,8 +9,13 @@
 //                                        {written, reason}, and "files": every file with dtype, shape, axes
 //                                        and meaning (PNGs also where their cells are)
 //   step_0003/l01_h05_weights.png        softmax weights, viridis on [0, 1], with a title, query positions
-//                                        down the left, key positions along the bottom and a colour bar
+//                                        down the left, key positions along the bottom (with a tokenizer,
+//                                        each ticked position's token text too) and a colour bar
 //   step_0003/l01_h05_scores.png         scores, diverging map on ±max|visible score| (0 = light grey)
+//                                        With ExportScope::plots both are .svg instead (svg.h: the same
+//                                        layout, vector axes and labels), or PNGs scaled up 1..8 times;
+//                                        the same map in the other format, left by an earlier export, is
+//                                        removed
 //   step_0003/l01_h05_scores.npy         (R, P) float32 scaled scores q.k/sqrt(D); -inf where masked
 //   step_0003/l01_h05_weights.npy        (R, P) float32 softmax weights (0 where masked) = softmax(scores)
 //   step_0003/l01_h05_mask.npy           (R, P) uint8, 1 = visible, 0 = masked
@@ -28,7 +33,7 @@
 // Folders follow output_path.h: DIR is created if missing (its parent must exist) and written into
 // only when empty or already a trace (trace.json, step_NNNN folders).
 //
-//   ExportScope                    all heads of all layers, or one (layer, head)
+//   ExportScope                    all heads of all layers, or one (layer, head); the heatmaps' format
 //   export_step(trace, s, tok, dir, scope)   write one step's folder; returns the folder path
 //   export_trace(trace, tok, dir, scope, on_step)   every step, then trace.json; on_step(i) for progress.
 //                                       Step folders an earlier, longer trace left in dir are removed (the
@@ -41,6 +46,7 @@
 #include <string>
 
 #include "colormap.h"
+#include "plot.h"
 #include "tokenizer.h"
 #include "trace.h"
 
@@ -52,6 +58,7 @@ struct ExportScope {
     std::optional<int64_t> layer;  // nullopt = every layer
     std::optional<int64_t> head;   // nullopt = every head
     const Model* logit_lens = nullptr;  // the step's model: also logit_lens.json, the last computed row's lens
+    PlotOutput plots{};            // heatmaps as PNG (at plots.scale) or SVG: l01_h05_weights.svg etc.
 };
 
 std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
@@ -63,10 +70,12 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
 //   write_heatmap_png(path, rows, cols, values, visible, lo, hi)          viridis; visible may be null
 //   write_heatmap_png(path, rows, cols, values, visible, lo, hi, table)   any 256-entry table (colormap.h)
 //   write_png_rgb(path, width, height, rgb)                               8-bit RGB rows, top row first
+//   encode_png_rgb(width, height, rgb)                                    the same PNG file's bytes in memory
 void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
                        const uint8_t* visible, float lo, float hi);
 void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
                        const uint8_t* visible, float lo, float hi, const ColorTable& table);
 void write_png_rgb(const std::string& path, int64_t width, int64_t height, const uint8_t* rgb);
+std::string encode_png_rgb(int64_t width, int64_t height, const uint8_t* rgb);
 
 }  // namespace kvscope

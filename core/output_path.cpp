@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <unistd.h>
 
 #include "errors.h"
@@ -34,6 +35,12 @@ void check_parent(const std::string& flag, const std::string& path) {
 bool holds(const std::string& path, OutputKind kind) {
     if (kind == OutputKind::Any) return true;
     std::ifstream in(path, std::ios::binary);
+    if (kind == OutputKind::Svg) {  // an XML declaration or the svg element first, and <svg near the top
+        std::string top(256, '\0');
+        in.read(top.data(), std::streamsize(top.size()));
+        top.resize(size_t(in.gcount()));
+        return (top.rfind("<?xml", 0) == 0 || top.rfind("<svg", 0) == 0) && top.find("<svg") != std::string::npos;
+    }
     char head[8] = {};
     in.read(head, sizeof head);
     const std::streamsize n = in.gcount();
@@ -51,6 +58,7 @@ const char* kind_name(OutputKind kind) {
         case OutputKind::Png: return "a PNG image";
         case OutputKind::Json: return "a JSON document";
         case OutputKind::PromptCache: return "a kvscope prompt cache";
+        case OutputKind::Svg: return "an SVG image";
         case OutputKind::Any: break;
     }
     return "a file";

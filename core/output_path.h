@@ -5,7 +5,7 @@
 //   1. The output itself (FILE or DIR) is created when missing; the folder it goes in must already
 //      exist. kvscope never creates the folders above an output.
 //   2. An existing file is replaced only when it is the kind of file kvscope writes there (a .npy file
-//      for --dump-logits, a PNG for a chart or screenshot, a JSON document for a dump, a prompt cache
+//      for --dump-logits, a PNG or SVG for a chart or screenshot, a JSON document for a dump, a prompt cache
 //      file for --prompt-cache); any other file is refused and left as it is.
 //   3. An existing folder is written into only when it is empty or already holds what kvscope writes
 //      there (a trace: trace.json and step_NNNN folders; a model: config.json).
@@ -21,7 +21,7 @@
 
 namespace kvscope {
 
-enum class OutputKind { Npy, Png, Json, PromptCache, Any };
+enum class OutputKind { Npy, Png, Json, PromptCache, Any, Svg };
 
 void check_output_file(const std::string& flag, const std::string& path, OutputKind kind);
 void check_output_folder(const std::string& flag, const std::string& path, const std::string& marker);

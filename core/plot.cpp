@@ -1,18 +1,15 @@
 #include "plot.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "errors.h"
 #include "export.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include <stb_easy_font.h>
-#pragma GCC diagnostic pop
+#include "plot_layout.h"
+#include "svg.h"
 
 namespace kvscope {
 namespace {
@@ -39,206 +36,155 @@ struct Canvas {
             rect(x - thickness / 2, y - thickness / 2, x - thickness / 2 + thickness, y - thickness / 2 + thickness, c);
         }
     }
-    // stb_easy_font's segment font, scaled up: each glyph quad becomes a filled rectangle.
-    void text(int x, int y, const std::string& s, std::array<uint8_t, 3> c, int scale = 2) {
-        static char quads[60000];
-        std::string copy = s;
-        const int n = stb_easy_font_print(0, 0, copy.data(), nullptr, quads, sizeof quads);
-        for (int q = 0; q < n; ++q) {
-            const float* v = reinterpret_cast<const float*>(quads + q * 64);  // 4 vertices of 16 bytes
-            rect(x + int(v[0] * scale), y + int(v[1] * scale), x + int(v[8] * scale), y + int(v[9] * scale), c);
-        }
-    }
-    static int text_width(const std::string& s, int scale = 2) {
-        std::string copy = s;
-        return stb_easy_font_width(copy.data()) * scale;
+    void text(int x, int y, const std::string& s, std::array<uint8_t, 3> c) {
+        for (const auto& r : text_rects(s, x, y)) rect(r[0], r[1], r[2], r[3], c);
     }
 };
 
-std::string tick_text(double v) {
-    char buf[32];
-    const double a = std::abs(v);
-    if (a != 0 && (a >= 1e5 || a < 1e-2)) std::snprintf(buf, sizeof buf, "%.0e", v);
-    else if (a >= 100 || v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f", v);
-    else std::snprintf(buf, sizeof buf, "%.2g", v);
-    return buf;
-}
-
-// About five round tick values covering [lo, hi].
-std::vector<double> ticks(double lo, double hi) {
-    const double span = hi - lo > 0 ? hi - lo : 1;
-    const double raw = span / 5, mag = std::pow(10, std::floor(std::log10(raw)));
-    const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
-    std::vector<double> out;
-    for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push_back(v);
-    return out;
-}
-
 // One chart in the panel of the canvas whose top-left corner is (ox, 0) and size (width, height).
 void draw_chart(Canvas& c, int ox, int width, int height, const LineChart& chart) {
-    const bool log_y = chart.log_y;
-    const int left = ox + 90, right = 20, top = 66, bottom = 60;
-    const int pw = width - 90 - right, ph = height - top - bottom;
-    auto ty = [&](double y) { return log_y ? std::log10(std::max(y, 1e-300)) : y; };
-
-    double x_lo = 1e300, x_hi = -1e300, y_lo = 1e300, y_hi = -1e300;
-    for (const LineSeries& s : chart.series)
-        for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i) {
-            if (!std::isfinite(s.ys[i]) || (log_y && s.ys[i] <= 0)) continue;
-            x_lo = std::min(x_lo, s.xs[i]);
-            x_hi = std::max(x_hi, s.xs[i]);
-            y_lo = std::min(y_lo, ty(s.ys[i]));
-            y_hi = std::max(y_hi, ty(s.ys[i]));
-        }
-    if (x_lo > x_hi) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-    if (!log_y) y_lo = std::min(y_lo, 0.0);
-    if (x_hi == x_lo) x_hi = x_lo + 1;
-    if (y_hi == y_lo) y_hi = y_lo + 1;
-    y_hi += (y_hi - y_lo) * 0.05;
-    auto px = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * pw; };
-    auto py = [&](double y) { return top + ph - (ty(y) - y_lo) / (y_hi - y_lo) * ph; };
-
+    const ChartLayout l = chart_layout(chart, ox, width, height);
     const std::array<uint8_t, 3> ink{40, 40, 40}, grid{225, 225, 225};
-    c.text(left, 10, chart.title, ink, 2);
-    for (double v : ticks(x_lo, x_hi)) {
-        const int x = int(px(v));
-        c.rect(x, top, x + 1, top + ph, grid);
-        c.text(x - Canvas::text_width(tick_text(v)) / 2, top + ph + 8, tick_text(v), ink);
+    c.text(l.left, 10, chart.title, ink);
+    for (const PlotTick& t : l.x_ticks) {
+        const int x = int(t.at);
+        c.rect(x, l.top, x + 1, l.top + l.ph, grid);
+        c.text(x - text_width(t.label) / 2, l.top + l.ph + 8, t.label, ink);
     }
-    // On a log axis, ticks at 1, 2 and 5 times powers of ten (whole decades when there are many).
-    std::vector<double> y_ticks = ticks(y_lo, y_hi);
-    if (log_y) {
-        y_ticks.clear();
-        const bool many = y_hi - y_lo > 3;
-        for (double decade = std::floor(y_lo); decade <= y_hi; ++decade)
-            for (double m : many ? std::vector<double>{1} : std::vector<double>{1, 2, 5})
-                if (const double v = decade + std::log10(m); v >= y_lo && v <= y_hi) y_ticks.push_back(v);
+    for (const PlotTick& t : l.y_ticks) {
+        const int y = int(t.at);
+        c.rect(l.left, y, l.left + l.pw, y + 1, grid);
+        c.text(l.left - 8 - text_width(t.label), y - 6, t.label, ink);
     }
-    for (double v : y_ticks) {
-        const int y = int(top + ph - (v - y_lo) / (y_hi - y_lo) * ph);
-        c.rect(left, y, left + pw, y + 1, grid);
-        const std::string label = log_y ? tick_text(std::pow(10, v)) : tick_text(v);
-        c.text(left - 8 - Canvas::text_width(label), y - 6, label, ink);
-    }
-    c.rect(left, top + ph, left + pw, top + ph + 2, ink);
-    c.rect(left - 2, top, left, top + ph + 2, ink);
-    c.text(left + pw / 2 - Canvas::text_width(chart.x_label) / 2, height - 24, chart.x_label, ink);
-    c.text(ox + 8, top - 20, chart.y_label + (log_y ? " (log scale)" : ""), ink);
+    c.rect(l.left, l.top + l.ph, l.left + l.pw, l.top + l.ph + 2, ink);
+    c.rect(l.left - 2, l.top, l.left, l.top + l.ph + 2, ink);
+    c.text(l.left + l.pw / 2 - text_width(chart.x_label) / 2, height - 24, chart.x_label, ink);
+    c.text(ox + 8, l.top - 20, l.y_label, ink);
 
-    int legend_y = top + 8;
+    int legend_y = l.top + 8;
     for (const LineSeries& s : chart.series) {
-        auto shown = [&](size_t i) { return std::isfinite(s.ys[i]) && (!log_y || s.ys[i] > 0); };
         for (size_t i = 1; i < s.xs.size() && i < s.ys.size(); ++i)
-            if (shown(i - 1) && shown(i)) c.line(px(s.xs[i - 1]), py(s.ys[i - 1]), px(s.xs[i]), py(s.ys[i]), s.rgb);
+            if (l.shown(s.ys[i - 1]) && l.shown(s.ys[i]))
+                c.line(l.px(s.xs[i - 1]), l.py(s.ys[i - 1]), l.px(s.xs[i]), l.py(s.ys[i]), s.rgb);
         for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i)
-            if ((chart.markers || s.xs.size() == 1) && shown(i))
-                c.rect(int(px(s.xs[i])) - 3, int(py(s.ys[i])) - 3, int(px(s.xs[i])) + 4, int(py(s.ys[i])) + 4, s.rgb);
-        c.rect(left + 16, legend_y + 4, left + 40, legend_y + 8, s.rgb);
-        c.text(left + 48, legend_y, s.label, ink);
+            if ((chart.markers || s.xs.size() == 1) && l.shown(s.ys[i])) {
+                const int x = int(l.px(s.xs[i])), y = int(l.py(s.ys[i]));
+                c.rect(x - 3, y - 3, x + 4, y + 4, s.rgb);
+            }
+        c.rect(l.left + 16, legend_y + 4, l.left + 40, legend_y + 8, s.rgb);
+        c.text(l.left + 48, legend_y, s.label, ink);
         legend_y += 22;
     }
 }
 
-void write_png(const std::string& path, const Canvas& c) { write_png_rgb(path, c.w, c.h, c.rgb.data()); }
+// Nearest-neighbour upscale: every layout pixel becomes a scale x scale block.
+void write_png(const std::string& path, const Canvas& c, int64_t scale = 1) {
+    if (scale == 1) return write_png_rgb(path, c.w, c.h, c.rgb.data());
+    const int64_t w = c.w * scale, h = c.h * scale;
+    std::vector<uint8_t> big(size_t(w * h * 3));
+    for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+            std::memcpy(&big[size_t((y * w + x) * 3)], &c.rgb[size_t(((y / scale) * c.w + x / scale) * 3)], 3);
+    write_png_rgb(path, w, h, big.data());
+}
 
-// Tick indices along an axis of n cells drawn over `length` pixels: a round step of positions so that
-// labels `label_px` apart fit, always including the first and last cell when they do.
-std::vector<int64_t> cell_ticks(const std::vector<int64_t>& positions, int64_t length, int64_t label_px) {
-    const int64_t n = int64_t(positions.size());
-    std::vector<int64_t> out;
-    if (n == 0) return out;
-    const int64_t max_ticks = std::max<int64_t>(1, length / label_px);
-    int64_t step = 1;
-    for (int64_t m : {1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000})
-        if ((step = m) * max_ticks >= n) break;
-    for (int64_t i = 0; i < n; ++i)
-        if (positions[size_t(i)] % step == 0) out.push_back(i);
-    if (out.empty() || out.front() * length / n >= label_px) out.insert(out.begin(), 0);
-    if ((n - 1 - out.back()) * length / n >= label_px) out.push_back(n - 1);
-    return out;
+// The largest scale <= wanted that keeps the longer side within plot_max_side_px (at least 1).
+int64_t png_scale(int64_t width, int64_t height, int wanted) {
+    int64_t s = wanted;
+    while (s > 1 && std::max(width, height) * s > plot_max_side_px) --s;
+    return s;
+}
+
+PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
+    check_heatmap_plot(path, p);
+    const HeatmapLayout l = heatmap_layout(p);
+    PlotArea a = l.area;
+    Canvas c(int(a.image_width), int(a.image_height));
+    const std::array<uint8_t, 3> ink{40, 40, 40};
+    const ColorTable& table = p.table ? *p.table : viridis();
+
+    // pass 1: the cells
+    const std::vector<uint8_t> cells = heatmap_cells_rgb(p, a);
+    for (int64_t y = 0; y < a.height; ++y)
+        std::memcpy(&c.rgb[size_t(((a.y + y) * c.w + a.x) * 3)], &cells[size_t(y * a.width * 3)], size_t(a.width * 3));
+    // pass 2: title, axes, ticks at cell centres labelled with positions
+    c.text(l.title_x, l.title_y, p.title, ink);
+    c.text(l.y_label_x, l.y_label_y, l.y_label, ink);
+    c.rect(int(a.x) - 2, int(a.y), int(a.x), int(a.y + a.height) + 2, ink);
+    c.rect(int(a.x) - 2, int(a.y + a.height), int(a.x + a.width), int(a.y + a.height) + 2, ink);
+    for (const PlotTick& t : l.row_ticks) {
+        const int y = int(t.at);
+        c.rect(int(a.x) - 7, y, int(a.x) - 2, y + 1, ink);
+        c.text(int(a.x) - 10 - text_width(t.label), y - 6, t.label, ink);
+    }
+    for (const PlotTick& t : l.col_ticks) {
+        const int x = int(t.at);
+        c.rect(x, int(a.y + a.height) + 2, x + 1, int(a.y + a.height) + 7, ink);
+        c.text(x - text_width(t.label) / 2, int(a.y + a.height) + 10, t.label, ink);
+        c.text(x - text_width(t.sub) / 2, int(a.y + a.height) + 28, t.sub, ink);
+    }
+    c.text(l.x_label_x, l.x_label_y, l.x_label, ink);
+    // pass 3: the colour bar, hi at the top, and a sample of the masked hatch
+    c.text(l.bar_x, l.y_label_y, p.value_label, ink);
+    for (int y = 0; y < l.bar_h; ++y) {
+        const float t = p.hi - (p.hi - p.lo) * float(y) / float(std::max(1, l.bar_h - 1));
+        c.rect(l.bar_x, l.bar_y + y, l.bar_x + l.bar_w, l.bar_y + y + 1, color_for(t, p.lo, p.hi, table));
+    }
+    c.text(l.bar_x + l.bar_w + 6, l.bar_y - 2, l.hi_text, ink);
+    c.text(l.bar_x + l.bar_w + 6, l.bar_y + l.bar_h - 12, l.lo_text, ink);
+    for (int y = 0; y < l.hatch_h; ++y)
+        for (int x = 0; x < l.bar_w; ++x) c.pixel(l.bar_x + x, l.hatch_y + y, masked_color(x, y));
+    c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, "masked", ink);
+
+    a.scale = png_scale(a.image_width, a.image_height, scale);
+    write_png(path, c, a.scale);
+    for (int64_t* v : {&a.image_width, &a.image_height, &a.x, &a.y, &a.width, &a.height}) *v *= a.scale;
+    return a;
+}
+
+Canvas charts_canvas(const std::vector<LineChart>& charts, int panel_width, int height) {
+    Canvas c(panel_width * std::max<int>(1, int(charts.size())), height);
+    for (size_t i = 0; i < charts.size(); ++i) draw_chart(c, int(i) * panel_width, panel_width, height, charts[i]);
+    return c;
 }
 
 }  // namespace
 
-PlotArea write_heatmap_plot_png(const std::string& path, const HeatmapPlot& p) {
-    if (p.rows <= 0 || p.cols <= 0)
-        throw UsageError("cannot write " + path + ": a heatmap needs at least one row and one column");
-    const ColorTable& table = p.table ? *p.table : viridis();
-    const int64_t cw = heatmap_cell_px(p.rows, p.cols);
-    int64_t ch = std::max(cw, (heatmap_plot_min_height_px + p.rows - 1) / p.rows);
-    if (p.rows * ch > heatmap_max_side_px) ch = cw;
-    PlotArea a;
-    a.width = std::min(p.cols * cw, heatmap_max_side_px);
-    a.height = std::min(p.rows * ch, heatmap_max_side_px);
-    const std::string y_label = "query position", x_label = "key position";
-    const int left = 80, top = 56, bottom = 60, bar_gap = 24, bar_w = 18, bar_labels = 80;
-    a.x = left;
-    a.y = top;
-    const int64_t min_w = std::max<int64_t>({Canvas::text_width(p.title) + 16, Canvas::text_width(x_label) + left + 16, 360});
-    a.image_width = std::max<int64_t>(left + a.width + bar_gap + bar_w + bar_labels, min_w);
-    a.image_height = top + std::max<int64_t>(a.height, 120) + bottom;
-    Canvas c(int(a.image_width), int(a.image_height));
-    const std::array<uint8_t, 3> ink{40, 40, 40};
-
-    // pass 1: the cells
-    for (int64_t y = 0; y < a.height; ++y) {
-        const int64_t i = y * p.rows / a.height;
-        for (int64_t x = 0; x < a.width; ++x) {
-            const int64_t j = x * p.cols / a.width, cell = i * p.cols + j;
-            c.pixel(int(a.x + x), int(a.y + y),
-                    p.visible && !p.visible[cell] ? masked_color(x, y) : color_for(p.values[cell], p.lo, p.hi, table));
-        }
-    }
-    // pass 2: title, axes, ticks at cell centres labelled with positions
-    c.text(8, 8, p.title, ink);
-    c.text(8, top - 22, y_label, ink);
-    c.rect(int(a.x) - 2, int(a.y), int(a.x), int(a.y + a.height) + 2, ink);
-    c.rect(int(a.x) - 2, int(a.y + a.height), int(a.x + a.width), int(a.y + a.height) + 2, ink);
-    if (int64_t(p.row_positions.size()) == p.rows)
-        for (int64_t i : cell_ticks(p.row_positions, a.height, 18)) {
-            const int y = int(a.y + (2 * i + 1) * a.height / (2 * p.rows));
-            const std::string label = std::to_string(p.row_positions[size_t(i)]);
-            c.rect(int(a.x) - 7, y, int(a.x) - 2, y + 1, ink);
-            c.text(int(a.x) - 10 - Canvas::text_width(label), y - 6, label, ink);
-        }
-    if (int64_t(p.col_positions.size()) == p.cols)
-        for (int64_t j : cell_ticks(p.col_positions, a.width, 56)) {
-            const int x = int(a.x + (2 * j + 1) * a.width / (2 * p.cols));
-            const std::string label = std::to_string(p.col_positions[size_t(j)]);
-            c.rect(x, int(a.y + a.height) + 2, x + 1, int(a.y + a.height) + 7, ink);
-            c.text(x - Canvas::text_width(label) / 2, int(a.y + a.height) + 10, label, ink);
-        }
-    c.text(int(a.x), int(a.y + a.height) + 32, x_label, ink);
-    // pass 3: the colour bar, hi at the top, and a sample of the masked hatch
-    const int bx = int(a.x + a.width) + bar_gap, bh = int(std::max<int64_t>(a.height, 120)) - 40;
-    c.text(bx, top - 22, p.value_label, ink);
-    for (int y = 0; y < bh; ++y) {
-        const float t = p.hi - (p.hi - p.lo) * float(y) / float(std::max(1, bh - 1));
-        c.rect(bx, int(a.y) + y, bx + bar_w, int(a.y) + y + 1, color_for(t, p.lo, p.hi, table));
-    }
-    c.text(bx + bar_w + 6, int(a.y) - 2, tick_text(p.hi), ink);
-    c.text(bx + bar_w + 6, int(a.y) + bh - 12, tick_text(p.lo), ink);
-    const int hy = int(a.y) + bh + 12;
-    for (int y = 0; y < 16; ++y)
-        for (int x = 0; x < bar_w; ++x) c.pixel(bx + x, hy + y, masked_color(x, y));
-    c.text(bx + bar_w + 6, hy + 2, "masked", ink);
-    write_png(path, c);
-    return a;
+PlotFormat plot_format_of(const std::string& path) {
+    std::string ext = path.size() >= 4 ? path.substr(path.size() - 4) : "";
+    for (char& ch : ext) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return ext == ".svg" ? PlotFormat::Svg : PlotFormat::Png;
 }
 
-void write_line_chart_png(const std::string& path, const std::string& title, const std::string& x_label,
-                          const std::string& y_label, const std::vector<LineSeries>& series, bool log_y,
-                          int width, int height) {
-    Canvas c(width, height);
-    draw_chart(c, 0, width, height, LineChart{title, x_label, y_label, series, log_y, false});
-    write_png(path, c);
+PlotFormat parse_plot_format(const std::string& flag, const std::string& text) {
+    if (text == "png") return PlotFormat::Png;
+    if (text == "svg") return PlotFormat::Svg;
+    throw UsageError(flag + " must be png or svg, got '" + text + "'");
 }
 
-void write_line_charts_png(const std::string& path, const std::vector<LineChart>& charts, int panel_width,
-                           int height) {
-    Canvas c(panel_width * std::max<int>(1, int(charts.size())), height);
-    for (size_t i = 0; i < charts.size(); ++i) draw_chart(c, int(i) * panel_width, panel_width, height, charts[i]);
-    write_png(path, c);
+int check_plot_scale(const std::string& flag, int64_t n) {
+    if (n < 1 || n > plot_max_scale)
+        throw UsageError(flag + " must be a whole number from 1 to " + std::to_string(plot_max_scale) + ", got " +
+                         std::to_string(n));
+    return int(n);
+}
+
+OutputKind plot_output_kind(PlotFormat format) { return format == PlotFormat::Svg ? OutputKind::Svg : OutputKind::Png; }
+
+const char* plot_extension(PlotFormat format) { return format == PlotFormat::Svg ? ".svg" : ".png"; }
+
+PlotArea write_heatmap_plot(const std::string& path, const HeatmapPlot& plot, const PlotOutput& out) {
+    check_plot_scale("plot scale", out.scale);
+    if (out.format == PlotFormat::Svg) return write_heatmap_plot_svg(path, plot);
+    return heatmap_png(path, plot, out.scale);
+}
+
+void write_line_charts(const std::string& path, const std::vector<LineChart>& charts, const PlotOutput& out,
+                       int panel_width, int height) {
+    check_plot_scale("plot scale", out.scale);
+    if (out.format == PlotFormat::Svg) return write_line_charts_svg(path, charts, panel_width, height);
+    const Canvas c = charts_canvas(charts, panel_width, height);
+    write_png(path, c, png_scale(c.w, c.h, out.scale));
 }
 
 }  // namespace kvscope

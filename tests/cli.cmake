@@ -43,6 +43,12 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_trace_files.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/trace_files)
   set_tests_properties(cli.trace_files PROPERTIES TIMEOUT 120)
+  # Figures for papers: --format svg heatmaps are well-formed XML with a rect per cell, hatched where
+  # mask.npy is 0; --scale 2 PNGs are twice the size of --scale 1 ones (numpy and xml.etree only).
+  add_test(NAME cli.svg_export
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_svg_export.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/svg_export)
+  set_tests_properties(cli.svg_export PROPERTIES TIMEOUT 180)
   # kvscope chat on a tiny Llama 3 chat folder: each turn's --json counts (rows reused = earlier turns,
   # computed = the new turn), the same replies with the cache off, stdin and .jsonl turns, bad inputs.
   add_test(NAME cli.chat

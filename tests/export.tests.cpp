@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <stb/stb_image.h>  // implementation compiled into Debian's libstb
+#include <unistd.h>
 
 #include "colormap.h"
 #include "config.h"
@@ -27,6 +27,7 @@
 #include "json.h"
 #include "json_write.h"
 #include "model.h"
+#include "png_file.h"
 #include "safetensors.h"
 #include "session.h"
 #include "tokenizer.h"
@@ -34,6 +35,8 @@
 using namespace kvscope;
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
+using kvtest::Png;
+using kvtest::read_png;
 
 namespace {
 
@@ -102,26 +105,6 @@ Npy read_npy(const fs::path& p) {
     return npy;
 }
 
-struct Png {
-    int width = 0, height = 0;
-    std::vector<uint8_t> rgb;
-    std::array<uint8_t, 3> at(int x, int y) const {
-        const size_t o = (size_t(y) * size_t(width) + size_t(x)) * 3;
-        return {rgb[o], rgb[o + 1], rgb[o + 2]};
-    }
-};
-
-Png read_png(const fs::path& p) {
-    const std::string bytes = read_bytes(p);
-    Png png;
-    int channels = 0;
-    uint8_t* pixels = stbi_load_from_memory(reinterpret_cast<const uint8_t*>(bytes.data()), int(bytes.size()),
-                                            &png.width, &png.height, &channels, 3);
-    REQUIRE(pixels != nullptr);
-    png.rgb.assign(pixels, pixels + size_t(png.width) * size_t(png.height) * 3);
-    stbi_image_free(pixels);
-    return png;
-}
 
 // A tiny GPT-2 with seeded random weights: V=50, C=16, L=2, H=2, n_ctx=32.
 fs::path make_model() {
@@ -132,7 +115,9 @@ fs::path make_model() {
     c.n_layer = 2;
     c.n_head = 2;
     c.n_inner = 64;
-    const fs::path dir = work_dir("model");
+    // One folder per process: ctest -j runs the cases of this file as parallel processes, and one
+    // rewriting the model while another loads it made the loads fail now and then.
+    const fs::path dir = work_dir("model_" + std::to_string(::getpid()));
     std::ofstream(dir / "config.json") << config_to_json(c);
 
     std::mt19937 rng(1234);
@@ -531,6 +516,13 @@ TEST_CASE("colour tables match published anchors and are ordered in lightness", 
     CHECK(rgb_distance(div[128], {242, 242, 242}) < 6);
     for (size_t i = 1; i < 128; ++i) CHECK(cie_lightness(div[i]) >= cie_lightness(div[i - 1]) - 0.3);
     for (size_t i = 129; i < 256; ++i) CHECK(cie_lightness(div[i]) <= cie_lightness(div[i - 1]) + 0.3);
+    // Symmetric: -v and +v are equally light (CIE L*), so neither sign looks stronger; 0 is a neutral grey.
+    for (size_t i = 0; i < 128; ++i) {
+        CAPTURE(i);
+        CHECK(std::abs(cie_lightness(div[i]) - cie_lightness(div[255 - i])) < 2.5);
+    }
+    const Rgb zero = color_for(0.0f, -3.0f, 3.0f, div);
+    CHECK(std::max({zero[0], zero[1], zero[2]}) - std::min({zero[0], zero[1], zero[2]}) <= 3);
     for (size_t i = 0; i < 120; ++i) CHECK(div[i][2] > div[i][0]);   // negative side is blue
     for (size_t i = 136; i < 256; ++i) CHECK(div[i][0] > div[i][2]); // positive side is red
 

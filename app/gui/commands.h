@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "plot.h"
 #include "session.h"
 
 namespace kvscope::gui {
@@ -42,8 +43,9 @@ struct SetCache { bool on = true; };         // the KV cache switch, from the ne
 struct SetCompare { bool on = true; };       // keep the shadow session (cache flipped) in step
 struct SetOptions { SessionOptions options; BatchOptions batch; };  // rebuild with the same prompt
 struct LoadModel { std::string dir; };       // on failure the current model stays
-struct ExportStep { std::string dir; int64_t step = -1, layer = -1, head = -1; };  // step -1 = newest; layer -1 = all
-struct ExportSession { std::string dir; int64_t layer = -1, head = -1; };          // layer -1 = all heads of all layers
+struct ExportStep { std::string dir; int64_t step = -1, layer = -1, head = -1; PlotOutput plots{}; };  // step -1 = newest;
+                                                                                   // layer -1 = all; plots: PNG/SVG
+struct ExportSession { std::string dir; int64_t layer = -1, head = -1; PlotOutput plots{}; };  // layer -1 = all heads
 struct ExplainHeads {};                      // every head's previous-token and induction score (core/heads.h)
 struct Select { int64_t sequence = 0; };     // the sequence of the batch the panels show
 struct SendChat { std::string text; };       // a user message: the first starts the chat (sets the prompt), later

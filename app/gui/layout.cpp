@@ -54,8 +54,8 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
     const float mid = std::round(left + (d.x - left) * 0.55f);
     // The Model panel shares the top row with the timeline, at least 19 font heights wide.
     const float model_left = std::round(std::min(left + (d.x - left) * 0.74f, d.x - font * 19));
-    // The Export panel keeps room for its box, buttons and one line of result (about 9 font heights).
-    const float export_top = std::round(std::min(d.y * 0.87f, d.y - font * 9)), heads_top = std::round(d.y * 0.73f);
+    // The Export panel keeps room for its box, format row, buttons and one line of result (about 10 font heights).
+    const float export_top = std::round(std::min(d.y * 0.87f, d.y - font * 10)), heads_top = std::round(d.y * 0.73f);
     auto slot = [](ImVec2 pos, ImVec2 end, std::vector<Panel> panels) {
         return Slot{pos, {end.x - pos.x, end.y - pos.y}, std::move(panels)};
     };
@@ -75,7 +75,7 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
         s.push_back(slot({b1, bottom}, {b2, d.y}, {Panel::NextToken}));
         s.push_back(slot({b2, bottom}, d, last));
     } else {
-        const float b1 = std::round(left + (d.x - left) * 0.32f), lower = std::round(font * 11);
+        const float b1 = std::round(left + (d.x - left) * 0.32f), lower = std::round(font * 12);
         s.push_back(slot({0, 0}, {left, d.y - lower}, {Panel::Controls}));
         s.push_back(slot({0, d.y - lower}, {left, d.y}, {Panel::Export, Panel::Heads}));
         s.push_back(slot({left, bottom}, {b1, d.y}, {Panel::Mask}));

@@ -66,6 +66,7 @@ const Spec kSpecs[] = {
     {"zoom", 1, 3, "zoom F [U V]", "attention zoom and centre"},
     {"export", 1, 2, "export DIR [all-heads]", "export the shown step (selected head unless all-heads)", ScriptOutput::Folder},
     {"export-session", 1, 2, "export-session DIR [all-heads]", "export every step of the shown sequence", ScriptOutput::Folder},
+    {"export-format", 1, 2, "export-format png [N] | svg", "the Export panel's heatmap format: PNG at scale N (1..8, default 1) or SVG"},
     {"frames", 1, 1, "frames N", "render N frames"},
     {"measure", 1, 1, "measure N", "render N frames, print timing"},
     {"heads", 0, 0, "heads", "measure every head (the Heads panel's \"Explain heads\")"},
@@ -198,6 +199,10 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         }
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
+        if (cmd == "export-format" && l.words[1] != "png" && l.words[1] != "svg") bad("expected png or svg");
+        if (cmd == "export-format" && n_args == 2 &&
+            (l.words[1] != "png" || !to_int(l.words[2], x) || x < 1 || x > plot_max_scale))
+            bad("expected png N with N in 1.." + std::to_string(plot_max_scale) + " (an SVG has no scale)");
         if ((cmd == "export" || cmd == "export-session") && n_args == 2 && l.words[2] != "all-heads")
             bad("the second word can only be all-heads");
         if (cmd == "zoom") {
@@ -223,7 +228,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "kv-heads"))
+                             cmd == "kv-heads" || cmd == "export-format"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -325,6 +330,9 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         v.all_heads = arg == "all-heads";
     } else if (cmd == "values") {
         v.show_scores = arg == "scores";
+    } else if (cmd == "export-format") {
+        v.export_plots.format = parse_plot_format("export-format", arg);
+        v.export_plots.scale = l.words.size() > 2 ? int(std::stol(l.words[2])) : 1;
     } else if (cmd == "scale") {
         v.log_scale = arg == "log";
     } else if (cmd == "rownorm") {
@@ -346,8 +354,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
     } else if (cmd == "export" || cmd == "export-session") {
         const bool all = l.words.size() > 2;
         const int64_t layer = all ? -1 : v.layer, head = all ? -1 : v.head;
-        if (cmd == "export") run(ExportStep{arg, v.view_step, layer, head});
-        else run(ExportSession{arg, layer, head});
+        if (cmd == "export") run(ExportStep{arg, v.view_step, layer, head, v.export_plots});
+        else run(ExportSession{arg, layer, head, v.export_plots});
     } else if (cmd == "frames") {
         fx.frames = int(n);
     } else if (cmd == "measure") {

@@ -23,6 +23,7 @@
 #include <imgui.h>
 
 #include "map_overview.h"
+#include "plot.h"
 #include "snapshot.h"
 #include "trace.h"
 
@@ -55,6 +56,7 @@ struct ViewPrefs {
     bool export_all_heads = false;
     float zoom = 1;               // attention map zoom (1 = whole map) and pan centre in uv
     ImVec2 center = {0.5f, 0.5f};
+    PlotOutput export_plots;      // the Export panel's heatmap format: PNG (at a scale) or SVG
 };
 
 // The step the panels show, or nullptr before the first step.

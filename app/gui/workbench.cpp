@@ -393,17 +393,20 @@ void Workbench::operator()(const LoadModel& c) {
 }
 
 // The shown sequence's trace, checked for export (core's export makes the folder under the output rule).
-ExportScope Workbench::prepare_export(const std::string& dir, int64_t layer, int64_t head) const {
+ExportScope Workbench::prepare_export(const std::string& dir, int64_t layer, int64_t head,
+                                      const PlotOutput& plots) const {
     if (sel().trace().empty()) throw UsageError("nothing to export yet: run a step first");
+    check_plot_scale("export scale", plots.scale);
     activity("exporting to " + dir);
     ExportScope scope;
     if (layer >= 0) scope.layer = layer;
     if (head >= 0) scope.head = head;
+    scope.plots = plots;
     return scope;
 }
 
 void Workbench::operator()(const ExportStep& c) {
-    ExportScope scope = prepare_export(c.dir, c.layer, c.head);
+    ExportScope scope = prepare_export(c.dir, c.layer, c.head, c.plots);
     const Session& s = sel();
     scope.logit_lens = &s.model();
     const size_t step = c.step < 0 ? s.trace().size() - 1 : size_t(c.step);
@@ -413,7 +416,7 @@ void Workbench::operator()(const ExportStep& c) {
 }
 
 void Workbench::operator()(const ExportSession& c) {
-    ExportScope scope = prepare_export(c.dir, c.layer, c.head);
+    ExportScope scope = prepare_export(c.dir, c.layer, c.head, c.plots);
     const Session& s = sel();
     scope.logit_lens = &s.model();
     const int64_t stale = export_trace(s.trace(), s.model().tokenizer(), c.dir, scope);

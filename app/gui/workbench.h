@@ -94,7 +94,7 @@ private:
     void sync_comparison();
     void sync_chat();                    // after Back / Reset: forget the messages whose turns are gone
     std::string describe(const StepRecord& r) const;
-    ExportScope prepare_export(const std::string& dir, int64_t layer, int64_t head) const;
+    ExportScope prepare_export(const std::string& dir, int64_t layer, int64_t head, const PlotOutput& plots) const;
     void activity(std::string what) const { if (hooks_.activity) hooks_.activity(std::move(what)); }
 
     WorkbenchHooks hooks_;

@@ -34,6 +34,9 @@ def main():
     notes = os.path.join(w, "notes.txt")
     with open(notes, "w") as f:
         f.write("my notes\n")
+    notes_svg = os.path.join(w, "notes.svg")  # named like a figure, but not one kvscope wrote
+    with open(notes_svg, "w") as f:
+        f.write("my notes\n")
     foreign = os.path.join(w, "thesis")
     os.makedirs(foreign)
     with open(os.path.join(foreign, "chapter1.tex"), "w") as f:
@@ -144,6 +147,24 @@ def main():
         ("heads with --prompts 0", ["heads", "--prompts", "0"], 2, "--prompts", 30),
         ("heads on a model without tokenizer", ["heads", "--model", no_tokenizer], 2, no_tokenizer, 30),
         ("unknown option", ["inspect", "--no-such"], 2, "--no-such", 30),
+        # Figures for papers: --format png|svg and --scale 1..8 (PNG only), checked before any work.
+        ("generate --format bmp", ["generate", "--prompt", "a", "--trace", os.path.join(w, "t1"), "--format", "bmp"],
+         2, "--format", 30),
+        ("generate --scale 0", ["generate", "--prompt", "a", "--trace", os.path.join(w, "t2"), "--scale", "0"],
+         2, "--scale", 30),
+        ("generate --scale 9", ["generate", "--prompt", "a", "--trace", os.path.join(w, "t3"), "--scale", "9"],
+         2, "--scale", 30),
+        ("generate --scale two", ["generate", "--prompt", "a", "--trace", os.path.join(w, "t4"), "--scale", "two"],
+         2, "--scale", 30),
+        ("generate --format svg --scale 2",
+         ["generate", "--prompt", "a", "--trace", os.path.join(w, "t5"), "--format", "svg", "--scale", "2"],
+         2, "--scale", 30),
+        ("generate --format without --trace", ["generate", "--prompt", "a", "--format", "svg"], 2, "--trace", 30),
+        ("bench --chart over a file that is not an SVG", ["bench", "--chart", notes_svg], 2, notes_svg, 10),
+        ("bench --scale without --chart", ["bench", "--scale", "2"], 2, "--chart", 10),
+        ("train --loss-png SVG with --scale",
+         ["train", "--out", os.path.join(w, "trained_svg"), "--loss-png", os.path.join(w, "loss.svg"), "--scale", "2"],
+         2, "--scale", 10),
         ("unknown command", ["no-such-command"], 2, "no-such-command", 30),
     ]
     env = dict(os.environ)
@@ -173,8 +194,12 @@ def main():
             failures.append(f"{path} was written by a refused run")
     if os.path.exists(missing):
         failures.append(f"{missing} was created: kvscope must not create the folders above an output")
-    if open(notes).read() != "my notes\n":
-        failures.append(f"{notes} was overwritten")
+    for kept in (notes, notes_svg):
+        if open(kept).read() != "my notes\n":
+            failures.append(f"{kept} was overwritten")
+    for t in ("t1", "t2", "t3", "t4", "t5", "trained_svg"):
+        if os.path.exists(os.path.join(w, t)):
+            failures.append(f"{t} was created although its options were refused")
     if sorted(os.listdir(foreign)) != ["chapter1.tex"]:
         failures.append(f"{foreign} was written into: {sorted(os.listdir(foreign))}")
     for f in failures:

@@ -18,6 +18,8 @@ Each case is a script whose final frame's --layout-dump is read. Needs xvfb-run.
 import argparse
 import json
 import os
+import struct
+import xml.etree.ElementTree as ET
 import re
 import shutil
 import subprocess
@@ -58,6 +60,14 @@ def panel_box(d, panel):
         if name == panel or panel in name.split(" | "):
             return r
     fail("no window holds panel %s (windows %s)" % (panel, sorted(d["windows"])))
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        fail("%s is not a PNG" % path)
+    return struct.unpack(">II", head[16:24])
 
 
 def main():
@@ -133,6 +143,30 @@ def main():
     if d["state"]["problem"]["shown"] or "problem export" in d["widgets"]:
         fail("dismiss should close the error box: %s" % d["state"]["problem"])
     print("  ok: errors shown in the Model / Export panels in the window's words, the old export cleared, dismissed")
+
+    # 2b. the Export panel's figure format (issue 17, part 6): PNG at a scale, or SVG, the same files as
+    # `generate --trace --format/--scale`.
+    dirs = {k: os.path.join(work, "export_" + k) for k in ("png1", "png2", "svg")}
+    d = run(work, "export_formats", start + ["export " + dirs["png1"], "export-format png 2", "export " + dirs["png2"],
+                                             "export-format svg", "export " + dirs["svg"]])
+    if "export format" not in d["widgets"]:
+        fail("the Export panel shows no PNG/SVG choice")
+    def heatmaps(folder, ext):
+        return sorted(os.path.join(r, f) for r, _, fs in os.walk(folder) for f in fs if f.endswith(ext))
+    png1, png2, svgs = heatmaps(dirs["png1"], ".png"), heatmaps(dirs["png2"], ".png"), heatmaps(dirs["svg"], ".svg")
+    if not png1 or len(png1) != len(png2) or len(svgs) != len(png1) or heatmaps(dirs["svg"], ".png"):
+        fail("exports: %d PNGs at scale 1, %d at scale 2, %d SVGs (+%d PNGs) with svg" %
+             (len(png1), len(png2), len(svgs), len(heatmaps(dirs["svg"], ".png"))))
+    for one, two in zip(png1, png2):
+        w1, h1 = png_size(one)
+        w2, h2 = png_size(two)
+        if (w2, h2) != (2 * w1, 2 * h1):
+            fail("%s is %dx%d at scale 2, %dx%d at scale 1" % (two, w2, h2, w1, h1))
+    for path in svgs:
+        root = ET.parse(path).getroot()
+        if root.tag != "{http://www.w3.org/2000/svg}svg":
+            fail("%s is not an SVG" % path)
+    print("  ok: the Export panel writes PNGs at scale 1 and 2 (twice the size) and well-formed SVGs")
 
     # 3. words on a one-token step
     d = run(work, "words", start + ["step"])
