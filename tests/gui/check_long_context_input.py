@@ -129,6 +129,9 @@ def inner(a):
             notches += n
             want = min(MAX_ZOOM, NOTCH ** notches)
             d = wheel(app, 4, n, want, wx, wy)
+            if d["widgets"]["attention map"] != [x0, y0, x1, y1]:
+                fail("the wheel over the map moved it from %s to %s (it scrolled the panel)" % (
+                    [x0, y0, x1, y1], d["widgets"]["attention map"]))
             after = uv_at(d, wx, wy)
             tol = 1.0 / ((x1 - x0) * z_before)  # the rectangle is rounded: half a pixel each side
             if abs(after[0] - before[0]) > tol or abs(after[1] - before[1]) > tol:
@@ -165,6 +168,8 @@ def inner(a):
 
         # Zoom back out: the whole map again, each pixel the strongest of its block.
         d = wheel(app, 5, notches, 1.0, wx, wy)
+        if d["widgets"]["attention map"] != [x0, y0, x1, y1]:
+            fail("zooming out moved the map from %s to %s" % ([x0, y0, x1, y1], d["widgets"]["attention map"]))
         if d["state"]["zoom_center"] != [0.5, 0.5]:
             fail("zoomed out to 1x, the map is centred at %s" % d["state"]["zoom_center"])
         app.screenshot("zoomed_out")
