@@ -196,6 +196,7 @@ void draw_attention(PanelContext& c) {
     if (ImGui::RadioButton("scores", v.show_scores)) v.show_scores = true;
     ImGui::SameLine();
     ImGui::Checkbox("log", &v.log_scale);
+    dump_item("log scale");
     ImGui::SameLine();
     ImGui::Checkbox("row-normalise", &v.row_norm);
     ImGui::SameLine();

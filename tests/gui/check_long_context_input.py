@@ -14,7 +14,9 @@ are clicked (query head 1), then over the attention map (found in --layout-dump)
   - the wheel zooms back out to the whole map: the hovered pixel is again a pooled block, its value (the
     tooltip's "strongest of A x B cells (queries .., keys ..) = V") equals numpy's maximum of that block,
     and the block holds the hovered cell, which is the one under the pointer (to a pixel's worth of cells).
-Screenshots of each stage are left in the work folder (shot_*.png). Needs what check_input.py needs.
+Screenshots of each stage are left in the work folder (shot_*.png; "log" is clicked so weights near 1/8192
+show as distinct colours); the zoomed one must show cells of several pixels in the map's top-left quarter.
+Needs what check_input.py needs.
 """
 import os
 import re
@@ -22,6 +24,7 @@ import sys
 import time
 
 import numpy as np
+from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
@@ -113,6 +116,7 @@ def inner(a):
         app.wait("prefill of 8192 tokens", lambda s: s["steps"] == 1 and "8192 tokens at positions 0..8191" in s["status"])
         app.click("head +")
         app.wait("head %d" % HEAD, lambda s: s["head"] == HEAD)
+        app.click("log scale")  # weights near 1/8192 are one dark colour on a linear scale; the screenshots show cells
         d = wait_for(app, "the attention map drawn", lambda d: "attention map" in d["widgets"])
         x0, y0, x1, y1 = d["widgets"]["attention map"]
         if d["state"]["zoom"] != 1:
@@ -145,6 +149,16 @@ def inner(a):
         wait_for(app, "the zoomed map drawn with exact cells", lambda d: "attention pixel" not in d["texts"]
                  and "attention weight" in d["texts"])
         shot = app.screenshot("zoomed")
+        # The picture: the map's top-left quarter (no tooltip there) shows cells of several pixels, not one colour.
+        img = np.asarray(Image.open(shot).convert("RGB")).astype(np.int32)
+        quarter = img[y0 + 2:(y0 + y1) // 2, x0 + 2:(x0 + x1) // 2]
+        colours = len(np.unique(quarter.reshape(-1, 3), axis=0))
+        runs = np.mean([1 + np.count_nonzero(np.abs(np.diff(row, axis=0)).sum(1) > 0) for row in quarter])
+        if colours < 20 or not (shown / 8 <= runs <= shown / 2 + 1):  # half the cells across are in the quarter
+            fail("the zoomed screenshot's map: %d colours, %.1f colour runs a row (%g cells across): %s" % (
+                colours, runs, shown, shot))
+        print("  ok: zoomed screenshot: %d colours, %.1f colour runs a row over %g cells" % (
+            colours, runs, shown / 2))
 
         # Hover: the tooltip names the cell under the pointer and its exact weight.
         worst = 0.0
