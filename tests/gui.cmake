@@ -49,7 +49,7 @@
 #              tests/gui/check_long_context.py
 #   gui.long_context_input  the same 8192-token prefill in the interactive window (xdotool): ids typed, Prefill and
 #              "head +" clicked, the map zoomed with the mouse wheel (the reported zoom grows 1.25x a notch and keeps
-#              the cell under the mouse), cells hovered: the tooltip's query and key are the cell under the
+#              the cell under the mouse; the panel does not scroll), a screenshot with cells, cells hovered: the tooltip's query and key are the cell under the
 #              pointer and its weight equals numpy's; zoomed back out, a hovered pixel's block maximum equals
 #              numpy's; tests/gui/check_long_context_input.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
