@@ -47,6 +47,11 @@
 #              numpy's max of the softmax weights over each block (layer 0 recomputed from the weights), no more
 #              texels than the map's pixels; zoomed 128x the texture holds exact cells equal to numpy's;
 #              tests/gui/check_long_context.py
+#   gui.long_context_input  the same 8192-token prefill in the interactive window (xdotool): ids typed, Prefill and
+#              "head +" clicked, the map zoomed with the mouse wheel (the reported zoom grows 1.25x a notch and keeps
+#              the cell under the mouse; the panel does not scroll), a screenshot with cells, cells hovered: the tooltip's query and key are the cell under the
+#              pointer and its weight equals numpy's; zoomed back out, a hovered pixel's block maximum equals
+#              numpy's; tests/gui/check_long_context_input.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
 #              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
@@ -139,6 +144,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/long_context)
     set_tests_properties(gui.long_context PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.long_context_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_long_context_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/long_context_input)
+    set_tests_properties(gui.long_context_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.layout
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

@@ -60,14 +60,27 @@ void cell_tooltip(const Model& model, AxisTokens t, AttentionKind kind, const Ma
     const char* key_kind = !ed ? "" : kind == AttentionKind::Self ? "decoder " : "source ";
     ImGui::Text("%slayer %lld head %lld", layer_kind, (long long)layer, (long long)head);
     dump_text("attention tooltip", std::string(layer_kind) + "layer " + std::to_string(layer) + " head " + std::to_string(head));
-    ImGui::Text("query  %sposition %lld  '%s'", query_kind, (long long)qp, token_at(model, *t.rows, qp).c_str());
-    ImGui::Text("key    %sposition %lld  '%s'", key_kind, (long long)kp, token_at(model, *t.cols, kp).c_str());
+    // Each line as drawn is also in --layout-dump's texts ("attention query", ...), for the real-input tests.
+    const std::string query = std::string("query  ") + query_kind + "position " + std::to_string(qp) + "  '" + token_at(model, *t.rows, qp) + "'";
+    const std::string key = std::string("key    ") + key_kind + "position " + std::to_string(kp) + "  '" + token_at(model, *t.cols, kp) + "'";
+    ImGui::TextUnformatted(query.c_str());
+    dump_text("attention query", query);
+    ImGui::TextUnformatted(key.c_str());
+    dump_text("attention key", key);
+    char line[256];
     if (kind == AttentionKind::Cross) ImGui::TextDisabled("key and value from the cross-attention cache (fixed)");
     if (!cell) ImGui::TextDisabled("computing the cell...");
     else {
         ImGui::Text("score  %.5f", double(cell->score));
-        if (cell->visible) ImGui::Text("weight %.5f", double(cell->weight));
-        else ImGui::TextColored({1, 0.6f, 0.4f, 1}, "masked: %s", kp > qp ? "a future position" : "outside the window");
+        // Six significant digits: a long context's weights are near 1/n (0.000122 at 8,192 keys).
+        if (cell->visible) {
+            std::snprintf(line, sizeof line, "weight %.6g", double(cell->weight));
+            ImGui::TextUnformatted(line);
+        } else {
+            std::snprintf(line, sizeof line, "masked: %s", kp > qp ? "a future position" : "outside the window");
+            ImGui::TextColored({1, 0.6f, 0.4f, 1}, "%s", line);
+        }
+        dump_text("attention weight", line);
     }
     if (pooled && !pooled->window.exact()) {
         const MapWindow& w = pooled->window;
@@ -77,12 +90,15 @@ void cell_tooltip(const Model& model, AxisTokens t, AttentionKind kind, const Ma
         const size_t i = size_t(tr * w.out_cols() + tc);
         ImGui::Separator();
         if (pooled->visible[i])
-            ImGui::TextDisabled("this pixel: the strongest of %lld x %lld cells (queries %lld..%lld, keys %lld..%lld) = %.5f\n"
-                                "zoom in (wheel) until cells are exact",
-                                (long long)(r1 - r0), (long long)(c1 - c0), (long long)(x.first_query + r0),
-                                (long long)(x.first_query + r1 - 1), (long long)(x.first_key + c0),
-                                (long long)(x.first_key + c1 - 1), double(pooled->values[i]));
-        else ImGui::TextDisabled("this pixel: %lld x %lld cells, all masked", (long long)(r1 - r0), (long long)(c1 - c0));
+            std::snprintf(line, sizeof line,
+                          "this pixel: the strongest of %lld x %lld cells (queries %lld..%lld, keys %lld..%lld) = %.6g\n"
+                          "zoom in (wheel) until cells are exact",
+                          (long long)(r1 - r0), (long long)(c1 - c0), (long long)(x.first_query + r0),
+                          (long long)(x.first_query + r1 - 1), (long long)(x.first_key + c0),
+                          (long long)(x.first_key + c1 - 1), double(pooled->values[i]));
+        else std::snprintf(line, sizeof line, "this pixel: %lld x %lld cells, all masked", (long long)(r1 - r0), (long long)(c1 - c0));
+        ImGui::TextDisabled("%s", line);
+        dump_text("attention pixel", line);
     }
     ImGui::EndTooltip();
 }
@@ -180,6 +196,7 @@ void draw_attention(PanelContext& c) {
     if (ImGui::RadioButton("scores", v.show_scores)) v.show_scores = true;
     ImGui::SameLine();
     ImGui::Checkbox("log", &v.log_scale);
+    dump_item("log scale");
     ImGui::SameLine();
     ImGui::Checkbox("row-normalise", &v.row_norm);
     ImGui::SameLine();

@@ -1,5 +1,7 @@
 #include "heatmap.h"
 
+#include <imgui_internal.h>  // SetItemUsingMouseWheel
+
 #include <algorithm>
 #include <cmath>
 
@@ -54,6 +56,8 @@ HeatmapResult heatmap(const char* id, const std::vector<HeatmapLayer>& layers, i
     r.p0 = ImGui::GetCursorScreenPos();
     r.p1 = {r.p0.x + size.x, r.p0.y + size.y};
     ImGui::InvisibleButton(id, size);
+    // A zoomable map takes the wheel: it must not also scroll its panel, moving the map under the mouse.
+    if (zoom.zoom) ImGui::SetItemUsingMouseWheel();
     const bool hovered = ImGui::IsItemHovered();
     ImGuiIO& io = ImGui::GetIO();
 

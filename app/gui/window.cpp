@@ -325,6 +325,8 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                                                 {"cache_on", snap->options().use_cache},
                                                 {"layer", prefs.layer},
                                                 {"head", prefs.head},
+                                                {"zoom", prefs.zoom},  // the attention map's, and its pan centre in uv
+                                                {"zoom_center", {prefs.center.x, prefs.center.y}},
                                                 {"shown_step", shown ? int64_t(shown->id.index) : int64_t(-1)},
                                                 {"frames", ImGui::GetFrameCount()},
                                                 {"status", snap->status},

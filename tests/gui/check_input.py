@@ -47,13 +47,13 @@ def fail(msg):
 
 
 class App:
-    def __init__(self, kvscope, work, extra_args=()):
+    def __init__(self, kvscope, work, extra_args=(), size=SIZE):
         self.work = work
         self.dump = os.path.join(work, "layout.json")
         self.config = tempfile.mkdtemp(prefix="xdg_", dir=work)  # no saved imgui.ini can move the panels
         env = dict(os.environ, XDG_CONFIG_HOME=self.config)
         self.log = open(os.path.join(work, "kvscope.log"), "w")
-        self.proc = subprocess.Popen([kvscope, "gui", "--size", SIZE, "--layout-dump", self.dump, *extra_args], cwd=work, env=env,
+        self.proc = subprocess.Popen([kvscope, "gui", "--size", size, "--layout-dump", self.dump, *extra_args], cwd=work, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         out = self.xdo(["search", "--sync", "--onlyvisible", "--name", "kvscope"], timeout=TIMEOUT)
         self.wid = out.split()[0]
@@ -76,16 +76,24 @@ class App:
     def wait(self, what, pred, timeout=TIMEOUT):
         """Poll the dump until pred(state) holds and the worker is idle; fail with the last state otherwise."""
         t0 = time.time()
+        d = self.wait_dump(what, lambda d: d["state"]["idle"] and pred(d["state"]), timeout)
+        print("  ok: %-34s (%.2f s) status: %s" % (what, time.time() - t0, d["state"]["status"]))
+        return d
+
+    def wait_dump(self, what, pred, timeout=TIMEOUT, frames=0, shown=lambda d: d["state"]):
+        """Poll the dump until pred(dump) holds in a frame drawn `frames` or more frames after this call;
+        fail with shown(last dump) otherwise."""
+        f0 = self.frames() if frames else 0
+        t0 = time.time()
         d = None
         while time.time() - t0 < timeout:
             if self.proc.poll() is not None:
                 fail("kvscope exited (%d) while waiting for: %s" % (self.proc.returncode, what))
             d = self.state()
-            if d and d["state"]["idle"] and pred(d["state"]):
-                print("  ok: %-34s (%.2f s) status: %s" % (what, time.time() - t0, d["state"]["status"]))
+            if d and d["state"]["frames"] >= f0 + frames and pred(d):
                 return d
-            time.sleep(0.1)
-        fail("timed out waiting for %s; last state %s" % (what, d and d["state"]))
+            time.sleep(0.05)
+        fail("timed out after %.0f s waiting for %s; last state %s" % (timeout, what, d and shown(d)))
 
     def frames(self):
         d = self.state()

@@ -87,12 +87,17 @@ def check_tile(name, tile, q, k, D):
     return worst
 
 
-def main():
-    a = arguments()
-    model = os.path.join(a.work, "rotary_8k")
+def long_context_model(work):
+    """The random rotary model (written to WORK/rotary_8k) and the N token ids both 8k tests prefill."""
+    model = os.path.join(work, "rotary_8k")
     make_llama_model.write(model, vocab=300, hidden=32, inner=64, layers=1, heads=2, kv_heads=1, positions=N + 64, seed=3)
     rng = np.random.default_rng(5)
-    ids = [int(x) for x in rng.integers(3, 300, N)]
+    return model, [int(x) for x in rng.integers(3, 300, N)]
+
+
+def main():
+    a = arguments()
+    model, ids = long_context_model(a.work)
     whole_json, zoom_json = os.path.join(a.work, "whole.json"), os.path.join(a.work, "zoom.json")
     d = window(a.kvscope, model, a.work, "long_context", (1280, 720),
                ["compare off", "prompt " + ",".join(map(str, ids)), "prefill", "layer 0", "head %d" % HEAD,
