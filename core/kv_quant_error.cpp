@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "errors.h"
@@ -48,11 +49,10 @@ float max_abs(const std::vector<float>& x) {
     return m;
 }
 
-}  // namespace
-
-KvQuantError kv_quant_error(const KvQuantSpec& spec, const float* q, const float* k, const float* v,
-                            const std::vector<int64_t>& query_positions, const std::vector<int64_t>& key_positions,
-                            int64_t D, float scale, int64_t window) {
+// visible(t, kp): query row t sees the key at position kp.
+KvQuantError quant_error(const KvQuantSpec& spec, const float* q, const float* k, const float* v,
+                         const std::vector<int64_t>& query_positions, const std::vector<int64_t>& key_positions,
+                         int64_t D, float scale, const std::function<bool(int64_t, int64_t)>& visible_to) {
     const int64_t P = int64_t(key_positions.size()), T = int64_t(query_positions.size());
     validate(spec, D);
     if (spec.format == KvQuant::Int4)
@@ -79,11 +79,7 @@ KvQuantError kv_quant_error(const KvQuantSpec& spec, const float* q, const float
     e.weight_change.assign(size_t(T * P), kNaN);
     std::vector<double> s(static_cast<size_t>(P)), s_hat(static_cast<size_t>(P));  // (P) one query's scores
     for (int64_t t = 0; t < T; ++t) {
-        const int64_t qp = query_positions[size_t(t)];
-        auto visible = [&](int64_t p) {
-            const int64_t kp = key_positions[size_t(p)];
-            return kp <= qp && (window <= 0 || kp > qp - window);
-        };
+        auto visible = [&](int64_t p) { return visible_to(t, key_positions[size_t(p)]); };
         double top = -INFINITY, top_hat = -INFINITY;
         for (int64_t p = 0; p < P; ++p) {
             if (!visible(p)) continue;
@@ -111,4 +107,53 @@ KvQuantError kv_quant_error(const KvQuantSpec& spec, const float* q, const float
     return e;
 }
 
+}  // namespace
+
+KvQuantError kv_quant_error(const KvQuantSpec& spec, const float* q, const float* k, const float* v,
+                            const std::vector<int64_t>& query_positions, const std::vector<int64_t>& key_positions,
+                            int64_t D, float scale, int64_t window) {
+    return quant_error(spec, q, k, v, query_positions, key_positions, D, scale, [&](int64_t t, int64_t kp) {
+        const int64_t qp = query_positions[size_t(t)];
+        return kp <= qp && (window <= 0 || kp > qp - window);
+    });
+}
+
+KvQuantError kv_quant_error(const KvQuantSpec& spec, const Trace& trace, size_t step, int64_t layer, int64_t head,
+                            int64_t max_queries) {
+    const StepRecord& r = trace[step];
+    if (!r.recorded()) throw UsageError("step " + std::to_string(step) + " was run without recording its rows");
+    const RecordedRows& rows = r.rows;
+    const int64_t R = r.cost.n_rows_computed, D = rows.head_dim, C = rows.n_head * D;
+    const int64_t T = max_queries > 0 ? std::min(R, max_queries) : R, skipped = R - T;  // the last T rows
+    const int64_t first = r.cost.first_computed_position + skipped;
+    std::vector<KeyRange> seen(static_cast<size_t>(T));  // (T) what each query row sees
+    std::vector<int64_t> query_positions(static_cast<size_t>(T));
+    std::vector<float> q(size_t(T * D));                  // (T, D)
+    for (int64_t t = 0; t < T; ++t) {
+        query_positions[size_t(t)] = first + t;
+        seen[size_t(t)] = r.visible_keys(first + t, layer);
+        std::copy_n(rows.q.data() + (layer * R + skipped + t) * C + head * D, D, q.data() + t * D);
+    }
+    std::vector<int64_t> key_positions;
+    for (int64_t p = 0; p < first + T; ++p)
+        if (std::any_of(seen.begin(), seen.end(), [&](const KeyRange& k) { return k.contains(p); }))
+            key_positions.push_back(p);
+    const int64_t P = int64_t(key_positions.size());
+    std::vector<float> k(size_t(P * D)), v(size_t(P * D));  // (P, D)
+    for (int64_t i = 0; i < P; ++i) {
+        const int64_t p = key_positions[size_t(i)];
+        const float* kr = trace.key_row(step, layer, head, p);
+        const float* vr = trace.value_row(step, layer, head, p);
+        if (!kr || !vr)
+            throw UsageError("step " + std::to_string(step) + ": position " + std::to_string(p) +
+                             " was computed by a step that was not recorded");
+        std::copy_n(kr, D, k.data() + i * D);
+        std::copy_n(vr, D, v.data() + i * D);
+    }
+    const float scale = rows.attention_scale > 0 ? rows.attention_scale : 1.0f / std::sqrt(float(D));
+    return quant_error(spec, q.data(), k.data(), v.data(), query_positions, key_positions, D, scale,
+                       [&](int64_t t, int64_t kp) { return seen[size_t(t)].contains(kp); });
+}
+
 }  // namespace kvscope
+

@@ -12,10 +12,16 @@
 //       int4: KIVI as the README defines it for keys at positions 0..P-1 (groups of G positions,
 //       values per token in groups of G channels; positions >= floor((P - R) / G) * G stay float32)
 //       Scores are q·k·scale summed in double: the size of the change, not the engine's bits.
+//   kv_quant_error(spec, trace, step, layer, head, max_queries)
+//       the same for query head `head` of a recorded step: its queries are the step's computed rows, its
+//       keys every position one of them sees (StepRecord::visible_keys: window, sinks and the layer's own
+//       window; sinks scored at their text positions), as the trace holds them (Trace::key_row). Meaningful on a float32 or bfloat16 session: a
+//       quantized session records the reconstructed rows.
 #include <cstdint>
 #include <vector>
 
 #include "kv_quant.h"
+#include "trace.h"
 
 namespace kvscope {
 
@@ -36,5 +42,11 @@ struct KvQuantError {
 KvQuantError kv_quant_error(const KvQuantSpec& spec, const float* q, const float* k, const float* v,
                             const std::vector<int64_t>& query_positions, const std::vector<int64_t>& key_positions,
                             int64_t D, float scale, int64_t window = 0);
+
+// Throws UsageError when the step was not recorded or one of its keys was computed by an unrecorded step,
+// and for int4 when the keys do not start at position 0 (a window evicted them).
+// max_queries > 0: only the step's last max_queries rows (a long prefill's map would cost T·P·D).
+KvQuantError kv_quant_error(const KvQuantSpec& spec, const Trace& trace, size_t step, int64_t layer, int64_t head,
+                            int64_t max_queries = 0);
 
 }  // namespace kvscope

@@ -27,6 +27,10 @@
 #   gui.logit_lens  the Logit lens tab on assets/llama-gqa at both sizes: for a selected position, every
 #              depth's five tokens and probabilities equal numpy's final norm and output layer over the
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
+#   gui.kv_quant  the K/V quantization tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
+#              its largest K error, V error, score change and weight change equal numpy's reconstruction
+#              (tools/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
+#              instead of compared; a group that does not divide D is refused; tests/gui/check_kv_quant.py
 #   gui.chat   a Llama 3 chat folder (tests/cli/check_chat.py builds it), three `chat` lines at both sizes: the
 #              timeline's turn marks, the conversation shown and the Cache on vs off panel's rows reused /
 #              computed per turn (cache off: the whole conversation) against `kvscope chat --json` (with and
@@ -104,6 +108,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/logit_lens)
     set_tests_properties(gui.logit_lens PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.kv_quant
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_quant.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_quant)
+    set_tests_properties(gui.kv_quant PROPERTIES LABELS "gui" TIMEOUT 300)
     add_test(NAME gui.kv_groups_input
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

@@ -8,6 +8,8 @@
 
 #include "errors.h"
 #include "kv_quant_error.h"
+#include "session.h"
+#include "test_models.h"
 
 using namespace kvscope;
 
@@ -73,4 +75,52 @@ TEST_CASE("no format: every change is zero, int4 keeps the residual in float32",
     std::vector<int64_t> shifted = keys;
     for (int64_t& p : shifted) p += 5;
     CHECK_THROWS_AS(kv_quant_error({KvQuant::Int4, 4, 0}, q.data(), k.data(), v.data(), {15}, shifted, D, 1.0f), UsageError);
+}
+
+TEST_CASE("a recorded step's view: its queries, every key they see (sinks and window), the trace's rows", "[kv_quant_error]") {
+    const kvtest::FixtureModel fixture = kvtest::small_fixture("kv_quant_error", 7);
+    SessionOptions o;
+    o.window = 4, o.sinks = 2, o.max_new_tokens = 3;
+    Session s(Model::load(fixture.dir.string()), o);
+    s.set_prompt(kvtest::random_tokens(3, 12, 97));
+    while (s.next() != Session::Next::Done) s.step();
+    const Trace& trace = s.trace();
+    const int64_t layer = 1, head = 3, D = 8;
+    for (size_t step : {size_t(0), trace.size() - 1}) {
+        const StepRecord& r = trace[step];
+        const KvQuantError e = kv_quant_error({KvQuant::Int8}, trace, step, layer, head);
+        REQUIRE(e.n_queries == r.cost.n_rows_computed);
+        REQUIRE(e.query_positions.front() == r.cost.first_computed_position);
+        // Keys: exactly the positions some query of the step sees, in order (sinks 0 and 1, then the windows).
+        std::vector<int64_t> seen;
+        for (int64_t p = 0; p <= r.last_position(); ++p)
+            for (int64_t qp : e.query_positions)
+                if (p <= qp && (p > qp - 4 || p < 2)) {
+                    seen.push_back(p);
+                    break;
+                }
+        REQUIRE(e.key_positions == seen);
+        for (int64_t t = 0; t < e.n_queries; ++t)
+            for (int64_t i = 0; i < e.n_keys; ++i) {
+                const int64_t qp = e.query_positions[size_t(t)], kp = e.key_positions[size_t(i)];
+                const bool visible = kp <= qp && (kp > qp - 4 || kp < 2);
+                REQUIRE(std::isnan(e.score_change[size_t(t * e.n_keys + i)]) == !visible);
+            }
+        // K error: the trace's row of that position through int8 and back, minus the row.
+        for (int64_t i = 0; i < e.n_keys; ++i) {
+            const float* k = trace.key_row(step, layer, head, e.key_positions[size_t(i)]);
+            std::vector<uint8_t> packed(size_t(row_bytes(KvQuant::Int8, D)));
+            std::vector<float> back(static_cast<size_t>(D));
+            quantize_row(KvQuant::Int8, k, D, packed.data());
+            dequantize_row(KvQuant::Int8, packed.data(), D, back.data());
+            for (int64_t d = 0; d < D; ++d) REQUIRE(e.key_error[size_t(i * D + d)] == back[size_t(d)] - k[d]);
+        }
+    }
+    // The last rows only: a prefill of 12 limited to 5 queries sees positions 7..11 (and the sinks).
+    const KvQuantError last = kv_quant_error({KvQuant::Int8}, trace, 0, layer, head, 5);
+    REQUIRE(last.query_positions == std::vector<int64_t>{7, 8, 9, 10, 11});
+    REQUIRE(last.key_positions == std::vector<int64_t>{0, 1, 4, 5, 6, 7, 8, 9, 10, 11});
+    // int4 needs the keys from position 0 on: the last rows' windows skip 2..3.
+    REQUIRE_THROWS_AS(kv_quant_error({KvQuant::Int4, 4, 0}, trace, 0, layer, head, 5), UsageError);
+    REQUIRE_NOTHROW(kv_quant_error({KvQuant::Int4, 4, 0}, trace, 0, layer, head));
 }

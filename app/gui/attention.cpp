@@ -251,7 +251,16 @@ void draw_attention(PanelContext& c) {
     // the query heads of one K/V head side by side in a frame (rows hold whole groups). The colour bar
     // takes about two lines above them.
     ImVec2 avail = ImGui::GetContentRegionAvail();
-    avail.y -= 2 * ImGui::GetTextLineHeightWithSpacing();
+    // The legend beside the bar may wrap on a narrow panel: the block takes its real height, so the hint
+    // under the map is never cut off.
+    const std::string legend = std::string("  ") + (v.show_scores ? "q.k/sqrt(D)" : "softmax weight") +
+                               (v.row_norm ? " / row max" : "") +
+                               (v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "") +
+                               (kind == AttentionKind::Self ? "; striped = masked" : "; nothing is masked");
+    const float bar_w = std::min(240.0f, std::round(avail.x * 0.35f));
+    const float legend_h = ImGui::CalcTextSize(legend.c_str(), nullptr, false,
+                                               avail.x - bar_w - ImGui::GetStyle().ItemSpacing.x).y;
+    avail.y -= std::max(2 * ImGui::GetTextLineHeightWithSpacing(), legend_h + ImGui::GetStyle().ItemSpacing.y);
     // A map with more cells than pixels also gets the overview note (pooled blocks) under the colour bar.
     const float note_h = m0.n_query * m0.n_key > int64_t(avail.x * avail.y)
                              ? ImGui::CalcTextSize(overview_note(m0, MapWindow::whole(m0.n_query, m0.n_key, 999, 999)).c_str(),
@@ -311,12 +320,9 @@ void draw_attention(PanelContext& c) {
     std::snprintf(lo, sizeof lo, v.show_scores ? "%.3g" : "%.0e", double(st.lo));
     std::snprintf(hi, sizeof hi, "%.3g", double(st.hi));
     if (!v.log_scale && !v.show_scores) std::snprintf(lo, sizeof lo, "0");
-    colorbar(st, std::min(240.0f, ImGui::GetContentRegionAvail().x), lo, hi);
+    colorbar(st, bar_w, lo, hi);
     ImGui::SameLine();
-    wrapped_disabled("  %s%s%s%s", v.show_scores ? "q.k/sqrt(D)" : "softmax weight",
-                        v.row_norm ? " / row max" : "",
-                        v.show_scores && !v.row_norm ? (v.all_heads ? ", range shared by all heads" : ", symmetric range") : "",
-                        kind == AttentionKind::Self ? "; striped = masked" : "; nothing is masked");
+    wrapped_disabled("%s", legend.c_str());
     if (!whole.exact()) dump_text("attention overview", wrapped_disabled("%s", overview_note(m0, whole).c_str()));
 
     // What attention-json writes: the shown head's tiles as drawn (and every cell when the map is small).

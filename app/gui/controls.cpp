@@ -211,6 +211,11 @@ std::string pending_options(const ViewPrefs& v, const Snapshot& s) {
     change("seed", number(double(a.sampling.seed)), number(double(e.sampling.seed)));
     change("block size", number(double(a.block_size)), number(double(e.block_size)));
     change("share prefixes", a.share_prefix ? "on" : "off", e.share_prefix ? "on" : "off");
+    change("K/V format", to_string(a.kv_quant.format), to_string(e.kv_quant.format));
+    if (e.kv_quant.format == KvQuant::Int4) {
+        change("int4 group", number(double(a.kv_quant.group)), number(double(e.kv_quant.group)));
+        change("int4 residual", number(double(a.kv_quant.residual)), number(double(e.kv_quant.residual)));
+    }
     const BatchOptions &ab = s.batch, &eb = v.edit_batch;
     change("sequences", number(double(ab.n_seq)), number(double(eb.n_seq)));
     for (size_t i = 0; i < size_t(eb.n_seq) && i < eb.suffixes.size(); ++i) {
@@ -442,6 +447,26 @@ void draw_controls(PanelContext& c) {
         help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
                     "count as sitting right before the window. Off: every key keeps its own (text) position.");
         input64("max new tokens", o.max_new_tokens, 1, "tokens to generate after the prompt");
+        {
+            // The cache's K/V format: float32 rows, or packed ones (int8 / fp8 per row, int4 KIVI).
+            const char* const formats[] = {"f32", "int8", "int4", "fp8"};
+            const KvQuant kinds[] = {KvQuant::None, KvQuant::Int8, KvQuant::Int4, KvQuant::Fp8};
+            int f = 0;
+            for (int i = 0; i < 4; ++i)
+                if (kinds[i] == o.kv_quant.format) f = i;
+            ImGui::SetNextItemWidth(w);
+            if (ImGui::Combo("K/V format", &f, formats, 4)) o.kv_quant.format = kinds[f];
+            dump_item("kv format");
+            help_marker("what the cache stores: float32 rows, int8 or fp8 rows with a float32 scale each, or int4 "
+                        "KIVI (keys per channel over G positions, values per token over G channels, the latest R "
+                        "positions in float32). Attention reads the dequantized rows. The K/V quantization tab shows "
+                        "what a format changes (on an f32 session).");
+            if (o.kv_quant.format == KvQuant::Int4) {
+                input64("int4 group G", o.kv_quant.group, 1, "positions per key group and channels per value group; "
+                        "must divide the head dimension");
+                input64("int4 residual R", o.kv_quant.residual, 0, "the most recent R positions stay float32");
+            }
+        }
         float t = float(o.sampling.temperature), p = float(o.sampling.top_p);
         ImGui::SetNextItemWidth(w);
         if (ImGui::InputFloat("temperature", &t, 0.1f, 0.5f, "%.2f")) o.sampling.temperature = std::max(0.0f, t);

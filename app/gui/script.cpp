@@ -53,7 +53,8 @@ const Spec kSpecs[] = {
     {"compare", 1, 1, "compare on|off", "shadow session for the Cache on vs off panel"},
     {"edit", 1, 12, "edit k=v ...", "the keys of options, typed into the Controls' option boxes without applying (pending)"},
     {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, sink-cache=0|1, "
-                                          "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N); restarts"},
+                                          "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N), "
+                                          "kv-quant=none|int8|int4|fp8, kv-group=G, kv-residual=R; restarts"},
     {"model", 1, 1, "model DIR", "load another model folder"},
     {"layer", 1, 1, "layer N", "select a layer"},
     {"head", 1, 1, "head N", "select a head"},
@@ -81,6 +82,7 @@ const Spec kSpecs[] = {
     {"rotary-json", 1, 1, "rotary-json FILE", "write the Rotary panel's view (selected query and key) as JSON, once it is drawn",
      ScriptOutput::JsonFile},
     {"dismiss", 0, 0, "dismiss", "close the error box, as its Dismiss button does"},
+    {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quantization tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
@@ -102,6 +104,9 @@ void set_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
     if (key == "block") o.block_size = int64_t(r);
     if (key == "share") o.share_prefix = r != 0;
     if (key == "seqs") b.n_seq = int64_t(r);
+    if (key == "kv-quant") o.kv_quant.format = parse_kv_quant(kv.substr(kv.find('=') + 1));
+    if (key == "kv-group") o.kv_quant.group = int64_t(r);
+    if (key == "kv-residual") o.kv_quant.residual = int64_t(r);
 }
 
 bool on_off(const std::string& s, bool& out) {
@@ -195,7 +200,12 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
             Panel p;
             if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
-                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory)");
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quantization)");
+        }
+        if (cmd == "quant-view") {
+            if (l.words[1] != "int8" && l.words[1] != "fp8" && l.words[1] != "int4") bad("expected int8, fp8 or int4");
+            for (int i = 2; i <= n_args; ++i)
+                if (!to_int(l.words[size_t(i)], x) || x < (i == 2 ? 1 : 0)) bad("expected G >= 1 and R >= 0");
         }
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
@@ -216,19 +226,26 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                 const size_t eq = kv.find('=');
                 const std::string key = kv.substr(0, eq);
                 double r = 0;
+                if (key == "kv-quant") {
+                    const std::string name = eq == std::string::npos ? "" : kv.substr(eq + 1);
+                    if (name != "none" && name != "int8" && name != "int4" && name != "fp8")
+                        bad("kv-quant= takes none, int8, int4 or fp8, got '" + name + "'");
+                    continue;
+                }
                 if (eq == std::string::npos || !to_real(kv.substr(eq + 1), r))
                     bad("expected key=value, got '" + kv + "'");
                 if (key != "chunk" && key != "window" && key != "max-new" && key != "temperature" && key != "top-k" &&
-                    key != "top-p" && key != "seed" && key != "sinks" && key != "sink-cache" && key != "block" && key != "share" && key != "seqs")
-                    bad("unknown option '" + key +
-                        "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, sink-cache, block, share, seqs)");
+                    key != "top-p" && key != "seed" && key != "sinks" && key != "sink-cache" && key != "block" &&
+                    key != "share" && key != "seqs" && key != "kv-group" && key != "kv-residual")
+                    bad("unknown option '" + key + "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, "
+                        "sink-cache, block, share, seqs, kv-quant, kv-group, kv-residual)");
             }
         l.output = spec->output;
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "kv-heads" || cmd == "export-format"))
+                             cmd == "kv-heads" || cmd == "export-format" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -281,6 +298,10 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         fx.frames = 2;
     } else if (cmd == "dismiss") {
         v.dismissed_problem = snap.problem.id;
+    } else if (cmd == "quant-view") {
+        v.quant_view.format = parse_kv_quant(arg);
+        if (l.words.size() > 2) to_int(l.words[2], v.quant_view.group);
+        if (l.words.size() > 3) to_int(l.words[3], v.quant_view.residual);
     } else if (cmd == "kv-heads") {
         v.kv_heads_open = arg == "open" ? 1 : 0;
     } else if (cmd == "edit") {

@@ -57,6 +57,7 @@ struct ViewPrefs {
     float zoom = 1;               // attention map zoom (1 = whole map) and pan centre in uv
     ImVec2 center = {0.5f, 0.5f};
     PlotOutput export_plots;      // the Export panel's heatmap format: PNG (at a scale) or SVG
+    KvQuantSpec quant_view{KvQuant::Int8};  // the K/V quantization panel's format (what-if on the recorded rows)
 };
 
 // The step the panels show, or nullptr before the first step.
