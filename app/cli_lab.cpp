@@ -157,8 +157,8 @@ void write_chart(const LabReport& r, const std::string& path, const PlotOutput& 
     static const std::array<uint8_t, 3> palette[] = {{33, 102, 172}, {214, 96, 77},  {27, 158, 119}, {117, 112, 179},
                                                      {230, 171, 2},  {102, 166, 30}, {166, 118, 29}, {231, 41, 138},
                                                      {102, 102, 102}, {0, 0, 0}};
-    LineChart loss{"cumulative mean next-token loss", "position", "nats", {}, false};
-    LineChart kl{"KL(reference || config), mean of the last 16 positions", "position", "nats", {}, false};
+    LineChart loss{"loss - full's loss, cumulative mean", "position", "nats", {}, false};
+    LineChart kl{"KL(full || config), last 16 positions", "position", "nats", {}, false};
     LineChart bytes{"KV cache bytes held", "position", "KiB", {}, false};
     bool any_kl = false;
     for (size_t k = 0; k < r.runs.size(); ++k) {
@@ -168,7 +168,7 @@ void write_chart(const LabReport& r, const std::string& path, const PlotOutput& 
         double sum = 0, window_sum = 0;
         for (size_t i = 0; i < run.loss.size(); ++i) {
             const double x = double(i);
-            sum += run.loss[i];
+            sum += run.loss[i] - r.runs[r.reference].loss[i];
             window_sum += run.kl[i] - (i >= 16 ? run.kl[i - 16] : 0.0);
             l.xs.push_back(x);
             l.ys.push_back(sum / double(i + 1));
@@ -200,7 +200,7 @@ int cli_lab(int argc, char** argv) {
         .option("--text-ids", "1,2,3", "the text as token ids (models without tokenizer files)")
         .option("--max-tokens", "N", "read at most the first N tokens (default and limit: the model's n_positions)")
         .flag("--allow-special", "treat <|endoftext|> in the text as the special token")
-        .option("--chart", "FILE", "write the per-position curves (cumulative loss, KL, cache bytes): PNG, or SVG if "
+        .option("--chart", "FILE", "write the per-position curves (loss above full, cumulative; KL to full; cache bytes): PNG, or SVG if "
                                    "FILE ends in .svg")
         .flag("--json", "print one JSON object (the table and every per-position array) instead of the table");
     add_plot_options(args, false);

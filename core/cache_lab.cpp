@@ -153,11 +153,10 @@ LabConfig parse_lab_config(const std::string& spec) {
     if (int4 && c.policy != "full")
         throw UsageError("--config '" + spec + "': int4 (KIVI) groups keys of consecutive positions and keeps them "
                          "all: only with policy full");
-    try {
-        validate(c.options.kv_quant, 2 * c.options.kv_quant.group);  // G >= 1, R >= 0; G | head_dim needs the model
-    } catch (const UsageError& e) {
-        throw UsageError("--config '" + spec + "': " + e.what());
-    }
+    if (c.options.kv_quant.group < 1)
+        throw UsageError("--config '" + spec + "': g must be >= 1, got " + std::to_string(c.options.kv_quant.group));
+    if (c.options.kv_quant.residual < 0)
+        throw UsageError("--config '" + spec + "': r must be >= 0, got " + std::to_string(c.options.kv_quant.residual));
     return c;
 }
 
@@ -183,7 +182,9 @@ const std::string& lab_builtin_text() {
         "the tree. The old dog likes a green kite.\n"
         "Max and Nora painted the big boat, then they went home. Why did the fox go across the bridge? Because "
         "it was hungry. Ben helped my young horse near the house.\n"
-        "Don't open the box; Lily can't find her blue hat! There are 12 apples and 4 cats on the hill.";
+        "Don't open the box; Lily can't find her blue hat! There are 12 apples and 4 cats on the hill.\n"
+        "I'm tired, and she is happy. Sam said: \"We'll go by the river at 3 o'clock.\"\n"
+        "Today, Grace watched 5 owls. The quiet bear finds our shiny cup.";
     return text;
 }
 
@@ -219,6 +220,9 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
         o.n_top = 0;
         o.sampling = SamplerOptions{};
         try {
+            const int64_t D = cfg.head_dim(), G = o.kv_quant.group;
+            if (o.kv_quant.format == KvQuant::Int4 && D % G != 0)  // said in the lab's words before the engine does
+                throw UsageError("g=" + std::to_string(G) + " does not divide head_dim " + std::to_string(D));
             sessions.push_back(std::make_unique<Session>(model, o));
             sessions.back()->set_prompt({tokens[0]});
         } catch (const UsageError& e) {
