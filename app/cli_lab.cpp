@@ -206,8 +206,8 @@ int cli_lab(int argc, char** argv) {
     add_plot_options(args, false);
     add_threads_option(args);
     args.epilogue(std::string("Configuration grammar (--config):\n") + lab_config_grammar() +
-                  "The first full f32 configuration is the reference (added in front when none is given). Each "
-                  "configuration is refused before any work if the engine cannot run it.\n");
+                  help_entry("", "The first full f32 configuration is the reference (added in front when none is "
+                                 "given). A configuration the engine cannot run is refused before any work.", 0));
     if (!args.parse(argc, argv)) return 0;
 
     std::vector<LabConfig> configs;
