@@ -125,7 +125,7 @@ TEST_CASE("lab: what the engine refuses is refused before any step, naming the c
     CHECK_THROWS_AS(run_cache_lab(model, text, {}), UsageError);
 }
 
-TEST_CASE("teacher forcing: the forced tokens are fed and recorded as forced; logits equal a prompt run", "[cache_lab]") {
+TEST_CASE("teacher forcing: the forced tokens are fed and recorded as forced, with the logits of a prompt run", "[cache_lab]") {
     auto model = lab_model();
     const std::vector<TokenId> text = random_tokens(11, 12, 97);
     SessionOptions o;
@@ -162,7 +162,7 @@ TEST_CASE("teacher forcing: the forced tokens are fed and recorded as forced; lo
     CHECK_THROWS_AS(Session(model, o), UsageError);
 }
 
-TEST_CASE("lab: full against full is KL 0 and top-1 100 %; a reference is added when none is given", "[cache_lab]") {
+TEST_CASE("lab: full against full is KL 0 and top-1 100 %, and a reference is added when none is given", "[cache_lab]") {
     auto model = lab_model();
     const std::vector<TokenId> text = random_tokens(21, 30, 97);
     const LabReport r = run_cache_lab(model, text, parse_all({"full", "name=again", "window=4"}));
