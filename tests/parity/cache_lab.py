@@ -5,7 +5,8 @@ window=W,sinks=S, K/V rows through tools/kv_quant_reference.py (numpy) for int8 
 KIVI a step-by-step run whose older rows are packed as the cache packs them. From them
 numpy recomputes, per position, the next-token loss, KL(full || config) and top-1 agreement, and the
 bytes the cache holds from the model's shape; kvscope's per-position arrays and totals must match.
-Also: full against full is KL 0 and top-1 100 % exactly, the chart is a PNG / an SVG, and bad
+A GQA Llama folder: full and windows against the Llama reference. Also: full against full is KL 0
+and top-1 100 % exactly, the chart is a PNG / an SVG, and bad
 configurations are refused with one line and exit 2 before anything is written.
 
     cache_lab.py --kvscope BIN --work DIR
@@ -157,6 +158,53 @@ def check_figures(kvscope, name):
     return run
 
 
+def check_llama(kvscope, work):
+    """A GQA Llama folder (rotary positions, 4 query heads on 2 K/V heads): full, window with and without
+    sinks against the Llama reference; bytes count the K/V heads, not the query heads."""
+    import make_llama_model  # noqa: E402  (tools/, on the path)
+    model = os.path.join(work, "models", "llama_gqa")
+    make_llama_model.write(model, heads=4, kv_heads=2)
+    with open(os.path.join(model, "config.json")) as f:
+        cfg = json.load(f)
+    L, K = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+    D = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    W, S = 6, 2
+    text = prompt(702, 40, vocab=cfg["vocab_size"])
+    N = len(text) - 1
+    specs = ["full", f"window={W},sinks={S}", f"window={W}", "full,name=again"]
+    obj, args = lab(kvscope, model, text, specs)
+    desc = f"llama_gqa lab {' '.join(args[1:3])} ..."
+    m = ref.LlamaModel(model, torch.float64)
+
+    def logp(window=None, sinks=0):
+        m.sinks = sinks
+        try:
+            logits = m.forward(text[:-1], window)
+        finally:
+            m.sinks = 0
+        return log_softmax(logits.numpy()), ref.margins(logits).numpy()
+
+    full, full_margin = logp()
+    target = np.array(text[1:])
+    for k, (got, margin) in {1: logp(W, S), 2: logp(W), 3: (full, full_margin)}.items():
+        r, pp = obj["configs"][k], obj["configs"][k]["per_position"]
+        what = f"{desc} [{r['spec']}]"
+        close(pp["loss"], -got[np.arange(N), target], TOL, "loss", what)
+        close(pp["kl"], (np.exp(full) * (full - got)).sum(1), KL_TOL, "kl", what, relative=False)
+        firm = (margin > 2 * TOL) & (full_margin > 2 * TOL)
+        agree = (full.argmax(1) == got.argmax(1)).astype(int)
+        if not np.array_equal(np.array(pp["top1"])[firm], agree[firm]):
+            raise Failure(f"{what}: top1 {pp['top1']} vs reference {agree.tolist()}")
+        held = np.arange(1, N + 1)
+        if r["window"]:
+            held = np.minimum(held, r["window"] - 1 + r["sinks"])
+        if pp["cache_bytes"] != (held * 2 * L * K * D * 4).tolist():
+            raise Failure(f"{what}: cache bytes {pp['cache_bytes'][-3:]}, expected {(held * 2 * L * K * D * 4)[-3:].tolist()}")
+    if any(x != 0 for x in obj["configs"][3]["per_position"]["kl"]):
+        raise Failure(f"{desc}: full against full is not KL 0")
+    return f"{desc}: {N} positions; window+sinks KL {obj['configs'][1]['kl_mean']:.4f}, window KL {obj['configs'][2]['kl_mean']:.4f}"
+
+
 def check_charts(kvscope, work):
     model = model_dir(work, "base")
     text = prompt(701, 20)
@@ -207,6 +255,7 @@ def check_refusals(kvscope, work):
 def cases(kvscope, work):
     yield lambda: check_figures(kvscope, "base")(work)
     yield lambda: check_figures(kvscope, "one_head_3_layers")(work)
+    yield lambda: check_llama(kvscope, work)
     yield lambda: check_charts(kvscope, work)
     yield lambda: check_refusals(kvscope, work)
 
