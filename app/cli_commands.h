@@ -12,6 +12,7 @@ int cli_bench(int argc, char** argv);
 int cli_bench_sharing(int argc, char** argv);  // bench --sharing: prefix sharing and prompt cache files
 int cli_train(int argc, char** argv);  // train a small GPT-2 on the generated corpus
 int cli_heads(int argc, char** argv);  // previous-token and induction scores per head
+int cli_lab(int argc, char** argv);    // what each KV cache configuration costs, teacher-forced
 int cli_gui(int argc, char** argv);  // the window; without KVSCOPE_WITH_GUI it explains and fails
 
 }  // namespace kvscope

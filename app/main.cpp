@@ -23,7 +23,8 @@ const char* kUsage =
     "  detokenize  token ids -> text bytes\n"
     "  bench       cached vs uncached speed, per-step time vs position\n"
     "  train       train a small GPT-2 on the generated corpus, write a model folder\n"
-    "  heads       previous-token and induction score of every attention head\n\n"
+    "  heads       previous-token and induction score of every attention head\n"
+    "  lab         what each KV cache configuration costs (window, sinks, int8/int4/fp8): loss, KL, bytes\n\n"
     "Run 'kvscope COMMAND --help' for the options of a command; 'kvscope --version' for the version.\n\n"
     "Outputs (--trace DIR, --dump-logits, --chart, --screenshot, --out, ...) are checked before any work: the\n"
     "file or folder is created, the folder it goes in must exist; an existing file is replaced only when it\n"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
         if (command == "bench") return cli_bench(sub_argc, sub_argv);
         if (command == "train") return cli_train(sub_argc, sub_argv);
         if (command == "heads") return cli_heads(sub_argc, sub_argv);
+        if (command == "lab") return cli_lab(sub_argc, sub_argv);
         if (command == "gui") return cli_gui(sub_argc, sub_argv);
         if (command == "--version" || command == "version") {
             std::printf("kvscope %s\n", KVSCOPE_VERSION);

@@ -27,6 +27,7 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
     validate(options_.kv_quant, model_->config().head_dim());
+    for (TokenId id : options_.forced_tokens) model_->check_token(id);
     if (options_.kv_quant.format == KvQuant::Int4 && options_.window > 0)
         throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
@@ -373,7 +374,10 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     if (p.phase == Phase::Prefill) n_prompt_done_ += int64_t(id.tokens.size());
     Prediction& pred = rec->prediction;
     if (p.predicts) {
-        const TokenId chosen = sampler_.sample(logits_.data());
+        // The sampler runs either way: top and entropy describe the model's distribution, forced or not.
+        const TokenId sampled = sampler_.sample(logits_.data());
+        pred.forced = generated_.size() < options_.forced_tokens.size();
+        const TokenId chosen = pred.forced ? options_.forced_tokens[generated_.size()] : sampled;
         generated_.push_back(chosen);
         pred.chosen = chosen;
         sampler_.top(options_.n_top, pred.top);
@@ -381,6 +385,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
         pred.logits.assign(logits_.begin(), logits_.end());
     } else {
         pred.chosen.reset();
+        pred.forced = false;
         pred.top.clear();
         pred.entropy = 0;
         pred.logits.clear();

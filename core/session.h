@@ -41,6 +41,10 @@
 //                               prompt cache file (prompt_cache.h) instead of computing them;
 //                               prompt_cache() returns it (null: none)
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
+//
+// Teacher forcing (options.forced_tokens): prompt = a text's first token, max_new_tokens = the rest, and
+// each decode step feeds the text's next token, so the cache (window, sinks, quantization) behaves
+// exactly as in generation while every step's logits predict the text (cache_lab.h measures with it).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -74,6 +78,9 @@ struct SessionOptions {
     SinkPositions sink_positions = SinkPositions::Text;  // Cache: StreamingLLM's numbering (rotary models)
     std::vector<TokenId> stop_tokens;    // decoding ends once one is sampled (a chat's end of turn); empty = none
     KvQuantSpec kv_quant;                // quantized K/V rows (kv_quant.h); ring cache only
+    std::vector<TokenId> forced_tokens;  // teacher forcing: the k-th token of a reply is forced_tokens[k]
+                                         // instead of the sampler's choice (Prediction::forced says so;
+                                         // logits, top and entropy stay the model's); past its end, sampling
 };
 void validate(const SessionOptions& options);  // throws UsageError
 

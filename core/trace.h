@@ -117,6 +117,7 @@ struct Prediction {
     std::optional<TokenId> chosen;
     std::vector<TokenProbability> top;   // (n_top) most likely tokens, descending
     double entropy = 0;                  // nats, of the distribution the choice was made from
+    bool forced = false;                 // `chosen` was given (SessionOptions::forced_tokens), not sampled
 };
 
 struct StepRecord {

@@ -57,6 +57,8 @@ TEST_CASE("a cached decode step allocates nothing (history off, recording off)",
     options.window = GENERATE(0, 3);
     options.sampling.temperature = GENERATE(0.0, 0.8);
     options.sampling.top_k = 5;
+    // Teacher forcing (the cache lab's mode) for the first 6 tokens: forced and sampled steps are counted.
+    if (GENERATE(false, true)) options.forced_tokens = {7, 8, 9, 10, 11, 12};
     Session session(model, options);
     session.set_prompt({1, 2, 3, 4});
     session.step();         // prefill
@@ -70,6 +72,8 @@ TEST_CASE("a cached decode step allocates nothing (history off, recording off)",
     REQUIRE(session.latest() != nullptr);
     CHECK(session.latest()->prediction.chosen.has_value());
     CHECK(session.generated().size() == 10);
+    if (!options.forced_tokens.empty())
+        CHECK(std::vector<TokenId>(session.generated().begin(), session.generated().begin() + 6) == options.forced_tokens);
 
     // The same steps with history on do allocate (a record per step): the counter does see allocations.
     options.history = true;

@@ -22,7 +22,7 @@ else()
            COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/selfcheck.py --work ${kvscope_parity_work}/selfcheck)
   set_tests_properties(parity.selfcheck PROPERTIES LABELS "parity" TIMEOUT 300)
 
-  foreach(group architectures windows chunks batches cli_errors sharing encoder_decoder llama mistral_gemma llama_checkpoints llama_features kv_quant)
+  foreach(group architectures windows chunks batches cli_errors sharing encoder_decoder llama mistral_gemma llama_checkpoints llama_features kv_quant cache_lab)
     add_test(NAME parity.${group}
              COMMAND ${KVSCOPE_TORCH_PYTHON} ${kvscope_parity_dir}/${group}.py
                      --kvscope $<TARGET_FILE:kvscope> --work ${kvscope_parity_work}/${group})
