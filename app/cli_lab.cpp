@@ -18,21 +18,6 @@
 namespace kvscope {
 namespace {
 
-constexpr int64_t kDefaultWindow = 32;
-
-// full, a window with and without sinks, and each row format; int4's group is the largest of 32, 16, 8,
-// 4, 2 that divides head_dim.
-std::vector<std::string> default_specs(const ModelConfig& cfg) {
-    const std::string w = std::to_string(kDefaultWindow);
-    std::vector<std::string> specs = {"full", "window=" + w, "window=" + w + ",sinks=4", "int8", "fp8"};
-    for (int64_t g : {32, 16, 8, 4, 2})
-        if (cfg.head_dim() % g == 0) {
-            specs.push_back("int4,g=" + std::to_string(g));
-            break;
-        }
-    return specs;
-}
-
 std::string read_text_file(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) throw LoadError(path, "is a folder, not a text file");
@@ -219,7 +204,7 @@ int cli_lab(int argc, char** argv) {
 
     auto model = Model::load(bench_model_dir(args), weight_format_from(args));
     if (configs.empty())
-        for (const std::string& spec : default_specs(model->config())) configs.push_back(parse_lab_config(spec));
+        for (const std::string& spec : lab_default_specs(model->config())) configs.push_back(parse_lab_config(spec));
     const LabText text = lab_text(args, *model);
 
     Progress progress("lab", int64_t(text.tokens.size()) - 1);

@@ -188,6 +188,17 @@ const std::string& lab_builtin_text() {
     return text;
 }
 
+std::vector<std::string> lab_default_specs(const ModelConfig& cfg) {
+    const std::string w = "32";
+    std::vector<std::string> specs = {"full", "window=" + w, "window=" + w + ",sinks=4", "int8", "fp8"};
+    for (int64_t g : {32, 16, 8, 4, 2})
+        if (cfg.head_dim() % g == 0) {
+            specs.push_back("int4,g=" + std::to_string(g));
+            break;
+        }
+    return specs;
+}
+
 LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const TokenId> tokens,
                         std::vector<LabConfig> configs, const LabProgress& progress) {
     const ModelConfig& cfg = model->config();

@@ -9,6 +9,7 @@
 //   LabConfig                  one configuration: its label, its spec and the SessionOptions it runs
 //   parse_lab_config(spec)     one --config SPEC (grammar below) -> LabConfig; UsageError naming the spec
 //   lab_config_grammar()       the grammar as help text
+//   lab_default_specs(cfg)     the configurations run when none are given
 //   lab_builtin_text()         an English text the default model models well: grammar sentences of its
 //                              training corpus (core/corpus.cpp), with a paragraph repeated so copying
 //                              (induction) pays off; ~230 tokens with the default tokenizer
@@ -56,6 +57,9 @@ struct LabConfig {
 };
 
 LabConfig parse_lab_config(const std::string& spec);
+// full, a window of 32 with and without 4 sinks, and each row format; int4's group is the largest of 32,
+// 16, 8, 4, 2 that divides head_dim. What `kvscope lab` and the window's Cache lab tab run by default.
+std::vector<std::string> lab_default_specs(const ModelConfig& cfg);
 const char* lab_config_grammar();
 const std::string& lab_builtin_text();
 

@@ -31,6 +31,10 @@
 #              its largest K error, V error, score change and weight change equal numpy's reconstruction
 #              (tools/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
 #              instead of compared; a group that does not divide D is refused; tests/gui/check_kv_quant.py
+#   gui.lab    the Cache lab tab (script `lab`) on the default model's prompt at both sizes: every row's bytes
+#              per token, loss, KL and top-1 equal `kvscope lab --json` on the same text; after a prefill the
+#              tab says the sequence changed; a refused configuration keeps the last measurement;
+#              tests/gui/check_lab.py
 #   gui.chat   a Llama 3 chat folder (tests/cli/check_chat.py builds it), three `chat` lines at both sizes: the
 #              timeline's turn marks, the conversation shown and the Cache on vs off panel's rows reused /
 #              computed per turn (cache off: the whole conversation) against `kvscope chat --json` (with and
@@ -113,6 +117,11 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_quant)
     set_tests_properties(gui.kv_quant PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.lab
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_lab.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/lab)
+    set_tests_properties(gui.lab PROPERTIES LABELS "gui" TIMEOUT 300)
     add_test(NAME gui.kv_groups_input
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

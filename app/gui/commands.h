@@ -50,14 +50,17 @@ struct ExplainHeads {};                      // every head's previous-token and 
 struct Select { int64_t sequence = 0; };     // the sequence of the batch the panels show
 struct SendChat { std::string text; };       // a user message: the first starts the chat (sets the prompt), later
                                              // ones append a turn to the cache; the reply then runs to its end
+struct MeasureLab { std::vector<std::string> specs; };  // the cache lab (core/cache_lab.h) over the shown sequence's
+                                                        // tokens so far; specs empty = lab_default_specs
 
 using Command = std::variant<SetPrompt, SetSource, Prefill, Decode, Step, Run, Pause, Back, Reset, SetCache, SetCompare,
-                             SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select, SendChat>;
+                             SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select, SendChat,
+                             MeasureLab>;
 
 // Where an intent comes from, so its error shows there: the model picker (and a folder dropped on the
-// window), the Export panel, the Heads panel, or Controls for everything else.
-enum class Place { Controls, Model, Export, Heads };
-const char* place_name(Place p);  // "controls" | "model" | "export" | "heads"
+// window), the Export panel, the Heads panel, the Cache lab tab, or Controls for everything else.
+enum class Place { Controls, Model, Export, Heads, Lab };
+const char* place_name(Place p);  // "controls" | "model" | "export" | "heads" | "lab"
 Place place_of(const Command& c);
 
 const char* command_name(const Command& c);

@@ -18,7 +18,7 @@ namespace kvscope::gui {
 namespace {
 
 const char* const kTitles[] = {"Controls", "Heads", "Export", "Token timeline", "Model", "Attention", "KV cache",
-                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens", "K/V quantization"};
+                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens", "K/V quantization", "Cache lab"};
 
 struct Arrangement {
     std::vector<Slot> slots;
@@ -64,7 +64,7 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
     s.push_back(slot({model_left, 0}, {d.x, top}, {Panel::Model}));
     s.push_back(slot({left, top}, {mid, bottom}, {Panel::Attention}));
     s.push_back(slot({mid, top}, {d.x, bottom}, {Panel::KvCache, Panel::Rotary, Panel::Lens, Panel::Quant}));
-    std::vector<Panel> last = {Panel::Compare};
+    std::vector<Panel> last = {Panel::Compare, Panel::Lab};
     if (paged) last.push_back(Panel::Memory);
     if (wide) {
         const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.58f);

@@ -20,6 +20,8 @@
 //                       after rotation, the score of the selected query and key at every distance
 //   draw_kv_quant       what int8 / int4 / fp8 K/V would change: per-cell K and V reconstruction error beside
 //                       the step's attention score change, for the selected layer and head
+//   draw_lab            the cache lab over the session's own tokens: per configuration bytes, loss, KL, top-1,
+//                       and curves over the positions
 //   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
 #include <imgui.h>
 
@@ -56,9 +58,10 @@ void draw_memory(PanelContext& c);  // memory_panel.cpp
 void draw_rotary(PanelContext& c);  // rotary_panel.cpp
 void draw_logit_lens(PanelContext& c);  // logit_lens_panel.cpp
 void draw_kv_quant(PanelContext& c);  // kv_quant_panel.cpp
+void draw_lab(PanelContext& c);  // lab_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
 
-enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab };
 const char* panel_title(Panel p);
 
 // The layout: places on the screen, each holding one panel, or several as tabs of one window.

@@ -13,6 +13,7 @@
 
 #include "cache_comparison.h"
 #include "commands.h"
+#include "cache_lab.h"
 #include "heads.h"
 #include "session_group.h"
 
@@ -63,6 +64,7 @@ struct Snapshot {
         bool complete = true;            // a reply still being decoded: false
     };
     std::vector<ChatLine> chat;          // the conversation so far (empty: no chat started)
+    std::shared_ptr<const LabReport> lab;  // MeasureLab's result (null: not measured for this model)
 
     const Model& model() const { return *model_ptr; }
     const Trace& trace() const { return main_trace; }

@@ -58,6 +58,7 @@ struct ViewPrefs {
     ImVec2 center = {0.5f, 0.5f};
     PlotOutput export_plots;      // the Export panel's heatmap format: PNG (at a scale) or SVG
     KvQuantSpec quant_view{KvQuant::Int8};  // the K/V quantization panel's format (what-if on the recorded rows)
+    std::string lab_specs;        // the Cache lab tab's configurations, ';'-separated; empty = the default list
 };
 
 // The step the panels show, or nullptr before the first step.

@@ -66,6 +66,7 @@ void draw_panel(gui::Panel p, gui::PanelContext& c) {
     case Panel::Rotary: gui::draw_rotary(c); break;
     case Panel::Lens: gui::draw_logit_lens(c); break;
     case Panel::Quant: gui::draw_kv_quant(c); break;
+    case Panel::Lab: gui::draw_lab(c); break;
     }
 }
 

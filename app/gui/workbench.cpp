@@ -107,6 +107,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     s->last_export = last_export_;
     s->problem = problem_;
     s->heads = heads_;
+    s->lab = lab_;
     for (const Session* q : group_->sessions())
         s->sequences.push_back({q->trace(), q->prompt(), q->generated(), q->options().sampling.seed, q->next()});
     s->selected = selected_;
@@ -385,6 +386,7 @@ void Workbench::operator()(const LoadModel& c) {
     std::shared_ptr<const Model> m = Model::load(c.dir, format);
     const std::string problem = rebuild(m, group_->options(), batch_);  // the base seed and the cache switch stay
     heads_.clear();
+    lab_.reset();
     if (!problem.empty()) throw UsageError("loaded " + c.dir + ", but " + problem);
     set_status("loaded " + c.dir +
                (m->config().encoder_decoder ? ": an encoder-decoder; source '" + source_text_ +
@@ -431,6 +433,20 @@ void Workbench::operator()(const ExplainHeads&) {
     activity("measuring every head on probe prompts");
     heads_ = head_scores(group_->share_model());
     set_status("measured " + std::to_string(heads_.size()) + " heads: previous-token and induction scores");
+}
+
+void Workbench::operator()(const MeasureLab& c) {
+    const Session& s = sel();
+    std::vector<TokenId> tokens = s.prompt();
+    tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
+    std::vector<LabConfig> configs;
+    for (const std::string& spec : c.specs.empty() ? lab_default_specs(s.model().config()) : c.specs)
+        configs.push_back(parse_lab_config(spec));
+    activity("the cache lab: " + count_of(int64_t(configs.size()), "configuration") + " over " +
+             count_of(int64_t(tokens.size()), "token"));
+    lab_ = std::make_shared<const LabReport>(run_cache_lab(group_->share_model(), tokens, std::move(configs)));
+    set_status("cache lab: " + count_of(int64_t(lab_->runs.size()), "configuration") + " over the " +
+               count_of(int64_t(tokens.size()), "token") + " of sequence " + std::to_string(selected_));
 }
 
 void Workbench::operator()(const Select& c) {

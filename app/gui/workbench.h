@@ -84,6 +84,7 @@ public:
     void operator()(const ExplainHeads&);
     void operator()(const Select& c);
     void operator()(const SendChat& c);
+    void operator()(const MeasureLab& c);
 
 private:
     const Session& sel() const { return group_->session(selected_); }
@@ -112,6 +113,7 @@ private:
     Snapshot::Problem problem_;
     uint64_t n_problems_ = 0;
     std::vector<HeadScore> heads_;       // for the current model; cleared when it is replaced
+    std::shared_ptr<const LabReport> lab_;  // the last MeasureLab's, for the current model
     uint64_t generation_ = 0;
     std::optional<ChatConversation> chat_;  // the model folder has a chat template kvscope renders
     std::string chat_problem_;           // why not, in one line
