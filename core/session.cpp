@@ -21,12 +21,27 @@ void validate(const SessionOptions& o) {
     if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
     if (o.n_top < 0) throw UsageError("n_top must be >= 0");
     validate(o.sampling);
+    validate(o.eviction);
+    if (o.eviction.active()) {
+        const std::string name = eviction_policy_name(o.eviction.kind);
+        if (o.window > 0 || o.sinks > 0)
+            throw UsageError("eviction policy " + name + " decides which positions stay: leave out --window/--sinks "
+                             "(--evict window+sinks --evict-sinks S is the window as a policy)");
+        if (o.block_size > 0)
+            throw UsageError("eviction policy " + name + " works on the contiguous cache for now: leave out --block-size");
+        if (!o.use_cache) throw UsageError("eviction policy " + name + " evicts from the KV cache: keep the cache on");
+    }
 }
 
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
     validate(options_.kv_quant, model_->config().head_dim());
+    if (options_.eviction.kind == EvictionPolicyKind::WindowSinks) {
+        // The window rule inside a chunk; the policy's flags then mark what left it (eviction.h).
+        options_.window = options_.eviction.budget - options_.eviction.sinks + 1;
+        options_.sinks = options_.eviction.sinks;
+    }
     if (options_.kv_quant.format == KvQuant::Int4 && options_.window > 0)
         throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
@@ -93,6 +108,9 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(source_.size())));
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
+    policy_ = options_.eviction.active()
+                  ? EvictionPolicy(options_.eviction, cfg.n_layer, cfg.kv_heads(), cfg.n_head / cfg.kv_heads(), n_total)
+                  : EvictionPolicy{};
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
     generated_.reserve(size_t(options_.max_new_tokens));
     latest_ = StepRecord{};
@@ -128,6 +146,7 @@ void Session::fit_turn(int64_t n_total, int64_t chunk) {
     } else {
         cache_.grow(chunk_capacity(n_total, chunk));
     }
+    policy_.grow(n_total);
     const int64_t capacity = cache_.capacity();
     if (capacity > workspace_.max_rows() || capacity > workspace_.max_keys())
         workspace_ = Workspace(model_->config(), capacity, 1, capacity);
@@ -190,6 +209,7 @@ void Session::reset() {
     generated_.clear();
     n_prompt_done_ = 0;
     cache_.reset();
+    policy_.reset();
     encoder_.reset();
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
@@ -246,6 +266,7 @@ void Session::prepare(Pending& p, Phase phase) {
         u.n_prompt_done = n_prompt_done_;
         u.logits = logits_;
         u.encoder = encoder_;
+        if (policy_.active()) u.policy = policy_.save(cache_.next_position());
         undo_.push_back(std::move(u));
     }
     p.ran_encoder = false;
@@ -259,6 +280,23 @@ void Session::prepare(Pending& p, Phase phase) {
     p.chunk.logits = p.predicts ? logits_.data() : nullptr;
     p.chunk.probe = options_.record ? &p.probe : nullptr;
     p.chunk.encoder = encoder_.get();
+    const EvictionPolicyKind kind = options_.eviction.kind;
+    if (kind == EvictionPolicyKind::H2O || kind == EvictionPolicyKind::SnapKV || kind == EvictionPolicyKind::Pyramid) {
+        const ModelConfig& cfg = model_->config();
+        queries_.resize(size_t(cfg.n_layer * p.chunk.n_tokens * cfg.q_width()));
+        p.chunk.queries = queries_.data();
+    }
+}
+
+void Session::evict_after(Pending& p) {
+    p.evictions.clear();
+    if (!policy_.active()) return;
+    const int64_t n = p.chunk.n_tokens, first = cache_.next_position() - n, P = int64_t(prompt_.size());
+    if (p.chunk.queries) policy_.observe_chunk(model_->config(), cache_, p.chunk.queries, first, n, P);
+    const bool prompt_done = p.phase == Phase::Decode || n_prompt_done_ + int64_t(p.tokens.size()) >= P;
+    policy_.decide(cache_, prompt_done, p.evictions);
+    for (const EvictionEvent& e : p.evictions) cache_.evict(e.layer, e.kv_head, e.position);
+    if (options_.history) undo_.back().evictions = p.evictions;
 }
 
 void Session::run_encoder(Pending& p) {
@@ -390,6 +428,8 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rows.ran_encoder = p.ran_encoder;
     cost.seconds = seconds_now() - p.started;
     cost.compute_seconds = p.compute_seconds;
+    rec->eviction.policy = policy_.active() ? eviction_policy_name(options_.eviction.kind) : "";
+    rec->eviction.events.assign(p.evictions.begin(), p.evictions.end());
     cache_.view_into(rec->cache);
     if (options_.record) {
         rows.q = std::move(p.probe.q);
@@ -486,6 +526,9 @@ const StepRecord& Session::run_step(Phase phase) {
     prepare(p, phase);
     const int64_t first = cache_.next_position();
     try {
+        if (!options_.use_cache && policy_.active())
+            throw UsageError(std::string("eviction policy ") + eviction_policy_name(options_.eviction.kind) +
+                             " evicts from the KV cache: keep the cache on");
         if (!options_.use_cache) return run_uncached(p);
         const double t0 = seconds_now();
         forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
@@ -494,6 +537,7 @@ const StepRecord& Session::run_step(Phase phase) {
         abandon(p);  // nothing was written: take back what prepare() did
         throw;
     }
+    evict_after(p);
     return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visible_keys(first).count() - 1);
 }
 
@@ -511,6 +555,9 @@ bool Session::step_back() {
     }
     if (undo_.empty()) return false;
     Undo& u = undo_.back();
+    for (auto e = u.evictions.rbegin(); e != u.evictions.rend(); ++e)
+        e->restored ? cache_.evict(e->layer, e->kv_head, e->position) : cache_.unevict(e->layer, e->kv_head, e->position);
+    if (policy_.active()) policy_.load(u.policy);
     cache_.restore(u.cache);
     sampler_.set_rng_state(u.rng_state);
     generated_.resize(u.n_generated);
@@ -570,6 +617,7 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     for (size_t i = 0; i < together.size(); ++i) {
         Session* s = together[i];
         pending[i].compute_seconds += batch_seconds;
+        s->evict_after(pending[i]);
         s->finish(pending[i], chunks[i].flops, first[i], chunks[i].n_tokens,
                   s->cache_.visible_keys(first[i]).count() - 1);
     }

@@ -41,6 +41,8 @@
 //                               prompt cache file (prompt_cache.h) instead of computing them;
 //                               prompt_cache() returns it (null: none)
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
+//   policy()                    the eviction policy (options().eviction): after every step it may evict
+//                               keys per (layer, K/V head); the record lists them, step_back restores them
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "eviction.h"
 #include "kv_cache.h"
 #include "kv_quant.h"
 #include "model.h"
@@ -74,6 +77,7 @@ struct SessionOptions {
     SinkPositions sink_positions = SinkPositions::Text;  // Cache: StreamingLLM's numbering (rotary models)
     std::vector<TokenId> stop_tokens;    // decoding ends once one is sampled (a chat's end of turn); empty = none
     KvQuantSpec kv_quant;                // quantized K/V rows (kv_quant.h); ring cache only
+    EvictionSpec eviction;               // eviction policy under a budget (eviction.h); ring cache, cache on
 };
 void validate(const SessionOptions& options);  // throws UsageError
 
@@ -115,6 +119,7 @@ public:
     const Trace& trace() const { return trace_; }                  // empty when !history
     const StepRecord* latest() const;                               // newest step's record, or null
     const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
+    const EvictionPolicy& policy() const { return policy_; }
 
     static void step_batch(std::span<Session* const> sessions, Workspace& ws);
     static Workspace make_batch_workspace(std::span<Session* const> sessions);
@@ -127,6 +132,8 @@ private:
         int64_t n_prompt_done = 0;
         std::vector<float> logits;
         std::shared_ptr<const EncoderOutput> encoder;
+        std::vector<EvictionEvent> evictions;  // what the step evicted after it attended
+        EvictionPolicy::Saved policy;          // the policy's state before the step
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
@@ -140,6 +147,7 @@ private:
         double compute_seconds = 0;  // time in forward() and the encoder so far
         Chunk chunk;
         ChunkProbe probe;
+        std::vector<EvictionEvent> evictions;  // decided after the forward pass
     };
     void prepare(Pending& p, Phase phase);
     const StepRecord& finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
@@ -181,6 +189,9 @@ private:
     StepRecord latest_;          // the record of the newest step when !history
     std::vector<Undo> undo_;
     std::vector<float> logits_;  // (V)
+    EvictionPolicy policy_;
+    std::vector<float> queries_; // (L, T, H*D) the step's queries, for the policy
+    void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
 };
 
 }  // namespace kvscope
