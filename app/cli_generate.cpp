@@ -50,10 +50,15 @@ void print_eviction_report(const std::vector<const Session*>& all, const Evictio
         const KvCacheView v = s->cache().view();
         const int64_t rows = std::accumulate(v.kept.begin(), v.kept.end(), int64_t(0));
         const int64_t n = int64_t(v.kept.size());
-        std::fprintf(stderr, "eviction %s, budget %lld: %lld of %lld positions kept per layer and K/V head on average "
-                             "(%.1f), %lld bytes of K/V kept\n",
-                     eviction_policy_name(spec.kind), (long long)spec.budget, (long long)rows,
-                     (long long)(n * v.next_position), n ? double(rows) / double(n) : 0.0, (long long)v.bytes_kept);
+        if (n == 0) {  // nothing evicted
+            std::fprintf(stderr, "eviction %s, budget %lld: nothing evicted, all %lld positions kept\n",
+                         eviction_policy_name(spec.kind), (long long)spec.budget, (long long)v.next_position);
+            continue;
+        }
+        std::fprintf(stderr, "eviction %s, budget %lld: %.1f of %lld positions kept per layer and K/V head on average "
+                             "(%lld rows), %lld bytes of K/V kept\n",
+                     eviction_policy_name(spec.kind), (long long)spec.budget, double(rows) / double(n),
+                     (long long)v.next_position, (long long)rows, (long long)v.bytes_kept);
     }
 }
 

@@ -220,6 +220,17 @@ void EvictionPolicy::decide(const KvCache& cache, bool prompt_done, std::vector<
     if (snap && (compressed_ || !prompt_done)) return;
     if (snap) compressed_ = true;
     const int64_t next = cache.next_position();
+    if (k == EvictionPolicyKind::WindowSinks) {
+        // keep_window_sinks's choice, in order of positions: sinks .. next - (budget - sinks) - 1 are gone. Kept
+        // as a mark rather than read from the cache: the window rule may have returned a paged block already.
+        const int64_t gone_to = next - (spec_.budget - spec_.sinks), from = std::max(spec_.sinks, window_mark_);
+        for (int64_t il = 0; il < n_layer_; ++il)
+            for (int64_t kv = 0; kv < n_kv_head_; ++kv)
+                for (int64_t p = from; p < gone_to; ++p)
+                    out.push_back(EvictionEvent{int32_t(il), int32_t(kv), p, float(p), false});
+        window_mark_ = std::max(window_mark_, gone_to);
+        return;
+    }
     for (int64_t il = 0; il < n_layer_; ++il)
         for (int64_t kv = 0; kv < n_kv_head_; ++kv) {
             alive_.clear();
@@ -262,11 +273,13 @@ void EvictionPolicy::decide(const KvCache& cache, bool prompt_done, std::vector<
 void EvictionPolicy::reset() {
     std::fill(scores_.begin(), scores_.end(), 0.0);
     compressed_ = false;
+    window_mark_ = 0;
 }
 
 EvictionPolicy::Saved EvictionPolicy::save(int64_t n_positions) const {
     Saved s;
     s.compressed = compressed_;
+    s.window_mark = window_mark_;
     s.n_positions = std::min(n_positions, max_positions_);
     if (scores_.empty()) return s;
     s.scores.resize(size_t(n_layer_ * n_kv_head_ * s.n_positions));
@@ -277,6 +290,7 @@ EvictionPolicy::Saved EvictionPolicy::save(int64_t n_positions) const {
 
 void EvictionPolicy::load(const Saved& s) {
     compressed_ = s.compressed;
+    window_mark_ = s.window_mark;
     if (scores_.empty()) return;
     for (int64_t lh = 0; lh < n_layer_ * n_kv_head_; ++lh) {
         double* row = scores_.data() + lh * max_positions_;

@@ -98,6 +98,7 @@ public:
         std::vector<double> scores;
         int64_t n_positions = 0;
         bool compressed = false;
+        int64_t window_mark = 0;
     };
     Saved save(int64_t n_positions) const;
     void load(const Saved& s);
@@ -111,6 +112,7 @@ private:
     std::vector<double> scores_;          // (L, K, max_positions) accumulated attention (h2o) or the
                                           // observation window's sums (snapkv, pyramid)
     bool compressed_ = false;             // snapkv, pyramid: the prompt was compressed once
+    int64_t window_mark_ = 0;             // window+sinks: positions sinks .. window_mark - 1 are reported gone
     std::vector<int64_t> budgets_;        // (L) per-layer budget
     std::vector<int64_t> alive_, kept_;   // scratch
     std::vector<double> alive_scores_;

@@ -299,6 +299,24 @@ int64_t KvCache::kept(int64_t il, int64_t h) const {
     return n;
 }
 
+int64_t KvCache::return_evicted_blocks(int64_t keep) {
+    if (!pool_ || n_evicted_ == 0) return 0;
+    const int64_t B = pool_->block_size();
+    int64_t n = 0;
+    for (int64_t k = 0; k < int64_t(table_.size()) && (k + 1) * B <= next_position_; ++k) {
+        if (table_[size_t(k)] < 0 || k == keep) continue;
+        bool all = true;
+        for (int64_t lh = 0; lh < n_layer_ * n_head_ && all; ++lh)
+            for (int64_t p = k * B; p < (k + 1) * B && all; ++p) all = evicted_[size_t(lh * capacity_ + p)] != 0;
+        if (!all) continue;
+        pool_->release(table_[size_t(k)], sequence_);
+        table_[size_t(k)] = -1;
+        for (int64_t p = k * B; p < (k + 1) * B; ++p) slot_positions_[size_t(p)] = -1;
+        ++n;
+    }
+    return n;
+}
+
 void KvCache::recount_evicted() {
     n_evicted_ = 0;
     for (int64_t il = 0; il < n_layer_ && !evicted_.empty(); ++il)

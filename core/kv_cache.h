@@ -64,6 +64,10 @@
 //   has_evictions()             any flag set (attention takes its unmasked path otherwise)
 //   evicted_keys(il, h)         the predicate attention reads (EvictedKeys)
 //   kept(il, h)                 alive positions of (il, h) not evicted
+//   return_evicted_blocks(keep) paged: full blocks whose every position is evicted in every layer and head
+//                               leave the block table (back to the pool once no checkpoint holds them);
+//                               keep: a logical block to leave mapped (the one a step began writing into,
+//                               which its checkpoint does not hold); returns how many
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -227,6 +231,7 @@ public:
         return EvictedKeys{evicted_.data() + size_t((il * n_head_ + h) * capacity_), this};
     }
     int64_t kept(int64_t il, int64_t h) const;
+    int64_t return_evicted_blocks(int64_t keep = -1);
     bool alive(int64_t position) const;  // written, below the pointer, its slot not reused since
     int64_t slot_of_position(int64_t position) const { return slot_of(position); }
 

@@ -27,8 +27,6 @@ void validate(const SessionOptions& o) {
         if (o.window > 0 || o.sinks > 0)
             throw UsageError("eviction policy " + name + " decides which positions stay: leave out --window/--sinks "
                              "(--evict window+sinks --evict-sinks S is the window as a policy)");
-        if (o.block_size > 0)
-            throw UsageError("eviction policy " + name + " works on the contiguous cache for now: leave out --block-size");
         if (!o.use_cache) throw UsageError("eviction policy " + name + " evicts from the KV cache: keep the cache on");
     }
 }
@@ -296,6 +294,10 @@ void Session::evict_after(Pending& p) {
     const bool prompt_done = p.phase == Phase::Decode || n_prompt_done_ + int64_t(p.tokens.size()) >= P;
     policy_.decide(cache_, prompt_done, p.evictions);
     for (const EvictionEvent& e : p.evictions) cache_.evict(e.layer, e.kv_head, e.position);
+    // The block the step began writing into is not held by its checkpoint: it stays mapped until a later step.
+    const int64_t B = cache_.block_size();
+    const int64_t started = first - p.n_adopted;  // where the step's checkpoint was taken
+    cache_.return_evicted_blocks(B > 0 && options_.history && started % B != 0 ? started / B : -1);
     if (options_.history) undo_.back().evictions = p.evictions;
 }
 
@@ -555,10 +557,11 @@ bool Session::step_back() {
     }
     if (undo_.empty()) return false;
     Undo& u = undo_.back();
+    // The cache first: a block the step returned to the pool comes back, then its flags are cleared.
+    cache_.restore(u.cache);
     for (auto e = u.evictions.rbegin(); e != u.evictions.rend(); ++e)
         e->restored ? cache_.evict(e->layer, e->kv_head, e->position) : cache_.unevict(e->layer, e->kv_head, e->position);
     if (policy_.active()) policy_.load(u.policy);
-    cache_.restore(u.cache);
     sampler_.set_rng_state(u.rng_state);
     generated_.resize(u.n_generated);
     n_prompt_done_ = u.n_prompt_done;
