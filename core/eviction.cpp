@@ -162,6 +162,11 @@ bool EvictionPolicy::observes(int64_t position, int64_t prompt_length) const {
     }
 }
 
+bool EvictionPolicy::observing() const {
+    return spec_.kind == EvictionPolicyKind::H2O ||
+           ((spec_.kind == EvictionPolicyKind::SnapKV || spec_.kind == EvictionPolicyKind::Pyramid) && !compressed_);
+}
+
 void EvictionPolicy::observe(int64_t il, int64_t kv, const float* weights, int64_t stride, const KeyRange& keys) {
     double* s = scores_.data() + (il * n_kv_head_ + kv) * max_positions_;
     for (int64_t j = 0; j < keys.count(); ++j) {
@@ -281,7 +286,10 @@ EvictionPolicy::Saved EvictionPolicy::save(int64_t n_positions) const {
     s.compressed = compressed_;
     s.window_mark = window_mark_;
     s.n_positions = std::min(n_positions, max_positions_);
-    if (scores_.empty()) return s;
+    if (scores_.empty() || compressed_) {  // compressed: the scores decide nothing any more
+        s.n_positions = 0;
+        return s;
+    }
     s.scores.resize(size_t(n_layer_ * n_kv_head_ * s.n_positions));
     for (int64_t lh = 0; lh < n_layer_ * n_kv_head_; ++lh)
         std::copy_n(scores_.begin() + lh * max_positions_, s.n_positions, s.scores.begin() + lh * s.n_positions);

@@ -82,6 +82,7 @@ public:
     bool active() const { return spec_.active(); }
     // Does the query at `position` need its weights observed (prompt_length: the prompt's positions).
     bool observes(int64_t position, int64_t prompt_length) const;
+    bool observing() const;               // may any query still be observed (h2o; snapkv before compressing)
     // weights (G, stride) over the keys of `keys` (attention.h order) for K/V head kv of layer il.
     void observe(int64_t il, int64_t kv, const float* weights, int64_t stride, const KeyRange& keys);
     // The rows first_position .. +n of a step that just ran: their weights (recomputed with attend_group

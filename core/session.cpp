@@ -35,16 +35,18 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {
     validate(options_);
     validate(options_.kv_quant, model_->config().head_dim());
+    window_ = options_.window;
+    sinks_ = options_.sinks;
     if (options_.eviction.kind == EvictionPolicyKind::WindowSinks) {
         // The window rule inside a chunk; the policy's flags then mark what left it (eviction.h).
-        options_.window = options_.eviction.budget - options_.eviction.sinks + 1;
-        options_.sinks = options_.eviction.sinks;
+        window_ = options_.eviction.budget - options_.eviction.sinks + 1;
+        sinks_ = options_.eviction.sinks;
     }
-    if (options_.kv_quant.format == KvQuant::Int4 && options_.window > 0)
+    if (options_.kv_quant.format == KvQuant::Int4 && window_ > 0)
         throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
     // would be neither the model nor a clean experiment, so the two are not combined.
-    if (options_.window > 0 && model_->config().has_sliding_layers())
+    if (window_ > 0 && model_->config().has_sliding_layers())
         throw UsageError("this model has its own sliding window (" + model_->config().describe_windows() +
                          "): --window cannot be combined with it");
     // Learned or sinusoidal positions are added to the input once; only rotary keys carry a position
@@ -96,12 +98,12 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.kv_heads() || pool->head_dim() != cfg.head_dim() ||
                  pool->block_size() != options_.block_size || pool->bf16() != model_->weights().bf16)
             throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
-        cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
+        cache_ = KvCache(std::move(pool), n_total, window_, sinks_);
         cache_.set_sequence(sequence_);
         cache_.set_sink_positions(options_.sink_positions);
     } else {
         capacity = chunk_capacity(n_total, chunk);
-        cache_ = model_->make_cache(capacity, options_.window, options_.sinks, options_.kv_quant);
+        cache_ = model_->make_cache(capacity, window_, sinks_, options_.kv_quant);
         cache_.set_sink_positions(options_.sink_positions);
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(source_.size())));
@@ -120,15 +122,15 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
 
 int64_t Session::chunk_capacity(int64_t n_total, int64_t chunk) const {
     // Without a window every position stays alive. With one, a chunk of n needs W-1+n slots (kv_cache.h).
-    if (options_.window == 0) return n_total;
-    return std::min(n_total, options_.sinks + options_.window + chunk - 1);
+    if (window_ == 0) return n_total;
+    return std::min(n_total, sinks_ + window_ + chunk - 1);
 }
 
 void Session::fit_turn(int64_t n_total, int64_t chunk) {
     if (cache_.paged()) {
         const int64_t B = options_.block_size, blocks = pool_blocks_for(n_total, B);
         std::shared_ptr<BlockPool> pool = cache_.share_pool();
-        if (shared_pool_ && options_.window == 0) {
+        if (shared_pool_ && window_ == 0) {
             // Other sequences draw on the same blocks: this turn may only take what is free now. (With a
             // window, blocks that leave it return to the pool as the turn runs: each step checks then.)
             const int64_t mapped = int64_t(cache_.block_table().size());
@@ -278,8 +280,7 @@ void Session::prepare(Pending& p, Phase phase) {
     p.chunk.logits = p.predicts ? logits_.data() : nullptr;
     p.chunk.probe = options_.record ? &p.probe : nullptr;
     p.chunk.encoder = encoder_.get();
-    const EvictionPolicyKind kind = options_.eviction.kind;
-    if (kind == EvictionPolicyKind::H2O || kind == EvictionPolicyKind::SnapKV || kind == EvictionPolicyKind::Pyramid) {
+    if (policy_.observing()) {
         const ModelConfig& cfg = model_->config();
         queries_.resize(size_t(cfg.n_layer * p.chunk.n_tokens * cfg.q_width()));
         p.chunk.queries = queries_.data();
@@ -382,12 +383,12 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     id.cache_on = options_.use_cache;
     id.first_position = cache_.next_position() - int64_t(p.tokens.size());
     id.tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
-    id.window = options_.window;
+    id.window = window_;
     id.sinks = cache_.sinks();
     id.sink_positions = cache_.sink_positions();
     id.turn = int64_t(turns_.size()) - 1;
     id.shift_cache_hidden_pairs =
-        shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), options_.window);
+        shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), window_);
     StepCost& cost = rec->cost;
     cost.n_rows_computed = n_computed;
     cost.first_computed_position = first_computed;
@@ -459,14 +460,14 @@ const StepRecord& Session::run_uncached(Pending& p) {
     // A paged cache keeps its blocks (other sequences may share them): the recompute runs in a scratch
     // ring, and only the new positions' rows, equal bit for bit, are then written to the paged cache.
     const bool paged = cache_.paged();
-    KvCache scratch = paged ? model_->make_cache(end, options_.window, options_.sinks) : KvCache{};
+    KvCache scratch = paged ? model_->make_cache(end, window_, sinks_) : KvCache{};
     scratch.set_sink_positions(options_.sink_positions);
     KvCache& target = paged ? scratch : cache_;
     const int64_t first_new = cache_.next_position();
     target.reset();
     // A chunk of n needs W-1+n slots once the ring wraps. When the sequence fits the ring it never
     // wraps (and W may exceed the ring: set_prompt clamps the capacity to the sequence), so one pass.
-    const int64_t piece = options_.window > 0 && end > target.capacity() ? target.capacity() - target.sinks() - options_.window + 1
+    const int64_t piece = window_ > 0 && end > target.capacity() ? target.capacity() - target.sinks() - window_ + 1
                                                                          : target.capacity();
     double flops = 0;
     ChunkProbe whole;

@@ -192,6 +192,8 @@ private:
     EvictionPolicy policy_;
     std::vector<float> queries_; // (L, T, H*D) the step's queries, for the policy
     void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
+    // The window and sinks the cache applies: options().window / sinks, or window+sinks's (eviction.h)
+    int64_t window_ = 0, sinks_ = 0;
 };
 
 }  // namespace kvscope

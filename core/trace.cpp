@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "attention.h"
 #include "errors.h"
@@ -115,6 +116,17 @@ AttentionRows::AttentionRows(const Trace& trace, size_t step, int64_t layer, int
                              " was computed by a step that was not recorded");
     }
     evicted_ = evicted_before(trace, step, layer, head, first_key_, n_key_);
+}
+
+std::vector<EvictionEvent> evicted_after(const Trace& trace, size_t step, int64_t il, int64_t kv) {
+    std::map<int64_t, EvictionEvent> by_position;  // the latest event of each position
+    for (size_t s = 0; s <= step && s < trace.size(); ++s)
+        for (const EvictionEvent& e : trace[s].eviction.events)
+            if (e.layer == il && e.kv_head == kv) by_position[e.position] = e;
+    std::vector<EvictionEvent> in_effect;
+    for (const auto& [p, e] : by_position)
+        if (!e.restored) in_effect.push_back(e);
+    return in_effect;
 }
 
 std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il, int64_t h, int64_t first, int64_t P) {

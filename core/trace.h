@@ -177,6 +177,9 @@ private:
 // (P) 1 where the key of layer il, query head h's K/V head was evicted when step `step` attended, for the
 // positions first .. first + P - 1: the events of the steps before it. Empty when there are none.
 std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il, int64_t h, int64_t first, int64_t P);
+// The evictions of layer il, K/V head kv in effect in the cache `step` left behind (its own included):
+// the event that evicted each position, ascending by position; restored positions left out.
+std::vector<EvictionEvent> evicted_after(const Trace& trace, size_t step, int64_t il, int64_t kv);
 
 // Attention of one step, layer and head: rows = the step's computed queries, columns = every key
 // position any of them could see (key_positions[0] .. last query position; with sinks from 0, the

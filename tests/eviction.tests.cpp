@@ -345,6 +345,15 @@ TEST_CASE("h2o, snapkv and pyramid evict down to the budget, per K/V head, and v
                 for (int64_t kv = 0; kv < K; ++kv)
                     CHECK(after_prompt.kept[size_t(il * K + kv)] == std::min<int64_t>(budgets[size_t(il)], 16));
             while (s.next() != Session::Next::Done) s.step();
+            // the cache panel's list (evicted_after) is the cache's own flags after the last step
+            for (int64_t il = 0; il < L; ++il)
+                for (int64_t kv = 0; kv < K; ++kv) {
+                    std::vector<int64_t> listed, flagged;
+                    for (const EvictionEvent& e : evicted_after(s.trace(), s.trace().size() - 1, il, kv)) listed.push_back(e.position);
+                    for (int64_t p = 0; p < s.cache().next_position(); ++p)
+                        if (s.cache().evicted(il, kv, p)) flagged.push_back(p);
+                    CHECK(listed == flagged);
+                }
             // every evicted key of every step shows as masked, with weight 0, in the views of later steps
             const Trace& t = s.trace();
             const int64_t last = int64_t(t.size()) - 1;
