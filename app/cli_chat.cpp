@@ -173,6 +173,7 @@ int cli_chat(int argc, char** argv) {
     add_sampling_options(args, "random seed for sampling (default 0)")
         .flag("--json", "print one JSON object per turn instead of the replies' text");
     add_kv_quant_options(args);
+    add_eviction_options(args);
     add_threads_option(args);
     args.epilogue("The model folder needs tokenizer files and a tokenizer_config.json with a chat template kvscope "
                   "renders (" + std::string(chat_templates_rendered()) + "). Replies end at the template's end-of-turn "
@@ -191,6 +192,7 @@ int cli_chat(int argc, char** argv) {
     options.block_size = args.integer("--block-size", 0, 1, 1 << 20);
     options.sampling = sampling_from(args);
     options.kv_quant = kv_quant_from(args);
+    options.eviction = eviction_from(args);
     validate(options);
     TurnSource source(args.text("--turns").value_or("-"));
     apply_threads(args);

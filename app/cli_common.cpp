@@ -63,6 +63,42 @@ KvQuantSpec kv_quant_from(const CliArgs& args) {
     return q;
 }
 
+CliArgs& add_eviction_options(CliArgs& args) {
+    return args.option("--evict", "POLICY", "evict K/V per layer and K/V head under --kv-budget (README \"Eviction under a "
+                                            "budget\"): oracle-off (keep all), window+sinks, h2o, snapkv, pyramid")
+        .option("--kv-budget", "N", "with --evict: positions each layer and K/V head keeps between steps (pyramid: the mean)")
+        .option("--evict-sinks", "S", "window+sinks: the first S positions always stay (default 0)")
+        .option("--evict-recent", "R", "h2o: the R most recent positions always stay (default N/2)")
+        .option("--evict-obs", "W", "snapkv, pyramid: the last W prompt queries score the keys (default 8)")
+        .option("--evict-pool", "K", "snapkv, pyramid: pool the scores over K neighbours, K odd (default 7)")
+        .option("--evict-pool-kind", "max|avg", "snapkv, pyramid: how the pool combines them (default avg)");
+}
+
+EvictionSpec eviction_from(const CliArgs& args) {
+    EvictionSpec e;
+    const char* parameters[] = {"--kv-budget", "--evict-sinks", "--evict-recent", "--evict-obs", "--evict-pool", "--evict-pool-kind"};
+    if (!args.has("--evict")) {
+        for (const char* p : parameters)
+            if (args.has(p)) throw UsageError(std::string(p) + " is a parameter of an eviction policy: give --evict POLICY too");
+        return e;
+    }
+    e.kind = parse_eviction_policy(*args.text("--evict"));
+    if (e.active() && !args.has("--kv-budget"))
+        throw UsageError(std::string("--evict ") + eviction_policy_name(e.kind) + " needs --kv-budget N (positions kept per layer and K/V head)");
+    e.budget = args.integer("--kv-budget", 0, INT64_MIN, INT64_MAX);
+    e.sinks = args.integer("--evict-sinks", e.sinks, INT64_MIN, INT64_MAX);
+    e.recent = args.integer("--evict-recent", e.recent, INT64_MIN, INT64_MAX);
+    e.obs = args.integer("--evict-obs", e.obs, INT64_MIN, INT64_MAX);
+    e.pool = args.integer("--evict-pool", e.pool, INT64_MIN, INT64_MAX);
+    if (const auto kind = args.text("--evict-pool-kind")) {
+        if (*kind == "max") e.pool_kind = PoolKind::Max;
+        else if (*kind != "avg") throw UsageError("--evict-pool-kind must be max or avg, got '" + *kind + "'");
+    }
+    if (args.has("--evict-recent") && e.recent < 0) throw UsageError("--evict-recent must be >= 0, got " + std::to_string(e.recent));
+    validate(e);
+    return e;
+}
+
 CliArgs& add_plot_options(CliArgs& args, bool folder) {
     if (folder) args.option("--format", "png|svg", "the heatmaps' file format (default png; svg: vector, for papers)");
     return args.option("--scale", "N", "PNG pixels per plot pixel, 1..8 (default 1; SVG ignores it)");

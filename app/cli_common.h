@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_args.h"
+#include "eviction.h"
 #include "model.h"
 #include "plot.h"
 #include "sampler.h"
@@ -24,6 +25,10 @@ SamplerOptions sampling_from(const CliArgs& args);
 // head_dim is checked with the model, by the session). Throws UsageError.
 CliArgs& add_kv_quant_options(CliArgs& args);
 KvQuantSpec kv_quant_from(const CliArgs& args);
+// --evict POLICY, --kv-budget N, --evict-sinks S, --evict-recent R, --evict-obs W, --evict-pool K,
+// --evict-pool-kind max|avg (core/eviction.h); eviction_from reads and validates them. Throws UsageError.
+CliArgs& add_eviction_options(CliArgs& args);
+EvictionSpec eviction_from(const CliArgs& args);
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 // Figures for papers (core/plot.h). A folder of heatmaps (generate --trace) takes --format png|svg; a
 // single chart file takes its format from its name (.svg, else PNG). --scale N (1..8) multiplies a PNG's

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 
 #include "cli_commands.h"
 #include "cli_common.h"
@@ -22,6 +23,43 @@ namespace {
 // The bytes the tokens stand for (the real text: a newline is a newline); empty without a tokenizer.
 std::string bytes_of(const Model& model, const std::vector<TokenId>& ids) {
     return model.tokenizer() ? model.tokenizer()->decode(ids) : "";
+}
+
+// Per prompt: what the policy left in the cache after the last step.
+JsonOut eviction_json(const std::vector<const Session*>& all, const EvictionSpec& spec) {
+    JsonOut per_prompt = JsonOut::array();
+    for (const Session* s : all) {
+        const KvCacheView v = s->cache().view();
+        int64_t evicted = 0;
+        for (size_t i = 0; i < s->trace().size(); ++i) evicted += int64_t(s->trace()[i].eviction.events.size());
+        per_prompt.push_back({{"positions", v.next_position},
+                              {"kept", v.kept.empty() ? JsonOut() : JsonOut(v.kept)},
+                              {"kept_rows", v.kept.empty() ? JsonOut() : JsonOut(std::accumulate(v.kept.begin(), v.kept.end(), int64_t(0)))},
+                              {"evicted_now", v.n_evicted},
+                              {"evictions", evicted},
+                              {"bytes_kept", v.bytes_kept}});
+    }
+    return {{"policy", eviction_policy_name(spec.kind)},
+            {"budget", spec.budget},
+            {"shape", {{"layers", all[0]->model().config().n_layer}, {"kv_heads", all[0]->model().config().kv_heads()}}},
+            {"sequences", per_prompt}};
+}
+
+void print_eviction_report(const std::vector<const Session*>& all, const EvictionSpec& spec) {
+    for (const Session* s : all) {
+        const KvCacheView v = s->cache().view();
+        const int64_t rows = std::accumulate(v.kept.begin(), v.kept.end(), int64_t(0));
+        const int64_t n = int64_t(v.kept.size());
+        if (n == 0) {  // nothing evicted
+            std::fprintf(stderr, "eviction %s, budget %lld: nothing evicted, all %lld positions kept\n",
+                         eviction_policy_name(spec.kind), (long long)spec.budget, (long long)v.next_position);
+            continue;
+        }
+        std::fprintf(stderr, "eviction %s, budget %lld: %.1f of %lld positions kept per layer and K/V head on average "
+                             "(%lld rows), %lld bytes of K/V kept\n",
+                     eviction_policy_name(spec.kind), (long long)spec.budget, double(rows) / double(n),
+                     (long long)v.next_position, (long long)rows, (long long)v.bytes_kept);
+    }
 }
 
 }  // namespace
@@ -55,6 +93,7 @@ int cli_generate(int argc, char** argv) {
                                   "created, its parent must exist");
     add_plot_options(args, true);
     add_kv_quant_options(args);
+    add_eviction_options(args);
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
 
@@ -81,6 +120,9 @@ int cli_generate(int argc, char** argv) {
     if (prompt_cache && !options.use_cache)
         throw UsageError(std::string(pc_flag) + " loads and saves the KV cache's rows: leave out --no-cache");
     options.kv_quant = kv_quant_from(args);
+    options.eviction = eviction_from(args);
+    if (prompt_cache && options.eviction.active())
+        throw UsageError(std::string(pc_flag) + " adopts rows no query has scored: leave out --evict");
     if (prompt_cache && options.kv_quant.quantized())
         throw UsageError(std::string(pc_flag) + " keeps float32 rows: leave out --kv-quant");
     options.record = args.has("--trace");
@@ -215,6 +257,13 @@ int cli_generate(int argc, char** argv) {
             {"kv_group", options.kv_quant.group},
             {"kv_residual", options.kv_quant.residual},
             {"share_prefix", options.share_prefix},
+            {"evict", eviction_policy_name(options.eviction.kind)},
+            {"kv_budget", options.eviction.budget},
+            {"evict_sinks", options.eviction.sinks},
+            {"evict_recent", options.eviction.recent_or_default()},
+            {"evict_obs", options.eviction.obs},
+            {"evict_pool", options.eviction.pool},
+            {"evict_pool_kind", pool_kind_name(options.eviction.pool_kind)},
             {"system", or_null(args.text("--system"))},
             {"prompt_cache", or_null(prompt_cache)},
             {"prompt_cache_read_only", args.has("--prompt-cache-ro")},
@@ -230,6 +279,7 @@ int cli_generate(int argc, char** argv) {
         out["timing"] = {{"total_s", t1 - t0}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
                          {"decode_tokens_per_s", decode_tps}};
         out["kv"] = kv_report_json(group);
+        out["eviction"] = eviction_json(all, options.eviction);
         std::printf("%s\n", json_text(out).c_str());
     } else {
         for (const Session* s : all) {
@@ -243,6 +293,7 @@ int cli_generate(int argc, char** argv) {
                      (long long)(int64_t(all.size()) * N), t1 - t0, prefill_s, decode_tps,
                      options.use_cache ? "on" : "off");
         print_kv_report(group);
+        if (options.eviction.active()) print_eviction_report(all, options.eviction);
     }
     return 0;
 }

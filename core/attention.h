@@ -13,14 +13,17 @@
 //   attend_row(out, weights, q, key_at, value_at, keys, D, scale)
 //       weights (keys.count()) = softmax(q·k * scale) over the visible keys in position order;
 //       out (D) = Σ w·v. `weights` also holds the scaled scores on the way.
-//   attend_group(out, weights, stride, q, G, key_at, value_at, keys, D, scale, sink_q)
+//   attend_group(out, weights, stride, q, G, key_at, value_at, keys, D, scale, sink_q, evicted)
 //       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group;
-//       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift)
+//       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift);
+//       evicted(p), when given, masks keys out: score -inf, weight exactly 0 (kv_cache.h eviction)
+//   NoEviction                      the default `evicted`: every key stays (the unmasked code path)
 //   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels.h"
 
@@ -62,6 +65,10 @@ inline KeyRange within_window(KeyRange k, int64_t q, int64_t W) {
     return k;
 }
 
+struct NoEviction {
+    bool operator()(int64_t) const { return false; }
+};
+
 template <class K>  // k: float32 or bfloat16 (uint16_t) row
 inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
     return dot(q, k, D) * scale;
@@ -71,9 +78,11 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
 // q and out are (G, D), weights (G, weights_stride). Each head's numbers are attend_row's bit for bit
 // (the same per-head operations in the same order), but every key and value row is looked up and
 // loaded once for the group, and the heads' serial softmax sums run side by side.
-template <class KeyAt, class ValueAt>
+template <class KeyAt, class ValueAt, class Evicted = NoEviction>
 void attend_group(float* out, float* weights, int64_t weights_stride, const float* q, int64_t G, KeyAt&& key_at,
-                  ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr) {
+                  ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr,
+                  const Evicted& evicted = Evicted{}) {
+    constexpr bool masked = !std::is_same_v<Evicted, NoEviction>;
     using KeyRow = decltype(key_at(int64_t(0)));  // const float* or const uint16_t*
     using ValueRow = decltype(value_at(int64_t(0)));
     constexpr int64_t kBatch = 64;  // rows looked up per kernel call, on the stack
@@ -94,6 +103,11 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
         score(0, sinks, sink_q);
         score(sinks, n, q);
     }
+    // pass 1b: an evicted key scores -inf: it cannot be the maximum, and its weight is set to 0 below
+    if constexpr (masked)
+        for (int64_t j = 0; j < n; ++j)
+            if (evicted(keys.position(j)))
+                for (int64_t g = 0; g < G; ++g) head_weights(g)[j] = -INFINITY;
     // pass 2: softmax, the maximum subtracted first so nothing overflows; each head's sum in position order
     for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
         const int64_t heads = std::min(kMaxHeads, G - g0);
@@ -103,6 +117,9 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
             const float max_score = max_of(w, n);
             for (int64_t j = 0; j < n; ++j) w[j] -= max_score;
             exp_in_place(w, n);
+            if constexpr (masked)  // exactly 0, whatever the exp kernel makes of -inf
+                for (int64_t j = 0; j < n; ++j)
+                    if (evicted(keys.position(j))) w[j] = 0.0f;
         }
         for (int64_t j = 0; j < n; ++j)
             for (int64_t g = 0; g < heads; ++g) sums[g] += head_weights(g0 + g)[j];
@@ -123,10 +140,11 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     }
 }
 
-template <class KeyAt, class ValueAt>
+template <class KeyAt, class ValueAt, class Evicted = NoEviction>
 void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
-                const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr) {
-    attend_group(out, weights, 0, q, 1, key_at, value_at, keys, D, scale, sink_q);
+                const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr,
+                const Evicted& evicted = Evicted{}) {
+    attend_group(out, weights, 0, q, 1, key_at, value_at, keys, D, scale, sink_q, evicted);
 }
 
 }  // namespace kvscope

@@ -365,6 +365,19 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     const char* adopted_from = r.cost.adopted_from == StepCost::Source::PromptCache    ? "prompt_cache"
                                : r.cost.adopted_from == StepCost::Source::SharedPrefix ? "shared_prefix"
                                                                                     : nullptr;
+    JsonOut eviction;  // null without a policy
+    if (!r.eviction.policy.empty()) {
+        JsonOut events = JsonOut::array();
+        for (const EvictionEvent& e : r.eviction.events)
+            events.push_back({{"layer", e.layer}, {"kv_head", e.kv_head}, {"position", e.position}, {"score", e.score},
+                              {"restored", e.restored}});
+        eviction = {{"policy", r.eviction.policy},
+                    {"about", "keys evicted after this step's queries attended; masked from the next step on"},
+                    {"events", events},
+                    {"kept", r.cache.kept.empty() ? JsonOut() : JsonOut(r.cache.kept)},
+                    {"kept_shape", {L, K}},
+                    {"bytes_kept", r.cache.bytes_kept}};
+    }
     JsonOut encoder;  // null for a decoder-only model
     if (r.rows.encoder)
         encoder = {{"source", tokens_entry(tokenizer, r.rows.encoder->source)},
@@ -414,6 +427,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                          {"bytes_used", r.cache.bytes_used},
                          {"bytes_capacity", r.cache.bytes_capacity},
                          {"slot_positions", r.cache.slot_positions}}},
+        {"eviction", eviction},
         {"heatmaps", heatmaps},
         {"files", files}};
     write_file_atomic(folder + "/meta.json", json_text(meta, 2) + "\n");
@@ -462,7 +476,8 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
                          {"seconds", r.cost.seconds},
                          {"compute_seconds", r.cost.compute_seconds},
                          {"flops", r.cost.flops},
-                         {"turn", r.id.turn}});
+                         {"turn", r.id.turn},
+                         {"evicted", r.eviction.events.size()}});
         if (tokenizer) {  // the step's new tokens and its chosen one, as text (put_text)
             JsonOut& st = steps.back();
             std::string bytes;

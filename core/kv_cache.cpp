@@ -96,6 +96,8 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     table_ = std::move(o.table_);
     chains_ = std::move(o.chains_);
     sequence_ = o.sequence_;
+    evicted_ = std::move(o.evicted_), n_evicted_ = o.n_evicted_;
+    o.n_evicted_ = 0;
     o.pool_.reset();
     o.table_.clear();
     return *this;
@@ -256,6 +258,75 @@ void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, con
         std::memcpy(f32_row(1, il, h, position), v, size_t(head_dim_) * sizeof(float));
     }
     if (il == 0 && h == 0) slot_positions_[size_t(slot_of(position))] = position;
+    if (n_evicted_ > 0) {  // a new position in the slot: the old one's flag goes with it
+        uint8_t& flag = evicted_[flag_index(il, h, position)];
+        n_evicted_ -= flag;
+        flag = 0;
+    }
+}
+
+bool KvCache::alive(int64_t position) const {
+    return position >= 0 && position < next_position_ && slot_positions_[size_t(slot_of(position))] == position;
+}
+
+bool KvCache::evict(int64_t il, int64_t h, int64_t position) {
+    if (!alive(position)) return false;
+    if (evicted_.empty()) evicted_.assign(size_t(n_layer_ * n_head_ * capacity_), 0);
+    uint8_t& flag = evicted_[flag_index(il, h, position)];
+    if (flag) return false;
+    flag = 1;
+    ++n_evicted_;
+    return true;
+}
+
+bool KvCache::unevict(int64_t il, int64_t h, int64_t position) {
+    if (n_evicted_ == 0 || !alive(position)) return false;
+    uint8_t& flag = evicted_[flag_index(il, h, position)];
+    if (!flag) return false;
+    flag = 0;
+    --n_evicted_;
+    return true;
+}
+
+int64_t KvCache::kept(int64_t il, int64_t h) const {
+    // What the next query sees besides itself, minus the evicted keys.
+    const KeyRange k = visible_keys(next_position_);
+    int64_t n = 0;
+    for (int64_t j = 0; j < k.count(); ++j) {
+        const int64_t p = k.position(j);
+        if (p < next_position_ && alive(p) && !evicted(il, h, p)) ++n;
+    }
+    return n;
+}
+
+int64_t KvCache::return_evicted_blocks(int64_t keep) {
+    if (!pool_ || n_evicted_ == 0) return 0;
+    const int64_t B = pool_->block_size();
+    int64_t n = 0;
+    for (int64_t k = 0; k < int64_t(table_.size()) && (k + 1) * B <= next_position_; ++k) {
+        if (table_[size_t(k)] < 0 || k == keep) continue;
+        bool all = true;
+        for (int64_t lh = 0; lh < n_layer_ * n_head_ && all; ++lh)
+            for (int64_t p = k * B; p < (k + 1) * B && all; ++p) all = evicted_[size_t(lh * capacity_ + p)] != 0;
+        if (!all) continue;
+        pool_->release(table_[size_t(k)], sequence_);
+        table_[size_t(k)] = -1;
+        for (int64_t p = k * B; p < (k + 1) * B; ++p) slot_positions_[size_t(p)] = -1;
+        ++n;
+    }
+    return n;
+}
+
+void KvCache::recount_evicted() {
+    n_evicted_ = 0;
+    for (int64_t il = 0; il < n_layer_ && !evicted_.empty(); ++il)
+        for (int64_t h = 0; h < n_head_; ++h)
+            for (int64_t s = 0; s < capacity_; ++s) {
+                uint8_t& flag = evicted_[size_t((il * n_head_ + h) * capacity_ + s)];
+                const int64_t p = slot_positions_[size_t(s)];
+                if (flag && !(p >= 0 && p < next_position_)) flag = 0;  // the slot holds no live position
+                n_evicted_ += flag;
+            }
 }
 
 void KvCache::advance(int64_t n_new) {
@@ -308,6 +379,8 @@ int64_t KvCache::adopt_prefix(std::span<const TokenId> tokens, int64_t max_posit
 
 void KvCache::reset() {
     next_position_ = 0;
+    std::fill(evicted_.begin(), evicted_.end(), uint8_t(0));
+    n_evicted_ = 0;
     n_quantized_ = 0;
     std::fill(slot_positions_.begin(), slot_positions_.end(), -1);
     if (!pool_) return;
@@ -320,6 +393,23 @@ void KvCache::reset() {
 
 void KvCache::grow(int64_t capacity) {
     if (capacity <= capacity_) return;
+    // Flags are laid out per slot of the old capacity: note the evicted (il, h, position), set them again.
+    std::vector<int64_t> evicted_entries;  // (n, 3) il, h, position
+    for (int64_t il = 0; il < n_layer_ && n_evicted_ > 0; ++il)
+        for (int64_t h = 0; h < n_head_; ++h)
+            for (int64_t s = 0; s < capacity_; ++s)
+                if (evicted_[size_t((il * n_head_ + h) * capacity_ + s)])
+                    evicted_entries.insert(evicted_entries.end(), {il, h, slot_positions_[size_t(s)]});
+    struct Reflag {
+        KvCache& c;
+        std::vector<int64_t>& e;
+        ~Reflag() {
+            if (c.evicted_.empty()) return;
+            c.evicted_.assign(size_t(c.n_layer_ * c.n_head_ * c.capacity_), 0);
+            c.n_evicted_ = 0;
+            for (size_t i = 0; i < e.size(); i += 3) c.evict(e[i], e[i + 1], e[i + 2]);
+        }
+    } reflag{*this, evicted_entries};
     if (pool_) {
         capacity_ = capacity;
         slot_positions_.resize(size_t(capacity), -1);
@@ -395,6 +485,8 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         if (slot_positions_[size_t(slot)] < 0) continue;
         c.slots.push_back(slot);
         c.slot_positions.push_back(slot_positions_[size_t(slot)]);
+        if (!evicted_.empty())
+            for (int64_t lh = 0; lh < n_layer_ * n_head_; ++lh) c.slot_evicted.push_back(evicted_[size_t(lh * capacity_ + slot)]);
         for (int64_t il = 0; il < n_layer_; ++il)
             for (int kv = 0; kv < 2; ++kv)
                 for (int64_t h = 0; h < n_head_; ++h) {
@@ -439,6 +531,7 @@ void KvCache::restore(KvCacheCheckpoint& c) {
         next_position_ = c.next_position;
         tokens_.resize(size_t(next_position_));
         rebuild_slot_positions();
+        recount_evicted();
         return;
     }
     // Slots written after the checkpoint that held nothing before become empty again.
@@ -459,8 +552,13 @@ void KvCache::restore(KvCacheCheckpoint& c) {
                     std::memcpy(raw_row(kv, il, h, c.slot_positions[i]), src, row_bytes);
                     src += row_bytes;
                 }
+        if (!evicted_.empty())
+            for (int64_t lh = 0; lh < n_layer_ * n_head_; ++lh)
+                evicted_[size_t(lh * capacity_ + slot)] =
+                    c.slot_evicted.empty() ? 0 : c.slot_evicted[size_t(i) * size_t(n_layer_ * n_head_) + size_t(lh)];
     }
     next_position_ = c.next_position;
+    recount_evicted();
     if (int4()) {  // positions the chunk packed are float32 again; the packed copies above the boundary go stale
         const float* row = c.residual_rows.data();
         const int64_t n = int64_t(c.residual_rows.size()) / (n_layer_ * 2 * n_head_ * head_dim_);
@@ -509,6 +607,17 @@ void KvCache::view_into(KvCacheView& out) const {
     out.pool_free = pool_ ? pool_->n_free() : 0;
     out.pool_copies_on_write = pool_ ? pool_->stats().copies_on_write : 0;
     out.pool_positions_adopted = pool_ ? pool_->stats().positions_adopted : 0;
+    out.n_evicted = n_evicted_;
+    if (n_evicted_ == 0) {
+        out.kept.clear();
+        out.bytes_kept = out.bytes_used;
+        return;
+    }
+    out.kept.resize(size_t(n_layer_ * n_head_));
+    int64_t rows = 0;
+    for (int64_t il = 0; il < n_layer_; ++il)
+        for (int64_t h = 0; h < n_head_; ++h) rows += out.kept[size_t(il * n_head_ + h)] = int32_t(kept(il, h));
+    out.bytes_kept = 2 * rows * row_bytes();
 }
 
 }  // namespace kvscope

@@ -53,6 +53,21 @@
 //   bytes_used() / bytes_capacity()   this sequence's view (a shared block counts for each sharer)
 //   view() / view_into(v)       a KvCacheView snapshot; view_into reuses v's vectors (allocates nothing
 //                               once they have grown)
+//
+// Eviction (eviction.h policies; later by hand): one flag per (layer, K/V head, position) that attention
+// honours. An evicted key gets score -inf and weight exactly 0 (attention.h attend_group), so it adds
+// nothing to the softmax sum or the output; the row stays in place (ring) until its slot is reused.
+// A new write to a slot clears its flags; checkpoint/restore save and put back the flags a chunk's
+// writes overwrite. Evicting nothing leaves every number as it was, bit for bit.
+//   evict(il, h, p) / unevict(il, h, p)   set / clear the flag of alive position p (returns whether it changed)
+//   evicted(il, h, p)           is the key of p in layer il, K/V head h evicted
+//   has_evictions()             any flag set (attention takes its unmasked path otherwise)
+//   evicted_keys(il, h)         the predicate attention reads (EvictedKeys)
+//   kept(il, h)                 alive positions of (il, h) not evicted
+//   return_evicted_blocks(keep) paged: full blocks whose every position is evicted in every layer and head
+//                               leave the block table (back to the pool once no checkpoint holds them);
+//                               keep: a logical block to leave mapped (the one a step began writing into,
+//                               which its checkpoint does not hold); returns how many
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -99,6 +114,8 @@ struct KvCacheCheckpoint {
     // int4: float32 K then V rows of the positions residual_from.. that the chunk quantizes, (n, L, 2, H, D)
     int64_t residual_from = 0;
     std::vector<float> residual_rows;
+    // eviction: the flags of `slots` before the write, (slots, L, H); empty while nothing is evicted
+    std::vector<uint8_t> slot_evicted;
 };
 
 // What a cache holds at one moment, as plain values (llama.cpp's llama_kv_cache_view): a StepRecord
@@ -115,6 +132,18 @@ struct KvCacheView {
     std::vector<int32_t> block_table;    // (table) pool block per logical block of B positions, -1 = evicted
     std::vector<int32_t> block_refs;     // (table) reference count of each mapped block, 0 where -1
     int64_t pool_blocks = 0, pool_free = 0, pool_copies_on_write = 0, pool_positions_adopted = 0;
+    // eviction: empty / 0 while nothing is evicted
+    std::vector<int32_t> kept;           // (L, K) alive positions not evicted per layer and K/V head
+    int64_t n_evicted = 0;               // (layer, head, position) entries evicted now
+    int64_t bytes_kept = 0;              // kept rows x row bytes, K and V (ring rows stay in place)
+};
+
+class KvCache;
+// The evicted flags of one (layer, K/V head), as attention asks for them: by absolute position.
+struct EvictedKeys {
+    const uint8_t* flags = nullptr;      // (S) per slot
+    const KvCache* cache = nullptr;
+    bool operator()(int64_t position) const;
 };
 
 class KvCache {
@@ -190,7 +219,29 @@ public:
     KvCacheView view() const;
     void view_into(KvCacheView& out) const;
 
+    // eviction
+    bool evict(int64_t il, int64_t h, int64_t position);
+    bool unevict(int64_t il, int64_t h, int64_t position);
+    bool evicted(int64_t il, int64_t h, int64_t position) const {
+        return n_evicted_ > 0 && evicted_[flag_index(il, h, position)] != 0;
+    }
+    bool has_evictions() const { return n_evicted_ > 0; }
+    int64_t n_evicted() const { return n_evicted_; }
+    EvictedKeys evicted_keys(int64_t il, int64_t h) const {
+        return EvictedKeys{evicted_.data() + size_t((il * n_head_ + h) * capacity_), this};
+    }
+    int64_t kept(int64_t il, int64_t h) const;
+    int64_t return_evicted_blocks(int64_t keep = -1);
+    bool alive(int64_t position) const;  // written, below the pointer, its slot not reused since
+    int64_t slot_of_position(int64_t position) const { return slot_of(position); }
+
 private:
+    size_t flag_index(int64_t il, int64_t h, int64_t position) const {
+        return size_t((il * n_head_ + h) * capacity_ + slot_of(position));
+    }
+    std::vector<uint8_t> evicted_;        // (L, H, S) 1 = the key in that slot is evicted; empty until a first evict
+    int64_t n_evicted_ = 0;
+    void recount_evicted();
     int64_t slot_of(int64_t position) const;
     size_t offset(int64_t il, int64_t h, int64_t slot) const {
         return size_t(((il * n_head_ + h) * capacity_ + slot) * row_elems_);
@@ -266,6 +317,10 @@ inline T* KvCache::row(int kv, int64_t il, int64_t h, int64_t position) const {
     else if constexpr (packed) storage = kv ? &vq_ : &kq_;
     else storage = kv ? &v16_ : &k16_;
     return const_cast<T*>(storage->data()) + offset(il, h, slot_of(position));
+}
+
+inline bool EvictedKeys::operator()(int64_t position) const {
+    return flags[size_t(cache->slot_of_position(position))] != 0;
 }
 
 inline const float* KvCache::key(int64_t il, int64_t h, int64_t position) const { return f32_row(0, il, h, position); }

@@ -212,6 +212,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                 const int64_t row = row0[c] + r;
                 const int64_t pos = ch.cache->next_position() + r;
                 for (int64_t h = 0; h < K; ++h) ch.cache->write(il, h, pos, k_row(row) + h * D, v_row(row) + h * D);
+                if (ch.queries) std::memcpy(ch.queries + (il * ch.n_tokens + r) * Q, q_row(row), size_t(Q) * sizeof(float));
                 if (ch.probe) {  // k and v as the cache holds them (rounded, for a bfloat16 cache), per query head
                     const size_t at = size_t((il * ch.n_tokens + r) * Q);
                     std::memcpy(ch.probe->q.data() + at, q_row(row), size_t(Q) * sizeof(float));
@@ -257,8 +258,12 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
                         turn_back(sink_q.data(), q, heads, D, layer_inv_freq, keys.sink_shift);
                         turned = sink_q.data();
                     }
-                    attend_group(attn + (row0[c] + r) * Q + first_head * D, weights, ws.max_keys(), q, heads, key_at,
-                                 value_at, keys, D, scale, turned);
+                    float* out = attn + (row0[c] + r) * Q + first_head * D;
+                    if (cache.has_evictions())
+                        attend_group(out, weights, ws.max_keys(), q, heads, key_at, value_at, keys, D, scale, turned,
+                                     cache.evicted_keys(il, kv));
+                    else
+                        attend_group(out, weights, ws.max_keys(), q, heads, key_at, value_at, keys, D, scale, turned);
                 }
             };
             if (cache.quantized()) {

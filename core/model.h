@@ -67,6 +67,8 @@ struct Chunk {
     ChunkProbe* probe = nullptr;      // null = record nothing (costs nothing)
     const EncoderOutput* encoder = nullptr;  // encoder-decoder models: the source's cross-attention cache
     double flops = 0;                 // out: floating-point operations spent on this chunk
+    float* queries = nullptr;         // out when given: (L, T, H*D) each row's queries as attention read them
+                                      // (what an eviction policy scores keys with; eviction.h)
 };
 
 class Workspace {

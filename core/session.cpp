@@ -21,6 +21,14 @@ void validate(const SessionOptions& o) {
     if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
     if (o.n_top < 0) throw UsageError("n_top must be >= 0");
     validate(o.sampling);
+    validate(o.eviction);
+    if (o.eviction.active()) {
+        const std::string name = eviction_policy_name(o.eviction.kind);
+        if (o.window > 0 || o.sinks > 0)
+            throw UsageError("eviction policy " + name + " decides which positions stay: leave out --window/--sinks "
+                             "(--evict window+sinks --evict-sinks S is the window as a policy)");
+        if (!o.use_cache) throw UsageError("eviction policy " + name + " evicts from the KV cache: keep the cache on");
+    }
 }
 
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
@@ -28,11 +36,18 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     validate(options_);
     validate(options_.kv_quant, model_->config().head_dim());
     for (TokenId id : options_.forced_tokens) model_->check_token(id);
-    if (options_.kv_quant.format == KvQuant::Int4 && options_.window > 0)
+    window_ = options_.window;
+    sinks_ = options_.sinks;
+    if (options_.eviction.kind == EvictionPolicyKind::WindowSinks) {
+        // The window rule inside a chunk; the policy's flags then mark what left it (eviction.h).
+        window_ = options_.eviction.budget - options_.eviction.sinks + 1;
+        sinks_ = options_.eviction.sinks;
+    }
+    if (options_.kv_quant.format == KvQuant::Int4 && window_ > 0)
         throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
     // would be neither the model nor a clean experiment, so the two are not combined.
-    if (options_.window > 0 && model_->config().has_sliding_layers())
+    if (window_ > 0 && model_->config().has_sliding_layers())
         throw UsageError("this model has its own sliding window (" + model_->config().describe_windows() +
                          "): --window cannot be combined with it");
     // Learned or sinusoidal positions are added to the input once; only rotary keys carry a position
@@ -84,16 +99,19 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.kv_heads() || pool->head_dim() != cfg.head_dim() ||
                  pool->block_size() != options_.block_size || pool->bf16() != model_->weights().bf16)
             throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
-        cache_ = KvCache(std::move(pool), n_total, options_.window, options_.sinks);
+        cache_ = KvCache(std::move(pool), n_total, window_, sinks_);
         cache_.set_sequence(sequence_);
         cache_.set_sink_positions(options_.sink_positions);
     } else {
         capacity = chunk_capacity(n_total, chunk);
-        cache_ = model_->make_cache(capacity, options_.window, options_.sinks, options_.kv_quant);
+        cache_ = model_->make_cache(capacity, window_, sinks_, options_.kv_quant);
         cache_.set_sink_positions(options_.sink_positions);
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(source_.size())));
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
+    policy_ = options_.eviction.active()
+                  ? EvictionPolicy(options_.eviction, cfg.n_layer, cfg.kv_heads(), cfg.n_head / cfg.kv_heads(), n_total)
+                  : EvictionPolicy{};
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
     generated_.reserve(size_t(options_.max_new_tokens));
     latest_ = StepRecord{};
@@ -105,15 +123,15 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
 
 int64_t Session::chunk_capacity(int64_t n_total, int64_t chunk) const {
     // Without a window every position stays alive. With one, a chunk of n needs W-1+n slots (kv_cache.h).
-    if (options_.window == 0) return n_total;
-    return std::min(n_total, options_.sinks + options_.window + chunk - 1);
+    if (window_ == 0) return n_total;
+    return std::min(n_total, sinks_ + window_ + chunk - 1);
 }
 
 void Session::fit_turn(int64_t n_total, int64_t chunk) {
     if (cache_.paged()) {
         const int64_t B = options_.block_size, blocks = pool_blocks_for(n_total, B);
         std::shared_ptr<BlockPool> pool = cache_.share_pool();
-        if (shared_pool_ && options_.window == 0) {
+        if (shared_pool_ && window_ == 0) {
             // Other sequences draw on the same blocks: this turn may only take what is free now. (With a
             // window, blocks that leave it return to the pool as the turn runs: each step checks then.)
             const int64_t mapped = int64_t(cache_.block_table().size());
@@ -129,6 +147,7 @@ void Session::fit_turn(int64_t n_total, int64_t chunk) {
     } else {
         cache_.grow(chunk_capacity(n_total, chunk));
     }
+    policy_.grow(n_total);
     const int64_t capacity = cache_.capacity();
     if (capacity > workspace_.max_rows() || capacity > workspace_.max_keys())
         workspace_ = Workspace(model_->config(), capacity, 1, capacity);
@@ -191,6 +210,7 @@ void Session::reset() {
     generated_.clear();
     n_prompt_done_ = 0;
     cache_.reset();
+    policy_.reset();
     encoder_.reset();
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
@@ -247,6 +267,7 @@ void Session::prepare(Pending& p, Phase phase) {
         u.n_prompt_done = n_prompt_done_;
         u.logits = logits_;
         u.encoder = encoder_;
+        if (policy_.active()) u.policy = policy_.save(cache_.next_position());
         undo_.push_back(std::move(u));
     }
     p.ran_encoder = false;
@@ -260,6 +281,26 @@ void Session::prepare(Pending& p, Phase phase) {
     p.chunk.logits = p.predicts ? logits_.data() : nullptr;
     p.chunk.probe = options_.record ? &p.probe : nullptr;
     p.chunk.encoder = encoder_.get();
+    if (policy_.observing()) {
+        const ModelConfig& cfg = model_->config();
+        queries_.resize(size_t(cfg.n_layer * p.chunk.n_tokens * cfg.q_width()));
+        p.chunk.queries = queries_.data();
+    }
+}
+
+void Session::evict_after(Pending& p) {
+    p.evictions.clear();
+    if (!policy_.active()) return;
+    const int64_t n = p.chunk.n_tokens, first = cache_.next_position() - n, P = int64_t(prompt_.size());
+    if (p.chunk.queries) policy_.observe_chunk(model_->config(), cache_, p.chunk.queries, first, n, P);
+    const bool prompt_done = p.phase == Phase::Decode || n_prompt_done_ + int64_t(p.tokens.size()) >= P;
+    policy_.decide(cache_, prompt_done, p.evictions);
+    for (const EvictionEvent& e : p.evictions) cache_.evict(e.layer, e.kv_head, e.position);
+    // The block the step began writing into is not held by its checkpoint: it stays mapped until a later step.
+    const int64_t B = cache_.block_size();
+    const int64_t started = first - p.n_adopted;  // where the step's checkpoint was taken
+    cache_.return_evicted_blocks(B > 0 && options_.history && started % B != 0 ? started / B : -1);
+    if (options_.history) undo_.back().evictions = p.evictions;
 }
 
 void Session::run_encoder(Pending& p) {
@@ -343,12 +384,12 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     id.cache_on = options_.use_cache;
     id.first_position = cache_.next_position() - int64_t(p.tokens.size());
     id.tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
-    id.window = options_.window;
+    id.window = window_;
     id.sinks = cache_.sinks();
     id.sink_positions = cache_.sink_positions();
     id.turn = int64_t(turns_.size()) - 1;
     id.shift_cache_hidden_pairs =
-        shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), options_.window);
+        shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), window_);
     StepCost& cost = rec->cost;
     cost.n_rows_computed = n_computed;
     cost.first_computed_position = first_computed;
@@ -395,6 +436,8 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rows.ran_encoder = p.ran_encoder;
     cost.seconds = seconds_now() - p.started;
     cost.compute_seconds = p.compute_seconds;
+    rec->eviction.policy = policy_.active() ? eviction_policy_name(options_.eviction.kind) : "";
+    rec->eviction.events.assign(p.evictions.begin(), p.evictions.end());
     cache_.view_into(rec->cache);
     if (options_.record) {
         rows.q = std::move(p.probe.q);
@@ -422,14 +465,14 @@ const StepRecord& Session::run_uncached(Pending& p) {
     // A paged cache keeps its blocks (other sequences may share them): the recompute runs in a scratch
     // ring, and only the new positions' rows, equal bit for bit, are then written to the paged cache.
     const bool paged = cache_.paged();
-    KvCache scratch = paged ? model_->make_cache(end, options_.window, options_.sinks) : KvCache{};
+    KvCache scratch = paged ? model_->make_cache(end, window_, sinks_) : KvCache{};
     scratch.set_sink_positions(options_.sink_positions);
     KvCache& target = paged ? scratch : cache_;
     const int64_t first_new = cache_.next_position();
     target.reset();
     // A chunk of n needs W-1+n slots once the ring wraps. When the sequence fits the ring it never
     // wraps (and W may exceed the ring: set_prompt clamps the capacity to the sequence), so one pass.
-    const int64_t piece = options_.window > 0 && end > target.capacity() ? target.capacity() - target.sinks() - options_.window + 1
+    const int64_t piece = window_ > 0 && end > target.capacity() ? target.capacity() - target.sinks() - window_ + 1
                                                                          : target.capacity();
     double flops = 0;
     ChunkProbe whole;
@@ -491,6 +534,9 @@ const StepRecord& Session::run_step(Phase phase) {
     prepare(p, phase);
     const int64_t first = cache_.next_position();
     try {
+        if (!options_.use_cache && policy_.active())
+            throw UsageError(std::string("eviction policy ") + eviction_policy_name(options_.eviction.kind) +
+                             " evicts from the KV cache: keep the cache on");
         if (!options_.use_cache) return run_uncached(p);
         const double t0 = seconds_now();
         forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
@@ -499,6 +545,7 @@ const StepRecord& Session::run_step(Phase phase) {
         abandon(p);  // nothing was written: take back what prepare() did
         throw;
     }
+    evict_after(p);
     return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visible_keys(first).count() - 1);
 }
 
@@ -516,7 +563,11 @@ bool Session::step_back() {
     }
     if (undo_.empty()) return false;
     Undo& u = undo_.back();
+    // The cache first: a block the step returned to the pool comes back, then its flags are cleared.
     cache_.restore(u.cache);
+    for (auto e = u.evictions.rbegin(); e != u.evictions.rend(); ++e)
+        e->restored ? cache_.evict(e->layer, e->kv_head, e->position) : cache_.unevict(e->layer, e->kv_head, e->position);
+    if (policy_.active()) policy_.load(u.policy);
     sampler_.set_rng_state(u.rng_state);
     generated_.resize(u.n_generated);
     n_prompt_done_ = u.n_prompt_done;
@@ -575,6 +626,7 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     for (size_t i = 0; i < together.size(); ++i) {
         Session* s = together[i];
         pending[i].compute_seconds += batch_seconds;
+        s->evict_after(pending[i]);
         s->finish(pending[i], chunks[i].flops, first[i], chunks[i].n_tokens,
                   s->cache_.visible_keys(first[i]).count() - 1);
     }

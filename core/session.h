@@ -45,6 +45,8 @@
 // Teacher forcing (options.forced_tokens): prompt = a text's first token, max_new_tokens = the rest, and
 // each decode step feeds the text's next token, so the cache (window, sinks, quantization) behaves
 // exactly as in generation while every step's logits predict the text (cache_lab.h measures with it).
+//   policy()                    the eviction policy (options().eviction): after every step it may evict
+//                               keys per (layer, K/V head); the record lists them, step_back restores them
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "eviction.h"
 #include "kv_cache.h"
 #include "kv_quant.h"
 #include "model.h"
@@ -81,6 +84,7 @@ struct SessionOptions {
     std::vector<TokenId> forced_tokens;  // teacher forcing: the k-th token of a reply is forced_tokens[k]
                                          // instead of the sampler's choice (Prediction::forced says so;
                                          // logits, top and entropy stay the model's); past its end, sampling
+    EvictionSpec eviction;               // eviction policy under a budget (eviction.h); ring cache, cache on
 };
 void validate(const SessionOptions& options);  // throws UsageError
 
@@ -122,6 +126,7 @@ public:
     const Trace& trace() const { return trace_; }                  // empty when !history
     const StepRecord* latest() const;                               // newest step's record, or null
     const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
+    const EvictionPolicy& policy() const { return policy_; }
 
     static void step_batch(std::span<Session* const> sessions, Workspace& ws);
     static Workspace make_batch_workspace(std::span<Session* const> sessions);
@@ -134,6 +139,8 @@ private:
         int64_t n_prompt_done = 0;
         std::vector<float> logits;
         std::shared_ptr<const EncoderOutput> encoder;
+        std::vector<EvictionEvent> evictions;  // what the step evicted after it attended
+        EvictionPolicy::Saved policy;          // the policy's state before the step
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
@@ -147,6 +154,7 @@ private:
         double compute_seconds = 0;  // time in forward() and the encoder so far
         Chunk chunk;
         ChunkProbe probe;
+        std::vector<EvictionEvent> evictions;  // decided after the forward pass
     };
     void prepare(Pending& p, Phase phase);
     const StepRecord& finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
@@ -188,6 +196,11 @@ private:
     StepRecord latest_;          // the record of the newest step when !history
     std::vector<Undo> undo_;
     std::vector<float> logits_;  // (V)
+    EvictionPolicy policy_;
+    std::vector<float> queries_; // (L, T, H*D) the step's queries, for the policy
+    void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
+    // The window and sinks the cache applies: options().window / sinks, or window+sinks's (eviction.h)
+    int64_t window_ = 0, sinks_ = 0;
 };
 
 }  // namespace kvscope

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "attention.h"
 #include "errors.h"
@@ -114,6 +115,36 @@ AttentionRows::AttentionRows(const Trace& trace, size_t step, int64_t layer, int
             throw UsageError("step " + std::to_string(step) + ": key of position " + std::to_string(first_key_ + j) +
                              " was computed by a step that was not recorded");
     }
+    evicted_ = evicted_before(trace, step, layer, head, first_key_, n_key_);
+}
+
+std::vector<EvictionEvent> evicted_after(const Trace& trace, size_t step, int64_t il, int64_t kv) {
+    std::map<int64_t, EvictionEvent> by_position;  // the latest event of each position
+    for (size_t s = 0; s <= step && s < trace.size(); ++s)
+        for (const EvictionEvent& e : trace[s].eviction.events)
+            if (e.layer == il && e.kv_head == kv) by_position[e.position] = e;
+    std::vector<EvictionEvent> in_effect;
+    for (const auto& [p, e] : by_position)
+        if (!e.restored) in_effect.push_back(e);
+    return in_effect;
+}
+
+std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il, int64_t h, int64_t first, int64_t P) {
+    std::vector<uint8_t> flags;
+    if (step >= trace.size()) return flags;
+    const RecordedRows& rows = trace[step].rows;
+    const int64_t K = rows.n_kv_head > 0 ? rows.n_kv_head : rows.n_head;
+    const int64_t kv = h / (rows.n_head / K);
+    bool any = false;
+    for (size_t s = 0; s < step; ++s)
+        for (const EvictionEvent& e : trace[s].eviction.events) {
+            if (e.layer != il || e.kv_head != kv || e.position < first || e.position >= first + P) continue;
+            if (flags.empty()) flags.assign(size_t(P), 0);
+            flags[size_t(e.position - first)] = e.restored ? 0 : 1;
+            any = true;
+        }
+    if (any && std::find(flags.begin(), flags.end(), uint8_t(1)) == flags.end()) flags.clear();
+    return flags;
 }
 
 void AttentionRows::row(int64_t i, float* scores, uint8_t* visible, float* weights, float* output) const {
@@ -130,7 +161,7 @@ void AttentionRows::row(int64_t i, float* scores, uint8_t* visible, float* weigh
         turn_back(sink_q.data(), q, 1, D, r.rows.inv_freq_of(layer_).data(), seen.sink_shift);
     }
     for (int64_t j = 0; j < P; ++j) {
-        visible[j] = seen.contains(first_key_ + j) ? 1 : 0;
+        visible[j] = seen.contains(first_key_ + j) && (evicted_.empty() || !evicted_[size_t(j)]) ? 1 : 0;
         if (scores) {
             const bool sink = turned && first_key_ + j < seen.n_sink;
             scores[j] = scaled_score(sink ? sink_q.data() : q, keys_[size_t(j)], D, scale);
@@ -141,8 +172,12 @@ void AttentionRows::row(int64_t i, float* scores, uint8_t* visible, float* weigh
     std::vector<float> out_scratch(output ? 0 : size_t(D));
     auto key_at = [&](int64_t p) { return keys_[size_t(p - first_key_)]; };
     auto value_at = [&](int64_t p) { return values_[size_t(p - first_key_)]; };
-    attend_row(output ? output : out_scratch.data(), visible_weights.data(), q, key_at, value_at, seen, D, scale,
-               turned ? sink_q.data() : nullptr);
+    if (evicted_.empty())
+        attend_row(output ? output : out_scratch.data(), visible_weights.data(), q, key_at, value_at, seen, D, scale,
+                   turned ? sink_q.data() : nullptr);
+    else
+        attend_row(output ? output : out_scratch.data(), visible_weights.data(), q, key_at, value_at, seen, D, scale,
+                   turned ? sink_q.data() : nullptr, [&](int64_t p) { return evicted_[size_t(p - first_key_)] != 0; });
     if (weights) {
         std::fill(weights, weights + P, 0.0f);
         for (int64_t j = 0; j < seen.count(); ++j) weights[seen.position(j) - first_key_] = visible_weights[size_t(j)];

@@ -120,12 +120,27 @@ struct Prediction {
     bool forced = false;                 // `chosen` was given (SessionOptions::forced_tokens), not sampled
 };
 
+// A key that left (or, by hand, came back to) the cache of one layer and K/V head after the step's
+// queries attended: it counts from the next step on (eviction.h).
+struct EvictionEvent {
+    int32_t layer = 0, kv_head = 0;
+    int64_t position = 0;
+    float score = 0;                     // what decided it: the policy's score of this key (eviction.h)
+    bool restored = false;               // true: put back rather than evicted
+};
+
+struct StepEvictions {
+    std::string policy;                  // eviction_policy_name(); "" = no policy
+    std::vector<EvictionEvent> events;   // in (layer, K/V head, position) order
+};
+
 struct StepRecord {
     StepId id;
     StepCost cost;
     RecordedRows rows;
     KvCacheView cache;                   // the cache after the step (KvCache::view)
     Prediction prediction;
+    StepEvictions eviction;              // what the step evicted after its queries attended
 
     bool recorded() const { return !rows.q.empty(); }
     int64_t last_position() const { return id.first_position + int64_t(id.tokens.size()) - 1; }
@@ -159,6 +174,13 @@ private:
     const float* row(bool key, size_t as_of, int64_t il, int64_t h, int64_t position) const;
     std::vector<std::shared_ptr<const StepRecord>> steps_;
 };
+
+// (P) 1 where the key of layer il, query head h's K/V head was evicted when step `step` attended, for the
+// positions first .. first + P - 1: the events of the steps before it. Empty when there are none.
+std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il, int64_t h, int64_t first, int64_t P);
+// The evictions of layer il, K/V head kv in effect in the cache `step` left behind (its own included):
+// the event that evicted each position, ascending by position; restored positions left out.
+std::vector<EvictionEvent> evicted_after(const Trace& trace, size_t step, int64_t il, int64_t kv);
 
 // Attention of one step, layer and head: rows = the step's computed queries, columns = every key
 // position any of them could see (key_positions[0] .. last query position; with sinks from 0, the
@@ -199,6 +221,7 @@ private:
     int64_t layer_ = 0, head_ = 0;
     int64_t n_query_ = 0, n_key_ = 0, first_query_ = 0, first_key_ = 0;
     std::vector<const float*> keys_, values_;  // (P) this head's rows
+    std::vector<uint8_t> evicted_;       // (P) 1 = evicted before this step (earlier steps' events); empty: none
 };
 
 // Cross-attention of one step (encoder-decoder models): rows = the step's computed decoder queries,

@@ -69,6 +69,12 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_help_and_json.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/help_and_json ${kvscope_cli_no_gui})
   set_tests_properties(cli.errors cli.help_and_json PROPERTIES TIMEOUT 180)
+  # generate --evict on assets/llama-gqa (GQA): every eviction the trace records, and its score, recomputed
+  # in numpy from the exported attention weights with tools/eviction_reference.py's rules.
+  add_test(NAME cli.eviction_trace
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_eviction_trace.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/eviction_trace)
+  set_tests_properties(cli.eviction_trace PROPERTIES TIMEOUT 180)
   # The window and generate share one max-new-tokens default (a scripted window under xvfb-run; 77 = skipped).
   if(KVSCOPE_GUI)
     add_test(NAME cli.gui_defaults

@@ -37,6 +37,8 @@ StepTiming time_both(Session& on, Session& off) {
 
 void CacheComparison::sync(const Session& main, const std::function<void(std::string)>& activity) {
     clear();
+    // An eviction policy evicts from the cache: there is no cache-off run of the same computation to compare.
+    if (main.options().eviction.active()) return;
     SessionOptions o = main.options();
     o.record = false;  // twin and shadow only contribute logits, time and FLOPs
     o.history = true;  // steps are rerun for timing

@@ -204,6 +204,9 @@ std::string pending_options(const ViewPrefs& v, const Snapshot& s) {
     change("window", number(double(a.window)), number(double(e.window)));
     change("sinks", number(double(a.sinks)), number(double(e.sinks)));
     change("sink positions", sink_positions_name(a.sink_positions), sink_positions_name(e.sink_positions));
+    change("eviction", eviction_policy_name(a.eviction.kind), eviction_policy_name(e.eviction.kind));
+    change("KV budget", number(double(a.eviction.budget)), number(double(e.eviction.budget)));
+    change("evict sinks", number(double(a.eviction.sinks)), number(double(e.eviction.sinks)));
     change("max new tokens", number(double(a.max_new_tokens)), number(double(e.max_new_tokens)));
     change("temperature", number(a.sampling.temperature), number(e.sampling.temperature));
     change("top-k", number(double(a.sampling.top_k)), number(double(e.sampling.top_k)));
@@ -446,6 +449,18 @@ void draw_controls(PanelContext& c) {
             o.sink_positions = cache_numbered ? SinkPositions::Cache : SinkPositions::Text;
         help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
                     "count as sitting right before the window. Off: every key keeps its own (text) position.");
+        // Eviction under a budget (core/eviction.h); a bad combination is refused when applied, in the error box.
+        int policy = int(o.eviction.kind);
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::Combo("eviction", &policy, "oracle-off\0window+sinks\0h2o\0snapkv\0pyramid\0"))
+            o.eviction.kind = EvictionPolicyKind(policy);
+        help_marker("which positions each layer and K/V head keeps once it holds more than the budget (README \"Eviction "
+                    "under a budget\"); evicted rows are veiled red in the KV cache panel");
+        if (o.eviction.active()) {
+            input64("KV budget", o.eviction.budget, 0, "positions each layer and K/V head keeps between steps (pyramid: the mean)");
+            if (o.eviction.kind == EvictionPolicyKind::WindowSinks)
+                input64("evict sinks", o.eviction.sinks, 0, "window+sinks: the first positions always kept");
+        }
         input64("max new tokens", o.max_new_tokens, 1, "tokens to generate after the prompt");
         {
             // The cache's K/V format: float32 rows, or packed ones (int8 / fp8 per row, int4 KIVI).

@@ -388,7 +388,18 @@ void draw_kv_cache(PanelContext& c) {
         }
     };
     const auto position_of = [&](int64_t slot) { return r->cache.slot_positions[size_t(slot)]; };
+    // Evicted by the policy (core/eviction.h) for this head's K/V head: the event and its deciding score.
+    const std::vector<EvictionEvent> evicted =
+        r->eviction.policy.empty() ? std::vector<EvictionEvent>{}
+                                   : evicted_after(s.trace(), step, layer, v.head / std::max<int64_t>(1, r->rows.n_head / std::max<int64_t>(1, r->rows.n_kv_head)));
+    const auto eviction_of = [&](int64_t p) -> const EvictionEvent* {
+        auto it = std::lower_bound(evicted.begin(), evicted.end(), p, [](const EvictionEvent& e, int64_t x) { return e.position < x; });
+        return p >= 0 && it != evicted.end() && it->position == p ? &*it : nullptr;
+    };
     for (const HeatmapResult* h : {&hk, &hv}) {
+        // evicted by the policy: a red veil (the row may stay in its slot; attention gives it weight 0)
+        runs([&](int64_t slot) { return eviction_of(position_of(slot)) != nullptr; },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(190, 40, 40, 170)); });
         // outside the window: kept in the slot but no longer attended
         runs([&](int64_t slot) { return dimmed(position_of(slot)); },
              [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150)); });
@@ -440,6 +451,9 @@ void draw_kv_cache(PanelContext& c) {
                 if (p >= written_lo && p <= written_hi) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "written this step");
                 if (dimmed(p)) ImGui::TextDisabled("outside the window: no longer attended");
                 if (sink(p)) ImGui::TextColored({0.9f, 0.5f, 0.8f, 1}, "attention sink: kept visible beside the window");
+                if (const EvictionEvent* e = eviction_of(p))
+                    ImGui::TextColored({1, 0.45f, 0.4f, 1}, "evicted by %s (score %.4g): no longer attended",
+                                       r->eviction.policy.c_str(), double(e->score));
             }
             ImGui::EndTooltip();
             if (h->clicked && p >= 0) v.sel_key = p;
@@ -451,8 +465,9 @@ void draw_kv_cache(PanelContext& c) {
         bottom = std::max(bottom, cross_maps(c, *r, ran, layer, v.head, {cx, top.y}, label_w, map_w, gap, map_h + title_h));
     }
     ImGui::SetCursorScreenPos({top.x, bottom + 4});
-    wrapped_disabled("yellow frame and bar = rows written this step, arrow = write pointer, dark = outside the window%s%s",
+    wrapped_disabled("yellow frame and bar = rows written this step, arrow = write pointer, dark = outside the window%s%s%s",
                         visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "",
+                        evicted.empty() ? "" : ", red = evicted by the eviction policy (hover: the score that decided it)",
                         cross ? "; right: the cross cache, one row per source token" : "");
     end_panel();
 }

@@ -1,5 +1,6 @@
 #include "script.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -54,7 +55,8 @@ const Spec kSpecs[] = {
     {"edit", 1, 12, "edit k=v ...", "the keys of options, typed into the Controls' option boxes without applying (pending)"},
     {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, sink-cache=0|1, "
                                           "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N), "
-                                          "kv-quant=none|int8|int4|fp8, kv-group=G, kv-residual=R; restarts"},
+                                          "kv-quant=none|int8|int4|fp8, kv-group=G, kv-residual=R, evict=0..4 (oracle-off, "
+                                          "window+sinks, h2o, snapkv, pyramid), kv-budget=N, evict-sinks=S; restarts"},
     {"model", 1, 1, "model DIR", "load another model folder"},
     {"layer", 1, 1, "layer N", "select a layer"},
     {"head", 1, 1, "head N", "select a head"},
@@ -108,6 +110,9 @@ void set_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
     if (key == "kv-quant") o.kv_quant.format = parse_kv_quant(kv.substr(kv.find('=') + 1));
     if (key == "kv-group") o.kv_quant.group = int64_t(r);
     if (key == "kv-residual") o.kv_quant.residual = int64_t(r);
+    if (key == "evict") o.eviction.kind = EvictionPolicyKind(std::clamp(int64_t(r), int64_t(0), int64_t(4)));
+    if (key == "kv-budget") o.eviction.budget = int64_t(r);
+    if (key == "evict-sinks") o.eviction.sinks = int64_t(r);
 }
 
 bool on_off(const std::string& s, bool& out) {
@@ -237,9 +242,11 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                     bad("expected key=value, got '" + kv + "'");
                 if (key != "chunk" && key != "window" && key != "max-new" && key != "temperature" && key != "top-k" &&
                     key != "top-p" && key != "seed" && key != "sinks" && key != "sink-cache" && key != "block" &&
-                    key != "share" && key != "seqs" && key != "kv-group" && key != "kv-residual")
+                    key != "share" && key != "seqs" && key != "kv-group" && key != "kv-residual" && key != "evict" &&
+                    key != "kv-budget" && key != "evict-sinks")
                     bad("unknown option '" + key + "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, "
-                        "sink-cache, block, share, seqs, kv-quant, kv-group, kv-residual)");
+                        "sink-cache, block, share, seqs, kv-quant, kv-group, kv-residual, evict (0 oracle-off, "
+                        "1 window+sinks, 2 h2o, 3 snapkv, 4 pyramid), kv-budget, evict-sinks)");
             }
         l.output = spec->output;
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||

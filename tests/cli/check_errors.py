@@ -94,6 +94,15 @@ def main():
         ("generate --system text, model without tokenizer",
          ["generate", "--model", no_tokenizer, "--prompt-ids", "1,2", "--system", "x"], 2, "--system", 30),
         ("generate unknown token id", ["generate", "--prompt-ids", "1,99999"], 2, "99999", 30),
+        # Eviction under a budget (README "Eviction under a budget"): refused before any work.
+        ("generate --evict with --kv-budget 0", gen + ["--evict", "h2o", "--kv-budget", "0"], 2, "budget", 30),
+        ("generate --evict with a negative budget", gen + ["--evict", "snapkv", "--kv-budget", "-4"], 2, "budget", 30),
+        ("generate --evict unknown policy", gen + ["--evict", "lru", "--kv-budget", "8"], 2, "lru", 30),
+        ("generate --evict without --kv-budget", gen + ["--evict", "h2o"], 2, "--kv-budget", 30),
+        ("generate --kv-budget without --evict", gen + ["--kv-budget", "8"], 2, "--evict", 30),
+        ("generate --evict with --window", gen + ["--evict", "h2o", "--kv-budget", "8", "--window", "8"], 2, "--window", 30),
+        ("generate --evict with --no-cache", gen + ["--evict", "h2o", "--kv-budget", "8", "--no-cache"], 2, "cache", 30),
+        ("generate --evict-pool even", gen + ["--evict", "snapkv", "--kv-budget", "8", "--evict-pool", "4"], 2, "odd", 30),
         # Quantized K/V (README "Quantized K/V"): refused before anything is computed or written.
         ("generate --kv-quant unknown format", gen + ["--kv-quant", "int3"], 2, "'int3'", 30),
         ("generate --kv-group that does not divide head_dim",
