@@ -124,13 +124,24 @@ std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il,
     const int64_t K = rows.n_kv_head > 0 ? rows.n_kv_head : rows.n_head;
     const int64_t kv = h / (rows.n_head / K);
     bool any = false;
-    for (size_t s = 0; s < step; ++s)
-        for (const EvictionEvent& e : trace[s].eviction.events) {
-            if (e.layer != il || e.kv_head != kv || e.position < first || e.position >= first + P) continue;
-            if (flags.empty()) flags.assign(size_t(P), 0);
-            flags[size_t(e.position - first)] = e.restored ? 0 : 1;
-            any = true;
+    auto set = [&](int64_t position, uint8_t flag) {
+        if (position < first || position >= first + P) return;
+        if (flags.empty()) flags.assign(size_t(P), 0);
+        flags[size_t(position - first)] = flag;
+        any = true;
+    };
+    // In the order they happened: the edits before step s, then what s evicted after it attended.
+    for (size_t s = 0; s <= step; ++s) {
+        for (const CacheEditRecord& r : trace[s].edits) {
+            const CacheEdit& e = r.edit;
+            if (e.kind == CacheEditKind::Patch || (e.layer >= 0 && e.layer != il) || (e.kv_head >= 0 && e.kv_head != kv))
+                continue;
+            set(e.position, e.kind == CacheEditKind::Evict ? 1 : 0);
         }
+        if (s == step) break;
+        for (const EvictionEvent& e : trace[s].eviction.events)
+            if (e.layer == il && e.kv_head == kv) set(e.position, e.restored ? 0 : 1);
+    }
     if (any && std::find(flags.begin(), flags.end(), uint8_t(1)) == flags.end()) flags.clear();
     return flags;
 }
