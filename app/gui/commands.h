@@ -50,14 +50,20 @@ struct ExplainHeads {};                      // every head's previous-token and 
 struct Select { int64_t sequence = 0; };     // the sequence of the batch the panels show
 struct SendChat { std::string text; };       // a user message: the first starts the chat (sets the prompt), later
                                              // ones append a turn to the cache; the reply then runs to its end
+struct EditCache {                           // evict / restore / patch one position between steps (cache_edit.h)
+    CacheEditKind kind = CacheEditKind::Evict;
+    int64_t position = 0;
+    int64_t layer = -1, head = -1;           // -1 = every layer / every K/V head
+    std::string patch_text;                  // Patch: the other prompt, whose run supplies the rows
+};
 
 using Command = std::variant<SetPrompt, SetSource, Prefill, Decode, Step, Run, Pause, Back, Reset, SetCache, SetCompare,
-                             SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select, SendChat>;
+                             SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select, SendChat, EditCache>;
 
 // Where an intent comes from, so its error shows there: the model picker (and a folder dropped on the
-// window), the Export panel, the Heads panel, or Controls for everything else.
-enum class Place { Controls, Model, Export, Heads };
-const char* place_name(Place p);  // "controls" | "model" | "export" | "heads"
+// window), the Export panel, the Heads panel, the Cache edits panel, or Controls for everything else.
+enum class Place { Controls, Model, Export, Heads, Edits };
+const char* place_name(Place p);  // "controls" | "model" | "export" | "heads" | "edits"
 Place place_of(const Command& c);
 
 const char* command_name(const Command& c);

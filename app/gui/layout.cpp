@@ -18,7 +18,7 @@ namespace kvscope::gui {
 namespace {
 
 const char* const kTitles[] = {"Controls", "Heads", "Export", "Token timeline", "Model", "Attention", "KV cache",
-                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens"};
+                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens", "Cache edits"};
 
 struct Arrangement {
     std::vector<Slot> slots;
@@ -63,7 +63,7 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
     s.push_back(slot({left, 0}, {model_left, top}, {Panel::Timeline}));
     s.push_back(slot({model_left, 0}, {d.x, top}, {Panel::Model}));
     s.push_back(slot({left, top}, {mid, bottom}, {Panel::Attention}));
-    s.push_back(slot({mid, top}, {d.x, bottom}, {Panel::KvCache, Panel::Rotary, Panel::Lens}));
+    s.push_back(slot({mid, top}, {d.x, bottom}, {Panel::KvCache, Panel::Rotary, Panel::Lens, Panel::Edits}));
     std::vector<Panel> last = {Panel::Compare};
     if (paged) last.push_back(Panel::Memory);
     if (wide) {

@@ -18,6 +18,7 @@
 //   draw_memory         paged caches: the block pool as a grid coloured by owner, block tables, sharing, COW
 //   draw_rotary         rotary models: each dimension pair's frequency and angle, the selected key before and
 //                       after rotation, the score of the selected query and key at every distance
+//   draw_cache_edits    evict / restore / patch a position between steps; the next prediction before and after
 //   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
 #include <imgui.h>
 
@@ -53,9 +54,11 @@ void draw_model(PanelContext& c);  // model_panel.cpp
 void draw_memory(PanelContext& c);  // memory_panel.cpp
 void draw_rotary(PanelContext& c);  // rotary_panel.cpp
 void draw_logit_lens(PanelContext& c);  // logit_lens_panel.cpp
+void draw_cache_edits(PanelContext& c);  // edits_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
 
-enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens,
+                   Edits };
 const char* panel_title(Panel p);
 
 // The layout: places on the screen, each holding one panel, or several as tabs of one window.

@@ -63,6 +63,7 @@ struct Snapshot {
         bool complete = true;            // a reply still being decoded: false
     };
     std::vector<ChatLine> chat;          // the conversation so far (empty: no chat started)
+    std::vector<CacheEditRecord> pending_edits;  // the selected sequence's edits since its last step
 
     const Model& model() const { return *model_ptr; }
     const Trace& trace() const { return main_trace; }

@@ -57,6 +57,9 @@ struct ViewPrefs {
     float zoom = 1;               // attention map zoom (1 = whole map) and pan centre in uv
     ImVec2 center = {0.5f, 0.5f};
     PlotOutput export_plots;      // the Export panel's heatmap format: PNG (at a scale) or SVG
+    // The Cache edits tab's boxes: the position, layer and K/V head an edit targets (-1 = all), the patch prompt.
+    int64_t edit_position = 0, edit_layer = -1, edit_head = -1;
+    std::string patch_text;
 };
 
 // The step the panels show, or nullptr before the first step.

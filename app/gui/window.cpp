@@ -65,6 +65,7 @@ void draw_panel(gui::Panel p, gui::PanelContext& c) {
     case Panel::Memory: gui::draw_memory(c); break;
     case Panel::Rotary: gui::draw_rotary(c); break;
     case Panel::Lens: gui::draw_logit_lens(c); break;
+    case Panel::Edits: gui::draw_cache_edits(c); break;
     }
 }
 
