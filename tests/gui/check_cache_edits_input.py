@@ -61,14 +61,14 @@ def inner(a):
         for _ in range(2):
             app.click("edit position -")
         app.click("edits restore")
-        app.wait("the refusal in the tab", lambda s: "problem edits" in s["widgets"])
+        app.wait_dump("the refusal in the tab", lambda d: "problem edits" in d["widgets"])
         app.screenshot("restore refused")
         if texts(app).get("edits pending") != "1":
             fail("a refused Restore changed the pending edits: %r" % texts(app).get("edits pending"))
         app.click("Step back")
         wait_text(app, "edits pending", "0")
-        if app.state()["steps"] != 1:
-            fail("Step back undid a step instead of the edit: %d steps" % app.state()["steps"])
+        if app.state()["state"]["steps"] != 1:
+            fail("Step back undid a step instead of the edit: %d steps" % app.state()["state"]["steps"])
         app.screenshot("edit undone")
         print("  ok: Restore of an unevicted position refused in the tab; Step back undid the edit")
     finally:
