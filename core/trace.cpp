@@ -62,6 +62,14 @@ const float* Trace::row(bool key, size_t as_of, int64_t il, int64_t h, int64_t p
         const int64_t a = position - r.id.first_position;
         if (!rows.k_adopted.empty() && a >= 0 && a < r.cost.n_adopted)
             return (key ? rows.k_adopted : rows.v_adopted).data() + (il * r.cost.n_adopted + a) * C + h * rows.head_dim;
+        // A patch made before step s wrote the row the cache held from then on (cache_edit.h, (L, 2, K, D)).
+        const int64_t K = rows.n_kv_head > 0 ? rows.n_kv_head : rows.n_head, kv = h / (rows.n_head / K);
+        for (auto e = r.edits.rbegin(); e != r.edits.rend(); ++e) {
+            const CacheEdit& p = e->edit;
+            if (p.kind == CacheEditKind::Patch && p.position == position && (p.layer < 0 || p.layer == il) &&
+                (p.kv_head < 0 || p.kv_head == kv))
+                return p.rows.data() + ((il * 2 + (key ? 0 : 1)) * K + kv) * rows.head_dim;
+        }
     }
     return nullptr;
 }

@@ -274,6 +274,16 @@ TEST_CASE("a patch with another run's rows gives that run's next logits") {
     Session other(gpt2_model(), greedy(1));
     other.set_prompt(b_next);
     CHECK(first_mismatch(other.step().prediction.logits, patched) == "");
+    // The attention views of the step after the patch read the patched rows: the other run's numbers.
+    for (int64_t il = 0; il < 3; ++il)
+        for (int64_t h = 0; h < 4; ++h) {
+            INFO("layer " << il << " head " << h);
+            const AttentionMap m = attention_map(s.trace(), 1, il, h), o = attention_map(other.trace(), 0, il, h);
+            const std::vector<float> last(o.weights.end() - std::ptrdiff_t(o.n_key), o.weights.end());
+            CHECK(first_mismatch(m.weights, last) == "");
+            const std::vector<float> out(o.output.end() - 8, o.output.end());
+            CHECK(first_mismatch(m.output, out) == "");
+        }
 }
 
 TEST_CASE("bad edits are refused with one line and change nothing") {

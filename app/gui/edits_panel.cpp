@@ -127,8 +127,11 @@ void draw_cache_edits(PanelContext& c) {
         return;
     }
     for (const CacheEditRecord& r : *edits) {
-        ImGui::BulletText("%s position %lld (%s)%s%s", cache_edit_kind_name(r.edit.kind), (long long)r.edit.position,
-                          target(r.edit).c_str(), r.edit.source.empty() ? "" : " from: ", r.edit.source.c_str());
+        ImGui::Bullet();
+        ImGui::SameLine();
+        wrapped_text({0.85f, 0.85f, 0.9f, 1}, "%s position %lld (%s)%s%s", cache_edit_kind_name(r.edit.kind),
+                     (long long)r.edit.position, target(r.edit).c_str(), r.edit.source.empty() ? "" : " from: ",
+                     r.edit.source.c_str());
     }
     draw_comparison(s.model(), edits->back());
     end_panel();
