@@ -613,25 +613,24 @@ void Session::next_step_logits(std::vector<float>& out) {
 const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
     const ModelConfig& cfg = model_->config();
     const int64_t L = cfg.n_layer, K = cfg.kv_heads(), D = cfg.head_dim(), p = edit.position;
-    const std::string kind = cache_edit_kind_name(edit.kind);
     // pass 1: validate; nothing changes before every check passed
-    if (cache_.paged()) throw UsageError(kind + ": cache edits work on the ring cache: leave out --block-size");
-    if (!options_.use_cache) throw UsageError(kind + ": the cache is off: turn it on to edit it");
-    if (cache_.next_position() == 0) throw UsageError(kind + ": the cache is empty: run a step first");
+    if (cache_.paged()) throw UsageError("cache edits work on the ring cache: leave out --block-size");
+    if (!options_.use_cache) throw UsageError("the cache is off: turn it on to edit it");
+    if (cache_.next_position() == 0) throw UsageError("the cache is empty: run a step first");
     if (!cache_.alive(p))
-        throw UsageError(kind + ": position " + std::to_string(p) + " is not in the cache (positions 0.." +
+        throw UsageError("position " + std::to_string(p) + " is not in the cache (positions 0.." +
                          std::to_string(cache_.next_position() - 1) + " were written" +
                          (cache_.window() > 0 ? "; the window keeps only the recent ones)" : ")"));
     if (edit.layer < -1 || edit.layer >= L)
-        throw UsageError(kind + ": layer " + std::to_string(edit.layer) + " does not exist (the model has " +
+        throw UsageError("layer " + std::to_string(edit.layer) + " does not exist (the model has " +
                          std::to_string(L) + " layers, 0.." + std::to_string(L - 1) + "; -1 = all)");
     if (edit.kv_head < -1 || edit.kv_head >= K)
-        throw UsageError(kind + ": K/V head " + std::to_string(edit.kv_head) + " does not exist (the model has " +
+        throw UsageError("K/V head " + std::to_string(edit.kv_head) + " does not exist (the model has " +
                          std::to_string(K) + " K/V heads, 0.." + std::to_string(K - 1) + "; -1 = all)");
     if (edit.kind == CacheEditKind::Patch) {
         if (cache_.quantized()) throw UsageError("patch writes float rows: leave out --kv-quant");
         if (int64_t(edit.rows.size()) != L * 2 * K * D)
-            throw UsageError("patch: the source rows hold " + std::to_string(edit.rows.size()) + " values, this model's " +
+            throw UsageError("the patch rows hold " + std::to_string(edit.rows.size()) + " values, this model's " +
                              std::to_string(L * 2 * K * D) + " (L x 2 x K x D): is the source another model's?");
     }
     EditUndo u;
@@ -644,9 +643,9 @@ const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
             u.entries.insert(u.entries.end(), {int32_t(il), int32_t(h)});
         }
     if (u.entries.empty())
-        throw UsageError(kind + ": position " + std::to_string(p) +
-                         (edit.kind == CacheEditKind::Evict ? " is already evicted" : " is not evicted") +
-                         " in every layer and head asked: nothing to change");
+        throw UsageError("position " + std::to_string(p) +
+                         (edit.kind == CacheEditKind::Evict ? " is already evicted in every layer and head asked: nothing to evict"
+                                                            : " is not evicted in any layer and head asked: nothing to restore"));
     // pass 2: the unedited next-step logits (those of the last step's cache, before any pending edit)
     if (pending_edit_undo_.empty())
         next_step_logits(u.logits_before);
@@ -719,9 +718,9 @@ void Session::undo_edit() {
 std::vector<float> kv_rows_of_run(std::shared_ptr<const Model> model, SessionOptions options, std::vector<TokenId> tokens,
                                   int64_t position) {
     if (position < 0 || position >= int64_t(tokens.size()))
-        throw UsageError("patch: the source has " + std::to_string(tokens.size()) + " tokens: it has no position " +
+        throw UsageError("the patch source has " + std::to_string(tokens.size()) + " tokens: it has no position " +
                          std::to_string(position));
-    if (model->config().encoder_decoder) throw UsageError("patch: encoder-decoder models are not supported yet");
+    if (model->config().encoder_decoder) throw UsageError("patching encoder-decoder models is not supported yet");
     tokens.resize(size_t(position + 1));
     // A side run with the same arithmetic (window, sinks, storage), nothing recorded, nothing evicted.
     options.history = false;

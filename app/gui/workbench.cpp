@@ -449,7 +449,7 @@ void Workbench::operator()(const EditCache& c) {
     e.layer = c.layer;
     e.kv_head = c.head;
     if (c.kind == CacheEditKind::Patch) {
-        if (c.patch_text.empty()) throw UsageError("patch: type the other prompt whose K/V to write");
+        if (c.patch_text.empty()) throw UsageError("type the other prompt whose K/V a patch writes");
         activity("running the patch source: " + c.patch_text);
         e.rows = kv_rows_of_run(sel().share_model(), sel().options(), encode_prompt(sel().model(), c.patch_text), c.position);
         e.source = c.patch_text;
