@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "model.h"
 #include "session.h"
+#include "session_group.h"
 #include "test_models.h"
 #include "trace.h"
 
@@ -313,4 +314,33 @@ TEST_CASE("bad edits are refused with one line and change nothing") {
     CHECK(s.pending_edits().size() == 1);
     CHECK_THROWS_AS(kv_rows_of_run(gpt2_model(), s.options(), prompt, 6), UsageError);
     check_same(finish(s), finish(plain));
+}
+
+TEST_CASE("a group of one sequence edits and steps back through the group; a batch and a paged cache refuse") {
+    const std::vector<int32_t> prompt = random_tokens(51, 6, 61);
+    SessionGroup one(gpt2_model(), greedy(3));
+    one.set_prompts({prompt});
+    one.step();
+    const std::vector<float> before = cache_rows(one.session(0));
+    one.apply_edit(edit_of(CacheEditKind::Evict, 3));
+    CHECK(one.session(0).pending_edits().size() == 1);
+    REQUIRE(one.step_back());  // the edit, not the step
+    CHECK(one.session(0).pending_edits().empty());
+    CHECK(one.session(0).trace().size() == 1);
+    CHECK(first_mismatch(cache_rows(one.session(0)), before) == "");
+
+    GroupOptions two;
+    two.n_seq = 2;
+    SessionGroup batch(gpt2_model(), greedy(3), two);
+    batch.set_prompts({prompt, prompt});
+    batch.step();
+    CHECK_THROWS_AS(batch.apply_edit(edit_of(CacheEditKind::Evict, 3)), UsageError);
+
+    SessionOptions paged = greedy(3);
+    paged.block_size = 4;
+    Session s(gpt2_model(), paged);
+    s.set_prompt(prompt);
+    s.step();
+    CHECK_THROWS_AS(s.apply_edit(edit_of(CacheEditKind::Evict, 3)), UsageError);
+    CHECK(s.pending_edits().empty());
 }
