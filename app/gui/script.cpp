@@ -214,7 +214,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
             Panel p;
             if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
-                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory)");
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, Cache edits)");
         }
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
