@@ -21,6 +21,62 @@ namespace kvscope {
 namespace {
 
 // The bytes the tokens stand for (the real text: a newline is a newline); empty without a tokenizer.
+// One --edit S:KIND:POS[:LAYER[:HEAD]] (patch: S:patch:POS:LAYER|all:TEXT), checked before anything runs.
+struct PlannedEdit {
+    std::string spec;                    // as given, for messages
+    int64_t after_step = 0;
+    CacheEdit edit;                      // rows come later (a patch's side run)
+    std::string patch_text;
+};
+
+std::vector<PlannedEdit> planned_edits(const std::vector<std::string>& specs) {
+    std::vector<PlannedEdit> out;
+    for (const std::string& spec : specs) {
+        const std::string usage =
+            "--edit wants S:evict|restore:POS[:LAYER|all[:HEAD|all]] or S:patch:POS:LAYER|all:TEXT, got '" + spec + "'";
+        std::vector<std::string> parts;  // split at every colon
+        for (size_t at = 0;;) {
+            const size_t colon = spec.find(':', at);
+            parts.push_back(spec.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+            if (colon == std::string::npos) break;
+            at = colon + 1;
+        }
+        auto number = [&](const std::string& s, bool all_ok) {
+            if (all_ok && s == "all") return int64_t(-1);
+            int64_t v = 0;
+            size_t used = 0;
+            try {
+                v = std::stoll(s, &used);
+            } catch (...) {
+                used = 0;
+            }
+            if (used == 0 || used != s.size() || v < 0) throw UsageError(usage);
+            return v;
+        };
+        if (parts.size() < 3) throw UsageError(usage);
+        PlannedEdit e;
+        e.spec = spec;
+        e.after_step = number(parts[0], false);
+        if (parts[1] == "evict") e.edit.kind = CacheEditKind::Evict;
+        else if (parts[1] == "restore") e.edit.kind = CacheEditKind::Restore;
+        else if (parts[1] == "patch") e.edit.kind = CacheEditKind::Patch;
+        else throw UsageError(usage);
+        e.edit.position = number(parts[2], false);
+        if (e.edit.kind == CacheEditKind::Patch) {
+            if (parts.size() < 5) throw UsageError(usage);
+            e.edit.layer = number(parts[3], true);
+            for (size_t i = 4; i < parts.size(); ++i) e.patch_text += (i > 4 ? ":" : "") + parts[i];  // TEXT keeps its colons
+            if (e.patch_text.empty()) throw UsageError(usage);
+        } else {
+            if (parts.size() > 5) throw UsageError(usage);
+            if (parts.size() > 3) e.edit.layer = number(parts[3], true);
+            if (parts.size() > 4) e.edit.kv_head = number(parts[4], true);
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
 std::string bytes_of(const Model& model, const std::vector<TokenId>& ids) {
     return model.tokenizer() ? model.tokenizer()->decode(ids) : "";
 }
@@ -87,6 +143,10 @@ int cli_generate(int argc, char** argv) {
         .option("--prompt-cache-ro", "FILE", "load the prompt's leading K/V rows from FILE, never write it");
     add_sampling_options(args, "random seed for sampling (default 0); with several prompts, prompt i uses S + i")
         .flag("--allow-special", "treat <|endoftext|> in prompt text as the special token")
+        .option("--edit", "S:KIND:POS[:LAYER[:HEAD]]", "after step S (0-based), edit the cache: KIND evict or restore "
+                                                       "position POS in every layer and K/V head, or the one given; "
+                                                       "S:patch:POS:LAYER|all:TEXT writes the K/V a run of TEXT "
+                                                       "computed at POS; repeatable, one prompt", true)
         .option("--dump-logits", "OUT.npy", "write float32 logits [N, V] ([B, N, V] for several prompts)")
         .flag("--json", "print one JSON object instead of text")
         .option("--trace", "DIR", "export every step: heatmaps (PNG or SVG), arrays (.npy), meta (JSON); DIR is "
@@ -126,6 +186,7 @@ int cli_generate(int argc, char** argv) {
     if (prompt_cache && options.kv_quant.quantized())
         throw UsageError(std::string(pc_flag) + " keeps float32 rows: leave out --kv-quant");
     options.record = args.has("--trace");
+    const std::vector<PlannedEdit> edits = planned_edits(args.all("--edit"));
     options.sampling = sampling_from(args);
     validate(options);
     // Every output is checked before any work (core/output_path.h); a batch's trace is one seqN folder per prompt.
@@ -171,6 +232,25 @@ int cli_generate(int argc, char** argv) {
     const double t0 = seconds_now();
     double t_first = 0;
     Progress progress("generate", options.max_new_tokens);
+    int64_t n_steps = 0;
+    std::vector<CacheEditRecord> edits_done;  // every --edit, in order, as applied
+    auto apply_edits = [&] {
+        for (const PlannedEdit& e : edits) {
+            if (e.after_step != n_steps - 1) continue;
+            CacheEdit edit = e.edit;
+            try {
+                if (edit.kind == CacheEditKind::Patch) {
+                    edit.rows = kv_rows_of_run(model, all[0]->options(),
+                                               encode_text(*model, e.patch_text, "--edit", args.has("--allow-special")),
+                                               edit.position);
+                    edit.source = e.patch_text;
+                }
+                edits_done.push_back(group.apply_edit(std::move(edit)));
+            } catch (const UsageError& x) {
+                throw UsageError("--edit " + e.spec + ": " + x.what());
+            }
+        }
+    };
     while (group.next() != Session::Next::Done) {
         const Session& s0 = *all[0];
         const int64_t left = int64_t(s0.prompt().size()) - s0.n_prompt_done();
@@ -180,8 +260,14 @@ int cli_generate(int argc, char** argv) {
                                   " of " + std::to_string(left) + " prompt tokens left"
                             : "decode");
         group.step();
+        ++n_steps;
         if (t_first == 0 && !all[0]->generated().empty()) t_first = seconds_now();
+        apply_edits();
     }
+    for (const PlannedEdit& e : edits)
+        if (e.after_step >= n_steps)
+            throw UsageError("--edit " + e.spec + ": the run has " + std::to_string(n_steps) + " steps (0.." +
+                             std::to_string(n_steps - 1) + ")");
     progress.update(int64_t(all[0]->generated().size()));
     progress.finish();
     const double t1 = seconds_now();
@@ -280,6 +366,15 @@ int cli_generate(int argc, char** argv) {
                          {"decode_tokens_per_s", decode_tps}};
         out["kv"] = kv_report_json(group);
         out["eviction"] = eviction_json(all, options.eviction);
+        if (!edits.empty()) {  // each --edit as applied, with the step that ran after it (null: none did)
+            JsonOut list = edits_json(model->tokenizer(), edits_done);
+            for (size_t i = 0; i < edits.size(); ++i) {
+                const int64_t next = edits[i].after_step + 1;
+                list[i]["after_step"] = edits[i].after_step;
+                list[i]["before_step"] = next < n_steps ? JsonOut(next) : JsonOut();
+            }
+            out["edits"] = list;
+        }
         std::printf("%s\n", json_text(out).c_str());
     } else {
         for (const Session* s : all) {

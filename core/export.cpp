@@ -75,6 +75,39 @@ std::string mask_rule(int64_t window, int64_t sinks) {
 
 }  // namespace
 
+// The cache edits made before a step (cache_edit.h): what changed, and the next prediction before / after.
+JsonOut edits_json(const Tokenizer* tokenizer, const std::vector<CacheEditRecord>& edits) {
+    JsonOut out = JsonOut::array();
+    for (const CacheEditRecord& r : edits) {
+        const EditComparison& c = r.effect;
+        JsonOut movers = JsonOut::array();
+        for (const TokenShift& m : c.movers) {
+            JsonOut e = token_entry(tokenizer, m.token);
+            e["p_before"] = m.p_before;
+            e["p_after"] = m.p_after;
+            movers.push_back(e);
+        }
+        out.push_back({{"kind", cache_edit_kind_name(r.edit.kind)},
+                       {"position", r.edit.position},
+                       {"layer", r.edit.layer < 0 ? JsonOut("all") : JsonOut(r.edit.layer)},
+                       {"kv_head", r.edit.kv_head < 0 ? JsonOut("all") : JsonOut(r.edit.kv_head)},
+                       {"source", r.edit.kind == CacheEditKind::Patch ? JsonOut(r.edit.source) : JsonOut()},
+                       {"n_changed", r.n_changed},
+                       {"next_position", c.position},
+                       {"next_token", token_entry(tokenizer, c.token)},
+                       {"kl", c.kl},
+                       {"kl_is", "KL(before || after) in nats, softmax of the logits in double; before = no edit since the "
+                                 "previous step, after = every edit up to this one"},
+                       {"top1_before", token_entry(tokenizer, c.top1_before)},
+                       {"p_top1_before", c.p_top1_before},
+                       {"top1_after", token_entry(tokenizer, c.top1_after)},
+                       {"p_top1_after", c.p_top1_after},
+                       {"movers", movers}});
+    }
+    return out;
+}
+
+
 void write_heatmap_png(const std::string& path, int64_t rows, int64_t cols, const float* values,
                        const uint8_t* visible, float lo, float hi) {
     write_heatmap_png(path, rows, cols, values, visible, lo, hi, viridis());
@@ -429,7 +462,8 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
                          {"slot_positions", r.cache.slot_positions}}},
         {"eviction", eviction},
         {"heatmaps", heatmaps},
-        {"files", files}};
+        {"files", files},
+        {"edits", edits_json(tokenizer, r.edits)}};
     write_file_atomic(folder + "/meta.json", json_text(meta, 2) + "\n");
     return folder;
 }

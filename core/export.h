@@ -6,8 +6,9 @@
 //                                        null), query/key positions, phase, shapes, mask {first_query_position,
 //                                        first_key_position, own_key_column, window, sinks, values, rule},
 //                                        chosen token, top-k, entropy, flops, seconds, cache state, heatmaps
-//                                        {written, reason}, and "files": every file with dtype, shape, axes
-//                                        and meaning (PNGs also where their cells are)
+//                                        {written, reason}, "files": every file with dtype, shape, axes
+//                                        and meaning (PNGs also where their cells are), and "edits": the
+//                                        cache edits made before the step (edits_json)
 //   step_0003/l01_h05_weights.png        softmax weights, viridis on [0, 1], with a title, query positions
 //                                        down the left, key positions along the bottom (with a tokenizer,
 //                                        each ticked position's token text too) and a colour bar
@@ -46,6 +47,7 @@
 #include <string>
 
 #include "colormap.h"
+#include "json_write.h"
 #include "plot.h"
 #include "tokenizer.h"
 #include "trace.h"
@@ -63,6 +65,9 @@ struct ExportScope {
 
 std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
                         const ExportScope& scope = {});
+// Cache edits (cache_edit.h) as meta.json's "edits" lists them: kind, position, layer, kv_head ("all" or a
+// number), source, n_changed, next_position, next_token, kl, top1 before / after, movers.
+JsonOut edits_json(const Tokenizer* tokenizer, const std::vector<CacheEditRecord>& edits);
 int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir,
                   const ExportScope& scope = {}, const std::function<void(size_t)>& on_step = {});
 

@@ -115,6 +115,8 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     logits_.assign(size_t(cfg.n_vocab), 0.0f);
     generated_.reserve(size_t(options_.max_new_tokens));
     latest_ = StepRecord{};
+    pending_edits_.clear();
+    pending_edit_undo_.clear();
     latest_.prediction.top.reserve(size_t(options_.n_top));
     turns_ = {Turn{0, P, "", options_.max_new_tokens}};
     turn_undo_.clear();
@@ -215,6 +217,8 @@ void Session::reset() {
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
     undo_.clear();
+    pending_edits_.clear();
+    pending_edit_undo_.clear();
     latest_.id.tokens.clear();
     latest_.id.index = 0;
     std::fill(logits_.begin(), logits_.end(), 0.0f);
@@ -438,6 +442,13 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     cost.compute_seconds = p.compute_seconds;
     rec->eviction.policy = policy_.active() ? eviction_policy_name(options_.eviction.kind) : "";
     rec->eviction.events.assign(p.evictions.begin(), p.evictions.end());
+    rec->edits = pending_edits_;
+    if (options_.history) {
+        undo_.back().edits = std::move(pending_edits_);
+        undo_.back().edit_undo = std::move(pending_edit_undo_);
+    }
+    pending_edits_.clear();
+    pending_edit_undo_.clear();
     cache_.view_into(rec->cache);
     if (options_.record) {
         rows.q = std::move(p.probe.q);
@@ -550,6 +561,10 @@ const StepRecord& Session::run_step(Phase phase) {
 }
 
 bool Session::step_back() {
+    if (!pending_edit_undo_.empty() && pending_edit_undo_.back().n_turns == turns_.size()) {
+        undo_edit();  // the newest change is an edit made after the last step (and after any turn)
+        return true;
+    }
     if (!turn_undo_.empty() && turn_undo_.back().n_undo == undo_.size()) {
         // The newest change is an append_turn: take the turn back, the cache is as it was before it.
         TurnUndo& t = turn_undo_.back();
@@ -573,9 +588,170 @@ bool Session::step_back() {
     n_prompt_done_ = u.n_prompt_done;
     logits_ = std::move(u.logits);
     encoder_ = std::move(u.encoder);
+    pending_edits_ = std::move(u.edits);  // the step's edits are pending again, as before it ran
+    pending_edit_undo_ = std::move(u.edit_undo);
     undo_.pop_back();
     trace_.truncate(trace_.size() - 1);
     return true;
+}
+
+void Session::next_step_logits(std::vector<float>& out) {
+    const int64_t position = cache_.next_position();
+    const std::vector<TokenId> all = all_tokens();
+    if (position >= int64_t(all.size()))
+        throw UsageError("there is no next token to predict from at position " + std::to_string(position));
+    cache_.require_fits(1);
+    out.assign(size_t(model_->config().n_vocab), 0.0f);
+    // The next step's forward pass, then the cache back as it was (its slot, flags and pointer).
+    KvCacheCheckpoint before = cache_.checkpoint(1);
+    Chunk ch;
+    ch.cache = &cache_;
+    ch.tokens = all.data() + position;
+    ch.n_tokens = 1;
+    ch.logits = out.data();
+    ch.encoder = encoder_.get();
+    try {
+        forward(*model_, std::span<Chunk>(&ch, 1), workspace_);
+    } catch (...) {
+        cache_.restore(before);
+        throw;
+    }
+    cache_.restore(before);
+}
+
+const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
+    const ModelConfig& cfg = model_->config();
+    const int64_t L = cfg.n_layer, K = cfg.kv_heads(), D = cfg.head_dim(), p = edit.position;
+    // pass 1: validate; nothing changes before every check passed
+    if (cache_.paged()) throw UsageError("cache edits work on the ring cache: leave out --block-size");
+    if (!options_.use_cache) throw UsageError("the cache is off: turn it on to edit it");
+    if (cache_.next_position() == 0) throw UsageError("the cache is empty: run a step first");
+    if (!cache_.alive(p))
+        throw UsageError("position " + std::to_string(p) + " is not in the cache (positions 0.." +
+                         std::to_string(cache_.next_position() - 1) + " were written" +
+                         (cache_.window() > 0 ? "; the window keeps only the recent ones)" : ")"));
+    if (edit.layer < -1 || edit.layer >= L)
+        throw UsageError("layer " + std::to_string(edit.layer) + " does not exist (the model has " +
+                         std::to_string(L) + " layers, 0.." + std::to_string(L - 1) + "; -1 = all)");
+    if (edit.kv_head < -1 || edit.kv_head >= K)
+        throw UsageError("K/V head " + std::to_string(edit.kv_head) + " does not exist (the model has " +
+                         std::to_string(K) + " K/V heads, 0.." + std::to_string(K - 1) + "; -1 = all)");
+    if (edit.kind == CacheEditKind::Patch) {
+        if (cache_.quantized()) throw UsageError("patch writes float rows: leave out --kv-quant");
+        if (int64_t(edit.rows.size()) != L * 2 * K * D)
+            throw UsageError("the patch rows hold " + std::to_string(edit.rows.size()) + " values, this model's " +
+                             std::to_string(L * 2 * K * D) + " (L x 2 x K x D): is the source another model's?");
+    }
+    EditUndo u;
+    u.n_turns = turns_.size();
+    for (int64_t il = std::max<int64_t>(edit.layer, 0); il < (edit.layer < 0 ? L : edit.layer + 1); ++il)
+        for (int64_t h = std::max<int64_t>(edit.kv_head, 0); h < (edit.kv_head < 0 ? K : edit.kv_head + 1); ++h) {
+            const bool flagged = cache_.evicted(il, h, p);
+            if ((edit.kind == CacheEditKind::Evict && flagged) || (edit.kind == CacheEditKind::Restore && !flagged))
+                continue;
+            u.entries.insert(u.entries.end(), {int32_t(il), int32_t(h)});
+        }
+    if (u.entries.empty())
+        throw UsageError("position " + std::to_string(p) +
+                         (edit.kind == CacheEditKind::Evict ? " is already evicted in every layer and head asked: nothing to evict"
+                                                            : " is not evicted in any layer and head asked: nothing to restore"));
+    // pass 2: the unedited next-step logits (those of the last step's cache, before any pending edit)
+    if (pending_edit_undo_.empty())
+        next_step_logits(u.logits_before);
+    else
+        u.logits_before = pending_edit_undo_.front().logits_before;
+    // pass 3: apply, keeping what step_back needs to put it back
+    const size_t n = u.entries.size() / 2;
+    if (edit.kind == CacheEditKind::Patch) {
+        u.rows.resize(n * 2 * size_t(D));
+        u.flags.resize(n);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t il = u.entries[2 * i], h = u.entries[2 * i + 1];
+        switch (edit.kind) {
+            case CacheEditKind::Evict: cache_.evict(il, h, p); break;
+            case CacheEditKind::Restore: cache_.unevict(il, h, p); break;
+            case CacheEditKind::Patch: {
+                float* old = u.rows.data() + i * 2 * size_t(D);
+                cache_.copy_key(il, h, p, old);
+                cache_.copy_value(il, h, p, old + D);
+                u.flags[i] = cache_.evicted(il, h, p) ? 1 : 0;
+                const float* k = edit.rows.data() + size_t(((il * 2 + 0) * K + h) * D);
+                const float* v = edit.rows.data() + size_t(((il * 2 + 1) * K + h) * D);
+                cache_.write(il, h, p, k, v);  // clears the flag: a patch changes rows only, so set it again
+                if (u.flags[i]) cache_.evict(il, h, p);
+                break;
+            }
+        }
+    }
+    pending_edit_undo_.push_back(std::move(u));
+    CacheEditRecord r;
+    r.n_changed = int64_t(n);
+    try {
+        std::vector<float> after;  // (V)
+        next_step_logits(after);
+        r.effect = compare_distributions(pending_edit_undo_.back().logits_before, after, 5);
+    } catch (...) {
+        pending_edits_.push_back(CacheEditRecord{edit, 0, {}});
+        undo_edit();
+        throw;
+    }
+    r.effect.position = cache_.next_position();
+    r.effect.token = all_tokens()[size_t(r.effect.position)];
+    r.edit = std::move(edit);
+    pending_edits_.push_back(std::move(r));
+    return pending_edits_.back();
+}
+
+void Session::undo_edit() {
+    const CacheEdit& e = pending_edits_.back().edit;
+    const EditUndo& u = pending_edit_undo_.back();
+    const int64_t D = cache_.head_dim(), p = e.position;
+    for (size_t i = u.entries.size() / 2; i-- > 0;) {
+        const int64_t il = u.entries[2 * i], h = u.entries[2 * i + 1];
+        switch (e.kind) {
+            case CacheEditKind::Evict: cache_.unevict(il, h, p); break;
+            case CacheEditKind::Restore: cache_.evict(il, h, p); break;
+            case CacheEditKind::Patch: {
+                const float* old = u.rows.data() + i * 2 * size_t(D);
+                cache_.write(il, h, p, old, old + D);
+                if (u.flags[i]) cache_.evict(il, h, p);
+                break;
+            }
+        }
+    }
+    pending_edits_.pop_back();
+    pending_edit_undo_.pop_back();
+}
+
+std::vector<float> kv_rows_of_run(std::shared_ptr<const Model> model, SessionOptions options, std::vector<TokenId> tokens,
+                                  int64_t position) {
+    if (position < 0 || position >= int64_t(tokens.size()))
+        throw UsageError("the patch source has " + std::to_string(tokens.size()) + " tokens: it has no position " +
+                         std::to_string(position));
+    if (model->config().encoder_decoder) throw UsageError("patching encoder-decoder models is not supported yet");
+    tokens.resize(size_t(position + 1));
+    // A side run with the same arithmetic (window, sinks, storage), nothing recorded, nothing evicted.
+    options.history = false;
+    options.record = false;
+    options.eviction = EvictionSpec{};
+    options.max_new_tokens = 1;
+    options.prefill_chunk = 0;
+    options.block_size = 0;
+    options.share_prefix = false;
+    options.use_cache = true;
+    Session side(model, options);
+    side.set_prompt(tokens);
+    side.prefill_step();
+    const ModelConfig& cfg = model->config();
+    const int64_t L = cfg.n_layer, K = cfg.kv_heads(), D = cfg.head_dim();
+    std::vector<float> rows(size_t(L * 2 * K * D));  // (L, 2, K, D)
+    for (int64_t il = 0; il < L; ++il)
+        for (int64_t h = 0; h < K; ++h) {
+            side.cache().copy_key(il, h, position, rows.data() + ((il * 2 + 0) * K + h) * D);
+            side.cache().copy_value(il, h, position, rows.data() + ((il * 2 + 1) * K + h) * D);
+        }
+    return rows;
 }
 
 Workspace Session::make_batch_workspace(std::span<Session* const> sessions) {

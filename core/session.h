@@ -41,6 +41,14 @@
 //                               prompt cache file (prompt_cache.h) instead of computing them;
 //                               prompt_cache() returns it (null: none)
 //   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
+//   apply_edit(edit)            between steps: evict / restore / patch one position (cache_edit.h) and
+//                               measure the next prediction before and after; throws UsageError with one
+//                               line and changes nothing when the edit is invalid. The edit joins the
+//                               next step's record (StepRecord::edits); step_back undoes the newest edit
+//                               first, exactly, and undoing a step brings its edits back as pending
+//   pending_edits()             the edits applied since the last step, oldest first
+//   kv_rows_of_run(...)         (L, 2, K, D) K then V of one position after a fresh run of `tokens`: the
+//                               rows a Patch edit writes
 //
 // Teacher forcing (options.forced_tokens): prompt = a text's first token, max_new_tokens = the rest, and
 // each decode step feeds the text's next token, so the cache (window, sinks, quantization) behaves
@@ -54,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_edit.h"
 #include "eviction.h"
 #include "kv_cache.h"
 #include "kv_quant.h"
@@ -87,6 +96,10 @@ struct SessionOptions {
     EvictionSpec eviction;               // eviction policy under a budget (eviction.h); ring cache, cache on
 };
 void validate(const SessionOptions& options);  // throws UsageError
+
+class Model;
+std::vector<float> kv_rows_of_run(std::shared_ptr<const Model> model, SessionOptions options,
+                                  std::vector<TokenId> tokens, int64_t position);
 
 class Session {
 public:
@@ -127,11 +140,20 @@ public:
     const StepRecord* latest() const;                               // newest step's record, or null
     const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
     const EvictionPolicy& policy() const { return policy_; }
+    const CacheEditRecord& apply_edit(CacheEdit edit);
+    const std::vector<CacheEditRecord>& pending_edits() const { return pending_edits_; }
 
     static void step_batch(std::span<Session* const> sessions, Workspace& ws);
     static Workspace make_batch_workspace(std::span<Session* const> sessions);
 
 private:
+    struct EditUndo {            // what one edit changed, to put it back
+        std::vector<int32_t> entries;        // (n, 2) layer, K/V head changed
+        std::vector<float> rows;             // Patch: (n, 2, D) the rows before
+        std::vector<uint8_t> flags;          // Patch: (n) the evicted flags before
+        std::vector<float> logits_before;    // (V) the next step's logits before any pending edit
+        size_t n_turns = 0;                  // turns_.size() when applied (step_back order beside append_turn)
+    };
     struct Undo {
         KvCacheCheckpoint cache;
         uint64_t rng_state = 0;
@@ -141,6 +163,8 @@ private:
         std::shared_ptr<const EncoderOutput> encoder;
         std::vector<EvictionEvent> evictions;  // what the step evicted after it attended
         EvictionPolicy::Saved policy;          // the policy's state before the step
+        std::vector<CacheEditRecord> edits;    // the edits pending before the step, with how to undo them
+        std::vector<EditUndo> edit_undo;
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
@@ -201,6 +225,10 @@ private:
     void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
     // The window and sinks the cache applies: options().window / sinks, or window+sinks's (eviction.h)
     int64_t window_ = 0, sinks_ = 0;
+    std::vector<CacheEditRecord> pending_edits_;  // applied since the last step
+    std::vector<EditUndo> pending_edit_undo_;     // one per pending edit
+    void next_step_logits(std::vector<float>& out);  // (V) the next step's logits, the cache left as it was
+    void undo_edit();            // the newest pending edit
 };
 
 }  // namespace kvscope

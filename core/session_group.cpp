@@ -154,12 +154,19 @@ void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens,
     sessions_[0]->append_turn(std::move(ids), max_new_tokens, std::move(role));
 }
 
+const CacheEditRecord& SessionGroup::apply_edit(CacheEdit edit) {
+    if (sessions_.size() != 1)
+        throw UsageError("cache edits work on one sequence: this batch has " + std::to_string(sessions_.size()));
+    return sessions_[0]->apply_edit(std::move(edit));
+}
+
 bool SessionGroup::step_back() {
     if (sessions_.size() == 1) {
         // A turn appended after the last step is taken back first; it ran no group step.
         const Session& s = *sessions_[0];
         const int64_t last_turn = int64_t(s.turns().size()) - 1;
         if (last_turn > 0 && (s.trace().empty() || s.trace().back().id.turn < last_turn)) return sessions_[0]->step_back();
+        if (!s.pending_edits().empty()) return sessions_[0]->step_back();  // an edit after the last step
     }
     // A group step stepped every sequence not yet done, so exactly those whose trace holds the most steps
     // ran in the last one; undo them newest sequence first.

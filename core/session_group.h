@@ -16,8 +16,9 @@
 //                                 after the prefill, (re)writes the prompt cache file
 //   append_turn(ids, N, role)     one sequence only: Session::append_turn (a chat's next turn); UsageError
 //                                 for a batch
-//   step_back()                   undo the last group step exactly (or the turn appended after it);
-//                                 false when none has run
+//   step_back()                   undo the last group step exactly (or the turn appended or the cache
+//                                 edit applied after it); false when none has run
+//   apply_edit(edit)              one sequence only: Session::apply_edit (cache_edit.h); UsageError for a batch
 //   reset()                       every sequence back to before its first step; the prompt cache file is
 //                                 read again (the first run may have written it)
 //   set_use_cache(on)             from the next step on, for every sequence
@@ -92,6 +93,7 @@ public:
     Session::Next next() const;
     void step();
     void append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role);
+    const CacheEditRecord& apply_edit(CacheEdit edit);
     bool step_back();
     void reset();
     void set_use_cache(bool on);

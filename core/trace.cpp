@@ -63,6 +63,14 @@ const float* Trace::row(bool key, size_t as_of, int64_t il, int64_t h, int64_t p
         const int64_t a = position - r.id.first_position;
         if (!rows.k_adopted.empty() && a >= 0 && a < r.cost.n_adopted)
             return (key ? rows.k_adopted : rows.v_adopted).data() + (il * r.cost.n_adopted + a) * C + h * rows.head_dim;
+        // A patch made before step s wrote the row the cache held from then on (cache_edit.h, (L, 2, K, D)).
+        const int64_t K = rows.n_kv_head > 0 ? rows.n_kv_head : rows.n_head, kv = h / (rows.n_head / K);
+        for (auto e = r.edits.rbegin(); e != r.edits.rend(); ++e) {
+            const CacheEdit& p = e->edit;
+            if (p.kind == CacheEditKind::Patch && p.position == position && (p.layer < 0 || p.layer == il) &&
+                (p.kv_head < 0 || p.kv_head == kv))
+                return p.rows.data() + ((il * 2 + (key ? 0 : 1)) * K + kv) * rows.head_dim;
+        }
     }
     return nullptr;
 }
@@ -136,13 +144,24 @@ std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il,
     const int64_t K = rows.n_kv_head > 0 ? rows.n_kv_head : rows.n_head;
     const int64_t kv = h / (rows.n_head / K);
     bool any = false;
-    for (size_t s = 0; s < step; ++s)
-        for (const EvictionEvent& e : trace[s].eviction.events) {
-            if (e.layer != il || e.kv_head != kv || e.position < first || e.position >= first + P) continue;
-            if (flags.empty()) flags.assign(size_t(P), 0);
-            flags[size_t(e.position - first)] = e.restored ? 0 : 1;
-            any = true;
+    auto set = [&](int64_t position, uint8_t flag) {
+        if (position < first || position >= first + P) return;
+        if (flags.empty()) flags.assign(size_t(P), 0);
+        flags[size_t(position - first)] = flag;
+        any = true;
+    };
+    // In the order they happened: the edits before step s, then what s evicted after it attended.
+    for (size_t s = 0; s <= step; ++s) {
+        for (const CacheEditRecord& r : trace[s].edits) {
+            const CacheEdit& e = r.edit;
+            if (e.kind == CacheEditKind::Patch || (e.layer >= 0 && e.layer != il) || (e.kv_head >= 0 && e.kv_head != kv))
+                continue;
+            set(e.position, e.kind == CacheEditKind::Evict ? 1 : 0);
         }
+        if (s == step) break;
+        for (const EvictionEvent& e : trace[s].eviction.events)
+            if (e.layer == il && e.kv_head == kv) set(e.position, e.restored ? 0 : 1);
+    }
     if (any && std::find(flags.begin(), flags.end(), uint8_t(1)) == flags.end()) flags.clear();
     return flags;
 }

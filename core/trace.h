@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cache_edit.h"
 #include "encoder.h"
 #include "kv_cache.h"
 #include "sampler.h"
@@ -141,6 +142,8 @@ struct StepRecord {
     KvCacheView cache;                   // the cache after the step (KvCache::view)
     Prediction prediction;
     StepEvictions eviction;              // what the step evicted after its queries attended
+    std::vector<CacheEditRecord> edits;  // edits by hand between the previous step and this one, in order
+                                         // (cache_edit.h); this step attended to the edited cache
 
     bool recorded() const { return !rows.q.empty(); }
     int64_t last_position() const { return id.first_position + int64_t(id.tokens.size()) - 1; }
@@ -176,7 +179,8 @@ private:
 };
 
 // (P) 1 where the key of layer il, query head h's K/V head was evicted when step `step` attended, for the
-// positions first .. first + P - 1: the events of the steps before it. Empty when there are none.
+// positions first .. first + P - 1: the events of the steps before it and the evict / restore edits up to
+// it, in the order they happened. Empty when there are none.
 std::vector<uint8_t> evicted_before(const Trace& trace, size_t step, int64_t il, int64_t h, int64_t first, int64_t P);
 // The evictions of layer il, K/V head kv in effect in the cache `step` left behind (its own included):
 // the event that evicted each position, ascending by position; restored positions left out.

@@ -29,6 +29,12 @@ kvscope_bench_test(cli.bench_sharing_quick sharing --chart ${CMAKE_CURRENT_BINAR
 kvscope_bench_test(cli.bench_sharing_quick_bf16 sharing --dtype bf16)
 # generate on a terminal (a pseudo-terminal): the progress bar says what runs and is cleared before the result.
 if(KVSCOPE_CLI_PYTHON)
+  # generate --edit: the edit's KL, top-1 and movers in --json against numpy from --dump-logits with and
+  # without it, the traced step's edits, bad --edit values in one line (exit 2).
+  add_test(NAME cli.cache_edits
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_cache_edits_cli.py --kvscope $<TARGET_FILE:kvscope>
+                   --assets ${CMAKE_SOURCE_DIR}/assets --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/cache_edits)
+  set_tests_properties(cli.cache_edits PROPERTIES TIMEOUT 300)
   add_test(NAME cli.terminal_output
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_terminal_output.py --kvscope $<TARGET_FILE:kvscope>)
   set_tests_properties(cli.terminal_output PROPERTIES TIMEOUT 120)

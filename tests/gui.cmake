@@ -35,6 +35,13 @@
 #              per token, loss, KL and top-1 equal `kvscope lab --json` on the same text; after a prefill the
 #              tab says the sequence changed; a refused configuration keeps the last measurement;
 #              tests/gui/check_lab.py
+#   gui.cache_edits  the Cache edits tab on assets/llama-gqa at both sizes: `evict` shows the next
+#              prediction's KL, top-1 and movers equal to numpy's from the exported logits of an unedited and
+#              the edited run, the export lists the edit, back back gives the unedited logits bit for bit;
+#              bad edits: one line and a non-zero exit, or the tab's problem box; tests/gui/check_cache_edits.py
+#   gui.cache_edits_input  the same tab under real input (xdotool): the position stepper and Evict give what
+#              the script shows, Restore of an unevicted position shows the problem box, Step back undoes the
+#              edit; tests/gui/check_cache_edits_input.py
 #   gui.chat   a Llama 3 chat folder (tests/cli/check_chat.py builds it), three `chat` lines at both sizes: the
 #              timeline's turn marks, the conversation shown and the Cache on vs off panel's rows reused /
 #              computed per turn (cache off: the whole conversation) against `kvscope chat --json` (with and
@@ -122,6 +129,16 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/lab)
     set_tests_properties(gui.lab PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.cache_edits
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_cache_edits.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/cache_edits)
+    set_tests_properties(gui.cache_edits PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.cache_edits_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_cache_edits_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/cache_edits_input)
+    set_tests_properties(gui.cache_edits_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.kv_groups_input
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

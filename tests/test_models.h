@@ -267,8 +267,11 @@ inline double reference_activation(kvscope::Activation a, double x) {
 // window 0: plain causal mask; window W: query i sees keys j with i-W < j <= i, and with sinks S
 // also the keys j < S (StreamingLLM's attention sinks). kv_bf16: keys and values are stored as a
 // bfloat16 cache stores them (rounded to float, then to bfloat16 nearest-even) before attention.
+// hidden_keys {j, i0}: key j is masked out for the queries i >= i0 (a key evicted from the cache before
+// query i0 attended), in every layer and head.
 inline Reference reference_forward(const FixtureModel& m, const std::vector<int32_t>& tokens, int64_t window,
-                                   int64_t sinks = 0, bool kv_bf16 = false) {
+                                   int64_t sinks = 0, bool kv_bf16 = false,
+                                   const std::vector<std::pair<int64_t, int64_t>>& hidden_keys = {}) {
     const ModelConfig& c = m.config;
     const int64_t T = int64_t(tokens.size()), C = c.n_embd, H = c.n_head, D = C / H;
     auto W = [&](const std::string& name) { return as_matrix(m.tensors.at(name)); };
@@ -293,6 +296,8 @@ inline Reference reference_forward(const FixtureModel& m, const std::vector<int3
     for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j <= i; ++j)
             if (window == 0 || j > i - window || j < sinks) mask(i, j) = 1;
+    for (const auto& [j, i0] : hidden_keys)
+        for (int64_t i = i0; i < T; ++i) mask(i, j) = 0;
 
     Reference ref;
     ref.heads.resize(size_t(c.n_layer));

@@ -52,15 +52,22 @@ struct SendChat { std::string text; };       // a user message: the first starts
                                              // ones append a turn to the cache; the reply then runs to its end
 struct MeasureLab { std::vector<std::string> specs; };  // the cache lab (core/cache_lab.h) over the shown sequence's
                                                         // tokens so far; specs empty = lab_default_specs
+struct EditCache {                           // evict / restore / patch one position between steps (cache_edit.h)
+    CacheEditKind kind = CacheEditKind::Evict;
+    int64_t position = 0;
+    int64_t layer = -1, head = -1;           // -1 = every layer / every K/V head
+    std::string patch_text;                  // Patch: the other prompt, whose run supplies the rows
+};
 
 using Command = std::variant<SetPrompt, SetSource, Prefill, Decode, Step, Run, Pause, Back, Reset, SetCache, SetCompare,
                              SetOptions, LoadModel, ExportStep, ExportSession, ExplainHeads, Select, SendChat,
-                             MeasureLab>;
+                             MeasureLab, EditCache>;
 
 // Where an intent comes from, so its error shows there: the model picker (and a folder dropped on the
-// window), the Export panel, the Heads panel, the Cache lab tab, or Controls for everything else.
-enum class Place { Controls, Model, Export, Heads, Lab };
-const char* place_name(Place p);  // "controls" | "model" | "export" | "heads" | "lab"
+// window), the Export panel, the Heads panel, the Cache lab tab, the Cache edits tab, or Controls for
+// everything else.
+enum class Place { Controls, Model, Export, Heads, Lab, Edits };
+const char* place_name(Place p);  // "controls" | "model" | "export" | "heads" | "lab" | "edits"
 Place place_of(const Command& c);
 
 const char* command_name(const Command& c);

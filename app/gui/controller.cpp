@@ -28,13 +28,13 @@ const char* command_name(const Command& c) {
     static constexpr const char* names[] = {"set prompt", "set source", "prefill", "decode", "step", "run", "pause",
                                             "back", "reset", "cache", "compare", "set options", "load model",
                                             "export step", "export session", "explain heads", "select", "send chat",
-                                            "measure lab"};
+                                            "measure lab", "edit cache"};
     static_assert(std::size(names) == std::variant_size_v<Command>);
     return names[c.index()];
 }
 
 const char* place_name(Place p) {
-    static constexpr const char* names[] = {"controls", "model", "export", "heads", "lab"};
+    static constexpr const char* names[] = {"controls", "model", "export", "heads", "lab", "edits"};
     return names[int(p)];
 }
 
@@ -43,6 +43,7 @@ Place place_of(const Command& c) {
     if (std::holds_alternative<ExportStep>(c) || std::holds_alternative<ExportSession>(c)) return Place::Export;
     if (std::holds_alternative<ExplainHeads>(c)) return Place::Heads;
     if (std::holds_alternative<MeasureLab>(c)) return Place::Lab;
+    if (std::holds_alternative<EditCache>(c)) return Place::Edits;
     return Place::Controls;
 }
 

@@ -18,7 +18,8 @@ namespace kvscope::gui {
 namespace {
 
 const char* const kTitles[] = {"Controls", "Heads", "Export", "Token timeline", "Model", "Attention", "KV cache",
-                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens", "K/V quantization", "Cache lab"};
+                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens", "K/V quantization", "Cache lab",
+                               "Cache edits"};
 
 struct Arrangement {
     std::vector<Slot> slots;
@@ -63,7 +64,7 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
     s.push_back(slot({left, 0}, {model_left, top}, {Panel::Timeline}));
     s.push_back(slot({model_left, 0}, {d.x, top}, {Panel::Model}));
     s.push_back(slot({left, top}, {mid, bottom}, {Panel::Attention}));
-    s.push_back(slot({mid, top}, {d.x, bottom}, {Panel::KvCache, Panel::Rotary, Panel::Lens, Panel::Quant}));
+    s.push_back(slot({mid, top}, {d.x, bottom}, {Panel::KvCache, Panel::Rotary, Panel::Lens, Panel::Quant, Panel::Edits}));
     std::vector<Panel> last = {Panel::Compare, Panel::Lab};
     if (paged) last.push_back(Panel::Memory);
     if (wide) {

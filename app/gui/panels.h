@@ -22,6 +22,7 @@
 //                       the step's attention score change, for the selected layer and head
 //   draw_lab            the cache lab over the session's own tokens: per configuration bytes, loss, KL, top-1,
 //                       and curves over the positions
+//   draw_cache_edits    evict / restore / patch a position between steps; the next prediction before and after
 //   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
 #include <imgui.h>
 
@@ -59,9 +60,11 @@ void draw_rotary(PanelContext& c);  // rotary_panel.cpp
 void draw_logit_lens(PanelContext& c);  // logit_lens_panel.cpp
 void draw_kv_quant(PanelContext& c);  // kv_quant_panel.cpp
 void draw_lab(PanelContext& c);  // lab_panel.cpp
+void draw_cache_edits(PanelContext& c);  // edits_panel.cpp
 // The Memory panel's numbers as of the selected sequence's step `step` (-1 = newest) as JSON; false if unwritable.
 
-enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab };
+enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab,
+                   Edits };
 const char* panel_title(Panel p);
 
 // The layout: places on the screen, each holding one panel, or several as tabs of one window.

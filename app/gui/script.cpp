@@ -83,6 +83,10 @@ const Spec kSpecs[] = {
      ScriptOutput::JsonFile},
     {"rotary-json", 1, 1, "rotary-json FILE", "write the Rotary panel's view (selected query and key) as JSON, once it is drawn",
      ScriptOutput::JsonFile},
+    {"evict", 1, 3, "evict POS [LAYER|all [HEAD|all]]", "evict position POS's keys from the cache (every layer and K/V head "
+                                                        "unless given); the Cache edits tab shows the next prediction before and after"},
+    {"restore", 1, 3, "restore POS [LAYER|all [HEAD|all]]", "put evicted keys of POS back"},
+    {"patch", 3, 3, "patch POS LAYER|all TEXT", "overwrite POS's K/V (one layer or all) with those of a run of the prompt TEXT"},
     {"dismiss", 0, 0, "dismiss", "close the error box, as its Dismiss button does"},
     {"lab", 0, 12, "lab [SPEC; SPEC ...]", "the Cache lab tab's Measure button: configurations separated by ';' (none: the default list)"},
     {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quantization tab's format (int4: group G, residual R)"},
@@ -163,6 +167,15 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         } else if (l.words[0] == "source") {
             if (sp == std::string::npos) throw UsageError(where(path, n) + "source needs text");
             l.words.push_back(text.substr(sp + 1));
+        } else if (l.words[0] == "patch" && sp != std::string::npos) {
+            // patch POS LAYER TEXT: TEXT is the rest of the line, spaces kept
+            std::istringstream rest(text.substr(sp));
+            std::string w;
+            for (int i = 0; i < 2 && rest >> w; ++i) l.words.push_back(w);
+            std::string tail;
+            std::getline(rest, tail);
+            const size_t t0 = tail.find_first_not_of(" \t");
+            if (t0 != std::string::npos) l.words.push_back(tail.substr(t0));
         } else if (l.words[0] == "suffix" && sp != std::string::npos) {
             // suffix I TEXT: the rest of the line after the index, spaces kept (TEXT may be empty)
             const std::string rest = text.substr(text.find_first_not_of(" \t", sp));
@@ -193,6 +206,12 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if ((cmd == "decode" || cmd == "step" || cmd == "back" || cmd == "layer" || cmd == "head" || cmd == "frames" ||
              cmd == "measure" || cmd == "sequence" || cmd == "suffix") && n_args >= 1 && (!to_int(l.words[1], x) || x < 0))
             bad("expected a number >= 0, got '" + l.words[1] + "'");
+        if (cmd == "evict" || cmd == "restore" || cmd == "patch") {
+            if (!to_int(l.words[1], x)) bad("expected a position, got '" + l.words[1] + "'");
+            for (int i = 2; i <= std::min(n_args, cmd == "patch" ? 2 : 3); ++i)
+                if (l.words[size_t(i)] != "all" && !to_int(l.words[size_t(i)], x))
+                    bad("expected a number or all, got '" + l.words[size_t(i)] + "'");
+        }
         if (cmd == "run" && l.words[1] != "end" && (!to_int(l.words[1], x) || x < 1)) bad("expected N >= 1 or 'end'");
         if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm") && !on_off(l.words[1], b)) bad("expected on or off");
         if (cmd == "view" && l.words[1] != "one-head" && l.words[1] != "all-heads") bad("expected one-head or all-heads");
@@ -206,7 +225,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
             Panel p;
             if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
-                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quantization, Cache lab)");
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quantization, Cache lab, Cache edits)");
         }
         if (cmd == "quant-view") {
             if (l.words[1] != "int8" && l.words[1] != "fp8" && l.words[1] != "int4") bad("expected int8, fp8 or int4");
@@ -315,6 +334,22 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         Panel p;
         if (panel_named(title, p)) show_tab(p);
         fx.frames = 2;
+    } else if (cmd == "evict" || cmd == "restore" || cmd == "patch") {
+        EditCache e;
+        e.kind = cmd == "evict" ? CacheEditKind::Evict : cmd == "restore" ? CacheEditKind::Restore : CacheEditKind::Patch;
+        e.position = n;
+        auto index = [&](size_t i) {
+            int64_t v = -1;
+            if (l.words.size() > i && l.words[i] != "all") to_int(l.words[i], v);
+            return v;
+        };
+        e.layer = index(2);
+        if (e.kind == CacheEditKind::Patch) {
+            e.patch_text = l.words[3];
+        } else {
+            e.head = index(3);
+        }
+        run(e);
     } else if (cmd == "dismiss") {
         v.dismissed_problem = snap.problem.id;
     } else if (cmd == "quant-view") {

@@ -65,6 +65,7 @@ struct Snapshot {
     };
     std::vector<ChatLine> chat;          // the conversation so far (empty: no chat started)
     std::shared_ptr<const LabReport> lab;  // MeasureLab's result (null: not measured for this model)
+    std::vector<CacheEditRecord> pending_edits;  // the selected sequence's edits since its last step
 
     const Model& model() const { return *model_ptr; }
     const Trace& trace() const { return main_trace; }

@@ -59,6 +59,9 @@ struct ViewPrefs {
     PlotOutput export_plots;      // the Export panel's heatmap format: PNG (at a scale) or SVG
     KvQuantSpec quant_view{KvQuant::Int8};  // the K/V quantization panel's format (what-if on the recorded rows)
     std::string lab_specs;        // the Cache lab tab's configurations, ';'-separated; empty = the default list
+    // The Cache edits tab's boxes: the position, layer and K/V head an edit targets (-1 = all), the patch prompt.
+    int64_t edit_position = 0, edit_layer = -1, edit_head = -1;
+    std::string patch_text;
 };
 
 // The step the panels show, or nullptr before the first step.

@@ -67,6 +67,7 @@ void draw_panel(gui::Panel p, gui::PanelContext& c) {
     case Panel::Lens: gui::draw_logit_lens(c); break;
     case Panel::Quant: gui::draw_kv_quant(c); break;
     case Panel::Lab: gui::draw_lab(c); break;
+    case Panel::Edits: gui::draw_cache_edits(c); break;
     }
 }
 

@@ -3,6 +3,7 @@
 #include "workbench.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "errors.h"
@@ -114,6 +115,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     s->batch = batch_;
     s->pool_views = group_->pool_views();
     s->turns = session.turns();
+    s->pending_edits = session.pending_edits();
     s->chat_available = chat_.has_value();
     s->chat_unavailable = chat_problem_;
     if (chat_ && !chat_sent_.empty() && session.model().tokenizer()) {
@@ -454,6 +456,27 @@ void Workbench::operator()(const Select& c) {
         throw UsageError("no sequence " + std::to_string(c.sequence) + ": the batch has " + std::to_string(group_->size()));
     selected_ = c.sequence;
     set_status("showing sequence " + std::to_string(c.sequence) + " of " + std::to_string(group_->size()));
+}
+
+void Workbench::operator()(const EditCache& c) {
+    CacheEdit e;
+    e.kind = c.kind;
+    e.position = c.position;
+    e.layer = c.layer;
+    e.kv_head = c.head;
+    if (c.kind == CacheEditKind::Patch) {
+        if (c.patch_text.empty()) throw UsageError("type the other prompt whose K/V a patch writes");
+        activity("running the patch source: " + c.patch_text);
+        e.rows = kv_rows_of_run(sel().share_model(), sel().options(), encode_prompt(sel().model(), c.patch_text), c.position);
+        e.source = c.patch_text;
+    }
+    const CacheEditRecord& r = group_->apply_edit(std::move(e));
+    const EditComparison& x = r.effect;
+    char kl[32];
+    std::snprintf(kl, sizeof kl, "%.4g", x.kl);
+    set_status(std::string(cache_edit_kind_name(c.kind)) + " position " + std::to_string(c.position) + ": next token KL " +
+               kl + ", top-1 '" + token_text(sel().model(), x.top1_before) + "' -> '" +
+               token_text(sel().model(), x.top1_after) + "' (step back undoes it)");
 }
 
 void Workbench::operator()(const SendChat& c) {

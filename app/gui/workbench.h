@@ -85,6 +85,7 @@ public:
     void operator()(const Select& c);
     void operator()(const SendChat& c);
     void operator()(const MeasureLab& c);
+    void operator()(const EditCache& c);
 
 private:
     const Session& sel() const { return group_->session(selected_); }
