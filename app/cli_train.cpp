@@ -78,6 +78,7 @@ int cli_train(int argc, char** argv) {
                                     "vocabulary, 0..--vocab-gap more random ids, the span again (default 0)");
     args.option("--vocab-span", "A-B", "span lengths of whole-vocabulary segments (default 4-40)");
     args.option("--vocab-gap", "N", "at most N random ids between a whole-vocabulary span and its copy (default 24)");
+    args.option("--vocab-repeats", "N", "occurrences of a whole-vocabulary span, each after its own gap (default 2)");
     args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
     args.option("--save-at", "N[,N...]", "also save the model as it is after step N into OUT-stepN (a folder beside "
                                          "--out), e.g. before and after the induction head forms");
@@ -138,6 +139,7 @@ int cli_train(int argc, char** argv) {
         o.mix.vocab_max_span = o.copy_mix.vocab_max_span = b;
     }
     o.mix.vocab_gap = o.copy_mix.vocab_gap = args.integer("--vocab-gap", o.mix.vocab_gap, 0, 4096);
+    o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
     o.copy_mix.vocab = args.real("--copy-vocab", 0);
     if (!(o.copy_mix.vocab >= 0 && o.copy_mix.vocab <= 1)) throw UsageError("train: --copy-vocab must be in [0, 1]");
     std::vector<int64_t> save_at;

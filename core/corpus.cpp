@@ -193,10 +193,12 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
             const int64_t len = mix_.vocab_min_span +
                                 int64_t(rng.below(uint64_t(mix_.vocab_max_span - mix_.vocab_min_span + 1)));
             const std::vector<TokenId> span = vocab_span(rng, len);
-            const std::vector<TokenId> gap = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_gap + 1))));
             seq.insert(seq.end(), span.begin(), span.end());
-            seq.insert(seq.end(), gap.begin(), gap.end());
-            seq.insert(seq.end(), span.begin(), span.end());
+            for (int64_t r = 1; r < mix_.vocab_repeats; ++r) {
+                const std::vector<TokenId> gap = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_gap + 1))));
+                seq.insert(seq.end(), gap.begin(), gap.end());
+                seq.insert(seq.end(), span.begin(), span.end());
+            }
             after_span = true;
         } else {
             std::vector<TokenId> span;

@@ -11,7 +11,7 @@
 //             (CorpusMix::min_repeat: repeated until the segment is that long)
 //   vocab     a span of vocab_min_span-vocab_max_span ids drawn uniformly from the WHOLE vocabulary (every id
 //             but <|endoftext|>), then 0-vocab_gap more such ids, then the span once more: the period varies
-//             from segment to segment, so no fixed look-back offset predicts the copy; only a head that finds
+//             from segment to segment (vocab_repeats > 2: more copies, each after its own gap), so no fixed look-back offset predicts the copy; only a head that finds
 //             the earlier occurrence of the current token and reads the token after it (an induction head) does
 //
 //   Rng                            splitmix64; also seeds the trainer's initial weights
@@ -62,6 +62,7 @@ struct CorpusMix {
     double vocab = 0;                   // probability of a whole-vocabulary segment (taken from the random share)
     int64_t vocab_min_span = 4, vocab_max_span = 40;
     int64_t vocab_gap = 24;             // 0..vocab_gap random ids between the span and its copy
+    int64_t vocab_repeats = 2;          // occurrences of the span in a vocab segment, each after its own gap
 };
 
 class Corpus {
