@@ -619,3 +619,35 @@ TEST_CASE("corpus: span_newline false joins random spans without a newline") {
     const std::vector<TokenId> text = Corpus(tok, 8, mix).sequence(0, 0, 100);
     CHECK(std::count(text.begin(), text.end(), nl) >= 1);
 }
+
+TEST_CASE("corpus: whole-vocabulary segments repeat a span after a gap that varies") {
+    // Spans of 12 ids from the whole vocabulary, 0-20 filler ids, the span again (vocab_repeats 2), or
+    // twice more (3). Found here by search: the offset p > 0 where the first 12 tokens come back.
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 12;
+    mix.vocab_gap = 20;
+    const TokenId eot = *tok.end_of_text();
+    std::set<int64_t> periods;
+    std::set<TokenId> ids;
+    for (int i = 0; i < 30; ++i) {
+        const std::vector<TokenId> s = Corpus(tok, 9, mix).sequence(0, i, 44);
+        int64_t period = 0;
+        for (int64_t p = 12; p <= 32 && !period; ++p)
+            if (std::equal(s.begin(), s.begin() + 12, s.begin() + p)) period = p;
+        CHECK(period >= 12);
+        periods.insert(period);
+        ids.insert(s.begin(), s.end());
+        CHECK(std::find(s.begin(), s.end(), eot) == s.end());
+    }
+    CHECK(periods.size() >= 8);  // 30 draws of 21 equally likely gaps: P(< 8 distinct) is negligible
+    // Far more than the 40 letter/digit tokens of the random spans, and well beyond the byte tokens.
+    CHECK(ids.size() > 300);
+    CHECK(*ids.rbegin() >= 600);
+    mix.vocab_repeats = 3;
+    mix.vocab_gap = 0;
+    const std::vector<TokenId> s = Corpus(tok, 9, mix).sequence(0, 0, 36);
+    CHECK(std::equal(s.begin(), s.begin() + 12, s.begin() + 12));
+    CHECK(std::equal(s.begin(), s.begin() + 12, s.begin() + 24));
+}
