@@ -22,6 +22,11 @@ Attention (per head, averaged over the copy12 prompts of a kind, span repeated w
   ind      mean weight from the second occurrence of span token i to the first occurrence of token i+1
 
   /usr/bin/python3 tools/induction_probe.py DIR [--n 10] [--seed 2718] [--json]
+  /usr/bin/python3 tools/induction_probe.py DIR --pattern N GAP
+      the search's quick look (docs/default_model_search.md): on 6 prompts "N random ids, GAP random ids,
+      the same N ids", teacher-forced copy accuracy and, per head, the mean attention from each copied token
+      to itself, the previous position, its first occurrence (dup), the token after it (ind: the induction
+      target) and the token before it (ind-1)
 """
 import argparse
 import json
@@ -123,16 +128,41 @@ def greedy(cfg, w, prompt, n):
     return ids[len(prompt):]
 
 
+def pattern(cfg, w, kinds, rng, n, gap, R=6):
+    L, H = cfg["n_layer"], cfg["n_head"]
+    m = {k: np.zeros((L, H)) for k in ["self", "prev", "dup", "ind", "ind-1"]}
+    acc = 0
+    for _ in range(R):
+        span = rng.choice(kinds["ids"], n, replace=False)
+        ids = np.concatenate([span, rng.choice(kinds["ids"], gap), span])
+        off = n + gap
+        logits, atts = forward(cfg, w, ids)
+        q = np.arange(off + 1, off + n - 1)  # copied tokens with a token before and after them in the span
+        acc += (logits[off:off + n - 1].argmax(-1) == ids[off + 1:off + n]).mean() / R
+        for il in range(L):
+            for k, key in (("self", q), ("prev", q - 1), ("dup", q - off), ("ind", q - off + 1), ("ind-1", q - off - 1)):
+                m[k][il] += atts[il][:, q, key].mean(-1) / R
+    print(f"span {n} + gap {gap} + span, random ids: teacher-forced copy accuracy {acc:.2f}")
+    for k, v in m.items():
+        print(f"  {k:6s}" + " | ".join(" ".join(f"{x:.2f}" for x in v[il]) for il in range(L)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--n", type=int, default=10, help="spans per kind and test")
     ap.add_argument("--seed", type=int, default=2718)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pattern", nargs=2, type=int, metavar=("N", "GAP"))
     a = ap.parse_args()
     cfg, w = load(a.dir)
     kinds = token_kinds(a.dir)
     rng = np.random.default_rng(a.seed)
+    if a.pattern:
+        n, gap = a.pattern
+        if n < 3 or gap < 0 or 2 * n + gap > cfg["n_positions"]:
+            sys.exit(f"induction_probe: --pattern wants N >= 3, GAP >= 0, 2N + GAP <= {cfg['n_positions']}")
+        return pattern(cfg, w, kinds, rng, n, gap)
     L, H = cfg["n_layer"], cfg["n_head"]
     report = {}
     for kind, pool in kinds.items():
