@@ -171,9 +171,11 @@ std::vector<TokenId> Corpus::vocab_span(Rng& rng, int64_t n) const {
     return span;
 }
 
-std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) const {
+std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, std::vector<uint8_t>* predictable) const {
     Rng rng(mix_seed(seed_, uint64_t(step), uint64_t(index)));
     std::vector<TokenId> seq;
+    std::vector<uint8_t> flags;  // grows with seq: 0 = unpredictable vocab-segment id
+    auto flag_to = [&](uint8_t f) { flags.resize(seq.size(), f); };
     seq.reserve(size_t(n + 2 * mix_.max_span + 64));
     auto span_length = [&] { return mix_.min_span + int64_t(rng.below(uint64_t(mix_.max_span - mix_.min_span + 1))); };
     bool after_span = false;
@@ -193,11 +195,16 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
             const int64_t len = mix_.vocab_min_span +
                                 int64_t(rng.below(uint64_t(mix_.vocab_max_span - mix_.vocab_min_span + 1)));
             const std::vector<TokenId> span = vocab_span(rng, len);
+            flag_to(1);
             seq.insert(seq.end(), span.begin(), span.end());
+            flag_to(0);
             for (int64_t r = 1; r < mix_.vocab_repeats; ++r) {
                 const std::vector<TokenId> gap = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_gap + 1))));
                 seq.insert(seq.end(), gap.begin(), gap.end());
-                seq.insert(seq.end(), span.begin(), span.end());
+                seq.push_back(span[0]);
+                flag_to(0);
+                seq.insert(seq.end(), span.begin() + 1, span.end());
+                flag_to(1);
             }
             after_span = true;
         } else {
@@ -220,6 +227,11 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
         }
     }
     seq.resize(size_t(n));
+    if (predictable) {
+        flag_to(1);
+        flags.resize(size_t(n));
+        *predictable = std::move(flags);
+    }
     return seq;
 }
 

@@ -19,7 +19,7 @@
 //   ordinary_tokens(tokenizer)     ids of " a", " 7", ...: a space and one ASCII letter or digit that are
 //                                  a single token (with the default tokenizer: 40 ids)
 //   Corpus(tokenizer, seed)        the generator; keeps a reference to the tokenizer
-//   Corpus::sequence(step, i, n)   n tokens of training sequence i of step `step`
+//   Corpus::sequence(step, i, n)   n tokens of training sequence i of step `step` (optionally which are predictable)
 //   Corpus::text(seed, n)          n tokens of text segments only (previous-token probes)
 //   Corpus::random_span(rng, n)    n ordinary tokens drawn uniformly (induction and copy probes)
 //   Corpus::vocab_span(rng, n)     n ids drawn uniformly from the whole vocabulary but <|endoftext|>
@@ -69,7 +69,10 @@ class Corpus {
 public:
     Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix = {});  // throws UsageError when the
                                                                             // tokenizer has < 10 ordinary tokens
-    std::vector<TokenId> sequence(int64_t step, int64_t index, int64_t n) const;
+    std::vector<TokenId> sequence(int64_t step, int64_t index, int64_t n,
+                                  std::vector<uint8_t>* predictable = nullptr) const;  // predictable: (n) flags,
+                                  // 0 for the ids of a vocab segment no model can predict (its first span, its
+                                  // gaps, the first id of each copy), 1 elsewhere
     std::vector<TokenId> text(uint64_t seed, int64_t n) const;
     std::vector<TokenId> random_span(Rng& rng, int64_t n) const;
     std::vector<TokenId> vocab_span(Rng& rng, int64_t n) const;

@@ -651,3 +651,40 @@ TEST_CASE("corpus: whole-vocabulary segments repeat a span after a gap that vari
     CHECK(std::equal(s.begin(), s.begin() + 12, s.begin() + 12));
     CHECK(std::equal(s.begin(), s.begin() + 12, s.begin() + 24));
 }
+
+TEST_CASE("softmax cross-entropy: rows with target -1 are not scored (no loss, no gradient, not in the mean)") {
+    const int64_t N = 5, V = 6;
+    std::vector<double> logits = randn(N * V, 43, 3.0), probs(N * V);
+    const std::vector<int32_t> targets = {2, -1, 5, -1, 0};
+    double want = 0;
+    for (int64_t r : {0, 2, 4}) {
+        double z = 0;
+        for (int64_t j = 0; j < V; ++j) z += std::exp(logits[r * V + j]);
+        want += -(logits[r * V + targets[r]] - std::log(z)) / 3;
+    }
+    CHECK(cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V) == Approx(want).epsilon(1e-12));
+    auto f = [&] { return cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V); };
+    f();
+    std::vector<double> dlogits(N * V, 1.0);
+    cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), N, V);
+    for (int64_t j = 0; j < V; ++j) CHECK(dlogits[1 * V + j] == 0.0);
+    check_grad("dlogits", logits, dlogits, f);
+}
+
+TEST_CASE("corpus: the predictable flags mark exactly the copies of a whole-vocabulary span after their first id") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 10;
+    mix.vocab_gap = 0;
+    mix.vocab_repeats = 3;
+    std::vector<uint8_t> flags;
+    const std::vector<TokenId> s = Corpus(tok, 4, mix).sequence(0, 0, 30, &flags);
+    CHECK(s == Corpus(tok, 4, mix).sequence(0, 0, 30));  // asking for the flags changes no token
+    REQUIRE(flags.size() == 30);
+    // span (0-9), copy (10-19), copy (20-29): the first span and each copy's first id cannot be predicted
+    for (int64_t i = 0; i < 30; ++i) CHECK(int(flags[size_t(i)]) == ((i >= 10 && i % 10 != 0) ? 1 : 0));
+    mix.vocab = 0;  // no vocab segments: everything is scored
+    Corpus(tok, 4, mix).sequence(0, 0, 30, &flags);
+    CHECK(std::count(flags.begin(), flags.end(), uint8_t(1)) == 30);
+}
