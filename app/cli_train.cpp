@@ -79,6 +79,8 @@ int cli_train(int argc, char** argv) {
     args.option("--vocab-span", "A-B", "span lengths of whole-vocabulary segments (default 4-40)");
     args.option("--vocab-gap", "N", "at most N random ids between a whole-vocabulary span and its copy (default 24)");
     args.option("--vocab-repeats", "N", "occurrences of a whole-vocabulary span, each after its own gap (default 2)");
+    args.flag("--vocab-partial", "copies of a whole-vocabulary span after the first start at a random id of it "
+                                 "(needs --vocab-span A-B with A >= 2)");
     args.flag("--score-copies-only", "the loss skips what no model can predict in whole-vocabulary segments (the "
                                      "first span, the gaps, the first id of each copy)");
     args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
@@ -144,6 +146,9 @@ int cli_train(int argc, char** argv) {
     o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
     o.copy_mix.vocab = args.real("--copy-vocab", 0);
     o.score_predictable_only = args.has("--score-copies-only");
+    o.mix.vocab_partial = o.copy_mix.vocab_partial = args.has("--vocab-partial");
+    if (o.mix.vocab_partial && o.mix.vocab_min_span < 2)
+        throw UsageError("train: --vocab-partial needs spans of at least 2 ids (--vocab-span 2-B or longer)");
     if (!(o.copy_mix.vocab >= 0 && o.copy_mix.vocab <= 1)) throw UsageError("train: --copy-vocab must be in [0, 1]");
     std::vector<int64_t> save_at;
     if (auto list = args.text("--save-at")) {

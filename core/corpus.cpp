@@ -201,9 +201,10 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, st
             for (int64_t r = 1; r < mix_.vocab_repeats; ++r) {
                 const std::vector<TokenId> gap = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_gap + 1))));
                 seq.insert(seq.end(), gap.begin(), gap.end());
-                seq.push_back(span[0]);
+                const size_t from = mix_.vocab_partial ? size_t(rng.below(span.size() - 1)) : 0;  // span size >= 2
+                seq.push_back(span[from]);
                 flag_to(0);
-                seq.insert(seq.end(), span.begin() + 1, span.end());
+                seq.insert(seq.end(), span.begin() + std::ptrdiff_t(from) + 1, span.end());
                 flag_to(1);
             }
             after_span = true;

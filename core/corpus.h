@@ -63,6 +63,8 @@ struct CorpusMix {
     int64_t vocab_min_span = 4, vocab_max_span = 40;
     int64_t vocab_gap = 24;             // 0..vocab_gap random ids between the span and its copy
     int64_t vocab_repeats = 2;          // occurrences of the span in a vocab segment, each after its own gap
+    bool vocab_partial = false;         // each copy after the first starts at a random id of the span and runs to
+                                        // its end: one id of context must find the rest (no long-context shortcut)
 };
 
 class Corpus {
