@@ -688,3 +688,31 @@ TEST_CASE("corpus: the predictable flags mark exactly the copies of a whole-voca
     Corpus(tok, 4, mix).sequence(0, 0, 30, &flags);
     CHECK(std::count(flags.begin(), flags.end(), uint8_t(1)) == 30);
 }
+
+TEST_CASE("corpus: vocab_partial copies start at a random id of the span and run to its end") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 10;
+    mix.vocab_gap = 0;
+    mix.vocab_partial = true;
+    mix.span_newline = false;
+    std::set<int64_t> starts;
+    for (int i = 0; i < 40; ++i) {
+        std::vector<uint8_t> flags;
+        const std::vector<TokenId> s = Corpus(tok, 6, mix).sequence(0, i, 20, &flags);
+        // s[10] is span id j (found by search: whole-vocabulary spans rarely hold an id twice), and
+        // s[10..20-j) must then be span[j..10)
+        int64_t j = -1;
+        for (int64_t k = 0; k < 9 && j < 0; ++k)
+            if (s[size_t(k)] == s[10]) j = k;
+        REQUIRE(j >= 0);
+        starts.insert(j);
+        CHECK(std::equal(s.begin() + j, s.begin() + 10, s.begin() + 10));
+        CHECK(int(flags[10]) == 0);
+        // the copy's other ids (at least one: starts are 0..8) are scored, the next segment's span is not
+        for (int64_t k = 11; k < 20 - j; ++k) CHECK(int(flags[size_t(k)]) == 1);
+        if (j > 0) CHECK(int(flags[size_t(20 - j)]) == 0);
+    }
+    CHECK(starts.size() >= 6);  // 40 draws of 9 equally likely starts
+}
