@@ -2,6 +2,8 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 #include <filesystem>
 #include <unistd.h>
 
@@ -72,6 +74,18 @@ int cli_train(int argc, char** argv) {
     args.option("--tok-lr", "X", "learning-rate factor of the token embeddings, 0 freezes them (default 1)");
     args.option("--pos-lr", "X", "learning-rate factor of the position table, 0 freezes it (default 1)");
     args.flag("--no-emb-decay", "no weight decay on the token and position tables");
+    args.option("--mix-vocab", "P", "probability of a whole-vocabulary segment: a span of random ids from the whole "
+                                    "vocabulary, 0..--vocab-gap more random ids, the span again (default 0)");
+    args.option("--vocab-span", "A-B", "span lengths of whole-vocabulary segments (default 4-40)");
+    args.option("--vocab-gap", "N", "at most N random ids between a whole-vocabulary span and its copy (default 24)");
+    args.option("--vocab-repeats", "N", "occurrences of a whole-vocabulary span, each after its own gap (default 2)");
+    args.flag("--vocab-partial", "copies of a whole-vocabulary span after the first start at a random id of it "
+                                 "(needs --vocab-span A-B with A >= 2)");
+    args.flag("--score-copies-only", "the loss skips what no model can predict in whole-vocabulary segments (the "
+                                     "first span, the gaps, the first id of each copy)");
+    args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
+    args.option("--save-at", "N[,N...]", "also save the model as it is after step N into OUT-stepN (a folder beside "
+                                         "--out), e.g. before and after the induction head forms");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG; SVG if FILE ends in .svg)");
@@ -91,8 +105,9 @@ int cli_train(int argc, char** argv) {
     if (!(o.adamw.weight_decay >= 0 && o.adamw.weight_decay < 1)) throw UsageError("train: --weight-decay must be in [0, 1)");
     o.mix.text = args.real("--mix-text", o.mix.text);
     o.mix.copy = args.real("--mix-copy", o.mix.copy);
-    if (!(o.mix.text >= 0 && o.mix.copy >= 0 && o.mix.text + o.mix.copy <= 1))
-        throw UsageError("train: --mix-text and --mix-copy must be >= 0 with a sum <= 1");
+    o.mix.vocab = args.real("--mix-vocab", 0);
+    if (!(o.mix.text >= 0 && o.mix.copy >= 0 && o.mix.vocab >= 0 && o.mix.text + o.mix.copy + o.mix.vocab <= 1))
+        throw UsageError("train: --mix-text, --mix-copy and --mix-vocab must be >= 0 with a sum <= 1");
     o.mix.min_span = args.integer("--span-min", o.mix.min_span, 1, 4096);
     o.mix.max_span = args.integer("--span-max", o.mix.max_span, o.mix.min_span, 4096);
     o.mix.min_repeat = args.integer("--min-repeat", 0, 0, 1 << 20);
@@ -117,6 +132,40 @@ int cli_train(int argc, char** argv) {
         if (std::sscanf(span->c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 || b < a)
             throw UsageError("train: --copy-span wants A-B with 1 <= A <= B, e.g. 6-12");
         o.copy_mix.min_span = a, o.copy_mix.max_span = b;
+    }
+    if (auto span = args.text("--vocab-span")) {
+        long a = 0, b = 0;
+        char dash = 0, extra = 0;
+        if (std::sscanf(span->c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 || b < a ||
+            b > 4096)
+            throw UsageError("train: --vocab-span wants A-B with 1 <= A <= B <= 4096, e.g. 4-40");
+        o.mix.vocab_min_span = o.copy_mix.vocab_min_span = a;
+        o.mix.vocab_max_span = o.copy_mix.vocab_max_span = b;
+    }
+    o.mix.vocab_gap = o.copy_mix.vocab_gap = args.integer("--vocab-gap", o.mix.vocab_gap, 0, 4096);
+    o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
+    o.copy_mix.vocab = args.real("--copy-vocab", 0);
+    o.score_predictable_only = args.has("--score-copies-only");
+    o.mix.vocab_partial = o.copy_mix.vocab_partial = args.has("--vocab-partial");
+    if (o.mix.vocab_partial && o.mix.vocab_min_span < 2)
+        throw UsageError("train: --vocab-partial needs spans of at least 2 ids (--vocab-span 2-B or longer)");
+    if (!(o.copy_mix.vocab >= 0 && o.copy_mix.vocab <= 1)) throw UsageError("train: --copy-vocab must be in [0, 1]");
+    std::vector<int64_t> save_at;
+    if (auto list = args.text("--save-at")) {
+        std::string item;
+        for (size_t i = 0; i <= list->size(); ++i) {
+            if (i < list->size() && (*list)[i] != ',') {
+                item += (*list)[i];
+                continue;
+            }
+            char* end = nullptr;
+            const long long n = std::strtoll(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || n < 1 || n >= o.steps)
+                throw UsageError("train: --save-at wants step numbers between 1 and --steps - 1, comma-separated "
+                                 "(got \"" + item + "\")");
+            save_at.push_back(n);
+            item.clear();
+        }
     }
     o.mix.distinct = args.has("--distinct");
     o.copy_mix.distinct = args.has("--copy-distinct");
@@ -162,6 +211,8 @@ int cli_train(int argc, char** argv) {
     std::fprintf(stderr, "train: %lld parameters, %lld steps x %lld x %lld tokens, seed %llu -> %s\n",
                  (long long)n_params(config), (long long)o.steps, (long long)o.batch, (long long)o.seq_len,
                  (unsigned long long)o.seed, out.c_str());
+    std::string out_base = out;  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
+    while (out_base.size() > 1 && out_base.back() == '/') out_base.pop_back();
     double last_draw = -1;
     TrainResult result = train(o, tokenizer, [&](const TrainProgress& p) {
         const double tps = double(p.tokens) / std::max(1e-9, p.seconds);
@@ -176,6 +227,8 @@ int cli_train(int argc, char** argv) {
         }
         if (checkpoint_every > 0 && p.step % checkpoint_every == 0 && p.step < p.n_steps)
             save_model(out, config, *p.params, tok_dir);
+        if (std::find(save_at.begin(), save_at.end(), p.step) != save_at.end())
+            save_model(out_base + "-step" + std::to_string(p.step), config, *p.params, tok_dir);
     });
     if (tty) std::fputc('\n', stderr);
     save_model(out, config, result.params, tok_dir);

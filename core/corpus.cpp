@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "errors.h"
 
@@ -146,6 +147,9 @@ Corpus::Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix)
                          " single-token letters/digits (\" a\", \" 7\"); random spans need at least 10");
     const std::vector<TokenId> nl = tokenizer.encode_continuation("\n");
     newline_ = nl.at(0);
+    const std::optional<TokenId> eot = tokenizer.end_of_text();
+    for (TokenId id = 0; id < TokenId(tokenizer.n_vocab()); ++id)
+        if (!eot || id != *eot) all_.push_back(id);
 }
 
 std::vector<TokenId> Corpus::paragraph(Rng& rng) const {
@@ -161,9 +165,17 @@ std::vector<TokenId> Corpus::random_span(Rng& rng, int64_t n) const {
     return span;
 }
 
-std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) const {
+std::vector<TokenId> Corpus::vocab_span(Rng& rng, int64_t n) const {
+    std::vector<TokenId> span(size_t(std::max<int64_t>(n, 0)));
+    for (TokenId& t : span) t = all_[rng.below(all_.size())];
+    return span;
+}
+
+std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, std::vector<uint8_t>* predictable) const {
     Rng rng(mix_seed(seed_, uint64_t(step), uint64_t(index)));
     std::vector<TokenId> seq;
+    std::vector<uint8_t> flags;  // grows with seq: 0 = unpredictable vocab-segment id
+    auto flag_to = [&](uint8_t f) { flags.resize(seq.size(), f); };
     seq.reserve(size_t(n + 2 * mix_.max_span + 64));
     auto span_length = [&] { return mix_.min_span + int64_t(rng.below(uint64_t(mix_.max_span - mix_.min_span + 1))); };
     bool after_span = false;
@@ -178,6 +190,24 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
             const int64_t len = std::min<int64_t>(span_length(), int64_t(seq.size()) - 1);
             const int64_t from = int64_t(rng.below(uint64_t(int64_t(seq.size()) - len)));
             for (int64_t i = 0; i < len; ++i) seq.push_back(seq[size_t(from + i)]);
+        } else if (k >= mix_.text + mix_.copy && k < mix_.text + mix_.copy + mix_.vocab) {
+            // span, 0..vocab_gap filler ids, span again: a period no fixed offset can know
+            const int64_t len = mix_.vocab_min_span +
+                                int64_t(rng.below(uint64_t(mix_.vocab_max_span - mix_.vocab_min_span + 1)));
+            const std::vector<TokenId> span = vocab_span(rng, len);
+            flag_to(1);
+            seq.insert(seq.end(), span.begin(), span.end());
+            flag_to(0);
+            for (int64_t r = 1; r < mix_.vocab_repeats; ++r) {
+                const std::vector<TokenId> gap = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_gap + 1))));
+                seq.insert(seq.end(), gap.begin(), gap.end());
+                const size_t from = mix_.vocab_partial ? size_t(rng.below(span.size() - 1)) : 0;  // span size >= 2
+                seq.push_back(span[from]);
+                flag_to(0);
+                seq.insert(seq.end(), span.begin() + std::ptrdiff_t(from) + 1, span.end());
+                flag_to(1);
+            }
+            after_span = true;
         } else {
             std::vector<TokenId> span;
             if (mix_.distinct) {
@@ -198,6 +228,11 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n) co
         }
     }
     seq.resize(size_t(n));
+    if (predictable) {
+        flag_to(1);
+        flags.resize(size_t(n));
+        *predictable = std::move(flags);
+    }
     return seq;
 }
 

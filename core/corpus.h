@@ -9,15 +9,20 @@
 //   random    a span of 8-32 "ordinary tokens" (single letters and digits, see below) drawn uniformly,
 //             then repeated once or twice right after it, without a separator
 //             (CorpusMix::min_repeat: repeated until the segment is that long)
+//   vocab     a span of vocab_min_span-vocab_max_span ids drawn uniformly from the WHOLE vocabulary (every id
+//             but <|endoftext|>), then 0-vocab_gap more such ids, then the span once more: the period varies
+//             from segment to segment (vocab_repeats > 2: more copies, each after its own gap), so no fixed look-back offset predicts the copy; only a head that finds
+//             the earlier occurrence of the current token and reads the token after it (an induction head) does
 //
 //   Rng                            splitmix64; also seeds the trainer's initial weights
 //   sentence(rng)                  one grammar sentence
 //   ordinary_tokens(tokenizer)     ids of " a", " 7", ...: a space and one ASCII letter or digit that are
 //                                  a single token (with the default tokenizer: 40 ids)
 //   Corpus(tokenizer, seed)        the generator; keeps a reference to the tokenizer
-//   Corpus::sequence(step, i, n)   n tokens of training sequence i of step `step`
+//   Corpus::sequence(step, i, n)   n tokens of training sequence i of step `step` (optionally which are predictable)
 //   Corpus::text(seed, n)          n tokens of text segments only (previous-token probes)
 //   Corpus::random_span(rng, n)    n ordinary tokens drawn uniformly (induction and copy probes)
+//   Corpus::vocab_span(rng, n)     n ids drawn uniformly from the whole vocabulary but <|endoftext|>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,15 +59,25 @@ struct CorpusMix {
     bool distinct = false;              // random spans drawn without replacement (at most all ordinary tokens):
                                         // each token occurs once per span, so one token of context finds its
                                         // successor, the easiest case for an induction head
+    double vocab = 0;                   // probability of a whole-vocabulary segment (taken from the random share)
+    int64_t vocab_min_span = 4, vocab_max_span = 40;
+    int64_t vocab_gap = 24;             // 0..vocab_gap random ids between the span and its copy
+    int64_t vocab_repeats = 2;          // occurrences of the span in a vocab segment, each after its own gap
+    bool vocab_partial = false;         // each copy after the first starts at a random id of the span and runs to
+                                        // its end: one id of context must find the rest (no long-context shortcut)
 };
 
 class Corpus {
 public:
     Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix = {});  // throws UsageError when the
                                                                             // tokenizer has < 10 ordinary tokens
-    std::vector<TokenId> sequence(int64_t step, int64_t index, int64_t n) const;
+    std::vector<TokenId> sequence(int64_t step, int64_t index, int64_t n,
+                                  std::vector<uint8_t>* predictable = nullptr) const;  // predictable: (n) flags,
+                                  // 0 for the ids of a vocab segment no model can predict (its first span, its
+                                  // gaps, the first id of each copy), 1 elsewhere
     std::vector<TokenId> text(uint64_t seed, int64_t n) const;
     std::vector<TokenId> random_span(Rng& rng, int64_t n) const;
+    std::vector<TokenId> vocab_span(Rng& rng, int64_t n) const;
     const std::vector<TokenId>& ordinary() const { return ordinary_; }
 
 private:
@@ -72,6 +87,7 @@ private:
     CorpusMix mix_;
     std::vector<TokenId> ordinary_;
     TokenId newline_;
+    std::vector<TokenId> all_;          // every id but <|endoftext|> (vocab segments)
 };
 
 }  // namespace kvscope

@@ -256,7 +256,7 @@ double TrainModel<S>::loss(const int32_t* tokens, const int32_t* targets, int64_
     const double eps = config_.layer_norm_epsilon;
     if (N > max_rows_ || T > config_.n_ctx) throw UsageError("train: batch larger than the model was sized for");
     for (int64_t i = 0; i < N; ++i)
-        if (tokens[i] < 0 || tokens[i] >= V || targets[i] < 0 || targets[i] >= V)
+        if (tokens[i] < 0 || tokens[i] >= V || targets[i] < -1 || targets[i] >= V)
             throw UsageError("train: token id outside the vocabulary");
     const int64_t ln_f = 2 + L * kPerLayer;
 
@@ -370,9 +370,13 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
         const Corpus& c = copying ? copy_corpus : corpus;
         const int64_t B = copying ? copy_batch : o.batch, T = copying ? copy_seq : o.seq_len;
         for (int64_t b = 0; b < B; ++b) {
-            const std::vector<TokenId> seq = c.sequence(step, b, T + 1);
+            std::vector<uint8_t> predictable;
+            const std::vector<TokenId> seq = c.sequence(step, b, T + 1, o.score_predictable_only ? &predictable : nullptr);
             std::copy(seq.begin(), seq.end() - 1, tokens.begin() + b * T);
             std::copy(seq.begin() + 1, seq.end(), targets.begin() + b * T);
+            if (o.score_predictable_only)
+                for (int64_t t = 0; t < T; ++t)
+                    if (!predictable[size_t(t + 1)]) targets[size_t(b * T + t)] = -1;
         }
         model.mlp = step >= o.attn_only;
         const double loss = model.loss(tokens.data(), targets.data(), B, T, true);

@@ -115,6 +115,8 @@ struct TrainOptions {
     double tok_lr = 1, pos_lr = 1;  // learning-rate factors of wte and wpe (0 freezes the table)
     bool emb_decay = true;       // weight decay on wte and wpe too (GPT-2 style: every matrix)
     AdamWOptions adamw;
+    bool score_predictable_only = false;  // the loss skips the ids of vocab segments no model can predict
+                                          // (first span, gaps, first id of each copy): only copies carry gradient
 };
 double learning_rate(int64_t step, const TrainOptions& opts);  // step 0-based
 

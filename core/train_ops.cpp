@@ -206,6 +206,7 @@ void attention_backward(S* dqkv, const S* dout, const S* weights, const S* qkv, 
 template <typename S>
 double cross_entropy_forward(S* probs, const S* logits, const int32_t* targets, int64_t N, int64_t V) {
     double loss = 0;
+    int64_t n_scored = 0;
     for (int64_t r = 0; r < N; ++r) {
         const S* l = logits + r * V;
         S* p = probs + r * V;
@@ -215,15 +216,23 @@ double cross_entropy_forward(S* probs, const S* logits, const int32_t* targets, 
         for (int64_t j = 0; j < V; ++j) sum += double(p[j] = std::exp(l[j] - mx));
         const S inv = S(1.0 / sum);
         for (int64_t j = 0; j < V; ++j) p[j] *= inv;
+        if (targets[r] < 0) continue;  // not scored
+        ++n_scored;
         loss += -(double(l[targets[r]] - mx) - std::log(sum));
     }
-    return loss / double(N);
+    return loss / double(std::max<int64_t>(n_scored, 1));
 }
 
 template <typename S>
 void cross_entropy_backward(S* dlogits, const S* probs, const int32_t* targets, int64_t N, int64_t V) {
-    const S inv_n = S(1.0 / double(N));
+    int64_t n_scored = 0;
+    for (int64_t r = 0; r < N; ++r) n_scored += targets[r] >= 0;
+    const S inv_n = S(1.0 / double(std::max<int64_t>(n_scored, 1)));
     for (int64_t r = 0; r < N; ++r) {
+        if (targets[r] < 0) {
+            std::fill(dlogits + r * V, dlogits + (r + 1) * V, S(0));
+            continue;
+        }
         for (int64_t j = 0; j < V; ++j) dlogits[r * V + j] = probs[r * V + j] * inv_n;
         dlogits[r * V + targets[r]] -= inv_n;
     }

@@ -15,7 +15,8 @@
 //   layer_norm_forward / backward
 //   gelu_forward / backward    gelu_new (tanh approximation)
 //   attention_forward / backward   causal multi-head attention on a fused qkv (N, 3C)
-//   cross_entropy_forward / backward   mean over rows of -log softmax(logits)[target]
+//   cross_entropy_forward / backward   mean over rows of -log softmax(logits)[target]; rows with target < 0
+//                                      are not scored (no loss, no gradient, not counted in the mean)
 #include <cstdint>
 
 namespace kvscope {

@@ -10,3 +10,26 @@ add_test(NAME train.reproducible
                         for f in config.json model.safetensors vocab.json merges.txt; do cmp \"$1/a/$f\" \"$1/b/$f\"; done"
                  $<TARGET_FILE:kvscope> ${kvscope_train_work} ${CMAKE_SOURCE_DIR}/tools/train_default_model.sh)
 set_tests_properties(train.reproducible PROPERTIES TIMEOUT 300)
+# --save-at N writes the model after step N beside --out (OUT-stepN): a loadable folder whose weights differ
+# from the final ones (two more steps changed them), with the same tokenizer files.
+add_test(NAME train.save_at
+         COMMAND sh -c "set -e; rm -rf \"$1/s\" \"$1/s-step2\"; mkdir -p \"$1\"
+                        \"$0\" train --out \"$1/s\" --steps 4 --batch 2 --seq 16 --n-embd 32 --n-head 2 --save-at 2
+                        for f in config.json model.safetensors vocab.json merges.txt; do test -s \"$1/s-step2/$f\"; done
+                        cmp \"$1/s/vocab.json\" \"$1/s-step2/vocab.json\"
+                        if cmp -s \"$1/s/model.safetensors\" \"$1/s-step2/model.safetensors\"; then exit 1; fi
+                        \"$0\" inspect --model \"$1/s-step2\" > /dev/null"
+                 $<TARGET_FILE:kvscope> ${kvscope_train_work})
+set_tests_properties(train.save_at PROPERTIES TIMEOUT 120)
+# Bad values of the whole-vocabulary and checkpoint options: one line on stderr naming the option, exit 1.
+foreach(bad "--save-at;0" "--save-at;2,x" "--save-at;9" "--vocab-span;5-3" "--vocab-span;4" "--mix-vocab;0.9"
+            "--copy-vocab;2" "--vocab-repeats;1")
+  string(REPLACE ";" "_" bad_name "${bad}")
+  list(GET bad 0 bad_option)
+  add_test(NAME train.bad_${bad_name}
+           COMMAND sh -c "out=$(\"$0\" train --out \"$1/bad\" --steps 4 \"$2\" \"$3\" 2>&1 >/dev/null); rc=$?
+                          test $rc -ne 0 && test $rc -lt 128 && test $(printf '%s\\n' \"$out\" | wc -l) -eq 1 &&
+                          printf '%s\\n' \"$out\" | grep -q -- \"$2\""
+                   $<TARGET_FILE:kvscope> ${kvscope_train_work} ${bad})
+  set_tests_properties(train.bad_${bad_name} PROPERTIES TIMEOUT 60)
+endforeach()

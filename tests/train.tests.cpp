@@ -619,3 +619,100 @@ TEST_CASE("corpus: span_newline false joins random spans without a newline") {
     const std::vector<TokenId> text = Corpus(tok, 8, mix).sequence(0, 0, 100);
     CHECK(std::count(text.begin(), text.end(), nl) >= 1);
 }
+
+TEST_CASE("corpus: whole-vocabulary segments repeat a span after a gap that varies") {
+    // Spans of 12 ids from the whole vocabulary, 0-20 filler ids, the span again (vocab_repeats 2), or
+    // twice more (3). Found here by search: the offset p > 0 where the first 12 tokens come back.
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 12;
+    mix.vocab_gap = 20;
+    const TokenId eot = *tok.end_of_text();
+    std::set<int64_t> periods;
+    std::set<TokenId> ids;
+    for (int i = 0; i < 30; ++i) {
+        const std::vector<TokenId> s = Corpus(tok, 9, mix).sequence(0, i, 44);
+        int64_t period = 0;
+        for (int64_t p = 12; p <= 32 && !period; ++p)
+            if (std::equal(s.begin(), s.begin() + 12, s.begin() + p)) period = p;
+        CHECK(period >= 12);
+        periods.insert(period);
+        ids.insert(s.begin(), s.end());
+        CHECK(std::find(s.begin(), s.end(), eot) == s.end());
+    }
+    CHECK(periods.size() >= 8);  // 30 draws of 21 equally likely gaps: P(< 8 distinct) is negligible
+    // Far more than the 40 letter/digit tokens of the random spans, and well beyond the byte tokens.
+    CHECK(ids.size() > 300);
+    CHECK(*ids.rbegin() >= 600);
+    mix.vocab_repeats = 3;
+    mix.vocab_gap = 0;
+    const std::vector<TokenId> s = Corpus(tok, 9, mix).sequence(0, 0, 36);
+    CHECK(std::equal(s.begin(), s.begin() + 12, s.begin() + 12));
+    CHECK(std::equal(s.begin(), s.begin() + 12, s.begin() + 24));
+}
+
+TEST_CASE("softmax cross-entropy: rows with target -1 are not scored (no loss, no gradient, not in the mean)") {
+    const int64_t N = 5, V = 6;
+    std::vector<double> logits = randn(N * V, 43, 3.0), probs(N * V);
+    const std::vector<int32_t> targets = {2, -1, 5, -1, 0};
+    double want = 0;
+    for (int64_t r : {0, 2, 4}) {
+        double z = 0;
+        for (int64_t j = 0; j < V; ++j) z += std::exp(logits[r * V + j]);
+        want += -(logits[r * V + targets[r]] - std::log(z)) / 3;
+    }
+    CHECK(cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V) == Approx(want).epsilon(1e-12));
+    auto f = [&] { return cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V); };
+    f();
+    std::vector<double> dlogits(N * V, 1.0);
+    cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), N, V);
+    for (int64_t j = 0; j < V; ++j) CHECK(dlogits[1 * V + j] == 0.0);
+    check_grad("dlogits", logits, dlogits, f);
+}
+
+TEST_CASE("corpus: the predictable flags mark exactly the copies of a whole-vocabulary span after their first id") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 10;
+    mix.vocab_gap = 0;
+    mix.vocab_repeats = 3;
+    std::vector<uint8_t> flags;
+    const std::vector<TokenId> s = Corpus(tok, 4, mix).sequence(0, 0, 30, &flags);
+    CHECK(s == Corpus(tok, 4, mix).sequence(0, 0, 30));  // asking for the flags changes no token
+    REQUIRE(flags.size() == 30);
+    // span (0-9), copy (10-19), copy (20-29): the first span and each copy's first id cannot be predicted
+    for (int64_t i = 0; i < 30; ++i) CHECK(int(flags[size_t(i)]) == ((i >= 10 && i % 10 != 0) ? 1 : 0));
+    mix.vocab = 0;  // no vocab segments: everything is scored
+    Corpus(tok, 4, mix).sequence(0, 0, 30, &flags);
+    CHECK(std::count(flags.begin(), flags.end(), uint8_t(1)) == 30);
+}
+
+TEST_CASE("corpus: vocab_partial copies start at a random id of the span and run to its end") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 10;
+    mix.vocab_gap = 0;
+    mix.vocab_partial = true;
+    mix.span_newline = false;
+    std::set<int64_t> starts;
+    for (int i = 0; i < 40; ++i) {
+        std::vector<uint8_t> flags;
+        const std::vector<TokenId> s = Corpus(tok, 6, mix).sequence(0, i, 20, &flags);
+        // s[10] is span id j (found by search: whole-vocabulary spans rarely hold an id twice), and
+        // s[10..20-j) must then be span[j..10)
+        int64_t j = -1;
+        for (int64_t k = 0; k < 9 && j < 0; ++k)
+            if (s[size_t(k)] == s[10]) j = k;
+        REQUIRE(j >= 0);
+        starts.insert(j);
+        CHECK(std::equal(s.begin() + j, s.begin() + 10, s.begin() + 10));
+        CHECK(int(flags[10]) == 0);
+        // the copy's other ids (at least one: starts are 0..8) are scored, the next segment's span is not
+        for (int64_t k = 11; k < 20 - j; ++k) CHECK(int(flags[size_t(k)]) == 1);
+        if (j > 0) CHECK(int(flags[size_t(20 - j)]) == 0);
+    }
+    CHECK(starts.size() >= 6);  // 40 draws of 9 equally likely starts
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""Does a model folder copy WHATEVER repeats? An independent check of the default model (issue 18).
+
+Independent of kvscope's C++ engine and of its corpus generator (core/corpus.cpp): a plain numpy GPT-2
+forward of model.safetensors, and its own RNG (numpy's PCG64, seeded here) drawing tokens of four kinds
+straight from vocab.json:
+
+  chars    tokens that decode to one printable ASCII character ("a", "%", "Q", "7")
+  words    tokens that decode to letters only, at least 3 of them, with or without a leading space
+           (" the", "ing", " garden")
+  digpunct tokens that decode to digits and ASCII punctuation only (spaces allowed, at least one
+           non-space): "7", " 25", ".\\"", "?"
+  ids      any id but <|endoftext|>, uniformly
+
+Tests (greedy decoding, full recompute per token):
+  copy12   issue 18's test: a 12-token span, then its first 4 tokens -> are the next 8 the rest of the span?
+  copyvar  a random-length prefix (0-40 ids of any kind), a span of 6-30, 0-30 random ids, the span's first
+           4 -> the rest: periods, lengths and positions the test draws itself
+Spans have no token twice (drawn without replacement), so one token of context decides what follows.
+Attention (per head, averaged over the copy12 prompts of a kind, span repeated whole):
+  prev     mean weight from position t to t-1
+  ind      mean weight from the second occurrence of span token i to the first occurrence of token i+1
+
+  /usr/bin/python3 tools/induction_probe.py DIR [--n 10] [--seed 2718] [--json]
+  /usr/bin/python3 tools/induction_probe.py DIR --pattern N GAP
+      the search's quick look (docs/default_model_search.md): on 6 prompts "N random ids, GAP random ids,
+      the same N ids", teacher-forced copy accuracy and, per head, the mean attention from each copied token
+      to itself, the previous position, its first occurrence (dup), the token after it (ind: the induction
+      target) and the token before it (ind-1)
+"""
+import argparse
+import json
+import string
+import struct
+import sys
+
+import numpy as np
+
+
+def load(d):
+    raw = open(f"{d}/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    w = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        if v["dtype"] != "F32":
+            sys.exit(f"induction_probe: {k} is {v['dtype']}, only F32 is read")
+        a, b = v["data_offsets"]
+        w[k] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(v["shape"]).astype(np.float64)
+    return json.load(open(f"{d}/config.json")), w
+
+
+def layer_norm(x, g, b, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * g + b
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def forward(cfg, w, ids):
+    """ids (T,) -> logits (T, V), attention weights per layer (H, T, T)."""
+    C, H, L = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
+    D, T = C // H, len(ids)
+    x = w["wte.weight"][ids] + w["wpe.weight"][:T]
+    mask = np.triu(np.ones((T, T), dtype=bool), 1)
+    atts = []
+    for il in range(L):
+        h = f"h.{il}."
+        qkv = layer_norm(x, w[h + "ln_1.weight"], w[h + "ln_1.bias"]) @ w[h + "attn.c_attn.weight"] + w[h + "attn.c_attn.bias"]
+        q, k, v = (qkv[:, i * C:(i + 1) * C].reshape(T, H, D).transpose(1, 0, 2) for i in range(3))
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(D)
+        s[:, mask] = -np.inf
+        s = np.exp(s - s.max(-1, keepdims=True))
+        a = s / s.sum(-1, keepdims=True)
+        atts.append(a)
+        x = x + (a @ v).transpose(1, 0, 2).reshape(T, C) @ w[h + "attn.c_proj.weight"] + w[h + "attn.c_proj.bias"]
+        f = gelu(layer_norm(x, w[h + "ln_2.weight"], w[h + "ln_2.bias"]) @ w[h + "mlp.c_fc.weight"] + w[h + "mlp.c_fc.bias"])
+        x = x + f @ w[h + "mlp.c_proj.weight"] + w[h + "mlp.c_proj.bias"]
+    return layer_norm(x, w["ln_f.weight"], w["ln_f.bias"]) @ w["wte.weight"].T, atts
+
+
+def byte_decoder():
+    # GPT-2's bytes_to_unicode, inverted: vocab.json spells each byte as one printable character
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def token_kinds(d):
+    vocab = json.load(open(f"{d}/vocab.json"))
+    dec = byte_decoder()
+    kinds = {"chars": [], "words": [], "digpunct": [], "ids": []}
+    printable = set(string.ascii_letters + string.digits + string.punctuation)
+    for tok, i in vocab.items():
+        if tok.startswith("<|") and tok.endswith("|>"):
+            continue
+        kinds["ids"].append(i)
+        try:
+            text = bytes(dec[c] for c in tok).decode("ascii")
+        except (KeyError, UnicodeDecodeError):
+            continue
+        if len(text) == 1 and text in printable:
+            kinds["chars"].append(i)
+        core = text[1:] if text.startswith(" ") else text
+        if len(core) >= 3 and core.isalpha():
+            kinds["words"].append(i)
+        if text.strip() and all(c in string.digits + string.punctuation + " " for c in text):
+            kinds["digpunct"].append(i)
+    return {k: np.array(sorted(v)) for k, v in kinds.items()}
+
+
+def greedy(cfg, w, prompt, n):
+    ids = list(prompt)
+    for _ in range(n):
+        logits, _ = forward(cfg, w, np.array(ids))
+        ids.append(int(logits[-1].argmax()))
+    return ids[len(prompt):]
+
+
+def pattern(cfg, w, kinds, rng, n, gap, R=6):
+    L, H = cfg["n_layer"], cfg["n_head"]
+    m = {k: np.zeros((L, H)) for k in ["self", "prev", "dup", "ind", "ind-1"]}
+    acc = 0
+    for _ in range(R):
+        span = rng.choice(kinds["ids"], n, replace=False)
+        ids = np.concatenate([span, rng.choice(kinds["ids"], gap), span])
+        off = n + gap
+        logits, atts = forward(cfg, w, ids)
+        q = np.arange(off + 1, off + n - 1)  # copied tokens with a token before and after them in the span
+        acc += (logits[off:off + n - 1].argmax(-1) == ids[off + 1:off + n]).mean() / R
+        for il in range(L):
+            for k, key in (("self", q), ("prev", q - 1), ("dup", q - off), ("ind", q - off + 1), ("ind-1", q - off - 1)):
+                m[k][il] += atts[il][:, q, key].mean(-1) / R
+    print(f"span {n} + gap {gap} + span, random ids: teacher-forced copy accuracy {acc:.2f}")
+    for k, v in m.items():
+        print(f"  {k:6s}" + " | ".join(" ".join(f"{x:.2f}" for x in v[il]) for il in range(L)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--n", type=int, default=10, help="spans per kind and test")
+    ap.add_argument("--seed", type=int, default=2718)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pattern", nargs=2, type=int, metavar=("N", "GAP"))
+    a = ap.parse_args()
+    cfg, w = load(a.dir)
+    kinds = token_kinds(a.dir)
+    rng = np.random.default_rng(a.seed)
+    if a.pattern:
+        n, gap = a.pattern
+        if n < 3 or gap < 0 or 2 * n + gap > cfg["n_positions"]:
+            sys.exit(f"induction_probe: --pattern wants N >= 3, GAP >= 0, 2N + GAP <= {cfg['n_positions']}")
+        return pattern(cfg, w, kinds, rng, n, gap)
+    L, H = cfg["n_layer"], cfg["n_head"]
+    report = {}
+    for kind, pool in kinds.items():
+        r = {"pool": int(len(pool)), "copy12": 0, "copyvar": 0, "fails": []}
+        prev, ind = np.zeros((L, H)), np.zeros((L, H))
+        for _ in range(a.n):
+            span = rng.choice(pool, 12, replace=False)
+            out = greedy(cfg, w, list(span) + list(span[:4]), 8)
+            r["copy12"] += out == list(span[4:])
+            _, atts = forward(cfg, w, np.concatenate([span, span]))
+            q = np.arange(12, 23)
+            t = np.arange(1, 24)
+            for il in range(L):
+                ind[il] += atts[il][:, q, q - 11].mean(-1) / a.n
+                prev[il] += atts[il][:, t, t - 1].mean(-1) / a.n
+        for _ in range(a.n):
+            n = int(rng.integers(6, 31))
+            span = list(rng.choice(pool, n, replace=False))
+            pre = list(rng.choice(kinds["ids"], int(rng.integers(0, 41))))
+            gap = list(rng.choice(kinds["ids"], int(rng.integers(0, 31))))
+            out = greedy(cfg, w, pre + span + gap + span[:4], n - 4)
+            ok = out == span[4:]
+            r["copyvar"] += ok
+            if not ok and len(r["fails"]) < 2:
+                r["fails"].append({"span": [int(x) for x in span], "got": [int(x) for x in out],
+                                   "prefix": len(pre), "gap": len(gap)})
+        r["prev"] = prev.round(3).tolist()
+        r["ind"] = ind.round(3).tolist()
+        r["best_prev"] = float(prev.max().round(3))
+        r["best_ind"] = float(ind.max().round(3))
+        report[kind] = r
+    if a.json:
+        print(json.dumps(report, indent=1))
+        return
+    for kind, r in report.items():
+        print(f"{kind:9s} pool {r['pool']:4d}  copy12 {r['copy12']}/{a.n}  copyvar {r['copyvar']}/{a.n}  "
+              f"best prev {r['best_prev']:.3f}  best ind {r['best_ind']:.3f}")
+        for il in range(L):
+            print(f"   layer {il}: prev " + " ".join(f"{v:.2f}" for v in r["prev"][il]) +
+                  " | ind " + " ".join(f"{v:.2f}" for v in r["ind"][il]))
+
+
+if __name__ == "__main__":
+    main()
