@@ -22,6 +22,17 @@ struct LabPolicy {
 const LabPolicy kPolicies[] = {
     {"full", false, [](SessionOptions&, int64_t) {}},
     {"window", true, [](SessionOptions& o, int64_t budget) { o.window = budget; }},
+    // Eviction policies (eviction.h), deciding after each step what each layer and K/V head keeps. snapkv and
+    // pyramid compress a prompt once it is complete; the lab's prompt is the text's first token, so they
+    // would never act and are not offered.
+    {"h2o", true, [](SessionOptions& o, int64_t budget) {
+         o.eviction.kind = EvictionPolicyKind::H2O;
+         o.eviction.budget = budget;
+     }},
+    {"window+sinks", true, [](SessionOptions& o, int64_t budget) {
+         o.eviction.kind = EvictionPolicyKind::WindowSinks;
+         o.eviction.budget = budget;
+     }},
 };
 
 std::string policy_names() {
@@ -75,15 +86,17 @@ LabConfig parse_lab_config(const std::string& spec) {
         const size_t eq = part.find('=');
         const std::string key = part.substr(0, eq), value = eq == std::string::npos ? "" : part.substr(eq + 1);
         if (eq == std::string::npos) {  // a bare word: a policy or a row format
-            if (part == "full") {
+            const bool named_policy = std::any_of(std::begin(kPolicies), std::end(kPolicies),
+                                                  [&](const LabPolicy& p) { return part == p.name; });
+            if (named_policy) {
                 once("policy");
                 policy = part;
             } else if (part == "f32" || part == "int8" || part == "int4" || part == "fp8") {
                 once("quant");
                 quant = part;
             } else {
-                throw UsageError("--config '" + spec + "': unknown part '" + part +
-                                 "' (full, window=W, sinks=S, policy=, budget=, f32, int8, int4, fp8, g=G, r=R, name=)");
+                throw UsageError("--config '" + spec + "': unknown part '" + part + "' (full, window=W, sinks=S, h2o, "
+                                 "window+sinks, policy=, budget=, f32, int8, int4, fp8, g=G, r=R, name=)");
             }
             continue;
         }
@@ -135,11 +148,16 @@ LabConfig parse_lab_config(const std::string& spec) {
     p->apply(c.options, c.budget);
 
     if (sinks) {
-        if (c.policy != "window")
-            throw UsageError("--config '" + spec + "': sinks stay visible beside a window: give window=W too");
+        if (c.policy != "window" && c.policy != "window+sinks")
+            throw UsageError("--config '" + spec + "': sinks stay visible beside a window: give window=W (or "
+                             "policy=window+sinks,budget=N) too");
         if (*sinks < 0) throw UsageError("--config '" + spec + "': sinks must be >= 0, got " + std::to_string(*sinks));
-        c.options.sinks = *sinks;
+        if (c.policy == "window") c.options.sinks = *sinks;
+        else c.options.eviction.sinks = *sinks;
     }
+    if (c.policy == "window+sinks" && c.options.eviction.sinks >= c.budget)
+        throw UsageError("--config '" + spec + "': window+sinks keeps the sinks and the newest budget - sinks "
+                         "positions: the budget must exceed the sinks");
     if (quant && *quant != "f32" && *quant != "none") {
         if (*quant != "int8" && *quant != "int4" && *quant != "fp8")
             throw UsageError("--config '" + spec + "': unknown format '" + *quant + "' (f32, int8, int4, fp8)");
@@ -267,8 +285,17 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
             run.loss.push_back(-logp[size_t(next)]);
             run.kl.push_back(kl);
             run.top1.push_back(argmax(logp) == ref_top ? 1 : 0);
-            run.cache_bytes.push_back(s.cache().bytes_used());
-            run.positions_held.push_back(s.cache().used());
+            if (s.options().eviction.active()) {
+                // Evicted rows stay in the ring: count what the policy keeps (mean over layers and K/V heads).
+                const KvCacheView v = s.cache().view();
+                int64_t kept = 0;
+                for (int32_t k : v.kept) kept += k;
+                run.cache_bytes.push_back(v.bytes_kept);
+                run.positions_held.push_back(v.kept.empty() ? s.cache().used() : kept / int64_t(v.kept.size()));
+            } else {
+                run.cache_bytes.push_back(s.cache().bytes_used());
+                run.positions_held.push_back(s.cache().used());
+            }
         }
         if (progress) progress(i + 1, N);
     }

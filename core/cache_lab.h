@@ -23,8 +23,9 @@
 //
 // Config grammar: SPEC = PART { "," PART }, each key at most once:
 //   full | window=W            policy: every position (full), or the last W (window; = policy=window,budget=W)
-//   policy=NAME,budget=N       the same spelled as policy and budget; eviction policies are added to the
-//                              table in cache_lab.cpp (budget = positions they keep)
+//   policy=NAME,budget=N       the same spelled as policy and budget; or an eviction policy (eviction.h):
+//                              h2o (recent N/2 + heavy hitters), window+sinks (sinks=S: the first S and the
+//                              newest N-S); budget = positions each layer and K/V head keeps between steps
 //   sinks=S                    with a window: the first S positions stay visible too
 //   f32 | int8 | int4 | fp8    K/V rows as stored (= quant=NAME); kv_quant.h
 //   g=G, r=R                   int4 KIVI group size and residual
@@ -33,6 +34,7 @@
 // Per position i (0 .. N-1, N = tokens - 1) the model has read tokens 0..i and predicts token i+1:
 //   loss[i] = −ln p(tokens[i+1]); kl[i] = Σ_v p_ref(v)·(ln p_ref(v) − ln p(v)) in nats; top1[i] = argmax
 //   equals the reference's (lowest id on ties); cache_bytes[i] = KvCache::bytes_used() after the step
+//   (an eviction policy: the kept rows' bytes, KvCacheView::bytes_kept; positions held = the mean kept)
 //   (packed bytes for int8 / fp8 / int4, float32 rows of the int4 residual); step_seconds[i] = wall time
 //   of Session::step() (forward pass, cache writes and quantization, the session's bookkeeping; not the
 //   lab's scoring). Logits are float32; the scoring runs in double.

@@ -78,8 +78,8 @@ TEST_CASE("lab configs: bad specs are refused with one line naming the spec", "[
     struct Bad { const char* spec; const char* says; };
     const Bad bad[] = {
         {"", "empty"},
-        {"h2o", "unknown part 'h2o'"},
-        {"policy=h2o,budget=8", "unknown policy 'h2o'"},
+        {"snapkv", "unknown part 'snapkv'"},
+        {"policy=snapkv,budget=8", "unknown policy 'snapkv'"},
         {"window=0", "budget must be >= 1"},
         {"window=-3", "budget must be >= 1"},
         {"policy=window,budget=0", "budget must be >= 1"},
@@ -223,4 +223,25 @@ TEST_CASE("lab figures match the double-precision reference forward pass", "[cac
     CHECK(r.runs[1].totals.top1_rate == Approx(1.0 - double(n_disagree) / double(T - 1)));
     CHECK(r.runs[2].totals.bytes_per_token == double(2 * c.n_layer * c.n_head * (D + 4)));
     CHECK(r.runs[0].totals.bytes_total == (T - 1) * 2 * c.n_layer * c.n_head * D * 4);
+}
+
+TEST_CASE("lab: eviction policies as configurations; a budget beyond the text equals the full cache bit for bit",
+          "[cache_lab]") {
+    const std::shared_ptr<const Model> model = lab_model();
+    const std::vector<TokenId> tokens = kvtest::random_tokens(11, 40, 97);
+    const LabReport r = run_cache_lab(model, tokens,
+                                      {parse_lab_config("full"), parse_lab_config("h2o,budget=64"),
+                                       parse_lab_config("h2o,budget=8"), parse_lab_config("policy=window+sinks,budget=10,sinks=2"),
+                                       parse_lab_config("window=9,sinks=2")});
+    REQUIRE(r.runs[1].loss == r.runs[0].loss);  // budget 64 > 40 positions: nothing is evicted
+    REQUIRE(r.runs[1].totals.kl_mean == 0.0);
+    REQUIRE(r.runs[2].totals.kl_mean > 0.0);    // budget 8 of 40: h2o changes the predictions
+    REQUIRE(r.runs[2].positions_held.back() == 8);
+    // window+sinks keeping N = 10 with S = 2 is the window of N - S + 1 = 9 with 2 sinks (eviction.h).
+    REQUIRE(r.runs[3].loss == r.runs[4].loss);
+    REQUIRE(r.runs[3].kl == r.runs[4].kl);
+    REQUIRE_THROWS_AS(parse_lab_config("h2o"), UsageError);                           // no budget
+    REQUIRE_THROWS_AS(parse_lab_config("policy=window+sinks,budget=2,sinks=2"), UsageError);
+    REQUIRE_THROWS_AS(parse_lab_config("h2o,budget=8,sinks=2"), UsageError);          // sinks are window+sinks'
+    REQUIRE_THROWS_AS(parse_lab_config("policy=snapkv,budget=8"), UsageError);         // not offered: one-token prompt
 }
