@@ -177,7 +177,7 @@ def main():
         ("lab --chart into a missing folder", ["lab", "--chart", os.path.join(missing, "c.png")], 2, missing, 30),
         ("lab --chart over a file that is not a PNG", ["lab", "--chart", notes], 2, notes, 30),
         ("lab --scale without --chart", ["lab", "--scale", "2"], 2, "--chart", 30),
-        ("lab unknown policy", ["lab", "--config", "policy=h2o,budget=64"], 2, "unknown policy 'h2o'", 30),
+        ("lab unknown policy", ["lab", "--config", "policy=lru,budget=64"], 2, "unknown policy 'lru'", 30),
         ("lab budget 0", ["lab", "--config", "window=0"], 2, "budget must be >= 1", 30),
         ("lab unknown format", ["lab", "--config", "quant=int2"], 2, "unknown format 'int2'", 30),
         ("lab group not dividing head_dim", ["lab", "--config", "int4,g=5"], 2, "does not divide head_dim", 30),

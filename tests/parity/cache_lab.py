@@ -224,7 +224,7 @@ def check_refusals(kvscope, work):
     model = model_dir(work, "base")  # head_dim 16
     chart = os.path.join(work, "refused.png")
     cases = [
-        (["--config", "policy=h2o,budget=8"], "unknown policy 'h2o'"),
+        (["--config", "policy=lru,budget=8"], "unknown policy 'lru'"),
         (["--config", "quant=int3"], "unknown format 'int3'"),
         (["--config", "int4,g=5"], "'int4,g=5'"),
         (["--config", "window=0"], "budget must be >= 1"),
