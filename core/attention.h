@@ -89,13 +89,20 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     constexpr int64_t kMaxHeads = 4;  // heads whose sums and outputs are carried together
     const int64_t n = keys.count();
     auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
+    // An evicted key's rows may be gone (a paged block back in the pool): its loads read the query's own
+    // position instead, always alive. Its score is replaced by -inf and its weight by 0, so what is read
+    // there only adds 0 · v, as the evicted row's own values did.
+    auto readable = [&](int64_t p) {
+        if constexpr (masked) return evicted(p) ? keys.hi : p;
+        return p;
+    };
     // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
     {
         KeyRow rows[kBatch];
         auto score = [&](int64_t from, int64_t to, const float* queries) {
             for (int64_t j0 = from; j0 < to; j0 += kBatch) {
                 const int64_t m = std::min(kBatch, to - j0);
-                for (int64_t i = 0; i < m; ++i) rows[i] = key_at(keys.position(j0 + i));
+                for (int64_t i = 0; i < m; ++i) rows[i] = key_at(readable(keys.position(j0 + i)));
                 for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, queries + g * D, rows, m, D, scale);
             }
         };
@@ -133,7 +140,7 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     ValueRow rows[kBatch];
     for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
         const int64_t m = std::min(kBatch, n - j0);
-        for (int64_t i = 0; i < m; ++i) rows[i] = value_at(keys.position(j0 + i));
+        for (int64_t i = 0; i < m; ++i) rows[i] = value_at(readable(keys.position(j0 + i)));
         for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads)
             axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
                             rows, m, D);
