@@ -438,6 +438,7 @@ void draw_controls(PanelContext& c) {
             int x = int(v);
             ImGui::SetNextItemWidth(w);
             if (ImGui::InputInt(label, &x)) v = std::max<int64_t>(lo, x);
+            dump_item(label);
             help_marker(help);
         };
         input64("prefill chunk", o.prefill_chunk, 0, "tokens per prefill step; 0 = the whole prompt at once");
@@ -450,10 +451,17 @@ void draw_controls(PanelContext& c) {
         help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
                     "count as sitting right before the window. Off: every key keeps its own (text) position.");
         // Eviction under a budget (core/eviction.h); a bad combination is refused when applied, in the error box.
-        int policy = int(o.eviction.kind);
+        // A combo of named items (not Combo's string list) so tests find each choice in the layout dump.
         ImGui::SetNextItemWidth(w);
-        if (ImGui::Combo("eviction", &policy, "oracle-off\0window+sinks\0h2o\0snapkv\0pyramid\0"))
-            o.eviction.kind = EvictionPolicyKind(policy);
+        if (ImGui::BeginCombo("eviction", eviction_policy_name(o.eviction.kind))) {
+            for (int i = 0; i <= int(EvictionPolicyKind::Pyramid); ++i) {
+                const EvictionPolicyKind k = EvictionPolicyKind(i);
+                if (ImGui::Selectable(eviction_policy_name(k), k == o.eviction.kind)) o.eviction.kind = k;
+                dump_item(("eviction " + std::string(eviction_policy_name(k))).c_str());
+            }
+            ImGui::EndCombo();
+        }
+        dump_item("eviction");
         help_marker("which positions each layer and K/V head keeps once it holds more than the budget (README \"Eviction "
                     "under a budget\"); evicted rows are veiled red in the KV cache panel");
         if (o.eviction.active()) {
@@ -567,6 +575,7 @@ void draw_export(PanelContext& c) {
     ImGui::RadioButton("selected head", !v.export_all_heads) && (v.export_all_heads = false);
     ImGui::SameLine();
     ImGui::RadioButton("all heads", v.export_all_heads) && (v.export_all_heads = true);
+    dump_item("export all heads");
     PlotOutput& plots = v.export_plots;
     ImGui::RadioButton("PNG", plots.format == PlotFormat::Png) && (plots.format = PlotFormat::Png, true);
     ImGui::SameLine();

@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""Real-input test of the eviction controls: the interactive window on assets/llama-gqa driven by xdotool.
+
+With the mouse: open Session options' "eviction" combo and pick h2o, type a KV budget of 4, press Apply;
+then type a prompt, click "Prefill step" and press Space twice (two decode steps), choose "all heads" in
+the Export panel and click "Export session". Checks, with numbers computed outside the window:
+
+  1. the applied options are h2o with budget 4 (the combo and the box reached the session);
+  2. every step's evictions in the export equal numpy replaying h2o (recent = budget / 2, heavy hitters by
+     attention summed in float64 over queries and the group's heads) from the exported weights alone
+     (tests/cli/check_eviction_trace.py's replay, written from README "Eviction under a budget"), and an
+     evicted key gets weight 0 from every later query;
+  3. hovering each row of the KV cache panel's K map (layer 0, head 0 = K/V head 0): the tooltip names the
+     slot and position under the pointer, says "evicted" exactly for the positions numpy evicted from that
+     K/V head by the last step, with numpy's deciding score.
+Needs what check_input.py needs (its App drives the window).
+"""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+import check_eviction_trace as evict_ref  # noqa: E402
+
+PROMPT = "The cat sat on the mat"
+BUDGET = 4
+
+
+def reveal(app, name):
+    """Scroll the window holding `name` with the wheel until the item is inside what the window shows."""
+    for _ in range(40):
+        d = app.state()
+        r, c = d["widgets"].get(name), d["clips"].get(name)
+        if r and c and r[1] >= c[1] and r[3] <= c[3]:
+            return
+        if not c:
+            fail("'%s' is not in the layout dump" % name)
+        app.xdo(["mousemove", "--window", app.wid, str(int((c[0] + c[2]) / 2)), str(int((c[1] + c[3]) / 2))])
+        app.xdo(["click", "5" if not r or r[3] > c[3] else "4"])
+        f0 = app.frames()
+        while app.frames() < f0 + 3:
+            time.sleep(0.05)
+    fail("could not scroll '%s' into view" % name)
+
+
+def click_left(app, name):
+    """Click the left end of an item (an InputInt's text box, not its -/+ buttons)."""
+    x0, y0, x1, y1 = app.state()["widgets"][name]
+    f0 = app.frames()
+    app.xdo(["mousemove", "--window", app.wid, str(int(x0 + 12)), str(int((y0 + y1) / 2))])
+    while app.frames() < f0 + 2:
+        time.sleep(0.05)
+    time.sleep(0.15)
+    app.press_release()
+
+
+def hover(app, x, y):
+    """Move the pointer to (x, y); return the KV cache tooltip shown two frames later or more."""
+    app.xdo(["mousemove", "--window", app.wid, str(int(x)), str(int(y))])
+    d = app.wait_dump("the KV cache tooltip at %d,%d" % (x, y), lambda d: "kv tooltip" in d["texts"], frames=2,
+                      shown=lambda d: d["texts"])
+    return d["texts"]["kv tooltip"]
+
+
+def parse_tip(tip):
+    """'slot S position P[ evicted score X]' -> (S, P, X or None)."""
+    w = tip.split()
+    if len(w) < 4 or w[0] != "slot" or w[2] != "position":
+        fail("unexpected KV cache tooltip %r" % tip)
+    return int(w[1]), int(w[3]), float(w[6]) if len(w) >= 7 and w[4] == "evicted" else None
+
+
+def inner(a):
+    work = a.work
+    model = os.path.join(a.assets, "llama-gqa")
+    out = os.path.join(work, "exported")
+    app = App(a.kvscope, work, ["--model", model])
+    try:
+        app.wait("first frames", lambda s: s["frames"] > 3)
+        reveal(app, "eviction")
+        app.click("eviction")
+        # A popup's first frame only measures it (drawn hidden, elsewhere): click where a later frame put it.
+        app.wait_dump("the eviction combo open", lambda d: "eviction h2o" in d["widgets"], frames=3)
+        app.click("eviction h2o")
+        app.wait("h2o chosen, nothing else", lambda s: s["pending_options"] == "eviction oracle-off → h2o")
+        app.wait_dump("the budget box", lambda d: "KV budget" in d["widgets"], frames=3)
+        reveal(app, "KV budget")
+        click_left(app, "KV budget")
+        app.key("ctrl+a")
+        app.xdo(["type", "--delay", "30", str(BUDGET)])
+        app.click_empty()
+        app.wait("h2o and budget pending", lambda s: "h2o" in s["pending_options"] and "%d" % BUDGET in s["pending_options"])
+        reveal(app, "apply options")
+        app.click("apply options")
+        app.wait("options applied", lambda s: s["eviction"] == "h2o" and s["kv_budget"] == BUDGET and not s["pending_options"])
+        app.screenshot("h2o applied")
+
+        app.type_into("prompt", PROMPT)
+        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
+        app.click_empty()
+        app.click("Prefill step")
+        app.wait("prefill", lambda s: s["steps"] == 1)
+        app.key("space")
+        app.wait("decode", lambda s: s["steps"] == 2)
+        app.key("space")
+        app.wait("decode", lambda s: s["steps"] == 3)
+        app.screenshot("three steps under h2o")
+
+        app.click("export all heads")
+        app.type_into("export dir", out)
+        app.click_empty()
+        app.click("Export session")
+        app.wait("export session", lambda s: s["last_export"] != "" and s["problem"]["text"] == "")
+
+        # 2. the export against numpy's replay of h2o from the exported weights.
+        failures, n = evict_ref.replay(out, "h2o", budget=BUDGET, recent=BUDGET // 2, obs=0, pool=1, pool_kind="max")
+        if failures:
+            fail("%d mismatches between the window's evictions and numpy's replay (above)" % failures)
+        if n == 0:
+            fail("nothing was evicted: the check would teach nothing")
+        print("  ok: %d evictions of the exported session = numpy's h2o replay from the exported weights" % n)
+
+        # What numpy evicted from layer 0, K/V head 0 by the last step (the replay matched every event).
+        doc = json.load(open(os.path.join(out, "trace.json")))
+        gone = {}
+        for s in doc["steps"]:
+            for e in json.load(open(os.path.join(out, s["folder"], "meta.json")))["eviction"]["events"]:
+                if e["layer"] == 0 and e["kv_head"] == 0 and not e.get("restored"):
+                    gone[e["position"]] = e["score"]
+        n_pos = sum(len(s["tokens"]) for s in doc["steps"])
+        if len(gone) != n_pos - BUDGET:
+            fail("layer 0 K/V head 0 evicted %d of %d positions, a budget of %d leaves %d"
+                 % (len(gone), n_pos, BUDGET, n_pos - BUDGET))
+
+        # 3. hover every row of the K map.
+        x0, y0, x1, y1 = app.state()["widgets"]["kv K map"]
+        xm = (x0 + x1) / 2
+        first, last = parse_tip(hover(app, xm, y0 + 1)), parse_tip(hover(app, xm, y1 - 1))
+        if first[0] != 0:
+            fail("the top row of the K map reads slot %d" % first[0])
+        S = last[0] + 1
+        row_h = (y1 - y0) / S
+        evicted_shown = {}
+        for slot in range(S):
+            sl, pos, score = parse_tip(hover(app, xm, y0 + (slot + 0.5) * row_h))
+            if sl != slot:
+                fail("row %d of the K map reads slot %d" % (slot, sl))
+            if pos < 0:
+                continue
+            if (score is not None) != (pos in gone):
+                fail("slot %d, position %d: the tooltip says %s, numpy says %s" % (
+                    slot, pos, "evicted" if score is not None else "kept", "evicted" if pos in gone else "kept"))
+            if score is not None:
+                if abs(score - gone[pos]) > 1e-6 * max(1.0, abs(gone[pos])):
+                    fail("position %d: the tooltip's deciding score %.9g, numpy's %.9g" % (pos, score, gone[pos]))
+                evicted_shown[pos] = score
+        if sorted(evicted_shown) != sorted(gone):
+            fail("the K map shows %s evicted, numpy %s" % (sorted(evicted_shown), sorted(gone)))
+        app.screenshot("evicted row hovered")
+        print("  ok: the KV cache panel's %d rows: evicted exactly %s with numpy's scores"
+              % (S, ", ".join("%d (%.4g)" % (p, s) for p, s in sorted(evicted_shown.items()))))
+    finally:
+        app.close()
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(assets_test_main(__file__, inner))
