@@ -45,7 +45,9 @@
 #   gui.eviction_input  Session options' eviction controls under real input (xdotool) on assets/llama-gqa: h2o
 #              picked in the combo, a budget typed, Apply, Prefill, two Space decodes, Export session (all heads):
 #              every eviction equals numpy replaying h2o from the exported weights, and hovering each row of the
-#              KV cache panel's K map shows "evicted" with numpy's deciding score exactly where numpy evicted;
+#              KV cache panel's K map shows "evicted" with numpy's deciding score exactly where numpy evicted; the
+#              timeline marks the evicting steps (a mark's tooltip: positions per layer and K/V head, score range),
+#              the Mask panel says "N visible, M evicted", Cache on vs off says why it is off;
 #              tests/gui/check_eviction_input.py
 #   gui.kv_quant_input  the K/V quantization tab under real input on the default model: format radios clicked (fp8,
 #              int8), cells of the K and V error maps hovered: each tooltip's position, channel and error equal

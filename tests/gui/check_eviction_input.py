@@ -12,7 +12,11 @@ the Export panel and click "Export session". Checks, with numbers computed outsi
      evicted key gets weight 0 from every later query;
   3. hovering each row of the KV cache panel's K map (layer 0, head 0 = K/V head 0): the tooltip names the
      slot and position under the pointer, says "evicted" exactly for the positions numpy evicted from that
-     K/V head by the last step, with numpy's deciding score.
+     K/V head by the last step, with numpy's deciding score;
+  4. the token timeline marks exactly the steps that evicted, and hovering the last one's mark gives the
+     positions evicted per layer and K/V head and the range of deciding scores of the checked events;
+  5. the Mask panel counts "N visible, M evicted" as numpy's evictions give, and the Cache on vs off panel
+     says in one line why it cannot compare under h2o.
 Needs what check_input.py needs (its App drives the window).
 """
 import json
@@ -162,6 +166,44 @@ def inner(a):
         app.screenshot("evicted row hovered")
         print("  ok: the KV cache panel's %d rows: evicted exactly %s with numpy's scores"
               % (S, ", ".join("%d (%.4g)" % (p, s) for p, s in sorted(evicted_shown.items()))))
+
+        # 4. the timeline marks the steps that evicted; hovering the last one's mark says how many positions
+        # per layer and K/V head and the range of deciding scores, as the (numpy-checked) events say.
+        events = [json.load(open(os.path.join(out, s["folder"], "meta.json")))["eviction"]["events"] for s in doc["steps"]]
+        marks = " ".join("%d:e" % i for i, ev in enumerate(events) if ev)
+        texts = app.state()["texts"]
+        if texts.get("timeline step marks") != marks:
+            fail("the timeline marks %r, the evictions were at %r" % (texts.get("timeline step marks"), marks))
+        last = len(events) - 1
+        x0, y0, x1, y1 = app.state()["widgets"]["timeline step mark %d" % last]
+        app.xdo(["mousemove", "--window", app.wid, str(int((x0 + x1) / 2)), str(int((y0 + y1) / 2))])
+        tip = app.wait_dump("the mark's tooltip", lambda d: "timeline step tooltip" in d["texts"], frames=2,
+                            shown=lambda d: d["texts"])["texts"]["timeline step tooltip"]
+        L, K = doc["model"]["n_layer"], doc["model"]["n_kv_head"]
+        want = ["step %d ended here: h2o evicted after this step's queries attended:" % last]
+        for l in range(L):
+            per = [sum(1 for e in events[last] if e["layer"] == l and e["kv_head"] == k) for k in range(K)]
+            want.append("  layer %d: %d position%s (per K/V head %s)" % (l, sum(per), "" if sum(per) == 1 else "s",
+                                                                          ", ".join(map(str, per))))
+        scores = [e["score"] for e in events[last]]
+        want.append("deciding scores %.4g .. %.4g" % (min(scores), max(scores)))
+        if tip.split("\n") != want:
+            fail("the mark of step %d says %r, expected %r" % (last, tip.split("\n"), want))
+        app.screenshot("timeline mark hovered")
+        print("  ok: timeline marks %s; step %d's mark: %s" % (marks, last, " | ".join(want[1:])))
+
+        # 5. the Mask panel (layer 0, head 0) counts the evicted keys apart; the cache comparison says why it is off.
+        # The last step's query saw every position so far, itself included, less what the steps before it evicted.
+        n_keys = n_pos
+        before = sum(1 for ev in events[:-1] for e in ev if e["layer"] == 0 and e["kv_head"] == 0)
+        count = app.state()["texts"].get("mask count", "")
+        want_count = "%d of %d cells: %d visible, %d evicted" % (n_keys, n_keys, n_keys - before, before)
+        if not count.startswith(want_count):
+            fail("the Mask panel says %r, expected %r" % (count, want_count))
+        note = app.state()["texts"].get("compare note", "")
+        if not note.startswith("No comparison under h2o:") or "\n" in note:
+            fail("the Cache on vs off panel under h2o says %r" % note)
+        print("  ok: Mask %r; Cache on vs off: %r" % (want_count, note))
     finally:
         app.close()
     print("OK")
