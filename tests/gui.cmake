@@ -27,7 +27,7 @@
 #   gui.logit_lens  the Logit lens tab on assets/llama-gqa at both sizes: for a selected position, every
 #              depth's five tokens and probabilities equal numpy's final norm and output layer over the
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
-#   gui.kv_quant  the K/V quantization tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
+#   gui.kv_quant  the K/V quant tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
 #              its largest K error, V error, score change and weight change equal numpy's reconstruction
 #              (tools/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
 #              instead of compared; a group that does not divide D is refused; tests/gui/check_kv_quant.py
@@ -49,7 +49,7 @@
 #              timeline marks the evicting steps (a mark's tooltip: positions per layer and K/V head, score range),
 #              the Mask panel says "N visible, M evicted", Cache on vs off says why it is off;
 #              tests/gui/check_eviction_input.py
-#   gui.kv_quant_input  the K/V quantization tab under real input on the default model: format radios clicked (fp8,
+#   gui.kv_quant_input  the K/V quant tab under real input on the default model: format radios clicked (fp8,
 #              int8), cells of the K and V error maps hovered: each tooltip's position, channel and error equal
 #              numpy's reconstruction (tools/kv_quant_reference.py) of the rows `generate --trace` exports;
 #              tests/gui/check_kv_quant_input.py

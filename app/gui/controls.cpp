@@ -482,7 +482,7 @@ void draw_controls(PanelContext& c) {
             dump_item("kv format");
             help_marker("what the cache stores: float32 rows, int8 or fp8 rows with a float32 scale each, or int4 "
                         "KIVI (keys per channel over G positions, values per token over G channels, the latest R "
-                        "positions in float32). Attention reads the dequantized rows. The K/V quantization tab shows "
+                        "positions in float32). Attention reads the dequantized rows. The K/V quant tab shows "
                         "what a format changes (on an f32 session).");
             if (o.kv_quant.format == KvQuant::Int4) {
                 input64("int4 group G", o.kv_quant.group, 1, "positions per key group and channels per value group; "

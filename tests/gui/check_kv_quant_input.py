@@ -23,7 +23,7 @@ import subprocess  # noqa: E402
 
 PROMPT = "Tom saw the cat. Tom saw the dog. Tom saw the"
 LAYER, HEAD = 1, 2
-TAB = "K/V quantization"
+TAB = "K/V quant"
 
 
 def tooltip_at(app, x, y):

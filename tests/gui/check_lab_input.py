@@ -5,7 +5,8 @@ Type a prompt, click the Cache lab tab, type three configurations into its box (
 eviction policy) and click Measure: every row the tab shows (bytes per token, loss, KL, top-1) must equal
 `kvscope lab --json` on the same text with the same configurations (the CLI: the same core measured in
 another process, checked against PyTorch and numpy by parity.cache_lab), the header must say it measured
-this sequence's tokens, and after Prefill it must say the sequence changed.
+this sequence's tokens, and after Prefill it must say the sequence changed; the prediction, a newline as
+the CLI says, must be shown in the Next token header as a return arrow.
 Needs what check_input.py needs (its App drives the window).
 """
 import json
@@ -71,6 +72,18 @@ def inner(a):
                       shown=lambda d: d["texts"].get("lab header"))
         app.screenshot("sequence changed")
         print("  ok: after a prefill the tab says the sequence changed")
+        # The prompt's prediction is a newline (greedy; the CLI's choice and the tokenizer's id for "\n"):
+        # the Next token header shows it as the chips do, a return arrow, not an escape.
+        gen = json.loads(subprocess.run([a.kvscope, "generate", "--model", model, "--prompt", PROMPT, "--max-new-tokens", "1",
+                                         "--json"], capture_output=True, text=True, timeout=120).stdout)["generated_ids"][0]
+        newline = int(subprocess.run([a.kvscope, "tokenize", "--model", model, "--text", "\n"], capture_output=True,
+                                     text=True, timeout=60).stdout.split()[0])
+        if gen != newline:
+            fail("the CLI predicts %d after the prompt, not the newline %d: pick a prompt that ends a line" % (gen, newline))
+        shown = app.state()["texts"].get("next token chosen")
+        if shown != "chosen: %d '\u21b5'" % newline:
+            fail("the Next token header for a newline reads %r" % shown)
+        print("  ok: the Next token header shows the newline as %r" % shown)
     finally:
         app.close()
     print("OK")
