@@ -311,13 +311,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         std::string text;
         for (size_t i = 1; i < l.words.size(); ++i) text += (i > 1 ? " " : "") + l.words[i];
         v.lab_specs = text;
-        MeasureLab m;
-        std::stringstream in(text);
-        for (std::string part; std::getline(in, part, ';');) {
-            const size_t a = part.find_first_not_of(" \t"), b = part.find_last_not_of(" \t");
-            if (a != std::string::npos) m.specs.push_back(part.substr(a, b - a + 1));
-        }
-        run(std::move(m));
+        run(MeasureLab{split_lab_specs(text)});
     } else if (cmd == "heads") {
         run(ExplainHeads{});
     } else if (cmd == "cache") {
