@@ -68,14 +68,9 @@ def inner(a):
     D = k.shape[2] // 4  # the default model: 4 heads
     k, v = k[LAYER, :, HEAD * D:(HEAD + 1) * D], v[LAYER, :, HEAD * D:(HEAD + 1) * D]
 
-    app = App(a.kvscope, work, ["--model", model])
-    try:
+    with App(a.kvscope, work, ["--model", model]) as app:
         app.wait("first frames", lambda s: s["frames"] > 3)
-        app.type_into("prompt", PROMPT)
-        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
-        app.click_empty()
-        app.click("Prefill step")
-        app.wait("prefill", lambda s: s["steps"] == 1)
+        app.prefill(PROMPT)
         app.click("layer +")
         app.click("head +")
         app.click("head +")
@@ -93,10 +88,6 @@ def inner(a):
             check_cells(app, fmt, k, v)
         app.click_empty()
         time.sleep(0.2)
-    finally:
-        app.close()
-    print("OK")
-    return 0
 
 
 if __name__ == "__main__":

@@ -33,12 +33,9 @@ def inner(a):
         fail("kvscope lab failed: %s" % p.stderr)
     want = json.loads(p.stdout)["configs"]
 
-    app = App(a.kvscope, work, ["--model", model])
-    try:
+    with App(a.kvscope, work, ["--model", model]) as app:
         app.wait("first frames", lambda s: s["frames"] > 3)
-        app.type_into("prompt", PROMPT)
-        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
-        app.click_empty()
+        app.type_prompt(PROMPT)
         app.click("tab Cache lab")
         app.wait_dump("the lab tab", lambda d: "Measure lab" in d["widgets"])
         app.type_into("lab configurations", " ; ".join(CONFIGS))
@@ -84,10 +81,6 @@ def inner(a):
         if shown != "chosen: %d '\u21b5'" % newline:
             fail("the Next token header for a newline reads %r" % shown)
         print("  ok: the Next token header shows the newline as %r" % shown)
-    finally:
-        app.close()
-    print("OK")
-    return 0
 
 
 if __name__ == "__main__":
