@@ -398,12 +398,27 @@ void draw_controls(PanelContext& c) {
     working_indicator(pr);
     problem_box(c, Place::Controls);
     if (!pending.empty()) {
-        // Steps run on the applied options: say so where the step buttons are.
-        wrapped_text({0.95f, 0.70f, 0.25f, 1}, "Not applied yet: %s. Steps (and Space) use the applied "
-                           "options until you press Apply below.", pending.c_str());
+        // Steps run on the applied options: say so where the step buttons are, in the one line the key hint
+        // takes otherwise. A note of its own pushed every option box below it down as soon as an edit made
+        // an option pending, so the next click, aimed at the box just seen, landed on the one above it.
+        std::string line = "Not applied yet: " + pending;
+        const float room = ImGui::GetContentRegionAvail().x;
+        if (ImGui::CalcTextSize(line.c_str()).x > room) {  // cut at a whole UTF-8 character, the rest on hover
+            while (!line.empty() && ImGui::CalcTextSize((line + "...").c_str()).x > room) {
+                line.pop_back();
+                while (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0x80) line.pop_back();
+                if (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0xC0) line.pop_back();
+            }
+            line += "...";
+        }
+        ImGui::TextColored({0.95f, 0.70f, 0.25f, 1}, "%s", line.c_str());
         dump_item("options pending");
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("Not applied yet: %s.\nSteps (and Space) use the applied options until you press Apply "
+                              "below.", pending.c_str());
+    } else {
+        ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
     }
-    ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
     if (s.sequences.size() > 1) {
         // A batch steps together; the panels show one sequence.
         ImGui::AlignTextToFramePadding();

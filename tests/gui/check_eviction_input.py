@@ -3,7 +3,8 @@
 
 With the mouse: open Session options' "eviction" combo and pick h2o, type a KV budget of 4, press Apply;
 then type a prompt, click "Prefill step" and press Space twice (two decode steps), choose "all heads" in
-the Export panel and click "Export session". Checks, with numbers computed outside the window:
+the Export panel and click "Export session" (to its default folder). Checks, with numbers computed outside
+the window:
 
   1. the applied options are h2o with budget 4 (the combo and the box reached the session);
   2. every step's evictions in the export equal numpy replaying h2o (recent = budget / 2, heavy hitters by
@@ -80,7 +81,7 @@ def parse_tip(tip):
 def inner(a):
     work = a.work
     model = os.path.join(a.assets, "llama-gqa")
-    out = os.path.join(work, "exported")
+    out = os.path.join(work, "kvscope_export")
     with App(a.kvscope, work, ["--model", model]) as app:
         app.wait("first frames", lambda s: s["frames"] > 3)
         reveal(app, "eviction")
@@ -89,7 +90,9 @@ def inner(a):
         app.wait_dump("the eviction combo open", lambda d: "eviction h2o" in d["widgets"], frames=3)
         app.click("eviction h2o")
         app.wait("h2o chosen, nothing else", lambda s: s["pending_options"] == "eviction oracle-off → h2o")
-        app.wait_dump("the budget box", lambda d: "KV budget" in d["widgets"], frames=3)
+        # Clicked at once where the box first shows: an option made pending must not move the boxes (the
+        # pending note used to push them down a few lines, and this click toggled the checkbox above).
+        app.wait_dump("the budget box", lambda d: "KV budget" in d["widgets"])
         reveal(app, "KV budget")
         click_left(app, "KV budget")
         app.key("ctrl+a")
@@ -109,9 +112,7 @@ def inner(a):
         app.screenshot("three steps under h2o")
 
         app.click("export all heads")
-        app.type_into("export dir", out)
-        app.click_empty()
-        app.click("Export session")
+        app.click("Export session")  # to the Export panel's default folder, kvscope_export in the window's cwd
         app.wait("export session", lambda s: s["last_export"] != "" and s["problem"]["text"] == "")
 
         # 2. the export against numpy's replay of h2o from the exported weights.
