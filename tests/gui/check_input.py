@@ -139,8 +139,13 @@ class App:
     def key(self, k):
         # Held for a few frames: ImGui 1.86 polls key state once per frame, so a press and release
         # between two frames would be missed (typed characters are queued and need no such care).
+        # At least 0.25 s and two frames: on a loaded machine a frame can take longer than that.
+        f0 = self.frames()
         self.xdo(["keydown", k])
         time.sleep(0.25)
+        t0 = time.time()
+        while self.frames() < f0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
         self.xdo(["keyup", k])
         time.sleep(0.2)
 
