@@ -105,6 +105,8 @@ void check_heatmap_plot(const std::string& path, const HeatmapPlot& p) {
 HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     assert(p.rows > 0 && p.cols > 0 && "heatmap_layout needs a checked plot (check_heatmap_plot)");
     HeatmapLayout l;
+    if (!p.x_label.empty()) l.x_label = p.x_label;
+    if (!p.y_label.empty()) l.y_label = p.y_label;
     const int64_t cw = heatmap_cell_px(p.rows, p.cols);
     int64_t ch = std::max(cw, (heatmap_plot_min_height_px + p.rows - 1) / p.rows);
     if (p.rows * ch > heatmap_max_side_px) ch = cw;
