@@ -173,6 +173,29 @@ TEST_CASE("token labels on both axes: after the row position, under the column p
     CHECK_FALSE(has("'q'"));        // column 3 has no tick
 }
 
+TEST_CASE("axis names replace the default query and key position in the SVG and the PNG layout", "[svg]") {
+    const fs::path dir = work_dir("axis_names");
+    Map m(3, 5, 2);
+    m.plot.x_label = "head dimension & <d>";
+    m.plot.y_label = "cache slot";
+    const fs::path path = dir / "kv.svg";
+    write_heatmap_plot_svg(path.string(), m.plot);
+    const HeatmapLayout named = heatmap_layout(m.plot), plain = heatmap_layout(Map(3, 5, 2).plot);
+    CHECK(named.x_label == "head dimension & <d>");
+    CHECK(named.y_label == "cache slot");
+    CHECK(plain.x_label == "key position");
+    CHECK(plain.y_label == "query position");
+    CHECK(named.area.x == plain.area.x);  // the names do not move the cells
+    const auto s = summary(path);
+    if (!s) return;
+    std::vector<std::string> texts = (*s)["texts"];
+    auto has = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
+    CHECK(has("head dimension & <d>"));
+    CHECK(has("cache slot"));
+    CHECK_FALSE(has("key position"));
+    CHECK_FALSE(has("query position"));
+}
+
 TEST_CASE("a heatmap of more than svg_max_rect_cells cells embeds its pixels, axes stay vector", "[svg]") {
     const fs::path dir = work_dir("big");
     Map m(300, 300, 0);

@@ -71,6 +71,7 @@ const Spec kSpecs[] = {
     {"zoom", 1, 3, "zoom F [U V]", "attention zoom and centre"},
     {"export", 1, 2, "export DIR [all-heads]", "export the shown step (selected head unless all-heads)", ScriptOutput::Folder},
     {"export-session", 1, 2, "export-session DIR [all-heads]", "export every step of the shown sequence", ScriptOutput::Folder},
+    {"export-dir", 1, 1, "export-dir DIR", "the Export panel's folder, as typed into its box (exports and figures go there)"},
     {"save-figure", 1, 2, "save-figure PANEL [NAME]", "the panel's Save figure button: kv-cache, mask, kv-quant, heads, compare or lab, "
                                                       "as the Export panel's format into its folder's figures/; NAME replaces the file "
                                                       "name (the part and extension are added)"},
@@ -282,7 +283,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "quant-view"))
+                             cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "export-dir" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -415,6 +416,8 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         v.all_heads = arg == "all-heads";
     } else if (cmd == "values") {
         v.show_scores = arg == "scores";
+    } else if (cmd == "export-dir") {
+        v.export_dir = arg;
     } else if (cmd == "save-figure") {
         Panel p = Panel::KvCache;
         figure_panel_named(arg, p);
