@@ -134,7 +134,7 @@ PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
     c.text(l.bar_x + l.bar_w + 6, l.bar_y + l.bar_h - 12, l.lo_text, ink);
     for (int y = 0; y < l.hatch_h; ++y)
         for (int x = 0; x < l.bar_w; ++x) c.pixel(l.bar_x + x, l.hatch_y + y, masked_color(x, y));
-    c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, "masked", ink);
+    c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text, ink);
 
     a.scale = png_scale(a.image_width, a.image_height, scale);
     write_png(path, c, a.scale);

@@ -107,6 +107,7 @@ HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     HeatmapLayout l;
     if (!p.x_label.empty()) l.x_label = p.x_label;
     if (!p.y_label.empty()) l.y_label = p.y_label;
+    if (!p.masked_label.empty()) l.masked_text = p.masked_label;
     const int64_t cw = heatmap_cell_px(p.rows, p.cols);
     int64_t ch = std::max(cw, (heatmap_plot_min_height_px + p.rows - 1) / p.rows);
     if (p.rows * ch > heatmap_max_side_px) ch = cw;
@@ -123,7 +124,8 @@ HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     int left = 80;
     if (row_labels && int64_t(p.row_positions.size()) == p.rows)
         for (int64_t i = 0; i < p.rows; ++i) left = std::max(left, text_width(row_text(i)) + 24);
-    const int top = 56, bottom = col_labels ? 78 : 60, bar_gap = 24, bar_labels = 80;
+    const int top = 56, bottom = col_labels ? 78 : 60, bar_gap = 24;
+    const int bar_labels = std::max(80, 6 + text_width(l.masked_text));  // the hatch's label (6 px after the bar) fits
     a.x = left;
     a.y = top;
     const int64_t min_w = std::max<int64_t>({text_width(p.title) + 16, text_width(l.x_label) + left + 16, 360});

@@ -51,6 +51,7 @@ struct HeatmapLayout {
     int bar_x = 0, bar_y = 0, bar_w = 18, bar_h = 0;  // the colour bar, hi at the top
     int hatch_y = 0, hatch_h = 16;        // the masked-hatch sample under the bar
     std::string hi_text, lo_text;         // the bar's range labels
+    std::string masked_text = "masked";   // beside the hatch sample
 };
 
 void check_heatmap_plot(const std::string& path, const HeatmapPlot& plot);

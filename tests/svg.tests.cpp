@@ -173,11 +173,12 @@ TEST_CASE("token labels on both axes: after the row position, under the column p
     CHECK_FALSE(has("'q'"));        // column 3 has no tick
 }
 
-TEST_CASE("axis names replace the default query and key position in the SVG and the PNG layout", "[svg]") {
+TEST_CASE("axis and hatch names replace the defaults in the SVG and the PNG layout", "[svg]") {
     const fs::path dir = work_dir("axis_names");
     Map m(3, 5, 2);
     m.plot.x_label = "head dimension & <d>";
     m.plot.y_label = "cache slot";
+    m.plot.masked_label = "empty slot";
     const fs::path path = dir / "kv.svg";
     write_heatmap_plot_svg(path.string(), m.plot);
     const HeatmapLayout named = heatmap_layout(m.plot), plain = heatmap_layout(Map(3, 5, 2).plot);
@@ -192,6 +193,9 @@ TEST_CASE("axis names replace the default query and key position in the SVG and 
     auto has = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
     CHECK(has("head dimension & <d>"));
     CHECK(has("cache slot"));
+    CHECK(has("empty slot"));
+    CHECK_FALSE(has("masked"));
+    CHECK(named.area.image_width >= int64_t(named.bar_x) + named.bar_w + 6 + text_width("empty slot"));
     CHECK_FALSE(has("key position"));
     CHECK_FALSE(has("query position"));
 }

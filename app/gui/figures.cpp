@@ -121,6 +121,7 @@ Figure kv_cache_figure(const Snapshot& s, const ViewPrefs& v) {
         }
         p.x_label = "head dimension";
         p.y_label = identity ? "cache slot = position" : "cache slot (@position)";
+        p.masked_label = "empty slot";
         f.maps.push_back(std::move(m));
     }
     return f;
@@ -166,6 +167,7 @@ Figure quant_figure(const Snapshot& s, const ViewPrefs& v) {
     HeatmapPlot& p = m.plot;
     p.title = where(s, w) + ": " + fmt + " score change (query x key)";
     p.value_label = "change";
+    p.masked_label = "not seen";
     p.rows = e.n_queries, p.cols = e.n_keys;
     signed_range(p, e.score_change_max);
     p.row_positions = e.query_positions;
@@ -230,6 +232,7 @@ Figure heads_figure(const Snapshot& s) {
         p.col_positions = iota(H);
         p.x_label = "head";
         p.y_label = "layer";
+        p.masked_label = "not measured";
         f.maps.push_back(std::move(m));
     }
     return f;

@@ -165,7 +165,7 @@ def main():
         r = float(np.abs(x).max())
         s, p = pair("kv_cache_step0_l%d_h%d_%s" % (LAYER, HEAD, part))
         check_map("kv-cache " + part, s, p, want, -r, r,
-                  ["step 0, layer %d, head %d: %s cache" % (LAYER, HEAD, part), "head dimension", "cache slot", "0 T"])
+                  ["step 0, layer %d, head %d: %s cache" % (LAYER, HEAD, part), "head dimension", "cache slot", "0 T", "empty slot"])
 
     # Mask: causal over the prefill.
     want = np.where(np.tril(np.ones((P, P), bool)), 1.0, np.nan)
@@ -182,7 +182,8 @@ def main():
         r = float(np.nanmax(np.abs(want)))
         s, p = pair("kv_quant_step0_l%d_h%d_%s" % (LAYER, HEAD, part))
         check_map("kv-quant " + part, s, p, want.astype(np.float64), -r, r,
-                  ["int8", "layer %d, head %d" % (LAYER, HEAD)], steps=2.5)
+                  ["int8", "layer %d, head %d" % (LAYER, HEAD)] + (["not seen"] if part == "score_change" else []),
+                  steps=2.5)
 
     # Heads: layers x heads, scores in [0, 1] on viridis; --json rounds, so half a step more.
     for part, key in (("previous_token", "previous_token"), ("induction", "induction")):
