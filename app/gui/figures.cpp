@@ -8,6 +8,7 @@
 #include <map>
 
 #include "errors.h"
+#include "logit_lens.h"
 #include "map_overview.h"
 #include "output_path.h"
 #include "plot_layout.h"
@@ -260,6 +261,46 @@ Figure compare_figure(const Snapshot& s) {
     return f;
 }
 
+Figure lens_figure(const Snapshot& s, const ViewPrefs& v) {
+    const Shown w = shown_step(s, v);
+    if (w.r->rows.residual.empty()) nothing("step " + std::to_string(w.step) + " recorded no residual stream");
+    const Model& model = s.model();
+    const int64_t q_pos = lens_position(*w.r, v);
+    const LogitLens lens = logit_lens(model, w.r->rows, q_pos - w.r->cost.first_computed_position, kLensTop);
+    const std::vector<TokenId> tokens = tokens_of(s);
+    const int64_t depths = int64_t(lens.depths.size());
+    Figure f;
+    f.name = "logit_lens_step" + std::to_string(w.step) + "_pos" + std::to_string(q_pos);
+    FigureMap m;
+    HeatmapPlot& p = m.plot;
+    m.values.assign(size_t(depths * kLensTop), 0.0f);
+    m.visible.assign(size_t(depths * kLensTop), 0);
+    p.cell_texts.assign(size_t(depths * kLensTop), "");
+    for (int64_t d = 0; d < depths; ++d) {
+        const LensDepth& depth = lens.depths[size_t(d)];
+        for (size_t k = 0; k < depth.top.size() && int64_t(k) < kLensTop; ++k) {
+            const size_t cell = size_t(d * kLensTop) + k;
+            m.values[cell] = depth.top[k].probability;
+            m.visible[cell] = 1;
+            p.cell_texts[cell] = short_token(model, depth.top[k].id, plot_label_chars);
+        }
+        p.row_labels.push_back(d == 0 ? "embeddings" : "after layer " + std::to_string(d - 1));
+    }
+    const TokenId answer = lens.depths.back().top.front().id;
+    p.title = model_name(s) + ", step " + std::to_string(w.step) + ": logit lens at position " + std::to_string(q_pos) +
+              " '" + token_label(model, tokens, q_pos) + "' (the full model's choice: '" +
+              short_token(model, answer, plot_label_chars) + "')";
+    p.value_label = "probability";
+    p.rows = depths, p.cols = kLensTop;
+    p.lo = 0, p.hi = 1;
+    p.row_positions = iota(depths);
+    p.col_positions = iota(kLensTop, 1);
+    p.x_label = "rank";
+    p.y_label = "depth";
+    f.maps.push_back(std::move(m));
+    return f;
+}
+
 Figure lab_figure(const Snapshot& s) {
     if (!s.lab) nothing("the cache lab has not measured (Measure)");
     const LabCurves c = lab_curves(*s.lab);
@@ -279,7 +320,8 @@ const struct {
     Panel panel;
     const char* name;
 } kFigurePanels[] = {{Panel::KvCache, "kv-cache"}, {Panel::Mask, "mask"},   {Panel::Quant, "kv-quant"},
-                     {Panel::Heads, "heads"},      {Panel::Compare, "compare"}, {Panel::Lab, "lab"}};
+                     {Panel::Heads, "heads"},      {Panel::Compare, "compare"}, {Panel::Lab, "lab"},
+                     {Panel::Lens, "logit-lens"}};
 
 }  // namespace
 
@@ -310,6 +352,11 @@ void score_change_cells(const KvQuantError& e, std::vector<float>& change, std::
         seen[i] = std::isnan(e.score_change[i]) ? 0 : 1;
         change[i] = seen[i] ? e.score_change[i] : 0.0f;
     }
+}
+
+int64_t lens_position(const StepRecord& r, const ViewPrefs& v) {
+    const int64_t R = r.cost.n_rows_computed, first = r.cost.first_computed_position;
+    return v.sel_query >= first && v.sel_query < first + R ? v.sel_query : first + R - 1;
 }
 
 LabCurves lab_curves(const LabReport& lab) {
@@ -356,6 +403,7 @@ Figure build_figure(Panel p, const Snapshot& snap, const ViewPrefs& prefs) {
         case Panel::Heads: return heads_figure(snap);
         case Panel::Compare: return compare_figure(snap);
         case Panel::Lab: return lab_figure(snap);
+        case Panel::Lens: return lens_figure(snap, prefs);
         default: break;
     }
     throw UsageError(std::string("the ") + panel_title(p) + " panel has no figure to save");

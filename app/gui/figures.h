@@ -9,6 +9,8 @@
 //   score_change_cells(e, change, seen)  the K/V quantization panel's score-change map: (T, P) values with
 //                                  0 and seen = 0 where the query does not see the key
 //   kQuantMaxQueries               the quantization panel's score map covers the step's last queries only
+//   kLensTop, lens_position(r, prefs)  the Logit lens's tokens per depth, and the query position it reads:
+//                                  the selected one when the step computed it, else the step's last
 //   lab_curves(lab)                the Cache lab panel's curves: per configuration the loss it adds over the
 //                                  reference (summed over the positions) and its KL per position
 //   FigureMap                      one heatmap of a figure and the arrays it points into
@@ -44,6 +46,9 @@ KvSlots kv_slots(const Trace& trace, size_t step, int64_t layer, int64_t head, b
 
 inline constexpr int64_t kQuantMaxQueries = 256;
 void score_change_cells(const KvQuantError& e, std::vector<float>& change, std::vector<uint8_t>& seen);
+
+inline constexpr int64_t kLensTop = 5;
+int64_t lens_position(const StepRecord& r, const ViewPrefs& prefs);
 
 struct LabCurves {
     std::vector<std::vector<double>> added, kl;  // (configurations, N positions)

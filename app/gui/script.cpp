@@ -72,7 +72,7 @@ const Spec kSpecs[] = {
     {"export", 1, 2, "export DIR [all-heads]", "export the shown step (selected head unless all-heads)", ScriptOutput::Folder},
     {"export-session", 1, 2, "export-session DIR [all-heads]", "export every step of the shown sequence", ScriptOutput::Folder},
     {"export-dir", 1, 1, "export-dir DIR", "the Export panel's folder, as typed into its box (exports and figures go there)"},
-    {"save-figure", 1, 2, "save-figure PANEL [NAME]", "the panel's Save figure button: kv-cache, mask, kv-quant, heads, compare or lab, "
+    {"save-figure", 1, 2, "save-figure PANEL [NAME]", "the panel's Save figure button: kv-cache, mask, kv-quant, heads, compare, lab or logit-lens, "
                                                       "as the Export panel's format into its folder's figures/; NAME replaces the file "
                                                       "name (the part and extension are added)"},
     {"export-format", 1, 2, "export-format png [N] | svg", "the Export panel's heatmap format: PNG at scale N (1..8, default 1) or SVG"},
@@ -242,7 +242,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
         if (cmd == "save-figure") {
             Panel p;
-            if (!figure_panel_named(l.words[1], p)) bad("no figure '" + l.words[1] + "' (kv-cache, mask, kv-quant, heads, compare, lab)");
+            if (!figure_panel_named(l.words[1], p)) bad("no figure '" + l.words[1] + "' (kv-cache, mask, kv-quant, heads, compare, lab, logit-lens)");
             if (n_args == 2 && l.words[2].find('/') != std::string::npos) bad("NAME is a file name, without a folder");
         }
         if (cmd == "export-format" && l.words[1] != "png" && l.words[1] != "svg") bad("expected png or svg");

@@ -2,7 +2,7 @@
 """Save figure (script `save-figure PANEL [NAME]`) against numbers computed independently.
 
 On the default model the window prefills a prompt, selects layer 1 head 2 and saves the KV cache, mask,
-K/V quantization (int8), heads and cache on/off figures as PNG at scale 2 and as SVG into the Export
+K/V quantization (int8), heads, logit lens and cache on/off figures as PNG at scale 2 and as SVG into the Export
 folder's figures/. Every SVG must parse as XML (xml.etree) and carry its title and axis names; every
 heatmap cell's colour - the SVG rect's fill, and the PNG pixel at the same cell's centre (scale 2) - is
 mapped back through the figure's own colour bar (the SVG gradient's 256 stops) to a value, which must
@@ -12,7 +12,9 @@ equal, within colormap quantisation, what numpy computes:
   - mask: causal, hatched above the diagonal;
   - K/V quantization: int8 reconstruction error of K and V and the score change q.k_hat - q.k, with
     tools/kv_quant_reference.py;
-  - heads: previous-token and induction scores from `kvscope heads --json`.
+  - heads: previous-token and induction scores from `kvscope heads --json`;
+  - logit lens: each depth's top-5 probabilities from the `logit_lens.json` `generate --trace` writes, and
+    each cell's token text (where the token is one of the prompt's) as the text in the cell.
 The cache on/off figure must hold its two charts (4 polylines, one point per step). Refusals: a file of
 another kind in the way is left as it was, and nothing of that figure is written; a figure with nothing
 to draw yet fails the script in one line with a non-zero exit.
@@ -137,7 +139,7 @@ def main():
 
     out = os.path.join(a.work, "out")
     figs = os.path.join(out, "figures")
-    names = ["kv-cache", "mask", "kv-quant", "heads"]
+    names = ["kv-cache", "mask", "kv-quant", "heads", "logit-lens"]
     lines = ["export-dir " + out, "prompt " + PROMPT, "prefill", "layer %d" % LAYER, "head %d" % HEAD, "heads"]
     for fmt in ("png 2", "svg"):
         lines.append("export-format " + fmt)
@@ -192,6 +194,29 @@ def main():
             want[h["layer"], h["head"]] = h[key]
         s, p = pair("heads_" + part)
         check_map("heads " + part, s, p, want, 0.0, 1.0, ["layer", "head", "score of every head"], steps=2.5)
+
+    # Logit lens at the prefill's last position: depth x rank, probability on viridis, each cell's token as text.
+    meta = json.load(open(os.path.join(step, "meta.json")))
+    lens = json.load(open(os.path.join(step, "logit_lens.json")))
+    text_of = dict(zip(meta["tokens"]["ids"], meta["tokens"]["text"]))
+    want = np.array([[t["probability"] for t in d["top"]] for d in lens["depths"]])
+    s, p = pair("logit_lens_step0_pos%d" % lens["position"])
+    check_map("logit lens", s, p, want, 0.0, 1.0, ["logit lens at position %d" % lens["position"], "depth", "rank",
+                                                   "embeddings", "after layer %d" % (L - 1)])
+    _, _, _, _, root = read_svg(s)
+    cell_texts = [[t.text or "" for t in g] for g in root.iter(NS + "g") if g.get("id") == "cell_texts"]
+    if not cell_texts or len(cell_texts[0]) != want.size:
+        fail("logit lens: want a text in each of the %d cells" % want.size)
+    ids = [t["id"] for d in lens["depths"] for t in d["top"]]
+    checked = 0
+    for cell, (i, shown) in enumerate(zip(ids, cell_texts[0])):
+        if i in text_of and text_of[i].strip():  # a token of the prompt: its text is known here
+            want_text = text_of[i] if len(text_of[i]) <= 12 else text_of[i][:12] + ".."
+            if shown != want_text:
+                fail("logit lens cell %d: token %d shown as %r, want %r" % (cell, i, shown, want_text))
+            checked += 1
+    if checked == 0:
+        fail("logit lens: no cell's token could be checked")
 
     # Cache on vs off: two charts of two series, one point per step (prefill + 2 decode steps).
     s, p = pair("compare_steps3")
