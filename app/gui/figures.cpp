@@ -284,7 +284,7 @@ Figure lens_figure(const Snapshot& s, const ViewPrefs& v) {
             m.visible[cell] = 1;
             p.cell_texts[cell] = short_token(model, depth.top[k].id, plot_label_chars);
         }
-        p.row_labels.push_back(d == 0 ? "embeddings" : "after layer " + std::to_string(d - 1));
+        p.row_labels.push_back(d == 0 ? "embeddings" : "after L" + std::to_string(d - 1));  // fits the axis's 12 characters
     }
     const TokenId answer = lens.depths.back().top.front().id;
     p.title = model_name(s) + ", step " + std::to_string(w.step) + ": logit lens at position " + std::to_string(q_pos) +
@@ -296,7 +296,7 @@ Figure lens_figure(const Snapshot& s, const ViewPrefs& v) {
     p.row_positions = iota(depths);
     p.col_positions = iota(kLensTop, 1);
     p.x_label = "rank";
-    p.y_label = "depth";
+    p.y_label = "depth (the residual after layer L)";
     f.maps.push_back(std::move(m));
     return f;
 }

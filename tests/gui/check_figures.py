@@ -83,8 +83,9 @@ def decode(rgb, stops, lo, hi):
     return lo + (hi - lo) * i / 255.0
 
 
-def check_map(label, svg_path, png_path, want, lo, hi, texts_wanted, steps=2.0):
-    """want: (rows, cols) values, NaN = masked. Checks the SVG's rects and the scale-2 PNG's cell centres."""
+def check_map(label, svg_path, png_path, want, lo, hi, texts_wanted, steps=2.0, texts_in_cells=False):
+    """want: (rows, cols) values, NaN = masked. Checks the SVG's rects and the scale-2 PNG's cell centres
+    (texts_in_cells: 3 px inside each cell's top-left corner, clear of the text at the centre)."""
     title, texts, cells, stops, _ = read_svg(svg_path)
     if len(stops) != 256:
         fail("%s: the colour bar has %d stops, not 256" % (label, len(stops)))
@@ -102,7 +103,7 @@ def check_map(label, svg_path, png_path, want, lo, hi, texts_wanted, steps=2.0):
             x, y, w, h, fill = cells[i * cols + j]
             w_ij = want[i, j]
             from_svg = None if fill == "url(#masked)" else decode([int(fill[k:k + 2], 16) for k in (1, 3, 5)], stops, lo, hi)
-            px = png[int(2 * (y + h / 2)), int(2 * (x + w / 2))]
+            px = png[int(2 * (y + 3)), int(2 * (x + 3))] if texts_in_cells else png[int(2 * (y + h / 2)), int(2 * (x + w / 2))]
             from_png = decode(px, stops, lo, hi)
             for src, got in (("SVG", from_svg), ("PNG", from_png)):
                 if isinstance(got, str):
@@ -199,15 +200,15 @@ def main():
     meta = json.load(open(os.path.join(step, "meta.json")))
     lens = json.load(open(os.path.join(step, "logit_lens.json")))
     text_of = dict(zip(meta["tokens"]["ids"], meta["tokens"]["text"]))
-    want = np.array([[t["probability"] for t in d["top"]] for d in lens["depths"]])
+    want = np.array([[t["probability"] for t in d["top"][:5]] for d in lens["depths"]])  # the tab's top 5
     s, p = pair("logit_lens_step0_pos%d" % lens["position"])
     check_map("logit lens", s, p, want, 0.0, 1.0, ["logit lens at position %d" % lens["position"], "depth", "rank",
-                                                   "embeddings", "after layer %d" % (L - 1)])
+                                                   "embeddings", "after L%d" % (L - 1)], texts_in_cells=True)
     _, _, _, _, root = read_svg(s)
     cell_texts = [[t.text or "" for t in g] for g in root.iter(NS + "g") if g.get("id") == "cell_texts"]
     if not cell_texts or len(cell_texts[0]) != want.size:
         fail("logit lens: want a text in each of the %d cells" % want.size)
-    ids = [t["id"] for d in lens["depths"] for t in d["top"]]
+    ids = [t["id"] for d in lens["depths"] for t in d["top"][:5]]
     checked = 0
     for cell, (i, shown) in enumerate(zip(ids, cell_texts[0])):
         if i in text_of and text_of[i].strip():  # a token of the prompt: its text is known here
