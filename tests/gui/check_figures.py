@@ -15,7 +15,8 @@ equal, within colormap quantisation, what numpy computes:
   - heads: previous-token and induction scores from `kvscope heads --json`;
   - logit lens: each depth's top-5 probabilities from the `logit_lens.json` `generate --trace` writes, and
     each cell's token text (where the token is one of the prompt's) as the text in the cell.
-The cache on/off figure must hold its two charts (4 polylines, one point per step). Refusals: a file of
+The cache on/off figure must hold its two charts (4 polylines, one point per step), the cache lab's its
+two charts of one line per configuration. Refusals: a file of
 another kind in the way is left as it was, and nothing of that figure is written; a figure with nothing
 to draw yet fails the script in one line with a non-zero exit.
 """
@@ -146,7 +147,7 @@ def main():
         lines.append("export-format " + fmt)
         lines += ["save-figure " + n for n in names]
     lines += ["decode 2", "export-format svg", "save-figure compare", "export-format png 2", "save-figure compare",
-              "panel KV cache"]
+              "lab full; window=4", "save-figure lab", "export-format svg", "save-figure lab", "panel KV cache"]
     script(a.kvscope, model, a.work, "figures", lines)
     d = json.load(open(os.path.join(a.work, "figures.json")))
     if "save figure kv-cache" not in d.get("widgets", {}):
@@ -228,6 +229,17 @@ def main():
     for t in ("FLOPs per step", "compute time per step", "cache on", "cache off", "step"):
         if not any(t in x for x in texts):
             fail("compare: no text %r in the SVG" % t)
+    Image.open(p).verify()
+
+    # Cache lab: loss added and KL per position, one line per configuration in each chart.
+    s, p = pair("cache_lab")
+    _, texts, _, _, root = read_svg(s)
+    counts = [len(pl.get("points").split()) for pl in root.iter(NS + "polyline")]
+    if len(counts) != 4 or len(set(counts)) != 1 or counts[0] < P - 1:
+        fail("lab: want 4 polylines of the same length >= %d, got %s" % (P - 1, counts))
+    for t in ("loss added", "KL to the full cache", "full", "window=4", "position"):
+        if not any(t in x for x in texts):
+            fail("lab: no text %r in the SVG" % t)
     Image.open(p).verify()
 
     # Refusals. A file of another kind where the K figure would go: refused, left as it was, V not written.
