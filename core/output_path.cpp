@@ -89,7 +89,8 @@ void check_output_folder(const std::string& flag, const std::string& path, const
     if (fs::exists(fs::path(path) / marker, ec)) return;
     for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
         const std::string name = e.path().filename().string();
-        if (name.rfind("step_", 0) != 0 || !e.is_directory(ec))  // a step folder of an unfinished export is ours
+        // a step folder of an unfinished export is ours, and so is the window's figures/ (Save figure)
+        if ((name.rfind("step_", 0) != 0 && name != "figures") || !e.is_directory(ec))
             refuse(flag, path, "the folder holds other files (" + name + ") and no " + marker +
                                    "; give a new or empty folder");
     }

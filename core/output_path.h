@@ -8,7 +8,8 @@
 //      for --dump-logits, a PNG or SVG for a chart or screenshot, a JSON document for a dump, a prompt cache
 //      file for --prompt-cache); any other file is refused and left as it is.
 //   3. An existing folder is written into only when it is empty or already holds what kvscope writes
-//      there (a trace: trace.json and step_NNNN folders; a model: config.json).
+//      there (a trace: trace.json and step_NNNN folders; a model: config.json). A folder `figures`
+//      (the window's Save figure writes into the Export folder's figures/) is kvscope's too.
 //
 // A broken rule throws UsageError naming the option and the path: exit code 2 (errors.h).
 //

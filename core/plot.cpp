@@ -107,6 +107,14 @@ PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
     const std::vector<uint8_t> cells = heatmap_cells_rgb(p, a);
     for (int64_t y = 0; y < a.height; ++y)
         std::memcpy(&c.rgb[size_t(((a.y + y) * c.w + a.x) * 3)], &cells[size_t(y * a.width * 3)], size_t(a.width * 3));
+    // pass 1b: a text centred in each cell, in ink that stands out from the cell's colour
+    if (int64_t(p.cell_texts.size()) == p.rows * p.cols)
+        for (int64_t i = 0; i < p.rows; ++i)
+            for (int64_t j = 0; j < p.cols; ++j) {
+                const std::string t = cell_text(p, i * p.cols + j);
+                const int cx = int(a.x + (2 * j + 1) * a.width / (2 * p.cols)), cy = int(a.y + (2 * i + 1) * a.height / (2 * p.rows));
+                c.text(cx - text_width(t) / 2, cy - 6, t, cell_text_color(p, i * p.cols + j));
+            }
     // pass 2: title, axes, ticks at cell centres labelled with positions
     c.text(l.title_x, l.title_y, p.title, ink);
     c.text(l.y_label_x, l.y_label_y, l.y_label, ink);
@@ -134,7 +142,7 @@ PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
     c.text(l.bar_x + l.bar_w + 6, l.bar_y + l.bar_h - 12, l.lo_text, ink);
     for (int y = 0; y < l.hatch_h; ++y)
         for (int x = 0; x < l.bar_w; ++x) c.pixel(l.bar_x + x, l.hatch_y + y, masked_color(x, y));
-    c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, "masked", ink);
+    c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text, ink);
 
     a.scale = png_scale(a.image_width, a.image_height, scale);
     write_png(path, c, a.scale);

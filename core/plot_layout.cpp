@@ -105,8 +105,17 @@ void check_heatmap_plot(const std::string& path, const HeatmapPlot& p) {
 HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     assert(p.rows > 0 && p.cols > 0 && "heatmap_layout needs a checked plot (check_heatmap_plot)");
     HeatmapLayout l;
-    const int64_t cw = heatmap_cell_px(p.rows, p.cols);
+    if (!p.x_label.empty()) l.x_label = p.x_label;
+    if (!p.y_label.empty()) l.y_label = p.y_label;
+    if (!p.masked_label.empty()) l.masked_text = p.masked_label;
+    int64_t cw = heatmap_cell_px(p.rows, p.cols);
     int64_t ch = std::max(cw, (heatmap_plot_min_height_px + p.rows - 1) / p.rows);
+    if (int64_t(p.cell_texts.size()) == p.rows * p.cols) {  // every cell wide and tall enough for its text
+        int widest = 0;
+        for (int64_t cell = 0; cell < p.rows * p.cols; ++cell) widest = std::max(widest, text_width(cell_text(p, cell)));
+        cw = std::max<int64_t>(cw, widest + 12);
+        ch = std::max<int64_t>(ch, 28);
+    }
     if (p.rows * ch > heatmap_max_side_px) ch = cw;
     PlotArea& a = l.area;
     a.width = std::min(p.cols * cw, heatmap_max_side_px);
@@ -121,7 +130,8 @@ HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     int left = 80;
     if (row_labels && int64_t(p.row_positions.size()) == p.rows)
         for (int64_t i = 0; i < p.rows; ++i) left = std::max(left, text_width(row_text(i)) + 24);
-    const int top = 56, bottom = col_labels ? 78 : 60, bar_gap = 24, bar_labels = 80;
+    const int top = 56, bottom = col_labels ? 78 : 60, bar_gap = 24;
+    const int bar_labels = std::max(80, 6 + text_width(l.masked_text));  // the hatch's label (6 px after the bar) fits
     a.x = left;
     a.y = top;
     const int64_t min_w = std::max<int64_t>({text_width(p.title) + 16, text_width(l.x_label) + left + 16, 360});
@@ -165,6 +175,18 @@ std::vector<uint8_t> heatmap_cells_rgb(const HeatmapPlot& p, const PlotArea& a) 
         }
     }
     return rgb;
+}
+
+std::string cell_text(const HeatmapPlot& p, int64_t cell) {
+    if (int64_t(p.cell_texts.size()) != p.rows * p.cols) return "";
+    return shorten(p.cell_texts[size_t(cell)], plot_label_chars);
+}
+
+Rgb cell_text_color(const HeatmapPlot& p, int64_t cell) {
+    if (p.visible && !p.visible[cell]) return {255, 255, 255};
+    const Rgb c = color_for(p.values[cell], p.lo, p.hi, p.table ? *p.table : viridis());
+    const double luma = 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+    return luma < 110 ? Rgb{255, 255, 255} : Rgb{40, 40, 40};
 }
 
 double ChartLayout::py(double y) const {

@@ -14,6 +14,8 @@
 //   HeatmapLayout heatmap_layout(plot)   image and cell rectangle (PlotArea), position ticks at cell
 //                                  centres, colour bar, hatch sample and the places of the texts
 //   heatmap_cells_rgb(plot, area)  (area.height, area.width, 3) the cell pixels, masked cells hatched
+//   cell_text(plot, cell)          the text drawn in a cell (cut to plot_label_chars), "" without cell_texts
+//   cell_text_color(plot, cell)    dark ink on light cells, white on dark ones
 //   ChartLayout chart_layout(chart, ox, width, height)   one line chart in the panel at (ox, 0): data
 //                                  ranges, px()/py() data -> pixel, ticks, and shown(y) (finite, > 0 on log)
 #include <array>
@@ -51,11 +53,14 @@ struct HeatmapLayout {
     int bar_x = 0, bar_y = 0, bar_w = 18, bar_h = 0;  // the colour bar, hi at the top
     int hatch_y = 0, hatch_h = 16;        // the masked-hatch sample under the bar
     std::string hi_text, lo_text;         // the bar's range labels
+    std::string masked_text = "masked";   // beside the hatch sample
 };
 
 void check_heatmap_plot(const std::string& path, const HeatmapPlot& plot);
 HeatmapLayout heatmap_layout(const HeatmapPlot& plot);
 std::vector<uint8_t> heatmap_cells_rgb(const HeatmapPlot& plot, const PlotArea& area);
+std::string cell_text(const HeatmapPlot& plot, int64_t cell);
+Rgb cell_text_color(const HeatmapPlot& plot, int64_t cell);
 
 struct ChartLayout {
     int left = 0, top = 0, pw = 0, ph = 0;  // the plotting rectangle

@@ -61,8 +61,8 @@ struct Svg {
              "\" stroke=\"" + stroke + "\" stroke-width=\"" + num(width) + "\"/>\n";
     }
     // anchor: "start" (x is the left edge, as in the PNG), "middle" or "end"
-    void text(double x, double y, const std::string& t, const char* anchor = "start") {
-        s += "<text x=\"" + num(x) + "\" y=\"" + num(y + baseline) + "\" fill=\"" + ink + "\"";
+    void text(double x, double y, const std::string& t, const char* anchor = "start", const std::string& fill = ink) {
+        s += "<text x=\"" + num(x) + "\" y=\"" + num(y + baseline) + "\" fill=\"" + fill + "\"";
         if (std::string_view(anchor) != "start") (s += " text-anchor=\"").append(anchor) += '"';
         (s += '>').append(xml_escape(t)) += "</text>\n";
     }
@@ -192,6 +192,15 @@ PlotArea write_heatmap_plot_svg(const std::string& path, const HeatmapPlot& p) {
                  "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64," +
                  base64(encode_png_rgb(a.width, a.height, cells.data())) + "\"/>\n";
     }
+    // pass 1b: a text centred in each cell (the PNG's places), in ink that stands out from the cell
+    if (int64_t(p.cell_texts.size()) == p.rows * p.cols) {
+        svg.s += "<g id=\"cell_texts\">\n";
+        for (int64_t i = 0; i < p.rows; ++i)
+            for (int64_t j = 0; j < p.cols; ++j)
+                svg.text(double(a.x + (2 * j + 1) * a.width / (2 * p.cols)), double(a.y + (2 * i + 1) * a.height / (2 * p.rows)) - 6,
+                         cell_text(p, i * p.cols + j), "middle", hex(cell_text_color(p, i * p.cols + j)));
+        svg.s += "</g>\n";
+    }
     // pass 2: title, axes, ticks at cell centres labelled with positions
     svg.s += "<g id=\"axes\">\n";
     svg.text(l.title_x, l.title_y, p.title);
@@ -219,7 +228,7 @@ PlotArea write_heatmap_plot_svg(const std::string& path, const HeatmapPlot& p) {
     svg.text(l.bar_x + l.bar_w + 6, l.bar_y - 2, l.hi_text);
     svg.text(l.bar_x + l.bar_w + 6, l.bar_y + l.bar_h - 12, l.lo_text);
     svg.rect(l.bar_x, l.hatch_y, l.bar_w, l.hatch_h, "url(#masked)");
-    svg.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, "masked");
+    svg.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text);
     svg.s += "</g>\n";
     svg.write(path);
     return a;

@@ -81,6 +81,15 @@
 #              the cell under the mouse; the panel does not scroll), a screenshot with cells, cells hovered: the tooltip's query and key are the cell under the
 #              pointer and its weight equals numpy's; zoomed back out, a hovered pixel's block maximum equals
 #              numpy's; tests/gui/check_long_context_input.py
+#   gui.figures  Save figure (script save-figure) on the default model at 1280x720: the KV cache, mask, K/V
+#              quantization, heads and cache on/off figures as PNG (scale 2) and SVG; the SVGs parse as XML with
+#              their titles and axis names; every cell's colour (SVG fill and PNG pixel), read back through the
+#              figure's colour bar, equals numpy's value from `generate --trace` rows, tools/kv_quant_reference.py
+#              and `kvscope heads --json`; a file of another kind in the way and a figure before any step are
+#              refused in one line, changing nothing; tests/gui/check_figures.py
+#   gui.figures_input  the KV cache panel's Save figure button clicked in the interactive window (xdotool):
+#              the line beside it names the K and V files written; a file of another kind in the way is
+#              refused in that line and kept; tests/gui/check_figures_input.py
 #   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
 #              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
 #              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
@@ -138,6 +147,16 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_quant)
     set_tests_properties(gui.kv_quant PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.figures
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_figures.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/figures)
+    set_tests_properties(gui.figures PROPERTIES LABELS "gui" TIMEOUT 300)
+    add_test(NAME gui.figures_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_figures_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/figures_input)
+    set_tests_properties(gui.figures_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.lab
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_lab.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

@@ -73,6 +73,10 @@ TEST_CASE("a folder output is created in an existing folder, and used only when 
     make_output_folder("--trace", (dir / "t").string(), "trace.json");  // empty: usable again
     fs::create_directories(dir / "t" / "step_0000");                     // an unfinished trace is ours
     CHECK(refusal([&] { check_output_folder("--trace", (dir / "t").string(), "trace.json"); }).empty());
+    fs::create_directories(dir / "f" / "figures");  // the window's Save figure folder is ours too
+    CHECK(refusal([&] { check_output_folder("--trace", (dir / "f").string(), "trace.json"); }).empty());
+    std::ofstream(dir / "f" / "figures.txt") << "x";  // a file of a similar name is not
+    CHECK_THAT(refusal([&] { check_output_folder("--trace", (dir / "f").string(), "trace.json"); }), Contains("figures.txt"));
 
     fs::create_directories(dir / "mine");
     std::ofstream(dir / "mine" / "thesis.tex") << "x";

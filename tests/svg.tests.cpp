@@ -173,6 +173,73 @@ TEST_CASE("token labels on both axes: after the row position, under the column p
     CHECK_FALSE(has("'q'"));        // column 3 has no tick
 }
 
+TEST_CASE("axis and hatch names replace the defaults in the SVG and the PNG layout", "[svg]") {
+    const fs::path dir = work_dir("axis_names");
+    Map m(3, 5, 2);
+    m.plot.x_label = "head dimension & <d>";
+    m.plot.y_label = "cache slot";
+    m.plot.masked_label = "empty slot";
+    const fs::path path = dir / "kv.svg";
+    write_heatmap_plot_svg(path.string(), m.plot);
+    const HeatmapLayout named = heatmap_layout(m.plot), plain = heatmap_layout(Map(3, 5, 2).plot);
+    CHECK(named.x_label == "head dimension & <d>");
+    CHECK(named.y_label == "cache slot");
+    CHECK(plain.x_label == "key position");
+    CHECK(plain.y_label == "query position");
+    CHECK(named.area.x == plain.area.x);  // the names do not move the cells
+    const auto s = summary(path);
+    if (!s) return;
+    std::vector<std::string> texts = (*s)["texts"];
+    auto has = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
+    CHECK(has("head dimension & <d>"));
+    CHECK(has("cache slot"));
+    CHECK(has("empty slot"));
+    CHECK_FALSE(has("masked"));
+    CHECK(named.area.image_width >= int64_t(named.bar_x) + named.bar_w + 6 + text_width("empty slot"));
+    CHECK_FALSE(has("key position"));
+    CHECK_FALSE(has("query position"));
+}
+
+TEST_CASE("a grid with a text in every cell: cells grow to fit, ink contrasts with the cell", "[svg][png]") {
+    const fs::path dir = work_dir("cell_texts");
+    Map m(2, 3, 5);  // all visible (row 0 sees keys <= 5)
+    m.values = {0.0f, 1.0f, 0.5f, 1.0f, 0.0f, 0.02f};
+    m.plot.values = m.values.data();
+    m.plot.cell_texts = {"the", " cat", "a<b", "wwwwwwwwwwwwwwww", "", "x"};
+    const HeatmapLayout l = heatmap_layout(m.plot), plain = heatmap_layout(Map(2, 3, 5).plot);
+    CHECK(l.area.width > plain.area.width);
+    CHECK(l.area.width / 3 >= text_width(shorten("wwwwwwwwwwwwwwww", plot_label_chars)) + 12);  // the widest fits
+    CHECK(l.area.height / 2 >= 28);
+    CHECK(cell_text(m.plot, 3) == "wwwwwwwwwwww..");
+    CHECK(cell_text(Map(2, 3, 5).plot, 0).empty());
+    CHECK(cell_text_color(m.plot, 0) == Rgb{255, 255, 255});  // viridis' dark end: white text
+    CHECK(cell_text_color(m.plot, 1) == Rgb{40, 40, 40});     // its yellow end: dark ink
+    const fs::path path = dir / "lens.svg";
+    const PlotArea a = write_heatmap_plot_svg(path.string(), m.plot);
+    const PlotArea png = write_heatmap_plot((dir / "lens.png").string(), m.plot, {});
+    CHECK(png.width == a.width);
+    CHECK(png.image_width == a.image_width);
+    // The PNG draws the dark ink inside the yellow cell (1, 0)... of row 0: pixels of (40, 40, 40) there.
+    const Png img = read_png((dir / "lens.png").string());
+    int64_t ink = 0;
+    for (int64_t y = a.y; y < a.y + a.height / 2; ++y)
+        for (int64_t x = a.x + a.width / 3; x < a.x + 2 * a.width / 3; ++x) {
+            const uint8_t* px = &img.rgb[size_t((y * img.width + x) * 3)];
+            ink += px[0] == 40 && px[1] == 40 && px[2] == 40;
+        }
+    CHECK(ink > 10);
+    const auto s = summary(path);
+    if (!s) return;
+    std::vector<std::string> texts = (*s)["texts"];
+    auto has = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
+    CHECK(has("the"));
+    CHECK(has(" cat"));
+    CHECK(has("a<b"));
+    CHECK(has("wwwwwwwwwwww.."));
+    std::vector<std::string> ids = (*s)["ids"];
+    CHECK(std::find(ids.begin(), ids.end(), "cell_texts") != ids.end());
+}
+
 TEST_CASE("a heatmap of more than svg_max_rect_cells cells embeds its pixels, axes stay vector", "[svg]") {
     const fs::path dir = work_dir("big");
     Map m(300, 300, 0);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -128,6 +129,7 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
 
 void draw_compare(PanelContext& c) {
     if (!begin_panel(Panel::Compare)) return;
+    figure_button(c, Panel::Compare);
     const Snapshot& s = c.snap;
     const Trace* shadow = s.shadow();
     size_t step = 0;

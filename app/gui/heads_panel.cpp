@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -10,6 +11,7 @@ namespace kvscope::gui {
 void draw_heads(PanelContext& c) {
     if (!begin_panel(Panel::Heads)) return;
     problem_box(c, Place::Heads);
+    figure_button(c, Panel::Heads);
     const std::vector<HeadScore>& heads = c.snap.heads;
     if (heads.empty()) {
         // The probe prompts are decoder-only prompts: an encoder-decoder would also need a source for each.

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "kv_footprint.h"
+#include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -194,6 +195,7 @@ void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held) {
 
 void draw_kv_cache(PanelContext& c) {
     if (!begin_panel(Panel::KvCache)) return;
+    figure_button(c, Panel::KvCache);
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;

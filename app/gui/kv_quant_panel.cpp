@@ -11,14 +11,13 @@
 #include <string>
 
 #include "errors.h"
+#include "figures.h"
 #include "kv_quant_error.h"
 #include "panels.h"
 #include "test_dumps.h"
 
 namespace kvscope::gui {
 namespace {
-
-constexpr int64_t kMaxQueries = 256;  // a long prefill's score map is limited to its last rows
 
 // The error view of (step record, layer, head, format), computed again only when one of them changes, and
 // its three textures (K error, V error, score change).
@@ -54,7 +53,7 @@ void refresh(QuantErrorCache& q, const Trace& trace, size_t step, int64_t layer,
     q.problem.clear();
     q.error = {};
     try {
-        q.error = kv_quant_error(spec, trace, step, layer, head, kMaxQueries);
+        q.error = kv_quant_error(spec, trace, step, layer, head, kQuantMaxQueries);
     } catch (const UsageError& e) {
         q.problem = e.what();
         return;
@@ -63,12 +62,9 @@ void refresh(QuantErrorCache& q, const Trace& trace, size_t step, int64_t layer,
     const int64_t P = e.n_keys, T = e.n_queries, D = e.head_dim;
     q.tex[0] = Gl::upload(q.tex[0], P, D, e.key_error.data(), nullptr);
     q.tex[1] = Gl::upload(q.tex[1], P, D, e.value_error.data(), nullptr);
-    std::vector<uint8_t> seen(e.score_change.size());  // (T, P) 1 where the query sees the key
-    std::vector<float> change(e.score_change.size());
-    for (size_t i = 0; i < seen.size(); ++i) {
-        seen[i] = std::isnan(e.score_change[i]) ? 0 : 1;
-        change[i] = seen[i] ? e.score_change[i] : 0.0f;
-    }
+    std::vector<uint8_t> seen;  // (T, P) 1 where the query sees the key
+    std::vector<float> change;
+    score_change_cells(e, change, seen);
     q.tex[2] = Gl::upload(q.tex[2], T, P, change.data(), seen.data());
 }
 
@@ -88,6 +84,7 @@ HeatmapResult error_map(const char* title, const char* id, unsigned tex, int64_t
 
 void draw_kv_quant(PanelContext& c) {
     if (!begin_panel(Panel::Quant)) return;
+    figure_button(c, Panel::Quant);
     const Snapshot& s = c.snap;
     ViewPrefs& v = c.prefs;
     size_t step = 0;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "figures.h"
 #include "panels.h"
 #include "test_dumps.h"
 
@@ -66,6 +67,7 @@ void series_chart(const char* title, const std::vector<std::vector<double>>& ys,
 
 void draw_lab(PanelContext& c) {
     if (!begin_panel(Panel::Lab)) return;
+    figure_button(c, Panel::Lab);
     const Snapshot& s = c.snap;
     const int64_t n_tokens = int64_t(s.prompt().size() + s.generated().size());
     ImGui::SetNextItemWidth(-ImGui::CalcTextSize("configurations (?)").x - 16);
@@ -144,24 +146,12 @@ void draw_lab(PanelContext& c) {
         return;
     }
     // Over the positions: the loss each configuration adds (cumulative, as the CLI's chart), and its KL.
-    std::vector<std::vector<double>> added(lab->runs.size()), kl(lab->runs.size());
-    std::vector<std::string> names;
-    const LabRun& ref = lab->runs[lab->reference];
-    for (size_t i = 0; i < lab->runs.size(); ++i) {
-        const LabRun& r = lab->runs[i];
-        double sum = 0;
-        for (int64_t p = 0; p < N; ++p) {
-            sum += r.loss[size_t(p)] - ref.loss[size_t(p)];
-            added[i].push_back(sum);
-        }
-        kl[i] = r.kl;
-        names.push_back(r.config.name);
-    }
+    const LabCurves curves = lab_curves(*lab);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const ImVec2 chart = {(avail.x - 8) / 2, std::max(70.0f, avail.y - 4)};
-    series_chart("loss added, summed (nats)", added, names, chart, "%.3g");
+    series_chart("loss added, summed (nats)", curves.added, curves.names, chart, "%.3g");
     ImGui::SameLine();
-    series_chart("KL to full per position", kl, names, chart, "%.3g");
+    series_chart("KL to full per position", curves.kl, curves.names, chart, "%.3g");
     end_panel();
 }
 

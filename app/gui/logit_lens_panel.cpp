@@ -10,13 +10,12 @@
 #include <string>
 
 #include "logit_lens.h"
+#include "figures.h"
 #include "panels.h"
 #include "test_dumps.h"
 
 namespace kvscope::gui {
 namespace {
-
-constexpr int64_t kTop = 5;
 
 // The lens of (step, row), computed again only when either changes: each depth is a (V x C) product.
 struct LensCache {
@@ -29,6 +28,7 @@ struct LensCache {
 
 void draw_logit_lens(PanelContext& c) {
     if (!begin_panel(Panel::Lens)) return;
+    figure_button(c, Panel::Lens);
     const Snapshot& s = c.snap;
     const Model& model = s.model();
     size_t step = 0;
@@ -38,11 +38,11 @@ void draw_logit_lens(PanelContext& c) {
         end_panel();
         return;
     }
-    const int64_t R = r->cost.n_rows_computed, first = r->cost.first_computed_position;
-    const int64_t q_pos = c.prefs.sel_query >= first && c.prefs.sel_query < first + R ? c.prefs.sel_query : first + R - 1;
+    const int64_t first = r->cost.first_computed_position;
+    const int64_t q_pos = lens_position(*r, c.prefs);
     static LensCache cache;
     if (cache.key[0] != int64_t(step) || cache.key[1] != q_pos || cache.model != &model) {
-        cache.lens = logit_lens(model, r->rows, q_pos - first, kTop);
+        cache.lens = logit_lens(model, r->rows, q_pos - first, kLensTop);
         cache.key[0] = int64_t(step);
         cache.key[1] = q_pos;
         cache.model = &model;
@@ -62,7 +62,7 @@ void draw_logit_lens(PanelContext& c) {
     const float depth_w = ImGui::CalcTextSize("after layer 00").x, entropy_w = ImGui::CalcTextSize("entropy").x;
     const float cell_w = ImGui::CalcTextSize("wwwwwww 100%").x + 8;
     const int64_t shown = std::clamp<int64_t>(
-        int64_t((ImGui::GetContentRegionAvail().x - depth_w - entropy_w - 24) / cell_w), 2, kTop);
+        int64_t((ImGui::GetContentRegionAvail().x - depth_w - entropy_w - 24) / cell_w), 2, kLensTop);
     if (ImGui::BeginTable("##lens", int(shown) + 2, flags, ImGui::GetContentRegionAvail())) {
         ImGui::TableSetupScrollFreeze(0, 1);
         ImGui::TableSetupColumn("depth", ImGuiTableColumnFlags_WidthFixed, depth_w);

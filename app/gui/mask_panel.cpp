@@ -8,12 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
 
 void draw_mask(PanelContext& c) {
     if (!begin_panel(Panel::Mask)) return;
+    figure_button(c, Panel::Mask);
     const Snapshot& s = c.snap;
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "errors.h"
+#include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -69,6 +71,10 @@ const Spec kSpecs[] = {
     {"zoom", 1, 3, "zoom F [U V]", "attention zoom and centre"},
     {"export", 1, 2, "export DIR [all-heads]", "export the shown step (selected head unless all-heads)", ScriptOutput::Folder},
     {"export-session", 1, 2, "export-session DIR [all-heads]", "export every step of the shown sequence", ScriptOutput::Folder},
+    {"export-dir", 1, 1, "export-dir DIR", "the Export panel's folder, as typed into its box (exports and figures go there)"},
+    {"save-figure", 1, 2, "save-figure PANEL [NAME]", "the panel's Save figure button: kv-cache, mask, kv-quant, heads, compare, lab or logit-lens, "
+                                                      "as the Export panel's format into its folder's figures/; NAME replaces the file "
+                                                      "name (the part and extension are added)"},
     {"export-format", 1, 2, "export-format png [N] | svg", "the Export panel's heatmap format: PNG at scale N (1..8, default 1) or SVG"},
     {"frames", 1, 1, "frames N", "render N frames"},
     {"measure", 1, 1, "measure N", "render N frames, print timing"},
@@ -234,6 +240,11 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         }
         if (cmd == "select" && (!to_int(l.words[1], x) || !to_int(l.words[2], x))) bad("expected two positions");
         if (cmd == "show-step" && l.words[1] != "newest" && (!to_int(l.words[1], x) || x < 0)) bad("expected N or newest");
+        if (cmd == "save-figure") {
+            Panel p;
+            if (!figure_panel_named(l.words[1], p)) bad("no figure '" + l.words[1] + "' (kv-cache, mask, kv-quant, heads, compare, lab, logit-lens)");
+            if (n_args == 2 && l.words[2].find('/') != std::string::npos) bad("NAME is a file name, without a folder");
+        }
         if (cmd == "export-format" && l.words[1] != "png" && l.words[1] != "svg") bad("expected png or svg");
         if (cmd == "export-format" && n_args == 2 &&
             (l.words[1] != "png" || !to_int(l.words[2], x) || x < 1 || x > plot_max_scale))
@@ -272,7 +283,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "kv-heads" || cmd == "export-format" || cmd == "quant-view"))
+                             cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "export-dir" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
     }
@@ -399,6 +410,17 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         v.all_heads = arg == "all-heads";
     } else if (cmd == "values") {
         v.show_scores = arg == "scores";
+    } else if (cmd == "export-dir") {
+        v.export_dir = arg;
+    } else if (cmd == "save-figure") {
+        Panel p = Panel::KvCache;
+        figure_panel_named(arg, p);
+        try {
+            for (const std::string& path : save_figure(p, snap, v, l.words.size() > 2 ? l.words[2] : ""))
+                std::printf("saved %s\n", path.c_str());
+        } catch (const UsageError& e) {
+            throw UsageError("line " + std::to_string(l.line) + ": save-figure " + arg + ": " + e.what());
+        }
     } else if (cmd == "export-format") {
         v.export_plots.format = parse_plot_format("export-format", arg);
         v.export_plots.scale = l.words.size() > 2 ? int(std::stol(l.words[2])) : 1;

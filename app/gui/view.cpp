@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "errors.h"
+#include "figures.h"
 #include "gl.h"
 
 namespace kvscope::gui {
@@ -182,24 +183,9 @@ unsigned MapCache::kv_texture(const Trace& trace, size_t step, int64_t layer, in
         if (absmax) *absmax = e->absmax;
         return e->tex;
     }
-    const StepRecord& r = *rec;
-    const int64_t S = r.cache.capacity, D = r.rows.head_dim;
-    std::vector<float> kv(size_t(S * D), 0.0f);  // (S, D)
-    std::vector<uint8_t> visible(size_t(S * D), 0);
-    float mx = 0;
-    for (int64_t slot = 0; slot < S; ++slot) {
-        const int64_t p = r.cache.slot_positions[size_t(slot)];
-        if (p < 0) continue;
-        const float* row = values ? trace.value_row(step, layer, head, p) : trace.key_row(step, layer, head, p);
-        if (!row) continue;
-        for (int64_t d = 0; d < D; ++d) {
-            kv[size_t(slot * D + d)] = row[d];
-            visible[size_t(slot * D + d)] = 1;
-            mx = std::max(mx, std::fabs(row[d]));
-        }
-    }
-    if (absmax) *absmax = mx;
-    return insert_texture(rec, layer, head, kind, S, D, kv.data(), visible.data(), mx);
+    const KvSlots kv = kv_slots(trace, step, layer, head, values);  // (S, D), what the figure shows too
+    if (absmax) *absmax = kv.absmax;
+    return insert_texture(rec, layer, head, kind, kv.n_slot, kv.head_dim, kv.values.data(), kv.visible.data(), kv.absmax);
 }
 
 unsigned MapCache::cross_kv_texture(std::shared_ptr<const EncoderOutput> enc, int64_t layer, int64_t head, bool values,
