@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -121,7 +122,7 @@ void draw_mask(PanelContext& c) {
         const bool evicted = vis && size_t(h.hover_col) < gone.size() && gone[size_t(h.hover_col)];
         ImGui::SetTooltip("query pos %lld, key pos %lld: %s", (long long)qp, (long long)kp,
                           !vis          ? (kp > qp ? "masked (future)" : "masked (evicted: outside the window)")
-                          : evicted     ? "evicted from the cache (head's K/V head): weight 0"
+                          : evicted     ? ("evicted from head " + std::to_string(head) + "'s K/V head: weight 0").c_str()
                           : kp < k.n_sink ? "visible (attention sink)"
                                           : "visible");
     }
