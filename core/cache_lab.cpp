@@ -66,6 +66,19 @@ bool is_reference(const LabConfig& c) { return c.policy == "full" && !c.options.
 
 }  // namespace
 
+std::vector<std::string> split_lab_specs(const std::string& text) {
+    std::vector<std::string> out;
+    const char* const space = " \t\r\n";
+    for (size_t at = 0; at <= text.size();) {
+        const size_t end = std::min(text.find(';', at), text.size());
+        const std::string part = text.substr(at, end - at);
+        const size_t a = part.find_first_not_of(space), b = part.find_last_not_of(space);
+        if (a != std::string::npos) out.push_back(part.substr(a, b - a + 1));
+        at = end + 1;
+    }
+    return out;
+}
+
 LabConfig parse_lab_config(const std::string& spec) {
     LabConfig c;
     c.spec = c.name = spec;

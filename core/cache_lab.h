@@ -8,6 +8,8 @@
 //
 //   LabConfig                  one configuration: its label, its spec and the SessionOptions it runs
 //   parse_lab_config(spec)     one --config SPEC (grammar below) -> LabConfig; UsageError naming the spec
+//   split_lab_specs(text)      "full; window=32 ;int8" -> {"full", "window=32", "int8"}: the window's box and
+//                              the script's `lab` line list specs separated by ';' (empty parts dropped)
 //   lab_config_grammar()       the grammar as help text
 //   lab_default_specs(cfg)     the configurations run when none are given
 //   lab_builtin_text()         an English text the default model models well: grammar sentences of its
@@ -59,6 +61,7 @@ struct LabConfig {
 };
 
 LabConfig parse_lab_config(const std::string& spec);
+std::vector<std::string> split_lab_specs(const std::string& text);
 // full, a window of 32 with and without 4 sinks, and each row format; int4's group is the largest of 32,
 // 16, 8, 4, 2 that divides head_dim. What `kvscope lab` and the window's Cache lab tab run by default.
 std::vector<std::string> lab_default_specs(const ModelConfig& cfg);

@@ -74,6 +74,15 @@ TEST_CASE("lab configs: the grammar maps to SessionOptions", "[cache_lab]") {
     CHECK(!parse_lab_config("f32").options.kv_quant.quantized());
 }
 
+TEST_CASE("lab specs: ';' separates them, whitespace around each and empty parts are dropped", "[cache_lab]") {
+    using V = std::vector<std::string>;
+    CHECK(split_lab_specs("") == V{});
+    CHECK(split_lab_specs(" ; ;\t\n") == V{});
+    CHECK(split_lab_specs("full") == V{"full"});
+    CHECK(split_lab_specs("full; window=32,sinks=4 ;int8\n;") == V{"full", "window=32,sinks=4", "int8"});
+    CHECK(split_lab_specs(";h2o,budget=8;;name=a b") == V{"h2o,budget=8", "name=a b"});  // spaces inside a spec stay
+}
+
 TEST_CASE("lab configs: bad specs are refused with one line naming the spec", "[cache_lab]") {
     struct Bad { const char* spec; const char* says; };
     const Bad bad[] = {

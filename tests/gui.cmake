@@ -27,7 +27,7 @@
 #   gui.logit_lens  the Logit lens tab on assets/llama-gqa at both sizes: for a selected position, every
 #              depth's five tokens and probabilities equal numpy's final norm and output layer over the
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
-#   gui.kv_quant  the K/V quantization tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
+#   gui.kv_quant  the K/V quant tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
 #              its largest K error, V error, score change and weight change equal numpy's reconstruction
 #              (tools/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
 #              instead of compared; a group that does not divide D is refused; tests/gui/check_kv_quant.py
@@ -42,6 +42,20 @@
 #   gui.cache_edits_input  the same tab under real input (xdotool): the position stepper and Evict give what
 #              the script shows, Restore of an unevicted position shows the problem box, Step back undoes the
 #              edit; tests/gui/check_cache_edits_input.py
+#   gui.eviction_input  Session options' eviction controls under real input (xdotool) on assets/llama-gqa: h2o
+#              picked in the combo, a budget typed, Apply, Prefill, two Space decodes, Export session (all heads):
+#              every eviction equals numpy replaying h2o from the exported weights, and hovering each row of the
+#              KV cache panel's K map shows "evicted" with numpy's deciding score exactly where numpy evicted; the
+#              timeline marks the evicting steps (a mark's tooltip: positions per layer and K/V head, score range),
+#              the Mask panel says "N visible, M evicted", Cache on vs off says why it is off;
+#              tests/gui/check_eviction_input.py
+#   gui.kv_quant_input  the K/V quant tab under real input on the default model: format radios clicked (fp8,
+#              int8), cells of the K and V error maps hovered: each tooltip's position, channel and error equal
+#              numpy's reconstruction (tools/kv_quant_reference.py) of the rows `generate --trace` exports;
+#              tests/gui/check_kv_quant_input.py
+#   gui.lab_input  the Cache lab tab under real input: configurations typed (one an h2o budget), Measure clicked:
+#              every row equals `kvscope lab --json` on the same text; after Prefill the tab says the sequence
+#              changed; tests/gui/check_lab_input.py
 #   gui.chat   a Llama 3 chat folder (tests/cli/check_chat.py builds it), three `chat` lines at both sizes: the
 #              timeline's turn marks, the conversation shown and the Cache on vs off panel's rows reused /
 #              computed per turn (cache off: the whole conversation) against `kvscope chat --json` (with and
@@ -158,6 +172,21 @@ if(KVSCOPE_GUI)
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
                      --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/cache_edits_input)
     set_tests_properties(gui.cache_edits_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.eviction_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_eviction_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/eviction_input)
+    set_tests_properties(gui.eviction_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.kv_quant_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_quant_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_quant_input)
+    set_tests_properties(gui.kv_quant_input PROPERTIES LABELS "gui" TIMEOUT 600)
+    add_test(NAME gui.lab_input
+             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_lab_input.py
+                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/lab_input)
+    set_tests_properties(gui.lab_input PROPERTIES LABELS "gui" TIMEOUT 600)
     add_test(NAME gui.kv_groups_input
              COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
                      --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets

@@ -135,11 +135,18 @@ void draw_compare(PanelContext& c) {
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);
     if (!shadow) {
+        const EvictionSpec& ev = s.options().eviction;
+        std::string why;
+        if (ev.active() && s.compare)  // CacheComparison::sync makes no other run under a policy
+            why = std::string("No comparison under ") + eviction_policy_name(ev.kind) + ": a step without the cache keeps "
+                  "nothing to evict, so the other way would not be the same computation.";
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled(s.shadow_diverged ? "The two ways sampled different tokens (a near tie); comparison stopped. Reset to restart it."
-                            : s.sequences.size() > 1 ? "No comparison in a batch: set sequences to 1 to compare each step with the cache switch flipped."
-                                                     : "Comparison is off: tick \"Also compute each step the other way\" in Controls.");
+        ImGui::TextDisabled("%s", !why.empty()           ? why.c_str()
+                                  : s.shadow_diverged     ? "The two ways sampled different tokens (a near tie); comparison stopped. Reset to restart it."
+                                  : s.sequences.size() > 1 ? "No comparison in a batch: set sequences to 1 to compare each step with the cache switch flipped."
+                                                          : "Comparison is off: tick \"Also compute each step the other way\" in Controls.");
         ImGui::PopTextWrapPos();
+        if (!why.empty()) dump_text("compare note", why);
         end_panel();
         return;
     }

@@ -398,12 +398,27 @@ void draw_controls(PanelContext& c) {
     working_indicator(pr);
     problem_box(c, Place::Controls);
     if (!pending.empty()) {
-        // Steps run on the applied options: say so where the step buttons are.
-        wrapped_text({0.95f, 0.70f, 0.25f, 1}, "Not applied yet: %s. Steps (and Space) use the applied "
-                           "options until you press Apply below.", pending.c_str());
+        // Steps run on the applied options: say so where the step buttons are, in the one line the key hint
+        // takes otherwise. A note of its own pushed every option box below it down as soon as an edit made
+        // an option pending, so the next click, aimed at the box just seen, landed on the one above it.
+        std::string line = "Not applied yet: " + pending;
+        const float room = ImGui::GetContentRegionAvail().x;
+        if (ImGui::CalcTextSize(line.c_str()).x > room) {  // cut at a whole UTF-8 character, the rest on hover
+            while (!line.empty() && ImGui::CalcTextSize((line + "...").c_str()).x > room) {
+                line.pop_back();
+                while (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0x80) line.pop_back();
+                if (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0xC0) line.pop_back();
+            }
+            line += "...";
+        }
+        ImGui::TextColored({0.95f, 0.70f, 0.25f, 1}, "%s", line.c_str());
         dump_item("options pending");
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("Not applied yet: %s.\nSteps (and Space) use the applied options until you press Apply "
+                              "below.", pending.c_str());
+    } else {
+        ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
     }
-    ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
     if (s.sequences.size() > 1) {
         // A batch steps together; the panels show one sequence.
         ImGui::AlignTextToFramePadding();
@@ -438,6 +453,7 @@ void draw_controls(PanelContext& c) {
             int x = int(v);
             ImGui::SetNextItemWidth(w);
             if (ImGui::InputInt(label, &x)) v = std::max<int64_t>(lo, x);
+            dump_item(label);
             help_marker(help);
         };
         input64("prefill chunk", o.prefill_chunk, 0, "tokens per prefill step; 0 = the whole prompt at once");
@@ -450,10 +466,17 @@ void draw_controls(PanelContext& c) {
         help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
                     "count as sitting right before the window. Off: every key keeps its own (text) position.");
         // Eviction under a budget (core/eviction.h); a bad combination is refused when applied, in the error box.
-        int policy = int(o.eviction.kind);
+        // A combo of named items (not Combo's string list) so tests find each choice in the layout dump.
         ImGui::SetNextItemWidth(w);
-        if (ImGui::Combo("eviction", &policy, "oracle-off\0window+sinks\0h2o\0snapkv\0pyramid\0"))
-            o.eviction.kind = EvictionPolicyKind(policy);
+        if (ImGui::BeginCombo("eviction", eviction_policy_name(o.eviction.kind))) {
+            for (int i = 0; i <= int(EvictionPolicyKind::Pyramid); ++i) {
+                const EvictionPolicyKind k = EvictionPolicyKind(i);
+                if (ImGui::Selectable(eviction_policy_name(k), k == o.eviction.kind)) o.eviction.kind = k;
+                dump_item(("eviction " + std::string(eviction_policy_name(k))).c_str());
+            }
+            ImGui::EndCombo();
+        }
+        dump_item("eviction");
         help_marker("which positions each layer and K/V head keeps once it holds more than the budget (README \"Eviction "
                     "under a budget\"); evicted rows are veiled red in the KV cache panel");
         if (o.eviction.active()) {
@@ -474,7 +497,7 @@ void draw_controls(PanelContext& c) {
             dump_item("kv format");
             help_marker("what the cache stores: float32 rows, int8 or fp8 rows with a float32 scale each, or int4 "
                         "KIVI (keys per channel over G positions, values per token over G channels, the latest R "
-                        "positions in float32). Attention reads the dequantized rows. The K/V quantization tab shows "
+                        "positions in float32). Attention reads the dequantized rows. The K/V quant tab shows "
                         "what a format changes (on an f32 session).");
             if (o.kv_quant.format == KvQuant::Int4) {
                 input64("int4 group G", o.kv_quant.group, 1, "positions per key group and channels per value group; "
@@ -567,6 +590,7 @@ void draw_export(PanelContext& c) {
     ImGui::RadioButton("selected head", !v.export_all_heads) && (v.export_all_heads = false);
     ImGui::SameLine();
     ImGui::RadioButton("all heads", v.export_all_heads) && (v.export_all_heads = true);
+    dump_item("export all heads");
     PlotOutput& plots = v.export_plots;
     ImGui::RadioButton("PNG", plots.format == PlotFormat::Png) && (plots.format = PlotFormat::Png, true);
     ImGui::SameLine();

@@ -368,6 +368,7 @@ void draw_kv_cache(PanelContext& c) {
         }
         ImGui::SetCursorScreenPos({x, top.y + title_h});
         (which ? hv : hk) = heatmap(which ? "V" : "K", which ? vtex : ktex, S, D, size, st);
+        dump_item(which ? "kv V map" : "kv K map");
     }
     // Rows thinner than a line of text get a label every few slots, so long caches stay readable.
     const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1e-3f, row_h))));
@@ -458,6 +459,13 @@ void draw_kv_cache(PanelContext& c) {
                                        r->eviction.policy.c_str(), double(e->score));
             }
             ImGui::EndTooltip();
+            {  // for the tests: the hovered slot, its position and, if evicted, the deciding score in full
+                const EvictionEvent* e = eviction_of(p);
+                char tip[128];
+                const int n = std::snprintf(tip, sizeof tip, "slot %lld position %lld", (long long)h->hover_row, (long long)p);
+                if (e) std::snprintf(tip + n, sizeof tip - size_t(n), " evicted score %.9g", double(e->score));
+                dump_text("kv tooltip", tip);
+            }
             if (h->clicked && p >= 0) v.sel_key = p;
         }
     float bottom = top.y + title_h + size.y;

@@ -100,6 +100,7 @@ void draw_kv_quant(PanelContext& c) {
         ImGui::SameLine();
         if (ImGui::RadioButton(i == 0 ? "int8" : i == 1 ? "int4 (KIVI)" : "fp8 e4m3", &format, i))
             spec.format = i == 0 ? KvQuant::Int8 : i == 1 ? KvQuant::Int4 : KvQuant::Fp8;
+        dump_item(i == 0 ? "quant int8" : i == 1 ? "quant int4" : "quant fp8");
     }
     dump_item("quant format");
     if (spec.format == KvQuant::Int4) {

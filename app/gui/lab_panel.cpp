@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "figures.h"
 #include "panels.h"
@@ -22,18 +21,6 @@ constexpr ImU32 kSeries[] = {IM_COL32(230, 230, 235, 255), IM_COL32(86, 180, 233
                              IM_COL32(213, 94, 0, 255),    IM_COL32(0, 114, 178, 255)};  // Okabe-Ito, white first
 
 ImU32 series_colour(size_t i) { return kSeries[i % std::size(kSeries)]; }
-
-// "full; window=32,sinks=4 ; int8" -> {"full", "window=32,sinks=4", "int8"}
-std::vector<std::string> split_specs(const std::string& text) {
-    std::vector<std::string> out;
-    std::stringstream in(text);
-    std::string part;
-    while (std::getline(in, part, ';')) {
-        const size_t a = part.find_first_not_of(" \t\n"), b = part.find_last_not_of(" \t\n");
-        if (a != std::string::npos) out.push_back(part.substr(a, b - a + 1));
-    }
-    return out;
-}
 
 // One line per run over the positions, in one box; y from the lowest to the highest value shown.
 void series_chart(const char* title, const std::vector<std::vector<double>>& ys, const std::vector<std::string>& names,
@@ -91,7 +78,7 @@ void draw_lab(PanelContext& c) {
     ImGui::BeginDisabled(!usable || c.progress.running);
     char label[96];
     std::snprintf(label, sizeof label, "Measure on this sequence's %lld tokens", (long long)n_tokens);
-    if (ImGui::Button(label)) c.ctl.push(MeasureLab{split_specs(c.prefs.lab_specs)});
+    if (ImGui::Button(label)) c.ctl.push(MeasureLab{split_lab_specs(c.prefs.lab_specs)});
     dump_item("Measure lab");
     ImGui::EndDisabled();
     help_marker("Feeds the shown sequence's prompt and reply so far through the model once per configuration, one "

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "figures.h"
 #include "panels.h"
@@ -45,8 +49,40 @@ void draw_mask(PanelContext& c) {
                          "window; for the last query, %lld positions later than their text positions",
                          (long long)r->visible_keys(r->last_position()).sink_shift);
     const int64_t n_visible = visible_cells(*r, layer, m.first_query, m.n_query, m.first_key, m.n_key);
-    wrapped_disabled("%lld of %lld cells visible: green = visible, striped = masked", (long long)n_visible,
-                     (long long)(m.n_query * m.n_key));
+    // Keys the eviction policy or an edit took from the selected head's K/V head: the rule lets the query see
+    // them, the cache gives them weight 0. The map below draws the rule; those cells are veiled red.
+    const int64_t head = std::clamp<int64_t>(c.prefs.head, 0, std::max<int64_t>(1, r->rows.n_head) - 1);
+    static struct {  // counted once per (step record, layer, head): a long chunk has many rows
+        std::shared_ptr<const StepRecord> record;  // held, so a new record never reuses its address
+        int64_t layer = -1, head = -1, n_evicted = 0;
+        std::vector<uint8_t> gone;                           // (P) 1 = evicted, or empty
+        std::vector<std::pair<int64_t, int64_t>> rows;       // (P) first and last query row the rule lets see it
+    } ev;
+    if (ev.record.get() != r || ev.layer != layer || ev.head != head) {
+        ev.record = s.trace().share(step), ev.layer = layer, ev.head = head, ev.n_evicted = 0;
+        ev.gone = evicted_before(s.trace(), step, layer, head, m.first_key, m.n_key);
+        ev.rows.assign(ev.gone.size(), {-1, -2});
+        for (int64_t i = 0; i < m.n_query && !ev.gone.empty(); ++i) {
+            const KeyRange k = r->visible_keys(m.first_query + i, layer);
+            for (int64_t j = 0; j < int64_t(ev.gone.size()); ++j)
+                if (ev.gone[size_t(j)] && k.contains(m.first_key + j)) {
+                    ++ev.n_evicted;
+                    auto& g = ev.rows[size_t(j)];
+                    g = {g.first < 0 ? i : g.first, i};
+                }
+        }
+    }
+    const std::vector<uint8_t>& gone = ev.gone;
+    const auto& gone_rows = ev.rows;
+    const int64_t n_evicted = ev.n_evicted;
+    if (n_evicted > 0)
+        dump_text("mask count", wrapped_disabled("%lld of %lld cells: %lld visible, %lld evicted (head %lld's K/V head): green = "
+                                                 "visible, red = evicted, striped = masked",
+                                                 (long long)n_visible, (long long)(m.n_query * m.n_key),
+                                                 (long long)(n_visible - n_evicted), (long long)n_evicted, (long long)head));
+    else
+        dump_text("mask count", wrapped_disabled("%lld of %lld cells visible: green = visible, striped = masked",
+                                                 (long long)n_visible, (long long)(m.n_query * m.n_key)));
     if (r->rows.encoder) {
         ImGui::TextDisabled("decoder self-attention only");
         help_marker("This is the decoder's self-attention mask; cross-attention and the encoder mask nothing: every "
@@ -63,6 +99,11 @@ void draw_mask(PanelContext& c) {
     const MapTile* tile = c.maps.mask_tile(s.trace(), step, layer, w);
     HeatmapResult h = heatmap("mask", {HeatmapLayer{tile ? tile->tex : 0, w}}, m.n_query, m.n_key, size, st);
     dump_item("mask map");
+    for (size_t j = 0; j < gone_rows.size(); ++j)  // evicted keys: a red veil over the cells the rule lets through
+        if (gone_rows[j].first >= 0) {
+            const ImVec2 a = h.cell_min(gone_rows[j].first, int64_t(j)), b = h.cell_max(gone_rows[j].second, int64_t(j));
+            ImGui::GetWindowDrawList()->AddRectFilled(a, {std::max(b.x, a.x + 1), b.y}, IM_COL32(200, 50, 45, 200));
+        }
     // The cell selected in the attention map (or here), outlined in the same colour as there.
     const int64_t row = c.prefs.sel_query - m.first_query, col = c.prefs.sel_key - m.first_key;
     if (row >= 0 && row < m.n_query && col >= 0 && col < m.n_key) {
@@ -78,8 +119,10 @@ void draw_mask(PanelContext& c) {
         if (h.clicked) c.prefs.sel_query = qp, c.prefs.sel_key = kp;
         const bool vis = r->visible_keys(qp, layer).contains(kp);
         const KeyRange k = r->visible_keys(qp);
+        const bool evicted = vis && size_t(h.hover_col) < gone.size() && gone[size_t(h.hover_col)];
         ImGui::SetTooltip("query pos %lld, key pos %lld: %s", (long long)qp, (long long)kp,
                           !vis          ? (kp > qp ? "masked (future)" : "masked (evicted: outside the window)")
+                          : evicted     ? ("evicted from head " + std::to_string(head) + "'s K/V head: weight 0").c_str()
                           : kp < k.n_sink ? "visible (attention sink)"
                                           : "visible");
     }

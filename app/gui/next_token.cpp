@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "panels.h"
 
@@ -25,7 +26,11 @@ void draw_next_token(PanelContext& c) {
         return;
     }
     const SamplerOptions& so = s.options().sampling;
-    ImGui::Text("chosen: %d '%s'", *r->prediction.chosen, token_text(model, *r->prediction.chosen).c_str());
+    // As the chips show tokens (a newline as a return arrow, spaces as dots); the bars' tooltips keep the bytes.
+    const std::string chosen = "chosen: " + std::to_string(*r->prediction.chosen) + " '" +
+                               short_token(model, *r->prediction.chosen, 32) + "'";
+    ImGui::TextUnformatted(chosen.c_str());
+    dump_text("next token chosen", chosen);
     wrapped_disabled("entropy %.3f nats (perplexity %.1f), %s", r->prediction.entropy, std::exp(r->prediction.entropy),
                         so.temperature == 0 ? "greedy" : "sampled");
     ImDrawList* dl = ImGui::GetWindowDrawList();

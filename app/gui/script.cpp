@@ -95,7 +95,7 @@ const Spec kSpecs[] = {
     {"patch", 3, 3, "patch POS LAYER|all TEXT", "overwrite POS's K/V (one layer or all) with those of a run of the prompt TEXT"},
     {"dismiss", 0, 0, "dismiss", "close the error box, as its Dismiss button does"},
     {"lab", 0, 12, "lab [SPEC; SPEC ...]", "the Cache lab tab's Measure button: configurations separated by ';' (none: the default list)"},
-    {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quantization tab's format (int4: group G, residual R)"},
+    {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quant tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
@@ -231,7 +231,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
             Panel p;
             if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
-                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quantization, Cache lab, Cache edits)");
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quant, Cache lab, Cache edits)");
         }
         if (cmd == "quant-view") {
             if (l.words[1] != "int8" && l.words[1] != "fp8" && l.words[1] != "int4") bad("expected int8, fp8 or int4");
@@ -322,13 +322,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         std::string text;
         for (size_t i = 1; i < l.words.size(); ++i) text += (i > 1 ? " " : "") + l.words[i];
         v.lab_specs = text;
-        MeasureLab m;
-        std::stringstream in(text);
-        for (std::string part; std::getline(in, part, ';');) {
-            const size_t a = part.find_first_not_of(" \t"), b = part.find_last_not_of(" \t");
-            if (a != std::string::npos) m.specs.push_back(part.substr(a, b - a + 1));
-        }
-        run(std::move(m));
+        run(MeasureLab{split_lab_specs(text)});
     } else if (cmd == "heads") {
         run(ExplainHeads{});
     } else if (cmd == "cache") {

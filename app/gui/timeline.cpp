@@ -8,11 +8,79 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "panels.h"
 #include "turn_marks.h"
 
 namespace kvscope::gui {
+namespace {
+
+// What changed the cache besides the step's own rows: the policy's evictions after the step and the edits
+// by hand before it, in words (the tooltip of the step's mark); empty when neither happened.
+std::string cache_changes(const StepRecord& r) {
+    std::string out;
+    const int64_t L = std::max<int64_t>(1, r.rows.n_layer);
+    const int64_t K = std::max<int64_t>(1, r.rows.n_kv_head > 0 ? r.rows.n_kv_head : r.rows.n_head);
+    std::vector<int64_t> count(size_t(L * K), 0);  // (L, K) positions evicted
+    int64_t n = 0;
+    float lo = 0, hi = 0;
+    for (const EvictionEvent& e : r.eviction.events) {
+        if (e.restored || e.layer < 0 || e.layer >= L || e.kv_head < 0 || e.kv_head >= K) continue;
+        lo = n ? std::min(lo, e.score) : e.score;
+        hi = n ? std::max(hi, e.score) : e.score;
+        ++count[size_t(e.layer * K + e.kv_head)];
+        ++n;
+    }
+    char line[160];
+    if (n > 0) {
+        std::snprintf(line, sizeof line, "%s evicted after this step's queries attended:", r.eviction.policy.c_str());
+        out += line;
+        for (int64_t l = 0; l < L; ++l) {
+            int64_t sum = 0;
+            std::string heads;
+            for (int64_t k = 0; k < K; ++k) {
+                sum += count[size_t(l * K + k)];
+                heads += (k ? ", " : "") + std::to_string(count[size_t(l * K + k)]);
+            }
+            std::snprintf(line, sizeof line, "\n  layer %lld: %lld position%s", (long long)l, (long long)sum, sum == 1 ? "" : "s");
+            out += line;
+            if (K > 1) out += " (per K/V head " + heads + ")";
+        }
+        std::snprintf(line, sizeof line, "\ndeciding scores %.4g .. %.4g%s", double(lo), double(hi),
+                      r.eviction.policy == "window+sinks" ? " (positions)" : "");
+        out += line;
+    }
+    for (const CacheEditRecord& e : r.edits) {
+        const std::string layer = e.edit.layer < 0 ? "all layers" : "layer " + std::to_string(e.edit.layer);
+        const std::string head = e.edit.kv_head < 0 ? "all K/V heads" : "K/V head " + std::to_string(e.edit.kv_head);
+        std::snprintf(line, sizeof line, "%sedit before this step: %s position %lld (%s, %s)", out.empty() ? "" : "\n",
+                      cache_edit_kind_name(e.edit.kind), (long long)e.edit.position, layer.c_str(), head.c_str());
+        out += line;
+    }
+    return out;
+}
+
+// Steps (up to the viewed one) after which the policy evicted (bit 0) or before which edits by hand
+// changed the cache (bit 1), keyed by the step's last position: its chip carries the mark.
+struct StepMark {
+    size_t step = 0;
+    uint8_t what = 0;
+};
+std::map<int64_t, StepMark> step_marks(const Trace& t, size_t viewed) {
+    std::map<int64_t, StepMark> out;
+    for (size_t i = 0; i < t.size() && i <= viewed; ++i) {
+        uint8_t what = t[i].edits.empty() ? 0 : 2;
+        for (const EvictionEvent& e : t[i].eviction.events) what |= e.restored ? 0 : 1;
+        if (what) out[t[i].last_position()] = {i, what};
+    }
+    return out;
+}
+
+}  // namespace
+
 void draw_timeline(PanelContext& c) {
     if (!begin_panel(Panel::Timeline)) return;
     const Snapshot& s = c.snap;
@@ -181,6 +249,13 @@ void draw_timeline(PanelContext& c) {
     const int64_t first_p = std::max<int64_t>(0, int64_t(std::upper_bound(lay.x.begin(), lay.x.end() - 1, view_lo) - lay.x.begin()) - 1);
     float pointer_x = origin.x + lay.x[size_t(std::min(next_pos, n_tok))];
     for (int64_t p = 0; p < n_tok; ++p) turn_marks.place(p, origin.x + lay.x[size_t(p)]);  // every turn, in view or not
+    const std::map<int64_t, StepMark> marks = r ? step_marks(s.trace(), step_index) : std::map<int64_t, StepMark>{};
+    {
+        std::string listed;  // "step:e" (evicted) "step:d" (edited) "step:ed", for the tests
+        for (const auto& [pos, m] : marks)
+            listed += (listed.empty() ? "" : " ") + std::to_string(m.step) + ":" + (m.what & 1 ? "e" : "") + (m.what & 2 ? "d" : "");
+        if (!marks.empty()) dump_text("timeline step marks", listed);
+    }
     for (int64_t p = first_p; p < n_tok; ++p) {
         x = origin.x + lay.x[size_t(p)];
         if (x - origin.x > view_hi) break;
@@ -210,6 +285,16 @@ void draw_timeline(PanelContext& c) {
         if (p == v.sel_query) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(255, 110, 110, 255), 4, 0, 2);
         if (p == v.sel_key) dl->AddRect({x - 2, y - 2}, {x + w + 2, y + chip_h + 2}, IM_COL32(90, 220, 255, 255), 4, 0, 2);
         dl->AddText({x + 5, y + 3}, ink, text.c_str());
+        // The last chip of a step after which the policy evicted (red bar along its top) or before which
+        // edits changed the cache (orange bar): hover says what.
+        const auto mark = marks.find(p);
+        if (mark != marks.end()) {
+            const uint8_t what = mark->second.what;
+            const float mid = what == 3 ? x + w / 2 : x + w;
+            if (what & 1) dl->AddRectFilled({x + 3, y + 1}, {mid - 1, y + 4}, IM_COL32(240, 70, 60, 255), 1);
+            if (what & 2) dl->AddRectFilled({what == 3 ? mid + 1 : x + 3, y + 1}, {x + w - 3, y + 4}, IM_COL32(245, 160, 40, 255), 1);
+            dump_box(("timeline step mark " + std::to_string(mark->second.step)).c_str(), x, y, x + w, y + chip_h);
+        }
         char pos[24];
         std::snprintf(pos, sizeof pos, "%lld", (long long)p);
         dl->AddText({x + 5, y + chip_h + 2}, IM_COL32(150, 150, 160, 255), pos);
@@ -237,6 +322,15 @@ void draw_timeline(PanelContext& c) {
                               : done    ? ", in the cache"
                                         : ", not processed yet",
                               origin.c_str());
+            if (mark != marks.end()) {  // the step that ended here, in the same tooltip
+                const std::string what = "step " + std::to_string(mark->second.step) + " ended here: " +
+                                         cache_changes(s.trace()[mark->second.step]);
+                ImGui::BeginTooltip();
+                ImGui::Separator();
+                ImGui::TextUnformatted(what.c_str());
+                ImGui::EndTooltip();
+                dump_text("timeline step tooltip", what);
+            }
         }
     }
     x = origin.x + lay.x.back();

@@ -343,7 +343,9 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                                                 {"problem", {{"place", place_name(snap->problem.place)},
                                                              {"text", snap->problem.text},
                                                              {"shown", snap->problem.id != 0 && snap->problem.id != prefs.dismissed_problem}}},
-                                                {"last_export", snap->last_export}});
+                                                {"last_export", snap->last_export},
+                                                {"eviction", eviction_policy_name(snap->options().eviction.kind)},
+                                                {"kv_budget", snap->options().eviction.budget}});
             }
 
             if (measure_left > 0) {

@@ -40,11 +40,7 @@ def inner(a):
     app = App(a.kvscope, work, ["--model", model])
     try:
         app.wait("first frames", lambda s: s["frames"] > 3)
-        app.type_into("prompt", PROMPT)
-        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
-        app.click_empty()
-        app.click("Prefill step")
-        app.wait("prefill", lambda s: s["steps"] == 1)
+        app.prefill(PROMPT)
         app.click("tab Cache edits")
         wait_text(app, "edits pending", "0")
         app.screenshot("cache edits tab")

@@ -40,11 +40,7 @@ def inner(a):
     app = App(a.kvscope, work, ["--model", model])
     try:
         app.wait("first frames", lambda s: s["frames"] > 3)
-        app.type_into("prompt", PROMPT)
-        app.wait("prompt typed", lambda s: s["prompt"] == PROMPT and s["steps"] == 0)
-        app.click_empty()
-        app.click("Prefill step")
-        app.wait("prefill", lambda s: s["steps"] == 1)
+        app.prefill(PROMPT)
         app.click("save figure kv-cache")
         text = wait_status(app, lambda t: t.startswith("saved"), "first click")
         if "kv_cache_step0_l0_h0_K.png" not in text or "kv_cache_step0_l0_h0_V.png" not in text:

@@ -139,8 +139,13 @@ class App:
     def key(self, k):
         # Held for a few frames: ImGui 1.86 polls key state once per frame, so a press and release
         # between two frames would be missed (typed characters are queued and need no such care).
+        # At least 0.25 s and two frames: on a loaded machine a frame can take longer than that.
+        f0 = self.frames()
         self.xdo(["keydown", k])
         time.sleep(0.25)
+        t0 = time.time()
+        while self.frames() < f0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
         self.xdo(["keyup", k])
         time.sleep(0.2)
 
@@ -149,6 +154,18 @@ class App:
         self.key("ctrl+a")
         self.xdo(["type", "--delay", "30", text], timeout=60)
         time.sleep(0.3)
+
+    def type_prompt(self, prompt):
+        """Type `prompt` into the prompt box; returns once the session has it (no step yet) and the box let go."""
+        self.type_into("prompt", prompt)
+        self.wait("prompt typed", lambda s: s["prompt"] == prompt and s["steps"] == 0)
+        self.click_empty()
+
+    def prefill(self, prompt):
+        """Type `prompt` and click "Prefill step"; returns once that step is done."""
+        self.type_prompt(prompt)
+        self.click("Prefill step")
+        self.wait("prefill", lambda s: s["steps"] == 1)
 
     def screenshot(self, label):
         """Grab the X screen; fail unless it differs from the previous grab."""
@@ -179,6 +196,13 @@ class App:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+    def __enter__(self):  # `with App(...) as app:` closes the window however the block ends
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def inner(a):
@@ -325,7 +349,8 @@ def rerun_under_xvfb(script, work, args):
 
 
 def assets_test_main(script, inner):
-    """main() of a real-input test that takes --kvscope and --assets: `inner(args)` runs under Xvfb."""
+    """main() of a real-input test that takes --kvscope and --assets: `inner(args)` runs under Xvfb; it fails
+    through fail(), and returning None means it passed (printed as OK)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvscope", required=True)
     ap.add_argument("--assets", required=True)
@@ -333,7 +358,10 @@ def assets_test_main(script, inner):
     ap.add_argument("--inner", action="store_true", help="already under Xvfb")
     a = ap.parse_args()
     if a.inner:
-        return inner(a)
+        rc = inner(a)
+        if rc is None:
+            print("OK")
+        return rc or 0
     return rerun_under_xvfb(script, a.work, ["--kvscope", os.path.abspath(a.kvscope), "--assets", os.path.abspath(a.assets)])
 
 

@@ -65,7 +65,7 @@ def main():
         label = "%dx%d" % size
         for fmt, line in (("int8", "quant-view int8"), ("fp8", "quant-view fp8"), ("int4", "quant-view int4 8 4")):
             d = window(a.kvscope, model, a.work, "quant_%s_%s" % (fmt, label), size,
-                       ["prompt " + PROMPT, "prefill", "layer %d" % LAYER, "head %d" % HEAD, "panel K/V quantization", line])
+                       ["prompt " + PROMPT, "prefill", "layer %d" % LAYER, "head %d" % HEAD, "panel K/V quant", line])
             t = d["texts"]
             header = t.get("quant header", "")
             if "layer %d head %d" % (LAYER, HEAD) not in header or "%d keys, %d queries" % (P, P) not in header:
@@ -85,14 +85,14 @@ def main():
 
     # A quantized session records reconstructions: the tab says so instead of comparing them with themselves.
     d = window(a.kvscope, model, a.work, "quant_session", (1280, 720),
-               ["options kv-quant=int8", "prompt " + PROMPT, "prefill", "panel K/V quantization"])
+               ["options kv-quant=int8", "prompt " + PROMPT, "prefill", "panel K/V quantization"])  # the old title still names it
     if "quant session note" not in d.get("items", {}) and "quant session note" not in str(d):
         fail("an int8 session's tab does not say its rows are already reconstructions")
     if "quant maxima exact" in d["texts"]:
         fail("an int8 session's tab still compares its rows")
     # A group that does not divide the head dimension (32): refused in the tab, in one line.
     d = window(a.kvscope, model, a.work, "quant_bad_group", (1280, 720),
-               ["prompt " + PROMPT, "prefill", "panel K/V quantization", "quant-view int4 5 0"])
+               ["prompt " + PROMPT, "prefill", "panel K/V quant", "quant-view int4 5 0"])
     problem = d["texts"].get("quant problem", "")
     if not problem or "\n" in problem:
         fail("group 5 with head dim 32 is not refused in one line: %r" % problem)
