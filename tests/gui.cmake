@@ -5,8 +5,8 @@
 #   gui.memory a batch of 3 sequences sharing a prompt over one block pool (script lines options, suffix,
 #              sequence, memory-json): the Memory panel's figures (blocks mapped vs unshared, copies on
 #              write, positions adopted), also after step back, against numbers computed from token counts;
-#              a prompt cache file written, then loaded by a longer prompt, a damaged one refused;
-#              tests/gui/check_memory.py
+#              a prompt cache file written, then loaded by a longer prompt, a damaged one refused; Save
+#              figure's block tables hold the tables' pool block ids, shaded by sharer count; tests/gui/check_memory.py
 #   gui.encoder_decoder  assets/encoder-decoder: loaded from the default model with no input typed, it steps
 #              with the default source and an empty prompt; with a typed source and prompt the cross map
 #              shown (S columns of source tokens) and the encoder map equal `kvscope generate --trace` and the
@@ -14,7 +14,8 @@
 #              tests/gui/check_encoder_decoder.py
 #   gui.rotary the Rotary panel on assets/llama-gqa, as shipped and with llama3 rope_scaling: per-pair
 #              frequencies and angles, the selected key and query turned back to before rotation, the score
-#              by distance, against numpy from the rows `kvscope generate --trace` exports; tests/gui/check_rotary.py
+#              by distance, against numpy from the rows `kvscope generate --trace` exports; its Save figure (SVG):
+#              every line an affine image of numpy's values, the marker at the scored distance; tests/gui/check_rotary.py
 #   gui.rotary_input  the interactive window on assets/llama-gqa (xdotool): Prefill, the Rotary tab, a click in
 #              the attention map; the tab's positions follow the click and its score equals numpy's q·k/sqrt(D)
 #              from `generate --trace`; tests/gui/check_rotary_input.py

@@ -301,6 +301,121 @@ Figure lens_figure(const Snapshot& s, const ViewPrefs& v) {
     return f;
 }
 
+Figure rotary_figure(const Snapshot& s, const ViewPrefs& v) {
+    const ModelConfig& cfg = s.model().config();
+    if (cfg.family != Family::Llama) nothing("this model's keys are not rotated (learned positions)");
+    const Shown w = shown_step(s, v);
+    const RotaryShown shown = rotary_shown(s, v, *w.r, w.step);
+    const RotaryView rv = rotary_view_of(cfg, shown);
+    // Four charts side by side: short titles, the model named in the first.
+    const std::string at = "step " + std::to_string(w.step) + ", L" + std::to_string(shown.layer) + " H" +
+                           std::to_string(shown.head);
+    auto over = [](const std::vector<double>& ys) {  // x = 0, 1, 2, ...
+        LineSeries out;
+        for (size_t i = 0; i < ys.size(); ++i) out.xs.push_back(double(i)), out.ys.push_back(ys[i]);
+        return out;
+    };
+    auto named = [](LineSeries l, const std::string& label, size_t colour) {
+        l.label = label, l.rgb = kSeries[colour];
+        return l;
+    };
+    std::vector<double> freq, freq_unscaled, angle;
+    for (const RotaryPairView& p : rv.pairs) {
+        freq.push_back(p.inv_freq), freq_unscaled.push_back(p.inv_freq_unscaled), angle.push_back(p.query_angle);
+    }
+    LineChart frequencies{model_name(s) + ", " + at + ": frequency per pair", "pair", "radians per position", {}, true};
+    if (freq != freq_unscaled) frequencies.series.push_back(named(over(freq_unscaled), "without rope_scaling", 1));
+    frequencies.series.push_back(named(over(freq), "as the model turns", 0));
+    LineChart angles{at + ": angles at query position " + std::to_string(shown.query_position), "pair",
+                     "radians (0 .. 2 pi)", {}};
+    angles.series.push_back(named(over(angle), "query at " + std::to_string(shown.query_position), 0));
+    LineChart key{at + ": key at position " + std::to_string(shown.key_position), "dimension", "value", {}};
+    key.series = {named(over(rv.key_unrotated), "before rotation", 1), named(over(rv.key_rotated), "as cached", 0)};
+    LineChart by_distance{at + ": score q.k by distance", "distance", "score", {}};
+    by_distance.series.push_back(named(over(rv.score_by_distance), "q . k . scale", 0));
+    if (rv.scored_distance < int64_t(rv.score_by_distance.size())) {  // where the model scored them
+        const auto [lo, hi] = std::minmax_element(rv.score_by_distance.begin(), rv.score_by_distance.end());
+        by_distance.series.push_back({"scored at distance " + std::to_string(rv.scored_distance), kSeries[1],
+                                      {double(rv.scored_distance), double(rv.scored_distance)}, {*lo, *hi}});
+    }
+    frequencies.markers = angles.markers = rv.pairs.size() <= 32;
+    Figure f;
+    f.name = "rotary_step" + std::to_string(w.step) + "_l" + std::to_string(shown.layer) + "_h" + std::to_string(shown.head) +
+             "_q" + std::to_string(shown.query_position) + "_k" + std::to_string(shown.key_position);
+    f.charts = {frequencies, angles, key, by_distance};
+    return f;
+}
+
+// The paged cache: each sequence's block table (logical block -> pool block, the id written in the cell) and
+// the pool, every cell shaded by how many sequences map the block: a prefix shared by three prompts is a run
+// of 3s holding the same ids in three rows.
+Figure memory_figure(const Snapshot& s, const ViewPrefs& v) {
+    if (s.pool_views.empty()) nothing("the cache is not paged (Batch and memory: paged)");
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, v, &step);
+    const PoolView& m = *s.pool_at(r ? int64_t(step) : -1);
+    const int64_t N = int64_t(m.tables.size()), n_blocks = int64_t(m.blocks.size());
+    int64_t widest = 1;
+    for (const auto& t : m.tables) widest = std::max<int64_t>(widest, int64_t(t.size()));
+    const std::string at = model_name(s) + (r ? ", step " + std::to_string(step) : ", before the first step");
+    auto sharers = [&](int32_t b) { return b >= 0 && b < n_blocks ? float(m.blocks[size_t(b)].seqs.size()) : 0.0f; };
+    Figure f;
+    f.name = "memory" + (r ? "_step" + std::to_string(step) : std::string());
+    FigureMap tables;
+    tables.part = "block_tables";
+    HeatmapPlot& t = tables.plot;
+    t.rows = N, t.cols = widest;
+    tables.values.assign(size_t(N * widest), 0.0f);
+    tables.visible.assign(size_t(N * widest), 0);
+    t.cell_texts.assign(size_t(N * widest), "");
+    for (int64_t i = 0; i < N; ++i)
+        for (size_t j = 0; j < m.tables[size_t(i)].size(); ++j) {
+            const int32_t b = m.tables[size_t(i)][j];
+            if (b < 0) continue;
+            const size_t cell = size_t(i * widest) + j;
+            tables.values[cell] = sharers(b), tables.visible[cell] = 1, t.cell_texts[cell] = "#" + std::to_string(b);
+        }
+    t.title = at + ": block tables (the pool block each logical block maps; " + std::to_string(m.n_mapped()) +
+              " blocks hold what " + std::to_string(m.n_unshared()) + " would unshared)";
+    t.value_label = "sequences sharing";
+    t.lo = 0, t.hi = float(std::max<int64_t>(N, 1));
+    t.row_positions = iota(N);
+    t.col_positions = iota(widest);
+    t.x_label = "logical block (positions block x " + std::to_string(m.block_size) + " ..)";
+    t.y_label = "sequence";
+    t.masked_label = "not mapped";
+    f.maps.push_back(std::move(tables));
+
+    FigureMap pool;
+    pool.part = "pool";
+    HeatmapPlot& p = pool.plot;
+    const int64_t cols = std::min<int64_t>(16, std::max<int64_t>(n_blocks, 1)), rows = (n_blocks + cols - 1) / cols;
+    p.rows = rows, p.cols = cols;
+    pool.values.assign(size_t(rows * cols), 0.0f);
+    pool.visible.assign(size_t(rows * cols), 0);
+    p.cell_texts.assign(size_t(rows * cols), "");
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const PoolView::Block& k = m.blocks[size_t(b)];
+        if (k.seqs.empty()) continue;
+        pool.values[size_t(b)] = float(k.seqs.size()), pool.visible[size_t(b)] = 1;
+        std::string who;
+        for (int32_t q : k.seqs) who += (who.empty() ? "s" : ",") + std::to_string(q);
+        p.cell_texts[size_t(b)] = who;
+    }
+    p.title = at + ": the block pool (" + std::to_string(n_blocks) + " blocks of " + std::to_string(m.block_size) +
+              " positions; the sequences mapping each)";
+    p.value_label = "sequences sharing";
+    p.lo = 0, p.hi = float(std::max<int64_t>(N, 1));
+    p.row_positions = iota(rows, 0);
+    for (int64_t& y : p.row_positions) y *= cols;
+    p.col_positions = iota(cols);
+    p.x_label = "pool block = row + column";
+    p.y_label = "pool block";
+    p.masked_label = "free (or held for step back)";
+    f.maps.push_back(std::move(pool));
+    return f;
+}
+
 Figure lab_figure(const Snapshot& s) {
     if (!s.lab) nothing("the cache lab has not measured (Measure)");
     const LabCurves c = lab_curves(*s.lab);
@@ -321,7 +436,8 @@ const struct {
     const char* name;
 } kFigurePanels[] = {{Panel::KvCache, "kv-cache"}, {Panel::Mask, "mask"},   {Panel::Quant, "kv-quant"},
                      {Panel::Heads, "heads"},      {Panel::Compare, "compare"}, {Panel::Lab, "lab"},
-                     {Panel::Lens, "logit-lens"}};
+                     {Panel::Lens, "logit-lens"},  {Panel::Rotary, "rotary"},
+                     {Panel::Memory, "memory"}};
 
 }  // namespace
 
@@ -357,6 +473,30 @@ void score_change_cells(const KvQuantError& e, std::vector<float>& change, std::
 int64_t lens_position(const StepRecord& r, const ViewPrefs& v) {
     const int64_t R = r.cost.n_rows_computed, first = r.cost.first_computed_position;
     return v.sel_query >= first && v.sel_query < first + R ? v.sel_query : first + R - 1;
+}
+
+RotaryShown rotary_shown(const Snapshot& s, const ViewPrefs& v, const StepRecord& r, size_t step) {
+    const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D;
+    RotaryShown out;
+    out.step = step;
+    out.layer = std::clamp<int64_t>(v.layer, 0, L - 1), out.head = std::clamp<int64_t>(v.head, 0, H - 1);
+    const int64_t R = r.cost.n_rows_computed, first = r.cost.first_computed_position;
+    const int64_t q_pos = v.sel_query >= first && v.sel_query < first + R ? v.sel_query : first + R - 1;
+    int64_t k_pos = v.sel_key >= 0 && v.sel_key <= q_pos ? v.sel_key : 0;
+    if (!s.trace().key_row(step, out.layer, out.head, k_pos)) k_pos = q_pos;
+    out.query_position = q_pos, out.key_position = k_pos;
+    out.k = s.trace().key_row(step, out.layer, out.head, k_pos);
+    out.q = r.rows.q.data() + (out.layer * R + (q_pos - first)) * C + out.head * D;
+    out.scale = r.rows.attention_scale > 0 ? r.rows.attention_scale : 1.0 / std::sqrt(double(D));
+    // Sinks numbered inside the cache: the model turned the query back by the shift for these keys.
+    const KeyRange seen = r.visible_keys(q_pos, out.layer);
+    out.turned_back = seen.sink_shift > 0 && k_pos < seen.n_sink ? seen.sink_shift : 0;
+    return out;
+}
+
+RotaryView rotary_view_of(const ModelConfig& cfg, const RotaryShown& x) {
+    const int64_t max_distance = std::min<int64_t>(cfg.n_ctx - 1, 4095);
+    return rotary_view(cfg, x.layer, x.q, x.query_position, x.k, x.key_position, x.scale, max_distance, x.turned_back);
 }
 
 LabCurves lab_curves(const LabReport& lab) {
@@ -404,6 +544,8 @@ Figure build_figure(Panel p, const Snapshot& snap, const ViewPrefs& prefs) {
         case Panel::Compare: return compare_figure(snap);
         case Panel::Lab: return lab_figure(snap);
         case Panel::Lens: return lens_figure(snap, prefs);
+        case Panel::Rotary: return rotary_figure(snap, prefs);
+        case Panel::Memory: return memory_figure(snap, prefs);
         default: break;
     }
     throw UsageError(std::string("the ") + panel_title(p) + " panel has no figure to save");

@@ -11,6 +11,9 @@
 //   kQuantMaxQueries               the quantization panel's score map covers the step's last queries only
 //   kLensTop, lens_position(r, prefs)  the Logit lens's tokens per depth, and the query position it reads:
 //                                  the selected one when the step computed it, else the step's last
+//   rotary_shown(snap, prefs, r, step)  the Rotary panel's query and key in recorded step r: the selected
+//                                  cell, or the step's last query and key 0 (itself when 0 is not cached)
+//   rotary_view_of(cfg, shown)     their rotary_view, scores at distances 0 .. min(n_ctx - 1, 4095)
 //   lab_curves(lab)                the Cache lab panel's curves: per configuration the loss it adds over the
 //                                  reference (summed over the positions) and its KL per position
 //   FigureMap                      one heatmap of a figure and the arrays it points into
@@ -33,6 +36,7 @@
 #include "kv_quant_error.h"
 #include "panels.h"
 #include "plot.h"
+#include "rotary_view.h"
 
 namespace kvscope::gui {
 
@@ -49,6 +53,16 @@ void score_change_cells(const KvQuantError& e, std::vector<float>& change, std::
 
 inline constexpr int64_t kLensTop = 5;
 int64_t lens_position(const StepRecord& r, const ViewPrefs& prefs);
+
+struct RotaryShown {
+    size_t step = 0;
+    int64_t layer = 0, head = 0, query_position = 0, key_position = 0, turned_back = 0;
+    const float* q = nullptr;             // (D) the query as the step computed it (rotated)
+    const float* k = nullptr;             // (D) the key as cached (rotated)
+    double scale = 0;
+};
+RotaryShown rotary_shown(const Snapshot& snap, const ViewPrefs& prefs, const StepRecord& r, size_t step);
+RotaryView rotary_view_of(const ModelConfig& cfg, const RotaryShown& shown);
 
 struct LabCurves {
     std::vector<std::vector<double>> added, kl;  // (configurations, N positions)

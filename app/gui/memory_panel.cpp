@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "errors.h"
+#include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -102,6 +103,7 @@ void draw_memory(PanelContext& c) {
     const float font = ImGui::GetFontSize();
     ImDrawList* dl = ImGui::GetWindowDrawList();
 
+    figure_button(c, Panel::Memory);
     // Legend: one line a new user reads before anything else.
     {
         const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "figures.h"
 #include "panels.h"
 #include "rotary_view.h"
 
@@ -56,24 +57,14 @@ void draw_rotary(PanelContext& c) {
         end_panel();
         return;
     }
-    const int64_t L = r->rows.n_layer, H = r->rows.n_head, D = r->rows.head_dim, C = H * D;
-    const int64_t layer = std::min(c.prefs.layer, L - 1), head = std::min(c.prefs.head, H - 1);
-    const int64_t R = r->cost.n_rows_computed, first = r->cost.first_computed_position;
-    const int64_t q_pos = c.prefs.sel_query >= first && c.prefs.sel_query < first + R ? c.prefs.sel_query : first + R - 1;
-    int64_t k_pos = c.prefs.sel_key >= 0 && c.prefs.sel_key <= q_pos ? c.prefs.sel_key : 0;
-    if (!s.trace().key_row(step, layer, head, k_pos)) k_pos = q_pos;
-    const float* k = s.trace().key_row(step, layer, head, k_pos);
-    const float* q = r->rows.q.data() + (layer * R + (q_pos - first)) * C + head * D;
-    const double scale = r->rows.attention_scale > 0 ? r->rows.attention_scale : 1.0 / std::sqrt(double(D));
-    // Sinks numbered inside the cache: the model turned the query back by the shift for these keys.
-    const KeyRange seen = r->visible_keys(q_pos, layer);
-    const int64_t turned_back = seen.sink_shift > 0 && k_pos < seen.n_sink ? seen.sink_shift : 0;
+    const RotaryShown shown = rotary_shown(s, c.prefs, *r, step);
+    const int64_t layer = shown.layer, head = shown.head, q_pos = shown.query_position, k_pos = shown.key_position;
+    const int64_t turned_back = shown.turned_back;
 
     static RotaryCache cache;
     const int64_t now[6] = {int64_t(step), layer, head, q_pos, k_pos, turned_back};
-    if (!std::equal(now, now + 6, cache.key) || cache.view.head_dim != D) {
-        const int64_t max_distance = std::min<int64_t>(cfg.n_ctx - 1, 4095);
-        cache.view = rotary_view(cfg, layer, q, q_pos, k, k_pos, scale, max_distance, turned_back);
+    if (!std::equal(now, now + 6, cache.key) || cache.view.head_dim != r->rows.head_dim) {
+        cache.view = rotary_view_of(cfg, shown);
         const RotaryView& v = cache.view;
         cache.log_freq.clear();
         cache.log_freq_unscaled.clear();
@@ -89,6 +80,7 @@ void draw_rotary(PanelContext& c) {
         std::copy(now, now + 6, cache.key);
     }
     const RotaryView& v = cache.view;
+    figure_button(c, Panel::Rotary);
     if (!c.prefs.rotary_json.empty()) {
         if (!write_rotary_json(c.prefs.rotary_json, step, layer, head, v))
             std::fprintf(stderr, "error: cannot write %s\n", c.prefs.rotary_json.c_str());

@@ -82,6 +82,38 @@ def check(name, got, want):
                                                                            "positions_adopted", "shared_blocks"))))
 
 
+def check_figure(path, tables):
+    """Save figure's block tables: each mapped cell holds its pool block's id ("#b"), row by row as the tables,
+    and is shaded by how many sequences map that block (cells of equal count alike, of different counts not)."""
+    import xml.etree.ElementTree as ET
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.parse(path).getroot()
+    texts = [(float(t.get("y")), float(t.get("x")), t.text) for t in root.iter(ns + "text") if (t.text or "").startswith("#")]
+    ys = sorted({round(y) for y, _, _ in texts})
+    got = [[int(txt[1:]) for y, x, txt in sorted(texts, key=lambda t: t[1]) if round(y) == row] for row in ys]
+    want = [[b for b in t if b >= 0] for t in tables]
+    if got != [w for w in want if w]:
+        fail("memory figure: block ids per row %s, the tables say %s" % (got, want))
+    # A cell's fill: the rect whose box holds the text's anchor.
+    rects = [(float(r.get("x")), float(r.get("y")), float(r.get("width")), float(r.get("height")), r.get("fill"))
+             for r in root.iter(ns + "rect") if r.get("fill", "").startswith("#") and r.get("x") is not None]
+    count = {}
+    for t in tables:
+        for b in t:
+            if b >= 0:
+                count[b] = count.get(b, 0) + 1
+    fill_of = {}
+    for y, x, txt in texts:
+        fills = [f for rx, ry, rw, rh, f in rects if rx <= x < rx + rw and ry <= y - 4 < ry + rh and rw < 200]
+        if not fills:
+            fail("memory figure: no cell under the text %s" % txt)
+        fill_of.setdefault(count[int(txt[1:])], set()).add(fills[-1])
+    if any(len(f) != 1 for f in fill_of.values()) or len({next(iter(f)) for f in fill_of.values()}) != len(fill_of):
+        fail("memory figure: cell shades do not follow the sharer counts %s" % fill_of)
+    print("  memory figure: %d mapped cells, ids and shades as the tables (sharer counts %s)" % (
+        len(texts), sorted(fill_of)))
+
+
 def case(a, title, prompt, suffixes, work):
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     D = cfg["n_embd"] // cfg["n_head"]
@@ -92,7 +124,9 @@ def case(a, title, prompt, suffixes, work):
     j = lambda n: os.path.join(work, n + ".json")
     lines = ["options block=%d share=1 seqs=%d temperature=0.8 max-new=8" % (B, N), "prompt " + prompt]
     lines += ["suffix %d %s" % (i, s) for i, s in enumerate(suffixes) if s]
-    lines += ["prefill", "memory-json " + j("prefill"), "decode 5", "memory-json " + j("decode5"),
+    fig_dir = os.path.join(work, "export")
+    lines += ["prefill", "memory-json " + j("prefill"), "export-dir " + fig_dir, "export-format svg",
+              "save-figure memory mem", "decode 5", "memory-json " + j("decode5"),
               "back 2", "memory-json " + j("back2"), "show-step 0", "sequence 1", "memory-json " + j("shown0"), ""]
     script = os.path.join(work, "script.txt")
     with open(script, "w") as f:
@@ -112,6 +146,7 @@ def case(a, title, prompt, suffixes, work):
         k = after_prefill["adopted"][i] // B
         if tables[i][:k] != tables[0][:k] or (len(tables[i]) > k and tables[i][k] in tables[0]):
             fail("sequence %d's table %s should map exactly its first %d blocks to sequence 0's %s" % (i, tables[i], k, tables[0]))
+    check_figure(os.path.join(fig_dir, "figures", "mem_block_tables.svg"), tables)
     # Each decode step writes one position: after the prefill n = P positions, after d decodes P + d.
     check("after 5 decodes", got["decode5"], dict(expected(prompts, 5, bpb), copies_on_write=after_prefill["copies_on_write"]))
     check("after stepping back 2", got["back2"], dict(expected(prompts, 3, bpb), copies_on_write=after_prefill["copies_on_write"]))

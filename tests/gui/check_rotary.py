@@ -5,7 +5,9 @@ For assets/llama-gqa as it is and with llama3 rope_scaling added to its config: 
 prompt, selects a query and a key of layer 1 head 2, and writes what the panel shows (rotary-json). numpy
 recomputes, from config.json and the exported q.npy / k.npy: each pair's inverse frequency (HF's default
 and llama3 rules), the angles at both positions, the key and query turned back to before rotation, the
-score as the model computed it, and the score of the same content at every distance.
+score as the model computed it, and the score of the same content at every distance. The panel's Save
+figure (script `save-figure rotary`, SVG) must draw the same numbers: each chart's line is an affine image
+of numpy's values (frequencies on a log axis), and the marker sits at the scored distance.
 """
 import argparse
 import json
@@ -13,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import numpy as np
 
@@ -65,6 +68,7 @@ def check(kvscope, model, work, label):
     with open(script, "w") as f:
         f.write("prompt %s\nprefill\ndecode %d\nlayer %d\nhead %d\nselect %d %d\nrotary-json %s\n" % (
             PROMPT, len(steps) - 1, LAYER, HEAD, qpos, KEY, out))
+        f.write("export-dir %s\nexport-format svg\nsave-figure rotary fig\n" % os.path.join(work, "export"))
     run(["xvfb-run", "-a", "-s", "-screen 0 1700x1100x24", kvscope, "gui", "--model", model, "--script", script,
          "--screenshot", os.path.join(work, "rotary.png"), "--size", "1600x1000"])
     got = json.load(open(out))
@@ -108,7 +112,39 @@ def check(kvscope, model, work, label):
         print("  %-10s %-22s max |diff| %.2e (bound %.0e)" % (label, name, err, bound))
         if not err <= bound:
             fail("%s: %s differs from numpy by %g" % (label, name, err))
+    check_figure(os.path.join(work, "export", "figures", "fig.svg"), label, freq, unscaled,
+                 np.mod(qa.astype(np.float64), 2 * np.pi), k0, k, by_distance, qpos - KEY)
     return freq, unscaled
+
+
+def check_figure(path, label, freq, unscaled, query_angle, key_before, key_cached, by_distance, distance):
+    """The saved figure's polylines, in drawing order, against numpy's arrays."""
+    root = ET.parse(path).getroot()
+    lines = [np.array([[float(c) for c in p.split(",")] for p in pl.get("points").split()])
+             for pl in root.iter("{http://www.w3.org/2000/svg}polyline")]
+    want = ([np.log10(unscaled)] if np.any(freq != unscaled) else []) + [np.log10(freq), query_angle, key_before,
+                                                                          key_cached, by_distance]
+    if len(lines) != len(want) + 1:
+        fail("%s figure: %d polylines, want %d (the series and the marker)" % (label, len(lines), len(want) + 1))
+    for i, (pts, values) in enumerate(zip(lines, want)):
+        if len(pts) != len(values):
+            fail("%s figure: line %d has %d points, want %d" % (label, i, len(pts), len(values)))
+        if np.ptp(values) == 0:
+            continue
+        # y is an affine image of the value, going up the page, and x of the index: both to the SVG's 6 digits
+        for coord, of in ((pts[:, 1], values), (pts[:, 0], np.arange(len(values), dtype=np.float64))):
+            slope, icpt = np.polyfit(of, coord, 1)
+            resid = np.max(np.abs(coord - (slope * of + icpt)))
+            if resid > 0.05 + 1e-5 * np.max(np.abs(coord)):
+                fail("%s figure: line %d is not numpy's values (off by %.3g units)" % (label, i, resid))
+        if not np.polyfit(values, pts[:, 1], 1)[0] < 0:
+            fail("%s figure: line %d runs upside down" % (label, i))
+    # The marker: a vertical line at the scored distance of the score chart.
+    curve, marker = lines[-2], lines[-1]
+    x_at = np.polyval(np.polyfit(np.arange(len(curve)), curve[:, 0], 1), distance)
+    if len(marker) != 2 or np.max(np.abs(marker[:, 0] - x_at)) > 0.05:
+        fail("%s figure: the marker is not at distance %d (x %s, want %.2f)" % (label, distance, marker[:, 0], x_at))
+    print("  %-10s figure: %d lines match numpy, marker at distance %d" % (label, len(want), distance))
 
 
 def main():
