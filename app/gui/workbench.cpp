@@ -447,8 +447,8 @@ void Workbench::operator()(const MeasureLab& c) {
     activity("the cache lab: " + count_of(int64_t(configs.size()), "configuration") + " over " +
              count_of(int64_t(tokens.size()), "token"));
     lab_ = std::make_shared<const LabReport>(run_cache_lab(group_->share_model(), tokens, std::move(configs)));
-    set_status("cache lab: " + count_of(int64_t(lab_->runs.size()), "configuration") + " over the " +
-               count_of(int64_t(tokens.size()), "token") + " of sequence " + std::to_string(selected_));
+    set_status("cache lab: " + count_of(int64_t(lab_->runs.size()), "configuration") + ", " +
+               count_of(int64_t(tokens.size()), "token") + " (sequence " + std::to_string(selected_) + ")");
 }
 
 void Workbench::operator()(const Select& c) {
