@@ -310,29 +310,20 @@ Figure rotary_figure(const Snapshot& s, const ViewPrefs& v) {
     // Four charts side by side: short titles, the model named in the first.
     const std::string at = "step " + std::to_string(w.step) + ", L" + std::to_string(shown.layer) + " H" +
                            std::to_string(shown.head);
-    auto over = [](const std::vector<double>& ys) {  // x = 0, 1, 2, ...
-        LineSeries out;
-        for (size_t i = 0; i < ys.size(); ++i) out.xs.push_back(double(i)), out.ys.push_back(ys[i]);
-        return out;
-    };
-    auto named = [](LineSeries l, const std::string& label, size_t colour) {
-        l.label = label, l.rgb = kSeries[colour];
-        return l;
-    };
     std::vector<double> freq, freq_unscaled, angle;
     for (const RotaryPairView& p : rv.pairs) {
         freq.push_back(p.inv_freq), freq_unscaled.push_back(p.inv_freq_unscaled), angle.push_back(p.query_angle);
     }
     LineChart frequencies{model_name(s) + ", " + at + ": frequency per pair", "pair", "radians per position", {}, true};
-    if (freq != freq_unscaled) frequencies.series.push_back(named(over(freq_unscaled), "without rope_scaling", 1));
-    frequencies.series.push_back(named(over(freq), "as the model turns", 0));
+    if (freq != freq_unscaled) frequencies.series.push_back(series("without rope_scaling", 1, freq_unscaled));
+    frequencies.series.push_back(series("as the model turns", 0, freq));
     LineChart angles{at + ": angles at query position " + std::to_string(shown.query_position), "pair",
                      "radians (0 .. 2 pi)", {}};
-    angles.series.push_back(named(over(angle), "query at " + std::to_string(shown.query_position), 0));
+    angles.series.push_back(series("query at " + std::to_string(shown.query_position), 0, angle));
     LineChart key{at + ": key at position " + std::to_string(shown.key_position), "dimension", "value", {}};
-    key.series = {named(over(rv.key_unrotated), "before rotation", 1), named(over(rv.key_rotated), "as cached", 0)};
+    key.series = {series("before rotation", 1, rv.key_unrotated), series("as cached", 0, rv.key_rotated)};
     LineChart by_distance{at + ": score q.k by distance", "distance", "score", {}};
-    by_distance.series.push_back(named(over(rv.score_by_distance), "q . k . scale", 0));
+    by_distance.series.push_back(series("q . k . scale", 0, rv.score_by_distance));
     if (rv.scored_distance < int64_t(rv.score_by_distance.size())) {  // where the model scored them
         const auto [lo, hi] = std::minmax_element(rv.score_by_distance.begin(), rv.score_by_distance.end());
         by_distance.series.push_back({"scored at distance " + std::to_string(rv.scored_distance), kSeries[1],
