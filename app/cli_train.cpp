@@ -81,6 +81,8 @@ int cli_train(int argc, char** argv) {
     args.option("--vocab-repeats", "N", "occurrences of a whole-vocabulary span, each after its own gap (default 2)");
     args.flag("--vocab-partial", "copies of a whole-vocabulary span after the first start at a random id of it "
                                  "(needs --vocab-span A-B with A >= 2)");
+    args.option("--vocab-prefix", "N", "each sequence starts with 0..N random whole-vocabulary ids (not scored with "
+                                       "--score-copies-only), so segments start at any position (default 0)");
     args.flag("--score-copies-only", "the loss skips what no model can predict in whole-vocabulary segments (the "
                                      "first span, the gaps, the first id of each copy)");
     args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
@@ -144,6 +146,7 @@ int cli_train(int argc, char** argv) {
     }
     o.mix.vocab_gap = o.copy_mix.vocab_gap = args.integer("--vocab-gap", o.mix.vocab_gap, 0, 4096);
     o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
+    o.mix.vocab_prefix = o.copy_mix.vocab_prefix = args.integer("--vocab-prefix", 0, 0, 4096);
     o.copy_mix.vocab = args.real("--copy-vocab", 0);
     o.score_predictable_only = args.has("--score-copies-only");
     o.mix.vocab_partial = o.copy_mix.vocab_partial = args.has("--vocab-partial");

@@ -179,6 +179,12 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, st
     seq.reserve(size_t(n + 2 * mix_.max_span + 64));
     auto span_length = [&] { return mix_.min_span + int64_t(rng.below(uint64_t(mix_.max_span - mix_.min_span + 1))); };
     bool after_span = false;
+    if (mix_.vocab_prefix > 0) {  // draws nothing when off: sequences stay byte-identical
+        const std::vector<TokenId> prefix = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_prefix + 1))));
+        seq.insert(seq.end(), prefix.begin(), prefix.end());
+        flag_to(0);
+        after_span = true;  // like a span: no newline before the first segment unless span_newline
+    }
     while (int64_t(seq.size()) < n) {
         if (!seq.empty() && (mix_.span_newline || !after_span)) seq.push_back(newline_);
         after_span = false;

@@ -65,6 +65,9 @@ struct CorpusMix {
     int64_t vocab_repeats = 2;          // occurrences of the span in a vocab segment, each after its own gap
     bool vocab_partial = false;         // each copy after the first starts at a random id of the span and runs to
                                         // its end: one id of context must find the rest (no long-context shortcut)
+    int64_t vocab_prefix = 0;           // each sequence starts with 0..vocab_prefix random whole-vocabulary ids
+                                        // (unpredictable): segments then start at any position, so no mechanism
+                                        // tied to absolute positions (the first segment at position 0) pays off
 };
 
 class Corpus {

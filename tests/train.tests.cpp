@@ -716,3 +716,34 @@ TEST_CASE("corpus: vocab_partial copies start at a random id of the span and run
     }
     CHECK(starts.size() >= 6);  // 40 draws of 9 equally likely starts
 }
+
+TEST_CASE("corpus: vocab_prefix puts 0..N unscored random ids before the first segment") {
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 10;
+    mix.vocab_gap = 0;
+    mix.span_newline = false;
+    {
+        // off (the default): the first segment starts at position 0, span then its copy
+        std::vector<uint8_t> flags;
+        const std::vector<TokenId> s = Corpus(tok, 8, mix).sequence(0, 0, 20, &flags);
+        CHECK(std::equal(s.begin(), s.begin() + 10, s.begin() + 10));
+    }
+    mix.vocab_prefix = 20;
+    std::set<int64_t> starts;
+    for (int i = 0; i < 40; ++i) {
+        std::vector<uint8_t> flags;
+        const std::vector<TokenId> s = Corpus(tok, 8, mix).sequence(0, i, 40, &flags);
+        CHECK(s == Corpus(tok, 8, mix).sequence(0, i, 40));  // asking for the flags changes no token
+        // the first segment (span of 10, its copy) starts after the prefix: find it
+        int64_t k = -1;
+        for (int64_t j = 0; j <= 20 && k < 0; ++j)
+            if (std::equal(s.begin() + j, s.begin() + j + 10, s.begin() + j + 10)) k = j;
+        REQUIRE(k >= 0);
+        starts.insert(k);
+        for (int64_t j = 0; j <= k + 10; ++j) CHECK(int(flags[size_t(j)]) == 0);  // prefix, span, copy's first id
+        for (int64_t j = k + 11; j < k + 20; ++j) CHECK(int(flags[size_t(j)]) == 1);
+    }
+    CHECK(starts.size() >= 10);  // 40 draws of 21 equally likely prefix lengths
+}
