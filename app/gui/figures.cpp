@@ -196,9 +196,21 @@ Figure mask_figure(const Snapshot& s, const ViewPrefs& v) {
         const KeyRange seen = w.r->visible_keys(x.first_query + i, w.layer);
         for (int64_t j = 0; j < x.n_key; ++j) m.visible[size_t(i * x.n_key + j)] = seen.contains(x.first_key + j) ? 1 : 0;
     }
+    // Keys an eviction policy or an edit took from the shown head's K/V head: the rule lets the query see
+    // them, the cache gives them weight 0, as the panel veils them red. They are 0 on the bar, visible 1.
+    const std::vector<uint8_t> gone = evicted_before(s.trace(), w.step, w.layer, w.head, x.first_key, x.n_key);
+    int64_t n_gone = 0;
+    for (int64_t i = 0; i < x.n_query && !gone.empty(); ++i)
+        for (int64_t j = 0; j < x.n_key; ++j)
+            if (gone[size_t(j)] && m.visible[size_t(i * x.n_key + j)]) m.values[size_t(i * x.n_key + j)] = 0.0f, ++n_gone;
     HeatmapPlot& p = m.plot;
     p.title = where(s, w, false) + ": attention mask (visible cells; masked hatched)";
     p.value_label = "visible";
+    if (n_gone > 0) {
+        f.name = base_name("mask", w);
+        p.title = where(s, w) + ": attention mask (1 = visible, 0 = evicted from this head's K/V; masked hatched)";
+        p.value_label = "visible (0 = evicted)";
+    }
     p.rows = x.n_query, p.cols = x.n_key;
     p.lo = 0, p.hi = 1;
     p.row_positions = iota(x.n_query, x.first_query);
@@ -380,7 +392,15 @@ Figure memory_figure(const Snapshot& s, const ViewPrefs& v) {
     FigureMap pool;
     pool.part = "pool";
     HeatmapPlot& p = pool.plot;
-    const int64_t cols = std::min<int64_t>(16, std::max<int64_t>(n_blocks, 1)), rows = (n_blocks + cols - 1) / cols;
+    // Rows of up to 16 blocks; a width that divides the pool, where one of 8..16 does, leaves no padding cell
+    // that could pass for a free block.
+    int64_t cols = std::min<int64_t>(16, std::max<int64_t>(n_blocks, 1));
+    for (int64_t c = cols; c >= 8; --c)
+        if (n_blocks % c == 0) {
+            cols = c;
+            break;
+        }
+    const int64_t rows = (n_blocks + cols - 1) / cols;
     p.rows = rows, p.cols = cols;
     pool.values.assign(size_t(rows * cols), 0.0f);
     pool.visible.assign(size_t(rows * cols), 0);
@@ -402,7 +422,8 @@ Figure memory_figure(const Snapshot& s, const ViewPrefs& v) {
     p.col_positions = iota(cols);
     p.x_label = "pool block = row + column";
     p.y_label = "pool block";
-    p.masked_label = "free (or held for step back)";
+    p.masked_label = rows * cols > n_blocks ? "free (or held for step back); past block " + std::to_string(n_blocks - 1) + ": none"
+                                            : "free (or held for step back)";
     f.maps.push_back(std::move(pool));
     return f;
 }

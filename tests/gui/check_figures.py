@@ -9,7 +9,8 @@ mapped back through the figure's own colour bar (the SVG gradient's 256 stops) t
 equal, within colormap quantisation, what numpy computes:
   - KV cache: K and V of the selected head per cache slot, from the rows `kvscope generate --trace`
     exports; empty slots hatched;
-  - mask: causal, hatched above the diagonal;
+  - mask: causal, hatched above the diagonal; under h2o, the keys the trace's eviction events name for the
+    shown head's K/V head at 0, the rest at 1;
   - K/V quantization: int8 reconstruction error of K and V and the score change q.k_hat - q.k, with
     tools/kv_quant_reference.py;
   - heads: previous-token and induction scores from `kvscope heads --json`;
@@ -266,7 +267,45 @@ def main():
              % (p.returncode, p.stderr))
     if os.path.exists(empty):
         fail("a figure with nothing to draw created %s" % empty)
+    check_evicted_mask(a, model)
     print("OK: figures equal numpy; refusals change nothing")
+
+
+def check_evicted_mask(a, model):
+    """Under h2o (budget 8) the mask figure of layer 1 head 2 shows the keys evicted from that head's K/V head
+    as 0 and the rest of what the rule lets the query see as 1: the same keys the trace's eviction events
+    (meta.json of `kvscope generate --evict h2o --trace`) name for (layer 1, K/V head 2) before the shown step."""
+    trace = os.path.join(a.work, "evict_trace")
+    run([a.kvscope, "generate", "--model", model, "--prompt", PROMPT, "--evict", "h2o", "--kv-budget", "8",
+         "--max-new-tokens", "5", "--trace", trace])
+    shown = 4
+    gone = set()
+    for st in range(shown):
+        for e in json.load(open(os.path.join(trace, "step_%04d" % st, "meta.json")))["eviction"]["events"]:
+            if e["layer"] == LAYER and e["kv_head"] == HEAD:
+                (gone.discard if e["restored"] else gone.add)(e["position"])
+    meta = json.load(open(os.path.join(trace, "step_%04d" % shown, "meta.json")))
+    n_key = len(meta["key_positions"])
+    out = os.path.join(a.work, "evict_out")
+    script(a.kvscope, model, a.work, "evict_mask", ["options evict=2 kv-budget=8", "export-dir " + out, "prompt " + PROMPT,
+                                                     "prefill", "decode %d" % shown, "layer %d" % LAYER, "head %d" % HEAD,
+                                                     "export-format svg", "save-figure mask"])
+    path = os.path.join(out, "figures", "mask_step%d_l%d_h%d.svg" % (shown, LAYER, HEAD))
+    _, texts, cells, stops, _ = read_svg(path)
+    if len(cells) != n_key:
+        fail("evicted mask: %d cells, want one row of %d keys" % (len(cells), n_key))
+    got = set()
+    for j, (x, y, w, h, fill) in enumerate(cells):
+        v = decode(np.array([int(fill[1:3], 16), int(fill[3:5], 16), int(fill[5:7], 16)]), stops, 0.0, 1.0)
+        if v is None or min(abs(v), abs(v - 1)) > 0.01:
+            fail("evicted mask: cell %d is %r, want 0 (evicted) or 1 (visible)" % (j, v))
+        if v < 0.5:
+            got.add(meta["key_positions"][j])
+    if not gone or got != gone:
+        fail("evicted mask: cells at 0 %s, the trace evicted %s from layer %d K/V head %d" % (sorted(got), sorted(gone), LAYER, HEAD))
+    if not any("evicted" in t for t in texts):
+        fail("evicted mask: the title does not say what 0 means")
+    print("evicted mask: %d of %d keys at 0, as the trace's eviction events" % (len(got), n_key))
 
 
 if __name__ == "__main__":
