@@ -83,6 +83,9 @@ int cli_train(int argc, char** argv) {
                                  "(needs --vocab-span A-B with A >= 2)");
     args.option("--vocab-prefix", "N", "each sequence starts with 0..N random whole-vocabulary ids (not scored with "
                                        "--score-copies-only), so segments start at any position (default 0)");
+    args.option("--vocab-pool", "P,A-B", "with probability P a whole-vocabulary span draws from a random pool of "
+                                         "A..B ids, so ids repeat inside it and only two ids of context find the "
+                                         "copy (default 0: off)");
     args.flag("--score-copies-only", "the loss skips what no model can predict in whole-vocabulary segments (the "
                                      "first span, the gaps, the first id of each copy)");
     args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
@@ -147,6 +150,17 @@ int cli_train(int argc, char** argv) {
     o.mix.vocab_gap = o.copy_mix.vocab_gap = args.integer("--vocab-gap", o.mix.vocab_gap, 0, 4096);
     o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
     o.mix.vocab_prefix = o.copy_mix.vocab_prefix = args.integer("--vocab-prefix", 0, 0, 4096);
+    if (auto pool = args.text("--vocab-pool")) {
+        double p = 0;
+        long a = 0, b = 0;
+        char comma = 0, dash = 0, extra = 0;
+        if (std::sscanf(pool->c_str(), "%lf%c%ld%c%ld%c", &p, &comma, &a, &dash, &b, &extra) != 5 || comma != ',' ||
+            dash != '-' || !(p > 0 && p <= 1) || a < 2 || b < a || b > 4096)
+            throw UsageError("train: --vocab-pool wants P,A-B with 0 < P <= 1 and 2 <= A <= B <= 4096, e.g. 0.5,6-32");
+        o.mix.vocab_pool_share = o.copy_mix.vocab_pool_share = p;
+        o.mix.vocab_pool_min = o.copy_mix.vocab_pool_min = a;
+        o.mix.vocab_pool_max = o.copy_mix.vocab_pool_max = b;
+    }
     o.copy_mix.vocab = args.real("--copy-vocab", 0);
     o.score_predictable_only = args.has("--score-copies-only");
     o.mix.vocab_partial = o.copy_mix.vocab_partial = args.has("--vocab-partial");

@@ -152,6 +152,13 @@ Corpus::Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix)
         if (!eot || id != *eot) all_.push_back(id);
 }
 
+std::vector<TokenId> Corpus::pooled_vocab_span(Rng& rng, int64_t n, int64_t pool) const {
+    const std::vector<TokenId> ids = vocab_span(rng, std::max<int64_t>(pool, 1));
+    std::vector<TokenId> span(size_t(std::max<int64_t>(n, 0)));
+    for (TokenId& t : span) t = ids[rng.below(ids.size())];
+    return span;
+}
+
 std::vector<TokenId> Corpus::paragraph(Rng& rng) const {
     std::string text;
     const int64_t n = 1 + int64_t(rng.below(4));
@@ -200,7 +207,13 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, st
             // span, 0..vocab_gap filler ids, span again: a period no fixed offset can know
             const int64_t len = mix_.vocab_min_span +
                                 int64_t(rng.below(uint64_t(mix_.vocab_max_span - mix_.vocab_min_span + 1)));
-            const std::vector<TokenId> span = vocab_span(rng, len);
+            // draws nothing when the pool share is 0: sequences stay byte-identical
+            const bool pooled = mix_.vocab_pool_share > 0 && rng.uniform() < mix_.vocab_pool_share;
+            const std::vector<TokenId> span =
+                pooled ? pooled_vocab_span(rng, len,
+                                           mix_.vocab_pool_min +
+                                               int64_t(rng.below(uint64_t(mix_.vocab_pool_max - mix_.vocab_pool_min + 1))))
+                       : vocab_span(rng, len);
             flag_to(1);
             seq.insert(seq.end(), span.begin(), span.end());
             flag_to(0);

@@ -23,6 +23,7 @@
 //   Corpus::text(seed, n)          n tokens of text segments only (previous-token probes)
 //   Corpus::random_span(rng, n)    n ordinary tokens drawn uniformly (induction and copy probes)
 //   Corpus::vocab_span(rng, n)     n ids drawn uniformly from the whole vocabulary but <|endoftext|>
+//   Corpus::pooled_vocab_span      n ids drawn uniformly from a pool of ids drawn from the whole vocabulary
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,6 +69,10 @@ struct CorpusMix {
     int64_t vocab_prefix = 0;           // each sequence starts with 0..vocab_prefix random whole-vocabulary ids
                                         // (unpredictable): segments then start at any position, so no mechanism
                                         // tied to absolute positions (the first segment at position 0) pays off
+    double vocab_pool_share = 0;        // probability that a vocab segment's span draws from a small random pool of
+    int64_t vocab_pool_min = 6, vocab_pool_max = 32;  // vocab_pool_min..max ids of the whole vocabulary: ids then
+                                        // repeat inside the span, and one id of context no longer says where the
+                                        // copy is; the id before it does (a two-token match)
 };
 
 class Corpus {
@@ -81,6 +86,7 @@ public:
     std::vector<TokenId> text(uint64_t seed, int64_t n) const;
     std::vector<TokenId> random_span(Rng& rng, int64_t n) const;
     std::vector<TokenId> vocab_span(Rng& rng, int64_t n) const;
+    std::vector<TokenId> pooled_vocab_span(Rng& rng, int64_t n, int64_t pool) const;  // n draws from `pool` ids
     const std::vector<TokenId>& ordinary() const { return ordinary_; }
 
 private:

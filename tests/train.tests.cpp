@@ -747,3 +747,29 @@ TEST_CASE("corpus: vocab_prefix puts 0..N unscored random ids before the first s
     }
     CHECK(starts.size() >= 10);  // 40 draws of 21 equally likely prefix lengths
 }
+
+TEST_CASE("corpus: vocab_pool_share draws spans from a small pool, so ids repeat inside them") {
+    // Spans of 20 ids, gap 0, then the span again. From a pool of 5 ids a span has at most 5 distinct ids
+    // (and, over 20 draws, almost surely exactly 5); from the whole vocabulary nearly 20.
+    const Tokenizer tok = Tokenizer::load(default_dir());
+    CorpusMix mix{.text = 0, .copy = 0};
+    mix.vocab = 1;
+    mix.vocab_min_span = mix.vocab_max_span = 20;
+    mix.vocab_gap = 0;
+    mix.span_newline = false;
+    auto distinct = [](const std::vector<TokenId>& s) { return std::set<TokenId>(s.begin(), s.begin() + 20).size(); };
+    const std::vector<TokenId> off = Corpus(tok, 3, mix).sequence(0, 0, 40);
+    mix.vocab_pool_share = 1;
+    mix.vocab_pool_min = mix.vocab_pool_max = 5;
+    std::set<TokenId> ids;
+    for (int i = 0; i < 20; ++i) {
+        const std::vector<TokenId> s = Corpus(tok, 3, mix).sequence(0, i, 40);
+        CHECK(distinct(s) <= 5);
+        CHECK(std::equal(s.begin(), s.begin() + 20, s.begin() + 20));  // the copy is still the span
+        ids.insert(s.begin(), s.begin() + 20);
+    }
+    CHECK(ids.size() > 50);  // each span has its own pool, drawn from the whole vocabulary
+    mix.vocab_pool_share = 0;
+    CHECK(Corpus(tok, 3, mix).sequence(0, 0, 40) == off);  // off: the pool sizes change nothing
+    CHECK(distinct(off) >= 15);
+}

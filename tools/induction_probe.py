@@ -16,7 +16,11 @@ Tests (greedy decoding, full recompute per token):
   copy12   issue 18's test: a 12-token span, then its first 4 tokens -> are the next 8 the rest of the span?
   copyvar  a random-length prefix (0-40 ids of any kind), a span of 6-30, 0-30 random ids, the span's first
            4 -> the rest: periods, lengths and positions the test draws itself
-Spans have no token twice (drawn without replacement), so one token of context decides what follows.
+  copyrep  a 20-token span drawn WITH replacement from 40 tokens of the kind, then its first 5 -> the other
+           15: tokens repeat inside the span, so one token of context is ambiguous and the token before it
+           must decide (the repository's letter/digit copying test, for every kind)
+The spans of copy12 and copyvar have no token twice (drawn without replacement), so one token of context
+decides what follows.
 Attention (per head, averaged over the copy12 prompts of a kind, span repeated whole):
   prev     mean weight from position t to t-1
   ind      mean weight from the second occurrence of span token i to the first occurrence of token i+1
@@ -158,6 +162,7 @@ def main():
     cfg, w = load(a.dir)
     kinds = token_kinds(a.dir)
     rng = np.random.default_rng(a.seed)
+    rep_rng = np.random.default_rng([a.seed, 1])  # its own stream: copy12 and copyvar draw as before it existed
     if a.pattern:
         n, gap = a.pattern
         if n < 3 or gap < 0 or 2 * n + gap > cfg["n_positions"]:
@@ -189,6 +194,13 @@ def main():
             if not ok and len(r["fails"]) < 2:
                 r["fails"].append({"span": [int(x) for x in span], "got": [int(x) for x in out],
                                    "prefix": len(pre), "gap": len(gap)})
+        r["copyrep"] = 0
+        for _ in range(a.n):
+            span = list(rep_rng.choice(rep_rng.choice(pool, min(40, len(pool)), replace=False), 20))
+            ok = greedy(cfg, w, span + span[:5], 15) == span[5:]
+            r["copyrep"] += ok
+            if not ok and len(r["fails"]) < 3:
+                r["fails"].append({"span": [int(x) for x in span], "test": "copyrep"})
         r["prev"] = prev.round(3).tolist()
         r["ind"] = ind.round(3).tolist()
         r["best_prev"] = float(prev.max().round(3))
@@ -198,7 +210,7 @@ def main():
         print(json.dumps(report, indent=1))
         return
     for kind, r in report.items():
-        print(f"{kind:9s} pool {r['pool']:4d}  copy12 {r['copy12']}/{a.n}  copyvar {r['copyvar']}/{a.n}  "
+        print(f"{kind:9s} pool {r['pool']:4d}  copy12 {r['copy12']}/{a.n}  copyvar {r['copyvar']}/{a.n}  copyrep {r['copyrep']}/{a.n}  "
               f"best prev {r['best_prev']:.3f}  best ind {r['best_ind']:.3f}")
         for il in range(L):
             print(f"   layer {il}: prev " + " ".join(f"{v:.2f}" for v in r["prev"][il]) +
