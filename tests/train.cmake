@@ -33,3 +33,18 @@ foreach(bad "--save-at;0" "--save-at;2,x" "--save-at;9" "--vocab-span;5-3" "--vo
                    $<TARGET_FILE:kvscope> ${kvscope_train_work} ${bad})
   set_tests_properties(train.bad_${bad_name} PROPERTIES TIMEOUT 60)
 endforeach()
+# Issue 18's acceptance, measured independently of kvscope's engine and corpus generator: a numpy forward
+# of assets/default, spans drawn by numpy's own generator from four kinds of vocabulary tokens (single
+# characters, words, digit/punctuation tokens, any id); greedy copying must reach 9 of 10 for at least three.
+find_program(KVSCOPE_PROBE_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(KVSCOPE_PROBE_PYTHON)
+  execute_process(COMMAND ${KVSCOPE_PROBE_PYTHON} -c "import numpy" RESULT_VARIABLE kvscope_probe_no_numpy
+                  OUTPUT_QUIET ERROR_QUIET)
+endif()
+if(KVSCOPE_PROBE_PYTHON AND NOT kvscope_probe_no_numpy)
+  add_test(NAME train.default_copies_any_tokens
+           COMMAND ${KVSCOPE_PROBE_PYTHON} ${CMAKE_SOURCE_DIR}/tools/induction_probe.py ${CMAKE_SOURCE_DIR}/assets/default --check)
+  set_tests_properties(train.default_copies_any_tokens PROPERTIES TIMEOUT 300)
+else()
+  message(STATUS "train.default_copies_any_tokens skipped: /usr/bin/python3 with numpy not found (apt install python3-numpy)")
+endif()

@@ -25,7 +25,10 @@ Attention (per head, averaged over the copy12 prompts of a kind, span repeated w
   prev     mean weight from position t to t-1
   ind      mean weight from the second occurrence of span token i to the first occurrence of token i+1
 
-  /usr/bin/python3 tools/induction_probe.py DIR [--n 10] [--seed 2718] [--json]
+  /usr/bin/python3 tools/induction_probe.py DIR [--n 10] [--seed 2718] [--json] [--check] [--remove-head L H ...]
+      --remove-head L H: zero head H of layer L's output projection first (an ablation; repeatable)
+      --check: exit 1 unless copy12 continues >= 90 % of the spans for at least three kinds (issue 18's bar;
+      the ctest train.default_copies_any_tokens runs it on assets/default)
   /usr/bin/python3 tools/induction_probe.py DIR --pattern N GAP
       the search's quick look (docs/default_model_search.md): on 6 prompts "N random ids, GAP random ids,
       the same N ids", teacher-forced copy accuracy and, per head, the mean attention from each copied token
@@ -158,9 +161,18 @@ def main():
     ap.add_argument("--seed", type=int, default=2718)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pattern", nargs=2, type=int, metavar=("N", "GAP"))
+    ap.add_argument("--remove-head", nargs=2, type=int, metavar=("LAYER", "HEAD"), action="append", default=[],
+                    help="zero that head's output projection first (repeatable): what does copying need?")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless issue 18's bar holds: copy12 >= 9 of 10 for at least three kinds")
     a = ap.parse_args()
     cfg, w = load(a.dir)
     kinds = token_kinds(a.dir)
+    D = cfg["n_embd"] // cfg["n_head"]
+    for il, h in a.remove_head:
+        if not (0 <= il < cfg["n_layer"] and 0 <= h < cfg["n_head"]):
+            sys.exit(f"induction_probe: --remove-head {il} {h}: no such head")
+        w[f"h.{il}.attn.c_proj.weight"][h * D:(h + 1) * D, :] = 0  # rows = the head's slice of the concatenated heads
     rng = np.random.default_rng(a.seed)
     rep_rng = np.random.default_rng([a.seed, 1])  # its own stream: copy12 and copyvar draw as before it existed
     if a.pattern:
@@ -208,9 +220,18 @@ def main():
         report[kind] = r
     if a.json:
         print(json.dumps(report, indent=1))
-        return
+    else:
+        print_report(report, a.n, L)
+    if a.check:
+        passed = [k for k, r in report.items() if r["copy12"] >= 0.9 * a.n]
+        if len(passed) < 3:
+            sys.exit(f"induction_probe: copy12 >= 90 % for {len(passed)} kinds ({', '.join(passed) or 'none'}), "
+                     "the bar is three")
+
+
+def print_report(report, n, L):
     for kind, r in report.items():
-        print(f"{kind:9s} pool {r['pool']:4d}  copy12 {r['copy12']}/{a.n}  copyvar {r['copyvar']}/{a.n}  copyrep {r['copyrep']}/{a.n}  "
+        print(f"{kind:9s} pool {r['pool']:4d}  copy12 {r['copy12']}/{n}  copyvar {r['copyvar']}/{n}  copyrep {r['copyrep']}/{n}  "
               f"best prev {r['best_prev']:.3f}  best ind {r['best_ind']:.3f}")
         for il in range(L):
             print(f"   layer {il}: prev " + " ".join(f"{v:.2f}" for v in r["prev"][il]) +

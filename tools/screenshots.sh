@@ -1,10 +1,13 @@
 #!/bin/sh
 # Regenerate the README screenshots in docs/screenshots/ with the window's scripted mode under Xvfb.
-#   tools/screenshots.sh [path/to/kvscope]      (default: build/app/kvscope, then build-gui/app/kvscope)
+#   tools/screenshots.sh [path/to/kvscope [NAME...]]   (default: build/app/kvscope, then build-gui/app/kvscope;
+#                                                       NAMEs: only those pictures, e.g. overview memory)
 # Needs xvfb-run (apt install xvfb). The scripts below are the same intents the buttons send.
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-}
+[ $# -gt 0 ] && shift
+names=${*:-overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context chat cache_lab_window}
 if [ -z "$bin" ]; then
   for b in "$repo/build/app/kvscope" "$repo/build-gui/app/kvscope"; do [ -x "$b" ] && bin=$b && break; done
 fi
@@ -14,14 +17,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 
-# 1. Prefill then four decode steps, viewing the prefill step of the default model's induction head
-#    (layer 1 head 0): the repeated words look at the word after their first occurrence.
+# 1. Prefill then four decode steps, viewing the prefill step of the default model's strongest induction
+#    head (layer 1 head 2): the repeated words look at the word after their first occurrence.
 cat > "$work/overview.txt" <<'S'
 prompt Tom saw the cookie at school. Tom saw the
 prefill
 decode 4
 layer 1
-head 0
+head 2
 show-step 0
 select 10 4
 S
@@ -138,9 +141,21 @@ chat What is a cat?
 chat Thanks
 panel Cache on vs off
 S
+# 11. The default model's prefill of a repeated sentence, layer 1: the K/V quant tab (int4, G 8, R 4) and the
+#     Cache lab tab's table for the default configurations on the sequence's own tokens.
+cat > "$work/cache_lab_window.txt" <<'S'
+prompt Tom saw the cat. Tom saw the dog. Tom saw the cat. Tom
+prefill
+layer 1
+quant-view int4 8 4
+panel K/V quant
+lab
+panel Cache lab
+S
 # Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
 # (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
-for name in overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context chat; do
+for name in $names; do
+  [ -f "$work/$name.txt" ] || { echo "error: no picture named $name" >&2; exit 1; }
   for size in 1920x1080 1280x720; do
     file=$name.png
     [ "$size" = 1920x1080 ] || file=${name}_$size.png

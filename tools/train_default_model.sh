@@ -1,19 +1,22 @@
 #!/bin/sh
-# Trains the default model (assets/default) with the C++ trainer: the one command its README documents.
+# Trains the default model (assets/default) with the C++ trainer from random initialisation: the one
+# command its README documents. Nothing is planted: every weight starts random (GPT-2's initialisation).
 #
 #   tools/train_default_model.sh KVSCOPE OUT_DIR [--quick] [more kvscope train options]
 #
-# KVSCOPE is the kvscope binary, OUT_DIR the model folder to write (its loss curve goes next to it as
-# OUT_DIR/loss.png). --quick runs the same recipe for 16 steps (the train.reproducible ctest compares
+# KVSCOPE is the kvscope binary, OUT_DIR the model folder to write; its loss curve goes to OUT_DIR/loss.png
+# and the checkpoints before and after the induction head forms beside it, OUT_DIR-step3000 and
+# OUT_DIR-step5000 (for assets/default: the model picker's default-step3000 and default-step5000).
+# --quick runs the same recipe for 16 steps (checkpoint after step 8; the train.reproducible ctest compares
 # two such runs byte for byte). Equal options give byte-identical folders on any thread count.
 #
 # The recipe (assets/default/README.md explains each part):
-#   architecture   2 layers, 4 heads, width 128, 256 positions (the engine's GPT-2 layout)
-#   init           --circuit-init 3: head 0 of layer 0 starts as a previous-token head, head 0 of layer 1
-#                  as an induction head reading it; tokens and positions at RMS 0.3; positions frozen
-#   steps 1-600    attention only, sequences of 64 tokens: random letter/digit spans repeated 2-3 times
-#   steps 601-2400 the full model on the default mix (grammar text, copied spans, repeated random spans),
-#                  without a newline after the random spans
+#   architecture   GPT-2: 2 layers, 4 heads, width 128, 256 positions
+#   data           half grammar text, half whole-vocabulary copying segments: a span of 4-24 random ids
+#                  (80 % of them drawn from a pool of 6-32 ids, so ids repeat inside the span), then three
+#                  more copies, each after 0-12 random ids and starting at a random id of the span
+#   loss           text in full; of the copying segments only what a model can predict (the copies)
+#   12000 steps    16 x 128 tokens each, AdamW lr 2e-3 (30 warm-up steps, cosine to 2e-4)
 set -eu
 if [ $# -lt 2 ]; then
     echo "usage: $0 KVSCOPE OUT_DIR [--quick] [kvscope train options]" >&2
@@ -21,14 +24,14 @@ if [ $# -lt 2 ]; then
 fi
 kvscope=$1 out=$2
 shift 2
-steps=2400 phase=600 log=100
+steps=12000 save=3000,5000 log=100
 if [ "${1:-}" = "--quick" ]; then
-    steps=16 phase=6 log=8
+    steps=16 save=8 log=8
     shift
 fi
 exec "$kvscope" train --out "$out" --loss-png "$out/loss.png" --seed 1 \
     --n-layer 2 --n-head 4 --n-embd 128 --n-positions 256 \
-    --circuit-init 3 --tok-init 0.3 --pos-init 0.3 --pos-lr 0 --no-emb-decay \
-    --steps $steps --batch 16 --seq 128 --lr 1e-3 --warmup 50 \
-    --copy-phase $phase --copy-seq 64 --copy-span 8-24 --attn-only $phase \
-    --no-span-newline --log-every $log "$@"
+    --steps $steps --batch 16 --seq 128 --lr 2e-3 --warmup 30 --no-emb-decay \
+    --mix-text 0.5 --mix-copy 0 --mix-vocab 0.5 --no-span-newline \
+    --vocab-span 4-24 --vocab-gap 12 --vocab-repeats 4 --vocab-partial --vocab-pool 0.8,6-32 \
+    --score-copies-only --save-at $save --log-every $log "$@"
