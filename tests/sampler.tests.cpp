@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <numeric>
 #include <random>
+
+#include <quadmath.h>
 
 #include "errors.h"
 #include "sampler.h"
@@ -205,4 +208,53 @@ TEST_CASE("draws are a function of the seed and the RNG state", "[sampler]") {
     a.set_rng_state(state);
     for (int i = 0; i < 20; ++i) again.push_back(a.sample(kLogits.data()));
     CHECK(first == again);
+}
+
+TEST_CASE("a 49,152-token softmax: probabilities as std::exp gives them, entropy as -sum p log p", "[sampler]") {
+    // Logits spread wide enough that many e^z land in double's subnormal range or underflow to 0, one
+    // -inf, and a vocabulary that is not a multiple of the 8 lanes.
+    const int64_t V = 49152 + 5;
+    std::vector<float> logits(static_cast<size_t>(V));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (float& x : logits) x = normal(rng);
+    logits[17] = 40.0f;
+    logits[100] = -700.0f;
+    logits[101] = -712.5f;
+    logits[102] = -744.0f;
+    logits[103] = -800.0f;
+    logits[104] = -INFINITY;
+    for (double T : {0.0, 0.7}) {
+        INFO("T " << T);
+        Sampler s({T, 0, 1.0, 1}, V);
+        s.sample(logits.data());
+        const double t = T == 0 ? 1.0 : T, mx = 40.0;
+        std::vector<double> e(static_cast<size_t>(V));
+        double sum = 0;
+        for (int64_t i = 0; i < V; ++i) sum += e[size_t(i)] = std::exp((double(logits[size_t(i)]) - mx) / t);
+        // The entropy of so sharp a distribution (1e-10 nats and less) is -Σ p·log p in __float128: in
+        // double or long double, log p of the top token alone is off by more than that allows.
+        __float128 sum_q = 0, h = 0;
+        for (int64_t i = 0; i < V; ++i) sum_q += expq((__float128(logits[size_t(i)]) - mx) / t);
+        for (int64_t i = 0; i < V; ++i) {
+            const __float128 p = expq((__float128(logits[size_t(i)]) - mx) / t) / sum_q;
+            if (p > 0) h -= p * logq(p);
+        }
+        INFO("entropy " << std::setprecision(17) << s.entropy() << ", in __float128 " << double(h));
+        CHECK(std::abs(s.entropy() - double(h)) <= 1e-13 * double(h));
+        // top() reports float probabilities: compare the double behind each through a full ranking.
+        const auto all = s.top(V);
+        REQUIRE(int64_t(all.size()) == V);
+        int64_t checked = 0;
+        for (const TokenProbability& p : all) {
+            const double want = e[size_t(p.id)] / sum;
+            if (want < 1e-300) {
+                CHECK(p.probability == 0.0f);
+                continue;
+            }
+            CHECK_THAT(double(p.probability), Catch::Matchers::WithinRel(double(float(want)), 1.2e-7));
+            ++checked;
+        }
+        CHECK(checked > V - 10);
+    }
 }
