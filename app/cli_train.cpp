@@ -1,8 +1,12 @@
 // kvscope train: train a small GPT-2 on the generated corpus (core/corpus.h) and write a model folder.
 #include <cmath>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
+#include <utility>
 #include <vector>
 #include <filesystem>
 #include <unistd.h>
@@ -18,6 +22,22 @@
 
 namespace kvscope {
 namespace {
+
+// "A-B" as two decimal integers, nothing else (no signs, spaces or trailing characters).
+std::optional<std::pair<long, long>> parse_range(std::string_view text) {
+    const size_t dash = text.find('-');
+    if (dash == std::string_view::npos) return std::nullopt;
+    auto whole_number = [](std::string_view t) -> std::optional<long> {
+        long v = 0;
+        if (t.empty() || t.front() < '0' || t.front() > '9') return std::nullopt;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+        return v;
+    };
+    const auto a = whole_number(text.substr(0, dash)), b = whole_number(text.substr(dash + 1));
+    if (!a || !b) return std::nullopt;
+    return std::pair{*a, *b};
+}
 
 std::string duration(double s) {
     char buf[32];
@@ -132,34 +152,35 @@ int cli_train(int argc, char** argv) {
     o.copy_phase = args.integer("--copy-phase", 0, 0, 10'000'000);
     o.copy_seq = args.integer("--copy-seq", 32, 2, 8192);
     if (auto span = args.text("--copy-span")) {
-        long a = 0, b = 0;
-        char dash = 0, extra = 0;
-        if (std::sscanf(span->c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 || b < a)
+        const auto r = parse_range(*span);
+        if (!r || r->first < 1 || r->second < r->first)
             throw UsageError("train: --copy-span wants A-B with 1 <= A <= B, e.g. 6-12");
-        o.copy_mix.min_span = a, o.copy_mix.max_span = b;
+        o.copy_mix.min_span = r->first, o.copy_mix.max_span = r->second;
     }
     if (auto span = args.text("--vocab-span")) {
-        long a = 0, b = 0;
-        char dash = 0, extra = 0;
-        if (std::sscanf(span->c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 || b < a ||
-            b > 4096)
+        const auto r = parse_range(*span);
+        if (!r || r->first < 1 || r->second < r->first || r->second > 4096)
             throw UsageError("train: --vocab-span wants A-B with 1 <= A <= B <= 4096, e.g. 4-40");
-        o.mix.vocab_min_span = o.copy_mix.vocab_min_span = a;
-        o.mix.vocab_max_span = o.copy_mix.vocab_max_span = b;
+        o.mix.vocab_min_span = o.copy_mix.vocab_min_span = r->first;
+        o.mix.vocab_max_span = o.copy_mix.vocab_max_span = r->second;
     }
     o.mix.vocab_gap = o.copy_mix.vocab_gap = args.integer("--vocab-gap", o.mix.vocab_gap, 0, 4096);
     o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
     o.mix.vocab_prefix = o.copy_mix.vocab_prefix = args.integer("--vocab-prefix", 0, 0, 4096);
     if (auto pool = args.text("--vocab-pool")) {
+        const std::string_view text = *pool;
+        const size_t comma = text.find(',');
         double p = 0;
-        long a = 0, b = 0;
-        char comma = 0, dash = 0, extra = 0;
-        if (std::sscanf(pool->c_str(), "%lf%c%ld%c%ld%c", &p, &comma, &a, &dash, &b, &extra) != 5 || comma != ',' ||
-            dash != '-' || !(p > 0 && p <= 1) || a < 2 || b < a || b > 4096)
+        std::optional<std::pair<long, long>> r;
+        if (comma != std::string_view::npos && comma > 0 && text.front() != '+' && text.front() != '-') {
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, p);
+            if (ec == std::errc() && end == text.data() + comma) r = parse_range(text.substr(comma + 1));
+        }
+        if (!r || !(p > 0 && p <= 1) || r->first < 2 || r->second < r->first || r->second > 4096)
             throw UsageError("train: --vocab-pool wants P,A-B with 0 < P <= 1 and 2 <= A <= B <= 4096, e.g. 0.5,6-32");
         o.mix.vocab_pool_share = o.copy_mix.vocab_pool_share = p;
-        o.mix.vocab_pool_min = o.copy_mix.vocab_pool_min = a;
-        o.mix.vocab_pool_max = o.copy_mix.vocab_pool_max = b;
+        o.mix.vocab_pool_min = o.copy_mix.vocab_pool_min = r->first;
+        o.mix.vocab_pool_max = o.copy_mix.vocab_pool_max = r->second;
     }
     o.copy_mix.vocab = args.real("--copy-vocab", 0);
     o.score_predictable_only = args.has("--score-copies-only");

@@ -23,7 +23,9 @@ add_test(NAME train.save_at
 set_tests_properties(train.save_at PROPERTIES TIMEOUT 120)
 # Bad values of the whole-vocabulary and checkpoint options: one line on stderr naming the option, exit 1.
 foreach(bad "--save-at;0" "--save-at;2,x" "--save-at;9" "--vocab-span;5-3" "--vocab-span;4" "--mix-vocab;0.9"
-            "--copy-vocab;2" "--vocab-repeats;1" "--vocab-pool;0.5" "--vocab-pool;0,6-32" "--vocab-pool;0.5,9-4")
+            "--copy-vocab;2" "--vocab-repeats;1" "--vocab-pool;0.5" "--vocab-pool;0,6-32" "--vocab-pool;0.5,9-4"
+            "--vocab-span;4-40x" "--vocab-span;4-+40" "--copy-span;+3-4" "--copy-span;6-12-" "--vocab-pool;0.5,6-32,"
+            "--vocab-pool;0.5x,6-32" "--vocab-pool;,6-32")
   string(REPLACE ";" "_" bad_name "${bad}")
   list(GET bad 0 bad_option)
   add_test(NAME train.bad_${bad_name}
