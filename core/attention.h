@@ -96,6 +96,16 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
         if constexpr (masked) return evicted(p) ? keys.hi : p;
         return p;
     };
+    // The next batch's rows are asked for while this one is computed: a thread reading one K/V head's
+    // rows alone kept too few loads in flight (SmolLM2 shape, 2 threads, Zen 4 VM, decode at position
+    // 2000: 1.05x, 1.02-1.10 in 10 interleaved rounds).
+    auto prefetch_rows = [&](auto&& row_at, int64_t from, int64_t count) {
+        using Element = std::remove_cv_t<std::remove_pointer_t<decltype(row_at(int64_t(0)))>>;
+        for (int64_t i = 0; i < count; ++i) {
+            const char* row = reinterpret_cast<const char*>(row_at(readable(keys.position(from + i))));
+            for (int64_t b = 0; b < D * int64_t(sizeof(Element)); b += 64) __builtin_prefetch(row + b);
+        }
+    };
     // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
     {
         KeyRow rows[kBatch];
@@ -103,6 +113,7 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
             for (int64_t j0 = from; j0 < to; j0 += kBatch) {
                 const int64_t m = std::min(kBatch, to - j0);
                 for (int64_t i = 0; i < m; ++i) rows[i] = key_at(readable(keys.position(j0 + i)));
+                prefetch_rows(key_at, j0 + m, std::min(kBatch, to - j0 - m));
                 for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, queries + g * D, rows, m, D, scale);
             }
         };
@@ -141,6 +152,7 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
         const int64_t m = std::min(kBatch, n - j0);
         for (int64_t i = 0; i < m; ++i) rows[i] = value_at(readable(keys.position(j0 + i)));
+        prefetch_rows(value_at, j0 + m, std::min(kBatch, n - j0 - m));
         for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads)
             axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
                             rows, m, D);
