@@ -57,10 +57,15 @@ void print_text(const BenchReport& r, FILE* out) {
     std::fprintf(out, "%-34s %-28s %.0f%%\n", "prefill, bf16 weights (tokens/s)", stats_text(r.prefill_bf16, "%.0f").c_str(),
                  100 * r.prefill_bf16.median / r.prefill_bound);
     std::fprintf(out, "%-34s %-28s\n", "model load, second start (s)", stats_text(r.load_seconds, "%.3f").c_str());
-    std::fprintf(out, "\n%9s  %-28s %-28s %s\n", "position", "cached ms", "uncached ms", "uncached / cached");
+    std::fprintf(out, "\n%9s  %-28s %-9s %-28s %s\n", "position", "cached ms", "vs bound", "uncached ms",
+                 "uncached / cached");
     for (const BenchStep& s : r.steps)
-        std::fprintf(out, "%9lld  %-28s %-28s %.1fx\n", (long long)s.position, stats_text(s.cached_ms, "%.2f").c_str(),
+        std::fprintf(out, "%9lld  %-28s %-9s %-28s %.1fx\n", (long long)s.position,
+                     stats_text(s.cached_ms, "%.2f").c_str(),
+                     (std::to_string(int(100 * s.bound_ms / s.cached_ms.median + 0.5)) + "%").c_str(),
                      stats_text(s.uncached_ms, "%.2f").c_str(), s.uncached_ms.median / s.cached_ms.median);
+    std::fprintf(out, "(vs bound: the weights and the position + 1 K/V rows a cached step reads, at the bandwidth a "
+                      "probe measured right after that position's steps, over the median step)\n");
     const BenchRecording& rec = r.recording;
     std::fprintf(out, "\nrecording %lld-token prompt + %lld decode steps: trace %.1f MB, decode %.1f tokens/s recorded "
                       "vs %.1f plain (%.2fx slower)\n",
@@ -74,7 +79,8 @@ void print_text(const BenchReport& r, FILE* out) {
 void print_json(const BenchReport& r, FILE* out) {
     JsonOut steps = JsonOut::array();
     for (const BenchStep& s : r.steps)
-        steps.push_back({{"position", s.position}, {"cached_ms", s.cached_ms}, {"uncached_ms", s.uncached_ms}});
+        steps.push_back({{"position", s.position}, {"cached_ms", s.cached_ms}, {"uncached_ms", s.uncached_ms},
+                         {"bound_ms", s.bound_ms}});
     const JsonOut j = {
         {"model", r.model_dir},
         {"threads", r.threads},

@@ -16,10 +16,13 @@
 
 namespace kvscope {
 
-// One decode step at `position`, reading the cache vs recomputing all position + 1 rows.
+// One decode step at `position`, reading the cache vs recomputing all position + 1 rows; bound_ms is what
+// reading the weights and the position + 1 K/V rows takes at the bandwidth a probe measured right after
+// the cached steps.
 struct BenchStep {
     int64_t position = 0;
     Stats cached_ms, uncached_ms;
+    double bound_ms = 0;
 };
 
 // Recording every step: the trace's memory and what recording costs decode.

@@ -151,7 +151,7 @@ BenchReport run_bench(const BenchSettings& settings) {
     // all p+1 positions (step back in between, so both compute the very same token).
     std::vector<int64_t> positions;
     const int64_t last = std::min<int64_t>(c.n_ctx - 2, settings.quick ? 128 : 2000);  // long contexts: 2000 shows the trend
-    for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000})
+    for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000, 2000})
         if (p <= last && (!settings.quick || p <= 128)) positions.push_back(p);
     if (positions.empty() || positions.back() < last / 2) positions.push_back(std::max<int64_t>(1, last));
     for (int64_t p : positions) {
@@ -168,6 +168,10 @@ BenchReport run_bench(const BenchSettings& settings) {
             s.step_back();
             return t * 1e3;
         });
+        // Its bound from a probe run right after it: this host's bandwidth drifts by tens of percent
+        // over minutes, so one probe for every position could put early steps above their bound.
+        const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(p + 1);
+        step.bound_ms = bytes / (probe_read_bandwidth(int64_t(bytes), threads).best() * 1e9) * 1e3;
         s.set_use_cache(false);
         step.uncached_ms = repeat(R, [&] {
             const double t = s.decode_step().cost.seconds;

@@ -33,7 +33,7 @@ BENCH = {
     "prefill_tokens_per_s": STATS,
     "prefill_bf16_tokens_per_s": STATS,
     "prefill_tokens": int,
-    "steps": [{"position": int, "cached_ms": STATS, "uncached_ms": STATS}],
+    "steps": [{"position": int, "cached_ms": STATS, "uncached_ms": STATS, "bound_ms": float}],
     "recording": {"prompt": int, "decode": int, "trace_bytes": int, "decode_tokens_per_s_recorded": float,
                   "decode_tokens_per_s_plain": float},
     "load_seconds": STATS,
