@@ -65,7 +65,8 @@ void print_text(const BenchReport& r, FILE* out) {
                      (std::to_string(int(100 * s.bound_ms / s.cached_ms.median + 0.5)) + "%").c_str(),
                      stats_text(s.uncached_ms, "%.2f").c_str(), s.uncached_ms.median / s.cached_ms.median);
     std::fprintf(out, "(vs bound: the weights and the position + 1 K/V rows a cached step reads, at the bandwidth a "
-                      "probe measured right after that position's steps, over the median step)\n");
+                      "probe measured right after that position's steps (never below the gemv from memory), over the median "
+                      "step)\n");
     const BenchRecording& rec = r.recording;
     std::fprintf(out, "\nrecording %lld-token prompt + %lld decode steps: trace %.1f MB, decode %.1f tokens/s recorded "
                       "vs %.1f plain (%.2fx slower)\n",

@@ -18,7 +18,7 @@ namespace kvscope {
 
 // One decode step at `position`, reading the cache vs recomputing all position + 1 rows; bound_ms is what
 // reading the weights and the position + 1 K/V rows takes at the bandwidth a probe measured right after
-// the cached steps.
+// the cached steps, never below the gemv over the large buffer (as every bound).
 struct BenchStep {
     int64_t position = 0;
     Stats cached_ms, uncached_ms;

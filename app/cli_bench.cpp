@@ -154,6 +154,7 @@ BenchReport run_bench(const BenchSettings& settings) {
     for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000, 2000})
         if (p <= last && (!settings.quick || p <= 128)) positions.push_back(p);
     if (positions.empty() || positions.back() < last / 2) positions.push_back(std::max<int64_t>(1, last));
+    std::vector<double> step_bandwidth;  // GB/s, probed beside each position's steps
     for (int64_t p : positions) {
         SessionOptions o;
         o.record = false;
@@ -168,10 +169,11 @@ BenchReport run_bench(const BenchSettings& settings) {
             s.step_back();
             return t * 1e3;
         });
-        // Its bound from a probe run right after it: this host's bandwidth drifts by tens of percent
-        // over minutes, so one probe for every position could put early steps above their bound.
+        // Its bound from a probe run right after it (floored below, as every bound is): this host's
+        // bandwidth drifts by tens of percent over minutes, so one probe for every position could put
+        // early steps above their bound.
         const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(p + 1);
-        step.bound_ms = bytes / (probe_read_bandwidth(int64_t(bytes), threads).best() * 1e9) * 1e3;
+        step_bandwidth.push_back(probe_read_bandwidth(int64_t(bytes), threads).best());
         s.set_use_cache(false);
         step.uncached_ms = repeat(R, [&] {
             const double t = s.decode_step().cost.seconds;
@@ -222,6 +224,11 @@ BenchReport run_bench(const BenchSettings& settings) {
     r.read_large_gemv_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Gemv); });
     // A bound may claim the best any kernel reached, and never less than the plain gemv from memory.
     const double floor_gb_s = r.read_large_gemv_gb_s.max;
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+        BenchStep& step = r.steps[i];
+        const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(step.position + 1);
+        step.bound_ms = bytes / (std::max(step_bandwidth[i], floor_gb_s) * 1e9) * 1e3;
+    }
     // Batch-1 decode is timed in rounds paired with a bandwidth probe, because the bandwidth this shared
     // host gives drifts by ±10 % over minutes: each round's ratio compares two measurements seconds
     // apart, and the figure reported against the bound is the median of those ratios.

@@ -172,7 +172,7 @@ int cli_train(int argc, char** argv) {
         const size_t comma = text.find(',');
         double p = 0;
         std::optional<std::pair<long, long>> r;
-        if (comma != std::string_view::npos && comma > 0 && text.front() != '+' && text.front() != '-') {
+        if (comma != std::string_view::npos) {  // from_chars takes no '+' or space; a '-' fails P > 0
             const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, p);
             if (ec == std::errc() && end == text.data() + comma) r = parse_range(text.substr(comma + 1));
         }
