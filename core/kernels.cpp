@@ -49,6 +49,17 @@ float* aligned_scratch(std::vector<float>& storage, int64_t n) {
 
 // Rows [6b, 6b + 6) of x (T, K) as (KS, 6, 16); rows past T are zero.
 void pack_x_block(float* out, const float* x, int64_t T, int64_t K, int64_t KS, int64_t b) {
+#if defined(__AVX512F__)
+    for (int64_t s = 0; s < KS; ++s) {
+        const __mmask16 m = K - s * 16 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (K - s * 16)) - 1u);
+        for (int r = 0; r < kPackRows; ++r) {
+            const int64_t row = b * kPackRows + r;
+            _mm512_store_ps(out + (s * kPackRows + r) * 16,
+                            row < T ? _mm512_maskz_loadu_ps(m, x + row * K + s * 16) : _mm512_setzero_ps());
+        }
+    }
+    return;
+#endif
     for (int64_t s = 0; s < KS; ++s)
         for (int r = 0; r < kPackRows; ++r) {
             const int64_t k0 = s * 16, n = b * kPackRows + r < T ? std::min<int64_t>(16, K - k0) : 0;
@@ -61,6 +72,25 @@ void pack_x_block(float* out, const float* x, int64_t T, int64_t K, int64_t KS, 
 // Weight rows [n0, n0 + n_count) of w (N, K) as float32 (KS, 4, 16); rows past n_count are zero.
 template <class Wt>
 void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
+#if defined(__AVX512F__)
+    for (int c = 0; c < 4; ++c) {
+        const Wt* row = w + (n0 + c) * K;
+        for (int64_t s = 0; s < KS; ++s) {
+            const __mmask16 m = c >= n_count ? __mmask16(0)
+                                : K - s * 16 >= 16 ? __mmask16(0xFFFF)
+                                                   : __mmask16((1u << (K - s * 16)) - 1u);
+            __m512 v;
+            if constexpr (std::is_same_v<Wt, float>) {
+                v = _mm512_maskz_loadu_ps(m, row + s * 16);
+            } else {  // bfloat16 widened exactly: the top half of a float32
+                const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + s * 16));
+                v = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+            }
+            _mm512_store_ps(out + (s * 4 + c) * 16, v);
+        }
+    }
+    return;
+#endif
     for (int64_t s = 0; s < KS; ++s)
         for (int c = 0; c < 4; ++c) {
             float* dst = out + (s * 4 + c) * 16;
@@ -353,7 +383,8 @@ void rows_nk_bf16(float* y, const float* x, const uint16_t* w, const float* bias
            a##r##3 = first ? zero : _mm512_load_ps(acc + (r * 4 + 3) * 16);
 #define KVSCOPE_PK_ROW(r)                                                 \
     {                                                                     \
-        const __m512 xv = _mm512_load_ps(xs + (r) * 16);                  \
+        __m512 xv = _mm512_load_ps(xs + (r) * 16);                        \
+        __asm__("" : "+v"(xv)); /* one load, not four memory operands */ \
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                       \
         a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                       \
         a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                       \
@@ -923,7 +954,7 @@ void matmul_nk_packed(float* y, const float* x, const Wt* w, const float* bias, 
     // groups of 4 weight rows, packs a panel once (the weights leave memory once per matmul) and runs
     // every block of 6 rows of x over it, K in spans of at most 512: the block's span (12 KiB) stays
     // in L1 across the panel's groups, whose spans (8 KiB each) come from the panel in L2.
-    constexpr int64_t kPanelGroups = 8, kMaxSpanSlices = 32;
+    constexpr int64_t kPanelGroups = 8, kMaxSpanSlices = 48;
     const int64_t KS = (K + 15) / 16, n_blocks = (T + kPackRows - 1) / kPackRows, block_floats = KS * 16 * kPackRows;
     const int64_t n_spans = (KS + kMaxSpanSlices - 1) / kMaxSpanSlices;  // of equal length: no short tail
     thread_local std::vector<float> x_storage;
