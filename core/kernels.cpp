@@ -952,8 +952,8 @@ void matmul_nk_packed(float* y, const float* x, const Wt* w, const float* bias, 
     const int64_t n_threads = ThreadPool::global().n_threads();
     // x packed once (the last block padded with zero rows). Each task then takes panels of up to 8
     // groups of 4 weight rows, packs a panel once (the weights leave memory once per matmul) and runs
-    // every block of 6 rows of x over it, K in spans of at most 512: the block's span (12 KiB) stays
-    // in L1 across the panel's groups, whose spans (8 KiB each) come from the panel in L2.
+    // every block of 6 rows of x over it, K in spans of at most 768: the block's span (18 KiB) stays
+    // in L1 across the panel's groups, whose spans (12 KiB each) come from the panel in L2.
     constexpr int64_t kPanelGroups = 8, kMaxSpanSlices = 48;
     const int64_t KS = (K + 15) / 16, n_blocks = (T + kPackRows - 1) / kPackRows, block_floats = KS * 16 * kPackRows;
     const int64_t n_spans = (KS + kMaxSpanSlices - 1) / kMaxSpanSlices;  // of equal length: no short tail
