@@ -289,7 +289,8 @@ inline __m512 dot_lanes(const float* a, const B* b, int64_t n) {
 // over k ≡ lane (mod 16), reduced in a fixed order. Named accumulators for the reason given at tile_kn.
 #define KVSCOPE_NK_ROW(r)                                                \
     if ((r) < RT) {                                                      \
-        const __m512 xv = _mm512_maskz_loadu_ps(m, x + (r) * K + k);     \
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + (r) * K + k);           \
+        __asm__("" : "+v"(xv)); /* one load, not four memory operands */ \
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                      \
         a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                      \
         a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                      \
@@ -323,8 +324,9 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
     {                                                                                                            \
         const __mmask16 m = (mask);                                                                              \
         for (int r = 0; r < 4; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * K + k), _MM_HINT_T1); \
-        const __m512 w0 = maskz_load16(m, r0 + k), w1 = maskz_load16(m, r1 + k), w2 = maskz_load16(m, r2 + k),   \
-                     w3 = maskz_load16(m, r3 + k);                                                               \
+        __m512 w0 = maskz_load16(m, r0 + k), w1 = maskz_load16(m, r1 + k), w2 = maskz_load16(m, r2 + k),         \
+               w3 = maskz_load16(m, r3 + k);                                                                     \
+        if constexpr (RT > 1) __asm__("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3)); /* loaded once, not per row */ \
         KVSCOPE_NK_ROW(0)                                                                                        \
         KVSCOPE_NK_ROW(1)                                                                                        \
         KVSCOPE_NK_ROW(2)                                                                                        \
