@@ -237,9 +237,9 @@ TEST_CASE("matmul_kn rows are bit-identical whatever the row count, the thread c
 
 TEST_CASE("matmul_nk rows are bit-identical whatever the row count, the thread count and the weight format") {
     // Prefill (24 rows and more) runs packed 6 x 4 tiles over panels of 8 weight groups, K in spans of at
-    // most 512; decode reads weight rows in place. Both must give each row the same bits, or cached and
+    // most 768; decode reads weight rows in place. Both must give each row the same bits, or cached and
     // uncached logits would differ. N % 4 = 2: a partial weight group and a partial panel; 103 rows: 17
-    // blocks and a tail; K = 203 ends in a partial k-step, 96 does not, 1100 runs three spans.
+    // blocks and a tail; K = 203 ends in a partial k-step, 96 does not, 1100 runs two spans.
     for (int64_t K : {203, 96, 1100}) check_rows_as_alone(matmul_nk, K, 150, {1, 5, 8, 23, 24, 25, 31, 96, 103}, 12);
 }
 
