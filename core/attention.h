@@ -99,22 +99,24 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     // The next batch's rows are asked for while this one is computed: a thread reading one K/V head's
     // rows alone kept too few loads in flight (SmolLM2 shape, 2 threads, Zen 4 VM, decode at position
     // 2000: 1.05x, 1.02-1.10 in 10 interleaved rounds).
-    auto prefetch_rows = [&](auto&& row_at, int64_t from, int64_t count) {
-        using Element = std::remove_cv_t<std::remove_pointer_t<decltype(row_at(int64_t(0)))>>;
+    // Each batch's row pointers are looked up once: for the prefetch, then kept for the computation.
+    auto lookup_and_prefetch = [&](auto&& row_at, auto* rows, int64_t from, int64_t count) {
+        using Element = std::remove_cv_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
         for (int64_t i = 0; i < count; ++i) {
-            const char* row = reinterpret_cast<const char*>(row_at(readable(keys.position(from + i))));
+            rows[i] = row_at(readable(keys.position(from + i)));
+            const char* row = reinterpret_cast<const char*>(rows[i]);
             for (int64_t b = 0; b < D * int64_t(sizeof(Element)); b += 64) __builtin_prefetch(row + b);
         }
     };
     // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
     {
-        KeyRow rows[kBatch];
+        KeyRow rows[2][kBatch];  // this batch's and the next one's
         auto score = [&](int64_t from, int64_t to, const float* queries) {
-            for (int64_t j0 = from; j0 < to; j0 += kBatch) {
+            if (from < to) lookup_and_prefetch(key_at, rows[0], from, std::min(kBatch, to - from));
+            for (int64_t j0 = from, b = 0; j0 < to; j0 += kBatch, b ^= 1) {
                 const int64_t m = std::min(kBatch, to - j0);
-                for (int64_t i = 0; i < m; ++i) rows[i] = key_at(readable(keys.position(j0 + i)));
-                prefetch_rows(key_at, j0 + m, std::min(kBatch, to - j0 - m));
-                for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, queries + g * D, rows, m, D, scale);
+                lookup_and_prefetch(key_at, rows[b ^ 1], j0 + m, std::min(kBatch, to - j0 - m));
+                for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, queries + g * D, rows[b], m, D, scale);
             }
         };
         const int64_t sinks = sink_q ? keys.n_sink : 0;
@@ -139,8 +141,22 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
                 for (int64_t j = 0; j < n; ++j)
                     if (evicted(keys.position(j))) w[j] = 0.0f;
         }
-        for (int64_t j = 0; j < n; ++j)
-            for (int64_t g = 0; g < heads; ++g) sums[g] += head_weights(g0 + g)[j];
+        // Named sums in registers: GCC keeps an array indexed by a run-time head count in memory, and each
+        // add then waits for a store.
+        {
+            const float* w0 = head_weights(g0);
+            const float* w1 = heads > 1 ? head_weights(g0 + 1) : w0;
+            const float* w2 = heads > 2 ? head_weights(g0 + 2) : w0;
+            const float* w3 = heads > 3 ? head_weights(g0 + 3) : w0;
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;  // extra heads add w0's terms, never read
+            for (int64_t j = 0; j < n; ++j) {
+                s0 += w0[j];
+                s1 += w1[j];
+                s2 += w2[j];
+                s3 += w3[j];
+            }
+            sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
+        }
         for (int64_t g = 0; g < heads; ++g) {
             float* w = head_weights(g0 + g);
             for (int64_t j = 0; j < n; ++j) w[j] /= sums[g];
@@ -148,14 +164,14 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     }
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(G * D) * sizeof(float));
-    ValueRow rows[kBatch];
-    for (int64_t j0 = 0; j0 < n; j0 += kBatch) {
+    ValueRow rows[2][kBatch];
+    if (n > 0) lookup_and_prefetch(value_at, rows[0], 0, std::min(kBatch, n));
+    for (int64_t j0 = 0, b = 0; j0 < n; j0 += kBatch, b ^= 1) {
         const int64_t m = std::min(kBatch, n - j0);
-        for (int64_t i = 0; i < m; ++i) rows[i] = value_at(readable(keys.position(j0 + i)));
-        prefetch_rows(value_at, j0 + m, std::min(kBatch, n - j0 - m));
+        lookup_and_prefetch(value_at, rows[b ^ 1], j0 + m, std::min(kBatch, n - j0 - m));
         for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads)
             axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
-                            rows, m, D);
+                            rows[b], m, D);
     }
 }
 
