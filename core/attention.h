@@ -116,7 +116,7 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
             for (int64_t j0 = from, b = 0; j0 < to; j0 += kBatch, b ^= 1) {
                 const int64_t m = std::min(kBatch, to - j0);
                 lookup_and_prefetch(key_at, rows[b ^ 1], j0 + m, std::min(kBatch, to - j0 - m));
-                for (int64_t g = 0; g < G; ++g) dot_rows(head_weights(g) + j0, queries + g * D, rows[b], m, D, scale);
+                dot_rows_heads(weights + j0, weights_stride, queries, G, rows[b], m, D, scale);
             }
         };
         const int64_t sinks = sink_q ? keys.n_sink : 0;

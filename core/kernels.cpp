@@ -1201,6 +1201,65 @@ void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, 
 #endif
 }
 
+#if defined(__AVX512F__)
+// dot_rows for HC <= 3 heads of head size 64 that score the same keys: each key vector is loaded (and
+// widened) once for the heads, and every score is dot_rows's, operation for operation.
+template <int HC, class B>
+void dot_rows_heads64(float* out, int64_t out_stride, const float* q, const B* const* rows, int64_t n, float scale) {
+    __m512 qv[HC][4];
+#pragma GCC unroll 3
+    for (int h = 0; h < HC; ++h)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) qv[h][i] = _mm512_loadu_ps(q + h * 64 + i * 16);
+    const __m128 scale4 = _mm_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        __m512 acc[HC][4];  // (head, key)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const B* r = rows[j + c];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) {
+                __m512 kv = load16(r + i * 16);
+                asm("" : "+v"(kv));  // one load for the heads, not a memory operand of each fma
+#pragma GCC unroll 3
+                for (int h = 0; h < HC; ++h)
+                    acc[h][c] = _mm512_fmadd_ps(qv[h][i], kv, i == 0 ? _mm512_setzero_ps() : acc[h][c]);
+            }
+        }
+#pragma GCC unroll 3
+        for (int h = 0; h < HC; ++h)
+            _mm_storeu_ps(out + h * out_stride + j,
+                          _mm_mul_ps(reduce_add4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]), scale4));
+    }
+    for (; j < n; ++j)
+        for (int h = 0; h < HC; ++h) {
+            __m512 a = _mm512_setzero_ps();
+            for (int i = 0; i < 4; ++i) a = _mm512_fmadd_ps(qv[h][i], load16(rows[j] + i * 16), a);
+            out[h * out_stride + j] = reduce_add(a) * scale;
+        }
+}
+#endif
+
+template <class B>
+void dot_rows_heads_impl(float* out, int64_t out_stride, const float* q, int64_t G, const B* const* rows, int64_t n,
+                         int64_t D, float scale) {
+#if defined(__AVX512F__)
+    if (D == 64) {
+        for (int64_t g = 0; g < G; g += 3) {
+            float* o = out + g * out_stride;
+            switch (std::min<int64_t>(3, G - g)) {
+                case 1: dot_rows_heads64<1>(o, out_stride, q + g * 64, rows, n, scale); break;
+                case 2: dot_rows_heads64<2>(o, out_stride, q + g * 64, rows, n, scale); break;
+                default: dot_rows_heads64<3>(o, out_stride, q + g * 64, rows, n, scale); break;
+            }
+        }
+        return;
+    }
+#endif
+    for (int64_t g = 0; g < G; ++g) dot_rows_impl(out + g * out_stride, q + g * D, rows, n, D, scale);
+}
+
 template <class X>
 void axpy_rows_impl(float* y, const float* a, const X* const* rows, int64_t n, int64_t D) {
 #if defined(__AVX512F__)
@@ -1306,6 +1365,14 @@ void dot_rows(float* out, const float* q, const float* const* rows, int64_t n, i
 }
 void dot_rows(float* out, const float* q, const uint16_t* const* rows, int64_t n, int64_t D, float scale) {
     dot_rows_impl(out, q, rows, n, D, scale);
+}
+void dot_rows_heads(float* out, int64_t out_stride, const float* q, int64_t G, const float* const* rows, int64_t n,
+                    int64_t D, float scale) {
+    dot_rows_heads_impl(out, out_stride, q, G, rows, n, D, scale);
+}
+void dot_rows_heads(float* out, int64_t out_stride, const float* q, int64_t G, const uint16_t* const* rows, int64_t n,
+                    int64_t D, float scale) {
+    dot_rows_heads_impl(out, out_stride, q, G, rows, n, D, scale);
 }
 void axpy_rows(float* y, const float* a, const float* const* rows, int64_t n, int64_t D) { axpy_rows_impl(y, a, rows, n, D); }
 void axpy_rows(float* y, const float* a, const uint16_t* const* rows, int64_t n, int64_t D) {

@@ -17,6 +17,9 @@
 //   axpy(y, a, x, n)                    y[i] = fma(a, x[i], y[i])
 //   dot_rows(out, q, rows, n, D, scale) out[j] = dot(q, rows[j], D) · scale for j < n: the same sums as dot,
 //                                       four rows at a time and without a call per row
+//   dot_rows_heads(out, out_stride, q, G, rows, n, D, scale)
+//                                       dot_rows for G heads (q (G, D), head g's scores at out + g·out_stride)
+//                                       over the same rows, each row loaded once for up to 3 heads
 //   axpy_rows(y, a, rows, n, D)         axpy(y, a[j], rows[j], D) for j = 0..n-1 in order, y kept in
 //                                       registers: the same fma chain per element as n axpy calls
 //   axpy_rows_heads(y, a, a_stride, G, rows, n, D)
@@ -59,6 +62,10 @@ void axpy(float* y, float a, const float* x, int64_t n);
 void axpy(float* y, float a, const uint16_t* x_bf16, int64_t n); // x widened exactly
 void dot_rows(float* out, const float* q, const float* const* rows, int64_t n, int64_t D, float scale);
 void dot_rows(float* out, const float* q, const uint16_t* const* rows_bf16, int64_t n, int64_t D, float scale);
+void dot_rows_heads(float* out, int64_t out_stride, const float* q, int64_t G, const float* const* rows, int64_t n,
+                    int64_t D, float scale);
+void dot_rows_heads(float* out, int64_t out_stride, const float* q, int64_t G, const uint16_t* const* rows_bf16,
+                    int64_t n, int64_t D, float scale);
 void axpy_rows(float* y, const float* a, const float* const* rows, int64_t n, int64_t D);
 void axpy_rows(float* y, const float* a, const uint16_t* const* rows_bf16, int64_t n, int64_t D);
 void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const float* const* rows, int64_t n, int64_t D);

@@ -389,3 +389,42 @@ TEST_CASE("axpy_rows_heads gives each head exactly axpy_rows's result") {
             CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
         }
 }
+
+TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
+    // Up to 3 heads of size 64 share each key load on AVX-512; other sizes and builds run dot_rows per head.
+    // Every head's scores must keep dot_rows's bits, or grouped and ungrouped attention would differ.
+    std::mt19937 rng(8);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (int64_t D : {64, 80})
+    for (int64_t G : {1, 2, 3, 4, 7})
+    for (int64_t n : {0, 1, 3, 4, 9, 13}) {
+        std::vector<float> q(size_t(G * D)), store(size_t(n * D));
+        for (float& v : q) v = d(rng);
+        for (float& v : store) v = d(rng);
+        std::vector<uint16_t> store16(store.size());
+        for (size_t i = 0; i < store.size(); ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, &store[i], 4);
+            store16[i] = uint16_t(bits >> 16);
+        }
+        std::vector<const float*> rows;
+        std::vector<const uint16_t*> rows16;
+        for (int64_t j = n - 1; j >= 0; --j) {  // rows in any order
+            rows.push_back(store.data() + j * D);
+            rows16.push_back(store16.data() + j * D);
+        }
+        const int64_t stride = n + 5;
+        std::vector<float> grouped(size_t(G * stride), -7.0f), grouped16(grouped.size(), -7.0f);
+        dot_rows_heads(grouped.data(), stride, q.data(), G, rows.data(), n, D, 0.125f);
+        dot_rows_heads(grouped16.data(), stride, q.data(), G, rows16.data(), n, D, 0.125f);
+        for (int64_t g = 0; g < G; ++g) {
+            std::vector<float> alone(size_t(n) + 1), alone16(size_t(n) + 1);
+            dot_rows(alone.data(), q.data() + g * D, rows.data(), n, D, 0.125f);
+            dot_rows(alone16.data(), q.data() + g * D, rows16.data(), n, D, 0.125f);
+            INFO("D " << D << " G " << G << " n " << n << " head " << g);
+            CHECK(std::memcmp(grouped.data() + g * stride, alone.data(), size_t(n) * sizeof(float)) == 0);
+            CHECK(std::memcmp(grouped16.data() + g * stride, alone16.data(), size_t(n) * sizeof(float)) == 0);
+            CHECK(grouped[size_t(g * stride + n)] == -7.0f);  // nothing written past the n scores
+        }
+    }
+}
