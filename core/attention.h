@@ -77,8 +77,9 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
 // attend_row for G query heads that read the same keys (the heads of one K/V group at one position):
 // q and out are (G, D), weights (G, weights_stride). Each head's numbers are attend_row's bit for bit
 // (the same per-head operations in the same order), but every key and value row is looked up and
-// loaded once for the group, and the heads' serial softmax sums run side by side.
-template <class KeyAt, class ValueAt, class Evicted = NoEviction>
+// loaded once for the group, and the heads' serial softmax sums run side by side. kAskAhead: the rows
+// of the next batch are prefetched (rows that come from memory, as in decode).
+template <bool kAskAhead = true, class KeyAt, class ValueAt, class Evicted = NoEviction>
 void attend_group(float* out, float* weights, int64_t weights_stride, const float* q, int64_t G, KeyAt&& key_at,
                   ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr,
                   const Evicted& evicted = Evicted{}) {
@@ -104,8 +105,10 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
         using Element = std::remove_cv_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
         for (int64_t i = 0; i < count; ++i) {
             rows[i] = row_at(readable(keys.position(from + i)));
-            const char* row = reinterpret_cast<const char*>(rows[i]);
-            for (int64_t b = 0; b < D * int64_t(sizeof(Element)); b += 64) __builtin_prefetch(row + b);
+            if constexpr (kAskAhead) {
+                const char* row = reinterpret_cast<const char*>(rows[i]);
+                for (int64_t b = 0; b < D * int64_t(sizeof(Element)); b += 64) __builtin_prefetch(row + b);
+            }
         }
     };
     // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
