@@ -1,7 +1,5 @@
 #include "machine_probe.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "huge_pages.h"
 #include "thread_pool.h"
 
 #include "simd.h"
@@ -22,27 +21,17 @@
 namespace kvscope {
 namespace {
 
-// n floats, 1.0 each, in an anonymous mapping aligned to and advised for transparent huge pages.
+// n floats, 1.0 each, in 2 MiB pages (the same memory the engine keeps its weight matrices in).
 class HugeBuffer {
 public:
-    explicit HugeBuffer(int64_t n) : bytes_(size_t(std::max<int64_t>(n, 1)) * sizeof(float) + kAlign) {
-        void* m = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) throw std::bad_alloc();
-        mapping_ = static_cast<char*>(m);
-        data_ = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(mapping_) + kAlign - 1) & ~uintptr_t(kAlign - 1));
-        ::madvise(data_, bytes_ - kAlign, MADV_HUGEPAGE);  // advice only: fine if refused
-        std::fill(data_, data_ + n, 1.0f);
+    explicit HugeBuffer(int64_t n) : block_(std::max<int64_t>(n, 1) * int64_t(sizeof(float))) {
+        float* p = reinterpret_cast<float*>(block_.data());
+        std::fill(p, p + n, 1.0f);
     }
-    ~HugeBuffer() { ::munmap(mapping_, bytes_); }
-    HugeBuffer(const HugeBuffer&) = delete;
-    HugeBuffer& operator=(const HugeBuffer&) = delete;
-    const float* data() const { return data_; }
+    const float* data() const { return reinterpret_cast<const float*>(block_.data()); }
 
 private:
-    static constexpr size_t kAlign = size_t(2) << 20;
-    size_t bytes_;
-    char* mapping_ = nullptr;
-    float* data_ = nullptr;
+    HugePageBlock block_;
 };
 
 // One register of floats as a vector value: 16 with AVX-512, 8 otherwise (GCC keeps wider vector values
