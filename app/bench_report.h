@@ -64,6 +64,8 @@ struct BenchReport {
     std::vector<BenchStep> steps;
     BenchRecording recording;
     double peak_rss_mb = 0;                              // before the machine probe's buffers
+    bool weights_mapped = false;                         // --map-weights: matrices read from the file's
+                                                         // mapping, not copied into 2 MiB pages
 };
 
 void print_text(const BenchReport& r, FILE* out = stdout);

@@ -82,6 +82,7 @@ struct BenchSettings {
     int64_t decode_tokens = 0;   // per decode run
     int64_t prefill_tokens = 0;  // asked for; at most n_ctx - 1 is run
     bool quick = false;
+    WeightPlacement placement = WeightPlacement::HugePages;  // --map-weights
 };
 
 // Runs every figure and returns them with the settings; prints only the progress line.
@@ -94,16 +95,18 @@ BenchReport run_bench(const BenchSettings& settings) {
     r.repeat = R;
     ThreadPool::global().set_threads(threads);
 
-    Model::load(r.model_dir);  // first load pages the file in; the timed ones are what a second start costs
+    r.weights_mapped = settings.placement == WeightPlacement::Mapped;
+    Model::load(r.model_dir, WeightFormat::F32, settings.placement);  // first load pages the file in; the
+                                                                      // timed ones are what a second start costs
     std::shared_ptr<const Model> model;
     r.load_seconds = repeat(R, [&] {
         const double t0 = seconds_now();
-        model = Model::load(r.model_dir);
+        model = Model::load(r.model_dir, WeightFormat::F32, settings.placement);
         return seconds_now() - t0;
     });
     const ModelConfig& c = model->config();
     r.n_ctx = c.n_ctx;
-    const std::shared_ptr<const Model> model_bf16 = Model::load(r.model_dir, WeightFormat::BF16);
+    const std::shared_ptr<const Model> model_bf16 = Model::load(r.model_dir, WeightFormat::BF16, settings.placement);
     r.weight_bytes = decode_weight_bytes(*model);
     r.weight_bytes_bf16 = decode_weight_bytes(*model_bf16);
     r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * 4;
@@ -285,6 +288,7 @@ int cli_bench(int argc, char** argv) {
     settings.decode_tokens = args.integer("--decode-tokens", settings.quick ? 8 : 64, 1, 1 << 20);
     settings.prefill_tokens = args.integer("--prefill-tokens", settings.quick ? 32 : 512, 1, 1 << 20);
     settings.model_dir = bench_model_dir(args);
+    settings.placement = weight_placement_from(args);
 
     const BenchReport report = run_bench(settings);
     if (chart) write_chart(report, *chart, chart_out);

@@ -212,6 +212,7 @@ struct SharingSettings {
     int64_t repeat = 1;                  // R
     std::vector<int64_t> sequences;      // the N to run, ascending, distinct
     int64_t prefix_tokens = 0, suffix_tokens = 0, new_tokens = 0, block_size = 0, ring_up_to = 0;
+    WeightPlacement placement = WeightPlacement::HugePages;  // --map-weights
 };
 
 // Runs every layout at every N, then the prompt cache file; prints only the progress line.
@@ -233,7 +234,7 @@ SharingReport run_sharing(const SharingSettings& settings) {
     // Freed buffers go back to the system at once, so each run's RSS starts from the same floor.
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     mallopt(M_TRIM_THRESHOLD, 256 * 1024);
-    const std::shared_ptr<const Model> model = Model::load(settings.model_dir, settings.format);
+    const std::shared_ptr<const Model> model = Model::load(settings.model_dir, settings.format, settings.placement);
     const ModelConfig& c = model->config();
     if (P + S + n_new > c.n_ctx)
         throw UsageError("prefix " + std::to_string(P) + " + suffix " + std::to_string(S) + " + new tokens " +
@@ -332,6 +333,7 @@ int cli_bench_sharing(int argc, char** argv) {
     settings.ring_up_to = args.integer("--ring-up-to", quick ? 4096 : 8, 0, 4096);
     settings.model_dir = bench_model_dir(args);
     settings.format = weight_format_from(args);
+    settings.placement = weight_placement_from(args);
 
     const SharingReport report = run_sharing(settings);
     if (chart) write_chart(report, *chart, chart_out);

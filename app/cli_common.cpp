@@ -25,6 +25,12 @@ void add_model_option(CliArgs& args) {
                                   "optional (without them, prompts are token ids) (default: assets/default)");
     args.option("--dtype", "f32|bf16", "how weight matrices are kept: float32 (default) or bfloat16, which "
                                        "halves what a decode step reads; arithmetic is float32 either way");
+    args.flag("--map-weights", "use weight matrices in place from the file's mapping instead of copying them "
+                               "into 2 MiB pages at load (faster load, slower decode)");
+}
+
+WeightPlacement weight_placement_from(const CliArgs& args) {
+    return args.has("--map-weights") ? WeightPlacement::Mapped : WeightPlacement::HugePages;
 }
 
 WeightFormat weight_format_from(const CliArgs& args) {
@@ -135,7 +141,8 @@ SamplerOptions sampling_from(const CliArgs& args) {
 }
 
 std::shared_ptr<const Model> load_model_from(const CliArgs& args) {
-    return Model::load(args.text("--model").value_or(default_model_dir()), weight_format_from(args));
+    return Model::load(args.text("--model").value_or(default_model_dir()), weight_format_from(args),
+                       weight_placement_from(args));
 }
 
 void apply_threads(const CliArgs& args) {

@@ -16,6 +16,7 @@ namespace kvscope {
 std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL or assets/default
 void add_model_option(CliArgs& args);                  // --model DIR, --dtype f32|bf16
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
+WeightPlacement weight_placement_from(const CliArgs& args);  // --map-weights
 void add_threads_option(CliArgs& args);                // --threads N
 // --temperature, --top-k, --top-p, --seed (seed_help: what the seed does); sampling_from reads them:
 // top-k or top-p alone mean sampling at temperature 1. Throws UsageError.

@@ -202,7 +202,7 @@ int cli_lab(int argc, char** argv) {
     const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};
     apply_threads(args);
 
-    auto model = Model::load(bench_model_dir(args), weight_format_from(args));
+    auto model = Model::load(bench_model_dir(args), weight_format_from(args), weight_placement_from(args));
     if (configs.empty())
         for (const std::string& spec : lab_default_specs(model->config())) configs.push_back(parse_lab_config(spec));
     const LabText text = lab_text(args, *model);

@@ -1,5 +1,8 @@
 #include "checkpoint.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -137,6 +140,15 @@ const std::string& Checkpoint::file_of(const TensorView& t) const {
         if (!f->tensors().empty() && !before(&t, begin) && before(&t, begin + f->tensors().size())) return f->path();
     }
     return path_;
+}
+
+void Checkpoint::release(const TensorView& t) const {
+    // The mappings are read-only and private, so dropping a page loses nothing: the next read refaults it
+    // from the file. Only pages wholly inside the tensor, so its neighbours stay mapped.
+    const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(t.data) + uintptr_t(t.n_bytes)) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 size_t Checkpoint::n_bytes() const {

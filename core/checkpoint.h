@@ -11,6 +11,9 @@
 //   c.file_of(t)                   the file holding a tensor found here, for messages
 //   c.tensors()                    every tensor: files in name order, each in offset order
 //   c.path()                       model.safetensors or the index: what "the checkpoint" is in messages
+//   c.release(t)                   the whole pages inside a tensor found here leave this process's memory
+//                                  (for a tensor copied elsewhere); a later read maps them again from the
+//                                  page cache, so the view stays valid
 //
 // The index is validated before and while the shards open, so a broken folder fails naming the fault:
 // weight_map is an object of tensor name -> shard file name; a shard name is a plain file name in the
@@ -40,6 +43,7 @@ public:
     const TensorView* find(const std::string& name) const;
     const std::string& file_of(const TensorView& t) const;
     size_t n_bytes() const;  // all files together
+    void release(const TensorView& t) const;
 
 private:
     void add(std::shared_ptr<const SafetensorsFile> file);

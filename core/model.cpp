@@ -14,7 +14,7 @@
 
 namespace kvscope {
 
-std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat format) {
+std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat format, WeightPlacement placement) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
@@ -23,7 +23,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     auto model = std::make_shared<Model>();
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
-    model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format);
+    model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format, placement);
     ModelConfig& cfg = model->config_;
     if (cfg.family == Family::Llama)
         model->rotary_inv_freq_ = kvscope::rotary_inv_freq(cfg.rope, cfg.head_dim());

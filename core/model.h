@@ -5,8 +5,10 @@
 // the same code), runs every layer over all chunks' rows together, appends their K/V to each
 // sequence's cache at absolute positions next_position()..+n-1, and returns each chunk's last-row logits.
 //
-//   Model::load(dir, format)      config.json + model.safetensors (+ vocab.json/merges.txt if present);
-//                                 format: matrices in float32 (default) or bfloat16 (weights.h)
+//   Model::load(dir, format, placement)   config.json + model.safetensors (+ vocab.json/merges.txt if
+//                                 present); format: matrices in float32 (default) or bfloat16; placement:
+//                                 matrices in 2 MiB pages (default) or, where no conversion is needed, in
+//                                 the file's mapping (weights.h)
 //   Workspace(config, rows, chunks, keys)   every buffer a forward needs, allocated once
 //   forward(model, chunks, ws)    see above; throws UsageError if a chunk does not fit its cache
 #include <cstdint>
@@ -25,7 +27,8 @@ namespace kvscope {
 
 class Model {
 public:
-    static std::shared_ptr<const Model> load(const std::string& dir, WeightFormat format = WeightFormat::F32);
+    static std::shared_ptr<const Model> load(const std::string& dir, WeightFormat format = WeightFormat::F32,
+                                             WeightPlacement placement = WeightPlacement::HugePages);
 
     const ModelConfig& config() const { return config_; }
     const Weights& weights() const { return weights_; }

@@ -11,7 +11,8 @@ namespace {
 
 class NameMap {
 public:
-    NameMap(const ModelConfig& config, Weights& w, WeightFormat format) : config_(config), w_(w), format_(format) {
+    NameMap(const ModelConfig& config, Weights& w, WeightFormat format, WeightPlacement placement)
+        : config_(config), w_(w), format_(format), placement_(placement) {
         const Checkpoint& f = *w.checkpoint;
         // Hugging Face checkpoints saved from GPT2LMHeadModel prefix the body with "transformer.".
         prefix_ = (f.find("transformer.wte.weight") && !f.find("wte.weight")) ? "transformer." : "";
@@ -48,30 +49,31 @@ public:
         return t;
     }
 
-    // A matrix in the storage `format_` asks for.
+    // A matrix in the storage `format_` asks for, in 2 MiB pages unless it can stay in the mapping.
     WeightRef matrix(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed = false) {
         const TensorView* t = view(short_name, shape, never_prefixed);
-        w_.matrix_bytes += t->n_elements() * (format_ == WeightFormat::BF16 ? 2 : 4);
-        if (format_ == WeightFormat::F32) return as_float(*t);
-        if (t->dtype == Dtype::BF16 && reinterpret_cast<uintptr_t>(t->data) % alignof(uint16_t) == 0)
-            return reinterpret_cast<const uint16_t*>(t->data);
         const int64_t n = t->n_elements();
-        std::vector<uint16_t> out(static_cast<size_t>(n));  // (n) bfloat16, round to nearest even
-        const auto* bytes = reinterpret_cast<const unsigned char*>(t->data);
-        for (int64_t i = 0; i < n; ++i) {
-            float f;
-            if (t->dtype == Dtype::F32) {
-                std::memcpy(&f, bytes + 4 * i, 4);
-            } else {
-                uint16_t h;
-                std::memcpy(&h, bytes + 2 * i, 2);
-                f = t->dtype == Dtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-            }
-            out[size_t(i)] = f32_to_bf16(f);
+        const bool bf16 = format_ == WeightFormat::BF16;
+        w_.matrix_bytes += n * (bf16 ? 2 : 4);
+        const Dtype stored = bf16 ? Dtype::BF16 : Dtype::F32;
+        const bool as_is = t->dtype == stored && reinterpret_cast<uintptr_t>(t->data) % (bf16 ? 2 : 4) == 0;
+        if (as_is && placement_ == WeightPlacement::Mapped) {
+            if (bf16) return reinterpret_cast<const uint16_t*>(t->data);
+            return reinterpret_cast<const float*>(t->data);
         }
-        w_.converted_bytes += n * 2;
-        w_.owned_bf16.push_back(std::move(out));
-        return w_.owned_bf16.back().data();
+        std::byte* out = w_.matrices->allocate(n * (bf16 ? 2 : 4));  // (n) in `stored`
+        if (t->dtype == stored) {
+            copy_in_parallel(out, t->data, n * (bf16 ? 2 : 4));
+        } else if (bf16) {
+            auto* to = reinterpret_cast<uint16_t*>(out);
+            for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(element(*t, i));  // round to nearest even
+        } else {
+            widen(*t, reinterpret_cast<float*>(out));
+        }
+        if (!as_is) w_.converted_bytes += n * (bf16 ? 2 : 4);
+        w_.checkpoint->release(*t);  // or the process would hold the matrix twice
+        if (bf16) return reinterpret_cast<const uint16_t*>(out);
+        return reinterpret_cast<const float*>(out);
     }
 
     void forbid(const std::string& short_name, const std::string& why, bool never_prefixed = false) {
@@ -83,28 +85,35 @@ public:
 
 private:
     const float* as_float(const TensorView& t) {
-        const int64_t n = t.n_elements();
         if (t.dtype == Dtype::F32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0)
             return reinterpret_cast<const float*>(t.data);
-        std::vector<float> out(static_cast<size_t>(n));  // (n) float32 copy
+        std::vector<float>& out = w_.owned.emplace_back(size_t(t.n_elements()));  // (n) float32 copy
+        widen(t, out.data());
+        w_.converted_bytes += t.n_elements() * int64_t(sizeof(float));
+        return out.data();
+    }
+
+    // Element i of a float tensor (F32, F16 or BF16; any alignment), exactly as float32.
+    static float element(const TensorView& t, int64_t i) {
         const auto* bytes = reinterpret_cast<const unsigned char*>(t.data);
-        for (int64_t i = 0; i < n; ++i) {
-            if (t.dtype == Dtype::F32) {
-                std::memcpy(&out[size_t(i)], bytes + 4 * i, 4);
-            } else {
-                uint16_t h;
-                std::memcpy(&h, bytes + 2 * i, 2);
-                out[size_t(i)] = t.dtype == Dtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-            }
+        if (t.dtype == Dtype::F32) {
+            float f;
+            std::memcpy(&f, bytes + 4 * i, 4);
+            return f;
         }
-        w_.converted_bytes += n * int64_t(sizeof(float));
-        w_.owned.push_back(std::move(out));
-        return w_.owned.back().data();
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        return t.dtype == Dtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+
+    static void widen(const TensorView& t, float* out) {
+        for (int64_t i = 0; i < t.n_elements(); ++i) out[i] = element(t, i);
     }
 
     const ModelConfig& config_;
     Weights& w_;
     WeightFormat format_;
+    WeightPlacement placement_;
     std::string prefix_;
     std::set<std::string> used_;
 };
@@ -196,19 +205,22 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
 
 }  // namespace
 
-Weights load_weights(const ModelConfig& config, const std::string& safetensors_path, WeightFormat format) {
-    return load_weights(config, Checkpoint::open_file(safetensors_path), format);
+Weights load_weights(const ModelConfig& config, const std::string& safetensors_path, WeightFormat format,
+                     WeightPlacement placement) {
+    return load_weights(config, Checkpoint::open_file(safetensors_path), format, placement);
 }
 
-Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint, WeightFormat format) {
+Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint, WeightFormat format,
+                     WeightPlacement placement) {
     Weights w;
     w.bf16 = format == WeightFormat::BF16;
+    w.mapped = placement == WeightPlacement::Mapped;
     w.checkpoint = std::move(checkpoint);
     w.file_bytes = int64_t(w.checkpoint->n_bytes());
-    // Converted tensors live in `owned`; reserve so pointers into it stay valid.
+    w.matrices = std::make_shared<HugePageArena>();
+    // Converted vectors live in `owned`; reserve so pointers into it stay valid.
     w.owned.reserve(w.checkpoint->tensors().size() + 1);
-    w.owned_bf16.reserve(w.checkpoint->tensors().size());
-    NameMap m(config, w, format);
+    NameMap m(config, w, format, placement);
     if (config.family == Family::Llama) {
         load_llama(config, m, w);
         return w;

@@ -46,7 +46,8 @@ TEST_CASE("bf16 storage of a BF16 checkpoint gives the f32 path's logits bit for
     auto bf16 = Model::load(fm.dir.string(), WeightFormat::BF16);
     CHECK(bf16->weights().bf16);
     CHECK(bf16->weights().matrix_bytes * 2 == f32->weights().matrix_bytes);
-    CHECK(bf16->weights().owned_bf16.empty());  // BF16 matrices are used in place from the mapping
+    // Only the vectors are converted (widened to float32); the BF16 matrices are copied as they are.
+    CHECK(bf16->weights().converted_bytes == f32->weights().converted_bytes - 2 * bf16->weights().matrix_bytes);
     const std::vector<TokenId> prompt = random_tokens(3, 9, spec.config.n_vocab);
     const Reference ref = reference_forward(fm, prompt, 0, 0, /*kv_bf16=*/true);
     SessionOptions o;

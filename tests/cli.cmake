@@ -24,6 +24,8 @@ if(NOT KVSCOPE_CLI_PYTHON)
   message(STATUS "cli.bench_* only run the benchmarks: /usr/bin/python3 not found to check their JSON")
 endif()
 kvscope_bench_test(cli.bench_quick bench --chart ${CMAKE_CURRENT_BINARY_DIR}/bench_quick.png)
+# Matrices used from the file's mapping instead of 2 MiB pages (weights.h).
+kvscope_bench_test(cli.bench_quick_mapped bench --map-weights)
 kvscope_bench_test(cli.bench_sharing_quick sharing --chart ${CMAKE_CURRENT_BINARY_DIR}/bench_sharing_quick.png)
 # The same with bfloat16 weights and KV cache (the pool must be made in the cache's dtype).
 kvscope_bench_test(cli.bench_sharing_quick_bf16 sharing --dtype bf16)

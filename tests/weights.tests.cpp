@@ -117,7 +117,7 @@ TEST_CASE("weights load back exactly as written, in every dtype and naming", "[w
     }
     CHECK(w.n_parameters == n_parameters);
     CHECK(w.file_bytes == int64_t(fs::file_size(fm.dir / "model.safetensors")));
-    // F32 is used in place from the mapping (the writer aligns data to 8 bytes); F16/BF16 are converted.
+    // F32 needs no conversion (the writer aligns data to 8 bytes); F16/BF16 are converted.
     if (c.dtype == Dtype::F32 && !c.mixed) CHECK(w.converted_bytes == 0);
     if (c.dtype != Dtype::F32) CHECK(w.converted_bytes == 4 * n_parameters);
     if (c.mixed) CHECK(w.converted_bytes > 0);
@@ -133,6 +133,48 @@ TEST_CASE("weights load back exactly as written, in every dtype and naming", "[w
                 REQUIRE(std::abs(w.position_embedding[t * C + i] - want) < 1e-6);
             }
     }
+}
+
+TEST_CASE("matrices are copied into 2 MiB pages, or used from the mapping with WeightPlacement::Mapped",
+          "[weights]") {
+    FixtureSpec spec;
+    spec.config.n_inner = 40;
+    const FixtureModel fm = write_fixture(dir_for("placement"), spec);
+    const std::string path = (fm.dir / "model.safetensors").string();
+    const Weights copied = load_weights(spec.config, path);
+    const Weights mapped = load_weights(spec.config, path, WeightFormat::F32, WeightPlacement::Mapped);
+    check_all_values(copied, fm);
+    check_all_values(mapped, fm);
+    CHECK(!copied.mapped);
+    CHECK(mapped.mapped);
+
+    const std::vector<std::pair<std::string, const float*>> matrices = {
+        {"wte.weight", copied.token_embedding.f32},
+        {"h.0.attn.c_attn.weight", copied.layers[0].attn_weight.f32},
+        {"h.0.attn.c_proj.weight", copied.layers[0].attn_proj_weight.f32},
+        {"h.1.mlp.c_fc.weight", copied.layers[1].fc_weight.f32},
+        {"h.1.mlp.c_proj.weight", copied.layers[1].fc_proj_weight.f32}};
+    int64_t matrix_bytes = 0;  // each piece rounded up to 64 bytes
+    for (const auto& [name, c] : matrices) {
+        INFO(name);
+        const TensorView* t = copied.checkpoint->find(name);
+        REQUIRE(t != nullptr);
+        CHECK(static_cast<const void*>(c) != static_cast<const void*>(t->data));
+        CHECK(reinterpret_cast<uintptr_t>(c) % 64 == 0);
+        matrix_bytes += (t->n_elements() * 4 + 63) / 64 * 64;
+    }
+    CHECK(mapped.token_embedding.f32 == reinterpret_cast<const float*>(mapped.checkpoint->find("wte.weight")->data));
+    CHECK(mapped.layers[1].fc_weight.f32 ==
+          reinterpret_cast<const float*>(mapped.checkpoint->find("h.1.mlp.c_fc.weight")->data));
+    CHECK(mapped.matrices->used() == 0);
+    // Every matrix of the 2-layer fixture is in the arena; vectors stay in the mapping either way.
+    int64_t all_matrices = 0;
+    for (const auto& [name, shape] : expected_tensors(spec.config))
+        if (shape.size() == 2 && name != "wpe.weight") all_matrices += (n_elements(shape) * 4 + 63) / 64 * 64;
+    CHECK(matrix_bytes <= all_matrices);
+    CHECK(copied.matrices->used() == all_matrices);
+    CHECK(copied.converted_bytes == 0);
+    CHECK(copied.layers[0].ln_1_weight == reinterpret_cast<const float*>(copied.checkpoint->find("h.0.ln_1.weight")->data));
 }
 
 TEST_CASE("Model::load reads a fixture folder and refuses bad folders", "[weights][model]") {

@@ -383,9 +383,11 @@ void Workbench::operator()(const SetOptions& c) {
 
 void Workbench::operator()(const LoadModel& c) {
     activity("loading model " + c.dir);
-    // The weight format the app was started with (--dtype) stays; a failed load throws and the model stays.
-    const WeightFormat format = group_->model().weights().bf16 ? WeightFormat::BF16 : WeightFormat::F32;
-    std::shared_ptr<const Model> m = Model::load(c.dir, format);
+    // The weight format and placement the app was started with (--dtype, --map-weights) stay; a failed load
+    // throws and the model stays.
+    const Weights& now = group_->model().weights();
+    std::shared_ptr<const Model> m = Model::load(c.dir, now.bf16 ? WeightFormat::BF16 : WeightFormat::F32,
+                                                 now.mapped ? WeightPlacement::Mapped : WeightPlacement::HugePages);
     const std::string problem = rebuild(m, group_->options(), batch_);  // the base seed and the cache switch stay
     heads_.clear();
     lab_.reset();

@@ -37,6 +37,7 @@ BENCH = {
     "recording": {"prompt": int, "decode": int, "trace_bytes": int, "decode_tokens_per_s_recorded": float,
                   "decode_tokens_per_s_plain": float},
     "load_seconds": STATS,
+    "weights_placement": str,
     "peak_rss_mb": float,
     "kv_bytes_per_token": int,
     "kv_bytes_full_context": int,
