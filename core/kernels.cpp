@@ -347,22 +347,19 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
 #undef KVSCOPE_NK_ZERO
 #undef KVSCOPE_NK_STORE
 
-// Decode (one row of x) with bfloat16 weights: tile_nk's sums, one weight row at a time, so each thread
-// reads a single stream (the row four ahead asked into L2). Widening bfloat16 costs two instructions per
-// 16 weights, and four interleaved rows left fewer loads in flight: Qwen2.5-0.5B-shape decode pass, 2
-// threads, Zen 4 VM, interleaved rounds: 23.1-24.1 ms against 24.3-27.7 for tile_nk<1>. (float32 rows
-// read faster four at a time, and stay there.)
-void rows_nk_bf16(float* y, const float* x, const uint16_t* w, const float* bias, int64_t K, int64_t N, int64_t n0,
-                  int64_t n_count) {
+// Decode (one row of x): tile_nk's sums, one weight row at a time, so each thread reads a single stream.
+// No software prefetch: from 2 MiB pages (huge_pages.h) the hardware prefetcher keeps up, and asking for
+// the row four ahead into L2 cost more than it gave. SmolLM2-135M-shape decode, Zen 4 VM, interleaved
+// runs: fp32 1 thread 52-54 tokens/s without it, 38-41 with it; bf16 2 threads 131-148 against 98-118.
+// (From 4 KiB pages, --map-weights, fp32 reads ~11 % slower this way than four rows at a time with the
+// prefetch; the default placement is what this is tuned for.)
+template <class Wt>
+void rows_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
     for (int64_t n = n0; n < n0 + n_count; ++n) {
-        const uint16_t* row = w + n * K;
-        const uint16_t* ahead = w + std::min(n + 4, N - 1) * K;
+        const Wt* row = w + n * K;
         __m512 acc = _mm512_setzero_ps();
         int64_t k = 0;
-        for (; k + 16 <= K; k += 16) {
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T1);
-            acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load16(row + k), acc);
-        }
+        for (; k + 16 <= K; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load16(row + k), acc);
         if (k < K) {
             const __mmask16 m = tail_mask(K - k);
             acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), maskz_load16(m, row + k), acc);
@@ -1038,11 +1035,12 @@ void matmul_nk_impl(const float* x, int64_t T, int64_t K, std::span<const NkTarg
 #endif
                 for (; t + 4 <= T; t += 4) tile_nk<4, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
 #if defined(__AVX512F__)
-                if constexpr (std::is_same_v<Wt, uint16_t>) {
-                    if (T == 1) {
-                        rows_nk_bf16(y, xs, w, bias, K, N, n0, count);
-                        continue;
-                    }
+                if (T == 1) {  // this target's rows in this task at once
+                    const int64_t g_end = std::min(g1, first_group[j + 1]);
+                    count = std::min<int64_t>(N, (g_end - first_group[j]) * CT) - n0;
+                    rows_nk(y, xs, w, bias, K, n0, count);
+                    g = g_end - 1;
+                    continue;
                 }
 #endif
                 for (; t < T; ++t) tile_nk<1, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);
