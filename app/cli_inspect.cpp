@@ -78,6 +78,7 @@ int cli_inspect(int argc, char** argv) {
             {"converted_bytes", w.converted_bytes},
             {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
             {"matrix_bytes", w.matrix_bytes},
+            {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},
             {"kv_bytes_per_token", kv_per_token},
             {"kv_bytes_full_context", kv_per_token * c.n_ctx},
             {"kv_heads", c.kv_heads()},
@@ -117,8 +118,10 @@ int cli_inspect(int argc, char** argv) {
                 bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
     if (w.checkpoint->sharded())
         std::printf("weights      %zu shards listed in model.safetensors.index.json\n", w.checkpoint->files().size());
-    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16)\n", w.bf16 ? "bfloat16" : "float32",
-                bytes_text(double(w.matrix_bytes)).c_str());
+    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16), %s\n", w.bf16 ? "bfloat16" : "float32",
+                bytes_text(double(w.matrix_bytes)).c_str(),
+                w.mapped ? "used from the file's mapping where no conversion is needed (--map-weights)"
+                         : "copied into 2 MiB pages at load");
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
                 w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);

@@ -127,16 +127,16 @@ def bf16_in_place(kvscope, m, p):
     if rc != 0:
         raise Failure(f"inspect --dtype bf16: exit {rc}: {err.strip()}")
     info = json.loads(out)
-    # In place: only the norm weights and biases (float32 in compute) are widened, 4 bytes per element;
-    # the matrices (embeddings, *_proj, lm_head) are the file's bfloat16 bytes.
+    # Only the norm weights and biases (float32 in compute) are widened, 4 bytes per element; the
+    # matrices (embeddings, *_proj, lm_head) are the file's bfloat16 bytes, copied as they are.
     def is_matrix(name):
         return name.endswith("proj.weight") or name in ("model.embed_tokens.weight", "lm_head.weight")
     want = sum(4 * int(np.prod(t["shape"])) for t in info["tensors"] if not is_matrix(t["name"]))
     if info["converted_bytes"] != want:
         raise Failure(f"{os.path.basename(m)} --dtype bf16: {info['converted_bytes']} bytes converted at load, "
-                      f"expected {want} (norms and biases only): a matrix was copied instead of used in place")
+                      f"expected {want} (norms and biases only): a matrix was converted instead of used as stored")
     return (f"{os.path.basename(m)} --dtype bf16: ids = reference, logits within {gap:.2g}; "
-            f"{want} bytes converted (norms, biases), {info['matrix_bytes']} bytes of matrices in place")
+            f"{want} bytes converted (norms, biases), {info['matrix_bytes']} bytes of matrices as stored")
 
 
 def broken_shards(kvscope, work, label, edit, expect):
