@@ -142,12 +142,12 @@ const std::string& Checkpoint::file_of(const TensorView& t) const {
     return path_;
 }
 
-void Checkpoint::release(const TensorView& t) const {
+void Checkpoint::release(const std::byte* data, size_t n_bytes) const {
     // The mappings are read-only and private, so dropping a page loses nothing: the next read refaults it
-    // from the file. Only pages wholly inside the tensor, so its neighbours stay mapped.
+    // from the file. Only pages wholly inside the bytes, so their neighbours stay mapped.
     const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
-    const auto begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
-    const auto end = (reinterpret_cast<uintptr_t>(t.data) + uintptr_t(t.n_bytes)) / page * page;
+    const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(data) + uintptr_t(n_bytes)) / page * page;
     if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 

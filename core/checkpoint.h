@@ -11,9 +11,9 @@
 //   c.file_of(t)                   the file holding a tensor found here, for messages
 //   c.tensors()                    every tensor: files in name order, each in offset order
 //   c.path()                       model.safetensors or the index: what "the checkpoint" is in messages
-//   c.release(t)                   the whole pages inside a tensor found here leave this process's memory
-//                                  (for a tensor copied elsewhere); a later read maps them again from the
-//                                  page cache, so the view stays valid
+//   c.release(data, n)             the whole pages inside bytes [data, data + n) of tensors found here leave
+//                                  this process's memory (for bytes copied or hashed and not needed again);
+//                                  a later read maps them again from the page cache, so views stay valid
 //
 // The index is validated before and while the shards open, so a broken folder fails naming the fault:
 // weight_map is an object of tensor name -> shard file name; a shard name is a plain file name in the
@@ -43,7 +43,7 @@ public:
     const TensorView* find(const std::string& name) const;
     const std::string& file_of(const TensorView& t) const;
     size_t n_bytes() const;  // all files together
-    void release(const TensorView& t) const;
+    void release(const std::byte* data, size_t n_bytes) const;
 
 private:
     void add(std::shared_ptr<const SafetensorsFile> file);

@@ -215,7 +215,15 @@ ModelFingerprint model_fingerprint(const Model& model, bool bf16_cache) {
         h.update(&n_dims, 8);
         h.update(t.shape.data(), t.shape.size() * sizeof(int64_t));
         h.update(&n_bytes, 8);
-        h.update(t.data, t.n_bytes);
+        // Hashing pages the whole file in. Where the weights keep their own copy of the matrices
+        // (weights.h), each span is dropped again once hashed, or a prompt cache would double the
+        // process's memory.
+        constexpr size_t kSpan = size_t(64) << 20;
+        for (size_t at = 0; at < t.n_bytes; at += kSpan) {
+            const size_t n = std::min(kSpan, t.n_bytes - at);
+            h.update(t.data + at, n);
+            if (!model.weights().mapped) checkpoint->release(t.data + at, n);
+        }
     }
     fp.weights_hash = h.digest();
     return fp;

@@ -71,7 +71,7 @@ public:
             widen(*t, reinterpret_cast<float*>(out));
         }
         if (!as_is) w_.converted_bytes += n * (bf16 ? 2 : 4);
-        w_.checkpoint->release(*t);  // or the process would hold the matrix twice
+        w_.checkpoint->release(t->data, t->n_bytes);  // or the process would hold the matrix twice
         if (bf16) return reinterpret_cast<const uint16_t*>(out);
         return reinterpret_cast<const float*>(out);
     }
