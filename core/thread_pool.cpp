@@ -54,6 +54,7 @@ void ThreadPool::set_threads(int n_threads) {
 
 void ThreadPool::start(int n_threads) {
     n_threads_ = std::max(1, n_threads);
+    ranges_ = std::make_unique<Range[]>(size_t(n_threads_));
     quit_ = false;
     // Workers start from the generation current now, so a fork issued before a worker first runs is
     // still seen as new by it.
@@ -111,6 +112,54 @@ void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
         for (int64_t t = 0; t < n_tasks; ++t) fn(t);
         return;
     }
+    fork(n_tasks, fn, nullptr);
+}
+
+namespace {
+
+uint64_t pack_range(uint64_t front, uint64_t back) { return front | back << 32; }
+
+// Takes up to `chunk` items from the front (or back) of `left`; false when nothing is left.
+bool take(std::atomic<uint64_t>& left, int64_t chunk, bool from_front, int64_t& begin, int64_t& end) {
+    uint64_t v = left.load(std::memory_order_relaxed);
+    for (;;) {
+        const int64_t front = int64_t(v & 0xFFFFFFFFu), back = int64_t(v >> 32);
+        if (front >= back) return false;
+        begin = from_front ? front : std::max(front, back - chunk);
+        end = from_front ? std::min(back, front + chunk) : back;
+        const uint64_t next = from_front ? pack_range(uint64_t(end), uint64_t(back)) : pack_range(uint64_t(front), uint64_t(begin));
+        if (left.compare_exchange_weak(v, next, std::memory_order_relaxed)) return true;
+    }
+}
+
+}  // namespace
+
+void ThreadPool::parallel_ranges(int64_t n_items, int64_t chunk, RangeRef fn) {
+    if (n_items <= 0) return;
+    if (t_inside == this || n_items > int64_t(0xFFFFFFFFu)) {  // nested (inline), or past the packed counters
+        parallel_for(1, [&](int64_t) { fn(0, n_items); });
+        return;
+    }
+    chunk = std::max<int64_t>(1, chunk);
+    const int64_t n_ranges = std::min<int64_t>(n_threads_, (n_items + chunk - 1) / chunk);
+    // Written after the one-caller check and before the fork publishes the tasks.
+    auto split_items = [&] {
+        for (int64_t r = 0; r < n_ranges; ++r)
+            ranges_[size_t(r)].front_back.store(pack_range(uint64_t(n_items * r / n_ranges), uint64_t(n_items * (r + 1) / n_ranges)),
+                                                std::memory_order_relaxed);
+    };
+    const CallRef<> split = split_items;
+    fork(n_ranges, [&](int64_t r) {
+        int64_t begin = 0, end = 0;
+        while (take(ranges_[size_t(r)].front_back, chunk, true, begin, end)) fn(begin, end);
+        for (int64_t i = 1; i < n_ranges; ++i) {
+            std::atomic<uint64_t>& other = ranges_[size_t((r + i) % n_ranges)].front_back;
+            while (take(other, chunk, false, begin, end)) fn(begin, end);
+        }
+    }, &split);
+}
+
+void ThreadPool::fork(int64_t n_tasks, TaskRef fn, const CallRef<>* before_fork) {
     // Checked on the serial path too, so a second caller is caught whatever the thread count.
     claim("parallel_for");
     struct Exit {  // fn throwing on this thread (a contract breach) still frees the pool for the report
@@ -121,6 +170,7 @@ void ThreadPool::parallel_for(int64_t n_tasks, TaskRef fn) {
         }
     } exit{this};
     t_inside = this;
+    if (before_fork) (*before_fork)();
     if (n_threads_ == 1 || n_tasks == 1 || n_tasks > int64_t(kField)) {
         for (int64_t t = 0; t < n_tasks; ++t) fn(t);
         return;

@@ -10,9 +10,13 @@
 //   parallel_for(n_tasks, fn)         fn(task) for task in [0, n_tasks), spread over the threads; returns
 //                                     when all are done. Which thread runs a task never changes results:
 //                                     kernels split work by output element, never inside a sum.
+//   parallel_ranges(n, chunk, fn)     fn(begin, end) over [0, n) in pieces of at most `chunk` items. Each
+//                                     thread walks one contiguous range front to back, then takes pieces
+//                                     from the back of ranges not yet done: every thread reads one long
+//                                     stream, and none waits long for a slower one. Every item once.
 //
 // Threads: who may call what (checked; a violation throws std::logic_error naming the rule)
-//   parallel_for    one caller at a time per pool. In the app that is the thread that steps sessions:
+//   parallel_for    (and parallel_ranges, the same rules) one caller at a time per pool. In the app that is the thread that steps sessions:
 //                   the CLI's main thread, or the GUI Controller's worker thread. A second thread calling
 //                   while a call is running is a programmer error: the pool has one fork state (fn, task
 //                   cursor, done count), so two forks would run each other's tasks.
@@ -29,6 +33,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <mutex>
 #include <thread>
@@ -36,18 +41,21 @@
 
 namespace kvscope {
 
-class TaskRef {
+template <class... Args>
+class CallRef {
 public:
     template <class F>
-    TaskRef(F&& f)  // NOLINT: implicit, so a lambda can be passed directly; it outlives the call
+    CallRef(F&& f)  // NOLINT: implicit, so a lambda can be passed directly; it outlives the call
         : object_(const_cast<void*>(static_cast<const void*>(&f))),
-          call_([](void* o, int64_t task) { (*static_cast<std::remove_reference_t<F>*>(o))(task); }) {}
-    void operator()(int64_t task) const { call_(object_, task); }
+          call_([](void* o, Args... args) { (*static_cast<std::remove_reference_t<F>*>(o))(args...); }) {}
+    void operator()(Args... args) const { call_(object_, args...); }
 
 private:
     void* object_;
-    void (*call_)(void*, int64_t);
+    void (*call_)(void*, Args...);
 };
+using TaskRef = CallRef<int64_t>;            // fn(task)
+using RangeRef = CallRef<int64_t, int64_t>;  // fn(begin, end)
 
 class ThreadPool {
 public:
@@ -60,8 +68,13 @@ public:
     void set_threads(int n_threads);
     int n_threads() const { return n_threads_; }
     void parallel_for(int64_t n_tasks, TaskRef fn);
+    void parallel_ranges(int64_t n_items, int64_t chunk, RangeRef fn);
 
 private:
+    struct alignas(64) Range {           // front (low 32 bits) and back (high 32) of what is left
+        std::atomic<uint64_t> front_back{0};
+    };
+    void fork(int64_t n_tasks, TaskRef fn, const CallRef<>* before_fork);
     void start(int n_threads);
     void stop();
     void worker_loop(uint32_t seen);
@@ -81,6 +94,7 @@ private:
     std::atomic<bool> quit_{false};
     uint32_t fork_ = 0;
     const TaskRef* fn_ = nullptr;
+    std::unique_ptr<Range[]> ranges_;     // parallel_ranges' state, one per thread
 };
 
 int default_thread_count();  // hardware threads, at least 1

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -126,5 +127,57 @@ TEST_CASE("two pools are independent: each has its own caller") {
     std::atomic<int64_t> n{0};
     b.parallel_for(10, [&](int64_t) { n.fetch_add(1); });  // a different pool: no conflict
     CHECK(n.load() == 10);
+    CHECK(held.release() == 2);
+}
+
+TEST_CASE("parallel_ranges runs every item exactly once, in pieces of at most the chunk") {
+    const int n_threads = GENERATE(1, 2, 4);
+    const int64_t n_items = GENERATE(int64_t(1), int64_t(7), int64_t(1000));
+    const int64_t chunk = GENERATE(int64_t(1), int64_t(3), int64_t(64), int64_t(5000));
+    ThreadPool pool(n_threads);
+    for (int round = 0; round < 20; ++round) {
+        std::vector<std::atomic<int>> counts(static_cast<size_t>(n_items));
+        for (auto& c : counts) c = 0;
+        std::atomic<int> bad_pieces{0};
+        pool.parallel_ranges(n_items, chunk, [&](int64_t begin, int64_t end) {
+            if (begin < 0 || end > n_items || end <= begin || end - begin > chunk) bad_pieces.fetch_add(1);
+            for (int64_t i = std::max<int64_t>(0, begin); i < std::min(end, n_items); ++i)
+                counts[size_t(i)].fetch_add(1, std::memory_order_relaxed);
+        });
+        REQUIRE(bad_pieces.load() == 0);
+        for (int64_t i = 0; i < n_items; ++i) REQUIRE(counts[size_t(i)].load() == 1);
+    }
+}
+
+TEST_CASE("parallel_ranges: a thread done with its own range takes pieces from the end of a slow one") {
+    // The first half's pieces are slow. Whichever thread walks it from the front, the other finishes
+    // the fast half and then runs the slow half's last pieces.
+    ThreadPool pool(2);
+    constexpr int64_t kItems = 64;
+    std::vector<std::atomic<int>> counts(kItems);
+    std::vector<std::thread::id> ran_by(kItems);
+    for (auto& c : counts) c = 0;
+    pool.parallel_ranges(kItems, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            if (i < kItems / 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            ran_by[size_t(i)] = std::this_thread::get_id();
+            counts[size_t(i)].fetch_add(1);
+        }
+    });
+    for (int64_t i = 0; i < kItems; ++i) REQUIRE(counts[size_t(i)].load() == 1);
+    CHECK(ran_by[0] != ran_by[kItems / 2 - 1]);  // the slow half's front and back: two threads
+}
+
+TEST_CASE("parallel_ranges from inside a task runs inline, and a second caller is refused") {
+    ThreadPool pool(2);
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(2, [&](int64_t) {
+        pool.parallel_ranges(10, 3, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) sum.fetch_add(i);
+        });
+    });
+    CHECK(sum.load() == 2 * 45);
+    HeldFork held(pool, 2);
+    CHECK_THROWS_WITH(pool.parallel_ranges(10, 3, [](int64_t, int64_t) {}), Catch::Contains("one caller at a time"));
     CHECK(held.release() == 2);
 }
