@@ -31,11 +31,12 @@ void print_text(const BenchReport& r, FILE* out) {
                           : "");
     } else
         std::fprintf(out, "           last-level cache size not known (no /sys/devices/system/cpu/cpu0/cache)\n");
-    std::fprintf(out, "model      %.1f MB of weights streamed per decode token, %.1f MFLOP per token, KV %.0f KiB per "
-                      "position\n",
-                 double(r.weight_bytes) / 1e6, r.flops_per_token / 1e6, kv_kib);
+    std::fprintf(out, "model      %.1f MB of weights streamed per decode token, %.1f MFLOP per token in the matrices "
+                      "(+ %.1f in attention, averaged over a %lld-token prompt), KV %.0f KiB per position\n",
+                 double(r.weight_bytes) / 1e6, r.flops_per_token / 1e6, r.prefill_attention_flops_per_token / 1e6,
+                 (long long)r.prefill_tokens, kv_kib);
     std::fprintf(out, "bounds     decode %.1f tokens/s (best bandwidth / bytes per token at position %lld; %.1f with "
-                      "bfloat16 matrices, %.1f MB), prefill %.0f tokens/s (FMA peak / flops per token)\n\n",
+                      "bfloat16 matrices, %.1f MB), prefill %.0f tokens/s (FMA peak / flops per prompt token)\n\n",
                  r.decode_bound, (long long)r.mid_position, r.decode_bound_bf16, double(r.weight_bytes_bf16) / 1e6,
                  r.prefill_bound);
     std::fprintf(out, "%-34s %-28s %s\n", "figure", "min / median / max", "vs bound");
@@ -100,7 +101,9 @@ void print_json(const BenchReport& r, FILE* out) {
                     {"decode_tokens_per_s", r.decode_bound},
                     {"prefill_tokens_per_s", r.prefill_bound},
                     {"weight_bytes_per_token_bf16", r.weight_bytes_bf16},
-                    {"decode_tokens_per_s_bf16", r.decode_bound_bf16}}},
+                    {"decode_tokens_per_s_bf16", r.decode_bound_bf16},
+                    {"matrix_flops_per_token", r.flops_per_token},
+                    {"prefill_attention_flops_per_token", r.prefill_attention_flops_per_token}}},
         {"decode_tokens_per_s",
          {{"batch1", r.decode1}, {"batch4", r.decode4}, {"batch8", r.decode8}, {"bf16_batch1", r.decode1_bf16}}},
         {"decode_vs_bound_paired", {{"batch1", r.decode1_vs_bound}, {"bf16_batch1", r.decode1_bf16_vs_bound}}},

@@ -43,7 +43,7 @@ struct BenchReport {
     int64_t weight_bytes = 0;               // streamed per decode token: every matrix, biases, norms (f32)
     int64_t weight_bytes_bf16 = 0;          // the same with bfloat16 matrices
     int64_t kv_bytes_per_position = 0;      // f32 K and V of every layer (bf16: half)
-    double flops_per_token = 0;
+    double flops_per_token = 0;             // through the layers' matrices
     // the machine, measured after everything else: read bandwidth, the best of the probe's kernels
     // (machine_probe.h), over what a decode step streams at mid_position (f32 and bf16 sets), and each
     // kernel over a buffer of max(1 GiB, 4 x the last-level cache), memory alone
@@ -66,6 +66,7 @@ struct BenchReport {
     double peak_rss_mb = 0;                              // before the machine probe's buffers
     bool weights_mapped = false;                         // --map-weights: matrices read from the file's
                                                          // mapping, not copied into 2 MiB pages
+    double prefill_attention_flops_per_token = 0;        // self-attention's, averaged over the prefill's prompt
 };
 
 void print_text(const BenchReport& r, FILE* out = stdout);

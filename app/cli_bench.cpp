@@ -75,6 +75,17 @@ double body_flops_per_token(const Model& model) {
     return 2.0 * double(matrix_elements - c.n_vocab * c.n_embd * (c.tie_word_embeddings ? 1 : 2));
 }
 
+// Multiply-adds × 2 per prompt token in a P-token prefill's self-attention: each query head's q·k and
+// p·v over the positions it sees (its layer's window, if any), averaged over the prompt.
+double attention_flops_per_prompt_token(const ModelConfig& c, int64_t P) {
+    double pairs = 0;  // (query head, key position) pairs over the prompt, all layers
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        const int64_t W = c.window_of(il);
+        for (int64_t t = 0; t < P; ++t) pairs += double(W > 0 ? std::min(t + 1, W) : t + 1);
+    }
+    return pairs * double(c.n_head) * 2.0 * 2.0 * double(c.head_dim()) / double(std::max<int64_t>(1, P));
+}
+
 struct BenchSettings {
     std::string model_dir;
     int threads = 1;
@@ -137,6 +148,7 @@ BenchReport run_bench(const BenchSettings& settings) {
     progress.update(2);
 
     const int64_t n_prefill = r.prefill_tokens = std::min<int64_t>(settings.prefill_tokens, c.n_ctx - 1);
+    r.prefill_attention_flops_per_token = attention_flops_per_prompt_token(c, n_prefill);
     auto prefill_tokens_per_second = [&](const std::shared_ptr<const Model>& m) {
         SessionOptions o;
         o.history = false;
@@ -255,7 +267,7 @@ BenchReport run_bench(const BenchSettings& settings) {
     r.fma_peak_gflop_s = repeat(R, [&] { return measure_fma_peak(threads); });
     // Bounds from the best run: the machine streams and multiplies at least that fast.
     r.decode_bound = r.read_bandwidth_gb_s.max * 1e9 / streamed;
-    r.prefill_bound = r.fma_peak_gflop_s.max * 1e9 / r.flops_per_token;
+    r.prefill_bound = r.fma_peak_gflop_s.max * 1e9 / (r.flops_per_token + r.prefill_attention_flops_per_token);
     r.decode_bound_bf16 = r.read_bandwidth_bf16_gb_s.max * 1e9 / streamed_bf16;
     return r;
 }

@@ -4,7 +4,8 @@ and check its shape: every key, in the order the benchmark prints them, with the
 (the README's tables, tools/bench_compare.sh, tools/bench_llama.sh). Counts and byte sizes must be JSON
 integers; figures are numbers; min / median / max figures are {"min", "median", "max"}. Figures are not
 judged (speed lives in the benchmark, not in tests), except what must hold on any machine: the generated
-tokens agree across layouts, the prompt cache file gives the same first token, each ratio is held / ideal.
+tokens agree across layouts, the prompt cache file gives the same first token, each ratio is held / ideal,
+and the prefill bound's flops agree with the model's config.json.
 With --chart the PNG must exist.
 
 Usage: check_bench_json.py {bench|sharing} --kvscope BUILD/app/kvscope [-- extra kvscope arguments]
@@ -25,7 +26,8 @@ BENCH = {
                 "llc_bytes": int, "large_buffer_bytes": int,
                 "read_large_gb_s": {"sequential": STATS, "streams": STATS, "gemv": STATS}, "fma_peak_gflop_s": STATS},
     "bounds": {"weight_bytes_per_token": int, "decode_tokens_per_s": float, "prefill_tokens_per_s": float,
-               "weight_bytes_per_token_bf16": int, "decode_tokens_per_s_bf16": float},
+               "weight_bytes_per_token_bf16": int, "decode_tokens_per_s_bf16": float,
+               "matrix_flops_per_token": float, "prefill_attention_flops_per_token": float},
     "decode_tokens_per_s": {"batch1": STATS, "batch4": STATS, "batch8": STATS, "bf16_batch1": STATS},
     "decode_vs_bound_paired": {"batch1": STATS, "bf16_batch1": STATS},
     "bf16_max_abs_logit_diff": float,
@@ -120,6 +122,27 @@ def check_sharing(j):
                 errors.append(f"runs[{i}].ratio_{when} = {ratio}, but held / ideal = {held / ideal}")
 
 
+def check_bench(j):
+    """The prefill bound's flops, recomputed from the model's config.json (GPT-2 layout, no windows)."""
+    try:
+        with open(os.path.join(j["model"], "config.json")) as f:
+            c = json.load(f)
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        errors.append(f"cannot read the model's config.json to check the prefill bound: {e}")
+        return
+    if c.get("model_type") != "gpt2":
+        return
+    L, H, C, P = c["n_layer"], c["n_head"], c["n_embd"], j["prefill_tokens"]
+    F = c.get("n_inner") or 4 * C
+    matrix = 2 * L * (4 * C * C + 2 * C * F)               # q, k, v, o; fc and its projection
+    attention = L * H * 4 * (C // H) * (P * (P + 1) // 2) / P  # q.k and p.v at every position each query sees
+    b = j["bounds"]
+    for key, want in (("matrix_flops_per_token", matrix), ("prefill_attention_flops_per_token", attention),
+                      ("prefill_tokens_per_s", j["machine"]["fma_peak_gflop_s"]["max"] * 1e9 / (matrix + attention))):
+        if abs(b[key] - want) > 1e-9 * want:
+            errors.append(f"bounds.{key} = {b[key]}, expected {want} from config.json")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("which", choices=["bench", "sharing"])
@@ -144,6 +167,8 @@ def main():
     check(j, BENCH if a.which == "bench" else SHARING, "$")
     if a.which == "sharing":
         check_sharing(j)
+    elif not errors:
+        check_bench(j)
     if chart:
         try:
             with open(chart, "rb") as f:
