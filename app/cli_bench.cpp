@@ -290,6 +290,9 @@ int cli_bench(int argc, char** argv) {
     add_plot_options(args, false);
     add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
+    if (args.has("--dtype"))
+        throw UsageError("bench measures float32 and bfloat16 matrices side by side: --dtype does not apply here "
+                         "(bench --sharing and lab take it)");
     const std::optional<std::string> chart = args.text("--chart");
     if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
     const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};

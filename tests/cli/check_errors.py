@@ -171,6 +171,7 @@ def main():
         ("generate --format without --trace", ["generate", "--prompt", "a", "--format", "svg"], 2, "--trace", 30),
         ("bench --chart over a file that is not an SVG", ["bench", "--chart", notes_svg], 2, notes_svg, 10),
         ("bench --scale without --chart", ["bench", "--scale", "2"], 2, "--chart", 10),
+        ("bench --dtype (it measures both)", ["bench", "--dtype", "bf16"], 2, "--dtype does not apply", 10),
         ("train --loss-png SVG with --scale",
          ["train", "--out", os.path.join(w, "trained_svg"), "--loss-png", os.path.join(w, "loss.svg"), "--scale", "2"],
          2, "--scale", 10),
