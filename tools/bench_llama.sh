@@ -205,6 +205,29 @@ print()
 print("ratio = median of the per-round ratios (both programs ran seconds apart); by round: " + "; ".join(
     f"{key} " + " ".join(f"{x:.2f}" for x in ratios[key]) for key, *_ in rows))
 
+# Decode streams every weight once per token, so tokens/s x bytes per token is the rate each program read
+# memory at; beside the probe kvscope bench ran in the same round it shows how far either could still go.
+# A ratio of r needs llama.cpp below 1/r of what the machine reads (the same bytes: one GGUF tensor per
+# kvscope matrix, the tied embedding read once as the output layer).
+print()
+print("decode read rate, GB/s = tokens/s x bytes per token (share of kvscope bench's probe in the same round):")
+for label, key, kf, lf, probe_key, bytes_key in (
+        ("fp32, llama-bench", "decode", kv_in("decode_tokens_per_s", "batch1"), llama_in("f32.gguf", 0, tg),
+         "read_bandwidth_gb_s", "weight_bytes_per_token"),
+        ("fp32, batched-bench", "decode_batched", kv_in("decode_tokens_per_s", "batch1"), batched_in(1),
+         "read_bandwidth_gb_s", "weight_bytes_per_token"),
+        ("16-bit", "decode16", kv_in("decode_tokens_per_s", "bf16_batch1"), llama_in("f16.gguf", 0, tg),
+         "read_bandwidth_bf16_set_gb_s", "weight_bytes_per_token_bf16")):
+    per = []
+    for i in range(repeat):
+        step = ks[i]["bounds"][bytes_key] / 1e9
+        probe = ks[i]["machine"][probe_key]["median"]
+        per.append((kf(i) * step, lf(i) * step, probe))
+    kr, lr, pr = (statistics.median(x[j] for x in per) for j in range(3))
+    ceiling = statistics.median(x[2] / x[1] for x in per)
+    print(f"  {label:20} kvscope {kr:5.1f} ({100 * kr / pr:3.0f} %), llama.cpp {lr:5.1f} ({100 * lr / pr:3.0f} %); "
+          f"kvscope at the probe would be {ceiling:.2f}x llama.cpp")
+
 def verdict(name, targets):
     parts = [f"{what} {statistics.median(ratios[key]):.2f}x (needs >= {need:.2f}: "
              f"{'met' if statistics.median(ratios[key]) >= need else 'NOT met'})" for key, what, need in targets]
