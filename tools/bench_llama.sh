@@ -210,7 +210,7 @@ print("ratio = median of the per-round ratios (both programs ran seconds apart);
 # A ratio of r needs llama.cpp below 1/r of what the machine reads (the same bytes: one GGUF tensor per
 # kvscope matrix, the tied embedding read once as the output layer).
 print()
-print("decode read rate, GB/s = tokens/s x bytes per token (share of kvscope bench's probe in the same round):")
+print("decode read rate, GB/s = tokens/s x bytes per token, medians (share of kvscope bench's probe in the same round, and the ratio at that probe: medians of the per-round figures):")
 for label, key, kf, lf, probe_key, bytes_key in (
         ("fp32, llama-bench", "decode", kv_in("decode_tokens_per_s", "batch1"), llama_in("f32.gguf", 0, tg),
          "read_bandwidth_gb_s", "weight_bytes_per_token"),
@@ -223,9 +223,10 @@ for label, key, kf, lf, probe_key, bytes_key in (
         step = ks[i]["bounds"][bytes_key] / 1e9
         probe = ks[i]["machine"][probe_key]["median"]
         per.append((kf(i) * step, lf(i) * step, probe))
-    kr, lr, pr = (statistics.median(x[j] for x in per) for j in range(3))
+    kr, lr = (statistics.median(x[j] for x in per) for j in range(2))  # shares and ceiling: per round, then
+    k_share, l_share = (statistics.median(x[j] / x[2] for x in per) for j in range(2))  # the median, as ratios
     ceiling = statistics.median(x[2] / x[1] for x in per)
-    print(f"  {label:20} kvscope {kr:5.1f} ({100 * kr / pr:3.0f} %), llama.cpp {lr:5.1f} ({100 * lr / pr:3.0f} %); "
+    print(f"  {label:20} kvscope {kr:5.1f} ({100 * k_share:3.0f} %), llama.cpp {lr:5.1f} ({100 * l_share:3.0f} %); "
           f"kvscope at the probe would be {ceiling:.2f}x llama.cpp")
 
 def verdict(name, targets):
