@@ -258,3 +258,28 @@ TEST_CASE("a 49,152-token softmax: probabilities as std::exp gives them, entropy
         CHECK(checked > V - 10);
     }
 }
+
+TEST_CASE("top(k) ranks as a full sort does: descending logits, ties by id", "[sampler]") {
+    // Logits on a coarse grid, so many tie; the ranking is checked against std::sort of every id.
+    constexpr int64_t V = 5003;
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> level(-40, 40);
+    std::vector<float> logits(V);
+    for (float& x : logits) x = 0.25f * float(level(rng));
+    std::vector<TokenId> order(V);
+    std::iota(order.begin(), order.end(), TokenId(0));
+    std::sort(order.begin(), order.end(), [&](TokenId a, TokenId b) {
+        return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+    });
+    Sampler s({1.0, 0, 1.0, 1}, V);
+    s.sample(logits.data());
+    for (int64_t k : {int64_t(0), int64_t(1), int64_t(10), int64_t(64), int64_t(65), int64_t(300), V, V + 5}) {
+        INFO("k " << k);
+        const auto top = s.top(k);
+        REQUIRE(int64_t(top.size()) == std::min(k, V));
+        for (size_t i = 0; i < top.size(); ++i) {
+            REQUIRE(top[i].id == order[i]);
+            REQUIRE(top[i].logit == logits[size_t(order[i])]);
+        }
+    }
+}
