@@ -10,10 +10,11 @@
 //   parallel_for(n_tasks, fn)         fn(task) for task in [0, n_tasks), spread over the threads; returns
 //                                     when all are done. Which thread runs a task never changes results:
 //                                     kernels split work by output element, never inside a sum.
-//   parallel_ranges(n, chunk, fn)     fn(begin, end) over [0, n) in pieces of at most `chunk` items. Each
-//                                     thread walks one contiguous range front to back, then takes pieces
-//                                     from the back of ranges not yet done: every thread reads one long
-//                                     stream, and none waits long for a slower one. Every item once.
+//   parallel_ranges(n, chunk, fn)     fn(begin, end) over [0, n). Each thread walks one contiguous range
+//                                     front to back (in pieces of half what is left, at least `chunk`),
+//                                     then takes pieces of at most `chunk` from the back of ranges not yet
+//                                     done: every thread reads one long stream, and none waits long for
+//                                     a slower one. Every item once.
 //
 // Threads: who may call what (checked; a violation throws std::logic_error naming the rule)
 //   parallel_for    (and parallel_ranges, the same rules) one caller at a time per pool. In the app that is the thread that steps sessions:

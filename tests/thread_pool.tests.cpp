@@ -10,6 +10,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "thread_pool.h"
@@ -130,7 +131,7 @@ TEST_CASE("two pools are independent: each has its own caller") {
     CHECK(held.release() == 2);
 }
 
-TEST_CASE("parallel_ranges runs every item exactly once, in pieces of at most the chunk") {
+TEST_CASE("parallel_ranges runs every item exactly once, in non-empty pieces") {
     const int n_threads = GENERATE(1, 2, 4);
     const int64_t n_items = GENERATE(int64_t(1), int64_t(7), int64_t(1000));
     const int64_t chunk = GENERATE(int64_t(1), int64_t(3), int64_t(64), int64_t(5000));
@@ -140,13 +141,21 @@ TEST_CASE("parallel_ranges runs every item exactly once, in pieces of at most th
         for (auto& c : counts) c = 0;
         std::atomic<int> bad_pieces{0};
         pool.parallel_ranges(n_items, chunk, [&](int64_t begin, int64_t end) {
-            if (begin < 0 || end > n_items || end <= begin || end - begin > chunk) bad_pieces.fetch_add(1);
+            if (begin < 0 || end > n_items || end <= begin) bad_pieces.fetch_add(1);
             for (int64_t i = std::max<int64_t>(0, begin); i < std::min(end, n_items); ++i)
                 counts[size_t(i)].fetch_add(1, std::memory_order_relaxed);
         });
         REQUIRE(bad_pieces.load() == 0);
         for (int64_t i = 0; i < n_items; ++i) REQUIRE(counts[size_t(i)].load() == 1);
     }
+}
+
+TEST_CASE("parallel_ranges on one thread is a single call over everything") {
+    ThreadPool pool(1);
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    pool.parallel_ranges(1000, 7, [&](int64_t begin, int64_t end) { pieces.emplace_back(begin, end); });
+    REQUIRE(pieces.size() == 1);
+    CHECK(pieces[0] == std::make_pair(int64_t(0), int64_t(1000)));
 }
 
 TEST_CASE("parallel_ranges: a thread done with its own range takes pieces from the end of a slow one") {
