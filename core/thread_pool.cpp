@@ -139,13 +139,10 @@ bool take(std::atomic<uint64_t>& left, int64_t chunk, bool from_front, int64_t& 
 
 void ThreadPool::parallel_ranges(int64_t n_items, int64_t chunk, RangeRef fn) {
     if (n_items <= 0) return;
-    if (t_inside == this || n_items > int64_t(0xFFFFFFFFu)) {  // nested (inline), or past the packed counters
-        parallel_for(1, [&](int64_t) { fn(0, n_items); });
-        return;
-    }
     chunk = std::max<int64_t>(1, chunk);
     const int64_t n_ranges = std::min<int64_t>(n_threads_, (n_items + chunk - 1) / chunk);
-    if (n_ranges == 1) {  // one stream, nothing to balance: no takes at all
+    // One call over everything: nested (inline), past the packed counters, or one range (no takes at all).
+    if (t_inside == this || n_items > int64_t(0xFFFFFFFFu) || n_ranges == 1) {
         parallel_for(1, [&](int64_t) { fn(0, n_items); });
         return;
     }
