@@ -78,10 +78,10 @@ double body_flops_per_token(const Model& model) {
 // Multiply-adds × 2 per prompt token in a P-token prefill's self-attention: each query head's q·k and
 // p·v over the positions it sees (its layer's window, if any), averaged over the prompt.
 double attention_flops_per_prompt_token(const ModelConfig& c, int64_t P) {
-    double pairs = 0;  // (query head, key position) pairs over the prompt, all layers
+    double pairs = 0;  // (query, key position) pairs over the prompt, all layers: Σ_t min(t + 1, W)
     for (int64_t il = 0; il < c.n_layer; ++il) {
-        const int64_t W = c.window_of(il);
-        for (int64_t t = 0; t < P; ++t) pairs += double(W > 0 ? std::min(t + 1, W) : t + 1);
+        const int64_t W = c.window_of(il) > 0 ? std::min(c.window_of(il), P) : P;
+        pairs += double(W) * double(W + 1) / 2 + double(P - W) * double(W);
     }
     return pairs * double(c.n_head) * 2.0 * 2.0 * double(c.head_dim()) / double(std::max<int64_t>(1, P));
 }
