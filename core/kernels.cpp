@@ -1135,12 +1135,22 @@ void matmul_nk_impl(const float* x, int64_t T, int64_t K, std::span<const NkTarg
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
                 // Past 8 rows, paired bfloat16 spends more on widening each weight twice (once per pass)
                 // than it saves (16 rows, 1 thread: 79 ms per pass over tile_nk's 2 x 2 blocks, 87 here).
+                // float32 goes 3 rows at a time; bfloat16 2 at a time (3 for an odd tail): its weights
+                // come as 16 values per load, and fewer accumulators leave registers for them. Zen 3 VM
+                // (AVX2), 2 threads, tokens/s in blocks of 3 / 2: SmolLM2-135M shape batch 8 208-219 /
+                // 261-265, batch 4 191-199 / 245-257, Qwen2.5-0.5B batch 8 54-67 / 69-76; float32 batch 8
+                // 202-206 / 188-190.
                 if (T > 1 && K % 16 == 0 && (!kPaired || T <= 8)) {
-                    const int n_blocks = int(T / 3 + (T % 3 == 2 ? 1 : 0));
-                    for (; t + 3 <= T; t += 3)
-                        tile_nk_rows<3, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / 3), n_blocks);
+                    constexpr int kRows = kPaired ? 2 : 3;
+                    const int n_blocks = int(T / kRows + (T % kRows == 2 ? 1 : 0));
+                    for (; T - t >= kRows && T - t != 3; t += kRows)
+                        tile_nk_rows<kRows, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / kRows), n_blocks);
+                    if (T - t == 3) {
+                        tile_nk_rows<3, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / kRows), n_blocks);
+                        t += 3;
+                    }
                     if (T - t == 2) {
-                        tile_nk_rows<2, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / 3), n_blocks);
+                        tile_nk_rows<2, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / kRows), n_blocks);
                         t += 2;
                     }
                 }
