@@ -12,9 +12,6 @@
 #include "thread_pool.h"
 
 #include "simd.h"
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
 
 namespace kvscope {
 namespace {

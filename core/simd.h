@@ -1,5 +1,5 @@
 #pragma once
-// AVX-512 intrinsics for the kernels that use them, included through this one header.
+// AVX-512 (or, without it, AVX2) intrinsics for the kernels that use them, included through this one header.
 // GCC 12's _mm512_reduce_add_ps starts from _mm256_undefined_pd() and warns that it is used
 // uninitialised; the lanes it leaves undefined are never read, so the warning is silenced here, once.
 #if defined(__AVX512F__)
@@ -29,4 +29,6 @@ inline __m128 reduce_add4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 }
 }  // namespace kvscope
 #pragma GCC diagnostic pop
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
 #endif
