@@ -138,6 +138,14 @@ def fmt(s):
 
 r0 = runs[0]
 cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"], capture_output=True, text=True).stdout.strip()
+# Virtual machines often name only the vendor ("AMD EPYC"): the family, model and vector width say which.
+cpuinfo = {}
+for line in open("/proc/cpuinfo"):
+    key, _, value = line.partition(":")
+    cpuinfo.setdefault(key.strip(), value.strip())
+flags = cpuinfo.get("flags", "").split()
+isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+cpu += f" (family {cpuinfo.get('cpu family', '?')} model {cpuinfo.get('model', '?')}, {isa})"
 llc = ks[0]["machine"].get("llc_bytes", 0)
 
 def kv_in(*keys):  # kvscope's figure in round i
