@@ -526,6 +526,20 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
     }
 }
 
+// The sums of 4 outputs' 16 lanes (lanes[c][0..15], 32-byte aligned), each added from zero in lane order
+// as the portable code adds them: transposed four lanes at a time, so one vector holds lane j of the 4
+// outputs and 4 outputs take one instruction per lane.
+inline __m128 lane_order_sums4(const float (*lanes)[16]) {
+    __m128 sum = _mm_setzero_ps();
+    for (int j = 0; j < 16; j += 4) {
+        __m128 v0 = _mm_load_ps(lanes[0] + j), v1 = _mm_load_ps(lanes[1] + j), v2 = _mm_load_ps(lanes[2] + j),
+               v3 = _mm_load_ps(lanes[3] + j);
+        _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
+        sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
+    }
+    return sum;
+}
+
 // out[r][c] = Σ_k xr[r][k]·wr[c][k] with lane l summing k ≡ l (mod 16) in k order, then lanes 0..15 in
 // order. The last K % 16 values go through zero-padded copies: a padded lane adds fma(0, 0, acc) = acc.
 //
@@ -597,17 +611,8 @@ inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* 
             _mm256_store_ps(lanes[r * C + c] + 8, hi[r][c]);
         }
     if constexpr (R * C == 4) {
-        // Transposed four lanes at a time, so one vector holds lane j of the 4 outputs: lanes 0, 1, ..., 15
-        // are added from zero in order, as the scalar sum below does, 4 outputs per instruction.
-        __m128 sum = _mm_setzero_ps();
-        for (int j = 0; j < 16; j += 4) {
-            __m128 v0 = _mm_load_ps(lanes[0] + j), v1 = _mm_load_ps(lanes[1] + j), v2 = _mm_load_ps(lanes[2] + j),
-                   v3 = _mm_load_ps(lanes[3] + j);
-            _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
-            sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
-        }
         alignas(16) float sums[4];
-        _mm_store_ps(sums, sum);
+        _mm_store_ps(sums, lane_order_sums4(lanes));
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) out[r][c] = sums[r * C + c];
     } else {
@@ -701,15 +706,8 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
         _mm256_store_ps(lanes[c], lo);
         _mm256_store_ps(lanes[c] + 8, hi);
     }
-    __m128 sum = _mm_setzero_ps();  // lanes 0..15 of the 4 outputs, in lane order from zero
-    for (int j = 0; j < 16; j += 4) {
-        __m128 v0 = _mm_load_ps(lanes[0] + j), v1 = _mm_load_ps(lanes[1] + j), v2 = _mm_load_ps(lanes[2] + j),
-               v3 = _mm_load_ps(lanes[3] + j);
-        _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
-        sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
-    }
     alignas(16) float sums[4];
-    _mm_store_ps(sums, sum);
+    _mm_store_ps(sums, lane_order_sums4(lanes));
     for (int64_t j = 0; j < n_count; ++j) y[n0 + j] = sums[j] + (bias ? bias[n0 + j] : 0.0f);
 }
 
@@ -778,15 +776,8 @@ void tile_nk_rows(float* y, const float* x, const Wt* w, const float* bias, int6
             _mm256_store_ps(lanes + 8, _mm256_permute2f128_ps(a, b, 0x31));
         }
     for (int r = 0; r < R; ++r) {
-        __m128 sum = _mm_setzero_ps();  // lanes 0..15 of outputs (r, 0..3), in lane order from zero
-        for (int j = 0; j < 16; j += 4) {
-            __m128 v0 = _mm_load_ps(acc[r * 4] + j), v1 = _mm_load_ps(acc[r * 4 + 1] + j),
-                   v2 = _mm_load_ps(acc[r * 4 + 2] + j), v3 = _mm_load_ps(acc[r * 4 + 3] + j);
-            _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
-            sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
-        }
         alignas(16) float sums[4];
-        _mm_store_ps(sums, sum);
+        _mm_store_ps(sums, lane_order_sums4(acc + r * 4));  // outputs (r, 0..3)
         for (int c = 0; c < n_count; ++c) y[r * N + n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
     }
 }
