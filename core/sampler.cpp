@@ -11,11 +11,12 @@ namespace kvscope {
 namespace {
 
 // e^z in double for the softmax, to about an ulp, eight lanes at a time where AVX-512 is (four on AVX2):
-// z = n·ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts, so r is exact), e^r from its Taylor polynomial to degree 13
-// (truncation below 5e-18), times 2^n in one rounding. The scalar path performs the same operations
-// (fma, round half to even, ldexp), so both give the same bits. std::exp per element, and std::log per
-// element for the entropy, had cost 0.49 ms a step for a 49,152-token vocabulary: 13 % of a batch of
-// 8's decode step on the 2-core Zen 4 VM, run on one thread while the other waited.
+// z = n·ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts, so r is exact), e^r from its Taylor
+// polynomial to degree 13 (truncation below 5e-18), times 2^n in one rounding. The scalar path performs
+// the same operations (fma, round half to even, ldexp), so both give the same bits. std::exp per
+// element, and std::log per element for the entropy, had cost 0.49 ms a step for a 49,152-token
+// vocabulary: 13 % of a batch of 8's decode step on the 2-core Zen 4 VM, run on one thread while the
+// other waited.
 constexpr double kLog2e = 1.4426950408889634074;
 constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2's leading 32 bits: n·kLn2Hi is exact
 constexpr double kLn2Lo = 1.90821492927058770002e-10;
