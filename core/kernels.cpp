@@ -711,20 +711,20 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
     for (int64_t j = 0; j < n_count; ++j) y[n0 + j] = sums[j] + (bias ? bias[n0 + j] : 0.0f);
 }
 
-// A few rows of x (batched decode, 2 or 3 at a time) by the 4 weight rows of a group, for K % 16 == 0:
-// the 16 lanes of each output are walked as two passes, one per 8-lane half, so a pass keeps R x 4
-// accumulators (12 at most) and loads each x vector once for its 4 fmas; the weights of the second pass
-// come from L1. Paired bfloat16 rows (nk_block) take the even values in the first pass and the odd in
-// the second, and are interleaved back before the sum. Each output's chains and lane-order sum are
-// nk_block's: the same bits as tile_nk.
-template <int R, int H, class Wt, bool kPaired>
-inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* const (&wr)[4], int64_t K,
-                           const Wt* const* ahead, int n_ahead) {
+// A few rows of x (batched decode, 2 or 3 at a time) by the 4 weight rows of a group, over k in [k0, k1)
+// (k0, k1 multiples of 16): the 16 lanes of each output are walked as two passes, one per 8-lane half, so
+// a pass keeps R x 4 accumulators (12 at most) and loads each x vector once for its 4 fmas; the weights
+// of the second pass come from L1. acc holds the chains between spans: a pass after the first span
+// continues from the stored sums, which is the same fma sequence. Paired bfloat16 rows (nk_block) take the even
+// values in the first pass and the odd in the second, and are interleaved back before the sum.
+template <int R, int H, class Wt, bool kPaired, bool kFirst>
+inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* const (&wr)[4], int64_t k0,
+                           int64_t k1, const Wt* const* ahead, int n_ahead) {
     __m256 a[R][4];
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < 4; ++c) a[r][c] = _mm256_setzero_ps();
+        for (int c = 0; c < 4; ++c) a[r][c] = kFirst ? _mm256_setzero_ps() : _mm256_load_ps(acc + (r * 4 + c) * 16 + H * 8);
     const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
-    for (int64_t k = 0; k < K; k += 16) {
+    for (int64_t k = k0; k < k1; k += 16) {
         for (int j = 0; j < n_ahead; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead[j] + k), _MM_HINT_T1);
         __m256 wv[4];
         for (int c = 0; c < 4; ++c) {
@@ -746,39 +746,70 @@ inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* co
         for (int c = 0; c < 4; ++c) _mm256_store_ps(acc + (r * 4 + c) * 16 + H * 8, a[r][c]);
 }
 
-// block: which block of R rows this is among the group's n_blocks; each of the group's 2 * n_blocks passes
-// asks for its share of the group two ahead, so those reads spread over the whole group's arithmetic
-// (asked for in one pass, they waited behind its misses and memory and arithmetic did not overlap).
-template <int R, class Wt, bool kPaired>
-void tile_nk_rows(float* y, const float* x, const Wt* w, const float* bias, int64_t K, int64_t N, int64_t n0,
-                  int64_t n_count, int block, int n_blocks) {
+// All T rows of x (batched decode, K % 16 == 0) by the group of 4 weight rows at n0: blocks of kRows rows
+// (an odd tail of 3 or 2), K in spans so that a span of x and of the group stay in L1 across the blocks.
+// Each of a span's passes asks for its share of the group two ahead, so those reads spread over the
+// group's arithmetic. Each output's chains and lane-order sum are nk_block's: the same bits as tile_nk.
+template <int kRows, class Wt, bool kPaired>
+void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const float* bias, int64_t K, int64_t N,
+                        int64_t n0, int64_t n_count) {
+    constexpr int kMaxRows = 4 * kPackRows;
     const Wt* const rows[4] = {w + n0 * K, w + (n0 + (n_count > 1 ? 1 : 0)) * K, w + (n0 + (n_count > 2 ? 2 : 0)) * K,
                                w + (n0 + (n_count > 3 ? 3 : 0)) * K};
+    int block_rows[kMaxRows] = {}, n_blocks = 0;  // kRows at a time, the tail as 3, 2 + 2 or 3 + 2
+    for (int64_t left = T; left > 0;) {
+        const int r = left == 3 || (left == 5 && kRows == 3) ? 3 : left == 4 && kRows == 3 ? 2 : int(std::min<int64_t>(kRows, left));
+        block_rows[n_blocks++] = r;
+        left -= r;
+    }
     const Wt* const ahead_base = w + std::max<int64_t>(0, std::min(n0 + 8, N - 4)) * K;
     const int n_passes = 2 * n_blocks, per_pass = (4 + n_passes - 1) / n_passes;  // rows of the group ahead
-    auto pass = [&](int p, const Wt* (&ahead)[4]) {
-        for (int j = 0; j < per_pass; ++j) ahead[j] = ahead_base + ((p * per_pass + j) % 4) * K;
-        return N >= 4 && p * per_pass < 4 ? per_pass : 0;
-    };
-    const Wt* ahead0[4] = {};
-    const Wt* ahead1[4] = {};
-    const int n0_ahead = pass(2 * block, ahead0), n1_ahead = pass(2 * block + 1, ahead1);
-    const float* xr[R];
-    for (int r = 0; r < R; ++r) xr[r] = x + r * K;
-    alignas(32) float acc[R * 4][16];  // (output r * 4 + c, lane)
-    rows_half_pass<R, 0, Wt, kPaired>(&acc[0][0], xr, rows, K, ahead0, n0_ahead);
-    rows_half_pass<R, 1, Wt, kPaired>(&acc[0][0], xr, rows, K, ahead1, n1_ahead);
+    // Every pass re-reads the group's weights, so a group past half of L1 goes in spans of ~256 values.
+    // Zen 3 VM (AVX2), 2 threads, 8 rows, one matmul streamed from memory, us: float32 K 1536 x N 576
+    // 203-205 -> 143-152, K 4864 x N 896 1117-1152 -> 743-783; bfloat16 K 4864 838-881 -> 611-668;
+    // 4 rows, float32 K 1536 118 -> 93. Spans of smaller groups (K 576, 896) gave nothing or lost.
+    const int64_t KS = K / 16, n_spans = 4 * K * int64_t(sizeof(Wt)) > (16 << 10) ? (KS + 15) / 16 : 1;
+    alignas(32) float acc[kMaxRows * 4][16];  // (output t * 4 + c, lane)
+    for (int64_t sp = 0; sp < n_spans; ++sp) {
+        const int64_t k0 = KS * sp / n_spans * 16, k1 = KS * (sp + 1) / n_spans * 16;
+        int64_t t = 0;
+        for (int b = 0; b < n_blocks; t += block_rows[b], ++b) {
+            for (int h = 0; h < 2; ++h) {
+                const int p = 2 * b + h;
+                const Wt* ahead[4] = {};
+                int n_ahead = 0;
+                for (; n_ahead < per_pass && N >= 4 && p * per_pass + n_ahead < 4; ++n_ahead)
+                    ahead[n_ahead] = ahead_base + (p * per_pass + n_ahead) * K;
+                float* a = &acc[t * 4][0];
+                auto pass = [&]<int R>() {
+                    const float* xr[R];
+                    for (int r = 0; r < R; ++r) xr[r] = x + (t + r) * K;
+                    if (k0 == 0) {
+                        if (h == 0) rows_half_pass<R, 0, Wt, kPaired, true>(a, xr, rows, k0, k1, ahead, n_ahead);
+                        else rows_half_pass<R, 1, Wt, kPaired, true>(a, xr, rows, k0, k1, ahead, n_ahead);
+                    } else {
+                        if (h == 0) rows_half_pass<R, 0, Wt, kPaired, false>(a, xr, rows, k0, k1, ahead, n_ahead);
+                        else rows_half_pass<R, 1, Wt, kPaired, false>(a, xr, rows, k0, k1, ahead, n_ahead);
+                    }
+                };
+                if (block_rows[b] == 3) pass.template operator()<3>();
+                else if (block_rows[b] == 2) pass.template operator()<2>();
+                else pass.template operator()<1>();
+            }
+        }
+    }
     if constexpr (kPaired)
-        for (auto& lanes : acc) {  // even, odd -> lane order
-            const __m256 e = _mm256_load_ps(lanes), o = _mm256_load_ps(lanes + 8);
-            const __m256 a = _mm256_unpacklo_ps(e, o), b = _mm256_unpackhi_ps(e, o);
+        for (int64_t o = 0; o < T * 4; ++o) {  // even, odd -> lane order
+            float* lanes = acc[o];
+            const __m256 e = _mm256_load_ps(lanes), od = _mm256_load_ps(lanes + 8);
+            const __m256 a = _mm256_unpacklo_ps(e, od), b = _mm256_unpackhi_ps(e, od);
             _mm256_store_ps(lanes, _mm256_permute2f128_ps(a, b, 0x20));
             _mm256_store_ps(lanes + 8, _mm256_permute2f128_ps(a, b, 0x31));
         }
-    for (int r = 0; r < R; ++r) {
+    for (int64_t t = 0; t < T; ++t) {
         alignas(16) float sums[4];
-        _mm_store_ps(sums, lane_order_sums4(acc + r * 4));  // outputs (r, 0..3)
-        for (int c = 0; c < n_count; ++c) y[r * N + n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
+        _mm_store_ps(sums, lane_order_sums4(acc + t * 4));  // outputs (t, 0..3)
+        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
     }
 }
 
@@ -1129,18 +1160,8 @@ void matmul_nk_impl(const float* x, int64_t T, int64_t K, std::span<const NkTarg
                 // 261-265, batch 4 191-199 / 245-257, Qwen2.5-0.5B batch 8 54-67 / 69-76; float32 batch 8
                 // 202-206 / 188-190.
                 if (T > 1 && K % 16 == 0 && (!kPaired || T <= 8)) {
-                    constexpr int kRows = kPaired ? 2 : 3;
-                    const int n_blocks = int(T / kRows + (T % kRows == 2 ? 1 : 0));
-                    for (; T - t >= kRows && T - t != 3; t += kRows)
-                        tile_nk_rows<kRows, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / kRows), n_blocks);
-                    if (T - t == 3) {
-                        tile_nk_rows<3, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / kRows), n_blocks);
-                        t += 3;
-                    }
-                    if (T - t == 2) {
-                        tile_nk_rows<2, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, int(t / kRows), n_blocks);
-                        t += 2;
-                    }
+                    group_rows_batched<kPaired ? 2 : 3, Wt, kPaired>(y, xs, T, w, bias, K, N, n0, count);
+                    t = T;
                 }
 #endif
                 for (; t + 4 <= T; t += 4) tile_nk<4, Wt, kPaired>(y + t * N, xs + t * K, w, bias, K, N, n0, count, t == 0);

@@ -239,8 +239,9 @@ TEST_CASE("matmul_nk rows are bit-identical whatever the row count, the thread c
     // Prefill (24 rows and more) runs packed 6 x 4 tiles over panels of 8 weight groups, K in spans of at
     // most 768; decode reads weight rows in place. Both must give each row the same bits, or cached and
     // uncached logits would differ. N % 4 = 2: a partial weight group and a partial panel; 103 rows: 17
-    // blocks and a tail; K = 203 ends in a partial k-step, 96 does not, 1100 runs two spans.
-    for (int64_t K : {203, 96, 1100}) check_rows_as_alone(matmul_nk, K, 150, {1, 5, 8, 23, 24, 25, 31, 96, 103}, 12);
+    // blocks and a tail; K = 203 ends in a partial k-step, 96 does not, 1100 runs two spans; at 2080 a
+    // group of 4 weight rows outgrows half of L1 in both formats and batched decode also runs K in spans.
+    for (int64_t K : {203, 96, 1100, 2080}) check_rows_as_alone(matmul_nk, K, 150, {1, 5, 8, 23, 24, 25, 31, 96, 103}, 12);
 }
 
 TEST_CASE("matmul_nk_shared gives every matrix exactly its own matmul_nk result") {
@@ -300,8 +301,8 @@ TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-l
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (bool bf16 : {false, true})
-    for (int64_t T : {1, 6, 31})  // 1: decode; 31: the packed prefill tiles
-    for (int64_t K : {7, 16, 203, 576}) {
+    for (int64_t T : {1, 6, 31})  // 1: decode; 6: batched decode; 31: the packed prefill tiles
+    for (int64_t K : {7, 16, 203, 576, 2080}) {  // 2080: batched decode runs K in spans
         const int64_t N = 11;
         std::vector<float> x(static_cast<size_t>(T * K)), w(static_cast<size_t>(N * K)), bias(static_cast<size_t>(N)),
             y(static_cast<size_t>(T * N));
