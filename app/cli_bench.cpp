@@ -2,7 +2,8 @@
 // cached vs uncached steps at growing positions, recording overhead, load time and memory; then
 // batch-1 decode in rounds paired with a read-bandwidth probe, and the FMA peak, which give the bounds.
 // Every figure is min / median / max over --repeat runs. run_bench computes a BenchReport; bench_report.cpp
-// prints it as text or JSON and draws its chart. `bench --sharing` is cli_bench_sharing.cpp.
+// prints it as text or JSON and draws its chart. `bench --sharing` is cli_bench_sharing.cpp, `bench --matmul`
+// cli_bench_matmul.cpp.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -277,6 +278,7 @@ BenchReport run_bench(const BenchSettings& settings) {
 int cli_bench(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
         if (std::string(argv[i]) == "--sharing") return cli_bench_sharing(argc, argv);
+        else if (std::string(argv[i]) == "--matmul") return cli_bench_matmul(argc, argv);
     CliArgs args("bench", "Decode, prefill and batch throughput, cached vs uncached step times, against the "
                           "bounds this machine's measured bandwidth and FMA peak imply.");
     add_bench_model_options(args);
@@ -286,6 +288,7 @@ int cli_bench(int argc, char** argv) {
         .option("--chart", "FILE", "write per-step time vs position, cached and uncached (PNG; SVG if FILE ends in .svg)")
         .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
         .flag("--sharing", "instead: KV memory and prefill with and without prefix sharing (bench --sharing --help)")
+        .flag("--matmul", "instead: one matrix shape, weights in cache and from memory (bench --matmul --help)")
         .flag("--json", "print one JSON object");
     add_plot_options(args, false);
     add_threads_option(args);

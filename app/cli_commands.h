@@ -10,6 +10,7 @@ int cli_tokenize(int argc, char** argv);
 int cli_detokenize(int argc, char** argv);
 int cli_bench(int argc, char** argv);
 int cli_bench_sharing(int argc, char** argv);  // bench --sharing: prefix sharing and prompt cache files
+int cli_bench_matmul(int argc, char** argv);   // bench --matmul: one matrix shape, in cache and from memory
 int cli_train(int argc, char** argv);  // train a small GPT-2 on the generated corpus
 int cli_heads(int argc, char** argv);  // previous-token and induction scores per head
 int cli_lab(int argc, char** argv);    // what each KV cache configuration costs, teacher-forced
