@@ -11,6 +11,7 @@
 #include "bench_stats.h"
 #include "cli_args.h"
 #include "cli_commands.h"
+#include "cli_common.h"
 #include "clock.h"
 #include "errors.h"
 #include "huge_pages.h"
@@ -158,18 +159,18 @@ void print_matmul_json(const MatmulBench& b, const MatmulFigures& f) {
 }  // namespace
 
 int cli_bench_matmul(int argc, char** argv) {
-    CliArgs args("bench", "bench --matmul: one matrix shape through the engine's matmul (y = x W^T, as every "
-                          "projection of a decode step), with its weights in cache and streamed from memory, "
-                          "against this machine's FMA peak and read bandwidth.");
-    args.flag("--matmul", "this benchmark")
+    CliArgs args("bench --matmul", "One matrix shape through the engine's matmul (y = x W^T, as every projection "
+                                   "of a decode step), with its weights in cache and streamed from memory, "
+                                   "against this machine's FMA peak and read bandwidth.");
+    args.flag("--matmul", "this benchmark (instead of the speed benchmark)")
         .option("--rows", "T", "rows of x: the batch of a decode step (default 8)")
         .option("--k", "K", "the shared dimension: the width of x (default 576)")
         .option("--n", "N", "weight rows: the outputs (default 1536)")
         .option("--dtype", "f32|bf16", "how the weights are stored (default f32)")
-        .option("--threads", "N", "threads (default: every hardware thread)")
         .option("--repeat", "R", "runs per figure, reported as min / median / max (default 5)")
         .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
         .flag("--json", "print one JSON object");
+    add_threads_option(args);
     if (!args.parse(argc, argv)) return 0;
     MatmulBench b;
     b.quick = args.has("--quick");
