@@ -715,8 +715,8 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
 // (k0, k1 multiples of 16): the 16 lanes of each output are walked as two passes, one per 8-lane half, so
 // a pass keeps R x 4 accumulators (12 at most) and loads each x vector once for its 4 fmas; the weights
 // of the second pass come from L1. acc holds the chains between spans: a pass after the first span
-// continues from the stored sums, which is the same fma sequence. Paired bfloat16 rows (nk_block) take the even
-// values in the first pass and the odd in the second, and are interleaved back before the sum.
+// continues from the stored sums, which is the same fma sequence. Paired bfloat16 rows (nk_block) take
+// the even values in the first pass and the odd in the second, and are interleaved back before the sum.
 template <int R, int H, class Wt, bool kPaired, bool kFirst>
 inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* const (&wr)[4], int64_t k0,
                            int64_t k1, const Wt* const* ahead, int n_ahead) {
@@ -756,7 +756,7 @@ void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const 
     constexpr int kMaxRows = 4 * kPackRows;
     const Wt* const rows[4] = {w + n0 * K, w + (n0 + (n_count > 1 ? 1 : 0)) * K, w + (n0 + (n_count > 2 ? 2 : 0)) * K,
                                w + (n0 + (n_count > 3 ? 3 : 0)) * K};
-    int block_rows[kMaxRows] = {}, n_blocks = 0;  // kRows at a time, the tail as 3, 2 + 2 or 3 + 2
+    int block_rows[kMaxRows] = {}, n_blocks = 0;  // kRows at a time, the tail as 3, 2 + 2 or 3 + 2 (T >= 2)
     for (int64_t left = T; left > 0;) {
         const int r = left == 3 || (left == 5 && kRows == 3) ? 3 : left == 4 && kRows == 3 ? 2 : int(std::min<int64_t>(kRows, left));
         block_rows[n_blocks++] = r;
@@ -793,8 +793,7 @@ void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const 
                     }
                 };
                 if (block_rows[b] == 3) pass.template operator()<3>();
-                else if (block_rows[b] == 2) pass.template operator()<2>();
-                else pass.template operator()<1>();
+                else pass.template operator()<2>();
             }
         }
     }
