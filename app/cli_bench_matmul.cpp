@@ -2,6 +2,10 @@
 // streamed from memory, next to this machine's FMA peak and read bandwidth. Decode is a few rows of x
 // against every weight, so the two figures bound it from both sides: in cache shows the arithmetic
 // alone, from memory what the memory system leaves of it. Figures are min / median / max over --repeat.
+// Each round measures the matmul and then the machine, and the shares of the peak and of the bandwidth
+// are per-round ratios: a VM's bandwidth drifts by a third within a minute, and a ratio of medians taken
+// seconds apart put one matmul at 71 % of the bandwidth in one run and 105 % in the next.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +38,9 @@ struct MatmulFigures {
     int64_t matrix_bytes = 0, llc_bytes = 0, memory_copies = 0;
     Stats cached_us, memory_us;      // one matmul
     Stats fma_peak_gflop_s, read_gb_s;  // the machine, best read kernel from memory
+    // Per round: in cache against that round's FMA peak, from memory against its read bandwidth, and the
+    // share of the memory time hidden behind the arithmetic (print_matmul_text says how)
+    Stats cached_of_peak, memory_of_bandwidth, hidden;
 };
 
 // Seconds per matmul over `copies` matrices used in turn, each `bytes` apart in `weights`, for at least
@@ -89,16 +96,29 @@ MatmulFigures run_matmul_bench(const MatmulBench& b) {
     std::vector<float> x(size_t(b.rows * b.K)), y(size_t(b.rows * b.N));
     for (float& v : x) v = u(rng);
     const double min_seconds = b.quick ? 0.01 : 0.3;
-    seconds_per_matmul(b, weights.data(), f.matrix_bytes, 1, x.data(), y.data(), min_seconds / 3);  // warm
-    f.cached_us = repeat(b.repeat, [&] {
-        return seconds_per_matmul(b, weights.data(), f.matrix_bytes, 1, x.data(), y.data(), min_seconds) * 1e6;
-    });
-    f.memory_us = repeat(b.repeat, [&] {
-        return seconds_per_matmul(b, weights.data(), f.matrix_bytes, f.memory_copies, x.data(), y.data(), min_seconds) * 1e6;
-    });
     const int64_t probe_bytes = b.quick ? int64_t(64) << 20 : memory_bytes;
-    f.read_gb_s = repeat(b.repeat, [&] { return probe_read_bandwidth(probe_bytes, b.threads).best(); });
-    f.fma_peak_gflop_s = repeat(b.repeat, [&] { return measure_fma_peak(b.threads); });
+    seconds_per_matmul(b, weights.data(), f.matrix_bytes, 1, x.data(), y.data(), min_seconds / 3);  // warm
+    const double flop = 2.0 * double(b.rows * b.K * b.N), bytes = double(f.matrix_bytes);
+    std::vector<double> cached_us, memory_us, peak, read, cached_of_peak, memory_of_bandwidth, hidden;
+    for (int64_t r = 0; r < b.repeat; ++r) {
+        cached_us.push_back(seconds_per_matmul(b, weights.data(), f.matrix_bytes, 1, x.data(), y.data(), min_seconds) * 1e6);
+        peak.push_back(measure_fma_peak(b.threads));
+        memory_us.push_back(
+            seconds_per_matmul(b, weights.data(), f.matrix_bytes, f.memory_copies, x.data(), y.data(), min_seconds) * 1e6);
+        read.push_back(probe_read_bandwidth(probe_bytes, b.threads).best());
+        cached_of_peak.push_back(flop / (cached_us.back() * 1e3) / peak.back());
+        memory_of_bandwidth.push_back(bytes / (memory_us.back() * 1e3) / read.back());
+        // Whichever of arithmetic and memory is slower bounds a matmul; their sum is what no overlap costs.
+        const double arithmetic = cached_us.back(), reading = bytes / (read.back() * 1e3);
+        hidden.push_back(std::clamp((arithmetic + reading - memory_us.back()) / std::min(arithmetic, reading), 0.0, 1.0));
+    }
+    f.cached_us = stats_of(cached_us);
+    f.memory_us = stats_of(memory_us);
+    f.fma_peak_gflop_s = stats_of(peak);
+    f.read_gb_s = stats_of(read);
+    f.cached_of_peak = stats_of(cached_of_peak);
+    f.memory_of_bandwidth = stats_of(memory_of_bandwidth);
+    f.hidden = stats_of(hidden);
     return f;
 }
 
@@ -107,35 +127,31 @@ double gflop_s(const MatmulBench& b, double us) { return 2.0 * double(b.rows * b
 void print_matmul_text(const MatmulBench& b, const MatmulFigures& f) {
     const double mb = double(f.matrix_bytes) / 1e6;
     std::printf("matmul y(%lld, %lld) = x(%lld, %lld) W(%lld, %lld)^T, %s weights (%.1f MB), %d thread%s, "
-                "last-level cache %lld MiB\n",
+                "last-level cache %lld MiB, %lld round%s\n",
                 (long long)b.rows, (long long)b.N, (long long)b.rows, (long long)b.K, (long long)b.N, (long long)b.K,
                 b.bf16 ? "bfloat16" : "float32", mb, b.threads, b.threads == 1 ? "" : "s",
-                (long long)(f.llc_bytes >> 20));
+                (long long)(f.llc_bytes >> 20), (long long)b.repeat, b.repeat == 1 ? "" : "s");
     std::printf("machine      FMA peak %s GFLOP/s, read bandwidth %s GB/s (best of the probe's kernels, %lld MiB)\n",
                 stats_text(f.fma_peak_gflop_s).c_str(), stats_text(f.read_gb_s).c_str(),
                 (long long)(std::max(int64_t(256) << 20, 4 * f.llc_bytes) >> 20));
-    auto line = [&](const char* name, const Stats& us, const std::string& where) {
+    auto line = [&](const char* name, const Stats& us, const std::string& share, const std::string& where) {
         const Stats g{gflop_s(b, us.max), gflop_s(b, us.median), gflop_s(b, us.min)};
         const Stats gb{mb * 1e-3 / (us.max * 1e-6), mb * 1e-3 / (us.median * 1e-6), mb * 1e-3 / (us.min * 1e-6)};
-        std::printf("%-12s %s us per matmul, %s GFLOP/s (median %.0f %% of the peak), weights read at %s GB/s "
-                    "(median %.0f %% of the bandwidth); %s\n",
-                    name, stats_text(us).c_str(), stats_text(g).c_str(), 100.0 * g.median / f.fma_peak_gflop_s.median,
-                    stats_text(gb).c_str(), 100.0 * gb.median / f.read_gb_s.median, where.c_str());
+        std::printf("%-12s %s us per matmul, %s GFLOP/s, weights read at %s GB/s, %s; %s\n", name,
+                    stats_text(us).c_str(), stats_text(g).c_str(), stats_text(gb).c_str(), share.c_str(), where.c_str());
     };
-    line("in cache", f.cached_us,
+    line("in cache", f.cached_us, stats_text(f.cached_of_peak, "%.0f", 100.0) + " % of the FMA peak",
          f.llc_bytes > 0 && 2 * f.matrix_bytes > f.llc_bytes
              ? "one matrix, again and again (over half the last-level cache: partly read from memory)"
              : "one matrix, again and again");
-    line("from memory", f.memory_us,
+    line("from memory", f.memory_us, stats_text(f.memory_of_bandwidth, "%.0f", 100.0) + " % of the bandwidth",
          std::to_string(f.memory_copies) + " copies in turn (" + std::to_string(f.memory_copies * f.matrix_bytes >> 20) +
              " MiB)");
-    // Whichever of arithmetic and memory is slower bounds a matmul; the sum is what no overlap would cost.
-    const double arithmetic_us = f.cached_us.median, memory_only_us = mb * 1e-3 / f.read_gb_s.median * 1e6;
-    std::printf("overlap      from memory took %.0f us against %.0f us in cache and %.0f us to read the weights "
-                "at the probe's rate: %.0f %% of the memory time hidden behind the arithmetic\n",
-                f.memory_us.median, arithmetic_us, memory_only_us,
-                100.0 * std::clamp((arithmetic_us + memory_only_us - f.memory_us.median) /
-                                       std::min(arithmetic_us, memory_only_us), 0.0, 1.0));
+    std::printf("overlap      %s %% of the memory time hidden behind the arithmetic: in cache + reading the weights "
+                "at the probe's rate - from memory, over the smaller of the two\n",
+                stats_text(f.hidden, "%.0f", 100.0).c_str());
+    std::printf("(shares: each round's matmul against the FMA peak or bandwidth measured right after it, min / "
+                "median / max over the rounds)\n");
     if (b.quick) std::printf("(--quick: small counts; the figures are not meaningful)\n");
 }
 
@@ -153,6 +169,9 @@ void print_matmul_json(const MatmulBench& b, const MatmulFigures& f) {
     j["memory_us"] = f.memory_us;
     j["fma_peak_gflop_s"] = f.fma_peak_gflop_s;
     j["read_gb_s"] = f.read_gb_s;
+    j["cached_of_peak"] = f.cached_of_peak;
+    j["memory_of_bandwidth"] = f.memory_of_bandwidth;
+    j["memory_time_hidden"] = f.hidden;
     std::printf("%s\n", json_text(j, 2).c_str());
 }
 
