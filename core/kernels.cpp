@@ -540,6 +540,41 @@ inline __m128 lane_order_sums4(const float (*lanes)[16]) {
     return sum;
 }
 
+// The sums of P groups of 8 outputs' 16 lanes (acc (P, 8, 16), 32-byte aligned), each added in lane order
+// 0, 1, ..., 15 from zero as nk_block adds them: transposed so that one vector holds lane j of 8 outputs,
+// 8 sums per add. Four lanes at a time: outputs i and i + 4 are loaded as the two halves of one vector (a
+// load and an insert from memory), which leaves a 4 x 4 transpose within each half. The P groups' chains
+// of 16 adds run side by side: one chain alone waits for each add (latency 3, Zen 3), and a prefill's
+// reductions took 15 % of a K = 576 matmul that way.
+template <int P>
+inline void lane_sums8(__m256 (&sums)[P], const float* acc) {
+    for (int p = 0; p < P; ++p) sums[p] = _mm256_setzero_ps();
+    for (int q = 0; q < 4; ++q) {  // lanes 4q .. 4q + 3
+        __m256 lane[P][4];
+        for (int p = 0; p < P; ++p) {
+            const float* a = acc + p * 8 * 16 + q * 4;
+            __m256 r[4];  // r[i] = lanes 4q.. of output i | of output i + 4
+            for (int i = 0; i < 4; ++i)
+                r[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_load_ps(a + i * 16)),
+                                            _mm_load_ps(a + (i + 4) * 16), 1);
+            const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            lane[p][0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));  // lane 4q of the 8 outputs
+            lane[p][1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+            lane[p][2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+            lane[p][3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int j = 0; j < 4; ++j)
+            for (int p = 0; p < P; ++p) sums[p] = _mm256_add_ps(sums[p], lane[p][j]);
+    }
+}
+
+inline __m256 lane_sums8(const float* acc) {
+    __m256 sums[1];
+    lane_sums8<1>(sums, acc);
+    return sums[0];
+}
+
 // out[r][c] = Σ_k xr[r][k]·wr[c][k] with lane l summing k ≡ l (mod 16) in k order, then lanes 0..15 in
 // order. The last K % 16 values go through zero-padded copies: a padded lane adds fma(0, 0, acc) = acc.
 //
@@ -848,49 +883,27 @@ void tile_nk_packed_span(float* acc, const float* x_slices, const float* w_slice
     packed_half_pass<2, 1>(acc, x_slices, w_slices, s_count, first);
 }
 
-// v[j] = column j of the 8 x 8 block m[i][0..8), i.e. lane j of each of 8 outputs.
-inline void transpose8(__m256 (&v)[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
-// The sums of 8 outputs' 16 lanes (acc (8, 16), 32-byte aligned), each added in lane order 0, 1, ..., 15
-// from zero as nk_block adds them: transposed so that one vector holds lane j of all 8, 8 sums per add.
-inline __m256 lane_sums8(const float* acc) {
-    __m256 sum = _mm256_setzero_ps();
-    for (int half = 0; half < 2; ++half) {
-        __m256 v[8];
-        for (int i = 0; i < 8; ++i) v[i] = _mm256_load_ps(acc + i * 16 + half * 8);
-        transpose8(v);
-        for (int j = 0; j < 8; ++j) sum = _mm256_add_ps(sum, v[j]);
-    }
-    return sum;
-}
-
 // y rows [0, n_rows) at columns [n0, n0 + n_count) from a finished tile's accumulators, two rows of 4
 // outputs at a time.
 void reduce_packed_tile(float* y, const float* acc, const float* bias, int64_t n_rows, int64_t N, int64_t n0,
                         int64_t n_count) {
     alignas(32) float b[8] = {};
     for (int c = 0; c < n_count; ++c) b[c] = b[c + 4] = bias ? bias[n0 + c] : 0.0f;
-    for (int r0 = 0; r0 < n_rows; r0 += 2) {
-        alignas(32) float out[8];  // outputs (r0, 0..3) then (r0 + 1, 0..3)
-        _mm256_store_ps(out, _mm256_add_ps(lane_sums8(acc + r0 * 4 * 16), _mm256_load_ps(b)));
+    static_assert(kPackRows == 6, "three pairs of rows");
+    __m256 sums[3];  // outputs (2p, 0..3) then (2p + 1, 0..3)
+    lane_sums8<3>(sums, acc);
+    for (int p = 0; p < 3 && 2 * p < n_rows; ++p) {
+        const __m256 out = _mm256_add_ps(sums[p], _mm256_load_ps(b));
+        const int64_t r0 = 2 * p;
+        if (n_count == 4 && r0 + 2 <= n_rows) {  // the common whole tile: two stores
+            _mm_storeu_ps(y + r0 * N + n0, _mm256_castps256_ps128(out));
+            _mm_storeu_ps(y + (r0 + 1) * N + n0, _mm256_extractf128_ps(out, 1));
+            continue;
+        }
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, out);
         for (int r = 0; r < 2 && r0 + r < n_rows; ++r)
-            for (int c = 0; c < n_count; ++c) y[(r0 + r) * N + n0 + c] = out[r * 4 + c];
+            for (int c = 0; c < n_count; ++c) y[(r0 + r) * N + n0 + c] = lanes[r * 4 + c];
     }
 }
 #else
