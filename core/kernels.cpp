@@ -775,33 +775,43 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
 
 // A few rows of x (batched decode, 2 or 3 at a time) by the 4 weight rows of a group, over k in [k0, k1)
 // (k0, k1 multiples of 16): the 16 lanes of each output are walked as two passes, one per 8-lane half, so
-// a pass keeps R x 4 accumulators (12 at most) and loads each x vector once for its 4 fmas; the weights
-// of the second pass come from L1. acc holds the chains between spans: a pass after the first span
+// a pass keeps R x 4 accumulators (12 at most) and the R x vectors in registers, and loads each weight
+// vector once for its R fmas (16 registers for R = 3): 7 loads for 12 fmas. Zen 3 VM (AVX2), 1 thread,
+// 8 rows, float32 K 576, weights in L2: 42-51 GFLOP/s -> 57-64 with the x vectors loaded per row and
+// each weight folded into its fmas (15 loads). The weights of the second pass come from L1. Each step
+// prefetches its share of the group ahead (group_rows_batched). acc holds the chains between spans: a pass after the first span
 // continues from the stored sums, which is the same fma sequence. Paired bfloat16 rows (nk_block) take
 // the even values in the first pass and the odd in the second, and are interleaved back before the sum.
 template <int R, int H, class Wt, bool kPaired, bool kFirst>
 inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* const (&wr)[4], int64_t k0,
-                           int64_t k1, const Wt* const* ahead, int n_ahead) {
+                           int64_t k1, const char*& ahead, int64_t ahead_step) {
     __m256 a[R][4];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < 4; ++c) a[r][c] = kFirst ? _mm256_setzero_ps() : _mm256_load_ps(acc + (r * 4 + c) * 16 + H * 8);
     const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
     for (int64_t k = k0; k < k1; k += 16) {
-        for (int j = 0; j < n_ahead; ++j) _mm_prefetch(reinterpret_cast<const char*>(ahead[j] + k), _MM_HINT_T1);
-        __m256 wv[4];
+        _mm_prefetch(ahead, _MM_HINT_T1);
+        if (ahead_step > 64) _mm_prefetch(ahead + 64, _MM_HINT_T1);
+        ahead += ahead_step;
+        __m256 xv[R];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(xr[r] + k + H * 8);
+        // Held for the 4 columns: GCC would fold a load into every fma, 15 loads for 12 fmas. One asm for
+        // all, as one per element leaves a dead store of each to the stack.
+        if constexpr (R == 3) asm("" : "+x"(xv[0]), "+x"(xv[1]), "+x"(xv[2]));
+        else asm("" : "+x"(xv[0]), "+x"(xv[1]));
+#pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
+            __m256 wv;
             if constexpr (kPaired) {
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[c] + k));
-                wv[c] = _mm256_castsi256_ps(H == 0 ? _mm256_slli_epi32(v, 16) : _mm256_and_si256(v, high));
+                wv = _mm256_castsi256_ps(H == 0 ? _mm256_slli_epi32(v, 16) : _mm256_and_si256(v, high));
             } else {
-                wv[c] = load8(wr[c] + k + H * 8);
+                wv = load8(wr[c] + k + H * 8);
             }
-        }
+            asm("" : "+x"(wv));  // one load for the R fmas
 #pragma GCC unroll 3
-        for (int r = 0; r < R; ++r) {
-            __m256 xv = _mm256_loadu_ps(xr[r] + k + H * 8);
-            asm("" : "+x"(xv));  // one load for the 4 fmas (GCC would fold it into each)
-            for (int c = 0; c < 4; ++c) a[r][c] = _mm256_fmadd_ps(xv, wv[c], a[r][c]);
+            for (int r = 0; r < R; ++r) a[r][c] = _mm256_fmadd_ps(xv[r], wv, a[r][c]);
         }
     }
     for (int r = 0; r < R; ++r)
@@ -810,8 +820,14 @@ inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* co
 
 // All T rows of x (batched decode, K % 16 == 0) by the group of 4 weight rows at n0: blocks of kRows rows
 // (an odd tail of 3 or 2), K in spans so that a span of x and of the group stay in L1 across the blocks.
-// Each of a span's passes asks for its share of the group two ahead, so those reads spread over the
-// group's arithmetic. Each output's chains and lane-order sum are nk_block's: the same bits as tile_nk.
+// Every step of every pass prefetches an even share of the group two ahead, walked front to back, so
+// those reads spread over all of the group's arithmetic. Zen 3 VM (AVX2), 2 threads, 8 rows streamed from
+// memory, us, 3 interleaved rounds, against the group's rows shared among the first four passes: float32 K
+// 576 x N 1536 223-244 -> 185-198, bfloat16 163-187 -> 138-164. With the register change above, against
+// the last commit: float32 185-214 -> 167-173, K 1536 x N 576 167-189 -> 154-159, bfloat16 135-153 ->
+// 117-125; weights in L3,
+// float32 K 576 x N 1536 168-175 -> 116-119. Each output's chains and lane-order sum are nk_block's: the
+// same bits as tile_nk.
 template <int kRows, class Wt, bool kPaired>
 void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const float* bias, int64_t K, int64_t N,
                         int64_t n0, int64_t n_count) {
@@ -824,8 +840,9 @@ void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const 
         block_rows[n_blocks++] = r;
         left -= r;
     }
-    const Wt* const ahead_base = w + std::max<int64_t>(0, std::min(n0 + 8, N - 4)) * K;
-    const int n_passes = 2 * n_blocks, per_pass = (4 + n_passes - 1) / n_passes;  // rows of the group ahead
+    const char* ahead = reinterpret_cast<const char*>(w + std::max<int64_t>(0, std::min(n0 + 8, N - 4)) * K);
+    const int64_t ahead_bytes = 4 * K * int64_t(sizeof(Wt)), steps = 2 * n_blocks * (K / 16);
+    const int64_t ahead_step = N >= 4 ? ahead_bytes / steps : 0;  // <= 128: two prefetches a step at most
     // Every pass re-reads the group's weights, so a group past half of L1 goes in spans of ~256 values.
     // Zen 3 VM (AVX2), 2 threads, 8 rows, one matmul streamed from memory, us: float32 K 1536 x N 576
     // 203-205 -> 143-152, K 4864 x N 896 1117-1152 -> 743-783; bfloat16 K 4864 838-881 -> 611-668;
@@ -837,21 +854,16 @@ void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const 
         int64_t t = 0;
         for (int b = 0; b < n_blocks; t += block_rows[b], ++b) {
             for (int h = 0; h < 2; ++h) {
-                const int p = 2 * b + h;
-                const Wt* ahead[4] = {};
-                int n_ahead = 0;
-                for (; n_ahead < per_pass && N >= 4 && p * per_pass + n_ahead < 4; ++n_ahead)
-                    ahead[n_ahead] = ahead_base + (p * per_pass + n_ahead) * K;
                 float* a = &acc[t * 4][0];
                 auto pass = [&]<int R>() {
                     const float* xr[R];
                     for (int r = 0; r < R; ++r) xr[r] = x + (t + r) * K;
                     if (k0 == 0) {
-                        if (h == 0) rows_half_pass<R, 0, Wt, kPaired, true>(a, xr, rows, k0, k1, ahead, n_ahead);
-                        else rows_half_pass<R, 1, Wt, kPaired, true>(a, xr, rows, k0, k1, ahead, n_ahead);
+                        if (h == 0) rows_half_pass<R, 0, Wt, kPaired, true>(a, xr, rows, k0, k1, ahead, ahead_step);
+                        else rows_half_pass<R, 1, Wt, kPaired, true>(a, xr, rows, k0, k1, ahead, ahead_step);
                     } else {
-                        if (h == 0) rows_half_pass<R, 0, Wt, kPaired, false>(a, xr, rows, k0, k1, ahead, n_ahead);
-                        else rows_half_pass<R, 1, Wt, kPaired, false>(a, xr, rows, k0, k1, ahead, n_ahead);
+                        if (h == 0) rows_half_pass<R, 0, Wt, kPaired, false>(a, xr, rows, k0, k1, ahead, ahead_step);
+                        else rows_half_pass<R, 1, Wt, kPaired, false>(a, xr, rows, k0, k1, ahead, ahead_step);
                     }
                 };
                 if (block_rows[b] == 3) pass.template operator()<3>();
@@ -1197,7 +1209,8 @@ void matmul_nk_impl(const float* x, int64_t T, int64_t K, std::span<const NkTarg
                 // come as 16 values per load, and fewer accumulators leave registers for them. Zen 3 VM
                 // (AVX2), 2 threads, tokens/s in blocks of 3 / 2: SmolLM2-135M shape batch 8 208-219 /
                 // 261-265, batch 4 191-199 / 245-257, Qwen2.5-0.5B batch 8 54-67 / 69-76; float32 batch 8
-                // 202-206 / 188-190.
+                // 202-206 / 188-190. With the x vectors held in registers, bfloat16 in blocks of 3 still
+                // loses (one matmul, K 576 x N 1536, 8 rows: 160-168 us against 116-122 in blocks of 2).
                 if (T > 1 && K % 16 == 0 && (!kPaired || T <= 8)) {
                     group_rows_batched<kPaired ? 2 : 3, Wt, kPaired>(y, xs, T, w, bias, K, N, n0, count);
                     t = T;
