@@ -779,7 +779,8 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
 // vector once for its R fmas (16 registers for R = 3): 7 loads for 12 fmas. Zen 3 VM (AVX2), 1 thread,
 // 8 rows, float32 K 576, weights in L2: 42-51 GFLOP/s -> 57-64 with the x vectors loaded per row and
 // each weight folded into its fmas (15 loads). The weights of the second pass come from L1. Each step
-// prefetches its share of the group ahead (group_rows_batched). acc holds the chains between spans: a pass after the first span
+// prefetches its share of the group ahead (group_rows_batched). acc holds the chains between spans: a
+// pass after the first span
 // continues from the stored sums, which is the same fma sequence. Paired bfloat16 rows (nk_block) take
 // the even values in the first pass and the odd in the second, and are interleaved back before the sum.
 template <int R, int H, class Wt, bool kPaired, bool kFirst>
@@ -796,8 +797,8 @@ inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* co
         __m256 xv[R];
 #pragma GCC unroll 3
         for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(xr[r] + k + H * 8);
-        // Held for the 4 columns: GCC would fold a load into every fma, 15 loads for 12 fmas. One asm for
-        // all, as one per element leaves a dead store of each to the stack.
+        // Held for the 4 columns, or GCC folds a load into every fma. One asm for all: one per element
+        // leaves a dead store of each to the stack.
         if constexpr (R == 3) asm("" : "+x"(xv[0]), "+x"(xv[1]), "+x"(xv[2]));
         else asm("" : "+x"(xv[0]), "+x"(xv[1]));
 #pragma GCC unroll 4
@@ -822,12 +823,9 @@ inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* co
 // (an odd tail of 3 or 2), K in spans so that a span of x and of the group stay in L1 across the blocks.
 // Every step of every pass prefetches an even share of the group two ahead, walked front to back, so
 // those reads spread over all of the group's arithmetic. Zen 3 VM (AVX2), 2 threads, 8 rows streamed from
-// memory, us, 3 interleaved rounds, against the group's rows shared among the first four passes: float32 K
-// 576 x N 1536 223-244 -> 185-198, bfloat16 163-187 -> 138-164. With the register change above, against
-// the last commit: float32 185-214 -> 167-173, K 1536 x N 576 167-189 -> 154-159, bfloat16 135-153 ->
-// 117-125; weights in L3,
-// float32 K 576 x N 1536 168-175 -> 116-119. Each output's chains and lane-order sum are nk_block's: the
-// same bits as tile_nk.
+// memory, us, 3 interleaved rounds, against the group's rows shared among the first four passes: float32
+// K 576 x N 1536 223-244 -> 185-198, bfloat16 163-187 -> 138-164 (both changes together: README, Zen 3).
+// Each output's chains and lane-order sum are nk_block's: the same bits as tile_nk.
 template <int kRows, class Wt, bool kPaired>
 void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const float* bias, int64_t K, int64_t N,
                         int64_t n0, int64_t n_count) {
