@@ -1417,6 +1417,49 @@ void dot_rows_heads64(float* out, int64_t out_stride, const float* q, const B* c
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+// dot_rows for HC <= 3 heads that score the same keys (D % 16 == 0), 8 keys at a time. Each score's 16
+// lane chains are walked as two passes, one per 8-lane half, so a pass keeps HC x 4 accumulators and the
+// HC query vectors in registers and loads each key vector once for the heads: 7 loads for 12 fmas at
+// HC = 3, against 10 for 8 scoring one head at a time. Every score is dot_rows's: the same chains, then
+// lane_sums8's lane-order sum. Zen 3 VM, SmolLM2 shape (3 heads per K/V head), 2 threads: a 2000-token
+// prefill 6.8-7.1 -> 6.2-6.9 s; decode unchanged (its keys come from memory).
+template <int HC, class B>
+void dot_rows_heads8(float* out, int64_t out_stride, const float* q, const B* const* rows, int64_t n, int64_t D,
+                     float scale) {
+    alignas(32) float lanes[HC][8][16];  // (head, key, lane)
+    const __m256 scale8 = _mm256_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        for (int c0 = 0; c0 < 8; c0 += 4)
+            for (int64_t half = 0; half < 16; half += 8) {
+                __m256 acc[HC][4];
+                for (int h = 0; h < HC; ++h)
+                    for (int c = 0; c < 4; ++c) acc[h][c] = _mm256_setzero_ps();
+                for (int64_t k = half; k < D; k += 16) {
+                    __m256 qv[HC];
+#pragma GCC unroll 3
+                    for (int h = 0; h < HC; ++h) qv[h] = _mm256_loadu_ps(q + h * D + k);
+                    if constexpr (HC == 3) asm("" : "+x"(qv[0]), "+x"(qv[1]), "+x"(qv[2]));  // held for the 4 keys
+                    else asm("" : "+x"(qv[0]), "+x"(qv[1]));
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; ++c) {
+                        __m256 kv = load8(rows[j + c0 + c] + k);
+                        asm("" : "+x"(kv));  // one load for the heads
+#pragma GCC unroll 3
+                        for (int h = 0; h < HC; ++h) acc[h][c] = _mm256_fmadd_ps(qv[h], kv, acc[h][c]);
+                    }
+                }
+                for (int h = 0; h < HC; ++h)
+                    for (int c = 0; c < 4; ++c) _mm256_store_ps(lanes[h][c0 + c] + half, acc[h][c]);
+            }
+        for (int h = 0; h < HC; ++h) _mm256_storeu_ps(out + h * out_stride + j, _mm256_mul_ps(lane_sums8(&lanes[h][0][0]), scale8));
+    }
+    if (j < n)
+        for (int h = 0; h < HC; ++h) dot_rows_impl(out + h * out_stride + j, q + h * D, rows + j, n - j, D, scale);
+}
+#endif
+
 template <class B>
 void dot_rows_heads_impl(float* out, int64_t out_stride, const float* q, int64_t G, const B* const* rows, int64_t n,
                          int64_t D, float scale) {
@@ -1428,6 +1471,18 @@ void dot_rows_heads_impl(float* out, int64_t out_stride, const float* q, int64_t
                 case 1: dot_rows_heads64<1>(o, out_stride, q + g * 64, rows, n, scale); break;
                 case 2: dot_rows_heads64<2>(o, out_stride, q + g * 64, rows, n, scale); break;
                 default: dot_rows_heads64<3>(o, out_stride, q + g * 64, rows, n, scale); break;
+            }
+        }
+        return;
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    if (D % 16 == 0 && G > 1) {
+        for (int64_t g = 0; g < G; g += 3) {
+            float* o = out + g * out_stride;
+            switch (std::min<int64_t>(3, G - g)) {
+                case 1: dot_rows_impl(o, q + g * D, rows, n, D, scale); break;
+                case 2: dot_rows_heads8<2>(o, out_stride, q + g * D, rows, n, D, scale); break;
+                default: dot_rows_heads8<3>(o, out_stride, q + g * D, rows, n, D, scale); break;
             }
         }
         return;

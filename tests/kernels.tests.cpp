@@ -392,13 +392,14 @@ TEST_CASE("axpy_rows_heads gives each head exactly axpy_rows's result") {
 }
 
 TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
-    // Up to 3 heads of size 64 share each key load on AVX-512; other sizes and builds run dot_rows per head.
-    // Every head's scores must keep dot_rows's bits, or grouped and ungrouped attention would differ.
+    // Up to 3 heads share each key load: of size 64 on AVX-512, of sizes that are multiples of 16 on AVX2
+    // (8 keys at a time); other sizes and builds run dot_rows per head. Every head's scores must keep
+    // dot_rows's bits, or grouped and ungrouped attention would differ.
     std::mt19937 rng(8);
     std::normal_distribution<float> d(0.0f, 1.0f);
-    for (int64_t D : {64, 80})
+    for (int64_t D : {64, 80, 128})
     for (int64_t G : {1, 2, 3, 4, 7})
-    for (int64_t n : {0, 1, 3, 4, 9, 13}) {
+    for (int64_t n : {0, 1, 3, 4, 9, 13, 24, 70}) {
         std::vector<float> q(size_t(G * D)), store(size_t(n * D));
         for (float& v : q) v = d(rng);
         for (float& v : store) v = d(rng);
