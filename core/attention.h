@@ -77,8 +77,8 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
 // attend_row for G query heads that read the same keys (the heads of one K/V group at one position):
 // q and out are (G, D), weights (G, weights_stride). Each head's numbers are attend_row's bit for bit
 // (the same per-head operations in the same order), but every key and value row is looked up and
-// loaded once for the group, and the heads' serial softmax sums run side by side. kAskAhead: the rows
-// of the next batch are prefetched (rows that come from memory, as in decode).
+// loaded once for the group, and the heads' serial softmax sums run side by side. kAskAhead: rows a
+// few batches ahead are prefetched (rows that come from memory, as in decode).
 template <bool kAskAhead = true, class KeyAt, class ValueAt, class Evicted = NoEviction>
 void attend_group(float* out, float* weights, int64_t weights_stride, const float* q, int64_t G, KeyAt&& key_at,
                   ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr,
@@ -86,7 +86,13 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     constexpr bool masked = !std::is_same_v<Evicted, NoEviction>;
     using KeyRow = decltype(key_at(int64_t(0)));  // const float* or const uint16_t*
     using ValueRow = decltype(value_at(int64_t(0)));
-    constexpr int64_t kBatch = 64;  // rows looked up per kernel call, on the stack
+    // Rows are looked up kBatch at a time (pointers on the stack) and handed to the kernels. Rows that
+    // come from memory (decode) are asked for kAhead batches before they are computed, a few cache lines
+    // at a time between kernel calls: one burst for a whole 64-row batch ahead filled the queue of
+    // outstanding misses, and the arithmetic waited behind it (Zen 3 VM, one thread, 3 heads of size 64
+    // against 2000 keys streamed from memory: 56-57 -> 38-40 ns per key).
+    constexpr int64_t kBatch = kAskAhead ? 8 : 64;
+    constexpr int64_t kAhead = kAskAhead ? 3 : 0;
     constexpr int64_t kMaxHeads = 4;  // heads whose sums and outputs are carried together
     const int64_t n = keys.count();
     auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
@@ -97,35 +103,36 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
         if constexpr (masked) return evicted(p) ? keys.hi : p;
         return p;
     };
-    // The next batch's rows are asked for while this one is computed: a thread reading one K/V head's
-    // rows alone kept too few loads in flight (SmolLM2 shape, 2 threads, Zen 4 VM, decode at position
-    // 2000: 1.05x, 1.02-1.10 in 10 interleaved rounds).
-    // Each batch's row pointers are looked up once: for the prefetch, then kept for the computation.
-    auto lookup_and_prefetch = [&](auto&& row_at, auto* rows, int64_t from, int64_t count) {
-        using Element = std::remove_cv_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
-        for (int64_t i = 0; i < count; ++i) {
-            rows[i] = row_at(readable(keys.position(from + i)));
-            if constexpr (kAskAhead) {
-                const char* row = reinterpret_cast<const char*>(rows[i]);
-                for (int64_t b = 0; b < D * int64_t(sizeof(Element)); b += 64) __builtin_prefetch(row + b);
+    // Calls compute(j0, m, rows) for the rows j0 .. j0 + m - 1 of [from, to), kBatch at a time in order.
+    auto stream_rows = [&](auto&& row_at, int64_t from, int64_t to, auto&& compute) {
+        using Row = decltype(row_at(int64_t(0)));
+        Row ring[(kAhead + 1) * kBatch];  // batch i's row pointers in slot i % (kAhead + 1)
+        auto look_up = [&](int64_t i) {
+            const int64_t j0 = from + i * kBatch;
+            Row* rows = ring + i % (kAhead + 1) * kBatch;
+            for (int64_t j = j0; j < std::min(to, j0 + kBatch); ++j) {
+                rows[j - j0] = row_at(readable(keys.position(j)));
+                if constexpr (kAskAhead) {
+                    const char* row = reinterpret_cast<const char*>(rows[j - j0]);
+                    for (int64_t b = 0; b < D * int64_t(sizeof(*rows[0])); b += 64) __builtin_prefetch(row + b);
+                }
             }
+        };
+        for (int64_t i = 0; i < kAhead; ++i) look_up(i);
+        for (int64_t i = 0, j0 = from; j0 < to; ++i, j0 += kBatch) {
+            look_up(i + kAhead);
+            compute(j0, std::min(kBatch, to - j0), ring + i % (kAhead + 1) * kBatch);
         }
     };
     // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
-    {
-        KeyRow rows[2][kBatch];  // this batch's and the next one's
-        auto score = [&](int64_t from, int64_t to, const float* queries) {
-            if (from < to) lookup_and_prefetch(key_at, rows[0], from, std::min(kBatch, to - from));
-            for (int64_t j0 = from, b = 0; j0 < to; j0 += kBatch, b ^= 1) {
-                const int64_t m = std::min(kBatch, to - j0);
-                lookup_and_prefetch(key_at, rows[b ^ 1], j0 + m, std::min(kBatch, to - j0 - m));
-                dot_rows_heads(weights + j0, weights_stride, queries, G, rows[b], m, D, scale);
-            }
-        };
-        const int64_t sinks = sink_q ? keys.n_sink : 0;
-        score(0, sinks, sink_q);
-        score(sinks, n, q);
-    }
+    auto score = [&](int64_t from, int64_t to, const float* queries) {
+        stream_rows(key_at, from, to, [&](int64_t j0, int64_t m, const KeyRow* rows) {
+            dot_rows_heads(weights + j0, weights_stride, queries, G, rows, m, D, scale);
+        });
+    };
+    const int64_t sinks = sink_q ? keys.n_sink : 0;
+    score(0, sinks, sink_q);
+    score(sinks, n, q);
     // pass 1b: an evicted key scores -inf: it cannot be the maximum, and its weight is set to 0 below
     if constexpr (masked)
         for (int64_t j = 0; j < n; ++j)
@@ -167,15 +174,11 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     }
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(G * D) * sizeof(float));
-    ValueRow rows[2][kBatch];
-    if (n > 0) lookup_and_prefetch(value_at, rows[0], 0, std::min(kBatch, n));
-    for (int64_t j0 = 0, b = 0; j0 < n; j0 += kBatch, b ^= 1) {
-        const int64_t m = std::min(kBatch, n - j0);
-        lookup_and_prefetch(value_at, rows[b ^ 1], j0 + m, std::min(kBatch, n - j0 - m));
+    stream_rows(value_at, 0, n, [&](int64_t j0, int64_t m, const ValueRow* rows) {
         for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads)
             axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
-                            rows[b], m, D);
-    }
+                            rows, m, D);
+    });
 }
 
 template <class KeyAt, class ValueAt, class Evicted = NoEviction>
