@@ -780,9 +780,9 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
 // 8 rows, float32 K 576, weights in L2: 42-51 GFLOP/s -> 57-64 with the x vectors loaded per row and
 // each weight folded into its fmas (15 loads). The weights of the second pass come from L1. Each step
 // prefetches its share of the group ahead (group_rows_batched). acc holds the chains between spans: a
-// pass after the first span
-// continues from the stored sums, which is the same fma sequence. Paired bfloat16 rows (nk_block) take
-// the even values in the first pass and the odd in the second, and are interleaved back before the sum.
+// pass after the first span continues from the stored sums, which is the same fma sequence. Paired
+// bfloat16 rows (nk_block) take the even values in the first pass and the odd in the second, and are
+// interleaved back before the sum.
 template <int R, int H, class Wt, bool kPaired, bool kFirst>
 inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* const (&wr)[4], int64_t k0,
                            int64_t k1, const char*& ahead, int64_t ahead_step) {
