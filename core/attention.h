@@ -90,7 +90,7 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     // come from memory (decode) are asked for kAhead batches before they are computed, a few cache lines
     // at a time between kernel calls: one burst for a whole 64-row batch ahead filled the queue of
     // outstanding misses, and the arithmetic waited behind it (Zen 3 VM, one thread, 3 heads of size 64
-    // against 2000 keys streamed from memory: 56-57 -> 38-40 ns per key).
+    // against 2000 keys streamed from memory: 56-58 -> 40-42 ns per key).
     constexpr int64_t kBatch = kAskAhead ? 8 : 64;
     constexpr int64_t kAhead = kAskAhead ? 3 : 0;
     constexpr int64_t kMaxHeads = 4;  // heads whose sums and outputs are carried together
