@@ -33,6 +33,16 @@ constexpr int64_t kColumnBlock = 64;
 // every thread jump at each row's end and reaches only ~80% of the memory bandwidth).
 inline int64_t first_half(int64_t K) { return K / 2; }
 
+// The sum of one output's 16 lanes as a tree: lane i + lane i+8, then i + i+4, i + i+2, i + i+1, the
+// pairs _mm512_reduce_add_ps adds, so every build reduces the lanes alike (float addition commutes).
+inline float lane_tree_sum(const float* lanes) {
+    float s[8];
+    for (int i = 0; i < 8; ++i) s[i] = lanes[i] + lanes[i + 8];
+    for (int i = 0; i < 4; ++i) s[i] = s[i] + s[i + 4];
+    for (int i = 0; i < 2; ++i) s[i] = s[i] + s[i + 2];
+    return s[0] + s[1];
+}
+
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 // Packed operands for prefill tiles (tile_nk_packed_span): 6 rows of x by 4 weight rows, 16 lanes per slice.
 constexpr int kPackRows = 6;
@@ -451,8 +461,8 @@ void reduce_packed_tile(float* y, const float* acc, const float* bias, int64_t n
 
 #if defined(__AVX2__) && defined(__FMA__)
 // CPUs with AVX2 but not AVX-512 (AMD Zen 2/3, and VMs that hide AVX-512): the portable sums below, 16
-// lane chains per output, computed as two 8-lane vectors; each output's lanes are then added in lane
-// order as the portable code adds them, so both builds give the same bits.
+// lane chains per output, computed as two 8-lane vectors; each output's lanes are then added as the
+// same tree (lane_tree_sum), so both builds give the same bits.
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) {  // bfloat16 widened exactly
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -526,84 +536,60 @@ void tile_kn(float* y, const float* x, const float* w_tile, const float* bias, i
     }
 }
 
-// The sums of 4 outputs' 16 lanes (lanes[c][0..15], 32-byte aligned), each added from zero in lane order
-// as the portable code adds them: transposed four lanes at a time, so one vector holds lane j of the 4
-// outputs and 4 outputs take one instruction per lane.
-inline __m128 lane_order_sums4(const float (*lanes)[16]) {
-    __m128 sum = _mm_setzero_ps();
-    for (int j = 0; j < 16; j += 4) {
-        __m128 v0 = _mm_load_ps(lanes[0] + j), v1 = _mm_load_ps(lanes[1] + j), v2 = _mm_load_ps(lanes[2] + j),
-               v3 = _mm_load_ps(lanes[3] + j);
-        _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
-        sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, v0), v1), v2), v3);
-    }
-    return sum;
+// The tree sums (lane_tree_sum) of 4 outputs' 16 lanes, lanes[c][0..15], 32-byte aligned: each level
+// adds whole vectors, the halves of two outputs sharing one add from the second level on.
+inline __m128 lane_tree_sums4(const float (*lanes)[16]) {
+    __m256 v[4];
+    for (int c = 0; c < 4; ++c) v[c] = _mm256_add_ps(_mm256_load_ps(lanes[c]), _mm256_load_ps(lanes[c] + 8));  // i + i+8
+    // lane i + i+4: (output 0 | output 1) and (2 | 3)
+    const __m256 s01 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[0], v[1], 0x31));
+    const __m256 s23 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x31));
+    // lane i + i+2: (0, 0, 2, 2 | 1, 1, 3, 3)
+    const __m256 t = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+    // lane 0 + lane 1: (0, 2, 0, 2 | 1, 3, 1, 3)
+    const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-// The sums of P groups of 8 outputs' 16 lanes (acc (P, 8, 16), 32-byte aligned), each added in lane order
-// 0, 1, ..., 15 from zero as nk_block adds them: transposed so that one vector holds lane j of 8 outputs,
-// 8 sums per add. Four lanes at a time: outputs i and i + 4 are loaded as the two halves of one vector (a
-// load and an insert from memory), which leaves a 4 x 4 transpose within each half. The P groups' chains
-// of 16 adds run side by side: one chain alone waits for each add (latency 3, Zen 3), and a prefill's
-// reductions took 15 % of a K = 576 matmul that way.
+// The tree sums of 8 outputs' 16 lanes from their two halves (lo[i] = lanes 0..7 of output i, hi[i] =
+// lanes 8..15), outputs 0..7 in order. Outputs i and i + 4 share the adds from the second level on.
+inline __m256 lane_tree_sums8(const __m256 (&lo)[8], const __m256 (&hi)[8]) {
+    __m256 v[8];
+    for (int i = 0; i < 8; ++i) v[i] = _mm256_add_ps(lo[i], hi[i]);  // lane i + i+8
+    __m256 s[4];  // lane i + i+4: (output i | output i + 4)
+    for (int i = 0; i < 4; ++i)
+        s[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20), _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+    // lane i + i+2: (0, 0, 1, 1 | 4, 4, 5, 5) and (2, 2, 3, 3 | 6, 6, 7, 7)
+    const __m256 t01 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 t23 = _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    // lane 0 + lane 1: (0, 1, 2, 3 | 4, 5, 6, 7)
+    return _mm256_add_ps(_mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The tree sums of P groups of 8 outputs' 16 lanes, acc (P, 8, 16), 32-byte aligned.
 template <int P>
 inline void lane_sums8(__m256 (&sums)[P], const float* acc) {
-    for (int p = 0; p < P; ++p) sums[p] = _mm256_setzero_ps();
-    for (int q = 0; q < 4; ++q) {  // lanes 4q .. 4q + 3
-        __m256 lane[P][4];
-        for (int p = 0; p < P; ++p) {
-            const float* a = acc + p * 8 * 16 + q * 4;
-            __m256 r[4];  // r[i] = lanes 4q.. of output i | of output i + 4
-            for (int i = 0; i < 4; ++i)
-                r[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_load_ps(a + i * 16)),
-                                            _mm_load_ps(a + (i + 4) * 16), 1);
-            const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-            const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-            lane[p][0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));  // lane 4q of the 8 outputs
-            lane[p][1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-            lane[p][2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-            lane[p][3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    for (int p = 0; p < P; ++p) {
+        __m256 lo[8], hi[8];
+        for (int i = 0; i < 8; ++i) {
+            lo[i] = _mm256_load_ps(acc + (p * 8 + i) * 16);
+            hi[i] = _mm256_load_ps(acc + (p * 8 + i) * 16 + 8);
         }
-        for (int j = 0; j < 4; ++j)
-            for (int p = 0; p < P; ++p) sums[p] = _mm256_add_ps(sums[p], lane[p][j]);
+        sums[p] = lane_tree_sums8(lo, hi);
     }
 }
 
-// v[j] = column j of the 8 x 8 block m[i][0..8), i.e. lane j of each of 8 outputs.
-inline void transpose8(__m256 (&v)[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
-// The same sums for one group of 8 outputs whose lanes were stored just before (dot_rows): whole vectors
-// loaded and transposed in registers. Half-vector loads of lanes still on their way to the cache made
-// dot_rows 5 % slower (Zen 3 VM, 3 heads of size 64 against 512 keys: 4.0-4.1 -> 4.25 ns per score).
 inline __m256 lane_sums8(const float* acc) {
-    __m256 sum = _mm256_setzero_ps();
-    for (int half = 0; half < 2; ++half) {
-        __m256 v[8];
-        for (int i = 0; i < 8; ++i) v[i] = _mm256_load_ps(acc + i * 16 + half * 8);
-        transpose8(v);
-        for (int j = 0; j < 8; ++j) sum = _mm256_add_ps(sum, v[j]);
-    }
-    return sum;
+    __m256 sums[1];
+    lane_sums8<1>(sums, acc);
+    return sums[0];
 }
 
-// out[r][c] = Σ_k xr[r][k]·wr[c][k] with lane l summing k ≡ l (mod 16) in k order, then lanes 0..15 in
-// order. The last K % 16 values go through zero-padded copies: a padded lane adds fma(0, 0, acc) = acc.
+// out[r][c] = Σ_k xr[r][k]·wr[c][k] with lane l summing k ≡ l (mod 16) in k order, then the lanes'
+// tree sum. The last K % 16 values go through zero-padded copies: a padded lane adds fma(0, 0, acc) = acc.
 //
 // Paired (bfloat16 weights, K % 16 == 0, x deinterleaved by deinterleave16): 16 weights come in one load,
 // the even-indexed ones widened by a shift and the odd ones by a mask, so `lo` lane i holds k ≡ 2i and
@@ -674,16 +660,12 @@ inline void nk_block(float (&out)[R][C], const float* const (&xr)[R], const Wt* 
         }
     if constexpr (R * C == 4) {
         alignas(16) float sums[4];
-        _mm_store_ps(sums, lane_order_sums4(lanes));
+        _mm_store_ps(sums, lane_tree_sums4(lanes));
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) out[r][c] = sums[r * C + c];
     } else {
         for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) {
-                float sum = 0.0f;
-                for (float l : lanes[r * C + c]) sum += l;
-                out[r][c] = sum;
-            }
+            for (int c = 0; c < C; ++c) out[r][c] = lane_tree_sum(lanes[r * C + c]);
     }
 }
 
@@ -769,7 +751,7 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
         _mm256_store_ps(lanes[c] + 8, hi);
     }
     alignas(16) float sums[4];
-    _mm_store_ps(sums, lane_order_sums4(lanes));
+    _mm_store_ps(sums, lane_tree_sums4(lanes));
     for (int64_t j = 0; j < n_count; ++j) y[n0 + j] = sums[j] + (bias ? bias[n0 + j] : 0.0f);
 }
 
@@ -825,7 +807,7 @@ inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* co
 // those reads spread over all of the group's arithmetic. Zen 3 VM (AVX2), 2 threads, 8 rows streamed from
 // memory, us, 3 interleaved rounds, against the group's rows shared among the first four passes: float32
 // K 576 x N 1536 223-244 -> 185-198, bfloat16 163-187 -> 138-164 (both changes together: README, Zen 3).
-// Each output's chains and lane-order sum are nk_block's: the same bits as tile_nk.
+// Each output's chains and lane tree sum are nk_block's: the same bits as tile_nk.
 template <int kRows, class Wt, bool kPaired>
 void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const float* bias, int64_t K, int64_t N,
                         int64_t n0, int64_t n_count) {
@@ -879,7 +861,7 @@ void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const 
         }
     for (int64_t t = 0; t < T; ++t) {
         alignas(16) float sums[4];
-        _mm_store_ps(sums, lane_order_sums4(acc + t * 4));  // outputs (t, 0..3)
+        _mm_store_ps(sums, lane_tree_sums4(acc + t * 4));  // outputs (t, 0..3)
         for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
     }
 }
@@ -977,9 +959,7 @@ void tile_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
             float lanes[16] = {};
             for (int64_t k = 0; k < K; ++k)
                 lanes[k % 16] = std::fma(x[r * K + k], as_f32(w[(n0 + c) * K + k]), lanes[k % 16]);
-            float sum = 0.0f;
-            for (float l : lanes) sum += l;
-            y[r * N + n0 + c] = sum + (bias ? bias[n0 + c] : 0.0f);
+            y[r * N + n0 + c] = lane_tree_sum(lanes) + (bias ? bias[n0 + c] : 0.0f);
         }
 }
 #endif
@@ -1287,9 +1267,7 @@ float dot_impl(const float* a, const B* b, int64_t n) {
 #else
     float lanes[16] = {};
     for (int64_t k = 0; k < n; ++k) lanes[k % 16] = std::fma(a[k], as_f32(b[k]), lanes[k % 16]);
-    float s = 0.0f;
-    for (float l : lanes) s += l;
-    return s;
+    return lane_tree_sum(lanes);
 #endif
 }
 
@@ -1340,7 +1318,7 @@ void dot_rows_impl(float* out, const float* q, const B* const* rows, int64_t n, 
     }
     for (; j < n; ++j) out[j] = dot_impl(q, rows[j], D) * scale;
 #elif defined(__AVX2__) && defined(__FMA__)
-    // Eight keys at once, each exactly dot_impl's sum (nk_block's lanes and their lane-order sum).
+    // Eight keys at once, each exactly dot_impl's sum (nk_block's lanes and their tree sum).
     int64_t j = 0;
     if (D % 16 == 0) {
         alignas(32) float lanes[8][16];
@@ -1422,7 +1400,7 @@ void dot_rows_heads64(float* out, int64_t out_stride, const float* q, const B* c
 // lane chains are walked as two passes, one per 8-lane half, so a pass keeps HC x 4 accumulators and the
 // HC query vectors in registers and loads each key vector once for the heads: 7 loads for 12 fmas at
 // HC = 3, against 10 for 8 scoring one head at a time. Every score is dot_rows's: the same chains, then
-// lane_sums8's lane-order sum. Zen 3 VM, SmolLM2 shape (3 heads per K/V head), 2 threads: a 2000-token
+// lane_sums8's tree sum. Zen 3 VM, SmolLM2 shape (3 heads per K/V head), 2 threads: a 2000-token
 // prefill 6.8-7.1 -> 6.2-6.9 s; decode unchanged (its keys come from memory).
 template <int HC, class B>
 void dot_rows_heads8(float* out, int64_t out_stride, const float* q, const B* const* rows, int64_t n, int64_t D,

@@ -292,10 +292,10 @@ TEST_CASE("matmul_nk_shared gives every matrix exactly its own matmul_nk result"
     ThreadPool::global().set_threads(threads_before);
 }
 
-TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-lane order bit for bit") {
+TEST_CASE("matmul_nk's outputs are dot products: 16 lane chains reduced as a tree, bit for bit") {
     // Each output is Σ_k x[k]·w[n][k] with lane l summing k ≡ l (mod 16) in k order (fma), then the lanes
-    // reduced; dot() is the same sum. Without AVX-512 (the portable code and the AVX2 kernels) the lanes
-    // are added in lane order, written out here; AVX-512 reduces them as a tree, checked through dot.
+    // reduced as _mm512_reduce_add_ps pairs them (l + l+8, then +4, +2, +1), written out here for every
+    // build; dot() is the same sum.
     // bfloat16 weights (AVX2 widens 16 at a time as even and odd halves) must give the same sums as their
     // float32 values.
     std::mt19937 rng(5);
@@ -323,14 +323,14 @@ TEST_CASE("matmul_nk's outputs are dot products, and off AVX-512 follow the 16-l
                 INFO((bf16 ? "bf16, " : "f32, ") << T << " rows, K " << K << ", row " << t << ", column " << n);
                 const float got = y[size_t(t * N + n)];
                 CHECK(got == dot(x.data() + t * K, w.data() + n * K, K) + bias[size_t(n)]);
-#if !defined(__AVX512F__)
                 float lanes[16] = {};
                 for (int64_t k = 0; k < K; ++k)
                     lanes[k % 16] = std::fma(x[size_t(t * K + k)], w[size_t(n * K + k)], lanes[k % 16]);
-                float sum = 0.0f;
-                for (float l : lanes) sum += l;
+                const float l8[8] = {lanes[0] + lanes[8], lanes[1] + lanes[9], lanes[2] + lanes[10], lanes[3] + lanes[11],
+                                     lanes[4] + lanes[12], lanes[5] + lanes[13], lanes[6] + lanes[14], lanes[7] + lanes[15]};
+                const float l4[4] = {l8[0] + l8[4], l8[1] + l8[5], l8[2] + l8[6], l8[3] + l8[7]};
+                const float sum = (l4[0] + l4[2]) + (l4[1] + l4[3]);
                 CHECK(got == sum + bias[size_t(n)]);
-#endif
             }
     }
 }
