@@ -66,10 +66,20 @@ void pack_x_block(float* out, const float* x, int64_t T, int64_t K, int64_t KS, 
         }
     }
     return;
+#else
+    const int64_t full = K / 16, rows = std::min<int64_t>(kPackRows, T - b * kPackRows);
+    const float* src = x + b * kPackRows * K;
+    for (int64_t s = 0; s < full; ++s)  // whole slices: two vector copies each, written in order
+        for (int r = 0; r < rows; ++r) {
+            float* dst = out + (s * kPackRows + r) * 16;
+            _mm256_store_ps(dst, _mm256_loadu_ps(src + r * K + s * 16));
+            _mm256_store_ps(dst + 8, _mm256_loadu_ps(src + r * K + s * 16 + 8));
+        }
 #endif
     for (int64_t s = 0; s < KS; ++s)
         for (int r = 0; r < kPackRows; ++r) {
             const int64_t k0 = s * 16, n = b * kPackRows + r < T ? std::min<int64_t>(16, K - k0) : 0;
+            if (n == 16) continue;
             float* dst = out + (s * kPackRows + r) * 16;
             if (n > 0) std::memcpy(dst, x + (b * kPackRows + r) * K + k0, size_t(n) * sizeof(float));
             std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
@@ -97,11 +107,30 @@ void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, in
         }
     }
     return;
+#else
+    auto load8 = [](const Wt* p) {
+        if constexpr (std::is_same_v<Wt, float>) {
+            return _mm256_loadu_ps(p);
+        } else {  // bfloat16 widened exactly
+            const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+            return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+        }
+    };
+    const int64_t full = K / 16;  // whole slices as vectors
+    for (int c = 0; c < n_count; ++c) {
+        const Wt* src = w + (n0 + c) * K;
+        for (int64_t s = 0; s < full; ++s) {
+            float* dst = out + (s * 4 + c) * 16;
+            _mm256_store_ps(dst, load8(src + s * 16));
+            _mm256_store_ps(dst + 8, load8(src + s * 16 + 8));
+        }
+    }
 #endif
     for (int64_t s = 0; s < KS; ++s)
         for (int c = 0; c < 4; ++c) {
             float* dst = out + (s * 4 + c) * 16;
             const int64_t k0 = s * 16, n = c < n_count ? std::min<int64_t>(16, K - k0) : 0;
+            if (n == 16) continue;
             for (int64_t i = 0; i < n; ++i) dst[i] = as_f32(w[(n0 + c) * K + k0 + i]);
             std::memset(dst + n, 0, size_t(16 - n) * sizeof(float));
         }
