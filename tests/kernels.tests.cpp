@@ -430,3 +430,35 @@ TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
         }
     }
 }
+
+TEST_CASE("max_of is the largest value, with a zero maximum's sign and NaN skipping as a left-to-right scan") {
+    // The scan keeps m unless x > m: -0 and +0 tie (the first seen stays), NaN never replaces m. AVX-512
+    // reduces as a tree and returns NaN when one is present, so that part is checked off AVX-512 only.
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> pick(0, 5);
+    std::normal_distribution<float> value(0.0f, 3.0f);
+    for (int64_t n : {1, 7, 15, 16, 17, 31, 32, 33, 100, 1000})
+        for (int trial = 0; trial < 40; ++trial) {
+            std::vector<float> x(static_cast<size_t>(n));
+            const bool zeros = trial % 2 == 0;  // half the arrays: nothing above zero, several zeros of each sign
+            for (float& v : x) {
+                const int k = pick(rng);
+                v = k == 0 ? 0.0f : k == 1 ? -0.0f : k == 2 && trial % 4 == 1 ? NAN : k == 3 ? -INFINITY : value(rng);
+                if (zeros && v > 0.0f) v = -v;
+            }
+            float scan = -INFINITY;
+            bool has_nan = false;
+            for (float v : x) {
+                scan = v > scan ? v : scan;
+                has_nan = has_nan || std::isnan(v);
+            }
+            const float got = max_of(x.data(), n);
+            INFO("n " << n << " trial " << trial);
+#if defined(__AVX512F__)
+            if (has_nan) continue;
+            CHECK(got == scan);  // a tie of +0 and -0 may come out either way
+#else
+            CHECK(std::memcmp(&got, &scan, sizeof got) == 0);
+#endif
+        }
+}
