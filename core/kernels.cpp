@@ -48,6 +48,15 @@ inline float lane_tree_sum(const float* lanes) {
 constexpr int kPackRows = 6;
 constexpr int kTileAccumulators = kPackRows * 4;
 
+#if !defined(__AVX512F__)
+// AVX2: 8 floats, or 8 bfloat16 values widened exactly (the top half of a float32).
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+#endif
+
 // Float buffers aligned to 64 bytes that grow once per thread and are then reused.
 float* aligned_scratch(std::vector<float>& storage, int64_t n) {
     if (int64_t(storage.size()) < n + 16) storage.resize(size_t(n + 16));
@@ -108,14 +117,6 @@ void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, in
     }
     return;
 #else
-    auto load8 = [](const Wt* p) {
-        if constexpr (std::is_same_v<Wt, float>) {
-            return _mm256_loadu_ps(p);
-        } else {  // bfloat16 widened exactly
-            const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-            return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-        }
-    };
     const int64_t full = K / 16;  // whole slices as vectors
     for (int c = 0; c < n_count; ++c) {
         const Wt* src = w + (n0 + c) * K;
@@ -492,11 +493,6 @@ void reduce_packed_tile(float* y, const float* acc, const float* bias, int64_t n
 // CPUs with AVX2 but not AVX-512 (AMD Zen 2/3, and VMs that hide AVX-512): the portable sums below, 16
 // lane chains per output, computed as two 8-lane vectors; each output's lanes are then added as the
 // same tree (lane_tree_sum), so both builds give the same bits.
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) {  // bfloat16 widened exactly
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
 
 // out(T, N)[n_begin, n_end) = the fma chain over the k_count weight rows in k order, no bias: each
 // element's chain as the portable loop runs it, 8 columns at a time (k outer, so the weight rows stream).
