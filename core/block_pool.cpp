@@ -10,9 +10,9 @@ namespace kvscope {
 BlockPool::BlockPool(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t block_size, int64_t n_blocks, bool bf16)
     : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), block_size_(block_size), n_blocks_(n_blocks),
       bf16_(bf16), block_elems_(2 * n_layer * n_head * block_size * head_dim),
-      // new T[] without () leaves the memory untouched: the OS maps pages when a block is first written.
-      f32_(bf16 ? nullptr : new float[size_t(n_blocks * block_elems_)]),
-      bf16_data_(bf16 ? new uint16_t[size_t(n_blocks * block_elems_)] : nullptr),
+      // Left uninitialised, the memory stays untouched: the OS maps pages when a block is first written.
+      f32_(bf16 ? nullptr : make_streamed_array<float>(size_t(n_blocks * block_elems_))),
+      bf16_data_(bf16 ? make_streamed_array<uint16_t>(size_t(n_blocks * block_elems_)) : nullptr),
       refs_(size_t(n_blocks), 0), chain_(size_t(n_blocks), 0), content_(size_t(n_blocks)) {
     if (block_size < 1 || n_blocks < 1) throw UsageError("a block pool needs block size >= 1 and at least one block");
     free_.reserve(size_t(n_blocks));
@@ -25,8 +25,8 @@ void BlockPool::grow(int64_t n_blocks) {
     if (n_blocks <= n_blocks_) return;
     // Blocks in use are copied one by one: the free ones may never have been written (pages untouched).
     const size_t elems = size_t(n_blocks * block_elems_);
-    std::unique_ptr<float[]> f32(bf16_ ? nullptr : new float[elems]);
-    std::unique_ptr<uint16_t[]> b16(bf16_ ? new uint16_t[elems] : nullptr);
+    StreamedArray<float> f32(bf16_ ? nullptr : make_streamed_array<float>(elems));
+    StreamedArray<uint16_t> b16(bf16_ ? make_streamed_array<uint16_t>(elems) : nullptr);
     for (int64_t b = 0; b < n_blocks_; ++b) {
         if (refs_[size_t(b)] == 0) continue;
         const size_t at = size_t(b * block_elems_), n = size_t(block_elems_);

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "huge_pages.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -138,8 +139,8 @@ private:
     int64_t n_layer_, n_head_, head_dim_, block_size_, n_blocks_;
     bool bf16_;
     int64_t block_elems_;                                    // 2 * L * H * B * D
-    std::unique_ptr<float[]> f32_;                           // (n_blocks, 2, L, H, B, D), not initialised
-    std::unique_ptr<uint16_t[]> bf16_data_;                  // the same, for a bfloat16 pool (one of the two)
+    StreamedArray<float> f32_;                               // (n_blocks, 2, L, H, B, D), not initialised
+    StreamedArray<uint16_t> bf16_data_;                      // the same, for a bfloat16 pool (one of the two)
     std::vector<int32_t> refs_;                              // (n_blocks)
     std::vector<int32_t> free_;                              // stack of free block ids
     std::vector<uint64_t> chain_;                            // (n_blocks) hash of every token before the block

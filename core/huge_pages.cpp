@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -24,6 +25,18 @@ HugePageBlock::HugePageBlock(int64_t bytes) : size_(round_up(std::max<int64_t>(b
     data_ = reinterpret_cast<std::byte*>(round_up(int64_t(reinterpret_cast<uintptr_t>(m)), kPageBytes));
     ::madvise(data_, size_t(size_), MADV_HUGEPAGE);  // advice only: fine if refused
 }
+
+void* allocate_streamed(size_t bytes) {
+    const bool huge = bytes >= size_t(HugePageBlock::kPageBytes);
+    const int64_t align = huge ? HugePageBlock::kPageBytes : 64;
+    const size_t rounded = size_t(round_up(std::max<int64_t>(int64_t(bytes), 1), align));
+    void* p = std::aligned_alloc(size_t(align), rounded);
+    if (!p) throw std::bad_alloc();
+    if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only, as for HugePageBlock
+    return p;
+}
+
+void free_streamed(void* p) { std::free(p); }
 
 HugePageBlock::~HugePageBlock() {
     if (mapping_) ::munmap(mapping_, mapped_);

@@ -77,6 +77,7 @@
 
 #include "attention.h"
 #include "block_pool.h"
+#include "huge_pages.h"
 #include "kv_quant.h"
 #include "tokenizer.h"
 
@@ -267,8 +268,8 @@ private:
     std::vector<int64_t> slot_positions_; // (S) ring: position per slot; paged: slot = position; -1 = empty
     std::vector<TokenId> tokens_;         // tokens of positions 0 .. next_position (+ a prepared chunk)
     // ring
-    std::vector<float> k_, v_;            // (L, H, S, D) each, float32 storage
-    std::vector<uint16_t> k16_, v16_;     // (L, H, S, D) each, bfloat16 storage (one pair is used)
+    HugePageVector<float> k_, v_;         // (L, H, S, D) each, float32 storage
+    HugePageVector<uint16_t> k16_, v16_;  // (L, H, S, D) each, bfloat16 storage (one pair is used)
     std::vector<uint8_t> kq_, vq_;        // (L, H, S, row_bytes) each, packed quantized rows; int4 keys:
                                           // kq_ is (L, H, ceil(S / G), int4_key_group_bytes)
     // int4
@@ -312,11 +313,11 @@ inline T* KvCache::row(int kv, int64_t il, int64_t h, int64_t position) const {
             else return kv ? pool_->value16(b, il, h, i) : pool_->key16(b, il, h, i);
         }
     }
-    const std::vector<T>* storage;
-    if constexpr (f32) storage = kv ? &v_ : &k_;
-    else if constexpr (packed) storage = kv ? &vq_ : &kq_;
-    else storage = kv ? &v16_ : &k16_;
-    return const_cast<T*>(storage->data()) + offset(il, h, slot_of(position));
+    const T* storage;
+    if constexpr (f32) storage = (kv ? v_ : k_).data();
+    else if constexpr (packed) storage = (kv ? vq_ : kq_).data();
+    else storage = (kv ? v16_ : k16_).data();
+    return const_cast<T*>(storage) + offset(il, h, slot_of(position));
 }
 
 inline bool EvictedKeys::operator()(int64_t position) const {

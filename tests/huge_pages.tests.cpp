@@ -49,3 +49,20 @@ TEST_CASE("arena pieces are 64-byte aligned, disjoint and keep what was written"
     CHECK(arena.used() < asked + 64 * int64_t(sizes.size()));
     CHECK(arena.reserved() >= arena.used());
 }
+
+TEST_CASE("streamed arrays of 2 MiB or more start on a 2 MiB boundary, smaller ones on 64 bytes", "[huge_pages]") {
+    const size_t n = GENERATE(size_t(1), size_t(1000), (size_t(2) << 20) / 4 - 1, (size_t(2) << 20) / 4, size_t(3) << 20);
+    INFO(n << " floats");
+    const uintptr_t align = n * sizeof(float) >= (size_t(2) << 20) ? uintptr_t(HugePageBlock::kPageBytes) : 64;
+    HugePageVector<float> v(n);
+    CHECK(reinterpret_cast<uintptr_t>(v.data()) % align == 0);
+    for (size_t i = 0; i < n; i += 4093) CHECK(v[i] == 0.0f);
+    v.back() = 2.5f;
+    HugePageVector<float> copy = v;
+    CHECK(copy.back() == 2.5f);
+    CHECK(copy.data() != v.data());
+    StreamedArray<uint16_t> raw = make_streamed_array<uint16_t>(2 * n);
+    CHECK(reinterpret_cast<uintptr_t>(raw.get()) % align == 0);
+    raw[2 * n - 1] = 9;  // the whole array is writable
+    CHECK(raw[2 * n - 1] == 9);
+}
