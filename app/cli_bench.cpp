@@ -298,14 +298,15 @@ int cli_bench(int argc, char** argv) {
                          "(bench --sharing and lab take it)");
     const std::optional<std::string> chart = args.text("--chart");
     if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
-    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};
+    OutputSet outputs;
+    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart, &outputs) : PlotOutput{};
     BenchSettings settings;
     settings.quick = args.has("--quick");
     settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
     settings.repeat = args.integer("--repeat", settings.quick ? 1 : 3, 1, 1000);
     settings.decode_tokens = args.integer("--decode-tokens", settings.quick ? 8 : 64, 1, 1 << 20);
     settings.prefill_tokens = args.integer("--prefill-tokens", settings.quick ? 32 : 512, 1, 1 << 20);
-    settings.model_dir = bench_model_dir(args);
+    settings.model_dir = bench_model_dir(args, outputs);
     settings.placement = weight_placement_from(args);
 
     const BenchReport report = run_bench(settings);

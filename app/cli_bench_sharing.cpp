@@ -26,6 +26,7 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "output_path.h"
+#include "ownership.h"
 #include "clock.h"
 #include "errors.h"
 #include "prompt_cache.h"
@@ -280,12 +281,10 @@ SharingReport run_sharing(const SharingSettings& settings) {
     try {
         r.prompt_file = bench_prompt_file(model, w, settings.repeat, file);
     } catch (...) {
-        std::error_code ec;
-        std::filesystem::remove(file, ec);
+        remove_written(file);
         throw;
     }
-    std::error_code ec;
-    std::filesystem::remove(file, ec);
+    remove_written(file);
     progress.update(++n_done);
     return r;
 }
@@ -315,7 +314,8 @@ int cli_bench_sharing(int argc, char** argv) {
     if (!args.parse(argc, argv)) return 0;
     const std::optional<std::string> chart = args.text("--chart");
     if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
-    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};
+    OutputSet outputs;
+    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart, &outputs) : PlotOutput{};
     const bool quick = args.has("--quick");
     SharingSettings settings;
     settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
@@ -331,7 +331,7 @@ int cli_bench_sharing(int argc, char** argv) {
     settings.new_tokens = args.integer("--new-tokens", quick ? 2 : 4, 1, 1 << 20);
     settings.block_size = args.integer("--block-size", 16, 1, 1 << 16);
     settings.ring_up_to = args.integer("--ring-up-to", quick ? 4096 : 8, 0, 4096);
-    settings.model_dir = bench_model_dir(args);
+    settings.model_dir = bench_model_dir(args, outputs);
     settings.format = weight_format_from(args);
     settings.placement = weight_placement_from(args);
 

@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "json_write.h"
 #include "output_path.h"
+#include "ownership.h"
 #include "random_model.h"
 #include "thread_pool.h"
 
@@ -120,9 +121,11 @@ PlotOutput plot_output_from(const CliArgs& args, const std::string& file) {
     return out;
 }
 
-PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, const std::string& path) {
+PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, const std::string& path,
+                              OutputSet* outputs) {
     const PlotOutput out = plot_output_from(args, path);
-    check_output_file(flag, path, plot_output_kind(out.format));
+    if (outputs) outputs->add_file(flag, path, plot_output_kind(out.format));
+    else check_output_file(flag, path, plot_output_kind(out.format));
     return out;
 }
 
@@ -172,7 +175,7 @@ void add_bench_model_options(CliArgs& args) {
         .option("--work", "DIR", "folder for --shape's weights (default: kvscope-bench-SHAPE)");
 }
 
-std::string bench_model_dir(const CliArgs& args) {
+std::string bench_model_dir(const CliArgs& args, OutputSet& outputs) {
     std::optional<std::string> shape = args.text("--shape");
     if (args.has("--gpt2-shape")) {
         if (shape && *shape != "gpt2") throw UsageError("--gpt2-shape and --shape " + *shape + " ask for different models");
@@ -190,14 +193,15 @@ std::string bench_model_dir(const CliArgs& args) {
         throw UsageError("--shape must be one of " + names + ", got '" + *shape + "'");
     }
     const std::string dir = args.text("--work").value_or("kvscope-bench-" + *shape);
-    if (std::filesystem::exists(dir + "/model.safetensors")) {
-        // Weights written earlier are reused, so they must be this shape's: never bench another model by its name.
+    outputs.add_folder("--work", dir);  // a folder holding files kvscope did not write is refused here
+    if (has_manifest(dir) && std::filesystem::exists(dir + "/model.safetensors")) {
+        // Weights kvscope wrote earlier are reused, so they must be this shape's: never bench another model by its name.
         if (config_to_json(load_config(dir + "/config.json")) != config_to_json(*config))
             throw UsageError("--work " + dir + " holds another model's weights, not " + *shape +
                              "'s: give another --work folder");
         return dir;
     }
-    make_output_folder("--work", dir, "config.json");
+    make_output_folder("--work", dir);  // a folder of files kvscope did not write is refused
     std::fprintf(stderr, "writing %s-shaped random weights to %s ...\n", shape->c_str(), dir.c_str());
     write_random_model(dir, *config, 124);
     return dir;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_args.h"
+#include "output_path.h"
 #include "eviction.h"
 #include "model.h"
 #include "plot.h"
@@ -37,13 +38,16 @@ std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 // folder, whose format is --format); throws UsageError.
 CliArgs& add_plot_options(CliArgs& args, bool folder);
 PlotOutput plot_output_from(const CliArgs& args, const std::string& file = "");
-// A chart file given with `flag`: checked now (output_path.h, a PNG or SVG by its name), then its PlotOutput.
-PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, const std::string& path);
+// A chart file given with `flag`: checked now (output_path.h, a PNG or SVG by its name, and against the
+// run's other outputs when given), then its PlotOutput.
+PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, const std::string& path,
+                              OutputSet* outputs = nullptr);
 // The benchmarks' model options: --model DIR and --dtype, or --shape NAME (--gpt2-shape) with --work DIR.
 void add_bench_model_options(CliArgs& args);
 // The benchmarks' model folder: --model, or with --shape the --work folder, where random weights of that
-// shape are written on first use (and checked to be that shape's when reused).
-std::string bench_model_dir(const CliArgs& args);
+// shape are written on first use (and checked to be that shape's when reused); the --work folder is one
+// of the run's outputs.
+std::string bench_model_dir(const CliArgs& args, OutputSet& outputs);
 void apply_threads(const CliArgs& args);
 
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).

@@ -189,15 +189,16 @@ int cli_generate(int argc, char** argv) {
     const std::vector<PlannedEdit> edits = planned_edits(args.all("--edit"));
     options.sampling = sampling_from(args);
     validate(options);
-    // Every output is checked before any work (core/output_path.h); a batch's trace is one seqN folder per prompt.
-    const bool batch_trace = args.all("--prompt").size() + args.all("--prompt-ids").size() > 1;
-    if (auto path = args.text("--dump-logits")) check_output_file("--dump-logits", *path, OutputKind::Npy);
-    if (auto dir = args.text("--trace")) check_output_folder("--trace", *dir, batch_trace ? "seq0" : "trace.json");
+    // Every output is checked before any work, each against the others (core/output_path.h); a batch's
+    // trace is one seqN folder per prompt.
+    OutputSet outputs;
+    if (auto dir = args.text("--trace")) outputs.add_folder("--trace", *dir);
+    if (auto path = args.text("--dump-logits")) outputs.add_file("--dump-logits", *path, OutputKind::Npy);
     if ((args.has("--format") || args.has("--scale")) && !args.has("--trace"))
         throw UsageError(std::string(args.has("--format") ? "--format" : "--scale") + " sets how --trace draws its heatmaps: give --trace DIR");
     const PlotOutput plots = plot_output_from(args);
     // A prompt cache file that will be written must be a prompt cache or new; its contents are checked when read.
-    if (prompt_cache && !args.has("--prompt-cache-ro")) check_output_file(pc_flag, *prompt_cache, OutputKind::PromptCache);
+    if (prompt_cache && !args.has("--prompt-cache-ro")) outputs.add_file(pc_flag, *prompt_cache, OutputKind::PromptCache);
     apply_threads(args);
 
     auto model = load_model_from(args);
@@ -284,7 +285,7 @@ int cli_generate(int argc, char** argv) {
         write_npy_f32(*path, shape, logits.data());
     }
     if (auto dir = args.text("--trace")) {
-        if (all.size() > 1) make_output_folder("--trace", *dir, "seq0");
+        if (all.size() > 1) make_output_folder("--trace", *dir);
         for (size_t b = 0; b < all.size(); ++b) {
             const std::string sub = all.size() > 1 ? *dir + "/seq" + std::to_string(b) : *dir;
             Progress export_progress("export", int64_t(all[b]->trace().size()));

@@ -2,6 +2,8 @@
 // GUI build (KVSCOPE_GUI=OFF) it explains how to get it.
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <string>
 
 #include "cli_commands.h"
 #include "cli_common.h"
@@ -57,15 +59,19 @@ int cli_gui(int argc, char** argv) {
     o.screenshot = args.text("--screenshot").value_or("");
     o.layout_dump = args.text("--layout-dump").value_or("");
     // Every output is checked before the window opens (core/output_path.h), not after the script ran.
-    if (!o.screenshot.empty()) check_output_file("--screenshot", o.screenshot, OutputKind::Png);
-    if (!o.layout_dump.empty()) check_output_file("--layout-dump", o.layout_dump, OutputKind::Json);
+    OutputSet outputs;
+    if (!o.screenshot.empty()) outputs.add_file("--screenshot", o.screenshot, OutputKind::Png);
+    if (!o.layout_dump.empty()) outputs.add_file("--layout-dump", o.layout_dump, OutputKind::Json);
+    std::set<std::string> script_outputs;  // a script may write one path again (two exports into one folder)
     for (const gui::ScriptLine& l : o.script) {
         if (l.expect_error) continue;  // meant to fail, in the window's words
         const std::string where = o.script_path + ":" + std::to_string(l.line) + ": " + l.words[0];
-        if (l.output == gui::ScriptOutput::Folder) check_output_folder(where, l.words[1], "trace.json");
-        if (l.output == gui::ScriptOutput::JsonFile) check_output_file(where, l.words[1], OutputKind::Json);
+        const std::string key = std::to_string(int(l.output)) + ":" + (l.words.size() > 1 ? l.words[1] : "");
+        if (l.output == gui::ScriptOutput::None || !script_outputs.insert(key).second) continue;
+        if (l.output == gui::ScriptOutput::Folder) outputs.add_folder(where, l.words[1]);
+        if (l.output == gui::ScriptOutput::JsonFile) outputs.add_file(where, l.words[1], OutputKind::Json);
         if (l.output == gui::ScriptOutput::PromptCacheFile && l.words[1] != "off")
-            check_output_file(where, l.words[1], OutputKind::PromptCache);
+            outputs.add_file(where, l.words[1], OutputKind::PromptCache);
     }
     const char* display = std::getenv("DISPLAY");
     const char* wayland = std::getenv("WAYLAND_DISPLAY");

@@ -199,10 +199,11 @@ int cli_lab(int argc, char** argv) {
     for (const std::string& spec : args.all("--config")) configs.push_back(parse_lab_config(spec));
     const std::optional<std::string> chart = args.text("--chart");
     if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
-    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart) : PlotOutput{};
+    OutputSet outputs;
+    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart, &outputs) : PlotOutput{};
     apply_threads(args);
 
-    auto model = Model::load(bench_model_dir(args), weight_format_from(args), weight_placement_from(args));
+    auto model = Model::load(bench_model_dir(args, outputs), weight_format_from(args), weight_placement_from(args));
     if (configs.empty())
         for (const std::string& spec : lab_default_specs(model->config())) configs.push_back(parse_lab_config(spec));
     const LabText text = lab_text(args, *model);

@@ -17,6 +17,7 @@
 #include "cli_common.h"
 #include "errors.h"
 #include "output_path.h"
+#include "ownership.h"
 #include "plot.h"
 #include "train.h"
 
@@ -113,6 +114,8 @@ int cli_train(int argc, char** argv) {
                                          "--out), e.g. before and after the induction head forms");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
+    args.flag("--force", "--out (and the --save-at folders) may be existing folders kvscope did not write, such as "
+                         "assets/default when reproducing it: their files become kvscope's, and those training writes are replaced");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG; SVG if FILE ends in .svg)");
     add_plot_options(args, false);
     if (!args.parse(argc, argv)) return 0;
@@ -228,7 +231,14 @@ int cli_train(int argc, char** argv) {
     // Refuse unusable outputs before minutes of training, not after (core/output_path.h).
     // --loss-png may go inside --out: the folder is made first, and removed again if the PNG is refused.
     const bool out_existed = std::filesystem::exists(out);
-    make_output_folder("--out", out, "config.json");
+    std::string out_base = out;  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
+    while (out_base.size() > 1 && out_base.back() == '/') out_base.pop_back();
+    const bool force = args.has("--force");
+    for (int64_t step : save_at) {
+        const std::string dir = out_base + "-step" + std::to_string(step);
+        force ? force_output_folder("--save-at", dir) : check_output_folder("--save-at", dir);
+    }
+    force ? force_output_folder("--out", out) : make_output_folder("--out", out);
     if (args.has("--scale") && !args.has("--loss-png"))
         throw UsageError("--scale sets the size of the --loss-png chart: give --loss-png FILE");
     PlotOutput loss_out;
@@ -236,8 +246,7 @@ int cli_train(int argc, char** argv) {
         try {
             loss_out = check_chart_output(args, "--loss-png", *png);
         } catch (const UsageError&) {
-            std::error_code ec;
-            if (!out_existed) std::filesystem::remove(out, ec);
+            if (!out_existed) remove_written_tree(out);
             throw;
         }
     }
@@ -249,8 +258,6 @@ int cli_train(int argc, char** argv) {
     std::fprintf(stderr, "train: %lld parameters, %lld steps x %lld x %lld tokens, seed %llu -> %s\n",
                  (long long)n_params(config), (long long)o.steps, (long long)o.batch, (long long)o.seq_len,
                  (unsigned long long)o.seed, out.c_str());
-    std::string out_base = out;  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
-    while (out_base.size() > 1 && out_base.back() == '/') out_base.pop_back();
     double last_draw = -1;
     TrainResult result = train(o, tokenizer, [&](const TrainProgress& p) {
         const double tps = double(p.tokens) / std::max(1e-9, p.seconds);

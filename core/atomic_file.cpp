@@ -5,10 +5,13 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "errors.h"
 #include "output_path.h"
+#include "ownership.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -24,9 +27,19 @@ std::string folder_of(const std::string& path) {
     throw LoadError(path, when + std::string(err ? std::strerror(err) : "write error"));
 }
 
-}  // namespace
+// The last line of defence behind output_path.h's checks: an existing file kvscope cannot prove it
+// wrote is never replaced, even when a caller forgot to check first.
+void refuse_foreign(const std::string& path) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return;  // nothing there
+    if (S_ISDIR(st.st_mode)) return;             // rename fails on it below, with the system's reason
+    if (!kvscope_wrote(path))
+        throw LoadError(path, "cannot write: a file is there that kvscope did not write (or it changed since)",
+                        "kvscope replaces only files it wrote: remove it or choose another name");
+}
 
-void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill) {
+void write_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill, std::optional<FileProof> proof) {
+    refuse_foreign(path);
     static std::atomic<int> counter = 0;  // two writers in one process never share a temp name
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -64,10 +77,18 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
     err = errno;
     ::close(dir);
     if (!synced && err != EINVAL) fail(path, err, "written, but its folder could not be synced: ");  // EINVAL: no fsync on folders here
+    record_written(path, proof);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill) {
+    write_atomic(path, fill, std::nullopt);
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-    write_file_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+    write_atomic(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); },
+                 proof_of_bytes(bytes.data(), bytes.size()));
 }
 
 void ensure_writable(const std::string& path) { check_output_file("", path, OutputKind::Any); }

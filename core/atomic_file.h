@@ -14,6 +14,8 @@
 // "as it was": if only the final folder fsync fails, the new file is in place (not yet durable) and
 // the LoadError says so.
 // The new file gets mode 0666 minus the umask, like any newly created file.
+// Ownership (ownership.h): an existing PATH that kvscope cannot prove it wrote is never replaced
+// (LoadError, nothing written); the new file's proof is recorded in its ledger.
 #include <cstdio>
 #include <functional>
 #include <string>

@@ -14,6 +14,7 @@
 #include "logit_lens.h"
 #include "npy.h"
 #include "output_path.h"
+#include "ownership.h"
 #include "plot.h"
 
 namespace kvscope {
@@ -229,11 +230,7 @@ void write_map(const std::string& folder, const std::string& base, const Attenti
     // The step folder is the trace's: the same maps in the other format, from an earlier export, would
     // disagree with meta.json (and maybe with this run), so they go.
     const std::string other = plot_extension(svg ? PlotFormat::Png : PlotFormat::Svg);
-    for (const char* name : {"weights", "scores"}) {
-        std::error_code ec;
-        std::filesystem::remove(prefix + name + other, ec);
-        if (ec) throw LoadError(prefix + name + other, "cannot remove the map an earlier export wrote: " + ec.message(), "");
-    }
+    for (const char* name : {"weights", "scores"}) remove_written(prefix + name + other);  // never a file kvscope did not write
 }
 // The token text (Tokenizer's display form) at every position steps 0..step wrote, for the heatmaps'
 // axes; empty without a tokenizer, "" for an id the tokenizer does not know.
@@ -281,7 +278,7 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     if (scope.head && (*scope.head < 0 || *scope.head >= H))
         throw UsageError("export: head " + std::to_string(*scope.head) + " does not exist (the model has " +
                          std::to_string(H) + " heads)");
-    make_output_folder("", dir, "trace.json");
+    make_output_folder("", dir);
     const std::string folder = dir + "/" + step_folder_name(step);
     std::error_code ec;
     std::filesystem::create_directory(folder, ec);
@@ -468,7 +465,8 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     return folder;
 }
 
-// Step folders of an earlier, longer trace in `dir` (step_NNNN with N >= n_steps): the trace owns them.
+// Step folders of an earlier, longer trace in `dir` (step_NNNN with N >= n_steps): what kvscope wrote in
+// them goes (ownership.h), anything else stays, and so does its folder.
 int64_t remove_stale_step_folders(const std::string& dir, size_t n_steps) {
     namespace fs = std::filesystem;
     int64_t removed = 0;
@@ -479,16 +477,14 @@ int64_t remove_stale_step_folders(const std::string& dir, size_t n_steps) {
             name.find_first_not_of("0123456789", 5) != std::string::npos)
             continue;
         if (std::stoull(name.substr(5)) < n_steps) continue;
-        fs::remove_all(e.path(), ec);
-        if (ec) throw LoadError(e.path().string(), "cannot remove a step folder of an earlier trace: " + ec.message(), "");
-        ++removed;
+        if (remove_written_tree(e.path().string()).empty()) ++removed;
     }
     return removed;
 }
 
 int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::string& dir, const ExportScope& scope,
                      const std::function<void(size_t)>& on_step) {
-    make_output_folder("", dir, "trace.json");
+    make_output_folder("", dir);
     JsonOut steps = JsonOut::array();
     for (size_t s = 0; s < trace.size(); ++s) {
         export_step(trace, s, tokenizer, dir, scope);

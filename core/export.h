@@ -32,13 +32,13 @@
 // off get meta.json (heatmaps.written = false, with the reason) and logits.npy only.
 //
 // Folders follow output_path.h: DIR is created if missing (its parent must exist) and written into
-// only when empty or already a trace (trace.json, step_NNNN folders).
+// only when empty or kvscope's (its kvscope-manifest.tsv proves every file in it; ownership.h).
 //
 //   ExportScope                    all heads of all layers, or one (layer, head); the heatmaps' format
 //   export_step(trace, s, tok, dir, scope)   write one step's folder; returns the folder path
 //   export_trace(trace, tok, dir, scope, on_step)   every step, then trace.json; on_step(i) for progress.
-//                                       Step folders an earlier, longer trace left in dir are removed (the
-//                                       trace owns step_NNNN); returns how many
+//                                       Step folders an earlier, longer trace left in dir are removed (only
+//                                       the files kvscope's manifest proves); returns how many
 // Every file is written by write_file_atomic (atomic_file.h). A bad scope or folder throws UsageError,
 // a file that cannot be written LoadError; both name the path.
 #include <cstdint>

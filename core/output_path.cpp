@@ -5,8 +5,10 @@
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "errors.h"
+#include "ownership.h"
 #include "prompt_cache.h"
 
 namespace kvscope {
@@ -64,6 +66,22 @@ const char* kind_name(OutputKind kind) {
     return "a file";
 }
 
+// A folder kvscope's manifest governs: its own, or that of a folder above it (a batch trace's seqN).
+bool governed(const std::string& dir) {
+    std::error_code ec;
+    fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+    for (;; d = d.parent_path()) {
+        if (has_manifest(d.string())) return true;
+        if (d == d.root_path() || d.empty()) return false;
+    }
+}
+
+std::string listing(const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
 }  // namespace
 
 void check_output_file(const std::string& flag, const std::string& path, OutputKind kind) {
@@ -72,35 +90,89 @@ void check_output_file(const std::string& flag, const std::string& path, OutputK
     const fs::file_status st = fs::status(path, ec);
     if (fs::is_directory(st)) refuse(flag, path, "it is a folder, not a file");
     check_parent(flag, path);
-    if (!fs::exists(st)) return;
-    if (!fs::is_regular_file(st)) refuse(flag, path, "it exists and is not a regular file");
+    const fs::file_status own = fs::symlink_status(path, ec);
+    if (!fs::exists(own) && !fs::is_symlink(own)) return;
+    if (fs::is_symlink(own)) refuse(flag, path, "it is a symbolic link; kvscope replaces only files it wrote");
+    if (!fs::is_regular_file(own)) refuse(flag, path, "it exists and is not a regular file");
     if (::access(path.c_str(), W_OK) != 0) refuse(flag, path, "the file is not writable");
     if (!holds(path, kind))
         refuse(flag, path, std::string("it exists and is not ") + kind_name(kind) + "; kvscope replaces only its own kind of file");
+    if (kind == OutputKind::PromptCache) return;  // the magic is kvscope's own mark
+    if (!kvscope_wrote(path))
+        refuse(flag, path, "it exists and kvscope did not write it (or it changed since); remove it or choose another name");
 }
 
-void check_output_folder(const std::string& flag, const std::string& path, const std::string& marker) {
+void check_output_folder(const std::string& flag, const std::string& path) {
     std::error_code ec;
     if (path.empty()) refuse(flag, "''", "the folder name is empty");
     const fs::file_status st = fs::status(path, ec);
     if (!fs::exists(st)) return check_parent(flag, path);
     if (!fs::is_directory(st)) refuse(flag, path, "a file is in the way (expected a folder)");
     if (::access(path.c_str(), W_OK) != 0) refuse(flag, path, "the folder is not writable");
-    if (fs::exists(fs::path(path) / marker, ec)) return;
-    for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
-        const std::string name = e.path().filename().string();
-        // a step folder of an unfinished export is ours, and so is the window's figures/ (Save figure)
-        if ((name.rfind("step_", 0) != 0 && name != "figures") || !e.is_directory(ec))
-            refuse(flag, path, "the folder holds other files (" + name + ") and no " + marker +
-                                   "; give a new or empty folder");
+    if (fs::is_empty(path, ec) && !ec) return;
+    if (!governed(path)) {
+        std::vector<std::string> some;
+        for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+            if (some.size() == 3) {
+                some.push_back("...");
+                break;
+            }
+            some.push_back(e.path().filename().string());
+        }
+        refuse(flag, path, "the folder holds files kvscope did not write (" + listing(some) +
+                               ") and no kvscope manifest; give a new or empty folder");
     }
+    const std::vector<std::string> foreign = foreign_entries(path, 3);
+    if (!foreign.empty())
+        refuse(flag, path, "the folder holds " + listing(foreign) +
+                               ", which kvscope did not write (or which changed since); move it out or give another folder");
 }
 
-void make_output_folder(const std::string& flag, const std::string& path, const std::string& marker) {
-    check_output_folder(flag, path, marker);
+void make_output_folder(const std::string& flag, const std::string& path) {
+    check_output_folder(flag, path);
     std::error_code ec;
     fs::create_directory(path, ec);
     if (ec) refuse(flag, path, ec.message());
+    if (!governed(path)) start_manifest(path);
+}
+
+void force_output_folder(const std::string& flag, const std::string& path) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) return make_output_folder(flag, path);
+    if (::access(path.c_str(), W_OK) != 0) refuse(flag, path, "the folder is not writable");
+    adopt_folder(path);
+}
+
+// The outputs are compared first: "inside --trace" says more than "no folder" for a trace not made yet.
+void OutputSet::add_file(const std::string& flag, const std::string& path, OutputKind kind) {
+    add({flag, path, "", false});
+    check_output_file(flag, path, kind);
+}
+
+void OutputSet::add_folder(const std::string& flag, const std::string& path) {
+    add({flag, path, "", true});
+    check_output_folder(flag, path);
+}
+
+void OutputSet::add(Output o) {
+    if (o.path.empty()) return;  // refused by its own check, with the reason
+    std::error_code ec;
+    o.resolved = fs::weakly_canonical(fs::absolute(o.path, ec), ec).lexically_normal().string();
+    while (o.resolved.size() > 1 && o.resolved.back() == '/') o.resolved.pop_back();
+    for (const Output& other : outputs_) {
+        const bool same = other.resolved == o.resolved;
+        const Output* outer = nullptr;  // a folder output that holds the other output
+        if (other.folder && o.resolved.rfind(other.resolved + "/", 0) == 0) outer = &other;
+        if (o.folder && other.resolved.rfind(o.resolved + "/", 0) == 0) outer = &o;
+        if (same)
+            throw UsageError(other.flag + " and " + o.flag + " would both write " + o.path + ": give each output its own path");
+        if (outer) {
+            const Output& inner = outer == &o ? other : o;
+            throw UsageError(inner.flag + " " + inner.path + " is inside " + outer->flag + " " + outer->path +
+                             ", which kvscope writes as a whole: give a path outside it");
+        }
+    }
+    outputs_.push_back(std::move(o));
 }
 
 }  // namespace kvscope

@@ -12,9 +12,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "atomic_file.h"
 #include "errors.h"
+#include "ownership.h"
 
 namespace kvscope {
 
@@ -372,6 +374,11 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
         if (t < 0 || t >= c.n_vocab)
             throw UsageError("write_prompt_cache: token id " + std::to_string(t) + " is outside the vocabulary");
 
+    // An earlier prompt cache proves itself by its magic (output_path.h rule 2): kvscope's to replace.
+    if (std::ifstream old(path, std::ios::binary); old) {
+        char head[8] = {};
+        if (old.read(head, sizeof head) && std::memcmp(head, prompt_cache_magic, 8) == 0) adopt_file(path);
+    }
     // The file is replaced whole by write_file_atomic; the checksum covers every byte before it.
     write_file_atomic(path, [&](std::FILE* f) {
         Hash64 hash;

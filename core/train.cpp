@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "atomic_file.h"
 #include "corpus.h"
 #include "errors.h"
+#include "output_path.h"
 #include "safetensors.h"
 #include "train_ops.h"
 #include "weights.h"
@@ -422,8 +425,9 @@ void save_model(const std::string& dir, const ModelConfig& config, const std::ve
                 const std::string& tokenizer_dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    fs::create_directories(dir, ec);
+    if (!fs::exists(dir, ec)) fs::create_directories(dir, ec);
     if (ec) throw LoadError(dir, "cannot create folder: " + ec.message());
+    make_output_folder("", dir);  // a folder holding files kvscope did not write is refused, not overwritten
     std::vector<TensorToWrite> tensors;
     for (const ParamInfo& p : param_layout(config)) {
         TensorToWrite t;
@@ -436,9 +440,12 @@ void save_model(const std::string& dir, const ModelConfig& config, const std::ve
     write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
     write_file_atomic((fs::path(dir) / "config.json").string(), config_to_json(config));
     if (tokenizer_dir.empty() || fs::equivalent(tokenizer_dir, dir, ec)) return;
-    for (const char* name : {"vocab.json", "merges.txt"}) {
-        fs::copy_file(fs::path(tokenizer_dir) / name, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
-        if (ec) throw LoadError((fs::path(tokenizer_dir) / name).string(), "cannot copy: " + ec.message());
+    for (const char* name : {"vocab.json", "merges.txt"}) {  // copied through the writer that records them
+        const fs::path from = fs::path(tokenizer_dir) / name;
+        std::ifstream in(from, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (!in.good() && !in.eof()) throw LoadError(from.string(), "cannot read");
+        write_file_atomic((fs::path(dir) / name).string(), bytes);
     }
 }
 

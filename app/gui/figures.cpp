@@ -578,14 +578,14 @@ std::vector<std::string> save_figure(Panel p, const Snapshot& snap, const ViewPr
         paths.push_back((dir / (base + (f.maps.size() > 1 ? "_" + m.part : "") + plot_extension(out.format))).string());
 
     // Every rule for every file first: a refusal writes nothing.
-    check_output_folder(flag, prefs.export_dir, "trace.json");
+    check_output_folder(flag, prefs.export_dir);
     std::error_code ec;
     if (fs::exists(dir, ec)) {
         if (!fs::is_directory(dir, ec)) throw UsageError("cannot write " + dir.string() + ": a file is in the way (expected a folder)");
         for (const std::string& path : paths) check_output_file(flag, path, plot_output_kind(out.format));
     }
-    fs::create_directory(prefs.export_dir, ec);
-    if (!ec) fs::create_directory(dir, ec);
+    make_output_folder(flag, prefs.export_dir);  // kvscope's manifest proves what it writes there
+    fs::create_directory(dir, ec);
     if (ec) throw UsageError("cannot create " + dir.string() + ": " + ec.message());
     if (f.maps.empty()) {
         write_line_charts(paths[0], f.charts, out);
