@@ -83,7 +83,9 @@ TEST_CASE("cache timing: a prefill step that is the same work both ways takes ab
     }
 }
 
-TEST_CASE("cache timing: on a GPT-2-sized model the cached decode step's time is flat, the uncached one grows",
+// The work, not the clock: this test runs on shared machines, where a wall-clock bound fails under load.
+// The times themselves are printed (and drawn by `kvscope bench --chart`, which is where speed is judged).
+TEST_CASE("cache timing: on a GPT-2-sized model the cached decode step's work is flat, the uncached one grows",
           "[gpt2-shape]") {
     ModelConfig c = gpt2_small_config();  // GPT-2 124M's width and depth
     c.n_vocab = 4096;                     // a smaller vocabulary and context keep the file and the run short
@@ -99,21 +101,18 @@ TEST_CASE("cache timing: on a GPT-2-sized model the cached decode step's time is
     REQUIRE(s->shadow() != nullptr);
     const CostSeries series = cost_series(s->trace(), *s->shadow(), s->step_timings);
     REQUIRE(series.seconds_on.size() == size_t(kLate + 1));
-    // Each figure is the median of 7 neighbouring steps, so a burst of load elsewhere cannot decide.
-    auto median_of = [](const std::vector<double>& v, int64_t first) {
-        std::vector<double> w(v.begin() + first, v.begin() + first + 7);
-        std::sort(w.begin(), w.end());
-        return w[3];
-    };
-    constexpr int64_t kEarlyFirst = 1, kLateFirst = kLate - 6;  // decode steps 1..7 and 74..80
-    const double on_early = median_of(series.seconds_on, kEarlyFirst), on_late = median_of(series.seconds_on, kLateFirst);
-    const double off_early = median_of(series.seconds_off, kEarlyFirst), off_late = median_of(series.seconds_off, kLateFirst);
-    INFO("cache ON: " << on_early * 1e3 << " ms early, " << on_late * 1e3 << " ms late; cache OFF: " << off_early * 1e3
-                      << " ms early, " << off_late * 1e3 << " ms late (positions " << kPrompt + kEarlyFirst - 1 << ".."
-                      << kPrompt + kEarlyFirst + 5 << " and " << kPrompt + kLateFirst - 1 << ".." << kPrompt + kLate - 1 << ")");
-    CHECK(off_late >= 2.5 * off_early);  // recomputing ~80 positions, not ~7
-    CHECK(on_late <= 2 * on_early);      // one row either way
-    CHECK(off_late >= 3 * on_late);
+    WARN("cache ON: " << series.seconds_on[1] * 1e3 << " ms at step 1, " << series.seconds_on[kLate] * 1e3
+                      << " ms at step " << kLate << "; cache OFF: " << series.seconds_off[1] * 1e3 << " ms, "
+                      << series.seconds_off[kLate] * 1e3 << " ms (printed, not asserted)");
+    // Rows: each cached decode step computes one row and reuses the rest; uncached, it recomputes them all.
+    for (int64_t i = 1; i <= kLate; ++i) {
+        const StepRecord& on = s->trace()[size_t(i)];
+        const StepRecord& off = (*s->shadow())[size_t(i)];
+        CHECK(on.cost.n_rows_computed == 1);
+        CHECK(on.cost.n_rows_reused == kPrompt + i - 1);
+        CHECK(off.cost.n_rows_computed == kPrompt + i);
+        CHECK(off.cost.n_rows_reused == 0);
+    }
     // The FLOPs agree with the rows: flat with the cache, growing without.
     CHECK(series.flops_on[size_t(kLate)] < 1.1 * series.flops_on[1]);
     CHECK(series.flops_off[size_t(kLate)] > 10 * series.flops_off[1]);
