@@ -261,24 +261,29 @@ std::vector<float> kv_heads_only(const std::vector<float>& rows, int64_t N, int6
     return out;
 }
 
-}  // namespace
-
-std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
-                        const ExportScope& scope) {
+// The step and scope exist: refused (UsageError) before anything is written.
+void check_step(const Trace& trace, size_t step, const ExportScope& scope) {
     if (step >= trace.size())
         throw UsageError("export: step " + std::to_string(step) + " is not in the trace (" +
                          std::to_string(trace.size()) + " steps)");
     check_plot_scale("export: plot scale", scope.plots.scale);
+    const RecordedRows& rows = trace[step].rows;
+    if (scope.layer && (*scope.layer < 0 || *scope.layer >= rows.n_layer))
+        throw UsageError("export: layer " + std::to_string(*scope.layer) + " does not exist (the model has " +
+                         std::to_string(rows.n_layer) + " layers)");
+    if (scope.head && (*scope.head < 0 || *scope.head >= rows.n_head))
+        throw UsageError("export: head " + std::to_string(*scope.head) + " does not exist (the model has " +
+                         std::to_string(rows.n_head) + " heads)");
+}
+
+// One step's folder in `dir`, which the caller made kvscope's (make_output_folder checks every file in
+// it: once per export, not once per step).
+std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
+                       const ExportScope& scope) {
+    check_step(trace, step, scope);
     const StepRecord& r = trace[step];
     const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
     const int64_t K = r.rows.n_kv_head > 0 ? r.rows.n_kv_head : H;
-    if (scope.layer && (*scope.layer < 0 || *scope.layer >= L))
-        throw UsageError("export: layer " + std::to_string(*scope.layer) + " does not exist (the model has " +
-                         std::to_string(L) + " layers)");
-    if (scope.head && (*scope.head < 0 || *scope.head >= H))
-        throw UsageError("export: head " + std::to_string(*scope.head) + " does not exist (the model has " +
-                         std::to_string(H) + " heads)");
-    make_output_folder("", dir);
     const std::string folder = dir + "/" + step_folder_name(step);
     std::error_code ec;
     std::filesystem::create_directory(folder, ec);
@@ -465,6 +470,15 @@ std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokeni
     return folder;
 }
 
+}  // namespace
+
+std::string export_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
+                        const ExportScope& scope) {
+    check_step(trace, step, scope);
+    make_output_folder("", dir);
+    return write_step(trace, step, tokenizer, dir, scope);
+}
+
 // Step folders of an earlier, longer trace in `dir` (step_NNNN with N >= n_steps): what kvscope wrote in
 // them goes (ownership.h), anything else stays, and so does its folder.
 int64_t remove_stale_step_folders(const std::string& dir, size_t n_steps) {
@@ -487,7 +501,7 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
     make_output_folder("", dir);
     JsonOut steps = JsonOut::array();
     for (size_t s = 0; s < trace.size(); ++s) {
-        export_step(trace, s, tokenizer, dir, scope);
+        write_step(trace, s, tokenizer, dir, scope);
         const StepRecord& r = trace[s];
         steps.push_back({{"index", r.id.index},
                          {"folder", step_folder_name(s)},

@@ -466,17 +466,24 @@ TEST_CASE("a trace exported over a longer earlier one leaves none of its step fo
     const fs::path dir = work_dir("reused");
     fs::remove_all(dir);
     CHECK(export_trace(trace, nullptr, dir.string()) == 0);
-    std::ofstream(dir / "notes.txt") << "not the trace's";  // a file the trace does not own stays
+    // A file kvscope did not write, in the trace's folder: the next export is refused and the file stays.
+    std::ofstream(dir / "step_0003" / "notes.txt") << "not the trace's";
     fs::create_directories(dir / "step_extra");
     Trace shorter = trace;
     shorter.truncate(2);
+    CHECK_THROWS_AS(export_trace(shorter, nullptr, dir.string()), UsageError);
+    CHECK(fs::exists(dir / "step_0003" / "notes.txt"));
+    fs::rename(dir / "step_0003" / "notes.txt", dir / "notes.txt.moved");
+    CHECK_THROWS_AS(export_trace(shorter, nullptr, dir.string()), UsageError);  // still inside the folder
+    const fs::path moved = fs::path(KVSCOPE_TEST_WORK) / "export" / "reused_notes.txt";
+    fs::rename(dir / "notes.txt.moved", moved);
     CHECK(export_trace(shorter, nullptr, dir.string()) == 2);
     std::vector<std::string> steps;
     for (const auto& e : fs::directory_iterator(dir))
         if (e.path().filename().string().rfind("step_", 0) == 0) steps.push_back(e.path().filename().string());
     std::sort(steps.begin(), steps.end());
-    CHECK(steps == std::vector<std::string>{"step_0000", "step_0001", "step_extra"});
-    CHECK(fs::exists(dir / "notes.txt"));
+    CHECK(steps == std::vector<std::string>{"step_0000", "step_0001", "step_extra"});  // an empty folder holds nothing to lose
+    CHECK(fs::exists(moved));
     CHECK(integer(read_json(dir / "trace.json"), "n_steps") == 2);
 }
 
