@@ -122,16 +122,6 @@ PoolView BlockPool::view() const {
     return v;
 }
 
-const char* pool_event_name(PoolEvent::Kind k) {
-    switch (k) {
-        case PoolEvent::Kind::Allocated: return "allocated";
-        case PoolEvent::Kind::Shared: return "shared";
-        case PoolEvent::Kind::CopiedOnWrite: return "copied on write";
-        case PoolEvent::Kind::Returned: return "returned";
-    }
-    return "?";
-}
-
 int64_t PoolView::n_mapped() const {
     return std::count_if(blocks.begin(), blocks.end(), [](const Block& b) { return !b.seqs.empty(); });
 }

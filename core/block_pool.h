@@ -47,7 +47,6 @@ struct PoolEvent {
     int32_t source = -1;         // CopiedOnWrite: the shared block it was copied from
     bool operator==(const PoolEvent&) const = default;
 };
-const char* pool_event_name(PoolEvent::Kind k);  // "allocated", "shared", "copied on write", "returned"
 
 // The pool as it stands: one entry per block. SessionGroup (session_group.h) adds who maps what.
 struct PoolView {

@@ -1,7 +1,8 @@
 #pragma once
 // A generation you can step: prefill the prompt chunk by chunk, decode one token at a time, step back,
 // reset. Owns the KV cache, the sampler and the trace of one sequence; every step appends one immutable
-// StepRecord. The app and the CLI drive the engine only through this class.
+// StepRecord. The CLI and the window drive the engine through this class and SessionGroup
+// (session_group.h), which owns one Session per sequence.
 //
 //   Session(model, options)     validate options; nothing runs yet
 //   set_prompt(ids)             validate (non-empty, ids in vocab, prompt + max_new_tokens <= n_positions);

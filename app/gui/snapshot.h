@@ -74,7 +74,6 @@ struct Snapshot {
     const std::vector<TokenId>& generated() const { return generated_ids; }
     const SessionOptions& options() const { return session_options; }
     Session::Next next() const { return next_phase; }
-    bool has_prompt() const { return !prompt_ids.empty(); }
     bool encoder_decoder() const { return model_ptr->config().encoder_decoder; }
     const PoolView* pool_at(int64_t step) const { return pool_view_at(pool_views, selected, step); }  // -1 = newest
 };

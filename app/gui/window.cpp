@@ -88,11 +88,9 @@ void load_font(float scale) {
     // most token text; anything else shows as ImGui's fallback box (the tooltip also gives the bytes).
     static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x206F,
                                      0x2190, 0x21FF, 0x2200, 0x22FF, 0x25A0, 0x25FF, 0};
-    const std::string candidates[] = {std::string(KVSCOPE_ASSETS_DIR) + "/fonts/DejaVuSans.ttf",
-                                      "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"};
-    for (const std::string& path : candidates)
-        if (std::filesystem::exists(path) && io.Fonts->AddFontFromFileTTF(path.c_str(), std::round(16.0f * scale), nullptr, ranges))
-            return;
+    const std::string dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";  // tools/setup.sh installs it
+    if (std::filesystem::exists(dejavu) && io.Fonts->AddFontFromFileTTF(dejavu.c_str(), std::round(16.0f * scale), nullptr, ranges))
+        return;
     ImFontConfig cfg;
     cfg.SizePixels = std::round(13.0f * scale);
     io.Fonts->AddFontDefault(&cfg);

@@ -1,8 +1,9 @@
 #pragma once
 // What the worker thread owns and does: the session group (core/session_group.h) with the batch options
 // it was built from, the cache on/off comparison, the sequence the panels show, head scores, the status
-// line. apply() carries out one intent; snapshot() copies the state the views draw. Every Session and
-// SessionGroup call of the app is in this file's .cpp; the panels see only snapshots.
+// line. apply() carries out one intent; snapshot() copies the state the views draw. Every call that
+// changes a Session or SessionGroup is in this file's .cpp, but for the cache comparison's timed
+// reruns (cache_comparison.cpp, on sessions it owns); the panels see only snapshots.
 //
 //   Workbench(model, options, hooks)   a group on `model`, no prompt yet
 //   apply(cmd)                          carry out one intent (std::visit); throws UsageError / LoadError
