@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "errors.h"
 #include "json.h"
+#include "read_file.h"
 #include "utf8.h"
 
 namespace kvscope {
@@ -201,12 +200,7 @@ std::string render_gemma3(const std::vector<ChatMessage>& messages, bool add_gen
 }
 
 std::string read_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw LoadError(path, "cannot open file", "chat templates are read from the model folder's tokenizer_config.json");
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    if (in.bad()) throw LoadError(path, "read failed");
-    return buf.str();
+    return read_file_bounded(path, k_tokenizer_file, "chat templates are read from the model folder's tokenizer_config.json");
 }
 
 }  // namespace

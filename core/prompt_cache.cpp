@@ -15,6 +15,7 @@
 
 #include "atomic_file.h"
 #include "errors.h"
+#include "read_file.h"
 
 namespace kvscope {
 
@@ -233,13 +234,10 @@ ModelFingerprint model_fingerprint(const Model& model, bool bf16_cache) {
 // Reading
 
 PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& fp) {
+    const RegularFile file = open_regular_file(path, k_prompt_cache_file);
     Fd f;
-    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd < 0) throw LoadError(path, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(f.fd, &st) != 0) throw LoadError(path, std::string("cannot stat: ") + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) throw LoadError(path, "is not a regular file", "--prompt-cache wants a file path");
-    const uint64_t size = uint64_t(st.st_size);
+    f.fd = file.fd;
+    const uint64_t size = file.size;
     Reader in(path, f.fd, size);
 
     // pass 1: magic and version, before anything else is interpreted
