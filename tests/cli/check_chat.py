@@ -183,6 +183,9 @@ def main():
     bad_jsonl = os.path.join(w, "bad.jsonl")
     with open(bad_jsonl, "w") as f:
         f.write('{"role": "assistant", "content": "hi"}\n')
+    bad_second = os.path.join(w, "bad_second.jsonl")  # a good first turn, then a role the turns refuse
+    with open(bad_second, "w") as f:
+        f.write('{"role": "user", "content": "hi"}\n{"role": "tool", "content": "42"}\n')
     long_turns = os.path.join(w, "long.txt")
     with open(long_turns, "w") as f:
         f.write("hi\n" + "cat " * 300 + "\n")
@@ -207,6 +210,7 @@ def main():
         ("missing turns file", ["--model", model, "--turns", os.path.join(w, "nope.txt")], None, 1, "nope.txt"),
         ("a turns file that is a folder", ["--model", model, "--turns", w], None, 1, w),
         ("an assistant line in .jsonl", ["--model", model, "--turns", bad_jsonl], None, 2, "line 1"),
+        ("a bad role on line 2 of .jsonl", ["--model", model, "--turns", bad_second], None, 2, "bad_second.jsonl line 2"),
         ("a conversation past max_position_embeddings", ["--model", model, "--turns", long_turns, "--max-new-tokens", "4"],
          None, 2, "exceeds the model's max_position_embeddings (%d)" % MAX_POSITIONS),
         ("a model without a chat template", ["--model", no_template, "--turns", turns], None, 2, "no chat template"),
@@ -222,7 +226,12 @@ def main():
         check(r.returncode == code, "%s: exit %d, expected %d (%s)" % (what, r.returncode, code, r.stderr.strip()))
         check(len(errors) == 1 and lines[-1] == errors[0], "%s: one 'error:' line last on stderr, got %r" % (what, lines))
         check(bool(errors) and needle in errors[0], "%s: the error names %r: %r" % (what, needle, errors))
-    # The long conversation: the first turn was answered before the second was refused.
+    # A turns file is checked whole before the first turn: a bad line 2 leaves no turn 1 on stdout or stderr.
+    r = run(a.kvscope, ["chat", "--model", model, "--turns", bad_second, "--max-new-tokens", "2", "--json"])
+    check(r.returncode == 2 and r.stdout == "" and "rows reused" not in r.stderr,
+          "a bad line 2 is refused before turn 1 runs (exit %d, stdout %r)" % (r.returncode, r.stdout))
+    # The long conversation: the first turn was answered before the second was refused (its length is
+    # known only once the first reply is).
     r = run(a.kvscope, ["chat", "--model", model, "--turns", long_turns, "--max-new-tokens", "4", "--json"])
     check(len(r.stdout.splitlines()) == 1, "a refused second turn comes after the first turn's answer")
 
