@@ -37,7 +37,10 @@ void read_all(int fd, const std::string& name, const ReadLimit& limit, std::stri
     constexpr size_t k_chunk = size_t(1) << 20;
     for (;;) {
         const size_t at = out.size();
-        const size_t want = size_t(std::min<uint64_t>(k_chunk, limit.bytes + 1 - at));
+        // within what the caller reserved (a file's size + 1: its last read sees the end without growing
+        // the string), else a chunk
+        const size_t room = out.capacity() > at ? out.capacity() - at : k_chunk;
+        const size_t want = size_t(std::min<uint64_t>(std::min(room, k_chunk), limit.bytes + 1 - at));
         out.resize(at + want);
         const ssize_t r = ::read(fd, out.data() + at, want);
         if (r < 0 && errno == EINTR) {
