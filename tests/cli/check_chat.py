@@ -172,6 +172,29 @@ def main():
     r = run(a.kvscope, ["chat", "--model", model, "--turns", jsonl, "--max-new-tokens", str(max_new), "--json"])
     check(r.returncode == 0 and [json.loads(x)["reply_ids"] for x in r.stdout.splitlines()] ==
           [t["reply_ids"] for t in runs["on"]], "turns from .jsonl: the same replies (%s)" % r.stderr.strip())
+    # tokenizer_config.json as transformers reads it: a list of named templates uses "default" (the same
+    # replies as the plain string); a special token of the wrong type is refused naming the key, as
+    # transformers raises on it (it was ignored).
+    def with_config(name, config):
+        d = os.path.join(w, name)
+        os.makedirs(d)
+        for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+            os.symlink(os.path.join(model, f), os.path.join(d, f))
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        return d
+    named = with_config("named", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "chat_template": [
+        {"name": "tool_use", "template": "{{ messages }}"}, {"name": "default", "template": template_text("llama3")}]})
+    r = run(a.kvscope, ["chat", "--model", named, "--turns", turns, "--system", "Be brief.", "--max-new-tokens", str(max_new),
+                        "--json"])
+    check(r.returncode == 0 and [json.loads(x)["reply_ids"] for x in r.stdout.splitlines()] ==
+          [t["reply_ids"] for t in runs["on"]], "a list of named templates: \"default\" is used (%s)" % r.stderr.strip())
+    bad_eos = with_config("bad_eos", {"bos_token": "<|begin_of_text|>", "eos_token": 42, "chat_template": template_text("llama3")})
+    r = run(a.kvscope, ["chat", "--model", bad_eos, "--turns", turns, "--max-new-tokens", "2"])
+    check(r.returncode == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and
+          "tokenizer_config.json: eos_token is a number" in r.stderr and r.stdout == "",
+          "eos_token 42 is refused in one line naming it (exit %d: %r)" % (r.returncode, r.stderr))
+
     # Text mode: one reply per turn on stdout, one summary line per turn on stderr.
     r = run(a.kvscope, ["chat", "--model", model, "--turns", turns, "--max-new-tokens", "3"])
     check(r.returncode == 0 and r.stderr.count("rows reused") == 3, "text mode: a summary line per turn (%s)" % r.stderr)
