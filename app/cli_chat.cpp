@@ -2,9 +2,8 @@
 // own chat template, only the text the new turn adds is encoded and appended to the session
 // (Session::append_turn), and the reply is decoded until the template's end of turn. What each turn
 // appends is core's ChatConversation (chat_conversation.h), which the window's chat uses too.
+#include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -12,66 +11,48 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
-#include "json.h"
 #include "json_write.h"
+#include "read_file.h"
 #include "session.h"
 
 namespace kvscope {
 namespace {
 
-// Where the user messages come from: a file read at once, or stdin line by line (a person can type).
+// Where the user messages come from: a file read and checked whole before the first turn runs (a bad line
+// 2 is refused before turn 1 prints), or stdin line by line (a person can type).
 class TurnSource {
 public:
-    explicit TurnSource(const std::string& path) : path_(path), name_(path == "-" ? "stdin" : path) {
-        jsonl_ = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
-        if (path == "-") return;
-        std::error_code ec;
-        if (std::filesystem::is_directory(path, ec)) throw LoadError(path, "is a folder, not a turns file");
-        file_.open(path, std::ios::binary);
-        if (!file_) throw LoadError(path, "cannot open the turns file", "give a text file, one user message per line, or - for stdin");
+    explicit TurnSource(const std::string& path)
+        : name_(path == "-" ? "stdin" : path), parser_(name_, is_jsonl(path)), from_stdin_(path == "-") {
+        if (from_stdin_) return;
+        const std::string text = read_file_bounded(path, k_text_file, "give a text file, one user message per line, or - for stdin");
+        messages_ = parse_chat_turns(text, name_, is_jsonl(path));
+        if (std::none_of(messages_.begin(), messages_.end(), [](const ChatMessage& m) { return m.role == "user"; }))
+            no_user_message();
     }
+    [[noreturn]] void no_user_message() const { throw UsageError(name_ + " holds no user message: give one per line"); }
     const std::string& name() const { return name_; }
 
     // The next message, or nullopt at the end. Empty lines are skipped.
     std::optional<ChatMessage> next() {
-        std::istream& in = path_ == "-" ? std::cin : file_;
+        if (!from_stdin_) return next_ < messages_.size() ? std::optional<ChatMessage>(messages_[next_++]) : std::nullopt;
         std::string line;
-        while (std::getline(in, line)) {
-            ++line_no_;
-            if (!line.empty() && line.back() == '\r') line.pop_back();
-            if (line.find_first_not_of(" \t") == std::string::npos) continue;
-            ChatMessage m = jsonl_ ? from_json(line) : ChatMessage{"user", line};
-            ++n_read_;
-            return m;
-        }
-        if (in.bad()) throw LoadError(name_, "reading failed at line " + std::to_string(line_no_ + 1));
+        while (read_line_bounded(std::cin, name_, k_text_file, stdin_bytes_, line))
+            if (std::optional<ChatMessage> m = parser_.line(std::move(line))) return m;
+        if (std::cin.bad()) throw LoadError(name_, "reading failed");
         return std::nullopt;
     }
 
 private:
-    ChatMessage from_json(const std::string& line) const {
-        const std::string where = name_ + " line " + std::to_string(line_no_);
-        Json j;
-        try {
-            j = Json::parse(line);
-        } catch (const JsonError& e) {
-            throw UsageError(where + ": not valid JSON: " + e.what());
-        }
-        const Json* role = j.is_object() ? j.find("role") : nullptr;
-        const Json* content = j.is_object() ? j.find("content") : nullptr;
-        if (!role || !role->is_string() || !content || !content->is_string())
-            throw UsageError(where + ": expected {\"role\": \"user\", \"content\": \"...\"}");
-        if (role->as_string() != "user" && !(role->as_string() == "system" && n_read_ == 0))
-            throw UsageError(where + ": role \"" + role->as_string() +
-                             "\": the turns are user messages (a system message only as the first line)");
-        return ChatMessage{role->as_string(), content->as_string()};
+    static bool is_jsonl(const std::string& path) {
+        return path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
     }
-
-    std::string path_, name_;
-    bool jsonl_ = false;
-    std::ifstream file_;
-    int64_t line_no_ = 0;
-    int64_t n_read_ = 0;               // messages returned so far
+    std::string name_;
+    ChatTurnParser parser_;
+    bool from_stdin_;
+    std::vector<ChatMessage> messages_;  // a file's, all checked
+    size_t next_ = 0;
+    uint64_t stdin_bytes_ = 0;
 };
 
 struct TurnReport {
@@ -224,7 +205,7 @@ int cli_chat(int argc, char** argv) {
         std::fflush(stdout);
         ++turn;
     }
-    if (turn == 0) throw UsageError(source.name() + " holds no user message: give one per line");
+    if (turn == 0) source.no_user_message();
     return 0;
 }
 

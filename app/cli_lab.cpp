@@ -4,30 +4,17 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cache_lab.h"
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "errors.h"
 #include "json_write.h"
+#include "read_file.h"
 #include "thread_pool.h"
 
 namespace kvscope {
 namespace {
-
-std::string read_text_file(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw LoadError(path, "is a folder, not a text file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw LoadError(path, "cannot open the text file");
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    if (in.bad()) throw LoadError(path, "reading the text file failed");
-    return bytes.str();
-}
 
 struct LabText {
     std::vector<TokenId> tokens;
@@ -45,7 +32,7 @@ LabText lab_text(const CliArgs& args, const Model& model) {
         if (!model.tokenizer())
             throw UsageError(model.dir() + " has no tokenizer files: give the text as token ids (--text-ids 1,2,3)");
         const std::optional<std::string> path = args.text("--text");
-        t.tokens = encode_text(model, path ? read_text_file(*path) : lab_builtin_text(), path ? "--text" : "the built-in text",
+        t.tokens = encode_text(model, path ? read_file_bounded(*path, k_text_file) : lab_builtin_text(), path ? "--text" : "the built-in text",
                                args.has("--allow-special"));
         t.source = path ? "file" : "built-in";
     }

@@ -2,9 +2,6 @@
 // tokenizer_config.json, or vocab.json + merges.txt, are read, so a folder without weights works too).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
 #include "cli_args.h"
 #include "cli_commands.h"
@@ -12,6 +9,7 @@
 #include "errors.h"
 #include "json.h"
 #include "json_write.h"
+#include "read_file.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -25,20 +23,6 @@ Tokenizer load_tokenizer(const CliArgs& args) {
                         given ? "--model wants a folder with tokenizer.json, or vocab.json and merges.txt"
                               : "the default model is missing; pass --model DIR");
     return Tokenizer::load(dir);
-}
-
-// The bytes of a file, or of stdin for "-".
-std::string read_input(const std::string& path) {
-    std::ostringstream buf;
-    if (path == "-") {
-        buf << std::cin.rdbuf();
-        return buf.str();
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw LoadError(path, "cannot open file");
-    buf << in.rdbuf();
-    if (in.bad()) throw LoadError(path, "read failed");
-    return buf.str();
 }
 
 void write_out(std::string_view bytes) {
@@ -73,11 +57,11 @@ int cli_tokenize(int argc, char** argv) {
     Tokenizer tokenizer = load_tokenizer(args);
 
     if (!args.has("--jsonl")) {
-        std::string text = args.has("--text") ? *args.text("--text") : read_input(*args.text("--file"));
+        std::string text = args.has("--text") ? *args.text("--text") : read_input_bounded(*args.text("--file"), k_text_file);
         write_out(space_separated(tokenizer.encode(text, allow_special)) + "\n");
         return 0;
     }
-    const std::string input = read_input(*args.text("--jsonl"));
+    const std::string input = read_input_bounded(*args.text("--jsonl"), k_text_file);
     const std::string path = *args.text("--jsonl") == "-" ? "<stdin>" : *args.text("--jsonl");
     std::string out;
     size_t line_no = 0;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "errors.h"
+#include "json.h"
 
 namespace kvscope {
 namespace {
@@ -80,6 +81,48 @@ void ChatConversation::truncate(int64_t n_user_turns) {
     history_.resize(turn_starts_[size_t(n_user_turns)]);
     turn_starts_.resize(size_t(n_user_turns));
     n_turns_ = n_user_turns;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Turns files
+
+std::optional<ChatMessage> ChatTurnParser::line(std::string text) {
+    ++line_no_;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.find_first_not_of(" \t") == std::string::npos) return std::nullopt;
+    if (!jsonl_) {
+        ++n_read_;
+        return ChatMessage{"user", std::move(text)};
+    }
+    const std::string where = name_ + " line " + std::to_string(line_no_);
+    Json j;
+    try {
+        j = Json::parse(text);
+    } catch (const JsonError& e) {
+        throw UsageError(where + ": not valid JSON: " + e.what());
+    }
+    const Json* role = j.is_object() ? j.find("role") : nullptr;
+    const Json* content = j.is_object() ? j.find("content") : nullptr;
+    if (!role || !role->is_string() || !content || !content->is_string())
+        throw UsageError(where + ": expected {\"role\": \"user\", \"content\": \"...\"}");
+    if (role->as_string() != "user" && !(role->as_string() == "system" && n_read_ == 0))
+        throw UsageError(where + ": role \"" + role->as_string() +
+                         "\": the turns are user messages (a system message only as the first line)");
+    ++n_read_;
+    return ChatMessage{role->as_string(), content->as_string()};
+}
+
+std::vector<ChatMessage> parse_chat_turns(std::string_view text, const std::string& name, bool jsonl) {
+    ChatTurnParser parser(name, jsonl);
+    std::vector<ChatMessage> out;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string_view::npos) end = text.size();
+        if (std::optional<ChatMessage> m = parser.line(std::string(text.substr(start, end - start)))) out.push_back(std::move(*m));
+        start = end + 1;
+    }
+    return out;
 }
 
 }  // namespace kvscope

@@ -23,15 +23,39 @@
 //   stop_tokens()            the end of turn, then the tokenizer's end of text when it differs
 //   end_of_turn()            the template's end-of-turn token id
 //   chat_template()          the template
+//
+// The user messages of `kvscope chat --turns`: one per line, or with `jsonl` one {"role": "user",
+// "content": "..."} per line ("system" only as the first message). Blank lines are skipped. A file is
+// parsed whole before the first turn runs, so a bad line 2 is refused before turn 1 prints anything;
+// stdin, which a person types, is parsed line by line.
+//   ChatTurnParser(name, jsonl)  name = the file or "stdin", for the errors
+//   parser.line(text)            the message on the next line (no '\n'), nullopt for a blank line; throws
+//                                UsageError "NAME line N: ..."
+//   parse_chat_turns(t, n, j)    every message of a whole file's text, all checked
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chat_template.h"
 #include "model.h"
 
 namespace kvscope {
+
+class ChatTurnParser {
+public:
+    ChatTurnParser(std::string name, bool jsonl) : name_(std::move(name)), jsonl_(jsonl) {}
+    std::optional<ChatMessage> line(std::string text);
+
+private:
+    std::string name_;
+    bool jsonl_;
+    int64_t line_no_ = 0;
+    int64_t n_read_ = 0;  // messages returned so far
+};
+
+std::vector<ChatMessage> parse_chat_turns(std::string_view text, const std::string& name, bool jsonl);
 
 class ChatConversation {
 public:

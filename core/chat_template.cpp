@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "errors.h"
 #include "json.h"
+#include "read_file.h"
+#include "tokenizer_config.h"
 #include "utf8.h"
 
 namespace kvscope {
@@ -201,12 +201,7 @@ std::string render_gemma3(const std::vector<ChatMessage>& messages, bool add_gen
 }
 
 std::string read_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw LoadError(path, "cannot open file", "chat templates are read from the model folder's tokenizer_config.json");
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    if (in.bad()) throw LoadError(path, "read failed");
-    return buf.str();
+    return read_file_bounded(path, k_tokenizer_file, "chat templates are read from the model folder's tokenizer_config.json");
 }
 
 }  // namespace
@@ -233,35 +228,22 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
 
 ChatTemplate ChatTemplate::from_config_json(std::string_view config_json, const std::string& dir) {
     const std::string origin = dir.empty() ? "tokenizer_config.json" : (std::filesystem::path(dir) / "tokenizer_config.json").string();
-    Json config;
-    try {
-        config = Json::parse(config_json);
-    } catch (const JsonError& e) {
-        throw LoadError(origin, std::string("not valid JSON: ") + e.what() + " (at byte " + std::to_string(e.offset) + ")");
-    }
-    if (!config.is_object()) throw LoadError(origin, std::string("is a JSON ") + config.kind_name() + ", expected an object");
+    const TokenizerConfig config = parse_tokenizer_config(config_json, origin);
 
     // chat_template: a string, or (as transformers saves several) a list of {name, template} of which
-    // apply_chat_template uses "default" when no tools are passed
-    const Json* tpl = config.find("chat_template");
-    if (tpl && tpl->is_array()) {
-        const Json* chosen = nullptr;
-        for (const Json& entry : tpl->as_array()) {
-            const Json* name = entry.is_object() ? entry.find("name") : nullptr;
-            if (name && name->is_string() && name->as_string() == "default") chosen = entry.find("template");
-        }
-        if (!chosen) throw UsageError(origin + ": chat_template is a list without a \"default\" template; kvscope renders " +
-                                      "only a single known template (" + chat_templates_rendered() + ")");
-        tpl = chosen;
-    }
-    if (!tpl || tpl->is_null()) {
+    // apply_chat_template uses "default" when no template name and no tools are passed
+    std::string names;  // the list form's names, for the messages
+    for (const std::string& n : config.chat_template_names) names += (names.empty() ? "" : ", ") + json_escape(n);
+    if (!config.chat_template && !names.empty())
+        throw UsageError(origin + ": chat_template is a list of named templates (" + names +
+                         ") without a \"default\" template, the one Hugging Face's apply_chat_template uses when none is named");
+    if (!config.chat_template) {
         std::error_code ec;
         const bool jinja_file = !dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / "chat_template.jinja", ec);
         throw UsageError(origin + ": no chat_template, so this model has no chat format to render" +
                          (jinja_file ? std::string(" (chat_template.jinja beside it is not read)") : std::string()));
     }
-    if (!tpl->is_string()) throw UsageError(origin + ": chat_template is a " + tpl->kind_name() + ", expected a string");
-    const std::string& text = tpl->as_string();
+    const std::string& text = *config.chat_template;
 
     const Known* match = nullptr;
     for (const Known& k : k_known)
@@ -278,17 +260,16 @@ ChatTemplate ChatTemplate::from_config_json(std::string_view config_json, const 
         std::string near;
         if (closest && best >= 64)
             near = "; its first " + std::to_string(best) + " bytes equal " + closest->name + "'s, then it differs";
-        throw UsageError(origin + ": chat_template (" + std::to_string(text.size()) +
-                         " bytes) is not one kvscope renders; it renders exactly the templates of " + chat_templates_rendered() +
-                         ", recognised by their full text" + near);
+        const std::string size = std::to_string(text.size()) + (text.size() == 1 ? " byte" : " bytes");
+        const std::string which = names.empty() ? "chat_template (" + size + ")"
+                                                : "chat_template \"default\" (" + size + "; the list names " + names + ")";
+        throw UsageError(origin + ": " + which + " is not one kvscope renders; it renders exactly the templates of " +
+                         chat_templates_rendered() + ", recognised by their full text" + near);
     }
 
     // bos_token: a string, an AddedToken object {"content": ...}, or null
-    std::string bos;
-    const Json* b = config.find("bos_token");
-    if (b && b->is_object()) b = b->find("content");
-    const bool bos_set = b && b->is_string();
-    if (bos_set) bos = b->as_string();
+    const bool bos_set = config.bos_token.has_value();
+    std::string bos = config.bos_token.value_or("");
     if (match->family == ChatFamily::Llama3 && !bos_set)
         // Jinja2 raises on bos_token + content with bos_token undefined
         throw UsageError(origin + ": the Llama 3 chat template writes bos_token first, but bos_token is not set");

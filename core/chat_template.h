@@ -5,7 +5,9 @@
 // as C++ rules (chat_template.cpp), no Jinja engine. Anything else is refused in one line.
 //
 //   ChatTemplate::load(dir)                     dir/tokenizer_config.json; throws LoadError (no file, bad
-//                                               JSON) or UsageError (no chat_template, one kvscope does not render)
+//                                               JSON, a key of the wrong type: tokenizer_config.h) or UsageError
+//                                               (no chat_template, one kvscope does not render); of a list of
+//                                               named templates, "default" is the one (as apply_chat_template)
 //   ChatTemplate::from_config_json(text, dir)   the same from the file's contents; `dir` names the folder in errors
 //   family() / name()                           which template it is: ChatFamily, "Qwen3" ...
 //   bos_token()                                 tokenizer_config.json's bos_token ("" when null or absent)

@@ -4,16 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "errors.h"
 #include "json.h"
+#include "read_file.h"
 
 namespace kvscope {
 namespace {
@@ -26,14 +23,10 @@ constexpr const char* kMixedHint = "were the index and the shards downloaded tog
 
 // weight_map of the index: tensor name -> shard file name, checked for form.
 std::map<std::string, std::string> read_weight_map(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw LoadError(path, std::string("cannot open: ") + std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw LoadError(path, std::string("cannot read: ") + std::strerror(errno));
+    const std::string text = read_file_bounded(path, k_config_file);
     Json index;
     try {
-        index = Json::parse(text.str());
+        index = Json::parse(text);
     } catch (const JsonError& e) {
         throw LoadError(path, std::string("is not valid JSON: ") + e.what());
     }

@@ -4,13 +4,11 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "errors.h"
 #include "json.h"
 #include "json_write.h"
+#include "read_file.h"
 
 namespace kvscope {
 
@@ -380,14 +378,9 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
 }
 
 ModelConfig load_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw LoadError(path, std::string("cannot open: ") + std::strerror(errno),
-                        "a model folder needs config.json, model.safetensors, vocab.json and merges.txt");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw LoadError(path, std::string("cannot read: ") + std::strerror(errno));
-    return parse_config(ss.str(), path);
+    return parse_config(read_file_bounded(path, k_config_file,
+                                          "a model folder needs config.json, model.safetensors, vocab.json and merges.txt"),
+                        path);
 }
 
 float ModelConfig::attention_scale() const {

@@ -17,6 +17,7 @@
 #include "atomic_file.h"
 #include "errors.h"
 #include "ownership.h"
+#include "read_file.h"
 
 namespace kvscope {
 
@@ -235,13 +236,10 @@ ModelFingerprint model_fingerprint(const Model& model, bool bf16_cache) {
 // Reading
 
 PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& fp) {
+    const RegularFile file = open_regular_file(path, k_prompt_cache_file);
     Fd f;
-    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd < 0) throw LoadError(path, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(f.fd, &st) != 0) throw LoadError(path, std::string("cannot stat: ") + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) throw LoadError(path, "is not a regular file", "--prompt-cache wants a file path");
-    const uint64_t size = uint64_t(st.st_size);
+    f.fd = file.fd;
+    const uint64_t size = file.size;
     Reader in(path, f.fd, size);
 
     // pass 1: magic and version, before anything else is interpreted
@@ -375,7 +373,9 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
             throw UsageError("write_prompt_cache: token id " + std::to_string(t) + " is outside the vocabulary");
 
     // An earlier prompt cache proves itself by its magic (output_path.h rule 2): kvscope's to replace.
-    if (std::ifstream old(path, std::ios::binary); old) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {  // never opens a FIFO (it would block)
+        std::ifstream old(path, std::ios::binary);
         char head[8] = {};
         if (old.read(head, sizeof head) && std::memcmp(head, prompt_cache_magic, 8) == 0) adopt_file(path);
     }

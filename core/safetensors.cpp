@@ -18,6 +18,7 @@
 #include "atomic_file.h"
 #include "json.h"
 #include "json_write.h"
+#include "read_file.h"
 
 namespace kvscope {
 
@@ -78,17 +79,14 @@ int64_t TensorView::n_elements() const {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-    Fd file;
-    file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file.fd < 0) fail_load(path_, "cannot open: " + errno_text());
-    struct stat st {};
-    if (::fstat(file.fd, &st) != 0) fail_load(path_, "cannot stat: " + errno_text());
-    if (S_ISDIR(st.st_mode)) fail_load(path_, "is a directory, expected a .safetensors file");
-    if (st.st_size < 8)
-        fail_load(path_, "file is only " + std::to_string(st.st_size) +
+    // a FIFO or device would block or stream where the format needs a size: refused before mmap
+    const RegularFile regular = open_regular_file(path, k_safetensors_file);
+    Fd file{regular.fd};
+    if (regular.size < 8)
+        fail_load(path_, "file is only " + std::to_string(regular.size) +
                  " bytes; a safetensors file starts with an 8-byte header length",
              kTruncatedHint);
-    size_ = size_t(st.st_size);
+    size_ = size_t(regular.size);
     void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
     if (m == MAP_FAILED) fail_load(path_, "cannot map into memory: " + errno_text());
     mapping_ = m;

@@ -4,12 +4,11 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <queue>
-#include <sstream>
 
 #include "errors.h"
 #include "json.h"
+#include "read_file.h"
 #include "tokenizer_impl.h"
 #include "unicode_nfc.h"
 #include "utf8.h"
@@ -44,12 +43,7 @@ std::string file_path(const std::string& origin, const char* name) {
 }
 
 std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw LoadError(path, "cannot open file", "a tokenizer folder needs tokenizer.json, or vocab.json and merges.txt");
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    if (in.bad()) throw LoadError(path, "read failed");
-    return buf.str();
+    return read_file_bounded(path, k_tokenizer_file, "a tokenizer folder needs tokenizer.json, or vocab.json and merges.txt");
 }
 
 std::string quote_token(std::string_view s) {

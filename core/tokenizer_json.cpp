@@ -17,6 +17,7 @@
 
 #include "errors.h"
 #include "json.h"
+#include "tokenizer_config.h"
 #include "tokenizer_impl.h"
 #include "utf8.h"
 
@@ -401,17 +402,10 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
     read_decoder(r, part("decoder"), t);
     if (!config_json.empty()) {
         const Reader c{origin.empty() ? "tokenizer_config.json" : (fs::path(origin) / "tokenizer_config.json").string()};
-        Json config;
-        try {
-            config = Json::parse(config_json);
-        } catch (const JsonError& e) {
-            c.fail(std::string("not valid JSON: ") + e.what() + " (at byte " + std::to_string(e.offset) + ")");
-        }
-        const Json* eos = config.is_object() ? config.find("eos_token") : nullptr;
-        if (eos && eos->is_object()) eos = eos->find("content");
-        if (eos && eos->is_string()) {
-            auto it = content_id.find(eos->as_string());
-            if (it == content_id.end()) c.fail("eos_token " + json_escape(eos->as_string()) + " is not a token of tokenizer.json");
+        const TokenizerConfig config = parse_tokenizer_config(config_json, c.path);
+        if (const std::optional<std::string>& eos = config.eos_token) {
+            auto it = content_id.find(*eos);
+            if (it == content_id.end()) c.fail("eos_token " + json_escape(*eos) + " is not a token of tokenizer.json");
             t.end_of_text = it->second;
         }
     }

@@ -80,3 +80,25 @@ TEST_CASE("a folder without a chat template is refused in one line", "[chat]") {
         CHECK(std::string(e.what()).find('\n') == std::string::npos);
     }
 }
+
+TEST_CASE("a turns file is parsed whole: every line checked before any is used", "[chat]") {
+    const std::vector<ChatMessage> plain = parse_chat_turns("hi\n\n  \r\nthere\r\nlast", "t.txt", false);
+    REQUIRE(plain.size() == 3);
+    CHECK(plain[0].role == "user");
+    CHECK(plain[0].content == "hi");
+    CHECK(plain[1].content == "there");
+    CHECK(plain[2].content == "last");
+    const std::vector<ChatMessage> jsonl = parse_chat_turns(
+        "{\"role\": \"system\", \"content\": \"Be brief.\"}\n{\"role\": \"user\", \"content\": \"a\\nb\"}\n", "t.jsonl", true);
+    REQUIRE(jsonl.size() == 2);
+    CHECK(jsonl[0].role == "system");
+    CHECK(jsonl[1].content == "a\nb");
+    // line 2 is bad: nothing of the file is returned, the error names the line
+    CHECK_THROWS_WITH(parse_chat_turns("{\"role\": \"user\", \"content\": \"hi\"}\n{\"role\": \"tool\", \"content\": \"42\"}\n",
+                                       "t.jsonl", true),
+                      Catch::StartsWith("t.jsonl line 2: role \"tool\""));
+    CHECK_THROWS_AS(parse_chat_turns("{\"role\": \"user\", \"content\": \"hi\"}\n{\"role\": \"system\", \"content\": \"x\"}", "t.jsonl", true),
+                    UsageError);
+    CHECK_THROWS_WITH(parse_chat_turns("\n{\"role\": \"user\"}", "t.jsonl", true), Catch::StartsWith("t.jsonl line 2: expected"));
+    CHECK_THROWS_WITH(parse_chat_turns("{", "t.jsonl", true), Catch::StartsWith("t.jsonl line 1: not valid JSON"));
+}

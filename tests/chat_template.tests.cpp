@@ -162,10 +162,18 @@ TEST_CASE("an unknown or missing template is refused in one line", "[chat_templa
     CHECK_THAT(usage_error([] { ChatTemplate::from_config_json("{\"bos_token\": \"<s>\"}", "models/base"); }),
                Catch::Equals("models/base/tokenizer_config.json: no chat_template, so this model has no chat format to render"));
     CHECK_THAT(usage_error([] { ChatTemplate::from_config_json("{\"chat_template\": null}", "m"); }), Catch::Contains("no chat_template"));
-    CHECK_THAT(usage_error([] { ChatTemplate::from_config_json("{\"chat_template\": 3}", "m"); }),
-               Catch::Contains("chat_template is a number, expected a string"));
+    // a wrong type is a broken file (Hugging Face fails on it too): LoadError, exit 1
+    CHECK_THROWS_WITH(ChatTemplate::from_config_json("{\"chat_template\": 3}", "m"),
+                      Catch::Contains("chat_template is a number, expected a string or a list"));
     CHECK_THAT(usage_error([] { ChatTemplate::from_config_json("{\"chat_template\": [{\"name\": \"rag\", \"template\": \"x\"}]}", "m"); }),
-               Catch::Contains("without a \"default\" template"));
+               Catch::Contains("list of named templates (\"rag\") without a \"default\" template"));
+    // the list form's "default" is the template; an unknown one is named as such, with the list's names
+    CHECK_THAT(usage_error([] {
+                   ChatTemplate::from_config_json("{\"chat_template\": [{\"name\": \"default\", \"template\": \"x\"}, "
+                                                  "{\"name\": \"tool_use\", \"template\": \"yz\"}]}", "m");
+               }),
+               Catch::StartsWith("m/tokenizer_config.json: chat_template \"default\" (1 byte; the list names \"default\", "
+                                 "\"tool_use\") is not one kvscope renders"));
     // Llama 3's template writes bos_token: without one it is refused at load, as Jinja2 would fail
     CHECK_THAT(usage_error([] { ChatTemplate::from_config_json(config_with(chat_template_text(ChatFamily::Llama3)), "m"); }),
                Catch::Contains("bos_token is not set"));

@@ -90,6 +90,13 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_help_and_json.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/help_and_json ${kvscope_cli_no_gui})
   set_tests_properties(cli.errors cli.help_and_json PROPERTIES TIMEOUT 180)
+  # Inputs that are not regular files (FIFOs, /dev/zero, folders) or are over their size limit
+  # (core/read_file.h), stdin from /dev/zero included: one 'error:' line and exit 1 under a 2 GiB
+  # address-space limit, each run with a timeout that turns a hang into a failure.
+  add_test(NAME cli.bounded_inputs
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_bounded_inputs.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/bounded_inputs ${kvscope_cli_no_gui})
+  set_tests_properties(cli.bounded_inputs PROPERTIES TIMEOUT 600)
   # generate --evict on assets/llama-gqa (GQA): every eviction the trace records, and its score, recomputed
   # in numpy from the exported attention weights with tools/eviction_reference.py's rules.
   add_test(NAME cli.eviction_trace

@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
-#include <sstream>
 
 #include "colormap.h"
+#include "errors.h"
+#include "read_file.h"
 
 namespace kvscope::gui::Gl {
 namespace {
@@ -36,12 +36,12 @@ struct State {
 State g;
 
 bool read_text(const std::string& path, std::string& out) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return false;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    out = ss.str();
-    return true;
+    try {
+        out = read_file_bounded(path, k_shader_file);
+        return true;
+    } catch (const LoadError&) {
+        return false;  // the caller names the shader folder
+    }
 }
 
 GLuint compile(GLenum kind, const std::string& src, const char* name) {

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "errors.h"
 #include "figures.h"
 #include "panels.h"
+#include "read_file.h"
 
 namespace kvscope::gui {
 namespace {
@@ -140,8 +140,7 @@ std::vector<ScriptCommand> script_commands() {
 }
 
 std::vector<ScriptLine> parse_script(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw LoadError(path, "cannot read the script file");  // a file that cannot be read: exit 1
+    std::istringstream f(read_file_bounded(path, k_script_file));  // a file that cannot be read: LoadError, exit 1
     std::vector<ScriptLine> out;
     std::string text;
     int n = 0;

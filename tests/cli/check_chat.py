@@ -172,6 +172,29 @@ def main():
     r = run(a.kvscope, ["chat", "--model", model, "--turns", jsonl, "--max-new-tokens", str(max_new), "--json"])
     check(r.returncode == 0 and [json.loads(x)["reply_ids"] for x in r.stdout.splitlines()] ==
           [t["reply_ids"] for t in runs["on"]], "turns from .jsonl: the same replies (%s)" % r.stderr.strip())
+    # tokenizer_config.json as transformers reads it: a list of named templates uses "default" (the same
+    # replies as the plain string); a special token of the wrong type is refused naming the key, as
+    # transformers raises on it (it was ignored).
+    def with_config(name, config):
+        d = os.path.join(w, name)
+        os.makedirs(d)
+        for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+            os.symlink(os.path.join(model, f), os.path.join(d, f))
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        return d
+    named = with_config("named", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "chat_template": [
+        {"name": "tool_use", "template": "{{ messages }}"}, {"name": "default", "template": template_text("llama3")}]})
+    r = run(a.kvscope, ["chat", "--model", named, "--turns", turns, "--system", "Be brief.", "--max-new-tokens", str(max_new),
+                        "--json"])
+    check(r.returncode == 0 and [json.loads(x)["reply_ids"] for x in r.stdout.splitlines()] ==
+          [t["reply_ids"] for t in runs["on"]], "a list of named templates: \"default\" is used (%s)" % r.stderr.strip())
+    bad_eos = with_config("bad_eos", {"bos_token": "<|begin_of_text|>", "eos_token": 42, "chat_template": template_text("llama3")})
+    r = run(a.kvscope, ["chat", "--model", bad_eos, "--turns", turns, "--max-new-tokens", "2"])
+    check(r.returncode == 1 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and
+          "tokenizer_config.json: eos_token is a number" in r.stderr and r.stdout == "",
+          "eos_token 42 is refused in one line naming it (exit %d: %r)" % (r.returncode, r.stderr))
+
     # Text mode: one reply per turn on stdout, one summary line per turn on stderr.
     r = run(a.kvscope, ["chat", "--model", model, "--turns", turns, "--max-new-tokens", "3"])
     check(r.returncode == 0 and r.stderr.count("rows reused") == 3, "text mode: a summary line per turn (%s)" % r.stderr)
@@ -183,6 +206,9 @@ def main():
     bad_jsonl = os.path.join(w, "bad.jsonl")
     with open(bad_jsonl, "w") as f:
         f.write('{"role": "assistant", "content": "hi"}\n')
+    bad_second = os.path.join(w, "bad_second.jsonl")  # a good first turn, then a role the turns refuse
+    with open(bad_second, "w") as f:
+        f.write('{"role": "user", "content": "hi"}\n{"role": "tool", "content": "42"}\n')
     long_turns = os.path.join(w, "long.txt")
     with open(long_turns, "w") as f:
         f.write("hi\n" + "cat " * 300 + "\n")
@@ -207,6 +233,7 @@ def main():
         ("missing turns file", ["--model", model, "--turns", os.path.join(w, "nope.txt")], None, 1, "nope.txt"),
         ("a turns file that is a folder", ["--model", model, "--turns", w], None, 1, w),
         ("an assistant line in .jsonl", ["--model", model, "--turns", bad_jsonl], None, 2, "line 1"),
+        ("a bad role on line 2 of .jsonl", ["--model", model, "--turns", bad_second], None, 2, "bad_second.jsonl line 2"),
         ("a conversation past max_position_embeddings", ["--model", model, "--turns", long_turns, "--max-new-tokens", "4"],
          None, 2, "exceeds the model's max_position_embeddings (%d)" % MAX_POSITIONS),
         ("a model without a chat template", ["--model", no_template, "--turns", turns], None, 2, "no chat template"),
@@ -222,7 +249,12 @@ def main():
         check(r.returncode == code, "%s: exit %d, expected %d (%s)" % (what, r.returncode, code, r.stderr.strip()))
         check(len(errors) == 1 and lines[-1] == errors[0], "%s: one 'error:' line last on stderr, got %r" % (what, lines))
         check(bool(errors) and needle in errors[0], "%s: the error names %r: %r" % (what, needle, errors))
-    # The long conversation: the first turn was answered before the second was refused.
+    # A turns file is checked whole before the first turn: a bad line 2 leaves no turn 1 on stdout or stderr.
+    r = run(a.kvscope, ["chat", "--model", model, "--turns", bad_second, "--max-new-tokens", "2", "--json"])
+    check(r.returncode == 2 and r.stdout == "" and "rows reused" not in r.stderr,
+          "a bad line 2 is refused before turn 1 runs (exit %d, stdout %r)" % (r.returncode, r.stdout))
+    # The long conversation: the first turn was answered before the second was refused (its length is
+    # known only once the first reply is).
     r = run(a.kvscope, ["chat", "--model", model, "--turns", long_turns, "--max-new-tokens", "4", "--json"])
     check(len(r.stdout.splitlines()) == 1, "a refused second turn comes after the first turn's answer")
 
