@@ -3,7 +3,7 @@
 // cli_bench.cpp computes a BenchReport; these only read it.
 //
 //   BenchReport                      the settings, the machine, the bounds and every figure of one run
-//   print_text(r, out)               the tables the README and docs/bench.txt quote
+//   print_text(r, out)               the tables docs/benchmarks.md and docs/bench.txt quote
 //   print_json(r, out)               one JSON object (bench_compare.sh and bench_llama.sh read it)
 //   write_chart(r, path, out)        PNG or SVG: one decode step's time vs position, cache on and off
 #include <cstdint>

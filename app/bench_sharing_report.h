@@ -7,7 +7,7 @@
 //   PromptFileFigures                the prompt cache file: size, write, read, restore, prefill with it
 //   SharingReport                    the settings, every run and the file's figures
 //   r.find(n, layout)                the run of that layout at N sequences, or nullptr
-//   print_text(r, out)               the tables the README quotes
+//   print_text(r, out)               the tables docs/benchmarks.md quotes
 //   print_json(r, out)               one JSON object
 //   write_chart(r, path, out)        PNG or SVG: KV memory held and prefill time vs N, per layout
 #include <cstdint>

@@ -53,7 +53,7 @@ CliArgs& add_sampling_options(CliArgs& args, const char* seed_help) {
 }
 
 CliArgs& add_kv_quant_options(CliArgs& args) {
-    return args.option("--kv-quant", "none|int8|int4|fp8", "store K/V rows quantized (README \"Quantized K/V\"): int8 or "
+    return args.option("--kv-quant", "none|int8|int4|fp8", "store K/V rows quantized (docs/engine.md \"Quantized K/V\"): int8 or "
                                                          "fp8 e4m3 per token with a float32 scale, or int4 KIVI (keys per "
                                                          "channel over G positions, values per token; no --window) "
                                                          "(default none)")
@@ -71,7 +71,7 @@ KvQuantSpec kv_quant_from(const CliArgs& args) {
 }
 
 CliArgs& add_eviction_options(CliArgs& args) {
-    return args.option("--evict", "POLICY", "evict K/V per layer and K/V head under --kv-budget (README \"Eviction under a "
+    return args.option("--evict", "POLICY", "evict K/V per layer and K/V head under --kv-budget (docs/engine.md \"Eviction under a "
                                             "budget\"): oracle-off (keep all), window+sinks, h2o, snapkv, pyramid")
         .option("--kv-budget", "N", "with --evict: positions each layer and K/V head keeps between steps (pyramid: the mean)")
         .option("--evict-sinks", "S", "window+sinks: the first S positions always stay (default 0)")

@@ -1,6 +1,6 @@
 #pragma once
 // Attention snapshots on disk, the one format shared by `generate --trace`, the GUI's export buttons and
-// tests (README "Trace and export files" documents it for users). For each exported step s, layer l,
+// tests (docs/cli.md "Trace and export files" documents it for users). For each exported step s, layer l,
 // head h, in DIR:
 //   step_0003/meta.json                  format "kvscope-attention-step" version 2: tokens (ids, text or
 //                                        null), query/key positions, phase, shapes, mask {first_query_position,

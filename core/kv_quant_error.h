@@ -9,7 +9,7 @@
 //
 //   kv_quant_error(spec, q, k, v, query_positions, key_positions, D, scale, window)
 //       int8 / fp8: each row through quantize_row -> dequantize_row, as the cache stores it;
-//       int4: KIVI as the README defines it for keys at positions 0..P-1 (groups of G positions,
+//       int4: KIVI as docs/engine.md defines it for keys at positions 0..P-1 (groups of G positions,
 //       values per token in groups of G channels; positions >= floor((P - R) / G) * G stay float32)
 //       Scores are q·k·scale summed in double: the size of the change, not the engine's bits.
 //   kv_quant_error(spec, trace, step, layer, head, max_queries)

@@ -75,7 +75,7 @@ if(KVSCOPE_CLI_PYTHON)
   if(NOT KVSCOPE_GUI)
     set(kvscope_cli_no_gui "--no-gui")
   endif()
-  # Every command: the output rule and the exit-code table (README "Exit codes"), one-line errors.
+  # Every command: the output rule and the exit-code table (docs/cli.md "Exit codes"), one-line errors.
   add_test(NAME cli.errors
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_errors.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/errors ${kvscope_cli_no_gui})

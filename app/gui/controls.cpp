@@ -477,7 +477,7 @@ void draw_controls(PanelContext& c) {
             ImGui::EndCombo();
         }
         dump_item("eviction");
-        help_marker("which positions each layer and K/V head keeps once it holds more than the budget (README \"Eviction "
+        help_marker("which positions each layer and K/V head keeps once it holds more than the budget (docs/engine.md \"Eviction "
                     "under a budget\"); evicted rows are veiled red in the KV cache panel");
         if (o.eviction.active()) {
             input64("KV budget", o.eviction.budget, 0, "positions each layer and K/V head keeps between steps (pyramid: the mean)");

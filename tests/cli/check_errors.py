@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Every command follows one output rule and one exit-code table (issue 13, item 7; README "Exit codes"):
+"""Every command follows one output rule and one exit-code table (issue 13, item 7; docs/cli.md "Exit codes"):
 
 - 0 done; 1 the work failed (a file could not be read, a broken model folder); 2 the request was refused
   before any work (bad option or value, an output path the rules refuse, an unknown token id, prompt text
@@ -94,7 +94,7 @@ def main():
         ("generate --system text, model without tokenizer",
          ["generate", "--model", no_tokenizer, "--prompt-ids", "1,2", "--system", "x"], 2, "--system"),
         ("generate unknown token id", ["generate", "--prompt-ids", "1,99999"], 2, "99999"),
-        # Eviction under a budget (README "Eviction under a budget"): refused before any work.
+        # Eviction under a budget (docs/engine.md "Eviction under a budget"): refused before any work.
         ("generate --evict with --kv-budget 0", gen + ["--evict", "h2o", "--kv-budget", "0"], 2, "budget"),
         ("generate --evict with a negative budget", gen + ["--evict", "snapkv", "--kv-budget", "-4"], 2, "budget"),
         ("generate --evict unknown policy", gen + ["--evict", "lru", "--kv-budget", "8"], 2, "lru"),
@@ -103,7 +103,7 @@ def main():
         ("generate --evict with --window", gen + ["--evict", "h2o", "--kv-budget", "8", "--window", "8"], 2, "--window"),
         ("generate --evict with --no-cache", gen + ["--evict", "h2o", "--kv-budget", "8", "--no-cache"], 2, "cache"),
         ("generate --evict-pool even", gen + ["--evict", "snapkv", "--kv-budget", "8", "--evict-pool", "4"], 2, "odd"),
-        # Quantized K/V (README "Quantized K/V"): refused before anything is computed or written.
+        # Quantized K/V (docs/engine.md "Quantized K/V"): refused before anything is computed or written.
         ("generate --kv-quant unknown format", gen + ["--kv-quant", "int3"], 2, "'int3'"),
         ("generate --kv-group that does not divide head_dim",
          gen + ["--kv-quant", "int4", "--kv-group", "5", "--dump-logits", quant_logits], 2, "does not divide head_dim"),

@@ -9,7 +9,7 @@ the window:
   1. the applied options are h2o with budget 4 (the combo and the box reached the session);
   2. every step's evictions in the export equal numpy replaying h2o (recent = budget / 2, heavy hitters by
      attention summed in float64 over queries and the group's heads) from the exported weights alone
-     (tests/cli/check_eviction_trace.py's replay, written from README "Eviction under a budget"), and an
+     (tests/cli/check_eviction_trace.py's replay, written from docs/engine.md "Eviction under a budget"), and an
      evicted key gets weight 0 from every later query;
   3. hovering each row of the KV cache panel's K map (layer 0, head 0 = K/V head 0): the tooltip names the
      slot and position under the pointer, says "evicted" exactly for the positions numpy evicted from that

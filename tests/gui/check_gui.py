@@ -112,7 +112,7 @@ def check_attention(session):
         got_w = np.load(os.path.join(path, tag + "_weights.npy"))
         if not np.array_equal(got_m.astype(bool), vis):
             fail("%s: mask differs from the causal rule" % path)
-        if not np.all(np.isneginf(got_s[~vis])):  # masked scores are -inf (README "Trace and export files")
+        if not np.all(np.isneginf(got_s[~vis])):  # masked scores are -inf (docs/cli.md "Trace and export files")
             fail("%s: masked cells of scores.npy are not -inf" % path)
         ds, dw = np.abs(got_s[vis] - scores[vis]).max(), np.abs(got_w - weights).max()
         print("  step %d (%s, cache %s): %dx%d  max|d scores| %.2e  max|d weights| %.2e" % (
