@@ -93,7 +93,7 @@ constexpr const char* kExampleIds = "51,256,758";
 
 int cli_detokenize(int argc, char** argv) {
     CliArgs args("detokenize", "Turn token ids back into the bytes they stand for (written raw to stdout).");
-    args.option("--model", "DIR", "folder with vocab.json and merges.txt (default: the embedded model)");
+    args.option("--model", "DIR", "folder with tokenizer.json, or vocab.json and merges.txt (default: the embedded model)");
     args.option("--ids", "LIST", std::string("comma-separated token ids, e.g. ") + kExampleIds + " (\"The cat\" in the default model)");
     args.flag("--hex", "write the bytes as lowercase hex and a newline instead of raw");
     if (!args.parse(argc, argv)) return 0;

@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "atomic_file.h"
 #include "corpus.h"
 #include "errors.h"
 #include "output_path.h"
+#include "read_file.h"
 #include "safetensors.h"
 #include "train_ops.h"
 #include "weights.h"
@@ -440,13 +439,9 @@ void save_model(const std::string& dir, const ModelConfig& config, const std::ve
     write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
     write_file_atomic((fs::path(dir) / "config.json").string(), config_to_json(config));
     if (tokenizer_dir.empty() || fs::equivalent(tokenizer_dir, dir, ec)) return;
-    for (const char* name : {"vocab.json", "merges.txt"}) {  // copied through the writer that records them
-        const fs::path from = fs::path(tokenizer_dir) / name;
-        std::ifstream in(from, std::ios::binary);
-        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (!in.good() && !in.eof()) throw LoadError(from.string(), "cannot read");
-        write_file_atomic((fs::path(dir) / name).string(), bytes);
-    }
+    for (const char* name : {"vocab.json", "merges.txt"})  // copied through the writer that records them
+        write_file_atomic((fs::path(dir) / name).string(),
+                          read_file_bounded((fs::path(tokenizer_dir) / name).string(), k_tokenizer_file));
 }
 
 }  // namespace kvscope
