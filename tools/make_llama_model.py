@@ -16,7 +16,11 @@ import os
 import re
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    sys.exit("error: make_llama_model.py needs PyTorch: run it as tools/make_llama_model.py (its first line names "
+             "/usr/bin/python3, which has Debian's python3-torch) or install python3-torch")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kvscope_reference import safetensors_io  # noqa: E402
@@ -95,7 +99,8 @@ def build(**kw):
         "num_attention_heads": H, "num_key_value_heads": K, "max_position_embeddings": o["positions"],
         "rms_norm_eps": o["eps"], "rope_theta": o["rope_theta"], "rope_scaling": o["rope_scaling"],
         "tie_word_embeddings": o["tied"], "attention_bias": o["attention_bias"], "mlp_bias": o["mlp_bias"],
-        "hidden_act": o["act"], "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
+        "hidden_act": o["act"], "bos_token_id": 1, "eos_token_id": 2,
+        "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[o["dtype"]],
         "attention_dropout": 0.0, "initializer_range": 0.02,
     }
     if o["head_dim"]:
@@ -154,14 +159,22 @@ def write(out_dir, **kw):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out_dir")
-    ap.add_argument("--shape", choices=sorted(SHAPES))
-    for key in ("vocab", "hidden", "inner", "layers", "heads", "kv_heads", "head_dim", "positions", "seed", "shards"):
-        ap.add_argument("--" + key.replace("_", "-"), type=int)
-    ap.add_argument("--dtype", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--model-type", choices=["llama", "qwen2", "qwen3", "mistral", "gemma3_text"])
-    ap.add_argument("--sliding-window", type=int)
-    ap.add_argument("--tied", action="store_true", default=None)
+    ap.add_argument("out_dir", help="the model folder to write (created if missing)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="a real checkpoint's shape: its preset values, "
+                    "which the options below override")
+    helps = {"vocab": "vocabulary size", "hidden": "hidden_size", "inner": "intermediate_size (the MLP's width)",
+             "layers": "num_hidden_layers", "heads": "num_attention_heads (query heads)",
+             "kv_heads": "num_key_value_heads (K/V heads; fewer than --heads is grouped-query attention)",
+             "head_dim": "head_dim (default hidden / heads)", "positions": "max_position_embeddings",
+             "seed": "seed of the random weights", "shards": "write N shards and an index instead of model.safetensors"}
+    for key, text in helps.items():
+        default = "" if DEFAULTS[key] is None else " (default %s)" % DEFAULTS[key]
+        ap.add_argument("--" + key.replace("_", "-"), type=int, help=text + default)
+    ap.add_argument("--dtype", choices=["F32", "F16", "BF16"], help="tensor dtype in the file (default F32)")
+    ap.add_argument("--model-type", choices=["llama", "qwen2", "qwen3", "mistral", "gemma3_text"],
+                    help="config.json's model_type and its family's tensors (default llama)")
+    ap.add_argument("--sliding-window", type=int, help="the model's own sliding window (Mistral: every layer)")
+    ap.add_argument("--tied", action="store_true", default=None, help="tie the output layer to the embedding")
     a = ap.parse_args(argv)
     kw = dict(SHAPES[a.shape]) if a.shape else {}
     kw.update({k: v for k, v in vars(a).items() if k not in ("out_dir", "shape") and v is not None})
