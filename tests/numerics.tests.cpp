@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "finite.h"
 #include "model.h"
+#include "session.h"
 #include "test_models.h"
 
 using namespace kvscope;
@@ -40,6 +41,31 @@ std::string load_error(const fs::path& dir, WeightFormat format = WeightFormat::
         return e.what();
     }
     return "(loaded)";
+}
+
+// A fixture (V = 53, C = 24, L = 2, F = 96) where token 7's embedding holds 1.5e38 in column 0 and
+// layer 1's attention and MLP output biases hold 1.5e38 in column 0 (the rest random and finite):
+// every token's residual column 0 reaches 1.5e38 + 1.5e38 = 3e38 < FLT_MAX after layer 1, finite;
+// token 7's starts at 1.5e38 and overflows to +inf in layer 1 (4.5e38), never before. The norms
+// (double statistics) put out finite rows, so nothing else overflows; lm_head is its own matrix, or
+// token 7's embedding row would make its logit overflow for every input.
+FixtureModel overflow_fixture() {
+    FixtureSpec spec;
+    spec.seed = 41;
+    spec.config.tie_word_embeddings = false;
+    spec.set.push_back({"wte.weight", 7 * 24 + 0, 1.5e38f});
+    spec.set.push_back({"h.1.attn.c_proj.bias", 0, 1.5e38f});
+    spec.set.push_back({"h.1.mlp.c_proj.bias", 0, 1.5e38f});
+    return write_fixture(dir_for("overflow-layer1"), spec);
+}
+
+std::string step_error(Session& s) {
+    try {
+        s.step();
+    } catch (const LoadError& e) {
+        return e.what();
+    }
+    return "(stepped)";
 }
 
 }  // namespace
@@ -147,4 +173,97 @@ TEST_CASE("config.json values that make the maths degenerate are refused by key,
     CHECK(error(llama + R"(, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06})") == "(parsed)");
     CHECK(error(gemma + R"(, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
         "final_logit_softcapping": null, "rms_norm_eps": 1e-06})") == "(parsed)");
+}
+
+TEST_CASE("a step whose numbers overflow fails naming the step and the layer, no token, the session as before",
+          "[numerics][session]") {
+    const FixtureModel fm = overflow_fixture();
+    auto model = Model::load(fm.dir.string());
+    SessionOptions o;
+    o.max_new_tokens = 3;
+
+    SECTION("a prefill holding the token overflows in layer 1") {
+        Session s(model, o);
+        s.set_prompt({1, 7, 2});
+        const std::string e = step_error(s);
+        CHECK_THAT(e, Contains("step 0 (prefill, positions 0-2): layer 1 produced NaN or infinity; no token was sampled"));
+        CHECK(e.find('\n') == std::string::npos);
+        CHECK(s.generated().empty());
+        CHECK(s.trace().empty());
+        CHECK(s.cache().next_position() == 0);
+        CHECK(s.next() == Session::Next::Prefill);
+        CHECK(step_error(s) == e);  // the same again: nothing was left half done
+    }
+    SECTION("a decode feeding the token fails at its position; step back and the earlier steps stay usable") {
+        o.forced_tokens = {7};  // the prefill's prediction is replaced by token 7, fed by the next step
+        Session s(model, o);
+        s.set_prompt({1, 2, 3});
+        s.step();  // finite: every token but 7 stays below FLT_MAX
+        REQUIRE(s.generated() == std::vector<TokenId>{7});
+        const std::vector<float> logits = s.last_logits();
+        CHECK(all_finite(logits.data(), int64_t(logits.size())));
+        CHECK_THAT(step_error(s), Contains("step 1 (decode, position 3): layer 1 produced NaN or infinity"));
+        CHECK(s.generated() == std::vector<TokenId>{7});
+        CHECK(s.trace().size() == 1);
+        CHECK(s.cache().next_position() == 3);
+        CHECK(s.last_logits() == logits);
+        CHECK(s.next() == Session::Next::Decode);
+        REQUIRE(s.step_back());
+        CHECK(s.generated().empty());
+        CHECK(s.cache().next_position() == 0);
+    }
+    SECTION("with the cache off, and in chunks") {
+        o.use_cache = false;
+        o.prefill_chunk = 2;
+        Session s(model, o);
+        s.set_prompt({1, 2, 7, 3});
+        s.step();  // positions 0-1
+        CHECK_THAT(step_error(s), Contains("step 1 (prefill, positions 2-3): layer 1"));
+        CHECK(s.trace().size() == 1);
+        CHECK(s.n_prompt_done() == 2);
+    }
+    SECTION("without history nothing is kept to go back to: the session is reset") {
+        o.history = false;
+        Session s(model, o);
+        s.set_prompt({7});
+        CHECK_THAT(step_error(s), Contains("step 0 (prefill, position 0): layer 1"));
+        CHECK(s.cache().next_position() == 0);
+        CHECK(s.generated().empty());
+    }
+    SECTION("a batch: one sequence's overflow fails the step, every sequence as before") {
+        Session a(model, o), b(model, o);
+        a.set_prompt({1, 2});
+        b.set_prompt({3, 7});
+        Session* both[] = {&a, &b};
+        Workspace ws = Session::make_batch_workspace(both);
+        std::string e = "(stepped)";
+        try {
+            Session::step_batch(both, ws);
+        } catch (const LoadError& x) {
+            e = x.what();
+        }
+        CHECK_THAT(e, Contains("step 0 (prefill, positions 0-1): layer 1 produced NaN or infinity"));
+        for (Session* s : both) {
+            CHECK(s->trace().empty());
+            CHECK(s->cache().next_position() == 0);
+        }
+        a.step();  // alone it runs
+        CHECK(a.generated().size() == 1);
+    }
+}
+
+TEST_CASE("logits that overflow in the output layer name it", "[numerics][session]") {
+    // lm_head row 5 all 3e38 and the final norm's output all 1 (gain 0, bias 1): logit 5 = 24 · 3e38 = +inf.
+    FixtureSpec spec;
+    spec.config.tie_word_embeddings = false;
+    for (int64_t i = 0; i < 24; ++i) {
+        spec.set.push_back({"lm_head.weight", 5 * 24 + i, 3e38f});
+        spec.set.push_back({"ln_f.weight", i, 0.0f});
+        spec.set.push_back({"ln_f.bias", i, 1.0f});
+    }
+    auto model = Model::load(write_fixture(dir_for("overflow-output"), spec).dir.string());
+    Session s(model, SessionOptions{});
+    s.set_prompt({1, 2});
+    CHECK_THAT(step_error(s), Contains("step 0 (prefill, positions 0-1): the output layer (final norm and lm_head) produced NaN or infinity"));
+    CHECK(s.generated().empty());
 }
