@@ -21,6 +21,7 @@
 #include "model.h"
 #include "session.h"
 #include "test_models.h"
+#include "tokenizer.h"
 
 using namespace kvscope;
 using namespace kvtest;
@@ -266,4 +267,14 @@ TEST_CASE("logits that overflow in the output layer name it", "[numerics][sessio
     s.set_prompt({1, 2});
     CHECK_THAT(step_error(s), Contains("step 0 (prefill, positions 0-1): the output layer (final norm and lm_head) produced NaN or infinity"));
     CHECK(s.generated().empty());
+}
+
+TEST_CASE("ids a model has beyond its tokenizer decode as <id N>", "[numerics][tokenizer]") {
+    Tokenizer t = Tokenizer::load(std::string(KVSCOPE_TEST_DATA) + "/../../assets/default");
+    REQUIRE(t.n_vocab() == 768);
+    CHECK(t.decode({51, 800, 256}) == t.token_bytes(51) + "<id 800>" + t.token_bytes(256));
+    CHECK(t.bytes_or_id(767) == t.token_bytes(767));
+    CHECK(t.bytes_or_id(768) == "<id 768>");
+    CHECK(!t.has(768));
+    CHECK_THROWS_AS(t.token_bytes(768), UsageError);
 }
