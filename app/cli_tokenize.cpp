@@ -1,11 +1,13 @@
 // kvscope tokenize / detokenize: the model folder's tokenizer on its own (only tokenizer.json +
 // tokenizer_config.json, or vocab.json + merges.txt, are read, so a folder without weights works too).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli_args.h"
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "config.h"
 #include "errors.h"
 #include "json.h"
 #include "json_write.h"
@@ -101,13 +103,38 @@ int cli_detokenize(int argc, char** argv) {
     if (!args.has("--ids")) throw UsageError(std::string("detokenize: --ids is required (e.g. --ids ") + kExampleIds + ")");
     std::vector<int64_t> wide = parse_id_list(*args.text("--ids"), "detokenize: --ids");
     Tokenizer tokenizer = load_tokenizer(args);
+    // Models pad their embedding beyond the tokenizer (Qwen2.5: 151936 ids, 151665 tokens) and may sample
+    // such an id; decode writes it "<id N>", as generate does. The folder's config.json, when it has one,
+    // says which ids the model has: beyond those an id is an error. Without it, or when it cannot be read,
+    // an id beyond the tokenizer is padding or a mistake, and stderr says so.
+    const std::string dir = args.text("--model").value_or(default_model_dir());
+    int64_t model_vocab = 0;  // 0: unknown
+    if (std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
+        try {
+            model_vocab = load_config((std::filesystem::path(dir) / "config.json").string()).n_vocab;
+        } catch (const LoadError&) {
+        }
+    }
     std::vector<TokenId> ids;
+    std::string beyond;  // ids past the tokenizer, for the note
+    int64_t n_beyond = 0;
     for (int64_t id : wide) {
-        if (id < 0 || id >= tokenizer.n_vocab())
+        const int64_t limit = std::max(model_vocab, tokenizer.n_vocab());
+        if (id < 0 || (model_vocab > 0 && id >= limit))
             throw UsageError("detokenize: token id " + std::to_string(id) + " is not in the vocabulary (ids 0.." +
-                             std::to_string(tokenizer.n_vocab() - 1) + ")");
+                             std::to_string(limit - 1) + (model_vocab > 0 ? " in config.json's vocab_size" : "") + ")");
+        if (id >= tokenizer.n_vocab() && n_beyond++ < 20) {
+            if (!beyond.empty()) beyond += ',';
+            beyond += std::to_string(id);
+        }
         ids.push_back(TokenId(id));
     }
+    if (n_beyond > 20) beyond += ",...";
+    if (n_beyond > 0)
+        std::fprintf(stderr, "detokenize: token %s %s %s beyond the tokenizer's %lld tokens: %s; written as <id N>\n",
+                     n_beyond == 1 ? "id" : "ids", beyond.c_str(), n_beyond == 1 ? "is" : "are", (long long)tokenizer.n_vocab(),
+                     model_vocab > 0 ? ("padding of the model's " + std::to_string(model_vocab) + "-id embedding").c_str()
+                                     : "a model's padded vocabulary or out of range (no config.json says which)");
     std::string bytes = tokenizer.decode(ids);
     if (!args.has("--hex")) {
         write_out(bytes);

@@ -89,14 +89,29 @@ public:
         return v->as_bool();
     }
 
-    double positive_real(const char* key, double fallback) const {
+    // A number the maths needs inside [lo, hi] (lo excluded when `above_lo`): outside, a float32 overflows
+    // or divides by zero and every logit is NaN or 0. The ranges hold every released checkpoint by a
+    // wide margin; `usual` says what those use.
+    double real_in(const char* key, double fallback, double lo, double hi, bool above_lo, const char* usual) const {
         const Json* v = get(key);
         if (!v) return fallback;
-        if (!v->is_number()) fail(std::string(key) + " must be a number, found " + show_value(*v));
-        double x = v->as_number();
-        if (!(x > 0) || !std::isfinite(x))
-            fail(std::string(key) + " must be a finite number greater than 0, found " + show_value(*v));
-        return x;
+        return real_in_value(key, *v, lo, hi, above_lo, usual);
+    }
+
+    double real_in_value(const std::string& key, const Json& v, double lo, double hi, bool above_lo,
+                         const char* usual) const {
+        if (!v.is_number()) fail(key + " must be a number, found " + show_value(v));
+        const double x = v.as_number();
+        if (std::isfinite(x) && (above_lo ? x > lo : x >= lo) && x <= hi) return x;
+        fail(key + " must be a finite number " + (above_lo ? "greater than " : "from ") + show_number(lo) +
+                 (above_lo ? " and at most " : " to ") + show_number(hi) + ", found " + show_value(v),
+             std::string(usual) + "; this value makes the float32 maths overflow or vanish");
+    }
+
+    static std::string show_number(double x) {
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof buf, x);
+        return std::string(buf, r.ptr);
     }
 
     // Returns the string of a key that must be one of `allowed` (nullptr-terminated), or nullptr if absent.
@@ -111,22 +126,16 @@ public:
         fail(std::string(key) + " " + json_escape(v->as_string()) + " is not supported", "use one of " + list);
     }
 
-    // A positive number that may also be null or absent: 0 then.
-    double optional_positive_real(const char* key) const {
-        const Json* v = get(key);
-        return (!v || v->is_null()) ? 0.0 : positive_real(key, 0.0);
-    }
-
-    double real(const char* key, const Json& v) const {
-        if (!v.is_number()) fail(std::string(key) + " must be a number, found " + show_value(v));
-        return v.as_number();
-    }
 
 private:
     const Json& root_;
     const std::string& path_;
     const char* required_hint_;
 };
+
+constexpr double kMaxRopeTheta = 1e12, kMaxEps = 0.1;
+constexpr const char* kRopeThetaUsual = "real checkpoints use 10000 (Llama 2, Gemma 3 local) to 1e6 (Qwen2.5, Gemma 3 global)";
+constexpr const char* kEpsUsual = "real checkpoints use 1e-6 or 1e-5";
 
 constexpr const char* kGpt2Keys = "a GPT-2 config.json has vocab_size, n_positions, n_embd, n_layer and n_head";
 constexpr const char* kLlamaKeys =
@@ -164,7 +173,7 @@ std::vector<int64_t> layer_windows(const Reader& r, int64_t n_layer, int64_t win
 // Other kinds (dynamic, yarn, longrope, ...) change more than the frequencies: refused by name.
 RopeSpec parse_rope(const Reader& r, const Json& root) {
     RopeSpec rope;
-    rope.theta = r.positive_real("rope_theta", 10000.0);
+    rope.theta = r.real_in("rope_theta", 10000.0, 1, kMaxRopeTheta, true, kRopeThetaUsual);
     const Json* s = root.find("rope_scaling");
     if (!s || s->is_null()) return rope;
     if (!s->is_object()) r.fail("rope_scaling must be null or an object, found " + show_value(*s));
@@ -178,10 +187,10 @@ RopeSpec parse_rope(const Reader& r, const Json& root) {
     auto number = [&](const char* key) {
         const Json* v = s->find(key);
         if (!v) r.fail(std::string("rope_scaling (") + k + ") needs " + key);
-        double x = r.real(key, *v);
-        if (!(x > 0) || !std::isfinite(x))
-            r.fail(std::string("rope_scaling.") + key + " must be a finite number greater than 0, found " + show_value(*v));
-        return x;
+        // factor < 1 would shrink positions (Hugging Face warns "factor field must be a float >= 1")
+        if (std::string(key) == "factor")
+            return r.real_in_value("rope_scaling.factor", *v, 1, 1e4, false, "Llama 3 uses 8 or 32, linear scaling 2 to 16");
+        return r.real_in_value(std::string("rope_scaling.") + key, *v, 1e-3, 1e4, false, "Llama 3 uses 1 and 4");
     };
     rope.factor = number("factor");
     rope.scaling = RopeScaling::Linear;
@@ -226,7 +235,7 @@ ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& mo
     c.activation = gemma ? Activation::GeluTanh : Activation::Silu;
     if (const std::string* a = r.choice(act_key, activations))
         c.activation = *a == "silu" ? Activation::Silu : Activation::GeluTanh;
-    c.layer_norm_epsilon = r.positive_real("rms_norm_eps", 1e-6);
+    c.layer_norm_epsilon = r.real_in("rms_norm_eps", 1e-6, 0, kMaxEps, true, kEpsUsual);
     c.tie_word_embeddings = r.flag("tie_word_embeddings", gemma);  // Gemma3TextConfig ties by default
     if (gemma) c.embedding_scale = double(float(std::sqrt(double(c.n_embd))));  // Gemma3TextScaledWordEmbedding
     if (qwen2 || qwen3) {
@@ -248,10 +257,11 @@ ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& mo
         const int64_t window = r.size("sliding_window", kMaxDim, false, 4096);  // Gemma3TextConfig's default
         const int64_t pattern = r.size("sliding_window_pattern", kMaxLayers, false, 6);
         c.layer_window = layer_windows(r, c.n_layer, window, [&](int64_t il) { return (il + 1) % pattern != 0; });
-        c.query_pre_attn_scalar = r.positive_real("query_pre_attn_scalar", 256.0);
+        c.query_pre_attn_scalar = r.real_in("query_pre_attn_scalar", 256.0, 1, 1e6, false, "Gemma 3 uses 256 or head_dim");
         c.local_rope = true;
-        c.local_rope_theta = r.positive_real("rope_local_base_freq", 10000.0);
-        c.final_logit_softcap = r.optional_positive_real("final_logit_softcapping");
+        c.local_rope_theta = r.real_in("rope_local_base_freq", 10000.0, 1, kMaxRopeTheta, true, kRopeThetaUsual);
+        if (const Json* cap = r.get("final_logit_softcapping"); cap && !cap->is_null())
+            c.final_logit_softcap = r.real_in_value("final_logit_softcapping", *cap, 0.01, 1e6, false, "Gemma 2 uses 30");
         // Gemma3Attention keeps attn_logit_softcapping but never passes it to the attention function,
         // so upstream applies no cap to the scores: nor does kvscope (the key is read and ignored).
         if (r.flag("use_bidirectional_attention", false))
@@ -329,7 +339,7 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
         else if (*a == "relu") c.activation = Activation::Relu;
         else c.activation = Activation::GeluTanh;
     }
-    c.layer_norm_epsilon = r.positive_real("layer_norm_epsilon", 1e-5);
+    c.layer_norm_epsilon = r.real_in("layer_norm_epsilon", 1e-5, 0, kMaxEps, true, kEpsUsual);
     c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
 
     c.qkv_bias = r.flag("qkv_bias", true);
@@ -340,7 +350,7 @@ ModelConfig parse_config(std::string_view json_text, const std::string& path) {
     static const char* const positions[] = {"learned", "sinusoidal", nullptr};
     if (const std::string* s = r.choice("position_embedding", positions))
         c.position_embedding = *s == "sinusoidal" ? PositionEmbedding::Sinusoidal : PositionEmbedding::Learned;
-    c.embedding_scale = r.positive_real("embedding_scale", 1.0);
+    c.embedding_scale = r.real_in("embedding_scale", 1.0, 1e-3, 1e3, false, "real checkpoints use 1 or sqrt(n_embd)");
     c.final_layer_norm = r.flag("final_layer_norm", true);
     if (model_type == "encoder_decoder") {
         c.encoder_decoder = true;

@@ -21,10 +21,10 @@ namespace kvscope {
 namespace {
 
 // {"id": id, "text": its bytes as text} (put_text: "text_hex" too when they are not valid UTF-8); the
-// text is null without a tokenizer (or for an id the tokenizer does not know).
+// text is null without a tokenizer, "<id N>" for an id the tokenizer does not have (padded vocabulary).
 JsonOut token_entry(const Tokenizer* tokenizer, TokenId id) {
     JsonOut e = {{"id", id}, {"text", nullptr}};
-    if (tokenizer && id >= 0 && id < tokenizer->n_vocab()) put_text(e, "text", tokenizer->token_bytes(id));
+    if (tokenizer) put_text(e, "text", tokenizer->bytes_or_id(id));
     return e;
 }
 
@@ -33,7 +33,7 @@ JsonOut tokens_entry(const Tokenizer* tokenizer, const std::vector<TokenId>& ids
     JsonOut e = {{"ids", ids}, {"text", nullptr}};
     if (!tokenizer) return e;
     std::vector<std::string> texts;
-    for (TokenId id : ids) texts.push_back(id >= 0 && id < tokenizer->n_vocab() ? tokenizer->token_bytes(id) : "");
+    for (TokenId id : ids) texts.push_back(tokenizer->bytes_or_id(id));
     put_texts(e, "text", texts);
     return e;
 }
@@ -244,7 +244,7 @@ std::vector<std::string> position_texts(const Trace& trace, size_t step, const T
             const TokenId id = r.id.tokens[k];
             if (pos < 0) continue;
             if (out.size() <= size_t(pos)) out.resize(size_t(pos) + 1);
-            out[size_t(pos)] = id >= 0 && id < tokenizer->n_vocab() ? display_bytes(tokenizer->token_bytes(id)) : "";
+            out[size_t(pos)] = display_bytes(tokenizer->bytes_or_id(id));
         }
     }
     return out;
@@ -525,11 +525,9 @@ int64_t export_trace(const Trace& trace, const Tokenizer* tokenizer, const std::
         if (tokenizer) {  // the step's new tokens and its chosen one, as text (put_text)
             JsonOut& st = steps.back();
             std::string bytes;
-            for (TokenId id : r.id.tokens)
-                if (id >= 0 && id < tokenizer->n_vocab()) bytes += tokenizer->token_bytes(id);
+            for (TokenId id : r.id.tokens) bytes += tokenizer->bytes_or_id(id);
             put_text(st, "text", bytes);
-            if (r.prediction.chosen && *r.prediction.chosen >= 0 && *r.prediction.chosen < tokenizer->n_vocab())
-                put_text(st, "chosen_text", tokenizer->token_bytes(*r.prediction.chosen));
+            if (r.prediction.chosen) put_text(st, "chosen_text", tokenizer->bytes_or_id(*r.prediction.chosen));
         }
         if (on_step) on_step(s);
     }

@@ -77,12 +77,22 @@ int64_t HugePageArena::reserved() const {
     return n;
 }
 
-void copy_in_parallel(std::byte* to, const std::byte* from, int64_t bytes) {
+void copy_in_parallel(std::byte* to, const std::byte* from, int64_t bytes, const CopyVisitor& visit) {
     constexpr int64_t kMinPart = int64_t(4) << 20;  // below this a thread costs more than it saves
+    constexpr int64_t kSlice = int64_t(256) << 10;  // a visited slice: still in L2 when visited
     const int64_t parts = std::clamp<int64_t>(bytes / kMinPart, 1, std::max(1u, std::thread::hardware_concurrency()));
     auto copy_part = [&](int64_t i) {
-        const int64_t begin = bytes * i / parts, end = bytes * (i + 1) / parts;
-        std::memcpy(to + begin, from + begin, size_t(end - begin));
+        const int64_t begin = i == 0 ? 0 : bytes * i / parts / 64 * 64;
+        const int64_t end = i + 1 == parts ? bytes : bytes * (i + 1) / parts / 64 * 64;
+        if (!visit) {
+            std::memcpy(to + begin, from + begin, size_t(end - begin));
+            return;
+        }
+        for (int64_t at = begin; at < end; at += kSlice) {
+            const int64_t n = std::min(kSlice, end - at);
+            std::memcpy(to + at, from + at, size_t(n));
+            visit(to + at, at, n);
+        }
     };
     std::vector<std::thread> helpers;
     int64_t i = 1;

@@ -22,9 +22,12 @@
 //   copy_in_parallel(to, from, bytes)   memcpy split over the machine's cores: first touches of fresh
 //                          pages are most of a load's copying cost, and in a VM that has handed freed memory
 //                          back to its host they cost ~2.5 s per GB on one core (Zen 4 VM: Qwen2.5-0.5B fp32
-//                          loads in 5.4-6.4 s after 20 s idle with one thread, 3.2-3.6 s with two, 0.4-0.6 s warm)
+//                          loads in 5.4-6.4 s after 20 s idle with one thread, 3.2-3.6 s with two, 0.4-0.6 s warm).
+//                          `visit(copied, offset, n)`, when given, sees each 256 KiB slice right after it is
+//                          copied, while it is still in cache (slices start at multiples of 64 bytes)
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -66,7 +69,8 @@ private:
     int64_t used_ = 0;
 };
 
-void copy_in_parallel(std::byte* to, const std::byte* from, int64_t bytes);
+using CopyVisitor = std::function<void(const std::byte* copied, int64_t offset, int64_t n)>;
+void copy_in_parallel(std::byte* to, const std::byte* from, int64_t bytes, const CopyVisitor& visit = {});
 
 void* allocate_streamed(size_t bytes);  // HugePageAllocator's memory; throws std::bad_alloc
 void free_streamed(void* p);

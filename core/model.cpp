@@ -7,6 +7,7 @@
 
 #include "attention.h"
 #include "errors.h"
+#include "finite.h"
 #include "kernels.h"
 #include "layers.h"
 #include "rotary.h"
@@ -338,6 +339,12 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
 
         // MLP sub-layer. Pre-LN: x += mlp(ln_2(x)). Post-LN: x = ln_2(x + mlp(x)).
         mlp_sublayer(cfg, lw, x, xn, hidden, proj, T);
+
+        // Where a NaN or infinity first appears: one scan of the chunk's rows per layer, (T, C) floats
+        // against the layer's ~12·C² multiply-adds per row, until one is found.
+        for (size_t c = 0; c < chunks.size(); ++c)
+            if (chunks[c].non_finite_layer < 0 && !all_finite(x + row0[c] * C, chunks[c].n_tokens * C))
+                chunks[c].non_finite_layer = il;
     }
 
     record_residual(cfg.n_layer);
@@ -369,6 +376,9 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
             if (ch.logits)
                 for (int64_t i = 0; i < V; ++i) ch.logits[i] = std::tanh(ch.logits[i] / cap) * cap;
     }
+
+    for (Chunk& ch : chunks)
+        if (ch.logits && ch.non_finite_layer < 0 && !all_finite(ch.logits, V)) ch.non_finite_layer = cfg.n_layer;
 
     // Work done, counted as 2 flops per multiply-add: projections per row, attention per visible key.
     const double per_row = 2.0 * double(cfg.n_layer) *

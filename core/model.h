@@ -10,7 +10,9 @@
 //                                 matrices in 2 MiB pages (default) or, where no conversion is needed, in
 //                                 the file's mapping (weights.h)
 //   Workspace(config, rows, chunks, keys)   every buffer a forward needs, allocated once
-//   forward(model, chunks, ws)    see above; throws UsageError if a chunk does not fit its cache
+//   forward(model, chunks, ws)    see above; throws UsageError if a chunk does not fit its cache. Says in
+//                                 each chunk's non_finite_layer where a NaN or infinity first appeared (the
+//                                 caller decides: session.h refuses the step)
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -72,6 +74,9 @@ struct Chunk {
     double flops = 0;                 // out: floating-point operations spent on this chunk
     float* queries = nullptr;         // out when given: (L, T, H*D) each row's queries as attention read them
                                       // (what an eviction policy scores keys with; eviction.h)
+    int64_t non_finite_layer = -1;    // out: the first layer whose output rows hold a NaN or ±inf; L = the
+                                      // output layer (final norm, lm_head, soft-cap) made the logits so;
+                                      // -1 = every number finite (finite.h)
 };
 
 class Workspace {

@@ -350,7 +350,10 @@ void Session::abandon(Pending& p) {
     if (options_.history) {
         cache_.restore(undo_.back().cache);  // taken before the adoption too
         encoder_ = std::move(undo_.back().encoder);
+        if (p.forward_ran) logits_ = std::move(undo_.back().logits);
         undo_.pop_back();
+    } else if (p.forward_ran) {
+        reset();  // the cache moved on and nothing says how it was
     } else if (p.before_adoption) {
         cache_.restore(*p.before_adoption);
     }
@@ -507,7 +510,9 @@ const StepRecord& Session::run_uncached(Pending& p) {
         ch.encoder = encoder_.get();
         const double t0 = seconds_now();
         forward(*model_, std::span<Chunk>(&ch, 1), workspace_);
+        p.forward_ran = true;
         p.compute_seconds += seconds_now() - t0;
+        refuse_non_finite(p, ch.non_finite_layer, first_new);
         flops += ch.flops;
         if (options_.record) {
             struct Part { std::vector<float>* src; std::vector<float>* dst; int64_t width, slots; };
@@ -537,6 +542,22 @@ const StepRecord& Session::run_uncached(Pending& p) {
     return finish(p, flops, 0, end, 0);
 }
 
+void Session::refuse_non_finite(const Pending& p, int64_t layer, int64_t first_position) const {
+    if (layer < 0) return;
+    const ModelConfig& cfg = model_->config();
+    const int64_t index = options_.history ? int64_t(trace_.size()) : latest_.id.index + (latest_.id.tokens.empty() ? 0 : 1);
+    const int64_t last_position = first_position + p.chunk.n_tokens - 1;
+    const std::string where = layer < cfg.n_layer ? "layer " + std::to_string(layer)
+                                                                : std::string("the output layer (final norm and lm_head)");
+    throw LoadError(model_->dir(),
+                    "step " + std::to_string(index) + " (" + (p.phase == Phase::Prefill ? "prefill" : "decode") +
+                        (last_position > first_position ? ", positions " + std::to_string(first_position) + "-" +
+                                                               std::to_string(last_position)
+                                                         : ", position " + std::to_string(first_position)) +
+                        "): " + where + " produced NaN or infinity; no token was sampled",
+                    "a weight or config.json value makes float32 overflow there");
+}
+
 const StepRecord& Session::prefill_step() { return run_step(Phase::Prefill); }
 const StepRecord& Session::decode_step() { return run_step(Phase::Decode); }
 
@@ -551,9 +572,11 @@ const StepRecord& Session::run_step(Phase phase) {
         if (!options_.use_cache) return run_uncached(p);
         const double t0 = seconds_now();
         forward(*model_, std::span<Chunk>(&p.chunk, 1), workspace_);
+        p.forward_ran = true;
         p.compute_seconds += seconds_now() - t0;
+        refuse_non_finite(p, p.chunk.non_finite_layer, first);
     } catch (...) {
-        abandon(p);  // nothing was written: take back what prepare() did
+        abandon(p);  // take back what prepare() (and a forward pass that ran) did
         throw;
     }
     evict_after(p);
@@ -792,9 +815,12 @@ void Session::step_batch(std::span<Session* const> sessions, Workspace& ws) {
     const double t0 = seconds_now();
     try {
         forward(*together.front()->model_, std::span<Chunk>(chunks), ws);
+        for (Pending& p : pending) p.forward_ran = true;
+        for (size_t i = 0; i < together.size(); ++i) together[i]->refuse_non_finite(pending[i], chunks[i].non_finite_layer, first[i]);
     } catch (...) {
-        // forward() checks every chunk before it writes, so the caches are untouched: only the undo
-        // entries prepare() pushed must go, or a later step_back would undo a step that never ran.
+        // forward() checks every chunk before it writes, so when it throws the caches are untouched:
+        // only the undo entries prepare() pushed must go, or a later step_back would undo a step that
+        // never ran. A non-finite chunk fails the whole batch, every cache put back.
         for (size_t i = 0; i < together.size(); ++i) together[i]->abandon(pending[i]);
         throw;
     }

@@ -12,7 +12,11 @@
 //                               empty); the first prefill step runs the encoder and fills the
 //                               cross-attention cache, which stays fixed (an uncached step reruns it)
 //   next()                      Prefill | Decode | Done
-//   step()                      run what next() says; prefill_step() / decode_step() insist on a phase
+//   step()                      run what next() says; prefill_step() / decode_step() insist on a phase.
+//                               A step whose rows or logits hold a NaN or infinity (weights or config
+//                               values that overflow float32) throws LoadError naming the step and the
+//                               layer where it appeared; no token is sampled and the session is as before
+//                               the step (without history, nothing is kept to go back to: it is reset)
 //   append_turn(ids, N, role)   multi-turn chat in one cache: after a reply (next() is Decode or Done),
 //                               the ids become new prompt positions after everything already there; only
 //                               they (and the reply's last token, sampled but not yet fed) are prefilled,
@@ -175,6 +179,7 @@ private:
         std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
         bool ran_encoder = false;
+        bool forward_ran = false;  // the cache has advanced over the chunk
         double started = 0;
         double compute_seconds = 0;  // time in forward() and the encoder so far
         Chunk chunk;
@@ -188,7 +193,9 @@ private:
     const StepRecord& run_uncached(Pending& p);
     void adopt_shared_prefix(Pending& p);
     void adopt_prompt_cache(Pending& p);
-    void abandon(Pending& p);    // a step failed before writing: undo what prepare() did
+    void abandon(Pending& p);    // a step failed: undo what prepare() (and the forward pass) did
+    // Throws LoadError when forward() found a NaN or infinity in `layer` (Chunk::non_finite_layer; -1: none)
+    void refuse_non_finite(const Pending& p, int64_t layer, int64_t first_position) const;
     void record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const;
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
     int64_t chunk_capacity(int64_t n_total, int64_t chunk) const;  // ring slots a window and chunk need

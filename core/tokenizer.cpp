@@ -341,7 +341,7 @@ std::vector<TokenId> Tokenizer::encode_continuation(std::string_view text, bool 
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids) const {
     std::string out;
-    for (TokenId id : ids) out += token_bytes(id);
+    for (TokenId id : ids) out += bytes_or_id(id);
     if (impl_->decode_strip_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
     return out;
 }
@@ -351,6 +351,10 @@ const std::string& Tokenizer::token_bytes(TokenId id) const {
         throw UsageError("token id " + std::to_string(id) + " is not in the vocabulary (ids 0.." +
                          std::to_string(int64_t(impl_->id_bytes.size()) - 1) + ")");
     return impl_->id_bytes[id];
+}
+
+std::string Tokenizer::bytes_or_id(TokenId id) const {
+    return has(id) ? impl_->id_bytes[size_t(id)] : "<id " + std::to_string(id) + ">";
 }
 
 int64_t Tokenizer::n_vocab() const { return int64_t(impl_->id_bytes.size()); }

@@ -12,8 +12,12 @@
 //                                  special tokens ("<|endoftext|>", "<s>") are plain text unless
 //                                  allow_special; non-special added tokens always match
 //   encode_continuation(text, a)   the same without begin_of_text(): text that follows other text
-//   decode(ids)                    ids -> raw bytes (may end inside a UTF-8 sequence)
-//   token_bytes(id)                the bytes one token stands for
+//   decode(ids)                    ids -> raw bytes (may end inside a UTF-8 sequence); an id the tokenizer
+//                                  does not have is written "<id N>" (never throws): models pad their
+//                                  embedding beyond the tokenizer (Qwen2.5: 151936 rows, 151665 tokens)
+//                                  and may sample such an id
+//   token_bytes(id)                the bytes one token stands for; throws for an id it does not have
+//   bytes_or_id(id)                token_bytes(id), or "<id N>" for an id it does not have
 //   display(bytes)                 text for a person: valid UTF-8 kept, control chars and invalid or
 //                                  incomplete sequences shown as escapes like \x0a or \xe2 (never throws)
 //   n_vocab()                      number of ids (vocab.json entries)
@@ -54,8 +58,10 @@ public:
 
     std::vector<TokenId> encode(std::string_view text, bool allow_special = false) const;
     std::vector<TokenId> encode_continuation(std::string_view text, bool allow_special = false) const;
-    std::string decode(const std::vector<TokenId>& ids) const;  // throws UsageError on an unknown id
+    std::string decode(const std::vector<TokenId>& ids) const;  // unknown ids as "<id N>"
     const std::string& token_bytes(TokenId id) const;           // throws UsageError on an unknown id
+    std::string bytes_or_id(TokenId id) const;                  // unknown ids as "<id N>"
+    bool has(TokenId id) const { return id >= 0 && id < n_vocab(); }
     int64_t n_vocab() const;
     int64_t n_merges() const;                                   // merge rules loaded from merges.txt
     std::optional<TokenId> end_of_text() const;                 // id of <|endoftext|> / eos_token if present

@@ -103,6 +103,12 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_eviction_trace.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/eviction_trace)
   set_tests_properties(cli.eviction_trace PROPERTIES TIMEOUT 180)
+  # Issue 41: a NaN/inf weight, a degenerate config.json value or a step that overflows float32 is one
+  # stderr line and exit 1; a padded vocabulary's ids show as "<id N>" in text, --json, trace and detokenize.
+  add_test(NAME cli.numerics
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_numerics.py --kvscope $<TARGET_FILE:kvscope>
+                   --assets ${CMAKE_SOURCE_DIR}/assets --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/numerics)
+  set_tests_properties(cli.numerics PROPERTIES TIMEOUT 300)
   # The window and generate share one max-new-tokens default (a scripted window under xvfb-run; 77 = skipped).
   if(KVSCOPE_GUI)
     add_test(NAME cli.gui_defaults

@@ -472,7 +472,7 @@ TEST_CASE("bad sliding windows and layer_types are one-line errors") {
     CHECK_THAT(error(R"("model_type": "gemma3_text", "use_bidirectional_attention": true)"),
                Catch::Contains("use_bidirectional_attention true is not supported"));
     CHECK_THAT(error(R"("model_type": "gemma3_text", "final_logit_softcapping": 0)"),
-               Catch::Contains("final_logit_softcapping must be a finite number greater than 0"));
+               Catch::Contains("final_logit_softcapping must be a finite number from 0.01 to 1e+06"));
 }
 
 // Gemma3TextConfig's defaults and the keys only Gemma 3 has.

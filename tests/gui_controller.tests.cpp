@@ -421,3 +421,30 @@ TEST_CASE("Controller: a chat appends turns; the cache-off shadow re-prefills th
     run_ok(c, SendChat{messages[2]});
     CHECK(c.snapshot()->generated() == s->generated());
 }
+
+TEST_CASE("Controller: a step that overflows float32 is a red status line naming the layer; step back still works") {
+    // Token 7's embedding and layer 1's two output biases hold 1.5e38 in column 0: a row of token 7
+    // overflows (4.5e38 > FLT_MAX) in layer 1, every other row stays finite (numerics.tests.cpp).
+    FixtureSpec spec;
+    spec.seed = 41;
+    spec.config.tie_word_embeddings = false;
+    spec.set.push_back({"wte.weight", 7 * spec.config.n_embd, 1.5e38f});
+    spec.set.push_back({"h.1.attn.c_proj.bias", 0, 1.5e38f});
+    spec.set.push_back({"h.1.mlp.c_proj.bias", 0, 1.5e38f});
+    auto model = Model::load(write_fixture(work_dir("gui_controller") / "overflow", spec).dir.string());
+    SessionOptions o = small_options();
+    o.forced_tokens = {7};  // the prefill's token is 7, fed by the decode step
+    Controller c(model, o);
+    run_ok(c, set_prompt("1,2,3"));
+    run_ok(c, step());
+    CHECK(!c.execute(step()));
+    auto s = c.snapshot();
+    CHECK(s->status_error);
+    CHECK_THAT(s->status, Catch::Contains("step 1 (decode, position 3): layer 1 produced NaN or infinity"));
+    CHECK(s->trace().size() == 1);
+    CHECK(s->generated() == std::vector<TokenId>{7});
+    run_ok(c, back());
+    CHECK(c.snapshot()->trace().empty());
+    run_ok(c, step());  // the prefill again, as before
+    CHECK(c.snapshot()->trace().size() == 1);
+}

@@ -29,6 +29,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,8 @@ struct FixtureSpec {
     std::vector<std::string> drop;                             // short names to leave out
     std::map<std::string, std::vector<int64_t>> reshape;       // short name -> shape written instead
     std::vector<std::pair<std::string, std::vector<int64_t>>> add;  // extra tensors (full names)
+    std::vector<std::tuple<std::string, int64_t, float>> set;  // (short name, flat index, value) written over
+                                                               // the random value; NaN and ±inf allowed
 };
 
 struct FixtureTensor {
@@ -153,6 +156,8 @@ inline std::vector<std::byte> encode(std::vector<float>& values, Dtype dtype) {
             const uint16_t h = bf16_bits(v);
             v = from_bf16_bits(h);
             put16(h);
+        } else if (!std::isfinite(v)) {
+            put16(kvscope::f32_to_f16(v));  // NaN or ±inf: the f16 exponent all ones, as asked
         } else {
             // Multiples of 2^-8 below 8 in magnitude are exact in f16 (10 fraction bits), so the value
             // the reference uses is known without trusting a converter.
@@ -189,6 +194,8 @@ inline FixtureModel write_fixture(const fs::path& dir, const FixtureSpec& spec) 
             const float z = normal(rng);
             v = is_gain ? 1.0f + 0.1f * z : is_ln_bias ? 0.1f * z : spec.stddev * z;
         }
+        for (const auto& [set_name, at, value] : spec.set)
+            if (set_name == name) values.at(size_t(at)) = value;
         bool skip = false;
         for (const auto& d : spec.drop) skip = skip || d == name;
         if (auto it = spec.reshape.find(name); it != spec.reshape.end()) {

@@ -219,12 +219,13 @@ TEST_CASE("<|endoftext|> is text unless allow_special", "[tokenizer]") {
     CHECK(t.encode("<|<|endoftext|>", true) == std::vector<TokenId>{'<', '|', 259});
 }
 
-TEST_CASE("decode returns bytes and rejects unknown ids", "[tokenizer]") {
+TEST_CASE("decode returns bytes and shows unknown ids as <id N>; token_bytes rejects them", "[tokenizer]") {
     Tokenizer t = small_tokenizer();
     CHECK(t.decode({256, 'c'}) == "abc");
     CHECK(t.token_bytes(260) == " a");
     CHECK(t.decode({0xe2, 0x82}) == "\xe2\x82");  // half a €: bytes, not text
-    CHECK_THROWS_AS(t.decode({262}), UsageError);
+    CHECK(t.decode({'c', 262}) == "c<id 262>");    // a model's padded vocabulary (issue 41)
+    CHECK_THROWS_AS(t.token_bytes(262), UsageError);
     CHECK_THROWS_AS(t.token_bytes(-1), UsageError);
 }
 

@@ -299,7 +299,8 @@ void draw_timeline(PanelContext& c) {
         std::snprintf(pos, sizeof pos, "%lld", (long long)p);
         dl->AddText({x + 5, y + chip_h + 2}, IM_COL32(150, 150, 160, 255), pos);
         if (ImGui::IsMouseHoveringRect({x, y}, {x + w, y + chip_h}) && ImGui::IsWindowHovered()) {
-            const std::string& bytes = model.tokenizer() ? model.tokenizer()->token_bytes(tokens[size_t(p)]) : std::string();
+            const std::string bytes = model.tokenizer() && model.tokenizer()->has(tokens[size_t(p)])
+                                          ? model.tokenizer()->token_bytes(tokens[size_t(p)]) : std::string();
             std::string hex;
             for (unsigned char ch : bytes) {
                 char b[4];

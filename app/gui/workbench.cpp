@@ -22,8 +22,8 @@ std::string count_of(int64_t n, const char* one, const char* many) {
 }
 
 std::string token_text(const Model& model, TokenId id) {
-    if (!model.tokenizer() || id < 0 || id >= model.tokenizer()->n_vocab()) return "<" + std::to_string(id) + ">";
-    return display_bytes(model.tokenizer()->token_bytes(id));
+    if (!model.tokenizer()) return "<" + std::to_string(id) + ">";
+    return display_bytes(model.tokenizer()->bytes_or_id(id));  // "<id N>": padding beyond the tokenizer
 }
 
 std::vector<TokenId> encode_prompt(const Model& m, const std::string& text) {

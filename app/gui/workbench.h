@@ -127,7 +127,7 @@ inline constexpr const char* kDefaultSource = "the cat sat on the mat";
 
 // "1 query", "3 queries": the count and the noun in the number it needs (`many` defaults to one + "s").
 std::string count_of(int64_t n, const char* one, const char* many = nullptr);
-std::string token_text(const Model& model, TokenId id);  // display form of one token ("<id>" without tokenizer)
+std::string token_text(const Model& model, TokenId id);  // display form of one token ("<id>" without tokenizer, "<id N>" beyond it)
 // Token ids for prompt text, as SetPrompt makes them; throws UsageError. Pure: safe on the UI thread.
 std::vector<TokenId> encode_prompt(const Model& model, const std::string& text);
 
