@@ -15,24 +15,16 @@
 
 #include "atomic_file.h"
 #include "errors.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
+using namespace kvscope::test;
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "atomic_file" / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("atomic_file", name); }
 
 // Files in dir other than the ones the test made: temporaries the writer left behind.
 int n_other_files(const fs::path& dir, const fs::path& keep) {

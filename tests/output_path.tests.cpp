@@ -11,21 +11,21 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "scratch_dir.h"
 #include "npy.h"
 #include "output_path.h"
 #include "ownership.h"
 #include "prompt_cache.h"
 
 using namespace kvscope;
+using namespace kvscope::test;
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "output_path" / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = test::fresh_dir("output_path", name);
     ::setenv("XDG_STATE_HOME", (dir / "state").c_str(), 1);  // this test's own ledger of written files
     return dir;
 }

@@ -12,22 +12,19 @@
 
 #include "atomic_file.h"
 #include "errors.h"
+#include "scratch_dir.h"
 #include "npy.h"
 #include "output_path.h"
 #include "ownership.h"
 
 using namespace kvscope;
+using namespace kvscope::test;
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "ownership" / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("ownership", name); }
 
 // Every test keeps its user ledger in its own folder, never in the home of whoever runs the tests.
 struct UserLedger {
@@ -38,13 +35,6 @@ struct UserLedger {
     fs::path file() const { return dir / "kvscope" / "written-files.tsv"; }
 };
 
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void put(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-
 }  // namespace
 
 TEST_CASE("a file's proof is its size and the hash of its bytes, read in pieces or from memory alike", "[ownership]") {
@@ -54,7 +44,7 @@ TEST_CASE("a file's proof is its size and the hash of its bytes, read in pieces 
                      (size_t(3) << 20) - 1}) {
         std::string bytes(n, '\0');
         for (size_t i = 0; i < n; ++i) bytes[i] = char((i * 131 + 7) % 251);
-        put(dir / "f", bytes);
+        write_bytes(dir / "f", bytes);
         const auto on_disk = file_proof((dir / "f").string());
         REQUIRE(on_disk);
         CHECK(on_disk->size == n);
@@ -86,7 +76,7 @@ TEST_CASE("kvscope replaces a file it wrote, and never one it did not", "[owners
 
     // A .npy of the user's, with exactly the bytes kvscope would write, was not written by kvscope.
     const std::string npy = read_bytes(mine);
-    put(theirs, npy);
+    write_bytes(theirs, npy);
     CHECK_FALSE(kvscope_wrote(theirs));
     CHECK_THAT([&] { try { check_output_file("--dump-logits", theirs, OutputKind::Npy); } catch (const UsageError& e) { return std::string(e.what()); } return std::string(); }(),
                Contains("did not write"));
@@ -97,11 +87,11 @@ TEST_CASE("kvscope replaces a file it wrote, and never one it did not", "[owners
     // The user edits kvscope's file: one byte, or one byte more. It is theirs now.
     std::string edited = npy;
     edited.back() = char(edited.back() ^ 0x40);
-    put(mine, edited);
+    write_bytes(mine, edited);
     CHECK_FALSE(kvscope_wrote(mine));
     CHECK_THROWS_AS(write_npy_f32(mine, {2}, v), LoadError);
     CHECK(read_bytes(mine) == edited);
-    put(mine, npy + "x");
+    write_bytes(mine, npy + "x");
     CHECK_FALSE(kvscope_wrote(mine));
 
     // A symlink in kvscope's place is never replaced, nor followed.
@@ -120,8 +110,8 @@ TEST_CASE("a folder is kvscope's by its manifest, file by file, and not by the n
     // Names kvscope writes, made by someone else: refused, and every byte stays.
     const fs::path prof = dir / "prof";
     fs::create_directories(prof / "step_0007");
-    put(prof / "trace.json", "{}");
-    put(prof / "step_0007" / "mine.txt", "precious");
+    write_bytes(prof / "trace.json", "{}");
+    write_bytes(prof / "step_0007" / "mine.txt", "precious");
     CHECK_THROWS_WITH(check_output_folder("--trace", prof.string()), Contains("did not write"));
     CHECK_THROWS_AS(make_output_folder("--trace", prof.string()), UsageError);
     CHECK_FALSE(has_manifest(prof.string()));
@@ -143,7 +133,7 @@ TEST_CASE("a folder is kvscope's by its manifest, file by file, and not by the n
     CHECK_NOTHROW(make_output_folder("--trace", t.string()));  // used again
 
     // A file the user adds to kvscope's folder makes the folder refused until it is moved out.
-    put(t / "step_0000" / "notes.txt", "mine");
+    write_bytes(t / "step_0000" / "notes.txt", "mine");
     CHECK(foreign_entries(t.string()) == std::vector<std::string>{"step_0000/notes.txt"});
     CHECK_THROWS_WITH(check_output_folder("--trace", t.string()), Contains("step_0000/notes.txt"));
     // remove_written_tree removes what kvscope wrote and leaves the rest, with the folders that hold it.
@@ -158,17 +148,17 @@ TEST_CASE("a folder is kvscope's by its manifest, file by file, and not by the n
     // A manifest file's name alone is no manifest.
     const fs::path fake = dir / "fake";
     fs::create_directories(fake);
-    put(fake / manifest_name, "hello\n");
-    put(fake / "config.json", "{}");
+    write_bytes(fake / manifest_name, "hello\n");
+    write_bytes(fake / "config.json", "{}");
     CHECK_FALSE(has_manifest(fake.string()));
     CHECK_THROWS_AS(check_output_folder("--out", fake.string()), UsageError);
 }
 
-TEST_CASE("--force adopts a folder as it is; a prompt cache proves itself", "[ownership]") {
+TEST_CASE("train --force: an adopted folder is kvscope's as it is", "[ownership]") {
     const UserLedger ledger("adopt");
     const fs::path dir = fresh_dir("adopt") / "model";
     fs::create_directories(dir);
-    put(dir / "config.json", "{\"n_layer\": 1}");
+    write_bytes(dir / "config.json", "{\"n_layer\": 1}");
     CHECK_THROWS_AS(make_output_folder("--out", dir.string()), UsageError);
     force_output_folder("--out", dir.string());
     CHECK(has_manifest(dir.string()));

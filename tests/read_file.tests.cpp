@@ -13,25 +13,17 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "scratch_dir.h"
 #include "read_file.h"
 
 using namespace kvscope;
+using namespace kvscope::test;
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "read_file" / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-    std::ofstream out(p, std::ios::binary);
-    out << bytes;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("read_file", name); }
 
 std::string load_error_of(const std::string& path, const ReadLimit& limit) {
     try {
