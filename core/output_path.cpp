@@ -111,14 +111,13 @@ void check_output_folder(const std::string& flag, const std::string& path) {
     if (::access(path.c_str(), W_OK) != 0) refuse(flag, path, "the folder is not writable");
     if (fs::is_empty(path, ec) && !ec) return;
     if (!governed(path)) {
-        std::vector<std::string> some;
-        for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
-            if (some.size() == 3) {
-                some.push_back("...");
-                break;
+        std::vector<std::string> some = foreign_entries(path, 4);  // the files themselves, not their folders
+        if (some.empty())  // only empty folders, or files whose proofs sit in the user's ledger
+            for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+                if (some.size() == 4) break;
+                some.push_back(e.path().filename().string());
             }
-            some.push_back(e.path().filename().string());
-        }
+        if (some.size() == 4) some.back() = "...";
         refuse(flag, path, "the folder holds files kvscope did not write (" + listing(some) +
                                ") and no kvscope manifest; give a new or empty folder");
     }
