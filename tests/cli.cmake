@@ -93,9 +93,15 @@ if(KVSCOPE_CLI_PYTHON)
   # Inputs that are not regular files (FIFOs, /dev/zero, folders) or are over their size limit
   # (core/read_file.h), stdin from /dev/zero included: one 'error:' line and exit 1 under a 2 GiB
   # address-space limit, each run with a timeout that turns a hang into a failure.
+  # A sanitizer reserves terabytes of address space for its shadow memory: under it the scripts run
+  # without their 2 GiB address-space limit (the Release stage runs them with it).
+  set(kvscope_cli_memory_limit "")
+  if(KVSCOPE_SANITIZE OR KVSCOPE_TSAN)
+    set(kvscope_cli_memory_limit "--no-memory-limit")
+  endif()
   add_test(NAME cli.bounded_inputs
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_bounded_inputs.py --kvscope $<TARGET_FILE:kvscope>
-                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/bounded_inputs ${kvscope_cli_no_gui})
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/bounded_inputs ${kvscope_cli_no_gui} ${kvscope_cli_memory_limit})
   set_tests_properties(cli.bounded_inputs PROPERTIES TIMEOUT 600)
   # generate --evict on assets/llama-gqa (GQA): every eviction the trace records, and its score, recomputed
   # in numpy from the exported attention weights with tools/eviction_reference.py's rules.
@@ -107,7 +113,7 @@ if(KVSCOPE_CLI_PYTHON)
   # stderr line and exit 1; a padded vocabulary's ids show as "<id N>" in text, --json, trace and detokenize.
   add_test(NAME cli.numerics
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_numerics.py --kvscope $<TARGET_FILE:kvscope>
-                   --assets ${CMAKE_SOURCE_DIR}/assets --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/numerics)
+                   --assets ${CMAKE_SOURCE_DIR}/assets --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/numerics ${kvscope_cli_memory_limit})
   set_tests_properties(cli.numerics PROPERTIES TIMEOUT 300)
   # The window and generate share one max-new-tokens default (a scripted window under xvfb-run; 77 = skipped).
   if(KVSCOPE_GUI)

@@ -23,12 +23,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # GPT-2 style: config.json, model.safetensors, vocab.json, merges.txt
 DEFAULT = os.path.normpath(os.path.join(HERE, "..", "..", "assets", "default"))
 MEMORY_LIMIT = 2 << 30
+NO_MEMORY_LIMIT = "--no-memory-limit" in sys.argv  # a sanitizer build: its shadow memory needs more
 TIMEOUT = 60                                   # seconds; only a hang comes near it
 
 failures = []
 
 
 def limit_memory():
+    if NO_MEMORY_LIMIT:
+        return
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--kvscope", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--no-gui", action="store_true", help="kvscope was built without the window: skip gui cases")
+    ap.add_argument("--no-memory-limit", action="store_true", help="run without the 2 GiB limit (sanitizer builds)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds a run may take before it counts as a hang")
     a = ap.parse_args()
     w = os.path.abspath(a.work)

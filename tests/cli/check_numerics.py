@@ -3,6 +3,8 @@
 
     check_numerics.py --kvscope BIN --assets DIR --work DIR
 
+Every run has an address-space limit of 2 GiB (RLIMIT_AS).
+
 Model folders are copies of assets/default (GPT-2 shape, F32, its 768-token tokenizer) and
 assets/llama-gqa with one thing changed each:
   - a NaN / +inf in one weight: `generate` prints one stderr line naming the tensor and exits 1;
@@ -76,8 +78,19 @@ def variant(src, dst, edit_tensors=None, edit_config=None):
     return dst
 
 
+MEMORY_LIMIT = 2 << 30  # the issue's `ulimit -v` of 2 GB: every run here fits in it
+NO_MEMORY_LIMIT = "--no-memory-limit" in sys.argv  # a sanitizer build: its shadow memory needs more
+
+
+def limit_memory():
+    if NO_MEMORY_LIMIT:
+        return
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
 def run(args):
-    p = subprocess.run(args, capture_output=True, timeout=120)
+    p = subprocess.run(args, capture_output=True, timeout=120, preexec_fn=limit_memory)
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
 
@@ -96,6 +109,7 @@ def main():
     ap.add_argument("--kvscope", required=True)
     ap.add_argument("--assets", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--no-memory-limit", action="store_true", help="run without the 2 GiB limit (sanitizer builds)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     default = os.path.join(a.assets, "default")
