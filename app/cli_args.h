@@ -40,6 +40,7 @@ public:
     int64_t integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const;
     double real(const std::string& name, double fallback) const;        // finite numbers only
     std::string help() const;
+    const std::string& command() const { return command_; }  // "generate", "tokenize", ...
     // Every option value in command-line order: {name, value}.
     const std::vector<std::pair<std::string, std::string>>& in_order() const { return in_order_; }
 

@@ -307,7 +307,8 @@ int cli_generate(int argc, char** argv) {
     if (args.has("--json")) {
         // One prompt: the fields are that prompt's; several: arrays, one element per prompt.
         // "text" is the generated text (put_text: "text_hex" too when its bytes are not valid UTF-8).
-        // "prompt_text" is the prompt as the model read it (with --system in front), null without a tokenizer.
+        // "prompt_text" is the prompt as the model read it (with --system in front). Both are null without a
+        // tokenizer: "" would say the text was empty.
         JsonOut prompt_ids = JsonOut::array(), generated_ids = JsonOut::array();
         std::vector<std::string> texts, prompt_texts;
         for (const Session* s : all) {
@@ -323,7 +324,8 @@ int cli_generate(int argc, char** argv) {
         else if (batch) put_texts(out, "prompt_text", prompt_texts);
         else put_text(out, "prompt_text", prompt_texts[0]);
         out["generated_ids"] = batch ? generated_ids : generated_ids[0];
-        if (batch) put_texts(out, "text", texts);
+        if (!model->tokenizer()) out["text"] = nullptr;
+        else if (batch) put_texts(out, "text", texts);
         else put_text(out, "text", texts[0]);
         if (encoder_decoder) out["source_ids"] = source;
         out["cache"] = options.use_cache;

@@ -24,6 +24,9 @@ Tokenizer load_tokenizer(const CliArgs& args) {
         throw LoadError(dir, "no such folder",
                         given ? "--model wants a folder with tokenizer.json, or vocab.json and merges.txt"
                               : "the default model is missing; pass --model DIR");
+    if (!has_tokenizer_files(dir))  // a folder without a tokenizer is a refused request, as for generate --prompt
+        throw UsageError(args.command() + " needs the tokenizer (tokenizer.json, or vocab.json and merges.txt), which " +
+                         dir + " does not have");
     return Tokenizer::load(dir);
 }
 

@@ -42,8 +42,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
                 if (t.dtype == Dtype::BF16) cfg.embedding_scale = bf16_to_f32(f32_to_bf16(scale));
                 if (t.dtype == Dtype::F16) cfg.embedding_scale = f16_to_f32(f32_to_f16(scale));
             }
-    if (fs::exists(fs::path(dir) / "tokenizer.json", ec) || fs::exists(fs::path(dir) / "vocab.json", ec) ||
-        fs::exists(fs::path(dir) / "merges.txt", ec)) {
+    if (has_tokenizer_files(dir)) {
         model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
         if (model->tokenizer_->n_vocab() > model->config_.n_vocab)
             throw LoadError(dir + (fs::exists(fs::path(dir) / "tokenizer.json", ec) ? "/tokenizer.json" : "/vocab.json"),

@@ -181,6 +181,13 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
+bool has_tokenizer_files(const std::string& dir) {
+    std::error_code ec;
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt"})
+        if (std::filesystem::exists(file_path(dir, name), ec)) return true;
+    return false;
+}
+
 Tokenizer Tokenizer::load(const std::string& dir) {
     std::error_code ec;
     if (std::filesystem::exists(file_path(dir, "tokenizer.json"), ec)) {

@@ -4,6 +4,8 @@
 // Mistral, Gemma) BPE, equal to Hugging Face tokenizers' encode(text) (tokenizer_json.h says what
 // of tokenizer.json is read).
 //
+//   has_tokenizer_files(dir)       dir holds tokenizer.json, vocab.json or merges.txt (a folder without
+//                                  any is a model without a tokenizer, not a broken one)
 //   Tokenizer::load(dir)           reads dir/tokenizer.json (+ tokenizer_config.json) when present, else
 //                                  dir/vocab.json + dir/merges.txt; throws LoadError
 //   Tokenizer::from_text(v, m, o)  vocab.json + merges.txt from the files' contents; `o` names the folder in errors
@@ -47,6 +49,8 @@
 namespace kvscope {
 
 using TokenId = int32_t;
+
+bool has_tokenizer_files(const std::string& dir);
 
 class Tokenizer {
 public:

@@ -144,6 +144,9 @@ def main():
          ["train", "--out", os.path.join(w, "trained"), "--loss-png", notes], 2, notes),
         ("inspect missing model folder", ["inspect", "--model", missing], 1, missing),
         ("tokenize missing model folder", ["tokenize", "--model", missing, "--text", "x"], 1, missing),
+        # A folder without tokenizer files: the same refusal (exit 2) as generate --prompt TEXT gives.
+        ("tokenize on a model without tokenizer", ["tokenize", "--model", no_tokenizer, "--text", "x"], 2, no_tokenizer),
+        ("detokenize on a model without tokenizer", ["detokenize", "--model", no_tokenizer, "--ids", "1"], 2, no_tokenizer),
         ("tokenize with a WordPiece tokenizer.json", ["tokenize", "--model", wordpiece, "--text", "x"], 1,
          'model type "WordPiece" is not supported'),
         ("tokenize with a Unigram tokenizer.json", ["tokenize", "--model", unigram, "--text", "x"], 1,

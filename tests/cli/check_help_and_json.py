@@ -86,8 +86,9 @@ def main():
                 failures.append(f"script command '{name}' from gui --help: parser says {p.stderr.strip()!r}")
 
     # the tokenizer files are optional, and inspect --json says what "tokenizer" is
-    if not re.search(r"vocab\.json\s+and\s+merges\.txt\s+are\s+optional", run(k, ["inspect", "--help"]).stdout):
-        failures.append("inspect --help does not call vocab.json and merges.txt optional")
+    if not re.search(r"tokenizer\s+files\s+\(tokenizer\.json,\s+or\s+vocab\.json\s+and\s+merges\.txt\)\s+are\s+optional",
+                     run(k, ["inspect", "--help"]).stdout):
+        failures.append("inspect --help does not call the tokenizer files (tokenizer.json, or vocab.json and merges.txt) optional")
     tok = json.loads(run(k, ["inspect", "--json"]).stdout).get("tokenizer")
     n_vocab = len(json.load(open(os.path.join(ASSETS_DEFAULT, "vocab.json"))))
     if not isinstance(tok, dict) or tok.get("n_tokens") != n_vocab or tok.get("files") != ["vocab.json", "merges.txt"]:
@@ -99,6 +100,11 @@ def main():
     bare_inspect = json.loads(run(k, ["inspect", "--json", "--model", bare]).stdout)
     if bare_inspect.get("tokenizer", "absent") is not None:
         failures.append(f"inspect --json without tokenizer files: 'tokenizer' is {bare_inspect.get('tokenizer')!r}, not null")
+    # without a tokenizer there is no text: null, not "" (which would say the text was empty)
+    bare_gen = json.loads(run(k, ["generate", "--model", bare, "--prompt-ids", "1,2", "--max-new-tokens", "2", "--json"]).stdout)
+    for key in ("text", "prompt_text"):
+        if bare_gen.get(key, "absent") is not None:
+            failures.append(f"generate --json without tokenizer files: {key!r} is {bare_gen.get(key, '(absent)')!r}, not null")
 
     # generate --json: the prompt text and every setting; the default count
     m = re.search(r"--max-new-tokens N\s+tokens to generate \(default (\d+)\)", run(k, ["generate", "--help"]).stdout)
