@@ -831,7 +831,8 @@ inline void rows_half_pass(float* acc, const float* const (&xr)[R], const Wt* co
 // Every step of every pass prefetches an even share of the group two ahead, walked front to back, so
 // those reads spread over all of the group's arithmetic. Zen 3 VM (AVX2), 2 threads, 8 rows streamed from
 // memory, us, 3 interleaved rounds, against the group's rows shared among the first four passes: float32
-// K 576 x N 1536 223-244 -> 185-198, bfloat16 163-187 -> 138-164 (both changes together: docs/benchmarks.md, Zen 3).
+// K 576 x N 1536 223-244 -> 185-198, bfloat16 163-187 -> 138-164 (both changes together: the 2026-11-27
+// Zen 3 log in docs/benchmarks.md's git history).
 // Each output's chains and lane tree sum are nk_block's: the same bits as tile_nk.
 template <int kRows, class Wt, bool kPaired>
 void group_rows_batched(float* y, const float* x, int64_t T, const Wt* w, const float* bias, int64_t K, int64_t N,
