@@ -1,13 +1,13 @@
 // kvscope entry point: subcommand dispatch. Errors are caught here once and printed as one line; the
-// exit code follows the table in core/errors.h (UsageError 2, everything else 1).
+// exit code follows the table in core/base/errors.h (UsageError 2, everything else 1).
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
 
-#include "cli_commands.h"
-#include "errors.h"
+#include "base/errors.h"
+#include "cli/commands.h"
 
 namespace {
 

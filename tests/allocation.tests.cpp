@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <new>
 
-#include "session.h"
+#include "base/thread_pool.h"
+#include "run/session.h"
 #include "test_models.h"
-#include "thread_pool.h"
 
 namespace {
 std::atomic<bool> g_counting{false};

@@ -13,8 +13,8 @@
 
 #include <sys/resource.h>
 
-#include "atomic_file.h"
-#include "errors.h"
+#include "base/errors.h"
+#include "io/atomic_file.h"
 #include "scratch_dir.h"
 
 using namespace kvscope;

@@ -9,11 +9,11 @@
 
 #include <cmath>
 
-#include "errors.h"
-#include "model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "run/session.h"
+#include "run/trace.h"
 #include "test_models.h"
-#include "trace.h"
 
 using namespace kvscope;
 using namespace kvtest;

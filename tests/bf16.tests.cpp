@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "session.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

@@ -10,13 +10,13 @@
 #include <cmath>
 #include <numeric>
 
-#include "cache_edit.h"
-#include "errors.h"
-#include "model.h"
-#include "session.h"
-#include "session_group.h"
+#include "base/errors.h"
+#include "cache/cache_edit.h"
+#include "forward/model.h"
+#include "run/session.h"
+#include "run/session_group.h"
+#include "run/trace.h"
 #include "test_models.h"
-#include "trace.h"
 
 using namespace kvscope;
 using namespace kvtest;

@@ -1,4 +1,4 @@
-// The cache lab (core/cache_lab.h): its --config grammar and refusals, teacher forcing in Session, and
+// The cache lab (core/analysis/cache_lab.h): its --config grammar and refusals, teacher forcing in Session, and
 // its figures against test_models.h's double-precision reference forward pass (whole sequence, banded
 // mask with sinks): loss, KL to full attention and top-1 agreement recomputed there from the logits.
 // tests/parity/cache_lab.py checks `kvscope lab --json` against PyTorch, quantized rows included.
@@ -8,10 +8,10 @@
 #include <cmath>
 #include <memory>
 
-#include "cache_lab.h"
-#include "errors.h"
-#include "model.h"
-#include "session.h"
+#include "analysis/cache_lab.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

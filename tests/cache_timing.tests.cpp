@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cache_comparison.h"
-#include "model.h"
-#include "random_model.h"
+#include "forward/model.h"
+#include "model/random_model.h"
 #include "workbench.h"
 
 using namespace kvscope;

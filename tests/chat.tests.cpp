@@ -13,12 +13,12 @@
 #include <tuple>
 #include <vector>
 
-#include "block_pool.h"
-#include "config.h"
-#include "errors.h"
-#include "model.h"
-#include "random_model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "cache/block_pool.h"
+#include "forward/model.h"
+#include "model/config.h"
+#include "model/random_model.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "chat_conversation.h"
-#include "errors.h"
-#include "json_write.h"
-#include "model.h"
+#include "base/errors.h"
 #include "chat_folder.h"
+#include "forward/model.h"
+#include "io/json_write.h"
+#include "run/chat_conversation.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "chat_template.h"
-#include "json_write.h"
+#include "io/json_write.h"
+#include "text/chat_template.h"
 
 namespace kvtest {
 

@@ -14,10 +14,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "chat_template.h"
-#include "errors.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "base/errors.h"
+#include "io/json.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 using namespace kvscope;
 

@@ -1,4 +1,4 @@
-// Checkpoints (core/checkpoint.h) and the engine's step API on a Llama-family GQA folder.
+// Checkpoints (core/model/checkpoint.h) and the engine's step API on a Llama-family GQA folder.
 //
 // How the expectations are made: a Llama folder is written here (config.json text + seeded tensors with
 // Hugging Face names through write_safetensors), once as model.safetensors and once split over shards
@@ -16,11 +16,11 @@
 #include <map>
 #include <random>
 
-#include "checkpoint.h"
-#include "config.h"
-#include "errors.h"
-#include "model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "run/session.h"
 #include "session_runs.h"
 #include "test_models.h"
 

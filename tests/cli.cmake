@@ -91,7 +91,7 @@ if(KVSCOPE_CLI_PYTHON)
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/help_and_json ${kvscope_cli_no_gui})
   set_tests_properties(cli.errors cli.help_and_json PROPERTIES TIMEOUT 180)
   # Inputs that are not regular files (FIFOs, /dev/zero, folders) or are over their size limit
-  # (core/read_file.h), stdin from /dev/zero included: one 'error:' line and exit 1 under a 2 GiB
+  # (core/io/read_file.h), stdin from /dev/zero included: one 'error:' line and exit 1 under a 2 GiB
   # address-space limit, each run with a timeout that turns a hang into a failure.
   # A sanitizer reserves terabytes of address space for its shadow memory: under it the scripts run
   # without their 2 GiB address-space limit (the Release stage runs them with it).

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "config.h"
-#include "errors.h"
+#include "base/errors.h"
+#include "model/config.h"
 
 using namespace kvscope;
 

@@ -1,4 +1,4 @@
-// Encoder-decoder sessions (core/encoder.h, the cross-attention sub-layer in model.cpp, Session's
+// Encoder-decoder sessions (core/forward/encoder.h, the cross-attention sub-layer in model.cpp, Session's
 // source handling) on the shipped assets/encoder-decoder folder.
 //
 // Numbers against an independent computation live in tests/parity/encoder_decoder.py (PyTorch
@@ -12,11 +12,11 @@
 
 #include <filesystem>
 
-#include "encoder.h"
-#include "export.h"
-#include "errors.h"
-#include "model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "forward/encoder.h"
+#include "forward/model.h"
+#include "report/export.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

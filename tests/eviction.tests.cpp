@@ -17,14 +17,14 @@
 #include <set>
 #include <sstream>
 
-#include "attention.h"
-#include "errors.h"
-#include "eviction.h"
-#include "model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "kernels/attention.h"
+#include "run/eviction.h"
+#include "run/session.h"
+#include "run/trace.h"
 #include "session_runs.h"
 #include "test_models.h"
-#include "trace.h"
 
 using namespace kvscope;
 using namespace kvtest;

@@ -20,17 +20,17 @@
 
 #include <unistd.h>
 
-#include "colormap.h"
-#include "config.h"
-#include "errors.h"
-#include "export.h"
-#include "json.h"
-#include "json_write.h"
-#include "model.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "io/json.h"
+#include "io/json_write.h"
+#include "model/config.h"
+#include "model/safetensors.h"
 #include "png_file.h"
-#include "safetensors.h"
-#include "session.h"
-#include "tokenizer.h"
+#include "report/colormap.h"
+#include "report/export.h"
+#include "run/session.h"
+#include "text/tokenizer.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;

@@ -18,8 +18,8 @@
 
 #include "chat_folder.h"
 #include "controller.h"
-#include "model.h"
-#include "session.h"
+#include "forward/model.h"
+#include "run/session.h"
 #include "session_runs.h"
 #include "test_models.h"
 

@@ -1,4 +1,4 @@
-// Head scores (core/heads.h) and the acceptance checks of the shipped default model (assets/default).
+// Head scores (core/analysis/heads.h) and the acceptance checks of the shipped default model (assets/default).
 //
 // How the expectations are made: the synthetic-model case builds weights by hand so that one head's
 // attention is known in closed form (uniform over the visible keys: score = mean over queries of 1/(t+1)),
@@ -16,11 +16,11 @@
 #include <filesystem>
 #include <sstream>
 
-#include "corpus.h"
-#include "heads.h"
-#include "model.h"
-#include "session.h"
-#include "train.h"
+#include "analysis/heads.h"
+#include "forward/model.h"
+#include "run/session.h"
+#include "text/corpus.h"
+#include "train/train.h"
 
 using namespace kvscope;
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "huge_pages.h"
+#include "base/huge_pages.h"
 
 using namespace kvscope;
 

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <string>
 
-#include "json.h"
-#include "json_write.h"
+#include "io/json.h"
+#include "io/json_write.h"
 
 using kvscope::Json;
 using kvscope::JsonError;

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels.h"
-#include "thread_pool.h"
+#include "base/thread_pool.h"
+#include "kernels/kernels.h"
 
 using namespace kvscope;
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <random>
 
-#include "errors.h"
-#include "kv_cache.h"
+#include "base/errors.h"
+#include "cache/kv_cache.h"
 
 using namespace kvscope;
 

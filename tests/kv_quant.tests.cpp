@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "errors.h"
-#include "kv_quant.h"
+#include "base/errors.h"
+#include "cache/kv_quant.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <random>
 
-#include "errors.h"
-#include "kv_quant_error.h"
-#include "session.h"
+#include "analysis/kv_quant_error.h"
+#include "base/errors.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

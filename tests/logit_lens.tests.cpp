@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "errors.h"
-#include "logit_lens.h"
-#include "model.h"
-#include "random_model.h"
-#include "session.h"
+#include "analysis/logit_lens.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "model/config.h"
+#include "model/random_model.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

@@ -1,4 +1,4 @@
-// Overviews of large attention maps (core/map_overview.h) against brute force:
+// Overviews of large attention maps (core/analysis/map_overview.h) against brute force:
 //  1. max_pool over random maps with random masks, for whole-map and zoomed windows, equals a loop that
 //     visits each texel's block cell by cell and keeps the visible cell of largest |value| (ties: the
 //     positive one);
@@ -11,9 +11,9 @@
 #include <cmath>
 #include <random>
 
-#include "map_overview.h"
-#include "model.h"
-#include "session.h"
+#include "analysis/map_overview.h"
+#include "forward/model.h"
+#include "run/session.h"
 #include "test_models.h"
 
 using namespace kvscope;

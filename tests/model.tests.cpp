@@ -14,12 +14,12 @@
 #include <random>
 #include <sstream>
 
-#include "errors.h"
-#include "model.h"
-#include "random_model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "base/thread_pool.h"
+#include "forward/model.h"
+#include "model/random_model.h"
+#include "run/session.h"
 #include "test_models.h"
-#include "thread_pool.h"
 
 using namespace kvscope;
 using namespace kvtest;

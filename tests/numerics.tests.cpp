@@ -15,13 +15,13 @@
 #include <limits>
 #include <string>
 
-#include "config.h"
-#include "errors.h"
-#include "finite.h"
-#include "model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "model/config.h"
+#include "model/finite.h"
+#include "run/session.h"
 #include "test_models.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 using namespace kvscope;
 using namespace kvtest;

@@ -1,4 +1,4 @@
-// The one rule for outputs (core/output_path.h): the output is created, its parent folder must exist;
+// The one rule for outputs (core/io/output_path.h): the output is created, its parent folder must exist;
 // an existing file is replaced only when kvscope wrote it and it is the kind kvscope writes there; an
 // existing folder is written into only when empty or kvscope's; one run's outputs never overlap. Every
 // refusal is a UsageError naming the option and path.
@@ -10,12 +10,12 @@
 
 #include <unistd.h>
 
-#include "errors.h"
+#include "base/errors.h"
+#include "io/npy.h"
+#include "io/output_path.h"
+#include "io/ownership.h"
+#include "run/prompt_cache.h"
 #include "scratch_dir.h"
-#include "npy.h"
-#include "output_path.h"
-#include "ownership.h"
-#include "prompt_cache.h"
 
 using namespace kvscope;
 using namespace kvscope::test;

@@ -1,4 +1,4 @@
-// Ownership (core/ownership.h): kvscope replaces or removes a file only when its ledger proves kvscope
+// Ownership (core/io/ownership.h): kvscope replaces or removes a file only when its ledger proves kvscope
 // wrote those very bytes. Names prove nothing; a changed byte, a grown file or a symlink is not kvscope's.
 #include <catch2/catch.hpp>
 
@@ -10,12 +10,12 @@
 
 #include <unistd.h>
 
-#include "atomic_file.h"
-#include "errors.h"
+#include "base/errors.h"
+#include "io/atomic_file.h"
+#include "io/npy.h"
+#include "io/output_path.h"
+#include "io/ownership.h"
 #include "scratch_dir.h"
-#include "npy.h"
-#include "output_path.h"
-#include "ownership.h"
 
 using namespace kvscope;
 using namespace kvscope::test;

@@ -11,10 +11,10 @@
 
 #include <memory>
 
-#include "block_pool.h"
-#include "errors.h"
-#include "model.h"
-#include "session.h"
+#include "base/errors.h"
+#include "cache/block_pool.h"
+#include "forward/model.h"
+#include "run/session.h"
 #include "session_runs.h"
 #include "test_models.h"
 

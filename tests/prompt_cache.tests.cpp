@@ -22,10 +22,10 @@
 #include <random>
 #include <set>
 
-#include "errors.h"
-#include "model.h"
-#include "prompt_cache.h"
-#include "random_model.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "model/random_model.h"
+#include "run/prompt_cache.h"
 #include "test_models.h"
 
 using namespace kvscope;

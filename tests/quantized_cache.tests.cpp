@@ -11,12 +11,12 @@
 #include <memory>
 #include <random>
 
-#include "errors.h"
-#include "kv_cache.h"
-#include "kv_quant.h"
-#include "model.h"
-#include "session.h"
-#include "session_group.h"
+#include "base/errors.h"
+#include "cache/kv_cache.h"
+#include "cache/kv_quant.h"
+#include "forward/model.h"
+#include "run/session.h"
+#include "run/session_group.h"
 #include "session_runs.h"
 #include "test_models.h"
 

@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errors.h"
+#include "base/errors.h"
+#include "io/read_file.h"
 #include "scratch_dir.h"
-#include "read_file.h"
 
 using namespace kvscope;
 using namespace kvscope::test;

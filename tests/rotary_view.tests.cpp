@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "config.h"
-#include "rotary_view.h"
+#include "analysis/rotary_view.h"
+#include "model/config.h"
 
 using namespace kvscope;
 

@@ -14,8 +14,8 @@
 
 #include <unistd.h>
 
-#include "errors.h"
-#include "safetensors.h"
+#include "base/errors.h"
+#include "model/safetensors.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;

@@ -14,8 +14,8 @@
 
 #include <quadmath.h>
 
-#include "errors.h"
-#include "sampler.h"
+#include "base/errors.h"
+#include "run/sampler.h"
 
 using namespace kvscope;
 

@@ -13,10 +13,10 @@
 #include <memory>
 #include <sstream>
 
-#include "errors.h"
-#include "model.h"
-#include "session.h"
-#include "thread_pool.h"
+#include "base/errors.h"
+#include "base/thread_pool.h"
+#include "forward/model.h"
+#include "run/session.h"
 #include "session_runs.h"
 #include "test_models.h"
 

@@ -14,9 +14,9 @@
 #include <iterator>
 #include <memory>
 
-#include "errors.h"
-#include "model.h"
-#include "session_group.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "run/session_group.h"
 #include "session_runs.h"
 #include "test_models.h"
 

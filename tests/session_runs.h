@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "session.h"
+#include "run/session.h"
 #include "test_models.h"
 
 namespace kvtest {

@@ -16,13 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "colormap.h"
-#include "errors.h"
-#include "output_path.h"
-#include "plot_layout.h"
+#include "base/errors.h"
+#include "io/output_path.h"
 #include "png_file.h"
-#include "plot.h"
-#include "svg.h"
+#include "report/colormap.h"
+#include "report/plot.h"
+#include "report/plot_layout.h"
+#include "report/svg.h"
 
 namespace fs = std::filesystem;
 using namespace kvscope;

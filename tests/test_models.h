@@ -35,8 +35,8 @@
 
 #include <unistd.h>
 
-#include "config.h"
-#include "safetensors.h"
+#include "model/config.h"
+#include "model/safetensors.h"
 
 namespace kvtest {
 

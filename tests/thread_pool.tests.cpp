@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "thread_pool.h"
+#include "base/thread_pool.h"
 
 using namespace kvscope;
 

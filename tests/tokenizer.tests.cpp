@@ -18,10 +18,10 @@
 #include <random>
 #include <sstream>
 
-#include "errors.h"
-#include "json.h"
-#include "tokenizer.h"
-#include "unicode_classes.h"
+#include "base/errors.h"
+#include "io/json.h"
+#include "text/tokenizer.h"
+#include "text/unicode_classes.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;

@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <string>
 
-#include "chat_template.h"
-#include "errors.h"
-#include "json.h"
-#include "tokenizer.h"
-#include "tokenizer_config.h"
+#include "base/errors.h"
+#include "io/json.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_config.h"
 
 using namespace kvscope;
 using Catch::Contains;

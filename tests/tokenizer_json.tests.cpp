@@ -17,11 +17,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "errors.h"
-#include "json.h"
-#include "pretokenizer.h"
-#include "tokenizer.h"
-#include "unicode_nfc.h"
+#include "base/errors.h"
+#include "io/json.h"
+#include "text/pretokenizer.h"
+#include "text/tokenizer.h"
+#include "text/unicode_nfc.h"
 
 using namespace kvscope;
 

@@ -18,15 +18,15 @@
 #include <set>
 #include <sstream>
 
-#include "corpus.h"
-#include "errors.h"
-#include "heads.h"
-#include "model.h"
-#include "session.h"
-#include "thread_pool.h"
-#include "tokenizer.h"
-#include "train.h"
-#include "train_ops.h"
+#include "analysis/heads.h"
+#include "base/errors.h"
+#include "base/thread_pool.h"
+#include "forward/model.h"
+#include "run/session.h"
+#include "text/corpus.h"
+#include "text/tokenizer.h"
+#include "train/train.h"
+#include "train/train_ops.h"
 
 using namespace kvscope;
 

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "errors.h"
-#include "model.h"
+#include "base/errors.h"
+#include "forward/model.h"
+#include "model/weights.h"
 #include "test_models.h"
-#include "weights.h"
 
 using namespace kvscope;
 using namespace kvtest;

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <vector>
 
-#include "rotary.h"
-#include "trace.h"
+#include "model/rotary.h"
+#include "run/trace.h"
 
 namespace {
 

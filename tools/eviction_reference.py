@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent numpy reference of kvscope's KV-cache eviction policies (core/eviction.h), written from the
+"""Independent numpy reference of kvscope's KV-cache eviction policies (core/run/eviction.h), written from the
 README's definitions ("Eviction under a budget"), sharing no code with the engine.
 
 Given a fixed attention history, it replays a generation step by step and says which positions each

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// Writes core/unicode_classes.cpp: the code point ranges of \p{L}, \p{N} and White_Space, taken from
+// Writes core/text/unicode_classes.cpp: the code point ranges of \p{L}, \p{N} and White_Space, taken from
 // this Node's ICU by testing every code point with a /u regex. The tokenizer's pre-tokenizer needs
 // exactly these three classes (tiktoken's gpt2 pattern uses \p{L}, \p{N} and \s = White_Space).
 //
-//   node tools/gen_unicode_classes.js > core/unicode_classes.cpp
+//   node tools/gen_unicode_classes.js > core/text/unicode_classes.cpp
 //
 // Made with Node 20 (process.versions.unicode is written into the file). Re-run after a Node upgrade
 // only on purpose: the ranges must match the Unicode tables of the tiktoken build the tests compare to.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes core/unicode_nfc_tables.inc: the data NFC normalization needs (Unicode Standard Annex #15),
+"""Writes core/text/unicode_nfc_tables.inc: the data NFC normalization needs (Unicode Standard Annex #15),
 from Python's unicodedata (its Unicode version is written into the file).
 
-    python3 tools/gen_unicode_nfc.py > core/unicode_nfc_tables.inc
+    python3 tools/gen_unicode_nfc.py > core/text/unicode_nfc_tables.inc
 
 Tables (all sorted by their first column, for binary search):
     k_ccc              (code point, canonical combining class) for every class != 0

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Does a model folder copy WHATEVER repeats? An independent check of the default model (issue 18).
 
-Independent of kvscope's C++ engine and of its corpus generator (core/corpus.cpp): a plain numpy GPT-2
+Independent of kvscope's C++ engine and of its corpus generator (core/text/corpus.cpp): a plain numpy GPT-2
 forward of model.safetensors, and its own RNG (numpy's PCG64, seeded here) drawing tokens of four kinds
 straight from vocab.json:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Quantized K/V formats in numpy, written from README.md "Quantized K/V" (not from core/kv_quant.cpp).
+"""Quantized K/V formats in numpy, written from README.md "Quantized K/V" (not from core/cache/kv_quant.cpp).
 
 Every step is a float32 numpy operation with IEEE rounding (np.rint rounds half to even), the same
 sequence of roundings the README states, so kvscope must match it bit for bit.

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh test
 jobs=$(nproc)
-# The ledger of files kvscope wrote outside its folders (core/ownership.h): the tests' own, not the user's.
+# The ledger of files kvscope wrote outside its folders (core/io/ownership.h): the tests' own, not the user's.
 export XDG_STATE_HOME="$PWD/build-state"
 
 echo "== Release build and full test suite" >&2

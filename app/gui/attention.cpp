@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "panels.h"
 
 namespace kvscope::gui {

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "session.h"
+#include "run/session.h"
 
 namespace kvscope::gui {
 

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "plot.h"
-#include "session.h"
+#include "report/plot.h"
+#include "run/session.h"
 
 namespace kvscope::gui {
 
@@ -46,11 +46,11 @@ struct LoadModel { std::string dir; };       // on failure the current model sta
 struct ExportStep { std::string dir; int64_t step = -1, layer = -1, head = -1; PlotOutput plots{}; };  // step -1 = newest;
                                                                                    // layer -1 = all; plots: PNG/SVG
 struct ExportSession { std::string dir; int64_t layer = -1, head = -1; PlotOutput plots{}; };  // layer -1 = all heads
-struct ExplainHeads {};                      // every head's previous-token and induction score (core/heads.h)
+struct ExplainHeads {};                      // every head's previous-token and induction score (core/analysis/heads.h)
 struct Select { int64_t sequence = 0; };     // the sequence of the batch the panels show
 struct SendChat { std::string text; };       // a user message: the first starts the chat (sets the prompt), later
                                              // ones append a turn to the cache; the reply then runs to its end
-struct MeasureLab { std::vector<std::string> specs; };  // the cache lab (core/cache_lab.h) over the shown sequence's
+struct MeasureLab { std::vector<std::string> specs; };  // the cache lab (core/analysis/cache_lab.h) over the shown sequence's
                                                         // tokens so far; specs empty = lab_default_specs
 struct EditCache {                           // evict / restore / patch one position between steps (cache_edit.h)
     CacheEditKind kind = CacheEditKind::Evict;

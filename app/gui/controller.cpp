@@ -11,7 +11,7 @@
 #include <unistd.h>
 #endif
 
-#include "errors.h"
+#include "base/errors.h"
 
 namespace kvscope::gui {
 namespace {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "panels.h"
 
 namespace kvscope::gui {
@@ -465,7 +465,7 @@ void draw_controls(PanelContext& c) {
             o.sink_positions = cache_numbered ? SinkPositions::Cache : SinkPositions::Text;
         help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
                     "count as sitting right before the window. Off: every key keeps its own (text) position.");
-        // Eviction under a budget (core/eviction.h); a bad combination is refused when applied, in the error box.
+        // Eviction under a budget (core/run/eviction.h); a bad combination is refused when applied, in the error box.
         // A combo of named items (not Combo's string list) so tests find each choice in the layout dump.
         ImGui::SetNextItemWidth(w);
         if (ImGui::BeginCombo("eviction", eviction_policy_name(o.eviction.kind))) {

@@ -1,4 +1,4 @@
-// Cache edits: evict, restore or patch one position between steps (core/cache_edit.h), and what the edit
+// Cache edits: evict, restore or patch one position between steps (core/cache/cache_edit.h), and what the edit
 // does to the next prediction: KL, top-1 before and after, the tokens whose probability moved most.
 // The newest edit since the last step is shown; once a step ran, the edits it ran after.
 #include <imgui.h>

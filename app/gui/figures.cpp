@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <map>
 
-#include "errors.h"
-#include "logit_lens.h"
-#include "map_overview.h"
-#include "output_path.h"
-#include "plot_layout.h"
+#include "analysis/logit_lens.h"
+#include "analysis/map_overview.h"
+#include "base/errors.h"
+#include "io/output_path.h"
+#include "report/plot_layout.h"
 #include "test_dumps.h"
 
 namespace kvscope::gui {

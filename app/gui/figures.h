@@ -1,5 +1,5 @@
 #pragma once
-// "Save figure": the maps and charts the panels show, as paper figures (core/plot.h: PNG at a scale or SVG,
+// "Save figure": the maps and charts the panels show, as paper figures (core/report/plot.h: PNG at a scale or SVG,
 // with a title, axes with positions and token labels, and a colour bar), written into the Export panel's
 // folder in its format. A figure is built from the same snapshot structs the panel reads (never from a
 // Session), on the drawing thread: every figure here is cheap next to drawing the panel.
@@ -25,7 +25,7 @@
 //   build_figure(panel, snap, prefs) -> Figure    throws UsageError when there is nothing to draw yet
 //   save_figure(panel, snap, prefs, name) -> paths   the figure's files in <export dir>/figures/, named
 //                                  name (default Figure::name) + "_" + part for figures of several maps;
-//                                  every output rule (core/output_path.h) is checked for every file before
+//                                  every output rule (core/io/output_path.h) is checked for every file before
 //                                  anything is written, so a refusal changes nothing; throws UsageError
 //   figure_button(c, panel)        the panel's "Save figure" button and its one-line result, the first line
 //                                  of every panel that has a figure
@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "kv_quant_error.h"
+#include "analysis/kv_quant_error.h"
+#include "analysis/rotary_view.h"
 #include "panels.h"
-#include "plot.h"
-#include "rotary_view.h"
+#include "report/plot.h"
 
 namespace kvscope::gui {
 

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <deque>
 
-#include "colormap.h"
-#include "errors.h"
-#include "read_file.h"
+#include "base/errors.h"
+#include "io/read_file.h"
+#include "report/colormap.h"
 
 namespace kvscope::gui::Gl {
 namespace {

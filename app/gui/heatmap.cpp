@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "colormap.h"
+#include "report/colormap.h"
 
 namespace kvscope::gui {
 

@@ -10,8 +10,8 @@
 
 #include <imgui.h>
 
+#include "analysis/map_overview.h"
 #include "gl.h"
-#include "map_overview.h"
 
 namespace kvscope::gui {
 

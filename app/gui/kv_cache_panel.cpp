@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kv_footprint.h"
+#include "cache/kv_footprint.h"
 #include "figures.h"
 #include "panels.h"
 
@@ -391,7 +391,7 @@ void draw_kv_cache(PanelContext& c) {
         }
     };
     const auto position_of = [&](int64_t slot) { return r->cache.slot_positions[size_t(slot)]; };
-    // Evicted by the policy (core/eviction.h) for this head's K/V head: the event and its deciding score.
+    // Evicted by the policy (core/run/eviction.h) for this head's K/V head: the event and its deciding score.
     const std::vector<EvictionEvent> evicted =
         r->eviction.policy.empty() ? std::vector<EvictionEvent>{}
                                    : evicted_after(s.trace(), step, layer, v.head / std::max<int64_t>(1, r->rows.n_head / std::max<int64_t>(1, r->rows.n_kv_head)));

@@ -1,5 +1,5 @@
 // K/V quantization: what storing this step's keys and values as int8, int4 (KIVI) or fp8 would cost, for
-// the selected layer and head (core/kv_quant_error.h). The error of every reconstructed K and V cell,
+// the selected layer and head (core/analysis/kv_quant_error.h). The error of every reconstructed K and V cell,
 // beside how the step's attention scores move when its queries read the reconstructed keys. It reads the
 // recorded float32 rows, so it answers "what if" on an unquantized session; a quantized session already
 // records reconstructions and says so instead.
@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <string>
 
-#include "errors.h"
+#include "analysis/kv_quant_error.h"
+#include "base/errors.h"
 #include "figures.h"
-#include "kv_quant_error.h"
 #include "panels.h"
 #include "test_dumps.h"
 

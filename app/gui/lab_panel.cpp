@@ -1,4 +1,4 @@
-// Cache lab: what each KV cache configuration would cost on this session's own tokens (core/cache_lab.h,
+// Cache lab: what each KV cache configuration would cost on this session's own tokens (core/analysis/cache_lab.h,
 // the numbers `kvscope lab` prints). The worker feeds the shown sequence's prompt and reply so far through
 // the model once per configuration, teacher-forced; the tab shows the table and, over the positions, each
 // configuration's loss above the full cache and its KL to it.

@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "panels.h"
 
 namespace kvscope::gui {

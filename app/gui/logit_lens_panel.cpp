@@ -1,6 +1,6 @@
 // Logit lens: what the model would predict at the selected query position if it stopped after each
 // layer — the recorded residual stream through the final norm and the output layer at every depth
-// (core/logit_lens.h). One row per depth, the five most likely tokens as cells shaded by probability;
+// (core/analysis/logit_lens.h). One row per depth, the five most likely tokens as cells shaded by probability;
 // the token the full model predicts there is outlined wherever it appears, so one sees the layer where
 // the answer surfaces.
 #include <imgui.h>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "logit_lens.h"
+#include "analysis/logit_lens.h"
 #include "figures.h"
 #include "panels.h"
 #include "test_dumps.h"

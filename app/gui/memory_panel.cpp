@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "figures.h"
 #include "panels.h"
 

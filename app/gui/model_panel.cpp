@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "../architecture.h"
-#include "errors.h"
-#include "kv_footprint.h"
+#include "model/architecture.h"
+#include "base/errors.h"
+#include "cache/kv_footprint.h"
 #include "panels.h"
 
 namespace kvscope::gui {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analysis/rotary_view.h"
 #include "figures.h"
 #include "panels.h"
-#include "rotary_view.h"
 
 namespace kvscope::gui {
 namespace {

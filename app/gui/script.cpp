@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "figures.h"
+#include "io/read_file.h"
 #include "panels.h"
-#include "read_file.h"
 
 namespace kvscope::gui {
 namespace {

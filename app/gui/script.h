@@ -17,7 +17,7 @@
 
 namespace kvscope::gui {
 
-// What a command's first argument names, so the output rules (core/output_path.h) are checked before
+// What a command's first argument names, so the output rules (core/io/output_path.h) are checked before
 // the script runs.
 enum class ScriptOutput { None, Folder, JsonFile, PromptCacheFile };
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cache_lab.h"
+#include "analysis/heads.h"
 #include "cache_comparison.h"
 #include "commands.h"
-#include "cache_lab.h"
-#include "heads.h"
-#include "session_group.h"
+#include "run/session_group.h"
 
 namespace kvscope::gui {
 

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <map>
 
-#include "atomic_file.h"
-#include "errors.h"
-#include "json_write.h"
+#include "base/errors.h"
+#include "io/atomic_file.h"
+#include "io/json_write.h"
 
 namespace kvscope::gui {
 

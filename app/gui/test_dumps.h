@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "json_write.h"
-#include "map_overview.h"
-#include "rotary_view.h"
+#include "analysis/map_overview.h"
+#include "analysis/rotary_view.h"
+#include "io/json_write.h"
 #include "snapshot.h"
 
 namespace kvscope::gui {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "figures.h"
 #include "gl.h"
 

@@ -22,10 +22,10 @@
 
 #include <imgui.h>
 
-#include "map_overview.h"
-#include "plot.h"
+#include "analysis/map_overview.h"
+#include "report/plot.h"
+#include "run/trace.h"
 #include "snapshot.h"
-#include "trace.h"
 
 namespace kvscope::gui {
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "export.h"
-#include "json_write.h"
+#include "base/errors.h"
 #include "gl.h"
+#include "io/json_write.h"
 #include "panels.h"
+#include "report/export.h"
 #include "script.h"
 #include "window.h"
 

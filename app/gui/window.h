@@ -1,6 +1,6 @@
 #pragma once
 // The window: the frame loop that draws every panel from the controller's newest snapshot, and the
-// scripted mode that feeds script lines and saves a screenshot. `kvscope gui` (app/cli_gui.cpp) parses
+// scripted mode that feeds script lines and saves a screenshot. `kvscope gui` (app/cli/gui.cpp) parses
 // the command line and calls run_window.
 //
 //   run_window(model, options)   open the window on `model` and run until it closes (or the script ends);
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "forward/model.h"
 #include "script.h"
 
 namespace kvscope::gui {

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "errors.h"
-#include "export.h"
-#include "id_list.h"
+#include "base/errors.h"
+#include "base/id_list.h"
+#include "report/export.h"
 
 namespace kvscope::gui {
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// What the worker thread owns and does: the session group (core/session_group.h) with the batch options
+// What the worker thread owns and does: the session group (core/run/session_group.h) with the batch options
 // it was built from, the cache on/off comparison, the sequence the panels show, head scores, the status
 // line. apply() carries out one intent; snapshot() copies the state the views draw. Every call that
 // changes a Session or SessionGroup is in this file's .cpp, but for the cache comparison's timed
@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "cache_comparison.h"
-#include "chat_conversation.h"
 #include "commands.h"
-#include "export.h"
-#include "session_group.h"
+#include "report/export.h"
+#include "run/chat_conversation.h"
+#include "run/session_group.h"
 #include "snapshot.h"
 
 namespace kvscope::gui {

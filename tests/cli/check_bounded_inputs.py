@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Every file kvscope reads has a size limit checked before reading, and only regular files are read
 (issue 41, "nothing lost, nothing silent"): FIFOs, devices and folders where a file is expected, and
-files or stdin streams over their limit (core/read_file.h), each end in one stderr line 'error: ...'
-and exit 1 (a file that cannot be read, core/errors.h) -- never a hang, never a process the kernel
+files or stdin streams over their limit (core/io/read_file.h), each end in one stderr line 'error: ...'
+and exit 1 (a file that cannot be read, core/base/errors.h) -- never a hang, never a process the kernel
 kills for its memory.
 
 Each run has an address-space limit of 2 GiB (RLIMIT_AS, so reading /dev/zero without a bound fails

@@ -3,7 +3,7 @@
 
 Each folder is assets/llama-gqa (random Llama weights, default/'s byte-level vocabulary) with four of its
 last merged tokens renamed to a template's special tokens and a tokenizer_config.json holding a chat
-template kvscope renders (Llama 3, Qwen2.5's ChatML; texts copied from core/chat_template_texts.inc).
+template kvscope renders (Llama 3, Qwen2.5's ChatML; texts copied from core/text/chat_template_texts.inc).
 The expected appended text of each turn is written here from the template's rules (chat_template.h),
 not rendered by kvscope; only its token count comes from `kvscope tokenize`.
 
@@ -36,7 +36,7 @@ def check(ok, what):
 
 
 def template_text(family):
-    inc = open(os.path.join(REPO, "core", "chat_template_texts.inc"), encoding="utf-8").read()
+    inc = open(os.path.join(REPO, "core", "text", "chat_template_texts.inc"), encoding="utf-8").read()
     m = re.search(r'k_%s_text = R"tpl\((.*?)\)tpl"' % family, inc, re.S)
     return m.group(1)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Nothing lost (issue 41): kvscope touches only files it can prove it wrote (core/ownership.h).
+"""Nothing lost (issue 41): kvscope touches only files it can prove it wrote (core/io/ownership.h).
 
 For every command with an output path, a foreign file or folder with kvscope-like names is planted where
 the output goes (trace.json, step_0001/, config.json, model.safetensors, shards, a .npy, a PNG, a JSON

@@ -1,4 +1,4 @@
-// Fuzzes the sharded checkpoint reader (core/checkpoint.h): each input is written as
+// Fuzzes the sharded checkpoint reader (core/model/checkpoint.h): each input is written as
 // model.safetensors.index.json into a folder that also holds two valid shards, a.safetensors (tensor
 // "x") and b.safetensors (tensor "y"), and the folder is opened. Any bytes must give a checkpoint or a
 // LoadError, never a crash or sanitizer report; an accepted checkpoint holds only the shards' tensors,
@@ -12,9 +12,9 @@
 #include <fstream>
 #include <string>
 
-#include "checkpoint.h"
-#include "errors.h"
-#include "safetensors.h"
+#include "base/errors.h"
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "config.h"
-#include "errors.h"
-#include "json.h"
+#include "base/errors.h"
+#include "io/json.h"
+#include "model/config.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <iterator>
 #include <string>
 
-#include "errors.h"
-#include "prompt_cache.h"
+#include "base/errors.h"
+#include "run/prompt_cache.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "errors.h"
-#include "safetensors.h"
+#include "base/errors.h"
+#include "model/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const int fd = memfd_create("fuzz.safetensors", 0);

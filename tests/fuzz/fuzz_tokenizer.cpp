@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "errors.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "base/errors.h"
+#include "io/json.h"
+#include "text/tokenizer.h"
 
 using namespace kvscope;
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the tokenizer.json reader (core/tokenizer_json.cpp) and what it builds. The first
+// libFuzzer target for the tokenizer.json reader (core/text/tokenizer_json.cpp) and what it builds. The first
 // input byte picks what the rest is:
 //   odd:  a tokenizer.json, then after the first 0 byte a text; the only exception allowed out of
 //         loading is LoadError, and a tokenizer that loads must encode the text into ids inside its
@@ -12,10 +12,10 @@
 #include <string>
 #include <string_view>
 
-#include "errors.h"
-#include "pretokenizer.h"
-#include "tokenizer.h"
-#include "unicode_nfc.h"
+#include "base/errors.h"
+#include "text/pretokenizer.h"
+#include "text/tokenizer.h"
+#include "text/unicode_nfc.h"
 
 using namespace kvscope;
 

@@ -16,7 +16,7 @@ chunked, batched and ragged. Expected values are recomputed on every run; nothin
 Where a document's semantics differ from kvscope's on purpose or by a defect of the document, the case
 asserts that difference precisely instead of agreement:
 - 001's shift-before-write cache of exactly W slots differs from kvscope's window exactly when a prefill
-  chunk evicts keys inside its own queries' windows (core/trace.cpp shift_cache_hidden_pairs > 0).
+  chunk evicts keys inside its own queries' windows (core/run/trace.cpp shift_cache_hidden_pairs > 0).
 - 004's cached path (its own example loop) gives every new token position 0 (pos_emb[:, :T]) and masks
   a one-token step with tril(ones(1, T_total)), so it attends only to key 0. Its full forward is right.
 """
@@ -437,7 +437,7 @@ def their_recompute(m):
 
 
 def shift_cache_hidden_pairs(p, n, window):
-    """Same formula as core/trace.cpp: (query, key) pairs inside a query's window that the walkthrough's
+    """Same formula as core/run/trace.cpp: (query, key) pairs inside a query's window that the walkthrough's
     cache evicts before a chunk of n tokens at positions p.. attends (-1: that cache refuses the chunk)."""
     if window <= 0:
         return 0

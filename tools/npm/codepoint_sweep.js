@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // One case per Unicode code point (surrogates excepted), with tiktoken's gpt2 ids, to check that
-// core/unicode_classes.cpp (from Node's ICU) classifies every code point as tiktoken's Rust core does.
+// core/text/unicode_classes.cpp (from Node's ICU) classifies every code point as tiktoken's Rust core does.
 // Each text puts the code point c next to a letter, a digit, spaces, a symbol and a newline:
 //   "a" c "1" c " " c c "!" c "\n" c " x"
 // so a different class for c (letter / number / white space / other) moves the piece boundaries.

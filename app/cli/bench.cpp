@@ -1,0 +1,321 @@
+// kvscope bench: how fast the engine is, next to what this machine can do. Times batched decode, prefill,
+// cached vs uncached steps at growing positions, recording overhead, load time and memory; then
+// batch-1 decode in rounds paired with a read-bandwidth probe, and the FMA peak, which give the bounds.
+// Every figure is min / median / max over --repeat runs. run_bench computes a BenchReport; bench_report.cpp
+// prints it as text or JSON and draws its chart. `bench --sharing` is cli_bench_sharing.cpp, `bench --matmul`
+// cli_bench_matmul.cpp.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+
+#include "base/clock.h"
+#include "base/errors.h"
+#include "base/thread_pool.h"
+#include "bench_report.h"
+#include "commands.h"
+#include "common.h"
+#include "io/atomic_file.h"
+#include "io/output_path.h"
+#include "kernels/machine_probe.h"
+#include "run/session.h"
+
+namespace kvscope {
+namespace {
+
+std::vector<TokenId> random_prompt(const ModelConfig& c, int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<TokenId> ids(static_cast<size_t>(n));
+    for (TokenId& t : ids) t = TokenId(rng() % uint32_t(c.n_vocab));
+    return ids;
+}
+
+// Tokens per second of `batch` sequences decoding n_decode tokens together after a short prompt.
+double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batch, int64_t n_decode, bool record,
+                                uint32_t seed) {
+    SessionOptions o;
+    o.history = record;
+    o.record = record;
+    o.max_new_tokens = n_decode + 1;
+    std::vector<std::unique_ptr<Session>> sessions;
+    std::vector<Session*> all;
+    for (int64_t b = 0; b < batch; ++b) {
+        sessions.push_back(std::make_unique<Session>(model, o));
+        sessions.back()->set_prompt(random_prompt(model->config(), 4, seed + uint32_t(b)));
+        all.push_back(sessions.back().get());
+    }
+    Workspace ws = Session::make_batch_workspace(all);
+    Session::step_batch(all, ws);  // prefill
+    const double t0 = seconds_now();
+    while (all[0]->next() != Session::Next::Done) Session::step_batch(all, ws);
+    return double(batch * n_decode) / (seconds_now() - t0);
+}
+
+// Bytes one decode step must stream: every matrix once as stored for computing (the token embedding only
+// when it is the tied lm_head; untied, decode reads one row of it), every norm and bias vector as float32;
+// not a learned position table (one row).
+int64_t decode_weight_bytes(const Model& model) {
+    const ModelConfig& c = model.config();
+    const Weights& w = model.weights();
+    const int64_t per_element = w.bf16 ? 2 : 4, matrix_elements = w.matrix_bytes / per_element;
+    const int64_t positions = w.position_embedding && c.position_embedding == PositionEmbedding::Learned ? c.n_ctx * c.n_embd : 0;
+    const int64_t vectors = w.n_parameters - matrix_elements - positions;
+    const int64_t unread_embedding = c.tie_word_embeddings ? 0 : c.n_vocab * c.n_embd * per_element;
+    return w.matrix_bytes - unread_embedding + 4 * vectors;
+}
+
+// Multiply-adds × 2 of one token through the layers' matrices (not the lm_head, which a prefill applies
+// to its last position only).
+double body_flops_per_token(const Model& model) {
+    const ModelConfig& c = model.config();
+    const Weights& w = model.weights();
+    const int64_t matrix_elements = w.matrix_bytes / (w.bf16 ? 2 : 4);
+    return 2.0 * double(matrix_elements - c.n_vocab * c.n_embd * (c.tie_word_embeddings ? 1 : 2));
+}
+
+// Multiply-adds × 2 per prompt token in a P-token prefill's self-attention: each query head's q·k and
+// p·v over the positions it sees (its layer's window, if any), averaged over the prompt.
+double attention_flops_per_prompt_token(const ModelConfig& c, int64_t P) {
+    double pairs = 0;  // (query, key position) pairs over the prompt, all layers: Σ_t min(t + 1, W)
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        const int64_t W = c.window_of(il) > 0 ? std::min(c.window_of(il), P) : P;
+        pairs += double(W) * double(W + 1) / 2 + double(P - W) * double(W);
+    }
+    return pairs * double(c.n_head) * 2.0 * 2.0 * double(c.head_dim()) / double(std::max<int64_t>(1, P));
+}
+
+struct BenchSettings {
+    std::string model_dir;
+    int threads = 1;
+    int64_t repeat = 1;          // R
+    int64_t decode_tokens = 0;   // per decode run
+    int64_t prefill_tokens = 0;  // asked for; at most n_ctx - 1 is run
+    bool quick = false;
+    WeightPlacement placement = WeightPlacement::HugePages;  // --map-weights
+};
+
+// Runs every figure and returns them with the settings; prints only the progress line.
+BenchReport run_bench(const BenchSettings& settings) {
+    const int64_t R = settings.repeat, n_decode = settings.decode_tokens;
+    const int threads = settings.threads;
+    BenchReport r;
+    r.model_dir = settings.model_dir;
+    r.threads = threads;
+    r.repeat = R;
+    ThreadPool::global().set_threads(threads);
+
+    r.weights_mapped = settings.placement == WeightPlacement::Mapped;
+    Model::load(r.model_dir, WeightFormat::F32, settings.placement);  // first load pages the file in; the
+                                                                      // timed ones are what a second start costs
+    std::shared_ptr<const Model> model;
+    r.load_seconds = repeat(R, [&] {
+        const double t0 = seconds_now();
+        model = Model::load(r.model_dir, WeightFormat::F32, settings.placement);
+        return seconds_now() - t0;
+    });
+    const ModelConfig& c = model->config();
+    r.n_ctx = c.n_ctx;
+    const std::shared_ptr<const Model> model_bf16 = Model::load(r.model_dir, WeightFormat::BF16, settings.placement);
+    r.weight_bytes = decode_weight_bytes(*model);
+    r.weight_bytes_bf16 = decode_weight_bytes(*model_bf16);
+    r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * 4;
+    r.flops_per_token = body_flops_per_token(*model);
+
+    Progress progress("bench", 6);
+    // What bfloat16 matrices cost in accuracy: the same prefill in both, largest logit difference.
+    {
+        SessionOptions o;
+        o.history = false;
+        o.record = false;
+        o.max_new_tokens = 1;
+        Session a(model, o), b(model_bf16, o);
+        const auto prompt = random_prompt(c, std::min<int64_t>(64, c.n_ctx - 1), 5);
+        a.set_prompt(prompt);
+        b.set_prompt(prompt);
+        a.step();
+        b.step();
+        for (size_t i = 0; i < a.last_logits().size(); ++i) {
+            r.bf16_max_abs_logit_diff =
+                std::max(r.bf16_max_abs_logit_diff, double(std::abs(a.last_logits()[i] - b.last_logits()[i])));
+            r.max_abs_logit = std::max(r.max_abs_logit, double(std::abs(a.last_logits()[i])));
+        }
+    }
+    progress.update(1);
+    r.decode4 = repeat(R, [&] { return decode_tokens_per_second(model, 4, n_decode, false, 2); });
+    r.decode8 = repeat(R, [&] { return decode_tokens_per_second(model, 8, n_decode, false, 3); });
+    progress.update(2);
+
+    const int64_t n_prefill = r.prefill_tokens = std::min<int64_t>(settings.prefill_tokens, c.n_ctx - 1);
+    r.prefill_attention_flops_per_token = attention_flops_per_prompt_token(c, n_prefill);
+    auto prefill_tokens_per_second = [&](const std::shared_ptr<const Model>& m) {
+        SessionOptions o;
+        o.history = false;
+        o.record = false;
+        o.max_new_tokens = 1;
+        Session s(m, o);
+        s.set_prompt(random_prompt(c, n_prefill, 7));
+        return double(n_prefill) / s.step().cost.seconds;
+    };
+    r.prefill = repeat(R, [&] { return prefill_tokens_per_second(model); });
+    r.prefill_bf16 = repeat(R, [&] { return prefill_tokens_per_second(model_bf16); });
+    progress.update(3);
+
+    // Cached vs uncached: the same decode step at position p, once reading the cache, once recomputing
+    // all p+1 positions (step back in between, so both compute the very same token).
+    std::vector<int64_t> positions;
+    const int64_t last = std::min<int64_t>(c.n_ctx - 2, settings.quick ? 128 : 2000);  // long contexts: 2000 shows the trend
+    for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000, 2000})
+        if (p <= last && (!settings.quick || p <= 128)) positions.push_back(p);
+    if (positions.empty() || positions.back() < last / 2) positions.push_back(std::max<int64_t>(1, last));
+    std::vector<double> step_bandwidth;  // GB/s, probed beside each position's steps
+    for (int64_t p : positions) {
+        SessionOptions o;
+        o.record = false;
+        o.max_new_tokens = 2;
+        Session s(model, o);
+        s.set_prompt(random_prompt(c, p, 11));
+        s.step();  // prefill p tokens; the decode step below is at position p
+        BenchStep step;
+        step.position = p;
+        step.cached_ms = repeat(R, [&] {
+            const double t = s.decode_step().cost.seconds;
+            s.step_back();
+            return t * 1e3;
+        });
+        // Its bound from a probe run right after it (floored below, as every bound is): this host's
+        // bandwidth drifts by tens of percent over minutes, so one probe for every position could put
+        // early steps above their bound.
+        const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(p + 1);
+        step_bandwidth.push_back(probe_read_bandwidth(int64_t(bytes), threads).best());
+        s.set_use_cache(false);
+        step.uncached_ms = repeat(R, [&] {
+            const double t = s.decode_step().cost.seconds;
+            s.step_back();
+            return t * 1e3;
+        });
+        r.steps.push_back(step);
+    }
+    progress.update(4);
+
+    // Recording every step: memory of the trace and what it costs decode.
+    BenchRecording& rec = r.recording;
+    rec.decode = settings.quick ? 8 : std::min<int64_t>(200, c.n_ctx / 4);
+    rec.prompt = std::min<int64_t>(1024, c.n_ctx - rec.decode);
+    for (bool record : {true, false}) {
+        SessionOptions o;
+        o.record = record;
+        o.history = record;
+        o.max_new_tokens = rec.decode;
+        Session s(model, o);
+        s.set_prompt(random_prompt(c, rec.prompt, 13));
+        s.step();
+        const double t0 = seconds_now();
+        while (s.next() == Session::Next::Decode) s.decode_step();
+        const double tps = double(rec.decode - 1) / (seconds_now() - t0);
+        (record ? rec.tokens_per_s_recorded : rec.tokens_per_s_plain) = tps;
+        if (record) rec.trace_bytes = s.trace().memory_bytes();
+    }
+    progress.update(5);
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    r.peak_rss_mb = double(usage.ru_maxrss) / 1024.0;  // before the probe's 1 GiB buffer
+
+    // The machine, measured last so its buffers do not count in the peak RSS above; these bound the rest.
+    // Read bandwidth is measured over a buffer exactly as large as what one decode step streams (and over
+    // 1 GiB, memory alone): this host's last-level cache is large enough to hold part of a GPT-2 124M and
+    // serves decode and the probe alike, so the same working set is the fair yardstick.
+    r.mid_position = 4 + n_decode / 2;
+    const double streamed = r.streamed_bytes =
+        double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(r.mid_position);
+    const double streamed_bf16 = r.streamed_bytes_bf16 =
+        double(r.weight_bytes_bf16) + double(r.kv_bytes_per_position) / 2 * double(r.mid_position);
+    // Memory alone, whatever the cache holds: a buffer four times the last-level cache, at least 1 GiB.
+    r.llc_bytes = last_level_cache_bytes();
+    r.large_buffer_bytes = std::max(int64_t(1) << 30, 4 * r.llc_bytes);
+    r.read_large_sequential_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Sequential); });
+    r.read_large_streams_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Streams); });
+    r.read_large_gemv_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Gemv); });
+    // A bound may claim the best any kernel reached, and never less than the plain gemv from memory.
+    const double floor_gb_s = r.read_large_gemv_gb_s.max;
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+        BenchStep& step = r.steps[i];
+        const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(step.position + 1);
+        step.bound_ms = bytes / (std::max(step_bandwidth[i], floor_gb_s) * 1e9) * 1e3;
+    }
+    // Batch-1 decode is timed in rounds paired with a bandwidth probe, because the bandwidth this shared
+    // host gives drifts by ±10 % over minutes: each round's ratio compares two measurements seconds
+    // apart, and the figure reported against the bound is the median of those ratios.
+    std::vector<double> bw, bw_bf16, d1, d1_bf16, ratio, ratio_bf16;
+    decode_tokens_per_second(model, 1, std::min<int64_t>(n_decode, 8), false, 1);  // warm-up, not counted
+    decode_tokens_per_second(model_bf16, 1, std::min<int64_t>(n_decode, 8), false, 1);
+    for (int64_t round = 0; round < R; ++round) {
+        bw.push_back(std::max(probe_read_bandwidth(int64_t(streamed), threads).best(), floor_gb_s));
+        d1.push_back(decode_tokens_per_second(model, 1, n_decode, false, 1));
+        ratio.push_back(d1.back() / (bw.back() * 1e9 / streamed));
+        bw_bf16.push_back(std::max(probe_read_bandwidth(int64_t(streamed_bf16), threads).best(), floor_gb_s));
+        d1_bf16.push_back(decode_tokens_per_second(model_bf16, 1, n_decode, false, 1));
+        ratio_bf16.push_back(d1_bf16.back() / (bw_bf16.back() * 1e9 / streamed_bf16));
+    }
+    r.read_bandwidth_gb_s = stats_of(bw);
+    r.read_bandwidth_bf16_gb_s = stats_of(bw_bf16);
+    r.decode1 = stats_of(d1);
+    r.decode1_bf16 = stats_of(d1_bf16);
+    r.decode1_vs_bound = stats_of(ratio);
+    r.decode1_bf16_vs_bound = stats_of(ratio_bf16);
+    r.fma_peak_gflop_s = repeat(R, [&] { return measure_fma_peak(threads); });
+    // Bounds from the best run: the machine streams and multiplies at least that fast.
+    r.decode_bound = r.read_bandwidth_gb_s.max * 1e9 / streamed;
+    r.prefill_bound = r.fma_peak_gflop_s.max * 1e9 / (r.flops_per_token + r.prefill_attention_flops_per_token);
+    r.decode_bound_bf16 = r.read_bandwidth_bf16_gb_s.max * 1e9 / streamed_bf16;
+    return r;
+}
+
+}  // namespace
+
+int cli_bench(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--sharing") return cli_bench_sharing(argc, argv);
+        else if (std::string(argv[i]) == "--matmul") return cli_bench_matmul(argc, argv);
+    CliArgs args("bench", "Decode, prefill and batch throughput, cached vs uncached step times, against the "
+                          "bounds this machine's measured bandwidth and FMA peak imply.");
+    add_bench_model_options(args);
+    args.option("--repeat", "R", "runs per figure, reported as min / median / max (default 3)")
+        .option("--decode-tokens", "N", "tokens per decode run (default 64)")
+        .option("--prefill-tokens", "N", "prompt length for the prefill figure (default 512)")
+        .option("--chart", "FILE", "write per-step time vs position, cached and uncached (PNG; SVG if FILE ends in .svg)")
+        .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
+        .flag("--sharing", "instead: KV memory and prefill with and without prefix sharing (bench --sharing --help)")
+        .flag("--matmul", "instead: one matrix shape, weights in cache and from memory (bench --matmul --help)")
+        .flag("--json", "print one JSON object");
+    add_plot_options(args, false);
+    add_threads_option(args);
+    if (!args.parse(argc, argv)) return 0;
+    if (args.has("--dtype"))
+        throw UsageError("bench measures float32 and bfloat16 matrices side by side: --dtype does not apply here "
+                         "(bench --sharing and lab take it)");
+    const std::optional<std::string> chart = args.text("--chart");
+    if (args.has("--scale") && !chart) throw UsageError("--scale sets the size of the --chart PNG: give --chart FILE");
+    OutputSet outputs;
+    const PlotOutput chart_out = chart ? check_chart_output(args, "--chart", *chart, &outputs) : PlotOutput{};
+    BenchSettings settings;
+    settings.quick = args.has("--quick");
+    settings.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
+    settings.repeat = args.integer("--repeat", settings.quick ? 1 : 3, 1, 1000);
+    settings.decode_tokens = args.integer("--decode-tokens", settings.quick ? 8 : 64, 1, 1 << 20);
+    settings.prefill_tokens = args.integer("--prefill-tokens", settings.quick ? 32 : 512, 1, 1 << 20);
+    settings.model_dir = bench_model_dir(args, outputs);
+    settings.placement = weight_placement_from(args);
+
+    const BenchReport report = run_bench(settings);
+    if (chart) write_chart(report, *chart, chart_out);
+    if (args.has("--json"))
+        print_json(report);
+    else
+        print_text(report);
+    return 0;
+}
+
+}  // namespace kvscope

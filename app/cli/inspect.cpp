@@ -1,0 +1,146 @@
+// kvscope inspect: what a model folder holds — config, parameters, tensors, KV cache cost.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/architecture.h"
+#include "cache/kv_footprint.h"
+#include "commands.h"
+#include "common.h"
+#include "io/json_write.h"
+
+namespace kvscope {
+namespace {
+
+// The files Tokenizer::load read: tokenizer.json (+ tokenizer_config.json) when present, else GPT-2's pair.
+std::vector<std::string> tokenizer_files(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(fs::path(dir) / "tokenizer.json", ec)) return {"vocab.json", "merges.txt"};
+    if (fs::exists(fs::path(dir) / "tokenizer_config.json", ec)) return {"tokenizer.json", "tokenizer_config.json"};
+    return {"tokenizer.json"};
+}
+
+std::string bytes_text(double b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (b >= 1024 && u < 3) {
+        b /= 1024;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+    return buf;
+}
+
+}  // namespace
+
+int cli_inspect(int argc, char** argv) {
+    CliArgs args("inspect", "Show a model's config, parameter count, tensors and KV cache cost.");
+    add_model_option(args);
+    args.flag("--json", "print one JSON object");
+    if (!args.parse(argc, argv)) return 0;
+    auto model = load_model_from(args);
+    const ModelConfig& c = model->config();
+    const Weights& w = model->weights();
+    // The cache follows the matrices' format (--dtype): float32 or bfloat16 rows. It holds K/V heads
+    // (num_key_value_heads x head_dim per layer); beside it, what the same model would cache with full
+    // multi-head attention (one K/V head per query head).
+    const KvFootprint kv = kv_footprint(c, w.bf16);
+    const int64_t kv_per_token = kv.per_token, mha_per_token = kv.per_token_mha;
+    // Encoder-decoder: the cross-attention cache, 2 x L x C float32 per source token (core/forward/encoder.h),
+    // fixed once the encoder ran.
+    // The quantized formats (`generate --kv-quant`); int4 at G = 32 when 32 divides head_dim.
+    const KvQuantSpec int4{KvQuant::Int4, 32, 0};
+    const bool int4_fits = c.head_dim() % 2 == 0 && c.head_dim() % int4.group == 0;
+    const int64_t int8_per_token = kv_quant_per_token(c, {KvQuant::Int8}), fp8_per_token = kv_quant_per_token(c, {KvQuant::Fp8});
+    const int64_t int4_per_token = int4_fits ? kv_quant_per_token(c, int4) : 0;
+    const int64_t cross_per_source_token = c.encoder_decoder ? 2 * c.n_layer * c.n_embd * int64_t(sizeof(float)) : 0;
+
+    const std::vector<ArchLine> lines = architecture(c);
+    if (args.has("--json")) {
+        JsonOut arch = JsonOut::object();  // key -> what it means
+        for (const ArchLine& l : lines) arch[l.key] = l.meaning;
+        JsonOut weight_files = JsonOut::array();  // the files read, relative to the folder
+        for (const auto& f : w.checkpoint->files())
+            weight_files.push_back(std::filesystem::path(f->path()).filename().string());
+        JsonOut tensors = JsonOut::array();
+        for (const TensorInfo& t : w.tensors)
+            tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}});
+        const JsonOut out = {
+            {"model", model->dir()},
+            {"config", JsonOut::parse(config_to_json(c))},
+            {"n_parameters", w.n_parameters},
+            {"file_bytes", w.file_bytes},
+            {"weight_files", weight_files},
+            {"sharded", w.checkpoint->sharded()},
+            {"converted_bytes", w.converted_bytes},
+            {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
+            {"matrix_bytes", w.matrix_bytes},
+            {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},
+            {"kv_bytes_per_token", kv_per_token},
+            {"kv_bytes_full_context", kv_per_token * c.n_ctx},
+            {"kv_heads", c.kv_heads()},
+            {"kv_bytes_per_token_full_mha", mha_per_token},
+            {"kv_bytes_per_token_mqa", kv.per_token_mqa},
+            {"kv_dtype", w.bf16 ? "bf16" : "f32"},
+            // (L) the model's own sliding window per layer, 0 = full attention
+            {"layer_windows", c.layer_window.empty() ? std::vector<int64_t>(size_t(c.n_layer), 0) : c.layer_window},
+            {"cross_kv_bytes_per_source_token", cross_per_source_token},
+            {"kv_bytes_per_token_quantized", {{"int8", int8_per_token},
+                                              {"fp8", fp8_per_token},
+                                              {"int4_g32", int4_fits ? JsonOut(int4_per_token) : JsonOut()}}},
+            // null without tokenizer files (the model then takes token ids only)
+            {"tokenizer", model->tokenizer() ? JsonOut{{"files", tokenizer_files(model->dir())},
+                                                       {"n_tokens", model->tokenizer()->n_vocab()}}
+                                             : JsonOut()},
+            {"architecture", arch},
+            {"tensors", tensors}};
+        std::printf("%s\n", json_text(out).c_str());
+        return 0;
+    }
+    std::printf("model        %s\n", model->dir().c_str());
+    std::printf("vocab_size   %lld%s\n", (long long)c.n_vocab,
+                model->tokenizer() ? (" (tokenizer: " + std::to_string(model->tokenizer()->n_vocab()) + " tokens)").c_str()
+                                   : " (no tokenizer files: --prompt-ids only)");
+    std::printf("n_positions  %lld\nn_embd       %lld\nn_layer      %lld\nn_head       %lld  (head_dim %lld, %lld K/V heads)\n\n",
+                (long long)c.n_ctx, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
+                (long long)c.head_dim(), (long long)c.kv_heads());
+    std::printf(c.family == Family::Llama ? "architecture (config.json, Llama family)\n"
+                                          : "architecture (config.json; * = kvscope extension key, absent = GPT-2's value)\n");
+    for (const ArchLine& l : lines)
+        std::printf("  %-24s %-16s %s\n", (std::string(l.key) + (l.extension ? "*" : "")).c_str(), l.value.c_str(),
+                    l.meaning.c_str());
+    std::printf("\n");
+    std::printf("parameters   %lld (%s as float32; file %s, converted at load: %s)\n",
+                (long long)w.n_parameters, bytes_text(double(w.n_parameters) * 4).c_str(),
+                bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
+    if (w.checkpoint->sharded())
+        std::printf("weights      %zu shards listed in model.safetensors.index.json\n", w.checkpoint->files().size());
+    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16), %s\n", w.bf16 ? "bfloat16" : "float32",
+                bytes_text(double(w.matrix_bytes)).c_str(),
+                w.mapped ? "used from the file's mapping where no conversion is needed (--map-weights)"
+                         : "copied into 2 MiB pages at load");
+    std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
+                bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
+                w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+    std::printf("             %s per token as int8 or fp8 (--kv-quant)%s\n", bytes_text(double(int8_per_token)).c_str(),
+                int4_fits ? (", " + bytes_text(double(int4_per_token)) + " as int4 with G = 32").c_str() : "");
+    if (c.kv_heads() != c.n_head)
+        std::printf("             %s per token with full multi-head attention (%lld K/V heads instead of %lld)\n",
+                    bytes_text(double(mha_per_token)).c_str(), (long long)c.n_head, (long long)c.kv_heads());
+    if (c.has_sliding_layers())
+        std::printf("windows      %s; the cache keeps every position, each layer's mask narrows to its window\n",
+                    c.describe_windows().c_str());
+    if (c.encoder_decoder)
+        std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld float32), fixed once the encoder ran\n",
+                    bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);
+    std::printf("\n");
+    std::printf("%-40s %-5s %s\n", "tensor", "dtype", "shape");
+    for (const TensorInfo& t : w.tensors)
+        std::printf("%-40s %-5s %s\n", t.name.c_str(), to_string(t.dtype), shape_text(t.shape).c_str());
+    return 0;
+}
+
+}  // namespace kvscope

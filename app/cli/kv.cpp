@@ -1,0 +1,69 @@
+#include "kv.h"
+
+#include <cstdio>
+
+#include "common.h"
+
+
+namespace kvscope {
+namespace {
+
+std::string mb(int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f MB", double(bytes) / 1e6);
+    return buf;
+}
+
+}  // namespace
+
+JsonOut kv_report_json(const SessionGroup& group) {
+    const GroupMemory f = group.memory();
+    JsonOut cache_file;  // null without a prompt cache file
+    if (const auto& pc = group.prompt_cache_file())
+        cache_file = {{"path", pc->path},
+                      {"read_only", pc->read_only},
+                      {"existed", pc->existed},
+                      {"loaded_positions", f.cache_file_positions},
+                      {"written", pc->written},
+                      {"written_positions", pc->written_positions},
+                      {"left_because", pc->written ? JsonOut() : JsonOut(left_reason(pc->left))}};
+    return {{"sequences", f.sequences},
+            {"positions", f.positions},
+            {"paged", f.paged},
+            {"block_size", f.block_size},
+            {"blocks_mapped", f.blocks_mapped},
+            {"blocks_distinct", f.blocks_distinct},
+            {"blocks_shared", f.blocks_shared},
+            {"bytes", f.bytes},
+            {"bytes_unshared", f.bytes_unshared},
+            {"bytes_saved", f.bytes_unshared - f.bytes},
+            {"prefill_positions_shared", f.shared_positions},
+            {"copies_on_write", f.copies_on_write},
+            {"format", f.kv_format},
+            {"bytes_per_token", f.bytes_per_position},
+            {"prompt_cache", cache_file}};
+}
+
+void print_kv_report(const SessionGroup& group) {
+    const GroupMemory f = group.memory();
+    if (f.kv_format != "f32" && f.kv_format != "bf16")
+        std::fprintf(stderr, "kv: %s rows, %lld bytes per token\n", f.kv_format.c_str(), (long long)f.bytes_per_position);
+    if (f.paged) {
+        std::fprintf(stderr, "kv: %s, %s in blocks of %lld: %s (%s) hold what %s (%s) would; %lld shared, %s saved; "
+                             "%s taken from shared blocks; %s on write\n",
+                     count_of(f.sequences, "sequence", "sequences").c_str(), count_of(f.positions, "position", "positions").c_str(),
+                     (long long)f.block_size, count_of(f.blocks_distinct, "block", "blocks").c_str(), mb(f.bytes).c_str(),
+                     count_of(f.blocks_mapped, "unshared block", "unshared blocks").c_str(), mb(f.bytes_unshared).c_str(),
+                     (long long)f.blocks_shared, mb(f.bytes_unshared - f.bytes).c_str(),
+                     count_of(f.shared_positions, "prefill position", "prefill positions").c_str(),
+                     count_of(f.copies_on_write, "copy", "copies").c_str());
+    }
+    if (const auto& pc = group.prompt_cache_file()) {
+        std::fprintf(stderr, "prompt cache: %s loaded from %s%s", count_of(f.cache_file_positions, "position", "positions").c_str(),
+                     pc->path.c_str(), pc->existed ? "" : " (it did not exist)");
+        if (pc->written) std::fprintf(stderr, "; wrote it with %s\n", count_of(pc->written_positions, "position", "positions").c_str());
+        else std::fprintf(stderr, "; left as it was: %s\n", left_reason(pc->left));
+    }
+}
+
+}  // namespace kvscope

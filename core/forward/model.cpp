@@ -1,0 +1,401 @@
+#include "forward/model.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "base/errors.h"
+#include "base/thread_pool.h"
+#include "forward/layers.h"
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+#include "model/finite.h"
+#include "model/rotary.h"
+
+namespace kvscope {
+
+std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat format, WeightPlacement placement) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+        throw LoadError(dir, fs::exists(dir, ec) ? "is not a folder" : "no such folder",
+                        "--model wants a folder with config.json and model.safetensors");
+    auto model = std::make_shared<Model>();
+    model->dir_ = dir;
+    model->config_ = load_config((fs::path(dir) / "config.json").string());
+    model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format, placement);
+    ModelConfig& cfg = model->config_;
+    if (cfg.family == Family::Llama)
+        model->rotary_inv_freq_ = kvscope::rotary_inv_freq(cfg.rope, cfg.head_dim());
+    if (cfg.local_rope) {  // Gemma3TextModel.rotary_emb_local: rope_local_base_freq, rope_type "default"
+        RopeSpec local;
+        local.theta = cfg.local_rope_theta;
+        model->local_rotary_inv_freq_ = kvscope::rotary_inv_freq(local, cfg.head_dim());
+    }
+    // Gemma3TextScaledWordEmbedding multiplies by embed_scale cast to the embedding's dtype: a BF16 file's
+    // sqrt(640) = 25.2982 becomes 25.25.
+    if (cfg.family == Family::Llama && cfg.embedding_scale != 1.0)
+        for (const TensorInfo& t : model->weights_.tensors)
+            if (t.name == "model.embed_tokens.weight") {
+                const float scale = float(cfg.embedding_scale);
+                if (t.dtype == Dtype::BF16) cfg.embedding_scale = bf16_to_f32(f32_to_bf16(scale));
+                if (t.dtype == Dtype::F16) cfg.embedding_scale = f16_to_f32(f32_to_f16(scale));
+            }
+    if (has_tokenizer_files(dir)) {
+        model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
+        if (model->tokenizer_->n_vocab() > model->config_.n_vocab)
+            throw LoadError(dir + (fs::exists(fs::path(dir) / "tokenizer.json", ec) ? "/tokenizer.json" : "/vocab.json"),
+                            "has " + std::to_string(model->tokenizer_->n_vocab()) + " tokens, config.json's vocab_size is " +
+                                std::to_string(model->config_.n_vocab),
+                            "tokenizer and model come from different checkpoints?");
+    }
+    return model;
+}
+
+void Model::check_token(TokenId id) const {
+    if (id < 0 || id >= config_.n_vocab)
+        throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                         std::to_string(config_.n_vocab) + ")");
+}
+
+KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks, KvQuantSpec quant) const {
+    validate(quant, config_.head_dim());
+    return KvCache(config_.n_layer, config_.kv_heads(), config_.head_dim(), capacity, window, sinks, weights_.bf16, quant);
+}
+
+Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)
+    : max_rows_(max_rows), max_chunks_(max_chunks), max_keys_(max_keys),
+      x(size_t(max_rows * c.n_embd)), xn(size_t(max_rows * c.n_embd)),
+      qkv(size_t(max_rows * (c.q_width() + 2 * c.kv_width()))),
+      rotary(c.family == Family::Llama ? size_t(max_rows * c.head_dim() * (c.local_rope ? 2 : 1)) : 0),
+      attn(size_t(max_rows * c.q_width())),
+      proj(size_t(max_rows * c.n_embd)), hidden(size_t(max_rows * c.n_inner * (c.family == Family::Llama ? 2 : 1))),
+      scratch(size_t(max_chunks * c.n_head * max_keys)),
+      last(size_t(max_chunks * c.n_embd)), logits(max_chunks > 1 ? size_t(max_chunks * c.n_vocab) : 0) {}
+
+
+void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
+    const ModelConfig& cfg = model.config();
+    const Weights& w = model.weights();
+    const int64_t C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), F = cfg.n_inner, V = cfg.n_vocab;
+    const int64_t K = cfg.kv_heads(), Q = cfg.q_width(), KV = cfg.kv_width();  // GPT-2: K = H, Q = KV = C
+    const bool llama = cfg.family == Family::Llama;
+    const float scale = cfg.attention_scale();
+
+    // Rows of all chunks are stacked: chunk c owns rows [row0[c], row0[c] + T_c).
+    int64_t T = 0;
+    std::array<int64_t, 64> row0_storage{};
+    if (int64_t(chunks.size()) > ws.max_chunks() || chunks.size() > row0_storage.size())
+        throw UsageError("forward: " + std::to_string(chunks.size()) + " sequences, workspace holds " +
+                         std::to_string(ws.max_chunks()));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        Chunk& ch = chunks[c];
+        if (ch.n_tokens <= 0) throw UsageError("forward: empty chunk");
+        ch.cache->require_fits(ch.n_tokens);
+        if (const BlockPool* pool = ch.cache->pool()) {  // chunks whose caches share a pool draw on it together
+            int64_t needed = 0;
+            for (const Chunk& other : chunks)
+                if (other.cache->pool() == pool) needed += other.cache->blocks_needed(other.n_tokens);
+            if (needed > pool->n_free())
+                throw UsageError("this step needs " + std::to_string(needed) + " free KV blocks, the pool has " +
+                                 std::to_string(pool->n_free()) + " of " + std::to_string(pool->n_blocks()));
+        }
+        if (ch.cache->next_position() + ch.n_tokens > cfg.n_ctx)
+            throw UsageError("positions up to " + std::to_string(ch.cache->next_position() + ch.n_tokens - 1) +
+                             " exceed the model's " + cfg.positions_key() + " (" +
+                             std::to_string(cfg.n_ctx) + ")");
+        for (int64_t r = 0; r < ch.n_tokens; ++r) model.check_token(ch.tokens[r]);
+        if (ch.cache->capacity() > ws.max_keys())
+            throw UsageError("forward: cache of " + std::to_string(ch.cache->capacity()) +
+                             " slots is larger than the workspace's key buffer");
+        row0_storage[c] = T;
+        T += ch.n_tokens;
+        ch.flops = 0;
+        if (cfg.encoder_decoder) {
+            if (!ch.encoder) throw UsageError("an encoder-decoder model needs the encoder's output for every chunk");
+            if (ch.encoder->n_source() > ws.max_keys())
+                throw UsageError("forward: a source of " + std::to_string(ch.encoder->n_source()) +
+                                 " tokens is longer than the workspace's key buffer");
+        }
+        if (ch.probe) {
+            for (auto* buf : {&ch.probe->q, &ch.probe->k, &ch.probe->v})
+                buf->assign(size_t(cfg.n_layer * ch.n_tokens * Q), 0.0f);
+            if (cfg.encoder_decoder) ch.probe->cross_q.assign(size_t(cfg.n_layer * ch.n_tokens * C), 0.0f);
+            else ch.probe->cross_q.clear();
+            ch.probe->residual.assign(size_t((cfg.n_layer + 1) * ch.n_tokens * C), 0.0f);
+        }
+    }
+    if (T > ws.max_rows())
+        throw UsageError("forward: " + std::to_string(T) + " rows, workspace holds " + std::to_string(ws.max_rows()));
+    const int64_t* row0 = row0_storage.data();
+    // Every check passed: map the chunks' positions (paged caches allocate or copy blocks here).
+    for (Chunk& ch : chunks) ch.cache->prepare(ch.tokens, ch.n_tokens);
+
+    // Embeddings: x = wte[token] * embedding_scale + pos[position]   (T, C)
+    float* x = ws.x.data();
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        const Chunk& ch = chunks[c];
+        for (int64_t r = 0; r < ch.n_tokens; ++r)
+            embed(cfg, w, ch.tokens[r], ch.cache->next_position() + r, x + (row0[c] + r) * C);
+    }
+
+    // Rotary models: cos and sin of every row's position, shared by all layers and heads.   (T, 2, D/2)
+    // Sliding layers with their own frequencies (Gemma 3) read a second table.             (T, 2, D/2)
+    float* rotary = ws.rotary.data();
+    float* local_rotary = cfg.local_rope ? rotary + T * D : rotary;
+    if (llama) {
+        for (size_t c = 0; c < chunks.size(); ++c)
+            for (int64_t r = 0; r < chunks[c].n_tokens; ++r) {
+                const int64_t row = row0[c] + r, pos = chunks[c].cache->next_position() + r;
+                rotary_angles(rotary + row * D, rotary + row * D + D / 2, model.rotary_inv_freq().data(), pos, D / 2);
+                if (cfg.local_rope)
+                    rotary_angles(local_rotary + row * D, local_rotary + row * D + D / 2,
+                                  model.local_rotary_inv_freq().data(), pos, D / 2);
+            }
+    }
+
+    float* xn = ws.xn.data();
+    float* qkv = ws.qkv.data();
+    // Where row r's q, k and v live: GPT-2's fused c_attn writes rows q|k|v (T, 3C); Llama's separate
+    // projections write q (T, Q), then k (T, KV), then v (T, KV).
+    const int64_t q_stride = llama ? Q : 3 * C, kv_stride = llama ? KV : 3 * C;
+    float* const q_rows = qkv;
+    float* const k_rows = llama ? qkv + T * Q : qkv + C;
+    float* const v_rows = llama ? qkv + T * (Q + KV) : qkv + 2 * C;
+    auto q_row = [&](int64_t r) { return q_rows + r * q_stride; };
+    auto k_row = [&](int64_t r) { return k_rows + r * kv_stride; };
+    auto v_row = [&](int64_t r) { return v_rows + r * kv_stride; };
+    float* attn = ws.attn.data();
+    float* proj = ws.proj.data();
+    float* hidden = ws.hidden.data();
+    auto record_residual = [&](int64_t slot) {  // x (T, C) into each recording chunk's residual[slot]
+        for (size_t c = 0; c < chunks.size(); ++c)
+            if (const Chunk& ch = chunks[c]; ch.probe)
+                std::memcpy(ch.probe->residual.data() + slot * ch.n_tokens * C, x + row0[c] * C,
+                            size_t(ch.n_tokens * C) * sizeof(float));
+    };
+
+    for (int64_t il = 0; il < cfg.n_layer; ++il) {
+        record_residual(il);
+        const LayerWeights& lw = w.layers[size_t(il)];
+        const int64_t layer_window = cfg.window_of(il);  // the model's own window in this layer; 0 = none
+        const float* layer_rotary = layer_window > 0 ? local_rotary : rotary;
+        const float* layer_inv_freq = layer_window > 0 && cfg.local_rope ? model.local_rotary_inv_freq().data()
+                                                                         : model.rotary_inv_freq().data();
+
+        // Attention sub-layer. Pre-LN: x += attn(ln_1(x)). Post-LN: x = ln_1(x + attn(x)).
+        const float* attn_in = sublayer_input(cfg, x, xn, lw.ln_1_weight, lw.ln_1_bias, T);
+        if (llama) {
+            const MatmulTarget qkv[] = {{q_rows, lw.q_weight, lw.q_bias, Q},     // (T, Q)
+                                        {k_rows, lw.k_weight, lw.k_bias, KV},    // (T, KV)
+                                        {v_rows, lw.v_weight, lw.v_bias, KV}};   // (T, KV)
+            matmul_nk_shared(attn_in, T, C, qkv);
+            if (cfg.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's D values, before rotation
+                rms_norm(q_rows, q_rows, lw.q_norm_weight, T * H, D, float(cfg.layer_norm_epsilon));  // (T*H, D)
+                rms_norm(k_rows, k_rows, lw.k_norm_weight, T * K, D, float(cfg.layer_norm_epsilon));  // (T*K, D)
+            }
+            // Rotate q and k at their positions; the cache then holds rotated keys, as the models' caches do.
+            for (int64_t r = 0; r < T; ++r) {
+                const float* cs = layer_rotary + r * D;
+                for (int64_t h = 0; h < H; ++h) apply_rotary(q_row(r) + h * D, cs, cs + D / 2, D);
+                for (int64_t h = 0; h < K; ++h) apply_rotary(k_row(r) + h * D, cs, cs + D / 2, D);
+            }
+        } else {
+            matmul_kn(qkv, attn_in, lw.attn_weight, lw.attn_bias, T, C, 3 * C);  // (T, 3C)
+        }
+
+        // Store this chunk's keys and values before attending: a query sees its own position.
+        for (size_t c = 0; c < chunks.size(); ++c) {
+            Chunk& ch = chunks[c];
+            for (int64_t r = 0; r < ch.n_tokens; ++r) {
+                const int64_t row = row0[c] + r;
+                const int64_t pos = ch.cache->next_position() + r;
+                for (int64_t h = 0; h < K; ++h) ch.cache->write(il, h, pos, k_row(row) + h * D, v_row(row) + h * D);
+                if (ch.queries) std::memcpy(ch.queries + (il * ch.n_tokens + r) * Q, q_row(row), size_t(Q) * sizeof(float));
+                if (ch.probe) {  // k and v as the cache holds them (rounded, for a bfloat16 cache), per query head
+                    const size_t at = size_t((il * ch.n_tokens + r) * Q);
+                    std::memcpy(ch.probe->q.data() + at, q_row(row), size_t(Q) * sizeof(float));
+                    for (int64_t h = 0; h < H; ++h) {
+                        ch.cache->copy_key(il, cfg.kv_head_of(h), pos, ch.probe->k.data() + at + size_t(h * D));
+                        ch.cache->copy_value(il, cfg.kv_head_of(h), pos, ch.probe->v.data() + at + size_t(h * D));
+                    }
+                }
+            }
+        }
+
+        // Each query row attends to its visible keys in the cache, a K/V head's query heads together
+        // (attend_group: each key and value row loaded once for them). A prefill runs one task per (chunk,
+        // K/V head, every P-th row). Decode steps (fewer than 16 rows per chunk) run one task per (chunk,
+        // K/V head), or per slice of its query heads when there are fewer K/V heads than threads (a
+        // single-K/V-head model). Loading K and V once per K/V head rather than once per query head, even
+        // on 3 tasks for 2 threads: SmolLM2 shape, 2 threads, Zen 4 VM, decode at position 2000 1.13x
+        // (0.96-1.27 in 5 interleaved rounds; two slices of 1 and 2 heads: 1.09x), at 500 1.03x, at 5
+        // 1.02x. Every head gets attend_row's numbers either way.
+        const int64_t G = H / K;
+        int64_t max_rows = 0;
+        for (const Chunk& ch : chunks) max_rows = std::max(max_rows, ch.n_tokens);
+        const int64_t n_threads = ThreadPool::global().n_threads(), n_chunks = int64_t(chunks.size());
+        const bool prefill_grouped = G > 1 && max_rows >= 16;
+        const int64_t slices = prefill_grouped ? 1 : std::clamp((n_threads + n_chunks * K - 1) / (n_chunks * K), int64_t(1), G);
+        const int64_t units = n_chunks * K * slices;
+        const int64_t parts = prefill_grouped ? std::min(max_rows, (4 * n_threads + units - 1) / units) : 1;
+        ThreadPool::global().parallel_for(units * parts, [&](int64_t task) {
+            const int64_t unit = task / parts, part = task % parts;
+            const int64_t c = unit / (K * slices), kv = unit / slices % K, slice = unit % slices;
+            const int64_t first_head = kv * G + G * slice / slices, heads = kv * G + G * (slice + 1) / slices - first_head;
+            const Chunk& ch = chunks[size_t(c)];
+            const KvCache& cache = *ch.cache;
+            // (heads, max_keys): a decode task's heads' own rows of the scratch; a prefill's grows once per thread
+            thread_local std::vector<float> group_weights;
+            float* weights = ws.scratch.data() + (c * H + first_head) * ws.max_keys();
+            if (prefill_grouped) {
+                if (int64_t(group_weights.size()) < G * ws.max_keys()) group_weights.resize(size_t(G * ws.max_keys()));
+                weights = group_weights.data();
+            }
+            thread_local std::vector<float> sink_q;  // (G, D) queries turned back for sinks numbered in the cache
+            auto rows = [&](auto key_at, auto value_at) {
+                for (int64_t r = part; r < ch.n_tokens; r += parts) {
+                    const int64_t pos = cache.next_position() + r;
+                    const KeyRange keys = within_window(cache.visible_keys(pos), pos, layer_window);
+                    const float* q = q_row(row0[c] + r) + first_head * D;
+                    const float* turned = nullptr;
+                    if (keys.sink_shift > 0 && keys.n_sink > 0) {
+                        sink_q.resize(size_t(heads * D));
+                        turn_back(sink_q.data(), q, heads, D, layer_inv_freq, keys.sink_shift);
+                        turned = sink_q.data();
+                    }
+                    float* out = attn + (row0[c] + r) * Q + first_head * D;
+                    auto attend = [&]<bool kAskAhead>() {
+                        if (cache.has_evictions())
+                            attend_group<kAskAhead>(out, weights, ws.max_keys(), q, heads, key_at, value_at, keys, D,
+                                                    scale, turned, cache.evicted_keys(il, kv));
+                        else
+                            attend_group<kAskAhead>(out, weights, ws.max_keys(), q, heads, key_at, value_at, keys, D,
+                                                    scale, turned);
+                    };
+                    // A prefill's keys were just written and are still in cache: asking for them only costs
+                    // loads (SmolLM2 shape: 2 % of a 512-token prefill).
+                    if (prefill_grouped) attend.template operator()<false>();
+                    else attend.template operator()<true>();
+                }
+            };
+            if (cache.quantized()) {
+                // Packed rows: every key the task's rows see, dequantized once into float32 rows: the sinks,
+                // then the window span from the first row's lowest key to the last row's own position.
+                if (part >= ch.n_tokens) return;
+                thread_local std::vector<float> k_rows, v_rows;  // (sinks + span, D) each; grow once per thread
+                const int64_t first_pos = cache.next_position() + part;
+                const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
+                const KeyRange first = within_window(cache.visible_keys(first_pos), first_pos, layer_window);
+                const KeyRange final = within_window(cache.visible_keys(last_pos), last_pos, layer_window);
+                const int64_t n_sink = final.n_sink, lo = first.lo;  // every row's sinks and window lie in these
+                const size_t n = size_t((n_sink + final.hi - lo + 1) * D);
+                // Sized for the workspace's keys at once, so decoding does not grow them a row at a time.
+                if (k_rows.size() < n) k_rows.resize(std::max(n, size_t(ws.max_keys() * D))), v_rows.resize(k_rows.size());
+                auto at = [&](int64_t p) { return size_t((p < n_sink ? p : n_sink + p - lo) * D); };
+                auto load = [&](int64_t p) {
+                    cache.copy_key(il, kv, p, k_rows.data() + at(p));
+                    cache.copy_value(il, kv, p, v_rows.data() + at(p));
+                };
+                for (int64_t p = 0; p < n_sink; ++p) load(p);
+                for (int64_t p = std::max(n_sink, lo); p <= final.hi; ++p) load(p);
+                rows([&](int64_t p) -> const float* { return k_rows.data() + at(p); },
+                     [&](int64_t p) -> const float* { return v_rows.data() + at(p); });
+            } else if (cache.bf16())
+                rows([&](int64_t p) { return cache.key16(il, kv, p); }, [&](int64_t p) { return cache.value16(il, kv, p); });
+            else
+                rows([&](int64_t p) { return cache.key(il, kv, p); }, [&](int64_t p) { return cache.value(il, kv, p); });
+        });
+        if (llama) matmul_nk(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, Q, C);  // (T, C)
+        else matmul_kn(proj, attn, lw.attn_proj_weight, lw.attn_proj_bias, T, C, C);      // (T, C)
+        if (lw.attn_out_norm_weight) normalize(cfg, proj, proj, lw.attn_out_norm_weight, nullptr, T);  // Gemma 3
+        sublayer_output(cfg, x, proj, lw.ln_1_weight, lw.ln_1_bias, T);
+
+        // Encoder-decoder: cross-attention sub-layer, the queries against every source position's cached
+        // K/V (no mask). The q rows go to ws.qkv's first T*C floats, free after self-attention.
+        if (cfg.encoder_decoder) {
+            const float* cross_in = sublayer_input(cfg, x, xn, lw.ln_cross_weight, lw.ln_cross_bias, T);
+            float* cq = qkv;  // (T, C)
+            matmul_kn(cq, cross_in, lw.cross_q_weight, lw.cross_q_bias, T, C, C);
+            ThreadPool::global().parallel_for(int64_t(chunks.size()) * H, [&](int64_t task) {
+                const int64_t c = task / H, h = task % H;
+                const Chunk& ch = chunks[size_t(c)];
+                const EncoderOutput& enc = *ch.encoder;
+                const KeyRange every_source{0, 0, enc.n_source() - 1};
+                float* weights = ws.scratch.data() + task * ws.max_keys();
+                for (int64_t r = 0; r < ch.n_tokens; ++r)
+                    head_attention(attn + (row0[c] + r) * C + h * D, weights, cq + (row0[c] + r) * C + h * D,
+                                   enc.cross_key(il, h, 0), enc.cross_value(il, h, 0), D, every_source, D, scale);
+            });
+            for (size_t c = 0; c < chunks.size(); ++c)
+                if (chunks[c].probe)
+                    std::memcpy(chunks[c].probe->cross_q.data() + size_t(il * chunks[c].n_tokens * C),
+                                cq + row0[c] * C, size_t(chunks[c].n_tokens * C) * sizeof(float));
+            matmul_kn(proj, attn, lw.cross_proj_weight, lw.cross_proj_bias, T, C, C);  // (T, C)
+            sublayer_output(cfg, x, proj, lw.ln_cross_weight, lw.ln_cross_bias, T);
+        }
+
+        // MLP sub-layer. Pre-LN: x += mlp(ln_2(x)). Post-LN: x = ln_2(x + mlp(x)).
+        mlp_sublayer(cfg, lw, x, xn, hidden, proj, T);
+
+        // Where a NaN or infinity first appears: one scan of the chunk's rows per layer, (T, C) floats
+        // against the layer's ~12·C² multiply-adds per row, until one is found.
+        for (size_t c = 0; c < chunks.size(); ++c)
+            if (chunks[c].non_finite_layer < 0 && !all_finite(x + row0[c] * C, chunks[c].n_tokens * C))
+                chunks[c].non_finite_layer = il;
+    }
+
+    record_residual(cfg.n_layer);
+
+    // Only each chunk's last row is turned into logits: that is the row that predicts the next token.
+    // The rows of every chunk that wants logits go through the output layer together, so a batch reads
+    // its V x C weights once, not once per sequence (row-deterministic kernels: the same numbers).
+    float* last = ws.last.data();  // (chunks wanting logits, C)
+    int64_t n_out = 0;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        if (!chunks[c].logits) continue;
+        const float* row = x + (row0[c] + chunks[c].n_tokens - 1) * C;
+        if (w.ln_f_weight) normalize(cfg, last + n_out * C, row, w.ln_f_weight, w.ln_f_bias, 1);
+        else std::memcpy(last + n_out * C, row, size_t(C) * sizeof(float));
+        ++n_out;
+    }
+    if (n_out == 1) {  // one sequence: straight into its buffer
+        for (Chunk& ch : chunks)
+            if (ch.logits) matmul_nk(ch.logits, last, w.lm_head_weight, w.lm_head_bias, 1, C, V);
+    } else if (n_out > 1) {
+        matmul_nk(ws.logits.data(), last, w.lm_head_weight, w.lm_head_bias, n_out, C, V);  // (n_out, V)
+        int64_t k = 0;
+        for (Chunk& ch : chunks)
+            if (ch.logits) std::memcpy(ch.logits, ws.logits.data() + (k++) * V, size_t(V) * sizeof(float));
+    }
+    if (cfg.final_logit_softcap > 0) {  // Gemma3ForCausalLM: logits / cap, tanh, * cap (float32)
+        const float cap = float(cfg.final_logit_softcap);
+        for (Chunk& ch : chunks)
+            if (ch.logits)
+                for (int64_t i = 0; i < V; ++i) ch.logits[i] = std::tanh(ch.logits[i] / cap) * cap;
+    }
+
+    for (Chunk& ch : chunks)
+        if (ch.logits && ch.non_finite_layer < 0 && !all_finite(ch.logits, V)) ch.non_finite_layer = cfg.n_layer;
+
+    // Work done, counted as 2 flops per multiply-add: projections per row, attention per visible key.
+    const double per_row = 2.0 * double(cfg.n_layer) *
+                           (llama ? double(C * Q + 2 * C * KV + Q * C + 3 * C * F) : double(C * 3 * C + C * C + 2 * C * F));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+        Chunk& ch = chunks[c];
+        double keys = 0;
+        for (int64_t r = 0; r < ch.n_tokens; ++r) {
+            const int64_t pos = ch.cache->next_position() + r;
+            for (int64_t il = 0; il < cfg.n_layer; ++il)
+                keys += double(within_window(ch.cache->visible_keys(pos), pos, cfg.window_of(il)).count());
+        }
+        ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(Q) * keys +
+                   (ch.logits ? 2.0 * double(C * V) : 0.0);
+        if (cfg.encoder_decoder)  // per row and layer: the q and output projections, every source key
+            ch.flops += double(cfg.n_layer * ch.n_tokens) * (4.0 * double(C * C) + 4.0 * double(C * ch.encoder->n_source()));
+        ch.cache->advance(ch.n_tokens);
+    }
+}
+
+}  // namespace kvscope

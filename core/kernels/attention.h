@@ -1,0 +1,191 @@
+#pragma once
+// Scaled dot-product attention of one query row of one head, and the rule that says which keys a query
+// sees. Both are the single definitions used by the forward pass and by every attention view derived
+// from a trace, so a heatmap shows the exact numbers the model used.
+//
+//   KeyRange                        the keys one query sees: sinks 0..n_sink-1, then lo..hi (positions)
+//   visible_keys(q, window, sinks, sink_positions)
+//                                   the mask rule: causal; with a window W only q-W+1..q, plus with
+//                                   attention sinks the first S positions stay visible too. With
+//                                   SinkPositions::Cache (StreamingLLM) positions are numbered inside
+//                                   the cache, so a rotary model scores the sinks sink_shift positions later
+//   within_window(keys, q, W)       narrowed to a layer's own sliding window (model config)
+//   attend_row(out, weights, q, key_at, value_at, keys, D, scale)
+//       weights (keys.count()) = softmax(q·k * scale) over the visible keys in position order;
+//       out (D) = Σ w·v. `weights` also holds the scaled scores on the way.
+//   attend_group(out, weights, stride, q, G, key_at, value_at, keys, D, scale, sink_q, evicted)
+//       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group;
+//       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift);
+//       evicted(p), when given, masks keys out: score -inf, weight exactly 0 (kv_cache.h eviction)
+//   NoEviction                      the default `evicted`: every key stays (the unmasked code path)
+//   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+
+namespace kvscope {
+
+// Where attention sinks sit for the query. Text: at their own positions, as every key (kvscope's
+// default: distances are the true ones). Cache: StreamingLLM's numbering inside the cache, sinks 0..S-1
+// and the window right after them, so a query sees the sinks as its window's direct predecessors.
+enum class SinkPositions { Text, Cache };
+inline const char* sink_positions_name(SinkPositions s) { return s == SinkPositions::Cache ? "cache" : "text"; }
+
+struct KeyRange {
+    int64_t n_sink = 0;      // positions 0..n_sink-1, all below lo
+    int64_t lo = 0, hi = -1; // then lo..hi inclusive
+    // SinkPositions::Cache: the sinks count as sitting this many positions later (lo - n_sink: the gap
+    // the window left). Window keys keep their distance to the query either way. 0 under Text.
+    int64_t sink_shift = 0;
+    int64_t count() const { return n_sink + hi - lo + 1; }
+    int64_t position(int64_t j) const { return j < n_sink ? j : lo + (j - n_sink); }
+    bool contains(int64_t p) const { return (p >= lo && p <= hi) || (p >= 0 && p < n_sink); }
+};
+
+inline KeyRange visible_keys(int64_t query_position, int64_t window, int64_t sinks,
+                             SinkPositions sink_positions = SinkPositions::Text) {
+    KeyRange k;
+    k.hi = query_position;
+    k.lo = window > 0 ? std::max<int64_t>(0, query_position - window + 1) : 0;
+    k.n_sink = window > 0 ? std::min(sinks, k.lo) : 0;
+    if (sink_positions == SinkPositions::Cache && k.n_sink > 0) k.sink_shift = k.lo - k.n_sink;
+    return k;
+}
+
+// A layer's own sliding window W (Mistral, Qwen2, Gemma 3) on top of what the cache shows a query at q:
+// key j stays when j > q - W (HF masking_utils sliding_window_overlay). W = 0: unchanged.
+inline KeyRange within_window(KeyRange k, int64_t q, int64_t W) {
+    if (W <= 0) return k;
+    k.lo = std::max(k.lo, q - W + 1);
+    k.n_sink = std::min(k.n_sink, k.lo);
+    return k;
+}
+
+struct NoEviction {
+    bool operator()(int64_t) const { return false; }
+};
+
+template <class K>  // k: float32 or bfloat16 (uint16_t) row
+inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
+    return dot(q, k, D) * scale;
+}
+
+// attend_row for G query heads that read the same keys (the heads of one K/V group at one position):
+// q and out are (G, D), weights (G, weights_stride). Each head's numbers are attend_row's bit for bit
+// (the same per-head operations in the same order), but every key and value row is looked up and
+// loaded once for the group, and the heads' serial softmax sums run side by side. kAskAhead: rows a
+// few batches ahead are prefetched (rows that come from memory, as in decode).
+template <bool kAskAhead = true, class KeyAt, class ValueAt, class Evicted = NoEviction>
+void attend_group(float* out, float* weights, int64_t weights_stride, const float* q, int64_t G, KeyAt&& key_at,
+                  ValueAt&& value_at, const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr,
+                  const Evicted& evicted = Evicted{}) {
+    constexpr bool masked = !std::is_same_v<Evicted, NoEviction>;
+    using KeyRow = decltype(key_at(int64_t(0)));  // const float* or const uint16_t*
+    using ValueRow = decltype(value_at(int64_t(0)));
+    // Rows are looked up kBatch at a time (pointers on the stack) and handed to the kernels. Rows that
+    // come from memory (decode) are asked for kAhead batches before they are computed, a few cache lines
+    // at a time between kernel calls: one burst for a whole 64-row batch ahead filled the queue of
+    // outstanding misses, and the arithmetic waited behind it (Zen 3 VM, one thread, 3 heads of size 64
+    // against 2000 keys streamed from memory: 56-58 -> 40-42 ns per key).
+    constexpr int64_t kBatch = kAskAhead ? 8 : 64;
+    constexpr int64_t kAhead = kAskAhead ? 3 : 0;
+    constexpr int64_t kMaxHeads = 4;  // heads whose sums and outputs are carried together
+    const int64_t n = keys.count();
+    auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
+    // An evicted key's rows may be gone (a paged block back in the pool): its loads read the query's own
+    // position instead, always alive. Its score is replaced by -inf and its weight by 0, so what is read
+    // there only adds 0 · v, as the evicted row's own values did.
+    auto readable = [&](int64_t p) {
+        if constexpr (masked) return evicted(p) ? keys.hi : p;
+        return p;
+    };
+    // Calls compute(j0, m, rows) for the rows j0 .. j0 + m - 1 of [from, to), kBatch at a time in order.
+    auto stream_rows = [&](auto&& row_at, int64_t from, int64_t to, auto&& compute) {
+        using Row = decltype(row_at(int64_t(0)));
+        Row ring[(kAhead + 1) * kBatch];  // batch i's row pointers in slot i % (kAhead + 1)
+        auto look_up = [&](int64_t i) {
+            const int64_t j0 = from + i * kBatch;
+            Row* rows = ring + i % (kAhead + 1) * kBatch;
+            for (int64_t j = j0; j < std::min(to, j0 + kBatch); ++j) {
+                rows[j - j0] = row_at(readable(keys.position(j)));
+                if constexpr (kAskAhead) {
+                    const char* row = reinterpret_cast<const char*>(rows[j - j0]);
+                    for (int64_t b = 0; b < D * int64_t(sizeof(*rows[0])); b += 64) __builtin_prefetch(row + b);
+                }
+            }
+        };
+        for (int64_t i = 0; i < kAhead; ++i) look_up(i);
+        for (int64_t i = 0, j0 = from; j0 < to; ++i, j0 += kBatch) {
+            look_up(i + kAhead);
+            compute(j0, std::min(kBatch, to - j0), ring + i % (kAhead + 1) * kBatch);
+        }
+    };
+    // pass 1: scores = q·kᵀ · scale (each exactly scaled_score); the sinks against sink_q when given
+    auto score = [&](int64_t from, int64_t to, const float* queries) {
+        stream_rows(key_at, from, to, [&](int64_t j0, int64_t m, const KeyRow* rows) {
+            dot_rows_heads(weights + j0, weights_stride, queries, G, rows, m, D, scale);
+        });
+    };
+    const int64_t sinks = sink_q ? keys.n_sink : 0;
+    score(0, sinks, sink_q);
+    score(sinks, n, q);
+    // pass 1b: an evicted key scores -inf: it cannot be the maximum, and its weight is set to 0 below
+    if constexpr (masked)
+        for (int64_t j = 0; j < n; ++j)
+            if (evicted(keys.position(j)))
+                for (int64_t g = 0; g < G; ++g) head_weights(g)[j] = -INFINITY;
+    // pass 2: softmax, the maximum subtracted first so nothing overflows; each head's sum in position order
+    for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
+        const int64_t heads = std::min(kMaxHeads, G - g0);
+        float sums[kMaxHeads] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t g = g0; g < g0 + heads; ++g) {
+            float* w = head_weights(g);
+            const float max_score = max_of(w, n);
+            for (int64_t j = 0; j < n; ++j) w[j] -= max_score;
+            exp_in_place(w, n);
+            if constexpr (masked)  // exactly 0, whatever the exp kernel makes of -inf
+                for (int64_t j = 0; j < n; ++j)
+                    if (evicted(keys.position(j))) w[j] = 0.0f;
+        }
+        // Named sums in registers: GCC keeps an array indexed by a run-time head count in memory, and each
+        // add then waits for a store.
+        {
+            const float* w0 = head_weights(g0);
+            const float* w1 = heads > 1 ? head_weights(g0 + 1) : w0;
+            const float* w2 = heads > 2 ? head_weights(g0 + 2) : w0;
+            const float* w3 = heads > 3 ? head_weights(g0 + 3) : w0;
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;  // extra heads add w0's terms, never read
+            for (int64_t j = 0; j < n; ++j) {
+                s0 += w0[j];
+                s1 += w1[j];
+                s2 += w2[j];
+                s3 += w3[j];
+            }
+            sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
+        }
+        for (int64_t g = 0; g < heads; ++g) {
+            float* w = head_weights(g0 + g);
+            for (int64_t j = 0; j < n; ++j) w[j] /= sums[g];
+        }
+    }
+    // pass 3: out = Σ_j w_j · v_j, in position order
+    std::memset(out, 0, size_t(G * D) * sizeof(float));
+    stream_rows(value_at, 0, n, [&](int64_t j0, int64_t m, const ValueRow* rows) {
+        for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads)
+            axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
+                            rows, m, D);
+    });
+}
+
+template <class KeyAt, class ValueAt, class Evicted = NoEviction>
+void attend_row(float* out, float* weights, const float* q, KeyAt&& key_at, ValueAt&& value_at,
+                const KeyRange& keys, int64_t D, float scale, const float* sink_q = nullptr,
+                const Evicted& evicted = Evicted{}) {
+    attend_group(out, weights, 0, q, 1, key_at, value_at, keys, D, scale, sink_q, evicted);
+}
+
+}  // namespace kvscope

@@ -1,0 +1,242 @@
+#pragma once
+// A generation you can step: prefill the prompt chunk by chunk, decode one token at a time, step back,
+// reset. Owns the KV cache, the sampler and the trace of one sequence; every step appends one immutable
+// StepRecord. The CLI and the window drive the engine through this class and SessionGroup
+// (session_group.h), which owns one Session per sequence.
+//
+//   Session(model, options)     validate options; nothing runs yet
+//   set_prompt(ids)             validate (non-empty, ids in vocab, prompt + max_new_tokens <= n_positions);
+//                               sizes the cache and workspace once, clears the trace
+//   set_source(ids)             encoder-decoder models, before set_prompt: the encoder's input. The
+//                               decoder input is then [decoder_start_token_id] + prompt (which may be
+//                               empty); the first prefill step runs the encoder and fills the
+//                               cross-attention cache, which stays fixed (an uncached step reruns it)
+//   next()                      Prefill | Decode | Done
+//   step()                      run what next() says; prefill_step() / decode_step() insist on a phase.
+//                               A step whose rows or logits hold a NaN or infinity (weights or config
+//                               values that overflow float32) throws LoadError naming the step and the
+//                               layer where it appeared; no token is sampled and the session is as before
+//                               the step (without history, nothing is kept to go back to: it is reset)
+//   append_turn(ids, N, role)   multi-turn chat in one cache: after a reply (next() is Decode or Done),
+//                               the ids become new prompt positions after everything already there; only
+//                               they (and the reply's last token, sampled but not yet fed) are prefilled,
+//                               then up to N tokens are decoded. Nothing earlier is recomputed, the cache
+//                               grows as needed (ring: more slots; own pool: more blocks; a shared pool
+//                               must have them free, else UsageError; with a window each step checks).
+//                               With the cache off, a turn's first step recomputes the whole conversation.
+//                               On an empty session: set_prompt(ids) with N. prompt() then holds every
+//                               position before the new reply, generated() only the new reply; turns()
+//                               lists where each turn starts
+//   turns()                     one Turn (trace.h) per set_prompt / append_turn, oldest first
+//   stopped_by_token()          generation ended at one of options().stop_tokens (else at max new tokens)
+//   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace);
+//                               right after append_turn, undo the append: the previous turn's prompt,
+//                               reply and max new tokens come back (a grown cache stays grown)
+//   reset()                     back to before the first step of the first turn: later turns are dropped,
+//                               the first turn's prompt and max new tokens kept (what "start the
+//                               conversation over" means; the turns' tokens are gone with them)
+//   set_use_cache(on)           from the next step on: off = recompute every position from scratch
+//   step_batch(sessions, ws)    one step for several sessions at once (shared weight reads); each
+//                               session's results equal its solo run bit for bit. With share_prefix,
+//                               the first session still prefilling runs before the others, which then
+//                               map the blocks it filled
+//   use_pool(pool, seq)         before set_prompt: draw paged blocks from a pool other sessions share,
+//                               as sequence `seq` of its events (session_group.h builds such batches)
+//   use_prompt_cache(pc)        the first prefill step loads the prompt's leading positions from a
+//                               prompt cache file (prompt_cache.h) instead of computing them;
+//                               prompt_cache() returns it (null: none)
+//   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
+//   apply_edit(edit)            between steps: evict / restore / patch one position (cache_edit.h) and
+//                               measure the next prediction before and after; throws UsageError with one
+//                               line and changes nothing when the edit is invalid. The edit joins the
+//                               next step's record (StepRecord::edits); step_back undoes the newest edit
+//                               first, exactly, and undoing a step brings its edits back as pending
+//   pending_edits()             the edits applied since the last step, oldest first
+//   kv_rows_of_run(...)         (L, 2, K, D) K then V of one position after a fresh run of `tokens`: the
+//                               rows a Patch edit writes
+//
+// Teacher forcing (options.forced_tokens): prompt = a text's first token, max_new_tokens = the rest, and
+// each decode step feeds the text's next token, so the cache (window, sinks, quantization) behaves
+// exactly as in generation while every step's logits predict the text (cache_lab.h measures with it).
+//   policy()                    the eviction policy (options().eviction): after every step it may evict
+//                               keys per (layer, K/V head); the record lists them, step_back restores them
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/cache_edit.h"
+#include "cache/kv_cache.h"
+#include "cache/kv_quant.h"
+#include "forward/model.h"
+#include "run/eviction.h"
+#include "run/prompt_cache.h"
+#include "run/sampler.h"
+#include "run/trace.h"
+
+namespace kvscope {
+
+struct SessionOptions {
+    int64_t prefill_chunk = 0;   // tokens per prefill step; 0 = the whole prompt in one step
+    int64_t window = 0;          // sliding window W; 0 = off (all positions stay visible)
+    int64_t sinks = 0;           // attention sinks S: with a window, the first S positions stay visible too
+    int64_t block_size = 0;      // B > 0: a paged KV cache of B-position blocks (block_pool.h); 0 = ring
+    bool share_prefix = false;   // paged: map prompt positions another sequence of the pool already holds
+    bool use_cache = true;
+    bool record = true;          // keep q/k/v rows so attention views can be derived
+    bool history = true;         // keep every StepRecord in the trace and allow step_back. Off: only the
+                                 // latest record is kept (reused in place), and a cached decode step
+                                 // allocates nothing — what benchmarks and long generations want
+    int64_t max_new_tokens = 16; // N
+    int64_t n_top = 10;          // top tokens kept per step for display
+    SamplerOptions sampling;
+    SinkPositions sink_positions = SinkPositions::Text;  // Cache: StreamingLLM's numbering (rotary models)
+    std::vector<TokenId> stop_tokens;    // decoding ends once one is sampled (a chat's end of turn); empty = none
+    KvQuantSpec kv_quant;                // quantized K/V rows (kv_quant.h); ring cache only
+    std::vector<TokenId> forced_tokens;  // teacher forcing: the k-th token of a reply is forced_tokens[k]
+                                         // instead of the sampler's choice (Prediction::forced says so;
+                                         // logits, top and entropy stay the model's); past its end, sampling
+    EvictionSpec eviction;               // eviction policy under a budget (eviction.h); ring cache, cache on
+};
+void validate(const SessionOptions& options);  // throws UsageError
+
+class Model;
+std::vector<float> kv_rows_of_run(std::shared_ptr<const Model> model, SessionOptions options,
+                                  std::vector<TokenId> tokens, int64_t position);
+
+class Session {
+public:
+    enum class Next { Prefill, Decode, Done };
+
+    Session(std::shared_ptr<const Model> model, SessionOptions options);
+
+    void set_prompt(std::vector<TokenId> prompt);
+    void set_source(std::vector<TokenId> source);
+    const std::vector<TokenId>& source() const { return source_; }
+    const EncoderOutput* encoder() const { return encoder_.get(); }  // null until the encoder ran
+    Next next() const;
+    const StepRecord& step();
+    const StepRecord& prefill_step();
+    const StepRecord& decode_step();
+    bool step_back();            // false when there is nothing to undo
+    void reset();
+    void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
+    const std::vector<Turn>& turns() const { return turns_; }
+    bool stopped_by_token() const;
+    void set_use_cache(bool on) { options_.use_cache = on; }
+    void use_pool(std::shared_ptr<BlockPool> pool, int32_t sequence = -1) {
+        shared_pool_ = std::move(pool);
+        sequence_ = sequence;
+    }
+    void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { prompt_cache_ = std::move(pc); }
+    const std::shared_ptr<const PromptCache>& prompt_cache() const { return prompt_cache_; }
+    static int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);
+
+    const Model& model() const { return *model_; }
+    std::shared_ptr<const Model> share_model() const { return model_; }
+    const SessionOptions& options() const { return options_; }
+    const std::vector<TokenId>& prompt() const { return prompt_; }
+    const std::vector<TokenId>& generated() const { return generated_; }
+    int64_t n_prompt_done() const { return n_prompt_done_; }   // prompt tokens already in the cache
+    const KvCache& cache() const { return cache_; }
+    const Trace& trace() const { return trace_; }                  // empty when !history
+    const StepRecord* latest() const;                               // newest step's record, or null
+    const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
+    const EvictionPolicy& policy() const { return policy_; }
+    const CacheEditRecord& apply_edit(CacheEdit edit);
+    const std::vector<CacheEditRecord>& pending_edits() const { return pending_edits_; }
+
+    static void step_batch(std::span<Session* const> sessions, Workspace& ws);
+    static Workspace make_batch_workspace(std::span<Session* const> sessions);
+
+private:
+    struct EditUndo {            // what one edit changed, to put it back
+        std::vector<int32_t> entries;        // (n, 2) layer, K/V head changed
+        std::vector<float> rows;             // Patch: (n, 2, D) the rows before
+        std::vector<uint8_t> flags;          // Patch: (n) the evicted flags before
+        std::vector<float> logits_before;    // (V) the next step's logits before any pending edit
+        size_t n_turns = 0;                  // turns_.size() when applied (step_back order beside append_turn)
+    };
+    struct Undo {
+        KvCacheCheckpoint cache;
+        uint64_t rng_state = 0;
+        size_t n_generated = 0;
+        int64_t n_prompt_done = 0;
+        std::vector<float> logits;
+        std::shared_ptr<const EncoderOutput> encoder;
+        std::vector<EvictionEvent> evictions;  // what the step evicted after it attended
+        EvictionPolicy::Saved policy;          // the policy's state before the step
+        std::vector<CacheEditRecord> edits;    // the edits pending before the step, with how to undo them
+        std::vector<EditUndo> edit_undo;
+    };
+    struct Pending {             // a step between prepare() and finish()
+        Phase phase = Phase::Prefill;
+        std::span<const TokenId> tokens;  // into prompt_ or generated_: adopted then computed tokens
+        int64_t n_adopted = 0;            // leading tokens whose K/V were mapped or loaded, not computed
+        StepCost::Source adopted_from = StepCost::Source::None;
+        std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
+        bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
+        bool ran_encoder = false;
+        bool forward_ran = false;  // the cache has advanced over the chunk
+        double started = 0;
+        double compute_seconds = 0;  // time in forward() and the encoder so far
+        Chunk chunk;
+        ChunkProbe probe;
+        std::vector<EvictionEvent> evictions;  // decided after the forward pass
+    };
+    void prepare(Pending& p, Phase phase);
+    const StepRecord& finish(Pending& p, double flops, int64_t first_computed, int64_t n_computed,
+                             int64_t n_reused);
+    const StepRecord& run_step(Phase phase);
+    const StepRecord& run_uncached(Pending& p);
+    void adopt_shared_prefix(Pending& p);
+    void adopt_prompt_cache(Pending& p);
+    void abandon(Pending& p);    // a step failed: undo what prepare() (and the forward pass) did
+    // Throws LoadError when forward() found a NaN or infinity in `layer` (Chunk::non_finite_layer; -1: none)
+    void refuse_non_finite(const Pending& p, int64_t layer, int64_t first_position) const;
+    void record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const;
+    std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
+    int64_t chunk_capacity(int64_t n_total, int64_t chunk) const;  // ring slots a window and chunk need
+    void fit_turn(int64_t n_total, int64_t chunk);  // grow cache, pool and workspace for a new turn
+    struct TurnUndo {            // what append_turn changed, for step_back
+        size_t n_undo = 0;       // undo_.size() when the turn was appended: step_back reaches it there
+        size_t n_prompt = 0;
+        std::vector<TokenId> generated;
+        int64_t n_prompt_done = 0;
+        int64_t max_new_tokens = 0;
+    };
+    std::vector<Turn> turns_;
+    std::vector<TurnUndo> turn_undo_;  // (turns_.size() - 1) when history is on
+
+    std::shared_ptr<const Model> model_;
+    SessionOptions options_;
+    std::vector<TokenId> prompt_;
+    std::vector<TokenId> generated_;
+    int64_t n_prompt_done_ = 0;
+    KvCache cache_;
+    std::shared_ptr<BlockPool> shared_pool_;  // null: a paged session makes its own
+    int32_t sequence_ = -1;                   // this session's number in the shared pool's events
+    std::shared_ptr<const PromptCache> prompt_cache_;
+    std::vector<TokenId> source_;                    // encoder input (encoder-decoder models)
+    std::shared_ptr<const EncoderOutput> encoder_;   // its output and the cross-attention cache
+    void run_encoder(Pending& p);
+    Workspace workspace_;
+    Sampler sampler_;
+    Trace trace_;
+    StepRecord latest_;          // the record of the newest step when !history
+    std::vector<Undo> undo_;
+    std::vector<float> logits_;  // (V)
+    EvictionPolicy policy_;
+    std::vector<float> queries_; // (L, T, H*D) the step's queries, for the policy
+    void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
+    // The window and sinks the cache applies: options().window / sinks, or window+sinks's (eviction.h)
+    int64_t window_ = 0, sinks_ = 0;
+    std::vector<CacheEditRecord> pending_edits_;  // applied since the last step
+    std::vector<EditUndo> pending_edit_undo_;     // one per pending edit
+    void next_step_logits(std::vector<float>& out);  // (V) the next step's logits, the cache left as it was
+    void undo_edit();            // the newest pending edit
+};
+
+}  // namespace kvscope
