@@ -30,7 +30,7 @@
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
 #   gui.kv_quant  the K/V quant tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
 #              its largest K error, V error, score change and weight change equal numpy's reconstruction
-#              (tools/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
+#              (tests/reference/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
 #              instead of compared; a group that does not divide D is refused; tests/gui/check_kv_quant.py
 #   gui.lab    the Cache lab tab (script `lab`) on the default model's prompt at both sizes: every row's bytes
 #              per token, loss, KL and top-1 equal `kvscope lab --json` on the same text; after a prefill the
@@ -52,7 +52,7 @@
 #              tests/gui/check_eviction_input.py
 #   gui.kv_quant_input  the K/V quant tab under real input on the default model: format radios clicked (fp8,
 #              int8), cells of the K and V error maps hovered: each tooltip's position, channel and error equal
-#              numpy's reconstruction (tools/kv_quant_reference.py) of the rows `generate --trace` exports;
+#              numpy's reconstruction (tests/reference/kv_quant_reference.py) of the rows `generate --trace` exports;
 #              tests/gui/check_kv_quant_input.py
 #   gui.lab_input  the Cache lab tab under real input: configurations typed (one an h2o budget), Measure clicked:
 #              every row equals `kvscope lab --json` on the same text; after Prefill the tab says the sequence
@@ -85,7 +85,7 @@
 #   gui.figures  Save figure (script save-figure) on the default model at 1280x720: the KV cache, mask, K/V
 #              quantization, heads and cache on/off figures as PNG (scale 2) and SVG; the SVGs parse as XML with
 #              their titles and axis names; every cell's colour (SVG fill and PNG pixel), read back through the
-#              figure's colour bar, equals numpy's value from `generate --trace` rows, tools/kv_quant_reference.py
+#              figure's colour bar, equals numpy's value from `generate --trace` rows, tests/reference/kv_quant_reference.py
 #              and `kvscope heads --json`; a file of another kind in the way and a figure before any step are
 #              refused in one line, changing nothing; tests/gui/check_figures.py
 #   gui.figures_input  the KV cache panel's Save figure button clicked in the interactive window (xdotool):

@@ -12,7 +12,7 @@ equal, within colormap quantisation, what numpy computes:
   - mask: causal, hatched above the diagonal; under h2o, the keys the trace's eviction events name for the
     shown head's K/V head at 0, the rest at 1;
   - K/V quantization: int8 reconstruction error of K and V and the score change q.k_hat - q.k, with
-    tools/kv_quant_reference.py;
+    tests/reference/kv_quant_reference.py;
   - heads: previous-token and induction scores from `kvscope heads --json`;
   - logit lens: each depth's top-5 probabilities from the `logit_lens.json` `generate --trace` writes, and
     each cell's token text (where the token is one of the prompt's) as the text in the cell.

@@ -5,7 +5,7 @@ Type a prompt, click "Prefill step", "layer +" and "head +" twice (layer 1, head
 tab, then the format with the mouse (fp8, then int8). Hover cells of the K error and V error maps: each
 tooltip must name the position and channel under the pointer and show numpy's reconstruction error there,
 k_hat - k, where numpy quantizes the rows `kvscope generate --trace` exports with
-tools/kv_quant_reference.py (written from the README, not from core/).
+tests/reference/kv_quant_reference.py (written from the README, not from core/).
 Needs what check_input.py needs (its App drives the window).
 """
 import os
