@@ -16,7 +16,7 @@ import numpy as np
 
 from scripted import arguments, fail, run, window
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")))
 import kv_quant_reference as ref  # noqa: E402
 
 PROMPT = "Tom saw the cat. Tom saw the dog. Tom saw the"

@@ -16,7 +16,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "tools")))
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "reference")))
 from check_input import App, assets_test_main, fail  # noqa: E402
 import kv_quant_reference as ref  # noqa: E402
 import subprocess  # noqa: E402
