@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from scripted import arguments, fail, run, window
+from guitest import arguments, fail, run, window
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")))
 import kv_quant_reference as ref  # noqa: E402

@@ -16,9 +16,8 @@ are clicked (query head 1), then over the attention map (found in --layout-dump)
     and the block holds the hovered cell, which is the one under the pointer (to a pixel's worth of cells).
 Screenshots of each stage are left in the work folder (shot_*.png; "log" is clicked so weights near 1/8192
 show as distinct colours); the zoomed one must show cells of several pixels in the map's top-left quarter.
-Needs what check_input.py needs.
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
-import os
 import re
 import sys
 import time
@@ -26,8 +25,7 @@ import time
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail
 from check_long_context import ATOL, HEAD, N, RTOL, layer0_qk, long_context_model, weights  # noqa: E402
 
 SIZE = "1280x720"
@@ -217,4 +215,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))
