@@ -86,7 +86,7 @@ def main():
 
     # Bad edits. Without expect-error: one line, non-zero exit.
     for bad, words in (("evict 99", "position 99"), ("evict 1 7", "layer 7"), ("restore 1", "not evicted")):
-        p = script(a.kvscope, a.work, "bad", ["prompt " + PROMPT, "step", bad], (1280, 720), model=model, dump=False,
+        p = script(a.kvscope, a.work, "bad", ["prompt " + PROMPT, "step", bad], (1280, 720), model=model, dump=False, shot=False,
                    expect_ok=False)
         lines = error_lines(p)
         if p.returncode == 0 or len(lines) != 1 or words not in lines[0]:

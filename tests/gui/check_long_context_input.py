@@ -23,10 +23,9 @@ import sys
 import time
 
 import numpy as np
-from PIL import Image
 
-from guitest import App, input_main, TIMEOUT, fail
-from check_long_context import ATOL, HEAD, N, RTOL, layer0_qk, long_context_model, weights  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail, read_png
+from check_long_context import ATOL, HEAD, N, RTOL, layer0_qk, long_context_model, weights
 
 SIZE = "1280x720"
 NOTCH, MAX_ZOOM = 1.25, 256.0  # app/gui/heatmap.cpp: each wheel notch zooms 1.25x, up to 256x
@@ -148,7 +147,7 @@ def inner(a):
                  and "attention weight" in d["texts"])
         shot = app.screenshot("zoomed")
         # The picture: the map's top-left quarter (no tooltip there) shows cells of several pixels, not one colour.
-        img = np.asarray(Image.open(shot).convert("RGB")).astype(np.int32)
+        img = read_png(shot).astype(np.int32)
         quarter = img[y0 + 2:(y0 + y1) // 2, x0 + 2:(x0 + x1) // 2]
         colours = len(np.unique(quarter.reshape(-1, 3), axis=0))
         runs = np.mean([1 + np.count_nonzero(np.abs(np.diff(row, axis=0)).sum(1) > 0) for row in quarter])
