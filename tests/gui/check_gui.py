@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from guitest import arguments, fail, read_png, run, script
+from guitest import arguments, error_lines, fail, read_png, run, script
 
 PROMPT = "The cat sat on the mat because it was"
 W, H = 1600, 1000
@@ -147,7 +147,7 @@ def main():
 
     # Errors: a bad script line, and no display at all.
     p = script(a.kvscope, a.work, "bad", ["prompt hi", "prefil"], (W, H), dump=False, expect_ok=False)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    lines = error_lines(p)
     if p.returncode == 0 or len(lines) != 1 or "bad.txt:2" not in lines[0]:
         fail("bad script line: expected one error line naming bad.txt:2 and a non-zero exit, got %d %r" % (p.returncode, p.stderr))
     print("bad script line -> exit %d: %s" % (p.returncode, lines[0]))

@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from guitest import arguments, fail, read_json, read_png, run, script
+from guitest import arguments, error_lines, fail, read_json, read_png, run, script
 
 W, H = 1600, 1000
 B = 4
@@ -171,7 +171,7 @@ def prompt_cache_case(a, work):
     before = open(bad, "rb").read()
     p = script(a.kvscope, work, "damaged", ["prompt-cache " + bad, "prompt " + first, "prefill"], (W, H), model=a.model,
                dump=False, shot=False, expect_ok=False)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    lines = error_lines(p)
     print("damaged prompt cache -> exit %d: %s" % (p.returncode, lines[0] if lines else ""))
     if p.returncode == 0 or len(lines) != 1 or bad not in lines[0]:
         fail("damaged prompt cache: expected one error line naming the file and a non-zero exit, got %d %r" % (

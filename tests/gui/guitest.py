@@ -11,7 +11,8 @@
                                [--layout-dump WORK/NAME.json]` under Xvfb; returns the finished process
   window(kvscope, model, work, name, size, lines)
                                script() on a model, returning the final frame's layout dump
-  error_lines(p)               the non-empty lines of p's stderr, without xvfb-run's own notes
+  error_lines(p)               the non-empty lines of p's stderr, without xvfb-run's own notes (now and then
+                               "xvfb-run: error: problem while cleaning up temporary directory")
   read_json(path), read_png(path)
                                a JSON file; a PNG as a (H, W, 3) uint8 RGB array
   prompt_length(kvscope, model, text)
