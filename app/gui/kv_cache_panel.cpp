@@ -482,4 +482,71 @@ void draw_kv_cache(PanelContext& c) {
     end_panel();
 }
 
+Figure kv_cache_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    const Shown w = shown_step(s, v);
+    const StepRecord& r = *w.r;
+    const Model& model = s.model();
+    const std::vector<TokenId> tokens = tokens_of(s);
+    const int64_t S = r.cache.capacity;
+    bool identity = true;  // every filled slot holds its own position (no window wrapped the ring)
+    for (int64_t slot = 0; slot < S; ++slot)
+        identity = identity && (r.cache.slot_positions[size_t(slot)] < 0 || r.cache.slot_positions[size_t(slot)] == slot);
+    std::string head_name = "head " + std::to_string(w.head);
+    const ModelConfig& cfg = model.config();
+    if (cfg.kv_heads() < cfg.n_head) {
+        const int64_t G = cfg.n_head / cfg.kv_heads(), kv = cfg.kv_head_of(w.head);
+        head_name = "K/V head " + std::to_string(kv) + " (query heads " + std::to_string(kv * G) + ".." +
+                    std::to_string(kv * G + G - 1) + ")";
+    }
+    Figure f;
+    f.name = base_name("kv_cache", w);
+    for (int which = 0; which < 2; ++which) {
+        KvSlots kv = kv_slots(s.trace(), w.step, w.layer, w.head, which == 1);
+        FigureMap m;
+        m.part = which ? "V" : "K";
+        m.values = std::move(kv.values);
+        m.visible = std::move(kv.visible);
+        HeatmapPlot& p = m.plot;
+        p.title = model_name(s) + ", step " + std::to_string(w.step) + ", layer " + std::to_string(w.layer) + ", " +
+                  head_name + ": " + (which ? "V" : "K") + " cache after the step";
+        p.value_label = which ? "value" : "key";
+        p.rows = kv.n_slot, p.cols = kv.head_dim;
+        signed_range(p, kv.absmax);
+        p.row_positions = iota(S);
+        p.col_positions = iota(kv.head_dim);
+        for (int64_t slot = 0; slot < S; ++slot) {
+            const int64_t pos = r.cache.slot_positions[size_t(slot)];
+            p.row_labels.push_back(pos < 0 ? "empty"
+                                   : identity ? token_label(model, tokens, pos)
+                                              : "@" + std::to_string(pos) + " " + token_label(model, tokens, pos));
+        }
+        p.x_label = "head dimension";
+        p.y_label = identity ? "cache slot = position" : "cache slot (@position)";
+        p.masked_label = "empty slot";
+        f.maps.push_back(std::move(m));
+    }
+    return f;
+}
+
+KvSlots kv_slots(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values) {
+    const StepRecord& r = trace[step];
+    KvSlots out;
+    const int64_t S = out.n_slot = r.cache.capacity, D = out.head_dim = r.rows.head_dim;
+    out.values.assign(size_t(S * D), 0.0f);
+    out.visible.assign(size_t(S * D), 0);
+    for (int64_t slot = 0; slot < S; ++slot) {
+        const int64_t p = r.cache.slot_positions[size_t(slot)];
+        if (p < 0) continue;
+        const float* row = values ? trace.value_row(step, layer, head, p) : trace.key_row(step, layer, head, p);
+        if (!row) continue;
+        for (int64_t d = 0; d < D; ++d) {
+            out.values[size_t(slot * D + d)] = row[d];
+            out.visible[size_t(slot * D + d)] = 1;
+            out.absmax = std::max(out.absmax, std::fabs(row[d]));
+        }
+    }
+    return out;
+}
+
 }  // namespace kvscope::gui

@@ -226,7 +226,7 @@ void draw_timeline(PanelContext& c) {
     // Chip offsets, measured once per token sequence (a decode step measures only its new token): only the
     // chips in view are drawn, found by binary search, so an 8192-token strip costs what a short one does.
     static struct {
-        const Model* model = nullptr;
+        std::shared_ptr<const Model> model;  // held: a model loaded later cannot take its address
         float font = 0;
         std::vector<TokenId> tokens;
         std::vector<float> x;  // (n + 1) left edge of chip p relative to the strip; x[n] = the end
@@ -234,9 +234,9 @@ void draw_timeline(PanelContext& c) {
     const float min_w = ImGui::CalcTextSize("0000").x + 10;
     {
         size_t keep = 0;  // chips still measured right: the common prefix
-        if (lay.model == &model && lay.font == ImGui::GetFontSize())
+        if (lay.model.get() == &model && lay.font == ImGui::GetFontSize())
             while (keep < lay.tokens.size() && keep < tokens.size() && lay.tokens[keep] == tokens[keep]) ++keep;
-        lay.model = &model;
+        lay.model = s.model_ptr;
         lay.font = ImGui::GetFontSize();
         lay.tokens.assign(tokens.begin(), tokens.end());
         lay.x.resize(keep + 1);

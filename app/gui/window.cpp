@@ -49,28 +49,6 @@ void on_key(GLFWwindow*, int key, int, int action, int) {
         pressed_keys.push_back(key);
 }
 
-void draw_panel(gui::Panel p, gui::PanelContext& c) {
-    using gui::Panel;
-    switch (p) {
-    case Panel::Controls: gui::draw_controls(c); break;
-    case Panel::Heads: gui::draw_heads(c); break;
-    case Panel::Export: gui::draw_export(c); break;
-    case Panel::Timeline: gui::draw_timeline(c); break;
-    case Panel::Model: gui::draw_model(c); break;
-    case Panel::Attention: gui::draw_attention(c); break;
-    case Panel::KvCache: gui::draw_kv_cache(c); break;
-    case Panel::Mask: gui::draw_mask(c); break;
-    case Panel::NextToken: gui::draw_next_token(c); break;
-    case Panel::Compare: gui::draw_compare(c); break;
-    case Panel::Memory: gui::draw_memory(c); break;
-    case Panel::Rotary: gui::draw_rotary(c); break;
-    case Panel::Lens: gui::draw_logit_lens(c); break;
-    case Panel::Quant: gui::draw_kv_quant(c); break;
-    case Panel::Lab: gui::draw_lab(c); break;
-    case Panel::Edits: gui::draw_cache_edits(c); break;
-    }
-}
-
 std::string config_dir() {
     if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/kvscope";
     if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.config/kvscope";
@@ -305,7 +283,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             PanelContext pc{ctl, *snap, progress, prefs, maps, io.DisplaySize};
             for (const Slot& slot : arrange_panels(io.DisplaySize, !snap->pool_views.empty())) {
                 begin_slot(slot);
-                for (Panel p : slot.panels) draw_panel(p, pc);
+                for (Panel p : slot.panels) gui::panel_module(p).draw(pc);
                 end_slot();
             }
             ImGui::Render();
