@@ -89,6 +89,39 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
     ImGui::EndTooltip();
 }
 
+// The legend: one line a new user reads before anything else (a swatch per sequence, then what the
+// stripes and outlines mean).
+void memory_legend(int64_t N, ImDrawList* dl) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    auto fits = [&](const char* text) {
+        if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text).x + ImGui::GetTextLineHeight() + 8 > right) ImGui::NewLine();
+    };
+    auto swatch = [&](ImU32 fill, ImU32 outline, const char* label) {
+        fits(label);
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        const float h = ImGui::GetTextLineHeight();
+        dl->AddRectFilled({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, fill, 2);
+        if (outline) dl->AddRect({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, outline, 2, 0, 2);
+        ImGui::Dummy({h, h});
+        ImGui::SameLine(0, 4);
+        ImGui::TextUnformatted(label);
+        ImGui::SameLine(0, 12);
+    };
+    for (int64_t i = 0; i < N && i < 8; ++i) {
+        char label[24];
+        std::snprintf(label, sizeof label, "seq %lld", (long long)i);
+        swatch(seq_colour(i), 0, label);
+    }
+    const char* middle = "stripes xN = shared by N, grey = free; outlined = this step:";
+    fits(middle);
+    ImGui::TextDisabled("%s", middle);
+    ImGui::SameLine(0, 8);
+    swatch(kFree, kNew, "new");
+    swatch(kFree, kShared, "shared");
+    swatch(kFree, kCopied, "copied on write");
+    ImGui::NewLine();
+}
+
 }  // namespace
 
 void draw_memory(PanelContext& c) {
@@ -104,37 +137,7 @@ void draw_memory(PanelContext& c) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
 
     figure_button(c, Panel::Memory);
-    // Legend: one line a new user reads before anything else.
-    {
-        const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-        auto fits = [&](const char* text) {
-            if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text).x + ImGui::GetTextLineHeight() + 8 > right) ImGui::NewLine();
-        };
-        auto swatch = [&](ImU32 fill, ImU32 outline, const char* label) {
-            fits(label);
-            const ImVec2 p = ImGui::GetCursorScreenPos();
-            const float h = ImGui::GetTextLineHeight();
-            dl->AddRectFilled({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, fill, 2);
-            if (outline) dl->AddRect({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, outline, 2, 0, 2);
-            ImGui::Dummy({h, h});
-            ImGui::SameLine(0, 4);
-            ImGui::TextUnformatted(label);
-            ImGui::SameLine(0, 12);
-        };
-        for (int64_t i = 0; i < N && i < 8; ++i) {
-            char label[24];
-            std::snprintf(label, sizeof label, "seq %lld", (long long)i);
-            swatch(seq_colour(i), 0, label);
-        }
-        const char* middle = "stripes xN = shared by N, grey = free; outlined = this step:";
-        fits(middle);
-        ImGui::TextDisabled("%s", middle);
-        ImGui::SameLine(0, 8);
-        swatch(kFree, kNew, "new");
-        swatch(kFree, kShared, "shared");
-        swatch(kFree, kCopied, "copied on write");
-        ImGui::NewLine();
-    }
+    memory_legend(N, dl);
     // Figures.
     const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
     int64_t n_shared = 0;
