@@ -96,7 +96,7 @@ void forward(const Model& model, std::span<Chunk> chunks, Workspace& ws) {
         if (const BlockPool* pool = ch.cache->pool()) {  // chunks whose caches share a pool draw on it together
             int64_t needed = 0;
             for (const Chunk& other : chunks)
-                if (other.cache->pool() == pool) needed += other.cache->blocks_needed(other.n_tokens);
+                if (other.cache->pool() == pool) needed += other.cache->pages().blocks_needed(other.cache->next_position(), other.n_tokens);
             if (needed > pool->n_free())
                 throw UsageError("this step needs " + std::to_string(needed) + " free KV blocks, the pool has " +
                                  std::to_string(pool->n_free()) + " of " + std::to_string(pool->n_blocks()));
