@@ -62,6 +62,7 @@ struct OptionSpec {
     bool (*applies)(const RunOptions&) = nullptr;           // null = always; false: the value changes nothing
     std::string (*needs)(const RunOptions&) = nullptr;  // when it does not apply: what it needs, in
                                       // option words ("places attention sinks: give {window} and {sinks} too")
+    const char* tip = "";             // the window's tooltip, when it says more than `help`
 };
 
 std::span<const OptionSpec> option_table();
