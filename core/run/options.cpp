@@ -80,7 +80,7 @@ const OptionSpec kOptions[] = {
      .help = "prompts starting alike map those positions to the same blocks (paged, B = 16 unless given)",
      .flag = "--share-prefix", .label = "share prompt prefixes", .script_key = "share", .commands = kCliGenerate,
      .get = GET(v.session.share_prefix ? "1" : "0"), .set = SET(v.session.share_prefix = to_switch(t))},
-    {.name = "sequences", .section = OptionSection::Batch, .kind = OptionKind::Int, .min = 1, .max = 16, .help = "sequences stepped together",
+    {.name = "sequences", .section = OptionSection::Batch, .kind = OptionKind::Int, .min = 1, .max = 16, .help = "sequences stepped together", .metavar = "N",
      .label = "sequences", .script_key = "seqs", .get = GET(num(v.group.n_seq)), .set = SET(v.group.n_seq = to_int(t))},
     {.name = "prompt_cache", .section = OptionSection::PromptCache, .kind = OptionKind::Text,
      .help = "load the prompt's leading K/V rows from FILE; (re)write it after the prefill unless it already holds "
