@@ -12,6 +12,7 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -559,4 +560,88 @@ TEST_CASE("Panel caches: the logit lens and rotary views follow the record, not 
         CHECK(views.lens.makes() == 1);
         CHECK(views.rotary.makes() == 1);
     }
+}
+
+// ---- The window's options come from the option table (core/run/options.h) ----
+
+TEST_CASE("Option table: every option with a window label is a Controls box, every script key is in gui --help") {
+    // The Controls draw controls_options() in their Session options section; the cache switch and the
+    // batch section hold these.
+    const std::set<std::string> batch_section = {"no_cache", "block_size", "share_prefix", "sequences", "prompt_cache"};
+    const std::vector<const OptionSpec*> controls = controls_options();
+    const std::string help = script_options_help();
+    for (const OptionSpec& o : option_table()) {
+        INFO(o.name);
+        if (*o.label && !batch_section.count(o.name))
+            CHECK(std::find(controls.begin(), controls.end(), &o) != controls.end());
+        if (!*o.script_key) continue;
+        CHECK_THAT(help, Catch::Contains(std::string(o.script_key) + "="));
+        // The script parser takes the key with its default, and refuses a value of the wrong kind.
+        SessionOptions so;
+        BatchOptions b;
+        CHECK_NOTHROW(set_script_option(so, b, std::string(o.script_key) + "=" + default_text(o)));
+        if (o.kind == OptionKind::Int || o.kind == OptionKind::Real)
+            CHECK_THROWS_WITH(script_option(std::string(o.script_key) + "=x"), Catch::StartsWith(std::string(o.script_key) + "="));
+    }
+    for (const OptionSpec* o : controls) CHECK(*o->label);
+}
+
+TEST_CASE("Option check: the window refuses what the command line refuses, in its own labels") {
+    struct Case {
+        const char* what;
+        SessionOptions o;
+        BatchOptions b;
+        std::vector<std::string> given;
+    };
+    const std::string cache_file = (work_dir("gui_controller") / "refused.kvp").string();
+    std::vector<Case> cases;
+    auto add = [&](const char* what, auto&& edit, std::vector<std::string> given = {}) {
+        Case k{what, small_options(), BatchOptions{}, given};
+        edit(k.o, k.b);
+        cases.push_back(k);
+    };
+    add("prompt cache with a window", [&](SessionOptions& o, BatchOptions& b) { b.prompt_cache = cache_file; o.window = 4; });
+    add("prompt cache with eviction", [&](SessionOptions& o, BatchOptions& b) {
+        b.prompt_cache = cache_file;
+        o.eviction.kind = EvictionPolicyKind::H2O;
+        o.eviction.budget = 4;
+    });
+    add("prompt cache with int8 rows", [&](SessionOptions& o, BatchOptions& b) { b.prompt_cache = cache_file; o.kv_quant.format = KvQuant::Int8; });
+    add("int8 rows in the paged cache", [&](SessionOptions& o, BatchOptions&) { o.kv_quant.format = KvQuant::Int8; o.block_size = 4; });
+    add("eviction with a window", [&](SessionOptions& o, BatchOptions&) {
+        o.eviction.kind = EvictionPolicyKind::H2O;
+        o.eviction.budget = 4;
+        o.window = 4;
+    });
+    add("int4's group without int4", [&](SessionOptions& o, BatchOptions&) { o.kv_quant.group = 4; }, {"kv_group"});
+    add("h2o with snapkv's observation window", [&](SessionOptions& o, BatchOptions&) {
+        o.eviction.kind = EvictionPolicyKind::H2O;
+        o.eviction.budget = 4;
+    }, {"evict_obs"});
+
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    for (const Case& k : cases) {
+        INFO(k.what);
+        std::vector<const OptionSpec*> given;
+        for (const std::string& name : k.given) given.push_back(option_named(name));
+        RunOptions run{k.o, GroupOptions{}};
+        run.group.prompt_cache = k.b.prompt_cache;
+        const std::vector<std::string> found = problems(run, given);
+        REQUIRE(!found.empty());  // what `kvscope generate` refuses (check_options renders it in flags)
+        CHECK_THAT(render(found.front(), cli_words), Catch::Contains("--"));
+        const auto before = c.snapshot();
+        CHECK(!c.execute(Command(SetOptions{k.o, k.b, k.given})));
+        const auto s = c.snapshot();
+        CHECK(s->problem.text == render(found.front(), label_words));
+        CHECK_THAT(s->problem.text, !Catch::Contains("--") && !Catch::Contains("{"));
+        CHECK(s->generation == before->generation);  // nothing was rebuilt
+    }
+    // The cache switch is checked too: a prompt cache file needs the cache on.
+    BatchOptions with_file;
+    with_file.prompt_cache = cache_file;
+    run_ok(c, set_options(small_options(), with_file));
+    CHECK(!c.execute(cache(false)));
+    CHECK(c.snapshot()->problem.text == "prompt cache loads and saves the KV cache's rows: leave out KV cache off");
+    CHECK(c.snapshot()->options().use_cache);
 }

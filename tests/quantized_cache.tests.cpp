@@ -195,7 +195,7 @@ TEST_CASE("quantized caches refuse what they cannot do, before any work", "[quan
     // A prompt cache file holds float32 rows: reloading them would quantize a dequantization again.
     GroupOptions g;
     g.prompt_cache = (work_dir("quantized_cache") / "never_written.kvp").string();
-    CHECK_THROWS_WITH(SessionGroup(model(), options(KvQuant::Fp8, 0, 0, 4), g), Catch::Contains("--kv-quant"));
+    CHECK_THROWS_WITH(SessionGroup(model(), options(KvQuant::Fp8, 0, 0, 4), g), Catch::Contains("leave out kv_quant"));
     CHECK_FALSE(std::filesystem::exists(g.prompt_cache));
 }
 

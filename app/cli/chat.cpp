@@ -144,37 +144,29 @@ int cli_chat(int argc, char** argv) {
     args.option("--turns", "FILE|-", "user messages, one per line (- = stdin, the default); a FILE ending in .jsonl "
                                      "holds one {\"role\": \"user\", \"content\": \"...\"} per line (a \"system\" "
                                      "message may come first)")
-        .option("--system", "TEXT", "a system message before the first user message")
-        .option("--max-new-tokens", "N", "most tokens per reply (default 128)")
-        .flag("--no-cache", "recompute the whole conversation at every step (the cost of not reusing the cache)")
-        .option("--window", "W", "sliding window: each query sees the last W positions (default: off)")
-        .option("--sinks", "S", "with --window: the first S positions stay visible too (attention sinks)")
-        .option("--prefill-chunk", "C", "prefill each turn C tokens per step (default: the whole turn at once)")
-        .option("--block-size", "B", "paged KV cache of B-position blocks");
-    add_sampling_options(args, "random seed for sampling (default 0)")
+        .option("--system", "TEXT", "a system message before the first user message");
+    add_options(args, kCliChat, OptionSection::Run,
+                {{"max_new_tokens", "most tokens per reply (default 128)"},
+                 {"no_cache", "recompute the whole conversation at every step (the cost of not reusing the cache)"},
+                 {"prefill_chunk", "prefill each turn C tokens per step (default: the whole turn at once)"},
+                 {"block_size", "paged KV cache of B-position blocks"}});
+    add_options(args, kCliChat, OptionSection::Sampling, {{"seed", "random seed for sampling (default 0)"}})
         .flag("--json", "print one JSON object per turn instead of the replies' text");
-    add_kv_quant_options(args);
-    add_eviction_options(args);
+    add_options(args, kCliChat, OptionSection::KvFormat);
+    add_options(args, kCliChat, OptionSection::Eviction);
     add_threads_option(args);
     args.epilogue("The model folder needs tokenizer files and a tokenizer_config.json with a chat template kvscope "
                   "renders (" + std::string(chat_templates_rendered()) + "). Replies end at the template's end-of-turn "
                   "token, the tokenizer's end of text, or --max-new-tokens.");
     if (!args.parse(argc, argv)) return 0;
 
-    SessionOptions options;
+    RunOptions run;
+    SessionOptions& options = run.session;
     options.history = false;  // nothing is stepped back; keep one record, not the whole trace
     options.record = false;
-    const int64_t max_new = args.integer("--max-new-tokens", 128, 1, 1 << 24);
-    options.max_new_tokens = max_new;
-    options.use_cache = !args.has("--no-cache");
-    options.window = args.integer("--window", 0, 1, 1 << 24);
-    options.sinks = args.integer("--sinks", 0, 0, 1 << 24);
-    options.prefill_chunk = args.integer("--prefill-chunk", 0, 1, 1 << 24);
-    options.block_size = args.integer("--block-size", 0, 1, 1 << 20);
-    options.sampling = sampling_from(args);
-    options.kv_quant = kv_quant_from(args);
-    options.eviction = eviction_from(args);
-    validate(options);
+    options.max_new_tokens = 128;
+    check_options(run, read_options(args, kCliChat, run));
+    const int64_t max_new = options.max_new_tokens;
     TurnSource source(args.text("--turns").value_or("-"));
     apply_threads(args);
 

@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,65 +46,58 @@ void add_threads_option(CliArgs& args) {
     args.option("--threads", "N", "worker threads (default: all cores)");
 }
 
-CliArgs& add_sampling_options(CliArgs& args, const char* seed_help) {
-    return args.option("--temperature", "T", "sample with temperature T > 0 (default: greedy)")
-        .option("--top-k", "K", "sample among the K most likely tokens")
-        .option("--top-p", "P", "sample from the smallest set with probability >= P, 0 < P <= 1")
-        .option("--seed", "S", seed_help);
-}
-
-CliArgs& add_kv_quant_options(CliArgs& args) {
-    return args.option("--kv-quant", "none|int8|int4|fp8", "store K/V rows quantized (docs/engine.md \"Quantized K/V\"): int8 or "
-                                                         "fp8 e4m3 per token with a float32 scale, or int4 KIVI (keys per "
-                                                         "channel over G positions, values per token; no --window) "
-                                                         "(default none)")
-        .option("--kv-group", "G", "int4: positions per key group and channels per value group; must divide head_dim (default 32)")
-        .option("--kv-residual", "R", "int4: the most recent R positions stay float32 (default 0)");
-}
-
-KvQuantSpec kv_quant_from(const CliArgs& args) {
-    KvQuantSpec q;
-    if (const auto name = args.text("--kv-quant")) q.format = parse_kv_quant(*name);
-    q.group = args.integer("--kv-group", q.group, INT64_MIN, INT64_MAX);
-    q.residual = args.integer("--kv-residual", q.residual, INT64_MIN, INT64_MAX);
-    validate(q, 2 * q.group);  // the parts that do not need the model: G >= 1, R >= 0
-    return q;
-}
-
-CliArgs& add_eviction_options(CliArgs& args) {
-    return args.option("--evict", "POLICY", "evict K/V per layer and K/V head under --kv-budget (docs/engine.md \"Eviction under a "
-                                            "budget\"): oracle-off (keep all), window+sinks, h2o, snapkv, pyramid")
-        .option("--kv-budget", "N", "with --evict: positions each layer and K/V head keeps between steps (pyramid: the mean)")
-        .option("--evict-sinks", "S", "window+sinks: the first S positions always stay (default 0)")
-        .option("--evict-recent", "R", "h2o: the R most recent positions always stay (default N/2)")
-        .option("--evict-obs", "W", "snapkv, pyramid: the last W prompt queries score the keys (default 8)")
-        .option("--evict-pool", "K", "snapkv, pyramid: pool the scores over K neighbours, K odd (default 7)")
-        .option("--evict-pool-kind", "max|avg", "snapkv, pyramid: how the pool combines them (default avg)");
-}
-
-EvictionSpec eviction_from(const CliArgs& args) {
-    EvictionSpec e;
-    const char* parameters[] = {"--kv-budget", "--evict-sinks", "--evict-recent", "--evict-obs", "--evict-pool", "--evict-pool-kind"};
-    if (!args.has("--evict")) {
-        for (const char* p : parameters)
-            if (args.has(p)) throw UsageError(std::string(p) + " is a parameter of an eviction policy: give --evict POLICY too");
-        return e;
+CliArgs& add_options(CliArgs& args, unsigned command, OptionSection section, const HelpOverrides& help) {
+    for (const OptionSpec* o : cli_options(command, section)) {
+        std::string text = o->help;
+        for (const auto& [name, h] : help)
+            if (name == o->name) text = h;
+        if (o->kind == OptionKind::Switch) args.flag(o->flag, text);
+        else args.option(o->flag, o->metavar, text);
     }
-    e.kind = parse_eviction_policy(*args.text("--evict"));
-    if (e.active() && !args.has("--kv-budget"))
-        throw UsageError(std::string("--evict ") + eviction_policy_name(e.kind) + " needs --kv-budget N (positions kept per layer and K/V head)");
-    e.budget = args.integer("--kv-budget", 0, INT64_MIN, INT64_MAX);
-    e.sinks = args.integer("--evict-sinks", e.sinks, INT64_MIN, INT64_MAX);
-    e.recent = args.integer("--evict-recent", e.recent, INT64_MIN, INT64_MAX);
-    e.obs = args.integer("--evict-obs", e.obs, INT64_MIN, INT64_MAX);
-    e.pool = args.integer("--evict-pool", e.pool, INT64_MIN, INT64_MAX);
-    if (const auto kind = args.text("--evict-pool-kind")) {
-        if (*kind == "max") e.pool_kind = PoolKind::Max;
-        else if (*kind != "avg") throw UsageError("--evict-pool-kind must be max or avg, got '" + *kind + "'");
+    return args;
+}
+
+std::vector<const OptionSpec*> read_options(const CliArgs& args, unsigned command, RunOptions& values) {
+    std::vector<const OptionSpec*> given;
+    for (const OptionSpec& o : option_table()) {
+        if (!(o.commands & command) || !args.has(o.flag)) continue;
+        given.push_back(&o);
+        const std::string text = o.kind == OptionKind::Switch ? "1" : *args.text(o.flag);
+        if (o.kind == OptionKind::Int) {
+            o.set(values, std::to_string(args.integer(o.flag, 0, o.min, o.max)));
+            continue;
+        }
+        if (o.kind == OptionKind::Real) args.real(o.flag, 0);  // a number, or UsageError
+        if (o.kind == OptionKind::Choice) {
+            const std::vector<std::string> names = choices_of(o);
+            if (std::find(names.begin(), names.end(), text) == names.end()) {
+                o.set(values, text);  // --kv-quant and --evict name their choices themselves
+                std::string list;
+                for (size_t i = 0; i < names.size(); ++i) list += (i ? i + 1 == names.size() ? " or " : ", " : "") + names[i];
+                throw UsageError(std::string(o.flag) + " must be " + list + ", got '" + text + "'");
+            }
+        }
+        o.set(values, text);
     }
-    if (args.has("--evict-recent") && e.recent < 0) throw UsageError("--evict-recent must be >= 0, got " + std::to_string(e.recent));
-    validate(e);
-    return e;
+    SessionOptions& s = values.session;
+    if (args.has("--temperature") && !(s.sampling.temperature > 0))
+        throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
+    if ((args.has("--top-k") || args.has("--top-p")) && s.sampling.temperature == 0)
+        s.sampling.temperature = 1.0;  // top-k/top-p mean sampling; temperature 1 unless given
+    validate(s.kv_quant, 2 * s.kv_quant.group);  // the parts that do not need the model: G >= 1, R >= 0
+    if (s.eviction.active() && !args.has("--kv-budget"))
+        throw UsageError(std::string("--evict ") + eviction_policy_name(s.eviction.kind) +
+                         " needs --kv-budget N (positions kept per layer and K/V head)");
+    if (args.has("--evict-recent") && s.eviction.recent < 0)
+        throw UsageError("--evict-recent must be >= 0, got " + std::to_string(s.eviction.recent));
+    return given;
+}
+
+void check_options(const RunOptions& values, const std::vector<const OptionSpec*>& given) {
+    check(values, given, [&](const OptionSpec& o) {
+        if (std::string_view(o.name) == "prompt_cache" && values.group.prompt_cache_read_only) return std::string("--prompt-cache-ro");
+        return cli_words(o);
+    });
 }
 
 CliArgs& add_plot_options(CliArgs& args, bool folder) {
@@ -127,20 +121,6 @@ PlotOutput check_chart_output(const CliArgs& args, const std::string& flag, cons
     if (outputs) outputs->add_file(flag, path, plot_output_kind(out.format));
     else check_output_file(flag, path, plot_output_kind(out.format));
     return out;
-}
-
-SamplerOptions sampling_from(const CliArgs& args) {
-    SamplerOptions s;
-    if (args.has("--temperature")) {
-        s.temperature = args.real("--temperature", 1.0);
-        if (!(s.temperature > 0)) throw UsageError("--temperature must be > 0 (leave it out for greedy decoding)");
-    }
-    s.top_k = args.integer("--top-k", 0, 1, int64_t(1) << 31);
-    s.top_p = args.real("--top-p", 1.0);
-    s.seed = uint64_t(args.integer("--seed", 0, 0, INT64_MAX));
-    if ((args.has("--top-k") || args.has("--top-p")) && s.temperature == 0)
-        s.temperature = 1.0;  // top-k/top-p mean sampling; temperature 1 unless given
-    return s;
 }
 
 std::shared_ptr<const Model> load_model_from(const CliArgs& args) {

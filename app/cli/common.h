@@ -9,8 +9,7 @@
 #include "forward/model.h"
 #include "io/output_path.h"
 #include "report/plot.h"
-#include "run/eviction.h"
-#include "run/sampler.h"
+#include "run/options.h"
 
 namespace kvscope {
 
@@ -19,18 +18,16 @@ void add_model_option(CliArgs& args);                  // --model DIR, --dtype f
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 WeightPlacement weight_placement_from(const CliArgs& args);  // --map-weights
 void add_threads_option(CliArgs& args);                // --threads N
-// --temperature, --top-k, --top-p, --seed (seed_help: what the seed does); sampling_from reads them:
-// top-k or top-p alone mean sampling at temperature 1. Throws UsageError.
-CliArgs& add_sampling_options(CliArgs& args, const char* seed_help);
-SamplerOptions sampling_from(const CliArgs& args);
-// --kv-quant none|int8|int4|fp8, --kv-group G, --kv-residual R; kv_quant_from reads them (G dividing
-// head_dim is checked with the model, by the session). Throws UsageError.
-CliArgs& add_kv_quant_options(CliArgs& args);
-KvQuantSpec kv_quant_from(const CliArgs& args);
-// --evict POLICY, --kv-budget N, --evict-sinks S, --evict-recent R, --evict-obs W, --evict-pool K,
-// --evict-pool-kind max|avg (core/run/eviction.h); eviction_from reads and validates them. Throws UsageError.
-CliArgs& add_eviction_options(CliArgs& args);
-EvictionSpec eviction_from(const CliArgs& args);
+// Session options, declared once in core/run/options.h. add_options registers one section of the options
+// `command` takes (kCliGenerate, kCliChat), each with the table's help or the one `help` gives for its name.
+// read_options reads every one of them given on the line into `values` (numbers range-checked as the
+// table says; --temperature > 0; top-k or top-p alone mean sampling at temperature 1; --evict POLICY needs
+// --kv-budget) and returns the options given. check_options refuses a bad combination (core's check(),
+// in flags: a read-only prompt cache is --prompt-cache-ro). All throw UsageError.
+using HelpOverrides = std::vector<std::pair<std::string, std::string>>;  // {option name, help}
+CliArgs& add_options(CliArgs& args, unsigned command, OptionSection section, const HelpOverrides& help = {});
+std::vector<const OptionSpec*> read_options(const CliArgs& args, unsigned command, RunOptions& values);
+void check_options(const RunOptions& values, const std::vector<const OptionSpec*>& given);
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 // Figures for papers (core/report/plot.h). A folder of heatmaps (generate --trace) takes --format png|svg; a
 // single chart file takes its format from its name (.svg, else PNG). --scale N (1..8) multiplies a PNG's

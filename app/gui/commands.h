@@ -41,7 +41,11 @@ struct Back { int64_t n = 1; };              // undo the last n steps
 struct Reset {};                             // back to before the first step, same prompt
 struct SetCache { bool on = true; };         // the KV cache switch, from the next step on
 struct SetCompare { bool on = true; };       // keep the shadow session (cache flipped) in step
-struct SetOptions { SessionOptions options; BatchOptions batch; };  // rebuild with the same prompt
+struct SetOptions {                          // rebuild with the same prompt
+    SessionOptions options;
+    BatchOptions batch;
+    std::vector<std::string> given;          // option names (core/run/options.h) typed explicitly (a script's
+};                                           // keys): each must apply to the rest
 struct LoadModel { std::string dir; };       // on failure the current model stays
 struct ExportStep { std::string dir; int64_t step = -1, layer = -1, head = -1; PlotOutput plots{}; };  // step -1 = newest;
                                                                                    // layer -1 = all; plots: PNG/SVG

@@ -184,6 +184,75 @@ std::string number(double x) {
     return b;
 }
 
+// A float box's value as text that reads back as the same double (the box keeps a float).
+std::string float_text(float x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", double(x));
+    return b;
+}
+
+// One session option's box, as the option table declares it (core/run/options.h), shown only where it
+// applies (the KV budget under an eviction policy, int4's group with int4). A bad combination is refused
+// when applied, in the error box. Choices are combos of named items (not Combo's string list) so tests
+// find each in the layout dump; a two-way choice whose first is the default is a checkbox.
+void option_widget(const OptionSpec& spec, SessionOptions& o, BatchOptions& b) {
+    RunOptions r{o, GroupOptions{}};
+    r.group.n_seq = b.n_seq;
+    if (spec.applies && !spec.applies(r)) return;
+    const float w = ImGui::GetFontSize() * 7;
+    const std::string value = spec.get(r);
+    std::string changed;
+    switch (spec.kind) {
+    case OptionKind::Int: {
+        const int64_t fallback = std::stoll(default_text(spec));
+        // An open range leaves the explaining to the check: the box takes positive values (or the default).
+        const int64_t lo = spec.min == INT64_MIN ? std::min<int64_t>(1, fallback) : std::min(spec.min, fallback);
+        int x = int(std::stoll(value));
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::InputInt(spec.label, &x)) changed = std::to_string(std::max<int64_t>(lo, x));
+        break;
+    }
+    case OptionKind::Real: {
+        const bool probability = std::string_view(spec.name) == "top_p";
+        float x = float(std::stod(value));
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::InputFloat(spec.label, &x, probability ? 0.05f : 0.1f, probability ? 0.1f : 0.5f, "%.2f"))
+            changed = float_text(probability ? std::clamp(x, 0.01f, 1.0f) : std::max(0.0f, x));
+        break;
+    }
+    case OptionKind::Switch: {
+        bool on = value == "1";
+        if (ImGui::Checkbox(spec.label, &on)) changed = on ? "1" : "0";
+        break;
+    }
+    case OptionKind::Choice: {
+        const std::vector<std::string> names = choices_of(spec);
+        if (names.size() == 2 && default_text(spec) == names[0]) {
+            bool second = value == names[1];
+            if (ImGui::Checkbox(spec.label, &second)) changed = names[second ? 1 : 0];
+            break;
+        }
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::BeginCombo(spec.label, value.c_str())) {
+            for (const std::string& name : names) {
+                if (ImGui::Selectable(name.c_str(), name == value)) changed = name;
+                dump_item((std::string(spec.label) + " " + name).c_str());
+            }
+            ImGui::EndCombo();
+        }
+        break;
+    }
+    case OptionKind::Text:
+        return;
+    }
+    dump_item(spec.label);
+    help_marker(*spec.tip ? spec.tip : spec.help);
+    if (!changed.empty()) {
+        set_option(r, spec, changed);
+        o = r.session;
+    }
+}
+
 }  // namespace
 
 void sync_option_edits(ViewPrefs& v, const Snapshot& s) {
@@ -448,73 +517,7 @@ void draw_controls(PanelContext& c) {
 
     if (ImGui::CollapsingHeader("Session options", ImGuiTreeNodeFlags_DefaultOpen)) {
         SessionOptions& o = c.prefs.edit_options;
-        const float w = ImGui::GetFontSize() * 7;
-        auto input64 = [&](const char* label, int64_t& v, int64_t lo, const char* help) {
-            int x = int(v);
-            ImGui::SetNextItemWidth(w);
-            if (ImGui::InputInt(label, &x)) v = std::max<int64_t>(lo, x);
-            dump_item(label);
-            help_marker(help);
-        };
-        input64("prefill chunk", o.prefill_chunk, 0, "tokens per prefill step; 0 = the whole prompt at once");
-        input64("window", o.window, 0, "sliding window W: a query sees the last W positions; 0 = off");
-        input64("sinks", o.sinks, 0, "attention sinks S (needs a window): the first S positions stay visible beside the "
-                "window, as StreamingLLM keeps them; 0 = off");
-        bool cache_numbered = o.sink_positions == SinkPositions::Cache;
-        if (ImGui::Checkbox("sinks at cache positions", &cache_numbered))
-            o.sink_positions = cache_numbered ? SinkPositions::Cache : SinkPositions::Text;
-        help_marker("rotary models, with sinks: number positions inside the cache as StreamingLLM does, so the sinks "
-                    "count as sitting right before the window. Off: every key keeps its own (text) position.");
-        // Eviction under a budget (core/run/eviction.h); a bad combination is refused when applied, in the error box.
-        // A combo of named items (not Combo's string list) so tests find each choice in the layout dump.
-        ImGui::SetNextItemWidth(w);
-        if (ImGui::BeginCombo("eviction", eviction_policy_name(o.eviction.kind))) {
-            for (int i = 0; i <= int(EvictionPolicyKind::Pyramid); ++i) {
-                const EvictionPolicyKind k = EvictionPolicyKind(i);
-                if (ImGui::Selectable(eviction_policy_name(k), k == o.eviction.kind)) o.eviction.kind = k;
-                dump_item(("eviction " + std::string(eviction_policy_name(k))).c_str());
-            }
-            ImGui::EndCombo();
-        }
-        dump_item("eviction");
-        help_marker("which positions each layer and K/V head keeps once it holds more than the budget (docs/engine.md \"Eviction "
-                    "under a budget\"); evicted rows are veiled red in the KV cache panel");
-        if (o.eviction.active()) {
-            input64("KV budget", o.eviction.budget, 0, "positions each layer and K/V head keeps between steps (pyramid: the mean)");
-            if (o.eviction.kind == EvictionPolicyKind::WindowSinks)
-                input64("evict sinks", o.eviction.sinks, 0, "window+sinks: the first positions always kept");
-        }
-        input64("max new tokens", o.max_new_tokens, 1, "tokens to generate after the prompt");
-        {
-            // The cache's K/V format: float32 rows, or packed ones (int8 / fp8 per row, int4 KIVI).
-            const char* const formats[] = {"f32", "int8", "int4", "fp8"};
-            const KvQuant kinds[] = {KvQuant::None, KvQuant::Int8, KvQuant::Int4, KvQuant::Fp8};
-            int f = 0;
-            for (int i = 0; i < 4; ++i)
-                if (kinds[i] == o.kv_quant.format) f = i;
-            ImGui::SetNextItemWidth(w);
-            if (ImGui::Combo("K/V format", &f, formats, 4)) o.kv_quant.format = kinds[f];
-            dump_item("kv format");
-            help_marker("what the cache stores: float32 rows, int8 or fp8 rows with a float32 scale each, or int4 "
-                        "KIVI (keys per channel over G positions, values per token over G channels, the latest R "
-                        "positions in float32). Attention reads the dequantized rows. The K/V quant tab shows "
-                        "what a format changes (on an f32 session).");
-            if (o.kv_quant.format == KvQuant::Int4) {
-                input64("int4 group G", o.kv_quant.group, 1, "positions per key group and channels per value group; "
-                        "must divide the head dimension");
-                input64("int4 residual R", o.kv_quant.residual, 0, "the most recent R positions stay float32");
-            }
-        }
-        float t = float(o.sampling.temperature), p = float(o.sampling.top_p);
-        ImGui::SetNextItemWidth(w);
-        if (ImGui::InputFloat("temperature", &t, 0.1f, 0.5f, "%.2f")) o.sampling.temperature = std::max(0.0f, t);
-        help_marker("0 = greedy (always the most likely token)");
-        input64("top-k", o.sampling.top_k, 0, "sample among the k most likely tokens; 0 = off");
-        ImGui::SetNextItemWidth(w);
-        if (ImGui::InputFloat("top-p", &p, 0.05f, 0.1f, "%.2f")) o.sampling.top_p = std::clamp(p, 0.01f, 1.0f);
-        int seed = int(o.sampling.seed);
-        ImGui::SetNextItemWidth(w);
-        if (ImGui::InputInt("seed", &seed)) o.sampling.seed = uint64_t(std::max(0, seed));
+        for (const OptionSpec* spec : controls_options()) option_widget(*spec, o, c.prefs.edit_batch);
         if (apply_button(pending.empty() ? "Apply options (restarts the session)" : "Apply pending options (restarts the session)",
                          !pending.empty()))
             ctl.push(SetOptions{o, c.prefs.edit_batch});
@@ -536,12 +539,12 @@ void draw_controls(PanelContext& c) {
             if (ImGui::InputInt(label, &x)) v = std::clamp<int64_t>(x, lo, hi);
             help_marker(help);
         };
-        input64("block size", o.block_size, 0, 4096, "B > 0: a paged KV cache, positions in blocks of B from one pool "
+        input64(option_named("block_size")->label, o.block_size, 0, 4096, "B > 0: a paged KV cache, positions in blocks of B from one pool "
                 "shared by the batch (the Memory panel shows it); 0 = one contiguous ring per sequence");
-        ImGui::Checkbox("share prompt prefixes", &o.share_prefix);
+        ImGui::Checkbox(option_named("share_prefix")->label, &o.share_prefix);
         help_marker("A sequence whose prompt starts with the same tokens as an earlier one maps those blocks instead "
                     "of computing them again; a shared block is copied before anyone writes into it (copy-on-write).");
-        input64("sequences", b.n_seq, 1, 16, "N sequences stepped together. Sequence i's prompt is the prompt above "
+        input64(option_named("sequences")->label, b.n_seq, 1, 16, "N sequences stepped together. Sequence i's prompt is the prompt above "
                 "followed by its suffix, and it samples with seed + i (set temperature > 0 to see identical prompts "
                 "diverge).");
         b.suffixes.resize(size_t(b.n_seq));

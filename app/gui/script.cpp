@@ -55,10 +55,7 @@ const Spec kSpecs[] = {
     {"cache", 1, 1, "cache on|off", "the KV cache switch"},
     {"compare", 1, 1, "compare on|off", "shadow session for the Cache on vs off panel"},
     {"edit", 1, 12, "edit k=v ...", "the keys of options, typed into the Controls' option boxes without applying (pending)"},
-    {"options", 1, 12, "options k=v ...", "chunk=, window=, max-new=, temperature=, top-k=, top-p=, seed=, sinks=S, sink-cache=0|1, "
-                                          "block=B (0 = contiguous cache), share=0|1, seqs=N (a batch of N), "
-                                          "kv-quant=none|int8|int4|fp8, kv-group=G, kv-residual=R, evict=0..4 (oracle-off, "
-                                          "window+sinks, h2o, snapkv, pyramid), kv-budget=N, evict-sinks=S; restarts"},
+    {"options", 1, 12, "options k=v ...", "(the keys: options_help())"},
     {"model", 1, 1, "model DIR", "load another model folder"},
     {"layer", 1, 1, "layer N", "select a layer"},
     {"head", 1, 1, "head N", "select a head"},
@@ -100,31 +97,6 @@ const Spec kSpecs[] = {
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
 
-// One `key=value` of an options or edit line.
-void set_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
-    const std::string key = kv.substr(0, kv.find('='));
-    double r = 0;
-    to_real(kv.substr(kv.find('=') + 1), r);
-    if (key == "chunk") o.prefill_chunk = int64_t(r);
-    if (key == "window") o.window = int64_t(r);
-    if (key == "max-new") o.max_new_tokens = int64_t(r);
-    if (key == "temperature") o.sampling.temperature = r;
-    if (key == "top-k") o.sampling.top_k = int64_t(r);
-    if (key == "top-p") o.sampling.top_p = r;
-    if (key == "seed") o.sampling.seed = uint64_t(r);
-    if (key == "sinks") o.sinks = int64_t(r);
-    if (key == "sink-cache") o.sink_positions = r != 0 ? SinkPositions::Cache : SinkPositions::Text;
-    if (key == "block") o.block_size = int64_t(r);
-    if (key == "share") o.share_prefix = r != 0;
-    if (key == "seqs") b.n_seq = int64_t(r);
-    if (key == "kv-quant") o.kv_quant.format = parse_kv_quant(kv.substr(kv.find('=') + 1));
-    if (key == "kv-group") o.kv_quant.group = int64_t(r);
-    if (key == "kv-residual") o.kv_quant.residual = int64_t(r);
-    if (key == "evict") o.eviction.kind = EvictionPolicyKind(std::clamp(int64_t(r), int64_t(0), int64_t(4)));
-    if (key == "kv-budget") o.eviction.budget = int64_t(r);
-    if (key == "evict-sinks") o.eviction.sinks = int64_t(r);
-}
-
 bool on_off(const std::string& s, bool& out) {
     if (s == "on") return out = true, true;
     if (s == "off") return out = false, true;
@@ -135,7 +107,8 @@ bool on_off(const std::string& s, bool& out) {
 
 std::vector<ScriptCommand> script_commands() {
     std::vector<ScriptCommand> out;
-    for (const Spec& s : kSpecs) out.push_back({s.name, s.usage, s.help, s.output});
+    for (const Spec& s : kSpecs)
+        out.push_back({s.name, s.usage, std::string(s.name) == "options" ? script_options_help() : s.help, s.output});
     return out;
 }
 
@@ -257,25 +230,11 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         }
         if (cmd == "options" || cmd == "edit")
             for (int i = 1; i <= n_args; ++i) {
-                const std::string& kv = l.words[size_t(i)];
-                const size_t eq = kv.find('=');
-                const std::string key = kv.substr(0, eq);
-                double r = 0;
-                if (key == "kv-quant") {
-                    const std::string name = eq == std::string::npos ? "" : kv.substr(eq + 1);
-                    if (name != "none" && name != "int8" && name != "int4" && name != "fp8")
-                        bad("kv-quant= takes none, int8, int4 or fp8, got '" + name + "'");
-                    continue;
+                try {
+                    script_option(l.words[size_t(i)]);  // the key and its value, as the option table says
+                } catch (const UsageError& e) {
+                    bad(e.what());
                 }
-                if (eq == std::string::npos || !to_real(kv.substr(eq + 1), r))
-                    bad("expected key=value, got '" + kv + "'");
-                if (key != "chunk" && key != "window" && key != "max-new" && key != "temperature" && key != "top-k" &&
-                    key != "top-p" && key != "seed" && key != "sinks" && key != "sink-cache" && key != "block" &&
-                    key != "share" && key != "seqs" && key != "kv-group" && key != "kv-residual" && key != "evict" &&
-                    key != "kv-budget" && key != "evict-sinks")
-                    bad("unknown option '" + key + "' (chunk, window, max-new, temperature, top-k, top-p, seed, sinks, "
-                        "sink-cache, block, share, seqs, kv-quant, kv-group, kv-residual, evict (0 oracle-off, "
-                        "1 window+sinks, 2 h2o, 3 snapkv, 4 pyramid), kv-budget, evict-sinks)");
             }
         l.output = spec->output;
         if (l.background && (cmd == "frames" || cmd == "measure" || cmd == "layer" || cmd == "head" || cmd == "view" ||
@@ -330,7 +289,10 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         run(SetCompare{arg == "on"});
     } else if (cmd == "options") {
         SetOptions c{snap.options(), snap.batch};
-        for (size_t i = 1; i < l.words.size(); ++i) set_option(c.options, c.batch, l.words[i]);
+        for (size_t i = 1; i < l.words.size(); ++i) {
+            set_script_option(c.options, c.batch, l.words[i]);
+            c.given.push_back(script_option(l.words[i]).name);
+        }
         run(c);
     } else if (cmd == "panel") {
         std::string title;
@@ -364,7 +326,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         v.kv_heads_open = arg == "open" ? 1 : 0;
     } else if (cmd == "edit") {
         sync_option_edits(v, snap);
-        for (size_t i = 1; i < l.words.size(); ++i) set_option(v.edit_options, v.edit_batch, l.words[i]);
+        for (size_t i = 1; i < l.words.size(); ++i) set_script_option(v.edit_options, v.edit_batch, l.words[i]);
     } else if (cmd == "suffix") {
         SetOptions c{snap.options(), snap.batch};
         if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);

@@ -53,13 +53,84 @@ std::string window_words(std::string m) {
         {"--prompt-cache wants a file path", "the prompt cache box wants a file path"},
         {"or pass another --prompt-cache", "or type another file in the prompt cache box"},
         {"is --prompt-cache naming the right file?", "is the prompt cache box naming the right file?"},
-        {"with --window ", "with window "},
-        {"and --sinks ", "and sinks "},
         {"use --dtype ", "start kvscope gui with --dtype "},
     };
     for (const auto& [cli, window] : words)
         for (size_t at; (at = m.find(cli)) != std::string::npos;) m.replace(at, std::string(cli).size(), window);
     return m;
+}
+
+std::vector<const OptionSpec*> controls_options() {
+    std::vector<const OptionSpec*> out;
+    for (const char* name : {"prefill_chunk", "window", "sinks", "sink_positions", "evict", "kv_budget", "evict_sinks",
+                             "evict_recent", "evict_obs", "evict_pool", "evict_pool_kind", "max_new_tokens", "kv_quant",
+                             "kv_group", "kv_residual", "temperature", "top_k", "top_p", "seed"})
+        out.push_back(option_named(name));
+    return out;
+}
+
+namespace {
+
+RunOptions run_options(const SessionOptions& o, const BatchOptions& b) {
+    RunOptions r{o, GroupOptions{}};
+    r.group.n_seq = b.n_seq;
+    r.group.prompt_cache = b.prompt_cache;
+    return r;
+}
+
+std::string script_words(const OptionSpec& o) { return std::string(o.script_key) + "="; }
+
+}  // namespace
+
+std::string script_options_help() {
+    std::string keys;
+    for (const OptionSpec& o : option_table()) {
+        if (!*o.script_key) continue;
+        keys += (keys.empty() ? "" : ", ") + std::string(o.script_key) + "=";
+        if (o.kind == OptionKind::Choice) {
+            const std::vector<std::string> names = choices_of(o);
+            std::string list;
+            for (size_t i = 0; i < names.size(); ++i) list += (i ? "|" : "") + names[i];
+            keys += list + " (or 0.." + std::to_string(names.size() - 1) + ")";
+        } else if (o.kind == OptionKind::Switch) {
+            keys += "0|1";
+        } else if (*o.metavar) {
+            keys += o.metavar;
+        }
+    }
+    return keys + "; restarts (block=0: the contiguous cache)";
+}
+
+const OptionSpec& script_option(const std::string& kv) {
+    const size_t eq = kv.find('=');
+    const OptionSpec* spec = eq == std::string::npos ? nullptr : option_by_script_key(kv.substr(0, eq));
+    if (!spec) {
+        std::string keys;
+        for (const OptionSpec& o : option_table())
+            if (*o.script_key) keys += (keys.empty() ? "" : ", ") + std::string(o.script_key);
+        throw UsageError(eq == std::string::npos ? "expected key=value, got '" + kv + "'"
+                                                 : "unknown option '" + kv.substr(0, eq) + "' (" + keys + ")");
+    }
+    RunOptions scratch;
+    set_option(scratch, *spec, std::string_view(kv).substr(eq + 1), script_words);
+    return *spec;
+}
+
+void set_script_option(SessionOptions& o, BatchOptions& b, const std::string& kv) {
+    const OptionSpec& spec = script_option(kv);
+    RunOptions r = run_options(o, b);
+    set_option(r, spec, std::string_view(kv).substr(kv.find('=') + 1));
+    o = r.session;
+    b.n_seq = r.group.n_seq;
+    b.prompt_cache = r.group.prompt_cache;
+}
+
+std::string check_window_options(const SessionOptions& o, const BatchOptions& b, const std::vector<std::string>& given) {
+    std::vector<const OptionSpec*> specs;
+    for (const std::string& name : given)
+        if (const OptionSpec* s = option_named(name)) specs.push_back(s);
+    const std::vector<std::string> found = problems(run_options(o, b), specs);
+    return found.empty() ? "" : render(found.front(), label_words);
 }
 
 void Workbench::fail(Place place, const std::string& what) {
@@ -139,9 +210,10 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     return s;
 }
 
-std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch) {
+std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch,
+                               const std::vector<std::string>& given) {
     options.record = true;
-    validate(options);
+    if (const std::string problem = check_window_options(options, batch, given); !problem.empty()) throw UsageError(problem);
     if (batch.n_seq < 1 || batch.n_seq > kMaxSequences)
         throw UsageError("sequences must be 1.." + std::to_string(kMaxSequences) + ", got " + std::to_string(batch.n_seq));
     if (batch.suffixes.size() > size_t(batch.n_seq)) batch.suffixes.resize(size_t(batch.n_seq));
@@ -362,6 +434,9 @@ void Workbench::operator()(const Reset&) {
 }
 
 void Workbench::operator()(const SetCache& c) {
+    SessionOptions o = group_->options();
+    o.use_cache = c.on;
+    if (const std::string problem = check_window_options(o, batch_); !problem.empty()) throw UsageError(problem);
     group_->set_use_cache(c.on);
     set_status(c.on ? "cache ON: the next steps reuse cached K/V" : "cache OFF: the next steps recompute every position");
 }
@@ -375,7 +450,7 @@ void Workbench::operator()(const SetCompare& c) {
 void Workbench::operator()(const SetOptions& c) {
     SessionOptions o = c.options;
     o.use_cache = group_->options().use_cache;
-    const std::string problem = rebuild(group_->share_model(), o, c.batch);
+    const std::string problem = rebuild(group_->share_model(), o, c.batch, c.given);
     if (!problem.empty()) throw UsageError("options applied, but " + problem);
     set_status(group_->size() > 1 ? "options applied: " + std::to_string(group_->size()) + " sequences restarted"
                                   : "options applied; the session restarted");

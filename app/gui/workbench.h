@@ -31,6 +31,7 @@
 #include "commands.h"
 #include "report/export.h"
 #include "run/chat_conversation.h"
+#include "run/options.h"
 #include "run/session_group.h"
 #include "snapshot.h"
 
@@ -48,9 +49,23 @@ struct RunPlan {
     bool decode_only = false;            // Decode N: stop at anything but a decode step
 };
 
-// An error message as the window says it: command-line options ("--model wants a folder") become the
-// window's controls ("choose a folder").
+// An error message as the window says it. Session options are named by their labels (core/run/options.h
+// renders them); the hints of the loaders, which name command-line options ("--model wants a folder"),
+// become the window's controls ("choose a folder").
 std::string window_words(std::string message);
+
+// The window's session options, read from the option table (core/run/options.h):
+//   controls_options()           the options the Controls' "Session options" section shows, in its order
+//   script_options_help()        the `options k=v ...` line of `gui --help`: every script key of the table
+//   script_option(kv)            the table option of one `key=value`; UsageError naming the key when the
+//                                key is unknown or the value is not one the option takes
+//   set_script_option(o, b, kv)  store one `key=value` into the window's options (checked as above)
+//   check_window_options(o, b, given)  every combination (core's problems), in the window's labels; "" = fine
+std::vector<const OptionSpec*> controls_options();
+std::string script_options_help();
+const OptionSpec& script_option(const std::string& kv);
+void set_script_option(SessionOptions& o, BatchOptions& b, const std::string& kv);
+std::string check_window_options(const SessionOptions& o, const BatchOptions& b, const std::vector<std::string>& given = {});
 
 class Workbench {
 public:
@@ -91,7 +106,8 @@ public:
 private:
     const Session& sel() const { return group_->session(selected_); }
     // A new group (throws when refused, the old one stays); returns why the prompt could not be set, or "".
-    std::string rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch);
+    std::string rebuild(std::shared_ptr<const Model> model, SessionOptions options, BatchOptions batch,
+                        const std::vector<std::string>& given = {});
     void set_prompts();                  // encode source, prompt + suffixes into the group; sync the comparison
     bool has_input() const;
     void sync_comparison();

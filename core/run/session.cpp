@@ -4,32 +4,11 @@
 
 #include "base/clock.h"
 #include "base/errors.h"
+#include "run/options.h"
 
 namespace kvscope {
-void validate(const SessionOptions& o) {
-    if (o.prefill_chunk < 0) throw UsageError("prefill chunk must be >= 1 (or 0 for the whole prompt)");
-    if (o.window < 0) throw UsageError("window must be >= 1 (or 0 for no window)");
-    if (o.sinks < 0) throw UsageError("sinks must be >= 0");
-    if (o.sinks > 0 && o.window == 0) throw UsageError("attention sinks keep the first positions beside a window: set a window too");
-    if (o.sink_positions == SinkPositions::Cache && o.sinks == 0)
-        throw UsageError("sink positions \"cache\" re-number the attention sinks inside the cache: set a window and sinks too");
-    if (o.block_size < 0) throw UsageError("block size must be >= 1 (or 0 for the contiguous cache)");
-    if (o.share_prefix && o.block_size == 0) throw UsageError("prefix sharing needs the paged cache: set a block size");
-    if (o.kv_quant.quantized() && o.block_size > 0)
-        throw UsageError(std::string("--kv-quant ") + to_string(o.kv_quant.format) +
-                         " stores packed rows in the contiguous cache only: leave out --block-size");
-    if (o.max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
-    if (o.n_top < 0) throw UsageError("n_top must be >= 0");
-    validate(o.sampling);
-    validate(o.eviction);
-    if (o.eviction.active()) {
-        const std::string name = eviction_policy_name(o.eviction.kind);
-        if (o.window > 0 || o.sinks > 0)
-            throw UsageError("eviction policy " + name + " decides which positions stay: leave out --window/--sinks "
-                             "(--evict window+sinks --evict-sinks S is the window as a policy)");
-        if (!o.use_cache) throw UsageError("eviction policy " + name + " evicts from the KV cache: keep the cache on");
-    }
-}
+// The checks live with the option table (run/options.h), which every caller shares.
+void validate(const SessionOptions& o) { check(RunOptions{o, GroupOptions{}}, {}, neutral_words); }
 
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
     : model_(std::move(model)), options_(options) {

@@ -6,17 +6,13 @@
 
 #include "base/errors.h"
 #include "io/atomic_file.h"
+#include "run/options.h"
 
 namespace kvscope {
 
 SessionGroup::SessionGroup(std::shared_ptr<const Model> model, SessionOptions options, GroupOptions group)
     : model_(std::move(model)), options_(std::move(options)), group_(std::move(group)) {
-    validate(options_);
-    if (group_.n_seq < 1) throw UsageError("a group needs at least one sequence, got " + std::to_string(group_.n_seq));
-    if (!group_.prompt_cache.empty() && group_.n_seq > 1)
-        throw UsageError("a prompt cache file works with one sequence (the batch has " + std::to_string(group_.n_seq) + ")");
-    if (!group_.prompt_cache.empty() && options_.kv_quant.quantized())
-        throw UsageError("a prompt cache file holds float32 or bfloat16 rows: leave out --kv-quant");
+    check(RunOptions{options_, group_}, {}, neutral_words);  // every combination, for every caller (run/options.h)
     if (!group_.prompt_cache.empty() && model_->config().encoder_decoder)
         throw UsageError("a prompt cache file keys K/V by the decoder's tokens, but an encoder-decoder's K/V also "
                          "depend on the source: not available for this model");
