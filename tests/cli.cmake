@@ -104,7 +104,7 @@ if(KVSCOPE_CLI_PYTHON)
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/bounded_inputs ${kvscope_cli_no_gui} ${kvscope_cli_memory_limit})
   set_tests_properties(cli.bounded_inputs PROPERTIES TIMEOUT 600)
   # generate --evict on assets/llama-gqa (GQA): every eviction the trace records, and its score, recomputed
-  # in numpy from the exported attention weights with tools/eviction_reference.py's rules.
+  # in numpy from the exported attention weights with tests/reference/eviction_reference.py's rules.
   add_test(NAME cli.eviction_trace
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_eviction_trace.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/eviction_trace)

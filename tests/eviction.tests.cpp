@@ -1,6 +1,6 @@
 // Eviction under a budget (eviction.h, kv_cache.h's evicted flags).
 //
-// The policies' choices are checked against tools/eviction_reference.py, an independent numpy replay
+// The policies' choices are checked against tests/reference/eviction_reference.py, an independent numpy replay
 // written from the README's rules: the test feeds both the same fixed attention histories (weights in
 // eighths, so sums are exact and ties are many) and compares, after every step, the kept positions of
 // every (layer, K/V head) and the score that decided each eviction. The engine tests compare runs with
@@ -177,7 +177,7 @@ TEST_CASE("each policy keeps what the numpy reference keeps, on fixed attention 
             std::ofstream out(dir / "weights.f32", std::ios::binary);
             out.write(reinterpret_cast<const char*>(W.data()), std::streamsize(W.size() * sizeof(float)));
         }
-        const std::string cmd = std::string(python) + " " KVSCOPE_SOURCE_DIR "/tools/eviction_reference.py " + dir.string();
+        const std::string cmd = std::string(python) + " " KVSCOPE_SOURCE_DIR "/tests/reference/eviction_reference.py " + dir.string();
         REQUIRE(std::system(cmd.c_str()) == 0);
         std::vector<std::string> kept, events;
         replay(c, W, kept, events);

@@ -30,7 +30,7 @@
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
 #   gui.kv_quant  the K/V quant tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
 #              its largest K error, V error, score change and weight change equal numpy's reconstruction
-#              (tools/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
+#              (tests/reference/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
 #              instead of compared; a group that does not divide D is refused; tests/gui/check_kv_quant.py
 #   gui.lab    the Cache lab tab (script `lab`) on the default model's prompt at both sizes: every row's bytes
 #              per token, loss, KL and top-1 equal `kvscope lab --json` on the same text; after a prefill the
@@ -52,7 +52,7 @@
 #              tests/gui/check_eviction_input.py
 #   gui.kv_quant_input  the K/V quant tab under real input on the default model: format radios clicked (fp8,
 #              int8), cells of the K and V error maps hovered: each tooltip's position, channel and error equal
-#              numpy's reconstruction (tools/kv_quant_reference.py) of the rows `generate --trace` exports;
+#              numpy's reconstruction (tests/reference/kv_quant_reference.py) of the rows `generate --trace` exports;
 #              tests/gui/check_kv_quant_input.py
 #   gui.lab_input  the Cache lab tab under real input: configurations typed (one an h2o budget), Measure clicked:
 #              every row equals `kvscope lab --json` on the same text; after Prefill the tab says the sequence
@@ -85,7 +85,7 @@
 #   gui.figures  Save figure (script save-figure) on the default model at 1280x720: the KV cache, mask, K/V
 #              quantization, heads and cache on/off figures as PNG (scale 2) and SVG; the SVGs parse as XML with
 #              their titles and axis names; every cell's colour (SVG fill and PNG pixel), read back through the
-#              figure's colour bar, equals numpy's value from `generate --trace` rows, tools/kv_quant_reference.py
+#              figure's colour bar, equals numpy's value from `generate --trace` rows, tests/reference/kv_quant_reference.py
 #              and `kvscope heads --json`; a file of another kind in the way and a figure before any step are
 #              refused in one line, changing nothing; tests/gui/check_figures.py
 #   gui.figures_input  the KV cache panel's Save figure button clicked in the interactive window (xdotool):
@@ -101,7 +101,19 @@
 #              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
 #
+# Every script takes --kvscope BIN --work DIR (+ the arguments given below) and shares tests/gui/guitest.py
+# (arguments, xvfb-run at a size, script runs, PNG and JSON reading, one-line failures); it exits 77 (skipped)
+# when a tool it needs is missing.
+#
 #   ctest -L gui
+function(kvscope_gui_test name script timeout)
+  add_test(NAME gui.${name}
+           COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/${script}.py --kvscope $<TARGET_FILE:kvscope>
+                   ${ARGN} --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/${name})
+  set_tests_properties(gui.${name} PROPERTIES LABELS "gui" TIMEOUT ${timeout} SKIP_RETURN_CODE 77
+                       ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+endfunction()
+
 if(KVSCOPE_GUI)
   find_program(KVSCOPE_XVFB_RUN xvfb-run)
   find_program(KVSCOPE_GUI_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
@@ -114,141 +126,36 @@ if(KVSCOPE_GUI)
   elseif(NOT KVSCOPE_GUI_PYTHON OR kvscope_gui_py_missing)
     message(STATUS "gui tests skipped: /usr/bin/python3 with numpy and PIL not found (apt install python3-numpy python3-pil)")
   else()
-    add_test(NAME gui.smoke
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_gui.py
-                     --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/smoke)
-    set_tests_properties(gui.smoke PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.memory
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_memory.py
-                     --kvscope $<TARGET_FILE:kvscope> --model ${CMAKE_SOURCE_DIR}/assets/default
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/memory)
-    set_tests_properties(gui.memory PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.encoder_decoder
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_encoder_decoder.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/encoder_decoder)
-    set_tests_properties(gui.encoder_decoder PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.rotary
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_rotary.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary)
-    set_tests_properties(gui.rotary PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.rotary_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_rotary_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/rotary_input)
-    set_tests_properties(gui.rotary_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.logit_lens
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_logit_lens.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/logit_lens)
-    set_tests_properties(gui.logit_lens PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.kv_quant
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_quant.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_quant)
-    set_tests_properties(gui.kv_quant PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.figures
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_figures.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/figures)
-    set_tests_properties(gui.figures PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.figures_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_figures_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/figures_input)
-    set_tests_properties(gui.figures_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.lab
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_lab.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/lab)
-    set_tests_properties(gui.lab PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.cache_edits
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_cache_edits.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/cache_edits)
-    set_tests_properties(gui.cache_edits PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.cache_edits_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_cache_edits_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/cache_edits_input)
-    set_tests_properties(gui.cache_edits_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.eviction_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_eviction_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/eviction_input)
-    set_tests_properties(gui.eviction_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.kv_quant_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_quant_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_quant_input)
-    set_tests_properties(gui.kv_quant_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.lab_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_lab_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/lab_input)
-    set_tests_properties(gui.lab_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.kv_groups_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_groups_input)
-    set_tests_properties(gui.kv_groups_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.layer_windows_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layer_windows_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layer_windows_input)
-    set_tests_properties(gui.layer_windows_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.chat
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_chat.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/chat)
-    set_tests_properties(gui.chat PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.chat_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_chat_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/chat_input)
-    set_tests_properties(gui.chat_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.kv_groups
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_kv_groups.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/kv_groups)
-    set_tests_properties(gui.kv_groups PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.layer_windows
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layer_windows.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layer_windows)
-    set_tests_properties(gui.layer_windows PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.sink_positions
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_sink_positions.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/sink_positions)
-    set_tests_properties(gui.sink_positions PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.long_context
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_long_context.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/long_context)
-    set_tests_properties(gui.long_context PROPERTIES LABELS "gui" TIMEOUT 300)
-    add_test(NAME gui.long_context_input
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_long_context_input.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/long_context_input)
-    set_tests_properties(gui.long_context_input PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.layout
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_layout.py
-                     --kvscope $<TARGET_FILE:kvscope> --assets ${CMAKE_SOURCE_DIR}/assets
-                     --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/layout)
-    set_tests_properties(gui.layout PROPERTIES LABELS "gui" TIMEOUT 600)
-    add_test(NAME gui.feedback
-             COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_feedback.py
-                     --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/feedback)
-    set_tests_properties(gui.feedback PROPERTIES LABELS "gui" TIMEOUT 600)
+    kvscope_gui_test(smoke check_gui 300)
+    kvscope_gui_test(memory check_memory 300 --model ${CMAKE_SOURCE_DIR}/assets/default)
+    kvscope_gui_test(encoder_decoder check_encoder_decoder 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(rotary check_rotary 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(rotary_input check_rotary_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(logit_lens check_logit_lens 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(kv_quant check_kv_quant 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(figures check_figures 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(figures_input check_figures_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(lab check_lab 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(cache_edits check_cache_edits 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(cache_edits_input check_cache_edits_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(eviction_input check_eviction_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(kv_quant_input check_kv_quant_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(lab_input check_lab_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(kv_groups_input check_kv_groups_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(layer_windows_input check_layer_windows_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(chat check_chat 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(long_context check_long_context 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(long_context_input check_long_context_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(layout check_layout 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(feedback check_feedback 600)
     find_program(KVSCOPE_XDOTOOL xdotool)
     find_program(KVSCOPE_IMPORT import)
     if(KVSCOPE_XDOTOOL AND KVSCOPE_IMPORT)
-      add_test(NAME gui.input
-               COMMAND ${KVSCOPE_GUI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/gui/check_input.py
-                       --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/gui_work/input)
-      set_tests_properties(gui.input PROPERTIES LABELS "gui" TIMEOUT 600)
+      kvscope_gui_test(input check_input 600)
     else()
       message(STATUS "gui.input skipped: xdotool or ImageMagick's import not found (apt install xdotool imagemagick)")
     endif()

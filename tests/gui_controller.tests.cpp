@@ -18,7 +18,10 @@
 
 #include "chat_folder.h"
 #include "controller.h"
+#include "derived_views.h"
 #include "forward/model.h"
+#include "model/config.h"
+#include "model/random_model.h"
 #include "run/session.h"
 #include "session_runs.h"
 #include "test_models.h"
@@ -447,4 +450,113 @@ TEST_CASE("Controller: a step that overflows float32 is a red status line naming
     CHECK(c.snapshot()->trace().empty());
     run_ok(c, step());  // the prefill again, as before
     CHECK(c.snapshot()->trace().size() == 1);
+}
+
+// ---- The panels' caches (derived_views.h): keyed by the record, so never stale ----
+
+namespace {
+
+// A small Llama (rotary positions) with random weights; another seed is another model of the same shape.
+std::shared_ptr<const Model> llama_model(uint64_t seed) {
+    const ModelConfig c = parse_config(R"({"model_type": "llama", "vocab_size": 61, "hidden_size": 32,
+      "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0})", "config.json");
+    const std::string dir = (work_dir("gui_controller") / ("llama" + std::to_string(seed))).string();
+    write_random_model(dir, c, seed);
+    return Model::load(dir);
+}
+
+// The panels' caches, asked each "frame" for the newest step as the Logit lens and Rotary panels ask
+// (no selection: the step's last query; the last layer, whose query depends on every earlier position).
+struct PanelViews {
+    LensCache lens;
+    RotaryCache rotary;
+
+    // What the panels would draw now equals what a fresh computation from the snapshot gives.
+    void check_fresh(const Snapshot& s) {
+        REQUIRE(!s.trace().empty());
+        const size_t step = s.trace().size() - 1;
+        const StepRecord& r = s.trace()[step];
+        const int64_t q = lens_position(r, -1);
+        const LogitLens& shown = lens.get(s.model(), s.trace().share(step), q);
+        const LogitLens fresh = logit_lens(s.model(), r.rows, q - r.cost.first_computed_position, kLensTop);
+        REQUIRE(shown.depths.size() == fresh.depths.size());
+        for (size_t d = 0; d < fresh.depths.size(); ++d) {
+            INFO("lens depth " << d);
+            REQUIRE(shown.depths[d].top.size() == fresh.depths[d].top.size());
+            for (size_t k = 0; k < fresh.depths[d].top.size(); ++k) {
+                CHECK(shown.depths[d].top[k].id == fresh.depths[d].top[k].id);
+                CHECK(shown.depths[d].top[k].probability == fresh.depths[d].top[k].probability);
+            }
+        }
+        const ModelConfig& cfg = s.model().config();
+        const RotaryShown at = rotary_shown(s.trace(), step, cfg.n_layer - 1, 1, -1, -1);
+        const RotaryPlots& plots = rotary.get(cfg, s.trace().share(step), at);
+        const RotaryView fresh_view = rotary_view_of(cfg, at);
+        CHECK(plots.view.score == fresh_view.score);
+        CHECK(plots.view.key_rotated == fresh_view.key_rotated);
+        CHECK(plots.view.query_rotated == fresh_view.query_rotated);
+        CHECK(plots.by_distance.size() == fresh_view.score_by_distance.size());
+    }
+};
+
+// The lens's last-depth probabilities and the rotary score: what differs between two runs of one shape.
+std::pair<std::vector<float>, double> fingerprint(const Snapshot& s) {
+    const size_t step = s.trace().size() - 1;
+    const StepRecord& r = s.trace()[step];
+    const int64_t q = lens_position(r, -1);
+    const LogitLens lens = logit_lens(s.model(), r.rows, q - r.cost.first_computed_position, kLensTop);
+    std::vector<float> p;
+    for (const TokenProbability& t : lens.depths.back().top) p.push_back(t.probability);
+    const ModelConfig& cfg = s.model().config();
+    return {p, rotary_view_of(cfg, rotary_shown(s.trace(), step, cfg.n_layer - 1, 1, -1, -1)).score};
+}
+
+}  // namespace
+
+TEST_CASE("Panel caches: the logit lens and rotary views follow the record, not the step index") {
+    Controller c(llama_model(21), small_options());
+    PanelViews views;
+
+    SECTION("a new prompt of the same length") {
+        run_ok(c, set_prompt("1,2,3,4,5"));
+        run_ok(c, step());
+        views.check_fresh(*c.snapshot());
+        const auto before = fingerprint(*c.snapshot());
+        run_ok(c, set_prompt("6,7,8,9,10"));  // step 0 again, the same query position 4
+        run_ok(c, step());
+        REQUIRE(fingerprint(*c.snapshot()) != before);
+        views.check_fresh(*c.snapshot());
+    }
+    SECTION("a step back, then a different step in its place") {
+        run_ok(c, set_prompt("1,2,3,4,5"));
+        for (int i = 0; i < 3; ++i) run_ok(c, step());
+        views.check_fresh(*c.snapshot());
+        const auto before = fingerprint(*c.snapshot());
+        run_ok(c, back());
+        // The next step 2 attends without position 1: same index and position, other numbers.
+        run_ok(c, EditCache{CacheEditKind::Evict, 1, -1, -1, ""});
+        run_ok(c, step());
+        REQUIRE(c.snapshot()->trace().size() == 3);
+        REQUIRE(fingerprint(*c.snapshot()) != before);
+        views.check_fresh(*c.snapshot());
+    }
+    SECTION("a model switch") {
+        run_ok(c, set_prompt("1,2,3,4,5"));
+        run_ok(c, step());
+        views.check_fresh(*c.snapshot());
+        const auto before = fingerprint(*c.snapshot());
+        run_ok(c, load_model(llama_model(22)->dir()));  // the same shape, other weights
+        run_ok(c, step());
+        REQUIRE(fingerprint(*c.snapshot()) != before);
+        views.check_fresh(*c.snapshot());
+    }
+    SECTION("the same record and selection is not computed again") {
+        run_ok(c, set_prompt("1,2,3,4,5"));
+        run_ok(c, step());
+        views.check_fresh(*c.snapshot());
+        views.check_fresh(*c.snapshot());
+        CHECK(views.lens.makes() == 1);
+        CHECK(views.rotary.makes() == 1);
+    }
 }

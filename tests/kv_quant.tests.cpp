@@ -1,5 +1,5 @@
 // The quantized K/V formats (kv_quant.h): hand-worked values, then every packed byte and every
-// dequantized float against tools/kv_quant_reference.py, numpy written from the README's definitions,
+// dequantized float against tests/reference/kv_quant_reference.py, numpy written from the README's definitions,
 // run on fixed random rows and the edge cases (zeros, -0, one huge value, subnormals, NaN, inf).
 #include <catch2/catch.hpp>
 
@@ -142,7 +142,7 @@ TEST_CASE("packed bytes and dequantized values equal the numpy reference bit for
         std::ofstream out(work / "rows.f32", std::ios::binary);
         out.write(reinterpret_cast<const char*>(x.data()), std::streamsize(x.size() * sizeof(float)));
     }
-    const std::string cmd = std::string(python) + " " + KVSCOPE_SOURCE_DIR "/tools/kv_quant_reference.py " +
+    const std::string cmd = std::string(python) + " " + KVSCOPE_SOURCE_DIR "/tests/reference/kv_quant_reference.py " +
                             (work / "rows.f32").string() + " " + std::to_string(N) + " " + std::to_string(D) + " " +
                             std::to_string(G) + " " + (work / "ref").string();
     REQUIRE(std::system(cmd.c_str()) == 0);

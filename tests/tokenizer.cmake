@@ -17,7 +17,7 @@
 #   6. "tokenizer: tokenizer.json == Hugging Face"   tokenizer_json_tests "[hf]" compares ids (with and
 #                                      without special tokens) and decoded text
 #   7. "tokenizer: kvscope tokenize --model (tokenizer.json)"   the CLI on the Llama 2 folder
-#   8. "tokenizer: chat templates expected"   tools/chat_expected.py (Debian's python3-jinja2, set up as
+#   8. "tokenizer: chat templates expected"   tests/reference/chat_expected.py (Debian's python3-jinja2, set up as
 #                                      transformers' apply_chat_template sets it up) renders hand-written and
 #                                      seeded random conversations with the chat_template of the npm Llama 3,
 #                                      Qwen3 and Gemma 3 tokenizer_config.json files into ${CMAKE_BINARY_DIR}/chat_hf
@@ -99,7 +99,7 @@ set(kvscope_chat_tests "tokenizer: chat templates expected" "tokenizer: chat tem
 if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_json_tests AND TARGET chat_template_tests
    AND KVSCOPE_JINJA_PYTHON AND NOT kvscope_jinja_missing)
   add_test(NAME "tokenizer: chat templates expected"
-           COMMAND ${KVSCOPE_JINJA_PYTHON} ${CMAKE_SOURCE_DIR}/tools/chat_expected.py ${kvscope_npm_dir} ${kvscope_chat_out})
+           COMMAND ${KVSCOPE_JINJA_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/chat_expected.py ${kvscope_npm_dir} ${kvscope_chat_out})
   set_tests_properties("tokenizer: chat templates expected" PROPERTIES
     FIXTURES_REQUIRED tokenizer_npm FIXTURES_SETUP chat_hf TIMEOUT 300)
 

@@ -154,14 +154,41 @@ std::string overview_note(const MapExtent& m, const MapWindow& whole) {
 
 HeatmapLayer layer_of(const MapTile* t) { return t ? HeatmapLayer{t->tex, t->window()} : HeatmapLayer{}; }
 
-}  // namespace
+// What one frame of the panel draws from: the viewed step, the kind of attention and the map's shape.
+struct AttentionFrame {
+    PanelContext& c;
+    const Snapshot& s;
+    const Model& model;
+    ViewPrefs& v;
+    const ModelConfig& cfg;
+    AttentionKind kind;
+    const StepRecord* r;
+    size_t step;
+    std::vector<TokenId> tokens;         // prompt then generated
+    const std::vector<TokenId>& source;  // the encoder's input; empty for decoder-only models
+    AxisTokens axis;
+    MapExtent m0;
 
-void draw_attention(PanelContext& c) {
-    if (!begin_panel(Panel::Attention)) return;
-    const Snapshot& s = c.snap;
-    const Model& model = c.snap.model();
-    ViewPrefs& v = c.prefs;
-    const ModelConfig& cfg = model.config();
+    // The selection, as a click sets it: the query's row and the key's column (decoder or source positions).
+    void select(int64_t row, int64_t col) {
+        const int64_t qp = m0.first_query + row, kp = m0.first_key + col;
+        if (kind == AttentionKind::Self) v.sel_query = qp, v.sel_key = kp;
+        if (kind == AttentionKind::Cross) v.sel_query = qp, v.sel_source = kp;
+        if (kind == AttentionKind::Encoder) v.sel_source = kp;
+    }
+    void hover(const HeatmapResult& h, int64_t head, const std::vector<const MapTile*>& layers) {
+        MapCell cell;
+        const bool exact = c.maps.cell(s.trace(), step, v.layer, head, kind, h.hover_row, h.hover_col, cell);
+        const PooledMap* under = nullptr;  // the finest tile drawn under the mouse
+        for (const MapTile* t : layers)
+            if (t && t->window().covers(h.hover_row, h.hover_row + 1, h.hover_col, h.hover_col + 1)) under = t->pooled.get();
+        cell_tooltip(model, axis, kind, m0, v.layer, head, h.hover_row, h.hover_col, exact ? &cell : nullptr, under);
+    }
+};
+
+// The kind of attention (encoder-decoder models), layer, head and value toggles; returns the kind this
+// frame draws (a radio button pressed now counts from the next frame).
+AttentionKind attention_controls(ViewPrefs& v, const ModelConfig& cfg) {
     const bool ed = cfg.encoder_decoder;
     if (!ed) v.attention = AttentionKind::Self;
     const AttentionKind kind = v.attention;
@@ -205,30 +232,17 @@ void draw_attention(PanelContext& c) {
         v.center = {0.5f, 0.5f};
     }
 
-    size_t step = 0;
-    const StepRecord* r = viewed_step(s, v, &step);
-    if (!r) {
-        ImGui::TextDisabled("Run a step to see attention.");
-        end_panel();
-        return;
-    }
-    if (!r->recorded()) {
-        ImGui::TextDisabled("This step was not recorded.");
-        end_panel();
-        return;
-    }
-    std::vector<TokenId> tokens = s.prompt();
-    tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
-    static const std::vector<TokenId> no_source;
-    const std::vector<TokenId>& source = r->rows.encoder ? r->rows.encoder->source : no_source;
-    const AxisTokens axis = {kind == AttentionKind::Encoder ? &source : &tokens, kind == AttentionKind::Self ? &tokens : &source};
-    if (kind != AttentionKind::Self && !r->rows.encoder) {
-        ImGui::TextDisabled("This step has no encoder output.");
-        end_panel();
-        return;
-    }
+    return kind;
+}
 
-    const MapExtent m0 = map_extent(s.trace(), step, kind);
+// The line above the map: which step, how many queries and keys, where they come from.
+void attention_header(const AttentionFrame& f) {
+    const Snapshot& s = f.s;
+    const StepRecord* r = f.r;
+    const size_t step = f.step;
+    const AttentionKind kind = f.kind;
+    const MapExtent& m0 = f.m0;
+    const ViewPrefs& v = f.v;
     if (kind == AttentionKind::Self)
         dump_text("attention header", wrapped_disabled("step %zu (%s): %s (rows, %s) x %s (cols, %s)", step, phase_name(r->id.phase),
                          count_of(m0.n_query, "query", "queries").c_str(), positions(m0.first_query, m0.n_query).c_str(),
@@ -246,6 +260,22 @@ void draw_attention(PanelContext& c) {
                             r->rows.ran_encoder ? " (this step)" : ", read since through the cross-attention cache");
     }
 
+}
+
+// Where the maps go, and the colour bar's legend above them.
+struct MapLayout {
+    std::string legend;
+    float bar_w = 0, label_w = 0, key_label_h = 0, head_label_h = 0;
+    int64_t H = 0, G = 1, grid_cols = 1, grid_rows = 1;
+    ImVec2 size, cell_avail;  // one map's size; a grid cell's room (all heads)
+};
+
+MapLayout map_layout(const AttentionFrame& f) {
+    const ViewPrefs& v = f.v;
+    const ModelConfig& cfg = f.cfg;
+    const AttentionKind kind = f.kind;
+    const MapExtent& m0 = f.m0;
+    MapLayout out;
     // Where the maps go: one large map (row labels on the left; cross and encoder maps label their columns
     // under it), or a grid of n_head small ones, as square as the panel allows. Grouped-query models keep
     // the query heads of one K/V head side by side in a frame (rows hold whole groups). The colour bar
@@ -294,6 +324,188 @@ void draw_attention(PanelContext& c) {
         size = heatmap_fit(m0.n_query, m0.n_key, cell_avail, 1.0f);
     }
 
+    out.legend = legend;
+    out.bar_w = bar_w, out.label_w = label_w, out.key_label_h = key_label_h, out.head_label_h = head_label_h;
+    out.H = H, out.G = G, out.grid_cols = grid_cols, out.grid_rows = grid_rows;
+    out.size = size, out.cell_avail = cell_avail;
+    return out;
+}
+
+// One head's map: row labels, the selection, zoom into a finer tile, hover and click.
+void one_map(AttentionFrame& f, const MapLayout& ml, const MapWindow& whole, const HeatmapStyle& st,
+             const MapTile* base, std::vector<const PooledMap*>& json_tiles) {
+    PanelContext& c = f.c;
+    const Snapshot& s = f.s;
+    const Model& model = f.model;
+    ViewPrefs& v = f.v;
+    const AttentionKind kind = f.kind;
+    const size_t step = f.step;
+    const MapExtent& m0 = f.m0;
+    const AxisTokens& axis = f.axis;
+    const std::vector<TokenId>& source = f.source;
+    const ImVec2 size = ml.size;
+    const float label_w = ml.label_w;
+    // Zoomed in: a finer tile of the cells in view (exact once a cell is a pixel or more). Until it is
+    // pooled the whole map stands in; a tile of the same blocks that still covers the view is reused.
+    std::vector<const MapTile*> layers = {base};
+    if (v.zoom > 1) {
+        int64_t r0, r1, c0, c1;
+        view_cells({&v.zoom, &v.center}, m0.n_query, m0.n_key, r0, r1, c0, c1);
+        const MapWindow want = MapWindow::detail(m0.n_query, m0.n_key, r0, r1, c0, c1, int64_t(std::ceil(size.y)),
+                                                 int64_t(std::ceil(size.x)));
+        if (want.block_rows < whole.block_rows || want.block_cols < whole.block_cols) {
+            const MapTile* fine = c.maps.covering(s.trace(), step, v.layer, v.head, kind, v.show_scores, v.row_norm,
+                                                  want.block_rows, want.block_cols, r0, r1, c0, c1);
+            if (!fine) fine = c.maps.tile(s.trace(), step, v.layer, v.head, kind, v.show_scores, v.row_norm, want);
+            if (fine) {
+                layers.push_back(fine);
+                json_tiles.push_back(fine->pooled.get());
+            }
+        }
+    }
+    std::vector<HeatmapLayer> drawn;
+    for (const MapTile* t : layers) drawn.push_back(layer_of(t));
+    const bool labels = size.y / float(m0.n_query) * v.zoom >= ImGui::GetTextLineHeight();
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+    ImGui::SetCursorScreenPos({top.x + label_w, top.y});
+    HeatmapResult h = heatmap("map", drawn, m0.n_query, m0.n_key, size, st, {&v.zoom, &v.center});
+    dump_item("attention map");
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->PushClipRect({top.x, h.p0.y}, h.p1, true);
+    if (labels) {
+        // Only the rows in view (a long prefill has thousands).
+        const int64_t first = std::max<int64_t>(0, int64_t(h.uv0.y * float(m0.n_query)) - 1);
+        const int64_t last = std::min<int64_t>(m0.n_query, int64_t(h.uv1.y * float(m0.n_query)) + 2);
+        for (int64_t row = first; row < last; ++row) {
+            const float y0 = h.cell_min(row, 0).y, y1 = h.cell_max(row, 0).y;
+            const int64_t qp = m0.first_query + row;
+            char label[64];
+            std::snprintf(label, sizeof label, "%lld %s", (long long)qp, token_at(model, *axis.rows, qp, 8).c_str());
+            dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2}, IM_COL32(200, 200, 210, 255), label);
+        }
+    }
+    dl->PopClipRect();
+    dl->PushClipRect(h.p0, h.p1, true);
+    // Selection: the query's row and the key's column (decoder positions, or source positions).
+    const int64_t sel_row = (kind == AttentionKind::Encoder ? -1 : v.sel_query) - m0.first_query;
+    const int64_t sel_col = (kind == AttentionKind::Self ? v.sel_key : v.sel_source) - m0.first_key;
+    if (sel_row >= 0 && sel_row < m0.n_query)
+        dl->AddRect({h.p0.x, h.cell_min(sel_row, 0).y}, {h.p1.x, h.cell_max(sel_row, 0).y}, IM_COL32(255, 110, 110, 255), 0, 0, 2);
+    if (sel_col >= 0 && sel_col < m0.n_key)
+        dl->AddRect({h.cell_min(0, sel_col).x, h.p0.y}, {h.cell_max(0, sel_col).x, h.p1.y}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
+    dl->PopClipRect();
+    const float below = kind == AttentionKind::Self ? 0 : key_labels(model, source, m0, h, v.sel_source);
+    if (h.hover_row >= 0) {
+        f.hover(h, v.head, layers);
+        if (h.clicked) f.select(h.hover_row, h.hover_col);
+    }
+    ImGui::SetCursorScreenPos({top.x, h.p1.y + 4 + below});
+    ImGui::TextDisabled("wheel = zoom, drag = pan, double-click = reset, click = select");
+}
+
+// Every head of the layer as small multiples, grouped by K/V head; a click selects the head and the cell.
+void head_grid(AttentionFrame& f, const MapLayout& ml, const HeatmapStyle& st, const std::vector<const MapTile*>& shown) {
+    ViewPrefs& v = f.v;
+    const ModelConfig& cfg = f.cfg;
+    const MapExtent& m0 = f.m0;
+    const int64_t H = ml.H, G = ml.G, grid_cols = ml.grid_cols, grid_rows = ml.grid_rows;
+    const ImVec2 size = ml.size, cell_avail = ml.cell_avail;
+    const float head_label_h = ml.head_label_h;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImVec2 group_p0;
+    for (int64_t hh = 0; hh < H; ++hh) {
+        const float x = origin.x + float(hh % grid_cols) * (cell_avail.x + 8);
+        const float y = origin.y + float(hh / grid_cols) * (cell_avail.y + head_label_h + 8);
+        ImGui::SetCursorScreenPos({x, y});
+        if (G > 1 && hh % G == 0) {
+            group_p0 = {x - 3, y - 1};
+            ImGui::TextColored(cfg.kv_head_of(v.head) == hh / G ? ImVec4{1, 0.8f, 0.3f, 1} : ImVec4{0.6f, 0.75f, 0.95f, 1},
+                               "KV%lld", (long long)(hh / G));
+            ImGui::SameLine();
+        }
+        ImGui::Text("h%lld", (long long)hh);
+        ImGui::SetCursorScreenPos({x, y + head_label_h + 2});
+        ImGui::PushID(int(hh));
+        HeatmapResult h = heatmap("small", {layer_of(shown[size_t(hh)])}, m0.n_query, m0.n_key, size, st);
+        ImGui::PopID();
+        dump_box(("head map " + std::to_string(hh)).c_str(), h.p0.x, h.p0.y, h.p1.x, h.p1.y);
+        if (hh == v.head)
+            ImGui::GetWindowDrawList()->AddRect({h.p0.x - 3, h.p0.y - 3}, {h.p1.x + 3, h.p1.y + 3}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+        if (G > 1 && hh % G == G - 1) {  // the group's frame: these heads read one K/V head
+            const bool mine = cfg.kv_head_of(v.head) == hh / G;
+            ImGui::GetWindowDrawList()->AddRect(group_p0, {h.p1.x + 4, h.p1.y + 4},
+                                                mine ? IM_COL32(250, 200, 60, 200) : IM_COL32(90, 110, 150, 255), 4, 0, 1.5f);
+            dump_box(("kv group " + std::to_string(hh / G)).c_str(), group_p0.x, group_p0.y, h.p1.x + 4, h.p1.y + 4);
+        }
+        if (h.hover_row >= 0) {
+            f.hover(h, hh, {shown[size_t(hh)]});
+            if (h.clicked) {
+                v.head = hh;
+                f.select(h.hover_row, h.hover_col);
+            }
+        }
+    }
+    ImGui::SetCursorScreenPos({origin.x, origin.y + float(grid_rows) * (cell_avail.y + head_label_h + 8)});
+}
+
+// Script `attention-json FILE`: the shown head's tiles as drawn, and every cell when the map is small.
+void write_json(AttentionFrame& f, const std::vector<const PooledMap*>& json_tiles) {
+    PanelContext& c = f.c;
+    const Snapshot& s = f.s;
+    ViewPrefs& v = f.v;
+    const AttentionKind kind = f.kind;
+    const size_t step = f.step;
+    const MapExtent& m0 = f.m0;
+    const AxisTokens& axis = f.axis;
+    // Small maps also write every cell; the full map is computed for that (source-sized or short prompts).
+    const AttentionMap* full = nullptr;
+    const bool small = m0.n_query * m0.n_key <= (int64_t(1) << 20);
+    if (small) full = c.maps.map(s.trace(), step, v.layer, v.all_heads ? v.head : v.head, kind);
+    if (!small || full) {
+        if (!write_attention_json(v.attention_json, attention_kind_name(kind), step, v.layer, v.head, m0.n_query,
+                                  m0.n_key, m0.first_query, m0.first_key, full, json_tiles, *axis.rows, *axis.cols))
+            std::fprintf(stderr, "error: cannot write %s\n", v.attention_json.c_str());
+        v.attention_json.clear();
+    }
+}
+
+}  // namespace
+
+void draw_attention(PanelContext& c) {
+    if (!begin_panel(Panel::Attention)) return;
+    const Snapshot& s = c.snap;
+    ViewPrefs& v = c.prefs;
+    const ModelConfig& cfg = s.model().config();
+    const AttentionKind kind = attention_controls(v, cfg);
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, v, &step);
+    if (!r) {
+        ImGui::TextDisabled("Run a step to see attention.");
+        end_panel();
+        return;
+    }
+    if (!r->recorded()) {
+        ImGui::TextDisabled("This step was not recorded.");
+        end_panel();
+        return;
+    }
+    static const std::vector<TokenId> no_source;
+    AttentionFrame f{c, s, s.model(), v, cfg, kind, r, step, s.prompt(), r->rows.encoder ? r->rows.encoder->source : no_source,
+                     {}, {}};
+    f.tokens.insert(f.tokens.end(), s.generated().begin(), s.generated().end());
+    f.axis = {kind == AttentionKind::Encoder ? &f.source : &f.tokens, kind == AttentionKind::Self ? &f.tokens : &f.source};
+    if (kind != AttentionKind::Self && !r->rows.encoder) {
+        ImGui::TextDisabled("This step has no encoder output.");
+        end_panel();
+        return;
+    }
+    f.m0 = map_extent(s.trace(), step, kind);
+    const MapExtent& m0 = f.m0;
+    attention_header(f);
+    const MapLayout ml = map_layout(f);
+    const ImVec2 size = ml.size;
+    const int64_t H = ml.H;
+
     // Every tile this view needs: each head's whole map pooled to the pixels it is drawn on; they are
     // pooled off the UI thread, so the first frames may wait.
     const MapWindow whole = MapWindow::whole(m0.n_query, m0.n_key, int64_t(std::ceil(size.y)), int64_t(std::ceil(size.x)));
@@ -320,137 +532,17 @@ void draw_attention(PanelContext& c) {
     std::snprintf(lo, sizeof lo, v.show_scores ? "%.3g" : "%.0e", double(st.lo));
     std::snprintf(hi, sizeof hi, "%.3g", double(st.hi));
     if (!v.log_scale && !v.show_scores) std::snprintf(lo, sizeof lo, "0");
-    colorbar(st, bar_w, lo, hi);
+    colorbar(st, ml.bar_w, lo, hi);
     ImGui::SameLine();
-    wrapped_disabled("%s", legend.c_str());
+    wrapped_disabled("%s", ml.legend.c_str());
     if (!whole.exact()) dump_text("attention overview", wrapped_disabled("%s", overview_note(m0, whole).c_str()));
 
     // What attention-json writes: the shown head's tiles as drawn (and every cell when the map is small).
     const int64_t json_head = v.all_heads ? v.head : 0;
     std::vector<const PooledMap*> json_tiles = {shown[size_t(json_head)]->pooled.get()};
-    // The selection, as a click sets it: the query's row and the key's column (decoder or source positions).
-    auto select = [&](int64_t row, int64_t col) {
-        const int64_t qp = m0.first_query + row, kp = m0.first_key + col;
-        if (kind == AttentionKind::Self) v.sel_query = qp, v.sel_key = kp;
-        if (kind == AttentionKind::Cross) v.sel_query = qp, v.sel_source = kp;
-        if (kind == AttentionKind::Encoder) v.sel_source = kp;
-    };
-    auto hover = [&](const HeatmapResult& h, int64_t head, const std::vector<const MapTile*>& layers) {
-        MapCell cell;
-        const bool exact = c.maps.cell(s.trace(), step, v.layer, head, kind, h.hover_row, h.hover_col, cell);
-        const PooledMap* under = nullptr;  // the finest tile drawn under the mouse
-        for (const MapTile* t : layers)
-            if (t && t->window().covers(h.hover_row, h.hover_row + 1, h.hover_col, h.hover_col + 1)) under = t->pooled.get();
-        cell_tooltip(model, axis, kind, m0, v.layer, head, h.hover_row, h.hover_col, exact ? &cell : nullptr, under);
-    };
-
-    if (!v.all_heads) {
-        const MapTile* base = shown[0];
-        // Zoomed in: a finer tile of the cells in view (exact once a cell is a pixel or more). Until it is
-        // pooled the whole map stands in; a tile of the same blocks that still covers the view is reused.
-        std::vector<const MapTile*> layers = {base};
-        if (v.zoom > 1) {
-            int64_t r0, r1, c0, c1;
-            view_cells({&v.zoom, &v.center}, m0.n_query, m0.n_key, r0, r1, c0, c1);
-            const MapWindow want = MapWindow::detail(m0.n_query, m0.n_key, r0, r1, c0, c1, int64_t(std::ceil(size.y)),
-                                                     int64_t(std::ceil(size.x)));
-            if (want.block_rows < whole.block_rows || want.block_cols < whole.block_cols) {
-                const MapTile* fine = c.maps.covering(s.trace(), step, v.layer, v.head, kind, v.show_scores, v.row_norm,
-                                                      want.block_rows, want.block_cols, r0, r1, c0, c1);
-                if (!fine) fine = c.maps.tile(s.trace(), step, v.layer, v.head, kind, v.show_scores, v.row_norm, want);
-                if (fine) {
-                    layers.push_back(fine);
-                    json_tiles.push_back(fine->pooled.get());
-                }
-            }
-        }
-        std::vector<HeatmapLayer> drawn;
-        for (const MapTile* t : layers) drawn.push_back(layer_of(t));
-        const bool labels = size.y / float(m0.n_query) * v.zoom >= ImGui::GetTextLineHeight();
-        const ImVec2 top = ImGui::GetCursorScreenPos();
-        ImGui::SetCursorScreenPos({top.x + label_w, top.y});
-        HeatmapResult h = heatmap("map", drawn, m0.n_query, m0.n_key, size, st, {&v.zoom, &v.center});
-        dump_item("attention map");
-        ImDrawList* dl = ImGui::GetWindowDrawList();
-        dl->PushClipRect({top.x, h.p0.y}, h.p1, true);
-        if (labels) {
-            // Only the rows in view (a long prefill has thousands).
-            const int64_t first = std::max<int64_t>(0, int64_t(h.uv0.y * float(m0.n_query)) - 1);
-            const int64_t last = std::min<int64_t>(m0.n_query, int64_t(h.uv1.y * float(m0.n_query)) + 2);
-            for (int64_t row = first; row < last; ++row) {
-                const float y0 = h.cell_min(row, 0).y, y1 = h.cell_max(row, 0).y;
-                const int64_t qp = m0.first_query + row;
-                char label[64];
-                std::snprintf(label, sizeof label, "%lld %s", (long long)qp, token_at(model, *axis.rows, qp, 8).c_str());
-                dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2}, IM_COL32(200, 200, 210, 255), label);
-            }
-        }
-        dl->PopClipRect();
-        dl->PushClipRect(h.p0, h.p1, true);
-        // Selection: the query's row and the key's column (decoder positions, or source positions).
-        const int64_t sel_row = (kind == AttentionKind::Encoder ? -1 : v.sel_query) - m0.first_query;
-        const int64_t sel_col = (kind == AttentionKind::Self ? v.sel_key : v.sel_source) - m0.first_key;
-        if (sel_row >= 0 && sel_row < m0.n_query)
-            dl->AddRect({h.p0.x, h.cell_min(sel_row, 0).y}, {h.p1.x, h.cell_max(sel_row, 0).y}, IM_COL32(255, 110, 110, 255), 0, 0, 2);
-        if (sel_col >= 0 && sel_col < m0.n_key)
-            dl->AddRect({h.cell_min(0, sel_col).x, h.p0.y}, {h.cell_max(0, sel_col).x, h.p1.y}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
-        dl->PopClipRect();
-        const float below = kind == AttentionKind::Self ? 0 : key_labels(model, source, m0, h, v.sel_source);
-        if (h.hover_row >= 0) {
-            hover(h, v.head, layers);
-            if (h.clicked) select(h.hover_row, h.hover_col);
-        }
-        ImGui::SetCursorScreenPos({top.x, h.p1.y + 4 + below});
-        ImGui::TextDisabled("wheel = zoom, drag = pan, double-click = reset, click = select");
-    } else {
-        const ImVec2 origin = ImGui::GetCursorScreenPos();
-        ImVec2 group_p0;
-        for (int64_t hh = 0; hh < H; ++hh) {
-            const float x = origin.x + float(hh % grid_cols) * (cell_avail.x + 8);
-            const float y = origin.y + float(hh / grid_cols) * (cell_avail.y + head_label_h + 8);
-            ImGui::SetCursorScreenPos({x, y});
-            if (G > 1 && hh % G == 0) {
-                group_p0 = {x - 3, y - 1};
-                ImGui::TextColored(cfg.kv_head_of(v.head) == hh / G ? ImVec4{1, 0.8f, 0.3f, 1} : ImVec4{0.6f, 0.75f, 0.95f, 1},
-                                   "KV%lld", (long long)(hh / G));
-                ImGui::SameLine();
-            }
-            ImGui::Text("h%lld", (long long)hh);
-            ImGui::SetCursorScreenPos({x, y + head_label_h + 2});
-            ImGui::PushID(int(hh));
-            HeatmapResult h = heatmap("small", {layer_of(shown[size_t(hh)])}, m0.n_query, m0.n_key, size, st);
-            ImGui::PopID();
-            dump_box(("head map " + std::to_string(hh)).c_str(), h.p0.x, h.p0.y, h.p1.x, h.p1.y);
-            if (hh == v.head)
-                ImGui::GetWindowDrawList()->AddRect({h.p0.x - 3, h.p0.y - 3}, {h.p1.x + 3, h.p1.y + 3}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
-            if (G > 1 && hh % G == G - 1) {  // the group's frame: these heads read one K/V head
-                const bool mine = cfg.kv_head_of(v.head) == hh / G;
-                ImGui::GetWindowDrawList()->AddRect(group_p0, {h.p1.x + 4, h.p1.y + 4},
-                                                    mine ? IM_COL32(250, 200, 60, 200) : IM_COL32(90, 110, 150, 255), 4, 0, 1.5f);
-                dump_box(("kv group " + std::to_string(hh / G)).c_str(), group_p0.x, group_p0.y, h.p1.x + 4, h.p1.y + 4);
-            }
-            if (h.hover_row >= 0) {
-                hover(h, hh, {shown[size_t(hh)]});
-                if (h.clicked) {
-                    v.head = hh;
-                    select(h.hover_row, h.hover_col);
-                }
-            }
-        }
-        ImGui::SetCursorScreenPos({origin.x, origin.y + float(grid_rows) * (cell_avail.y + head_label_h + 8)});
-    }
-    if (!v.attention_json.empty()) {
-        // Small maps also write every cell; the full map is computed for that (source-sized or short prompts).
-        const AttentionMap* full = nullptr;
-        const bool small = m0.n_query * m0.n_key <= (int64_t(1) << 20);
-        if (small) full = c.maps.map(s.trace(), step, v.layer, v.all_heads ? v.head : v.head, kind);
-        if (!small || full) {
-            if (!write_attention_json(v.attention_json, attention_kind_name(kind), step, v.layer, v.head, m0.n_query,
-                                      m0.n_key, m0.first_query, m0.first_key, full, json_tiles, *axis.rows, *axis.cols))
-                std::fprintf(stderr, "error: cannot write %s\n", v.attention_json.c_str());
-            v.attention_json.clear();
-        }
-    }
+    if (!v.all_heads) one_map(f, ml, whole, st, shown[0], json_tiles);
+    else head_grid(f, ml, st, shown);
+    if (!v.attention_json.empty()) write_json(f, json_tiles);
     end_panel();
 }
 

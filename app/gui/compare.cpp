@@ -225,4 +225,21 @@ void draw_compare(PanelContext& c) {
     end_panel();
 }
 
+Figure compare_figure(const Snapshot& s, const ViewPrefs&) {
+    using namespace fig;
+    const Trace* shadow = s.shadow();
+    if (!shadow) nothing(s.has_shadow ? "the two ways sampled different tokens" : "the comparison is off");
+    const CostSeries c = cost_series(s.trace(), *shadow, s.step_timings);
+    if (c.flops_on.empty()) nothing("no step has run both ways");
+    Figure f;
+    f.name = "compare_steps" + std::to_string(c.flops_on.size());
+    LineChart flops{model_name(s) + ": FLOPs per step, cache on vs off", "step", "GFLOP", {}};
+    flops.series = {series("cache on", 0, c.flops_on, 1e-9), series("cache off", 1, c.flops_off, 1e-9)};
+    LineChart time{model_name(s) + ": compute time per step (median of runs)", "step", "ms", {}};
+    time.series = {series("cache on", 0, c.seconds_on, 1e3), series("cache off", 1, c.seconds_off, 1e3)};
+    flops.markers = time.markers = c.flops_on.size() <= 32;
+    f.charts = {flops, time};
+    return f;
+}
+
 }  // namespace kvscope::gui

@@ -6,20 +6,18 @@
 //
 //   kv_slots(trace, step, layer, head, values)   (S, D) K or V of the cache slots after `step`, empty slots
 //                                  hidden: what the KV cache panel's textures hold and its figure shows
+//                                  (kv_cache_panel.cpp)
 //   score_change_cells(e, change, seen)  the K/V quantization panel's score-change map: (T, P) values with
-//                                  0 and seen = 0 where the query does not see the key
+//                                  0 and seen = 0 where the query does not see the key (kv_quant_panel.cpp)
 //   kQuantMaxQueries               the quantization panel's score map covers the step's last queries only
-//   kLensTop, lens_position(r, prefs)  the Logit lens's tokens per depth, and the query position it reads:
-//                                  the selected one when the step computed it, else the step's last
-//   rotary_shown(snap, prefs, r, step)  the Rotary panel's query and key in recorded step r: the selected
-//                                  cell, or the step's last query and key 0 (itself when 0 is not cached)
-//   rotary_view_of(cfg, shown)     their rotary_view, scores at distances 0 .. min(n_ctx - 1, 4095)
 //   lab_curves(lab)                the Cache lab panel's curves: per configuration the loss it adds over the
-//                                  reference (summed over the positions) and its KL per position
+//                                  reference (summed over the positions) and its KL per position (lab_panel.cpp)
 //   FigureMap                      one heatmap of a figure and the arrays it points into
 //   Figure                         what a panel's figure holds: heatmaps (one file each) or line charts
 //                                  (one file, side by side), and the base name of its files
-//   has_figure(panel)              the panels with a map or a chart to save
+//   fig::                          what the panels' figure functions share: the model's name, token labels,
+//                                  the shown step, titles and file names, line series
+//   has_figure(panel)              the panels with a map or a chart to save (PanelModule::figure, panels.h)
 //   figure_panel_name(panel)       "kv-cache", "mask", ... : the script's and the files' name for it
 //   figure_panel_named(name, out)  the inverse of figure_panel_name
 //   build_figure(panel, snap, prefs) -> Figure    throws UsageError when there is nothing to draw yet
@@ -34,7 +32,7 @@
 #include <vector>
 
 #include "analysis/kv_quant_error.h"
-#include "analysis/rotary_view.h"
+#include "derived_views.h"
 #include "panels.h"
 #include "report/plot.h"
 
@@ -50,19 +48,6 @@ KvSlots kv_slots(const Trace& trace, size_t step, int64_t layer, int64_t head, b
 
 inline constexpr int64_t kQuantMaxQueries = 256;
 void score_change_cells(const KvQuantError& e, std::vector<float>& change, std::vector<uint8_t>& seen);
-
-inline constexpr int64_t kLensTop = 5;
-int64_t lens_position(const StepRecord& r, const ViewPrefs& prefs);
-
-struct RotaryShown {
-    size_t step = 0;
-    int64_t layer = 0, head = 0, query_position = 0, key_position = 0, turned_back = 0;
-    const float* q = nullptr;             // (D) the query as the step computed it (rotated)
-    const float* k = nullptr;             // (D) the key as cached (rotated)
-    double scale = 0;
-};
-RotaryShown rotary_shown(const Snapshot& snap, const ViewPrefs& prefs, const StepRecord& r, size_t step);
-RotaryView rotary_view_of(const ModelConfig& cfg, const RotaryShown& shown);
 
 struct LabCurves {
     std::vector<std::vector<double>> added, kl;  // (configurations, N positions)
@@ -82,6 +67,29 @@ struct Figure {
     std::vector<FigureMap> maps;
     std::vector<LineChart> charts;        // written as one file when maps is empty
 };
+
+// What the panels' figure functions share (figures.cpp).
+namespace fig {
+// Colour-blind-safe series colours (Okabe & Ito): blue, vermillion, bluish green, orange, reddish purple, sky blue.
+inline constexpr Rgb kSeries[] = {{0, 114, 178}, {213, 94, 0}, {0, 158, 115}, {230, 159, 0}, {204, 121, 167}, {86, 180, 233}};
+[[noreturn]] void nothing(const std::string& why);  // throws UsageError "nothing to draw yet: why"
+std::string model_name(const Snapshot& s);           // the model folder's name
+std::vector<TokenId> tokens_of(const Snapshot& s);   // prompt then generated tokens
+std::string token_label(const Model& model, const std::vector<TokenId>& tokens, int64_t p);  // "" off the end
+std::vector<int64_t> iota(int64_t n, int64_t first = 0);
+void signed_range(HeatmapPlot& p, float absmax);     // the diverging table, symmetric around 0
+// The step the panel shows and its layer and head, clamped as the panels clamp them; throws (nothing) when
+// there is no recorded step.
+struct Shown {
+    const StepRecord* r = nullptr;
+    size_t step = 0;
+    int64_t layer = 0, head = 0;
+};
+Shown shown_step(const Snapshot& s, const ViewPrefs& v);
+std::string where(const Snapshot& s, const Shown& w, bool head = true);          // "model, step 2, layer 1, head 0"
+std::string base_name(const char* what, const Shown& w, bool head = true);       // "what_step2_l1_h0"
+LineSeries series(const std::string& label, size_t colour, const std::vector<double>& ys, double unit = 1);
+}  // namespace fig
 
 bool has_figure(Panel p);
 const char* figure_panel_name(Panel p);

@@ -73,4 +73,35 @@ void draw_heads(PanelContext& c) {
     end_panel();
 }
 
+Figure heads_figure(const Snapshot& s, const ViewPrefs&) {
+    using namespace fig;
+    if (s.heads.empty()) nothing("the heads are not measured (Explain heads)");
+    int64_t L = 0, H = 0;
+    for (const HeadScore& h : s.heads) L = std::max(L, h.layer + 1), H = std::max(H, h.head + 1);
+    Figure f;
+    f.name = "heads";
+    for (int which = 0; which < 2; ++which) {
+        FigureMap m;
+        m.part = which ? "induction" : "previous_token";
+        m.values.assign(size_t(L * H), 0.0f);
+        m.visible.assign(size_t(L * H), 0);
+        for (const HeadScore& h : s.heads) {
+            m.values[size_t(h.layer * H + h.head)] = float(which ? h.induction : h.previous_token);
+            m.visible[size_t(h.layer * H + h.head)] = 1;
+        }
+        HeatmapPlot& p = m.plot;
+        p.title = model_name(s) + ": " + (which ? "induction" : "previous-token") + " score of every head";
+        p.value_label = "score";
+        p.rows = L, p.cols = H;
+        p.lo = 0, p.hi = 1;  // a mean attention weight: viridis over [0, 1]
+        p.row_positions = iota(L);
+        p.col_positions = iota(H);
+        p.x_label = "head";
+        p.y_label = "layer";
+        p.masked_label = "not measured";
+        f.maps.push_back(std::move(m));
+    }
+    return f;
+}
+
 }  // namespace kvscope::gui

@@ -191,32 +191,41 @@ void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held) {
                               " multi_query=" + std::to_string(f.per_token_mqa) + " held=" + std::to_string(positions_held));
 }
 
-}  // namespace
+// What the K and V maps of one frame share: the viewed step, the shown layer and head, which slots hold
+// what (written this step, outside the window, a sink, evicted by the policy).
+struct KvView {
+    const Snapshot& s;
+    const Model& model;
+    ViewPrefs& v;
+    const StepRecord* r;
+    size_t step;
+    int64_t layer, S, D;
+    bool cross;
+    std::vector<TokenId> tokens;         // prompt then generated
+    KeyRange visible;                    // what the next query sees (sinks + window)
+    int64_t written_lo = 0, written_hi = -1;
+    std::vector<EvictionEvent> evicted;  // by the policy, for this head's K/V head: the event and its deciding score
 
-void draw_kv_cache(PanelContext& c) {
-    if (!begin_panel(Panel::KvCache)) return;
-    figure_button(c, Panel::KvCache);
-    const Snapshot& s = c.snap;
-    const Model& model = c.snap.model();
-    ViewPrefs& v = c.prefs;
-    size_t step = 0;
-    const StepRecord* r = viewed_step(s, v, &step);
-    if (!r) {
-        ImGui::TextDisabled("The cache is empty: run a prefill step.");
-        end_panel();
-        return;
+    bool dimmed(int64_t p) const { return p >= 0 && !visible.contains(p); }
+    bool sink(int64_t p) const { return p >= 0 && p < visible.n_sink; }
+    int64_t position_of(int64_t slot) const { return r->cache.slot_positions[size_t(slot)]; }
+    bool written(int64_t slot) const {
+        const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
+        return p >= 0 && p >= written_lo && p <= written_hi;
     }
-    std::vector<TokenId> tokens = s.prompt();
-    tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
-    const int64_t S = r->cache.capacity, D = r->rows.head_dim;
-    const int64_t layer = std::min(v.layer, r->rows.n_layer - 1);  // the Attention panel may show a deeper encoder layer
-    const bool cross = r->rows.encoder != nullptr;
-    const KeyRange visible = r->visible_keys(r->cache.next_position);  // what the next query sees (sinks + window)
-    auto dimmed = [&](int64_t p) { return p >= 0 && !visible.contains(p); };
-    auto sink = [&](int64_t p) { return p >= 0 && p < visible.n_sink; };
-    const int64_t written_lo = r->cost.first_computed_position, written_hi = written_lo + r->cost.n_rows_computed - 1;
+    const EvictionEvent* eviction_of(int64_t p) const {
+        auto it = std::lower_bound(evicted.begin(), evicted.end(), p, [](const EvictionEvent& e, int64_t x) { return e.position < x; });
+        return p >= 0 && it != evicted.end() && it->position == p ? &*it : nullptr;
+    }
+};
 
-    const int64_t ran = cross ? encoder_step(s.trace(), r->rows.encoder.get()) : -1;
+// The layer and head the maps show, the K/V heads section (decoder-only) and what the step wrote.
+void kv_header(PanelContext& c, const KvView& k) {
+    const Model& model = k.model;
+    ViewPrefs& v = c.prefs;
+    const StepRecord* r = k.r;
+    const int64_t layer = k.layer, S = k.S, D = k.D;
+    const bool cross = k.cross;
     if (cross) {
         // Both caches of layer / head, each named with how it behaves; the maps below stand side by side.
         ImGui::Text("layer %lld, head %lld", (long long)layer, (long long)v.head);
@@ -251,8 +260,14 @@ void draw_kv_cache(PanelContext& c) {
                                      ", read from the cache: " + std::to_string(r->cost.n_rows_reused);
     ImGui::TextDisabled("%s", written_note.c_str());
     dump_text("kv written", written_note);
+}
 
-    // Fill overview and bytes first, so they stay visible however tall the maps get.
+// The bytes the cache holds and every layer's fill (a sliding layer's window marked), above the maps so
+// they stay visible however tall the maps get.
+void fill_overview(const KvView& k) {
+    const Model& model = k.model;
+    const StepRecord* r = k.r;
+    const int64_t layer = k.layer, S = k.S;
     const float bar_w = std::min(ImGui::GetContentRegionAvail().x * 0.5f, 260.0f);
     char text[96];
     std::snprintf(text, sizeof text, "%s / %s", human_bytes(double(r->cache.bytes_used)).c_str(),
@@ -328,8 +343,155 @@ void draw_kv_cache(PanelContext& c) {
                 human_bytes(double(saved_full)).c_str(), (long long)cfg.n_ctx));
         }
     }
+}
 
+// The veils, gutter bars and outlines over both maps, the row labels, the selection and the write pointer.
+void kv_overlays(const KvView& k, const HeatmapResult& hk, const HeatmapResult& hv, float label_x, float row_h) {
+    const Model& model = k.model;
+    const ViewPrefs& v = k.v;
+    const StepRecord* r = k.r;
+    const int64_t S = k.S;
+    const std::vector<TokenId>& tokens = k.tokens;
+    const bool cross = k.cross;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const auto dimmed = [&](int64_t p) { return k.dimmed(p); };
+    const auto sink = [&](int64_t p) { return k.sink(p); };
+    const auto written = [&](int64_t slot) { return k.written(slot); };
+    const auto position_of = [&](int64_t slot) { return k.position_of(slot); };
+    const auto eviction_of = [&](int64_t p) { return k.eviction_of(p); };
+    // Rows thinner than a line of text get a label every few slots, so long caches stay readable.
+    const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1e-3f, row_h))));
+    // Shading, gutter bars and outlines cover runs of slots, one shape per run: a long cache has thousands of
+    // rows thinner than a pixel, and a shape per row would cost the renderer more than the rest of the window.
+    auto runs = [&](auto&& holds, auto&& draw) {
+        for (int64_t slot = 0; slot < S;) {
+            if (!holds(slot)) {
+                ++slot;
+                continue;
+            }
+            int64_t end = slot;
+            while (end + 1 < S && holds(end + 1)) ++end;
+            draw(hk.cell_min(slot, 0).y, hk.cell_max(end, 0).y);
+            slot = end + 1;
+        }
+    };
+    for (const HeatmapResult* h : {&hk, &hv}) {
+        // evicted by the policy: a red veil (the row may stay in its slot; attention gives it weight 0)
+        runs([&](int64_t slot) { return eviction_of(position_of(slot)) != nullptr; },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(190, 40, 40, 170)); });
+        // outside the window: kept in the slot but no longer attended
+        runs([&](int64_t slot) { return dimmed(position_of(slot)); },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150)); });
+        // an attention sink: a bar in the gutter left of the map
+        runs([&](int64_t slot) { return sink(position_of(slot)); },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255)); });
+        // A bar in the gutter beside the written rows, and one outline around each run of them: the K/V
+        // colours inside stay as they are (a frame per row would cover a prefill's rows).
+        runs(written, [&](float y0, float y1) {
+            dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
+            dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
+        });
+    }
+    for (int64_t slot = 0; slot < S; ++slot) {
+        const int64_t p = r->cache.slot_positions[size_t(slot)];
+        const float y0 = hk.cell_min(slot, 0).y, y1 = hk.cell_max(slot, 0).y;
+        if (p >= 0 && slot % label_every == 0) {
+            char label[64];
+            std::snprintf(label, sizeof label, "%lld %s", (long long)p,
+                          p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], cross ? 4 : 8).c_str() : "");
+            dl->AddText({label_x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2},
+                        dimmed(p) ? IM_COL32(120, 120, 120, 255) : sink(p) ? IM_COL32(235, 130, 210, 255) : IM_COL32(200, 200, 210, 255),
+                        label);
+        }
+        for (const HeatmapResult* h : {&hk, &hv})
+            if (p >= 0 && p == v.sel_key)
+                dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
+        if (slot == r->cache.write_slot) {
+            // Write pointer: an arrow left of K pointing at the next slot.
+            const float yy = (y0 + y1) / 2, x = hk.p0.x - 4;
+            dl->AddTriangleFilled({x, yy}, {x - 9, yy - 6}, {x - 9, yy + 6}, IM_COL32(250, 120, 60, 255));
+            dl->AddLine({hv.p1.x + 2, yy}, {hv.p1.x + 14, yy}, IM_COL32(250, 120, 60, 255), 2);
+        }
+    }
+}
+
+// The hovered slot of either map: its position, the value under the mouse, why it is shaded; a click
+// selects its position as the key.
+void kv_tooltip(const KvView& k, const HeatmapResult& hk, const HeatmapResult& hv) {
+    const Snapshot& s = k.s;
+    const Model& model = k.model;
+    ViewPrefs& v = k.v;
+    const StepRecord* r = k.r;
+    const size_t step = k.step;
+    const int64_t layer = k.layer, written_lo = k.written_lo, written_hi = k.written_hi;
+    const std::vector<TokenId>& tokens = k.tokens;
+    const auto dimmed = [&](int64_t p) { return k.dimmed(p); };
+    const auto sink = [&](int64_t p) { return k.sink(p); };
+    const auto eviction_of = [&](int64_t p) { return k.eviction_of(p); };
+    for (const HeatmapResult* h : {&hk, &hv})
+        if (h->hover_row >= 0) {
+            const int64_t p = r->cache.slot_positions[size_t(h->hover_row)];
+            const float* row = p < 0 ? nullptr
+                               : h == &hv ? s.trace().value_row(step, layer, v.head, p)
+                                          : s.trace().key_row(step, layer, v.head, p);
+            ImGui::BeginTooltip();
+            ImGui::Text("slot %lld%s", (long long)h->hover_row,
+                        h->hover_row == r->cache.write_slot ? " (write pointer)" : "");
+            if (p < 0) ImGui::TextDisabled("empty");
+            else {
+                ImGui::Text("position %lld '%s'", (long long)p,
+                            p < int64_t(tokens.size()) ? token_text(model, tokens[size_t(p)]).c_str() : "?");
+                if (row) ImGui::Text("%s[%lld] = %.5f", h == &hv ? "v" : "k", (long long)h->hover_col, double(row[h->hover_col]));
+                if (p >= written_lo && p <= written_hi) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "written this step");
+                if (dimmed(p)) ImGui::TextDisabled("outside the window: no longer attended");
+                if (sink(p)) ImGui::TextColored({0.9f, 0.5f, 0.8f, 1}, "attention sink: kept visible beside the window");
+                if (const EvictionEvent* e = eviction_of(p))
+                    ImGui::TextColored({1, 0.45f, 0.4f, 1}, "evicted by %s (score %.4g): no longer attended",
+                                       r->eviction.policy.c_str(), double(e->score));
+            }
+            ImGui::EndTooltip();
+            {  // for the tests: the hovered slot, its position and, if evicted, the deciding score in full
+                const EvictionEvent* e = eviction_of(p);
+                char tip[128];
+                const int n = std::snprintf(tip, sizeof tip, "slot %lld position %lld", (long long)h->hover_row, (long long)p);
+                if (e) std::snprintf(tip + n, sizeof tip - size_t(n), " evicted score %.9g", double(e->score));
+                dump_text("kv tooltip", tip);
+            }
+            if (h->clicked && p >= 0) v.sel_key = p;
+        }
+}
+
+}  // namespace
+
+void draw_kv_cache(PanelContext& c) {
+    if (!begin_panel(Panel::KvCache)) return;
+    figure_button(c, Panel::KvCache);
+    const Snapshot& s = c.snap;
+    const Model& model = c.snap.model();
+    ViewPrefs& v = c.prefs;
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, v, &step);
+    if (!r) {
+        ImGui::TextDisabled("The cache is empty: run a prefill step.");
+        end_panel();
+        return;
+    }
+    const int64_t layer = std::min(v.layer, r->rows.n_layer - 1);  // the Attention panel may show a deeper encoder layer
+    KvView k{s, model, v, r, step, layer, r->cache.capacity, r->rows.head_dim, r->rows.encoder != nullptr, s.prompt(),
+             r->visible_keys(r->cache.next_position), 0, -1, {}};
+    k.tokens.insert(k.tokens.end(), s.generated().begin(), s.generated().end());
+    k.written_lo = r->cost.first_computed_position, k.written_hi = k.written_lo + r->cost.n_rows_computed - 1;
+    if (!r->eviction.policy.empty())
+        k.evicted = evicted_after(s.trace(), step, layer, v.head / std::max<int64_t>(1, r->rows.n_head / std::max<int64_t>(1, r->rows.n_kv_head)));
+    const int64_t S = k.S, D = k.D;
+    const bool cross = k.cross;
+    const KeyRange& visible = k.visible;
+    const std::vector<EvictionEvent>& evicted = k.evicted;
+    const int64_t ran = cross ? encoder_step(s.trace(), r->rows.encoder.get()) : -1;
+    kv_header(c, k);
+    fill_overview(k);
     if (cross) cross_header(*r, ran);
+
 
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float label_w = ImGui::CalcTextSize(cross ? "000 wwwww" : "0000 wwwwwwww").x;
@@ -370,104 +532,8 @@ void draw_kv_cache(PanelContext& c) {
         (which ? hv : hk) = heatmap(which ? "V" : "K", which ? vtex : ktex, S, D, size, st);
         dump_item(which ? "kv V map" : "kv K map");
     }
-    // Rows thinner than a line of text get a label every few slots, so long caches stay readable.
-    const int64_t label_every = std::max<int64_t>(1, int64_t(std::ceil((ImGui::GetTextLineHeight() - 2) / std::max(1e-3f, row_h))));
-    const auto written = [&](int64_t slot) {
-        const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
-        return p >= 0 && p >= written_lo && p <= written_hi;
-    };
-    // Shading, gutter bars and outlines cover runs of slots, one shape per run: a long cache has thousands of
-    // rows thinner than a pixel, and a shape per row would cost the renderer more than the rest of the window.
-    auto runs = [&](auto&& holds, auto&& draw) {
-        for (int64_t slot = 0; slot < S;) {
-            if (!holds(slot)) {
-                ++slot;
-                continue;
-            }
-            int64_t end = slot;
-            while (end + 1 < S && holds(end + 1)) ++end;
-            draw(hk.cell_min(slot, 0).y, hk.cell_max(end, 0).y);
-            slot = end + 1;
-        }
-    };
-    const auto position_of = [&](int64_t slot) { return r->cache.slot_positions[size_t(slot)]; };
-    // Evicted by the policy (core/run/eviction.h) for this head's K/V head: the event and its deciding score.
-    const std::vector<EvictionEvent> evicted =
-        r->eviction.policy.empty() ? std::vector<EvictionEvent>{}
-                                   : evicted_after(s.trace(), step, layer, v.head / std::max<int64_t>(1, r->rows.n_head / std::max<int64_t>(1, r->rows.n_kv_head)));
-    const auto eviction_of = [&](int64_t p) -> const EvictionEvent* {
-        auto it = std::lower_bound(evicted.begin(), evicted.end(), p, [](const EvictionEvent& e, int64_t x) { return e.position < x; });
-        return p >= 0 && it != evicted.end() && it->position == p ? &*it : nullptr;
-    };
-    for (const HeatmapResult* h : {&hk, &hv}) {
-        // evicted by the policy: a red veil (the row may stay in its slot; attention gives it weight 0)
-        runs([&](int64_t slot) { return eviction_of(position_of(slot)) != nullptr; },
-             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(190, 40, 40, 170)); });
-        // outside the window: kept in the slot but no longer attended
-        runs([&](int64_t slot) { return dimmed(position_of(slot)); },
-             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150)); });
-        // an attention sink: a bar in the gutter left of the map
-        runs([&](int64_t slot) { return sink(position_of(slot)); },
-             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255)); });
-        // A bar in the gutter beside the written rows, and one outline around each run of them: the K/V
-        // colours inside stay as they are (a frame per row would cover a prefill's rows).
-        runs(written, [&](float y0, float y1) {
-            dl->AddRectFilled({h->p1.x + 2, y0}, {h->p1.x + 6, y1}, IM_COL32(250, 200, 60, 255));
-            dl->AddRect({h->p0.x - 2, y0}, {h->p1.x + 2, y1}, IM_COL32(250, 200, 60, 255), 0, 0, 2);
-        });
-    }
-    for (int64_t slot = 0; slot < S; ++slot) {
-        const int64_t p = r->cache.slot_positions[size_t(slot)];
-        const float y0 = hk.cell_min(slot, 0).y, y1 = hk.cell_max(slot, 0).y;
-        if (p >= 0 && slot % label_every == 0) {
-            char label[64];
-            std::snprintf(label, sizeof label, "%lld %s", (long long)p,
-                          p < int64_t(tokens.size()) ? short_token(model, tokens[size_t(p)], cross ? 4 : 8).c_str() : "");
-            dl->AddText({top.x, (y0 + y1) / 2 - ImGui::GetTextLineHeight() / 2},
-                        dimmed(p) ? IM_COL32(120, 120, 120, 255) : sink(p) ? IM_COL32(235, 130, 210, 255) : IM_COL32(200, 200, 210, 255),
-                        label);
-        }
-        for (const HeatmapResult* h : {&hk, &hv})
-            if (p >= 0 && p == v.sel_key)
-                dl->AddRect({h->p0.x - 3, y0 - 1}, {h->p1.x + 3, y1 + 1}, IM_COL32(90, 220, 255, 255), 0, 0, 2);
-        if (slot == r->cache.write_slot) {
-            // Write pointer: an arrow left of K pointing at the next slot.
-            const float yy = (y0 + y1) / 2, x = hk.p0.x - 4;
-            dl->AddTriangleFilled({x, yy}, {x - 9, yy - 6}, {x - 9, yy + 6}, IM_COL32(250, 120, 60, 255));
-            dl->AddLine({hv.p1.x + 2, yy}, {hv.p1.x + 14, yy}, IM_COL32(250, 120, 60, 255), 2);
-        }
-    }
-    for (const HeatmapResult* h : {&hk, &hv})
-        if (h->hover_row >= 0) {
-            const int64_t p = r->cache.slot_positions[size_t(h->hover_row)];
-            const float* row = p < 0 ? nullptr
-                               : h == &hv ? s.trace().value_row(step, layer, v.head, p)
-                                          : s.trace().key_row(step, layer, v.head, p);
-            ImGui::BeginTooltip();
-            ImGui::Text("slot %lld%s", (long long)h->hover_row,
-                        h->hover_row == r->cache.write_slot ? " (write pointer)" : "");
-            if (p < 0) ImGui::TextDisabled("empty");
-            else {
-                ImGui::Text("position %lld '%s'", (long long)p,
-                            p < int64_t(tokens.size()) ? token_text(model, tokens[size_t(p)]).c_str() : "?");
-                if (row) ImGui::Text("%s[%lld] = %.5f", h == &hv ? "v" : "k", (long long)h->hover_col, double(row[h->hover_col]));
-                if (p >= written_lo && p <= written_hi) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "written this step");
-                if (dimmed(p)) ImGui::TextDisabled("outside the window: no longer attended");
-                if (sink(p)) ImGui::TextColored({0.9f, 0.5f, 0.8f, 1}, "attention sink: kept visible beside the window");
-                if (const EvictionEvent* e = eviction_of(p))
-                    ImGui::TextColored({1, 0.45f, 0.4f, 1}, "evicted by %s (score %.4g): no longer attended",
-                                       r->eviction.policy.c_str(), double(e->score));
-            }
-            ImGui::EndTooltip();
-            {  // for the tests: the hovered slot, its position and, if evicted, the deciding score in full
-                const EvictionEvent* e = eviction_of(p);
-                char tip[128];
-                const int n = std::snprintf(tip, sizeof tip, "slot %lld position %lld", (long long)h->hover_row, (long long)p);
-                if (e) std::snprintf(tip + n, sizeof tip - size_t(n), " evicted score %.9g", double(e->score));
-                dump_text("kv tooltip", tip);
-            }
-            if (h->clicked && p >= 0) v.sel_key = p;
-        }
+    kv_overlays(k, hk, hv, top.x, row_h);
+    kv_tooltip(k, hk, hv);
     float bottom = top.y + title_h + size.y;
     if (cross) {
         const float cx = hv.p1.x + 20 + block_gap / 2;
@@ -480,6 +546,73 @@ void draw_kv_cache(PanelContext& c) {
                         evicted.empty() ? "" : ", red = evicted by the eviction policy (hover: the score that decided it)",
                         cross ? "; right: the cross cache, one row per source token" : "");
     end_panel();
+}
+
+Figure kv_cache_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    const Shown w = shown_step(s, v);
+    const StepRecord& r = *w.r;
+    const Model& model = s.model();
+    const std::vector<TokenId> tokens = tokens_of(s);
+    const int64_t S = r.cache.capacity;
+    bool identity = true;  // every filled slot holds its own position (no window wrapped the ring)
+    for (int64_t slot = 0; slot < S; ++slot)
+        identity = identity && (r.cache.slot_positions[size_t(slot)] < 0 || r.cache.slot_positions[size_t(slot)] == slot);
+    std::string head_name = "head " + std::to_string(w.head);
+    const ModelConfig& cfg = model.config();
+    if (cfg.kv_heads() < cfg.n_head) {
+        const int64_t G = cfg.n_head / cfg.kv_heads(), kv = cfg.kv_head_of(w.head);
+        head_name = "K/V head " + std::to_string(kv) + " (query heads " + std::to_string(kv * G) + ".." +
+                    std::to_string(kv * G + G - 1) + ")";
+    }
+    Figure f;
+    f.name = base_name("kv_cache", w);
+    for (int which = 0; which < 2; ++which) {
+        KvSlots kv = kv_slots(s.trace(), w.step, w.layer, w.head, which == 1);
+        FigureMap m;
+        m.part = which ? "V" : "K";
+        m.values = std::move(kv.values);
+        m.visible = std::move(kv.visible);
+        HeatmapPlot& p = m.plot;
+        p.title = model_name(s) + ", step " + std::to_string(w.step) + ", layer " + std::to_string(w.layer) + ", " +
+                  head_name + ": " + (which ? "V" : "K") + " cache after the step";
+        p.value_label = which ? "value" : "key";
+        p.rows = kv.n_slot, p.cols = kv.head_dim;
+        signed_range(p, kv.absmax);
+        p.row_positions = iota(S);
+        p.col_positions = iota(kv.head_dim);
+        for (int64_t slot = 0; slot < S; ++slot) {
+            const int64_t pos = r.cache.slot_positions[size_t(slot)];
+            p.row_labels.push_back(pos < 0 ? "empty"
+                                   : identity ? token_label(model, tokens, pos)
+                                              : "@" + std::to_string(pos) + " " + token_label(model, tokens, pos));
+        }
+        p.x_label = "head dimension";
+        p.y_label = identity ? "cache slot = position" : "cache slot (@position)";
+        p.masked_label = "empty slot";
+        f.maps.push_back(std::move(m));
+    }
+    return f;
+}
+
+KvSlots kv_slots(const Trace& trace, size_t step, int64_t layer, int64_t head, bool values) {
+    const StepRecord& r = trace[step];
+    KvSlots out;
+    const int64_t S = out.n_slot = r.cache.capacity, D = out.head_dim = r.rows.head_dim;
+    out.values.assign(size_t(S * D), 0.0f);
+    out.visible.assign(size_t(S * D), 0);
+    for (int64_t slot = 0; slot < S; ++slot) {
+        const int64_t p = r.cache.slot_positions[size_t(slot)];
+        if (p < 0) continue;
+        const float* row = values ? trace.value_row(step, layer, head, p) : trace.key_row(step, layer, head, p);
+        if (!row) continue;
+        for (int64_t d = 0; d < D; ++d) {
+            out.values[size_t(slot * D + d)] = row[d];
+            out.visible[size_t(slot * D + d)] = 1;
+            out.absmax = std::max(out.absmax, std::fabs(row[d]));
+        }
+    }
+    return out;
 }
 
 }  // namespace kvscope::gui

@@ -14,26 +14,26 @@
 #include "base/errors.h"
 #include "figures.h"
 #include "panels.h"
+#include "record_cache.h"
 #include "test_dumps.h"
 
 namespace kvscope::gui {
 namespace {
 
-// The error view of (step record, layer, head, format), computed again only when one of them changes, and
-// its three textures (K error, V error, score change).
-struct QuantErrorCache {
-    const void* record = nullptr;
+// The error view of (step record, layer, head, format) and its three textures (K error, V error, score
+// change), kept by a RecordCache: made again only when one of them changes.
+struct QuantKey {
     int64_t layer = -1, head = -1;
-    KvQuantSpec spec;
+    KvQuant format = KvQuant::None;
+    int64_t group = 0, residual = 0;
+    bool operator==(const QuantKey&) const = default;
+};
+struct QuantView {
     KvQuantError error;
     std::string problem;  // why there is no view (int4 with a window, a group that does not divide D, ...)
     unsigned tex[3] = {0, 0, 0};
-
-    bool same(const void* r, int64_t l, int64_t h, const KvQuantSpec& s) const {
-        return r == record && l == layer && h == head && s.format == spec.format && s.group == spec.group &&
-               s.residual == spec.residual;
-    }
 };
+RecordCache<QuantKey, QuantView> quant_cache;
 
 std::string spec_name(const KvQuantSpec& s) {
     if (s.format != KvQuant::Int4) return to_string(s.format);
@@ -47,9 +47,7 @@ double bytes_per_position(const KvQuantSpec& s, int64_t D) {
     return 2.0 * double(row_bytes(s.format, D));
 }
 
-void refresh(QuantErrorCache& q, const Trace& trace, size_t step, int64_t layer, int64_t head, const KvQuantSpec& spec) {
-    q.record = trace.share(step).get();
-    q.layer = layer, q.head = head, q.spec = spec;
+void refresh(QuantView& q, const Trace& trace, size_t step, int64_t layer, int64_t head, const KvQuantSpec& spec) {
     q.problem.clear();
     q.error = {};
     try {
@@ -137,8 +135,8 @@ void draw_kv_quant(PanelContext& c) {
     }
     const int64_t layer = std::clamp<int64_t>(v.layer, 0, r->rows.n_layer - 1);
     const int64_t head = std::clamp<int64_t>(v.head, 0, r->rows.n_head - 1);
-    static QuantErrorCache cache;
-    if (!cache.same(&*s.trace().share(step), layer, head, spec)) refresh(cache, s.trace(), step, layer, head, spec);
+    const QuantView& cache = quant_cache.get(s.trace().share(step), {layer, head, spec.format, spec.group, spec.residual},
+                                             [&](QuantView& q) { refresh(q, s.trace(), step, layer, head, spec); });
     if (!cache.problem.empty()) {
         wrapped_text({1, 0.5f, 0.4f, 1}, "%s", cache.problem.c_str());
         dump_text("quant problem", cache.problem);
@@ -217,6 +215,67 @@ void draw_kv_quant(PanelContext& c) {
         dump_text("quant tooltip", tip);
     }
     end_panel();
+}
+
+Figure quant_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    const Shown w = shown_step(s, v);
+    KvQuantSpec spec = v.quant_view;
+    if (!spec.quantized()) spec.format = KvQuant::Int8;  // as the panel shows it
+    if (s.options().kv_quant.quantized())
+        nothing("this session's cache already stores quantized K/V (the panel has nothing to compare)");
+    const KvQuantError e = kv_quant_error(spec, s.trace(), w.step, w.layer, w.head, kQuantMaxQueries);
+    const Model& model = s.model();
+    const std::vector<TokenId> tokens = tokens_of(s);
+    std::string fmt = to_string(spec.format);
+    if (spec.format == KvQuant::Int4) fmt += " G=" + std::to_string(spec.group) + " R=" + std::to_string(spec.residual);
+    Figure f;
+    f.name = base_name("kv_quant", w);
+    auto labels = [&](const std::vector<int64_t>& positions) {
+        std::vector<std::string> out;
+        for (int64_t p : positions) out.push_back(token_label(model, tokens, p));
+        return out;
+    };
+    for (int which = 0; which < 2; ++which) {
+        FigureMap m;
+        m.part = which ? "V_error" : "K_error";
+        m.values = which ? e.value_error : e.key_error;
+        HeatmapPlot& p = m.plot;
+        p.title = where(s, w) + ": " + fmt + " " + (which ? "V" : "K") + " error (dequantized - float32)";
+        p.value_label = "error";
+        p.rows = e.n_keys, p.cols = e.head_dim;
+        signed_range(p, which ? e.value_error_max : e.key_error_max);
+        p.row_positions = e.key_positions;
+        p.row_labels = labels(e.key_positions);
+        p.col_positions = iota(e.head_dim);
+        p.x_label = "head dimension";
+        p.y_label = "key position";
+        f.maps.push_back(std::move(m));
+    }
+    FigureMap m;
+    m.part = "score_change";
+    score_change_cells(e, m.values, m.visible);
+    HeatmapPlot& p = m.plot;
+    p.title = where(s, w) + ": " + fmt + " score change (query x key)";
+    p.value_label = "change";
+    p.masked_label = "not seen";
+    p.rows = e.n_queries, p.cols = e.n_keys;
+    signed_range(p, e.score_change_max);
+    p.row_positions = e.query_positions;
+    p.row_labels = labels(e.query_positions);
+    p.col_positions = e.key_positions;
+    p.col_labels = labels(e.key_positions);
+    f.maps.push_back(std::move(m));
+    return f;
+}
+
+void score_change_cells(const KvQuantError& e, std::vector<float>& change, std::vector<uint8_t>& seen) {
+    seen.resize(e.score_change.size());
+    change.resize(e.score_change.size());
+    for (size_t i = 0; i < seen.size(); ++i) {
+        seen[i] = std::isnan(e.score_change[i]) ? 0 : 1;
+        change[i] = seen[i] ? e.score_change[i] : 0.0f;
+    }
 }
 
 }  // namespace kvscope::gui

@@ -155,4 +155,38 @@ void draw_lab(PanelContext& c) {
     end_panel();
 }
 
+Figure lab_figure(const Snapshot& s, const ViewPrefs&) {
+    using namespace fig;
+    if (!s.lab) nothing("the cache lab has not measured (Measure)");
+    const LabCurves c = lab_curves(*s.lab);
+    Figure f;
+    f.name = "cache_lab";
+    LineChart added{model_name(s) + ": loss added, summed over the positions", "position", "nats", {}};
+    LineChart kl{model_name(s) + ": KL to the full cache per position", "position", "nats", {}};
+    for (size_t i = 0; i < c.names.size(); ++i) {
+        added.series.push_back(series(c.names[i], i, c.added[i]));
+        kl.series.push_back(series(c.names[i], i, c.kl[i]));
+    }
+    f.charts = {added, kl};
+    return f;
+}
+
+LabCurves lab_curves(const LabReport& lab) {
+    LabCurves c;
+    const int64_t N = int64_t(lab.tokens.size()) - 1;
+    const LabRun& ref = lab.runs[lab.reference];
+    for (const LabRun& r : lab.runs) {
+        std::vector<double> added;
+        double sum = 0;
+        for (int64_t p = 0; p < N; ++p) {
+            sum += r.loss[size_t(p)] - ref.loss[size_t(p)];
+            added.push_back(sum);
+        }
+        c.added.push_back(std::move(added));
+        c.kl.push_back(r.kl);
+        c.names.push_back(r.config.name);
+    }
+    return c;
+}
+
 }  // namespace kvscope::gui

@@ -17,10 +17,6 @@ namespace kvscope::gui {
 
 namespace {
 
-const char* const kTitles[] = {"Controls", "Heads", "Export", "Token timeline", "Model", "Attention", "KV cache",
-                               "Mask", "Next token", "Cache on vs off", "Memory", "Rotary", "Logit lens", "K/V quant", "Cache lab",
-                               "Cache edits"};
-
 struct Arrangement {
     std::vector<Slot> slots;
     ImVec2 display = {0, 0};
@@ -35,11 +31,9 @@ Arrangement a;
 
 }  // namespace
 
-const char* panel_title(Panel p) { return kTitles[int(p)]; }
-
 bool panel_named(const std::string& title, Panel& out) {
-    for (size_t i = 0; i < std::size(kTitles); ++i)
-        if (title == kTitles[i]) return out = Panel(i), true;
+    for (const PanelModule& m : panel_modules())
+        if (title == m.title) return out = m.panel, true;
     // Titles shortened so five tabs fit the KV cache slot at 1280x720; scripts may use the old ones.
     if (title == "K/V quantization") return out = Panel::Quant, true;
     return false;

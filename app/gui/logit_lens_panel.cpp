@@ -10,20 +10,15 @@
 #include <string>
 
 #include "analysis/logit_lens.h"
+#include "derived_views.h"
 #include "figures.h"
 #include "panels.h"
+#include "report/plot_layout.h"
 #include "test_dumps.h"
 
 namespace kvscope::gui {
 namespace {
-
-// The lens of (step, row), computed again only when either changes: each depth is a (V x C) product.
-struct LensCache {
-    int64_t key[2] = {-1, -1};
-    const void* model = nullptr;
-    LogitLens lens;
-};
-
+LensCache lens_cache;  // derived_views.h: by (step record, query position)
 }  // namespace
 
 void draw_logit_lens(PanelContext& c) {
@@ -38,16 +33,8 @@ void draw_logit_lens(PanelContext& c) {
         end_panel();
         return;
     }
-    const int64_t first = r->cost.first_computed_position;
-    const int64_t q_pos = lens_position(*r, c.prefs);
-    static LensCache cache;
-    if (cache.key[0] != int64_t(step) || cache.key[1] != q_pos || cache.model != &model) {
-        cache.lens = logit_lens(model, r->rows, q_pos - first, kLensTop);
-        cache.key[0] = int64_t(step);
-        cache.key[1] = q_pos;
-        cache.model = &model;
-    }
-    const LogitLens& lens = cache.lens;
+    const int64_t q_pos = lens_position(*r, c.prefs.sel_query);
+    const LogitLens& lens = lens_cache.get(model, s.trace().share(step), q_pos);
     const int64_t L = int64_t(lens.depths.size()) - 1;
     const TokenId final_top = lens.depths.back().top.front().id;
     dump_text("lens header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text],
@@ -108,6 +95,47 @@ void draw_logit_lens(PanelContext& c) {
         ImGui::EndTable();
     }
     end_panel();
+}
+
+Figure lens_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    const Shown w = shown_step(s, v);
+    if (w.r->rows.residual.empty()) nothing("step " + std::to_string(w.step) + " recorded no residual stream");
+    const Model& model = s.model();
+    const int64_t q_pos = lens_position(*w.r, v.sel_query);
+    const LogitLens lens = logit_lens(model, w.r->rows, q_pos - w.r->cost.first_computed_position, kLensTop);
+    const std::vector<TokenId> tokens = tokens_of(s);
+    const int64_t depths = int64_t(lens.depths.size());
+    Figure f;
+    f.name = "logit_lens_step" + std::to_string(w.step) + "_pos" + std::to_string(q_pos);
+    FigureMap m;
+    HeatmapPlot& p = m.plot;
+    m.values.assign(size_t(depths * kLensTop), 0.0f);
+    m.visible.assign(size_t(depths * kLensTop), 0);
+    p.cell_texts.assign(size_t(depths * kLensTop), "");
+    for (int64_t d = 0; d < depths; ++d) {
+        const LensDepth& depth = lens.depths[size_t(d)];
+        for (size_t k = 0; k < depth.top.size() && int64_t(k) < kLensTop; ++k) {
+            const size_t cell = size_t(d * kLensTop) + k;
+            m.values[cell] = depth.top[k].probability;
+            m.visible[cell] = 1;
+            p.cell_texts[cell] = short_token(model, depth.top[k].id, plot_label_chars);
+        }
+        p.row_labels.push_back(d == 0 ? "embeddings" : "after L" + std::to_string(d - 1));  // fits the axis's 12 characters
+    }
+    const TokenId answer = lens.depths.back().top.front().id;
+    p.title = model_name(s) + ", step " + std::to_string(w.step) + ": logit lens at position " + std::to_string(q_pos) +
+              " '" + token_label(model, tokens, q_pos) + "' (the full model's choice: '" +
+              short_token(model, answer, plot_label_chars) + "')";
+    p.value_label = "probability";
+    p.rows = depths, p.cols = kLensTop;
+    p.lo = 0, p.hi = 1;
+    p.row_positions = iota(depths);
+    p.col_positions = iota(kLensTop, 1);
+    p.x_label = "rank";
+    p.y_label = "depth (the residual after layer L)";
+    f.maps.push_back(std::move(m));
+    return f;
 }
 
 }  // namespace kvscope::gui

@@ -9,10 +9,28 @@
 #include <utility>
 #include <vector>
 
+#include "base/errors.h"
 #include "figures.h"
 #include "panels.h"
+#include "record_cache.h"
 
 namespace kvscope::gui {
+namespace {
+
+// Keys evicted from the shown head's K/V head, counted once per (step record, layer, head): a long chunk
+// has many rows.
+struct LayerHead {
+    int64_t layer = -1, head = -1;
+    bool operator==(const LayerHead&) const = default;
+};
+struct EvictedCells {
+    int64_t n_evicted = 0;
+    std::vector<uint8_t> gone;                           // (P) 1 = evicted, or empty
+    std::vector<std::pair<int64_t, int64_t>> rows;       // (P) first and last query row the rule lets see it
+};
+RecordCache<LayerHead, EvictedCells> evicted_cells;
+
+}  // namespace
 
 void draw_mask(PanelContext& c) {
     if (!begin_panel(Panel::Mask)) return;
@@ -52,26 +70,20 @@ void draw_mask(PanelContext& c) {
     // Keys the eviction policy or an edit took from the selected head's K/V head: the rule lets the query see
     // them, the cache gives them weight 0. The map below draws the rule; those cells are veiled red.
     const int64_t head = std::clamp<int64_t>(c.prefs.head, 0, std::max<int64_t>(1, r->rows.n_head) - 1);
-    static struct {  // counted once per (step record, layer, head): a long chunk has many rows
-        std::shared_ptr<const StepRecord> record;  // held, so a new record never reuses its address
-        int64_t layer = -1, head = -1, n_evicted = 0;
-        std::vector<uint8_t> gone;                           // (P) 1 = evicted, or empty
-        std::vector<std::pair<int64_t, int64_t>> rows;       // (P) first and last query row the rule lets see it
-    } ev;
-    if (ev.record.get() != r || ev.layer != layer || ev.head != head) {
-        ev.record = s.trace().share(step), ev.layer = layer, ev.head = head, ev.n_evicted = 0;
-        ev.gone = evicted_before(s.trace(), step, layer, head, m.first_key, m.n_key);
-        ev.rows.assign(ev.gone.size(), {-1, -2});
-        for (int64_t i = 0; i < m.n_query && !ev.gone.empty(); ++i) {
+    const EvictedCells& ev = evicted_cells.get(s.trace().share(step), {layer, head}, [&](EvictedCells& e) {
+        e.n_evicted = 0;
+        e.gone = evicted_before(s.trace(), step, layer, head, m.first_key, m.n_key);
+        e.rows.assign(e.gone.size(), {-1, -2});
+        for (int64_t i = 0; i < m.n_query && !e.gone.empty(); ++i) {
             const KeyRange k = r->visible_keys(m.first_query + i, layer);
-            for (int64_t j = 0; j < int64_t(ev.gone.size()); ++j)
-                if (ev.gone[size_t(j)] && k.contains(m.first_key + j)) {
-                    ++ev.n_evicted;
-                    auto& g = ev.rows[size_t(j)];
+            for (int64_t j = 0; j < int64_t(e.gone.size()); ++j)
+                if (e.gone[size_t(j)] && k.contains(m.first_key + j)) {
+                    ++e.n_evicted;
+                    auto& g = e.rows[size_t(j)];
                     g = {g.first < 0 ? i : g.first, i};
                 }
         }
-    }
+    });
     const std::vector<uint8_t>& gone = ev.gone;
     const auto& gone_rows = ev.rows;
     const int64_t n_evicted = ev.n_evicted;
@@ -127,6 +139,51 @@ void draw_mask(PanelContext& c) {
                                           : "visible");
     }
     end_panel();
+}
+
+constexpr int64_t kMaxFigureCells = int64_t(2048) * 2048;  // a bigger mask is refused (67M cells of 8192 tokens)
+
+Figure mask_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    const Shown w = shown_step(s, v);
+    const MapExtent x = map_extent(s.trace(), w.step, AttentionKind::Self);
+    if (x.n_query * x.n_key > kMaxFigureCells)
+        throw UsageError("the mask has " + std::to_string(x.n_query * x.n_key) + " cells, more than a figure holds (" +
+                         std::to_string(kMaxFigureCells) + "): save the attention map through Export instead");
+    const Model& model = s.model();
+    const std::vector<TokenId> tokens = tokens_of(s);
+    Figure f;
+    f.name = base_name("mask", w, false);
+    FigureMap m;
+    m.values.assign(size_t(x.n_query * x.n_key), 1.0f);
+    m.visible.assign(m.values.size(), 0);
+    for (int64_t i = 0; i < x.n_query; ++i) {
+        const KeyRange seen = w.r->visible_keys(x.first_query + i, w.layer);
+        for (int64_t j = 0; j < x.n_key; ++j) m.visible[size_t(i * x.n_key + j)] = seen.contains(x.first_key + j) ? 1 : 0;
+    }
+    // Keys an eviction policy or an edit took from the shown head's K/V head: the rule lets the query see
+    // them, the cache gives them weight 0, as the panel veils them red. They are 0 on the bar, visible 1.
+    const std::vector<uint8_t> gone = evicted_before(s.trace(), w.step, w.layer, w.head, x.first_key, x.n_key);
+    int64_t n_gone = 0;
+    for (int64_t i = 0; i < x.n_query && !gone.empty(); ++i)
+        for (int64_t j = 0; j < x.n_key; ++j)
+            if (gone[size_t(j)] && m.visible[size_t(i * x.n_key + j)]) m.values[size_t(i * x.n_key + j)] = 0.0f, ++n_gone;
+    HeatmapPlot& p = m.plot;
+    p.title = where(s, w, false) + ": attention mask (visible cells; masked hatched)";
+    p.value_label = "visible";
+    if (n_gone > 0) {
+        f.name = base_name("mask", w);
+        p.title = where(s, w) + ": attention mask (1 = visible, 0 = evicted from this head's K/V; masked hatched)";
+        p.value_label = "visible (0 = evicted)";
+    }
+    p.rows = x.n_query, p.cols = x.n_key;
+    p.lo = 0, p.hi = 1;
+    p.row_positions = iota(x.n_query, x.first_query);
+    p.col_positions = iota(x.n_key, x.first_key);
+    for (int64_t q : p.row_positions) p.row_labels.push_back(token_label(model, tokens, q));
+    for (int64_t k : p.col_positions) p.col_labels.push_back(token_label(model, tokens, k));
+    f.maps.push_back(std::move(m));
+    return f;
 }
 
 }  // namespace kvscope::gui

@@ -89,6 +89,39 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
     ImGui::EndTooltip();
 }
 
+// The legend: one line a new user reads before anything else (a swatch per sequence, then what the
+// stripes and outlines mean).
+void memory_legend(int64_t N, ImDrawList* dl) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    auto fits = [&](const char* text) {
+        if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text).x + ImGui::GetTextLineHeight() + 8 > right) ImGui::NewLine();
+    };
+    auto swatch = [&](ImU32 fill, ImU32 outline, const char* label) {
+        fits(label);
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        const float h = ImGui::GetTextLineHeight();
+        dl->AddRectFilled({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, fill, 2);
+        if (outline) dl->AddRect({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, outline, 2, 0, 2);
+        ImGui::Dummy({h, h});
+        ImGui::SameLine(0, 4);
+        ImGui::TextUnformatted(label);
+        ImGui::SameLine(0, 12);
+    };
+    for (int64_t i = 0; i < N && i < 8; ++i) {
+        char label[24];
+        std::snprintf(label, sizeof label, "seq %lld", (long long)i);
+        swatch(seq_colour(i), 0, label);
+    }
+    const char* middle = "stripes xN = shared by N, grey = free; outlined = this step:";
+    fits(middle);
+    ImGui::TextDisabled("%s", middle);
+    ImGui::SameLine(0, 8);
+    swatch(kFree, kNew, "new");
+    swatch(kFree, kShared, "shared");
+    swatch(kFree, kCopied, "copied on write");
+    ImGui::NewLine();
+}
+
 }  // namespace
 
 void draw_memory(PanelContext& c) {
@@ -104,37 +137,7 @@ void draw_memory(PanelContext& c) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
 
     figure_button(c, Panel::Memory);
-    // Legend: one line a new user reads before anything else.
-    {
-        const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-        auto fits = [&](const char* text) {
-            if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text).x + ImGui::GetTextLineHeight() + 8 > right) ImGui::NewLine();
-        };
-        auto swatch = [&](ImU32 fill, ImU32 outline, const char* label) {
-            fits(label);
-            const ImVec2 p = ImGui::GetCursorScreenPos();
-            const float h = ImGui::GetTextLineHeight();
-            dl->AddRectFilled({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, fill, 2);
-            if (outline) dl->AddRect({p.x, p.y + 2}, {p.x + h, p.y + h - 1}, outline, 2, 0, 2);
-            ImGui::Dummy({h, h});
-            ImGui::SameLine(0, 4);
-            ImGui::TextUnformatted(label);
-            ImGui::SameLine(0, 12);
-        };
-        for (int64_t i = 0; i < N && i < 8; ++i) {
-            char label[24];
-            std::snprintf(label, sizeof label, "seq %lld", (long long)i);
-            swatch(seq_colour(i), 0, label);
-        }
-        const char* middle = "stripes xN = shared by N, grey = free; outlined = this step:";
-        fits(middle);
-        ImGui::TextDisabled("%s", middle);
-        ImGui::SameLine(0, 8);
-        swatch(kFree, kNew, "new");
-        swatch(kFree, kShared, "shared");
-        swatch(kFree, kCopied, "copied on write");
-        ImGui::NewLine();
-    }
+    memory_legend(N, dl);
     // Figures.
     const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
     int64_t n_shared = 0;
@@ -258,6 +261,86 @@ void draw_memory(PanelContext& c) {
     ImGui::EndChild();
     hovered = hovered_now;
     end_panel();
+}
+
+// The paged cache: each sequence's block table (logical block -> pool block, the id written in the cell) and
+// the pool, every cell shaded by how many sequences map the block: a prefix shared by three prompts is a run
+// of 3s holding the same ids in three rows.
+Figure memory_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    if (s.pool_views.empty()) nothing("the cache is not paged (Batch and memory: paged)");
+    size_t step = 0;
+    const StepRecord* r = viewed_step(s, v, &step);
+    const PoolView& m = *s.pool_at(r ? int64_t(step) : -1);
+    const int64_t N = int64_t(m.tables.size()), n_blocks = int64_t(m.blocks.size());
+    int64_t widest = 1;
+    for (const auto& t : m.tables) widest = std::max<int64_t>(widest, int64_t(t.size()));
+    const std::string at = model_name(s) + (r ? ", step " + std::to_string(step) : ", before the first step");
+    auto sharers = [&](int32_t b) { return b >= 0 && b < n_blocks ? float(m.blocks[size_t(b)].seqs.size()) : 0.0f; };
+    Figure f;
+    f.name = "memory" + (r ? "_step" + std::to_string(step) : std::string());
+    FigureMap tables;
+    tables.part = "block_tables";
+    HeatmapPlot& t = tables.plot;
+    t.rows = N, t.cols = widest;
+    tables.values.assign(size_t(N * widest), 0.0f);
+    tables.visible.assign(size_t(N * widest), 0);
+    t.cell_texts.assign(size_t(N * widest), "");
+    for (int64_t i = 0; i < N; ++i)
+        for (size_t j = 0; j < m.tables[size_t(i)].size(); ++j) {
+            const int32_t b = m.tables[size_t(i)][j];
+            if (b < 0) continue;
+            const size_t cell = size_t(i * widest) + j;
+            tables.values[cell] = sharers(b), tables.visible[cell] = 1, t.cell_texts[cell] = "#" + std::to_string(b);
+        }
+    t.title = at + ": block tables (the pool block each logical block maps; " + std::to_string(m.n_mapped()) +
+              " blocks hold what " + std::to_string(m.n_unshared()) + " would unshared)";
+    t.value_label = "sequences sharing";
+    t.lo = 0, t.hi = float(std::max<int64_t>(N, 1));
+    t.row_positions = iota(N);
+    t.col_positions = iota(widest);
+    t.x_label = "logical block (positions block x " + std::to_string(m.block_size) + " ..)";
+    t.y_label = "sequence";
+    t.masked_label = "not mapped";
+    f.maps.push_back(std::move(tables));
+
+    FigureMap pool;
+    pool.part = "pool";
+    HeatmapPlot& p = pool.plot;
+    // Rows of up to 16 blocks; a width that divides the pool, where one of 8..16 does, leaves no padding cell
+    // that could pass for a free block.
+    int64_t cols = std::min<int64_t>(16, std::max<int64_t>(n_blocks, 1));
+    for (int64_t c = cols; c >= 8; --c)
+        if (n_blocks % c == 0) {
+            cols = c;
+            break;
+        }
+    const int64_t rows = (n_blocks + cols - 1) / cols;
+    p.rows = rows, p.cols = cols;
+    pool.values.assign(size_t(rows * cols), 0.0f);
+    pool.visible.assign(size_t(rows * cols), 0);
+    p.cell_texts.assign(size_t(rows * cols), "");
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const PoolView::Block& k = m.blocks[size_t(b)];
+        if (k.seqs.empty()) continue;
+        pool.values[size_t(b)] = float(k.seqs.size()), pool.visible[size_t(b)] = 1;
+        std::string who;
+        for (int32_t q : k.seqs) who += (who.empty() ? "s" : ",") + std::to_string(q);
+        p.cell_texts[size_t(b)] = who;
+    }
+    p.title = at + ": the block pool (" + std::to_string(n_blocks) + " blocks of " + std::to_string(m.block_size) +
+              " positions; the sequences mapping each)";
+    p.value_label = "sequences sharing";
+    p.lo = 0, p.hi = float(std::max<int64_t>(N, 1));
+    p.row_positions = iota(rows, 0);
+    for (int64_t& y : p.row_positions) y *= cols;
+    p.col_positions = iota(cols);
+    p.x_label = "pool block = row + column";
+    p.y_label = "pool block";
+    p.masked_label = rows * cols > n_blocks ? "free (or held for step back); past block " + std::to_string(n_blocks - 1) + ": none"
+                                            : "free (or held for step back)";
+    f.maps.push_back(std::move(pool));
+    return f;
 }
 
 }  // namespace kvscope::gui

@@ -23,6 +23,10 @@
 //   draw_lab            the cache lab over the session's own tokens: per configuration bytes, loss, KL, top-1,
 //                       and curves over the positions
 //   draw_cache_edits    evict / restore / patch a position between steps; the next prediction before and after
+//   PanelModule         one entry per panel: its title, draw function and figure; panel_modules() lists them in
+//                       Panel order (panel_list.cpp), panel_module(p) finds one. A panel is one module: its file
+//                       holds its draw function, its figure function and its caches (keyed by step record,
+//                       record_cache.h)
 //   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
 #include <imgui.h>
 
@@ -65,7 +69,29 @@ void draw_cache_edits(PanelContext& c);  // edits_panel.cpp
 
 enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab,
                    Edits };
-const char* panel_title(Panel p);
+
+struct Figure;  // figures.h
+// Each panel module's figure (the files "Save figure" writes); throws UsageError when there is nothing to draw.
+Figure kv_cache_figure(const Snapshot& s, const ViewPrefs& v);  // kv_cache_panel.cpp
+Figure mask_figure(const Snapshot& s, const ViewPrefs& v);      // mask_panel.cpp
+Figure quant_figure(const Snapshot& s, const ViewPrefs& v);     // kv_quant_panel.cpp
+Figure heads_figure(const Snapshot& s, const ViewPrefs& v);     // heads_panel.cpp
+Figure compare_figure(const Snapshot& s, const ViewPrefs& v);   // compare.cpp
+Figure lab_figure(const Snapshot& s, const ViewPrefs& v);       // lab_panel.cpp
+Figure lens_figure(const Snapshot& s, const ViewPrefs& v);      // logit_lens_panel.cpp
+Figure rotary_figure(const Snapshot& s, const ViewPrefs& v);    // rotary_panel.cpp
+Figure memory_figure(const Snapshot& s, const ViewPrefs& v);    // memory_panel.cpp
+
+struct PanelModule {
+    Panel panel;
+    const char* title;                                   // its window's title or its tab's name
+    void (*draw)(PanelContext& c);
+    const char* figure_name = nullptr;                   // "kv-cache", ...: the script's and the files' name
+    Figure (*figure)(const Snapshot& s, const ViewPrefs& v) = nullptr;  // nullptr: nothing to save
+};
+const std::vector<PanelModule>& panel_modules();         // in Panel order
+const PanelModule& panel_module(Panel p);
+const char* panel_title(Panel p);                        // panel_module(p).title
 
 // The layout: places on the screen, each holding one panel, or several as tabs of one window.
 struct Slot {

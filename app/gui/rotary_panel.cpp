@@ -8,18 +8,14 @@
 #include <cstdio>
 
 #include "analysis/rotary_view.h"
+#include "derived_views.h"
 #include "figures.h"
 #include "panels.h"
 
 namespace kvscope::gui {
 namespace {
 
-// The view for (step, layer, head, query, key, sink shift), computed again only when one of them changes.
-struct RotaryCache {
-    int64_t key[6] = {-1, -1, -1, -1, -1, -1};
-    RotaryView view;
-    std::vector<float> log_freq, log_freq_unscaled, query_angle, key_before, key_after, by_distance;  // for ImGui plots
-};
+RotaryCache rotary_cache;  // derived_views.h: by (step record, layer, head, query, key, sink shift)
 
 // Two series over the same x as lines in one frame: scaled (yellow) and unscaled (grey) frequencies.
 void two_lines(const char* id, const std::vector<float>& a, const std::vector<float>& b, ImVec2 size) {
@@ -57,29 +53,11 @@ void draw_rotary(PanelContext& c) {
         end_panel();
         return;
     }
-    const RotaryShown shown = rotary_shown(s, c.prefs, *r, step);
+    const RotaryShown shown = rotary_shown(s.trace(), step, c.prefs.layer, c.prefs.head, c.prefs.sel_query, c.prefs.sel_key);
     const int64_t layer = shown.layer, head = shown.head, q_pos = shown.query_position, k_pos = shown.key_position;
     const int64_t turned_back = shown.turned_back;
-
-    static RotaryCache cache;
-    const int64_t now[6] = {int64_t(step), layer, head, q_pos, k_pos, turned_back};
-    if (!std::equal(now, now + 6, cache.key) || cache.view.head_dim != r->rows.head_dim) {
-        cache.view = rotary_view_of(cfg, shown);
-        const RotaryView& v = cache.view;
-        cache.log_freq.clear();
-        cache.log_freq_unscaled.clear();
-        cache.query_angle.clear();
-        for (const RotaryPairView& p : v.pairs) {
-            cache.log_freq.push_back(float(std::log10(p.inv_freq)));
-            cache.log_freq_unscaled.push_back(float(std::log10(p.inv_freq_unscaled)));
-            cache.query_angle.push_back(float(p.query_angle));
-        }
-        cache.key_before.assign(v.key_unrotated.begin(), v.key_unrotated.end());
-        cache.key_after.assign(v.key_rotated.begin(), v.key_rotated.end());
-        cache.by_distance.assign(v.score_by_distance.begin(), v.score_by_distance.end());
-        std::copy(now, now + 6, cache.key);
-    }
-    const RotaryView& v = cache.view;
+    const RotaryPlots& plots = rotary_cache.get(cfg, s.trace().share(step), shown);
+    const RotaryView& v = plots.view;
     figure_button(c, Panel::Rotary);
     if (!c.prefs.rotary_json.empty()) {
         if (!write_rotary_json(c.prefs.rotary_json, step, layer, head, v))
@@ -109,38 +87,75 @@ void draw_rotary(PanelContext& c) {
     wrapped_disabled(scaled ? "frequency of each dimension pair (log10 radians per position): yellow with "
                               "rope_scaling, grey without; the slow pairs are stretched"
                             : "frequency of each dimension pair (log10 radians per position), fast to slow");
-    two_lines("##freq", cache.log_freq, cache.log_freq_unscaled, chart);
+    two_lines("##freq", plots.log_freq, plots.log_freq_unscaled, chart);
     dump_item("rotary frequencies");
     wrapped_disabled("pair 0 turns once every %.1f positions, pair %zu once every %.0f", v.pairs.front().wavelength,
                      v.pairs.size() - 1, slow.wavelength);
 
     wrapped_disabled("angle of each pair at the query's position %lld (0 .. 2π)", (long long)q_pos);
-    ImGui::PlotHistogram("##angle", cache.query_angle.data(), int(cache.query_angle.size()), 0, nullptr, 0.0f,
+    ImGui::PlotHistogram("##angle", plots.query_angle.data(), int(plots.query_angle.size()), 0, nullptr, 0.0f,
                          6.2831853f, chart);
     dump_item("rotary angles");
 
     float span = 1e-6f;
-    for (float x : cache.key_before) span = std::max(span, std::abs(x));
-    for (float x : cache.key_after) span = std::max(span, std::abs(x));
+    for (float x : plots.key_before) span = std::max(span, std::abs(x));
+    for (float x : plots.key_after) span = std::max(span, std::abs(x));
     wrapped_disabled("key of position %lld before rotation (what k_proj made) and as cached (turned by its position)",
                      (long long)k_pos);
-    ImGui::PlotHistogram("##before", cache.key_before.data(), int(cache.key_before.size()), 0, "before", -span, span,
+    ImGui::PlotHistogram("##before", plots.key_before.data(), int(plots.key_before.size()), 0, "before", -span, span,
                          {w, chart.y * 0.7f});
-    ImGui::PlotHistogram("##after", cache.key_after.data(), int(cache.key_after.size()), 0, "cached", -span, span,
+    ImGui::PlotHistogram("##after", plots.key_after.data(), int(plots.key_after.size()), 0, "cached", -span, span,
                          {w, chart.y * 0.7f});
     dump_item("rotary key");
 
     wrapped_disabled("score of this query's and key's content at every distance 0 .. %zu (the marker: the one it was scored at)",
-                     cache.by_distance.size() - 1);
-    ImGui::PlotLines("##distance", cache.by_distance.data(), int(cache.by_distance.size()), 0, nullptr, FLT_MAX,
+                     plots.by_distance.size() - 1);
+    ImGui::PlotLines("##distance", plots.by_distance.data(), int(plots.by_distance.size()), 0, nullptr, FLT_MAX,
                      FLT_MAX, chart);
     dump_item("rotary score by distance");
-    if (distance < int64_t(cache.by_distance.size())) {
+    if (distance < int64_t(plots.by_distance.size())) {
         const ImVec2 p0 = ImGui::GetItemRectMin(), p1 = ImGui::GetItemRectMax();
-        const float x = p0.x + (p1.x - p0.x) * float(distance) / float(std::max<size_t>(1, cache.by_distance.size() - 1));
+        const float x = p0.x + (p1.x - p0.x) * float(distance) / float(std::max<size_t>(1, plots.by_distance.size() - 1));
         ImGui::GetWindowDrawList()->AddLine({x, p0.y}, {x, p1.y}, IM_COL32(90, 220, 255, 255), 2);
     }
     end_panel();
+}
+
+Figure rotary_figure(const Snapshot& s, const ViewPrefs& v) {
+    using namespace fig;
+    const ModelConfig& cfg = s.model().config();
+    if (cfg.family != Family::Llama) nothing("this model's keys are not rotated (learned positions)");
+    const Shown w = shown_step(s, v);
+    const RotaryShown shown = rotary_shown(s.trace(), w.step, v.layer, v.head, v.sel_query, v.sel_key);
+    const RotaryView rv = rotary_view_of(cfg, shown);
+    // Four charts side by side: short titles, the model named in the first.
+    const std::string at = "step " + std::to_string(w.step) + ", L" + std::to_string(shown.layer) + " H" +
+                           std::to_string(shown.head);
+    std::vector<double> freq, freq_unscaled, angle;
+    for (const RotaryPairView& p : rv.pairs) {
+        freq.push_back(p.inv_freq), freq_unscaled.push_back(p.inv_freq_unscaled), angle.push_back(p.query_angle);
+    }
+    LineChart frequencies{model_name(s) + ", " + at + ": frequency per pair", "pair", "radians per position", {}, true};
+    if (freq != freq_unscaled) frequencies.series.push_back(series("without rope_scaling", 1, freq_unscaled));
+    frequencies.series.push_back(series("as the model turns", 0, freq));
+    LineChart angles{at + ": angles at query position " + std::to_string(shown.query_position), "pair",
+                     "radians (0 .. 2 pi)", {}};
+    angles.series.push_back(series("query at " + std::to_string(shown.query_position), 0, angle));
+    LineChart key{at + ": key at position " + std::to_string(shown.key_position), "dimension", "value", {}};
+    key.series = {series("before rotation", 1, rv.key_unrotated), series("as cached", 0, rv.key_rotated)};
+    LineChart by_distance{at + ": score q.k by distance", "distance", "score", {}};
+    by_distance.series.push_back(series("q . k . scale", 0, rv.score_by_distance));
+    if (rv.scored_distance < int64_t(rv.score_by_distance.size())) {  // where the model scored them
+        const auto [lo, hi] = std::minmax_element(rv.score_by_distance.begin(), rv.score_by_distance.end());
+        by_distance.series.push_back({"scored at distance " + std::to_string(rv.scored_distance), kSeries[1],
+                                      {double(rv.scored_distance), double(rv.scored_distance)}, {*lo, *hi}});
+    }
+    frequencies.markers = angles.markers = rv.pairs.size() <= 32;
+    Figure f;
+    f.name = "rotary_step" + std::to_string(w.step) + "_l" + std::to_string(shown.layer) + "_h" + std::to_string(shown.head) +
+             "_q" + std::to_string(shown.query_position) + "_k" + std::to_string(shown.key_position);
+    f.charts = {frequencies, angles, key, by_distance};
+    return f;
 }
 
 }  // namespace kvscope::gui

@@ -49,28 +49,6 @@ void on_key(GLFWwindow*, int key, int, int action, int) {
         pressed_keys.push_back(key);
 }
 
-void draw_panel(gui::Panel p, gui::PanelContext& c) {
-    using gui::Panel;
-    switch (p) {
-    case Panel::Controls: gui::draw_controls(c); break;
-    case Panel::Heads: gui::draw_heads(c); break;
-    case Panel::Export: gui::draw_export(c); break;
-    case Panel::Timeline: gui::draw_timeline(c); break;
-    case Panel::Model: gui::draw_model(c); break;
-    case Panel::Attention: gui::draw_attention(c); break;
-    case Panel::KvCache: gui::draw_kv_cache(c); break;
-    case Panel::Mask: gui::draw_mask(c); break;
-    case Panel::NextToken: gui::draw_next_token(c); break;
-    case Panel::Compare: gui::draw_compare(c); break;
-    case Panel::Memory: gui::draw_memory(c); break;
-    case Panel::Rotary: gui::draw_rotary(c); break;
-    case Panel::Lens: gui::draw_logit_lens(c); break;
-    case Panel::Quant: gui::draw_kv_quant(c); break;
-    case Panel::Lab: gui::draw_lab(c); break;
-    case Panel::Edits: gui::draw_cache_edits(c); break;
-    }
-}
-
 std::string config_dir() {
     if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/kvscope";
     if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.config/kvscope";
@@ -130,24 +108,17 @@ struct Glfw {
 }  // namespace
 
 namespace gui {
+namespace {
 
-int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
+// The OS window with an OpenGL 3.3 context, sized to fit the screen unless the size was given.
+GLFWwindow* open_window(const Model& model, const WindowOptions& o) {
     int width = o.width, height = o.height;
-    const bool scripted = o.scripted;
-    const std::vector<ScriptLine>& script = o.script;
-    const std::string& script_path = o.script_path;
-    const std::string& screenshot = o.screenshot;
-    const std::string& layout_dump = o.layout_dump;
-
-    glfwSetErrorCallback(on_glfw_error);
-    if (!glfwInit()) throw UsageError("cannot open a window (" + glfw_error + "); try xvfb-run or the CLI: kvscope generate");
-    Glfw glfw_guard;
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
     glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-    if (scripted) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
-    if (!scripted && !o.size_given)
+    if (o.scripted) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
+    if (!o.scripted && !o.size_given)
         if (GLFWmonitor* mon = glfwGetPrimaryMonitor()) {
             int x = 0, y = 0, w = 0, h = 0;
             glfwGetMonitorWorkarea(mon, &x, &y, &w, &h);
@@ -156,18 +127,22 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                 height = std::min(height, int(h * 0.92));
             }
         }
-    const std::string title = "kvscope - " + model->dir();
+    const std::string title = "kvscope - " + model.dir();
     GLFWwindow* window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
     if (!window) throw LoadError("OpenGL 3.3 window", glfw_error, "needs an OpenGL 3.3 driver (Mesa llvmpipe works under Xvfb)");
     glfwMakeContextCurrent(window);
-    glfwSwapInterval(scripted ? 0 : 1);
+    glfwSwapInterval(o.scripted ? 0 : 1);
     glfwSetDropCallback(window, on_drop);
     glfwSetKeyCallback(window, on_key);  // before ImGui's backend, which chains to it
+    return window;
+}
 
+// ImGui on the window: the user's layout file (none when scripted), the font and style at the screen's
+// scale, the backends and the heatmap shaders.
+void start_imgui(GLFWwindow* window, bool scripted, std::string& ini_path) {
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
-    std::string ini_path;
     if (scripted) {
         io.IniFilename = nullptr;  // screenshots always show the first-start layout
     } else if (std::string dir = config_dir(); !dir.empty()) {
@@ -190,6 +165,207 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         glfwDestroyWindow(window);
         throw LoadError(shaders_dir(), Gl::error(), "the heatmap shaders ship in the source tree's shaders/ folder");
     }
+}
+
+void write_layout_state(const std::string& path, const Snapshot& snap, const ViewPrefs& prefs, const Controller& ctl,
+                        bool idle) {
+    // Rewritten only when a rectangle moved; the step count tells tests the frame caught up.
+    const StepRecord* shown = viewed_step(snap, prefs);
+    const Inputs in = ctl.inputs();
+    write_layout_dump(path, {{"steps", snap.trace().size()},
+                             {"idle", idle},
+                             {"turns", snap.turns.size()},
+                             {"errors", snap.n_errors},
+                             {"cache_on", snap.options().use_cache},
+                             {"layer", prefs.layer},
+                             {"head", prefs.head},
+                             {"zoom", prefs.zoom},  // the attention map's, and its pan centre in uv
+                             {"zoom_center", {prefs.center.x, prefs.center.y}},
+                             {"shown_step", shown ? int64_t(shown->id.index) : int64_t(-1)},
+                             {"frames", ImGui::GetFrameCount()},
+                             {"status", snap.status},
+                             {"prompt", in.prompt},
+                             {"source", in.source},
+                             {"attention", attention_kind_name(prefs.attention)},
+                             {"chunk", snap.options().prefill_chunk},
+                             {"window", snap.options().window},
+                             {"max_new_tokens", snap.options().max_new_tokens},
+                             {"pending_options", pending_options(prefs, snap)},
+                             {"problem", {{"place", place_name(snap.problem.place)},
+                                          {"text", snap.problem.text},
+                                          {"shown", snap.problem.id != 0 && snap.problem.id != prefs.dismissed_problem}}},
+                             {"last_export", snap.last_export},
+                             {"eviction", eviction_policy_name(snap.options().eviction.kind)},
+                             {"kv_budget", snap.options().eviction.budget}});
+}
+
+// A script's progress through its lines: which line the worker is applying, the frames to draw before
+// the next, and a `measure` in progress. Each step returns false when the script stops (exit_code set).
+struct ScriptRun {
+    const WindowOptions& o;
+    size_t next_line = 0;
+    int64_t pending = -1;          // script line whose intents the worker is applying
+    uint64_t pending_errors = 0;   // Snapshot::n_errors before that line
+    uint64_t expected_errors = 0;  // Snapshot::n_errors after the last `expect-error` line failed as expected
+    ScriptEffect pending_fx;
+    int wait_frames = 2, measure_left = 0, measure_total = 0, warmup = 0;
+    std::vector<double> frame_ms, work_ms;
+    int exit_code = 0;
+
+    bool done() const { return next_line >= o.script.size() && pending < 0 && wait_frames == 0 && measure_left == 0; }
+
+    // The pending line once the worker applied it (or it runs in the background): its error, if any.
+    bool finish_line(const Snapshot& snap, bool idle) {
+        if (pending < 0 || !(idle || pending_fx.background || !pending_fx.pushed)) return true;
+        const ScriptLine& l = o.script[size_t(pending)];
+        const bool failed = pending_fx.pushed && !pending_fx.background && snap.n_errors != pending_errors;
+        if (l.expect_error && !failed) {
+            std::fprintf(stderr, "error: %s:%d: %s: expected it to fail, it did not\n", o.script_path.c_str(), l.line,
+                         l.words[0].c_str());
+            exit_code = 2;
+            return false;
+        }
+        if (failed && l.expect_error) expected_errors = snap.n_errors;
+        if (failed && !l.expect_error) {
+            std::fprintf(stderr, "error: %s:%d: %s: %s\n", o.script_path.c_str(), l.line, l.words[0].c_str(),
+                         snap.status.c_str());
+            exit_code = 2;
+            return false;
+        }
+        // After the last line a few frames more: scrollbars and wrapped text settle a frame late.
+        wait_frames = std::max(next_line >= o.script.size() ? 3 : 1, pending_fx.frames);
+        if (pending_fx.measure > 0) {
+            warmup = 2;  // the first frames compute maps and upload textures
+            measure_left = measure_total = pending_fx.measure;
+            frame_ms.clear();
+            work_ms.clear();
+        }
+        pending = -1;
+        return true;
+    }
+
+    // The next line once the previous one is done and drawn.
+    bool start_line(Controller& ctl, const Snapshot& snap, ViewPrefs& prefs) {
+        if (pending >= 0 || wait_frames != 0 || measure_left != 0 || next_line >= o.script.size()) return true;
+        try {
+            pending_errors = snap.n_errors;
+            pending_fx = apply_script_line(o.script[next_line], ctl, snap, prefs);
+            pending_fx.background = o.script[next_line].background;
+            pending = int64_t(next_line);
+        } catch (const UsageError& e) {
+            std::string what = e.what();  // "line N: ..." -> "FILE:N: ..."
+            if (what.rfind("line ", 0) == 0) what = what.substr(5);
+            std::fprintf(stderr, "error: %s:%s\n", o.script_path.c_str(), what.c_str());
+            exit_code = 2;
+            return false;
+        }
+        ++next_line;
+        return true;
+    }
+
+    // `measure N`: this frame's times (from t0, the frame's start, and frame_start, the previous swap).
+    void measure(const MapCache& maps, const Controller& ctl, double t0, double frame_start) {
+        if (measure_left <= 0) return;
+        Gl::finish();
+        const double t1 = now_s();
+        if (warmup > 0 || maps.incomplete()) {
+            if (!maps.incomplete()) --warmup;  // measure frames that draw every map
+            return;
+        }
+        work_ms.push_back((t1 - t0) * 1e3);
+        frame_ms.push_back((t1 - frame_start) * 1e3);
+        if (--measure_left > 0) return;
+        auto mean = [](const std::vector<double>& v) {
+            double s = 0;
+            for (double x : v) s += x;
+            return s / double(v.size());
+        };
+        std::vector<double> sorted = frame_ms;
+        std::sort(sorted.begin(), sorted.end());
+        const double m = mean(frame_ms);
+        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms, "
+                    "map textures %.1f MB%s\n",
+                    measure_total, m, 1000.0 / m, sorted[size_t(double(sorted.size() - 1) * 0.95)],
+                    mean(work_ms), double(maps.tile_bytes()) / (1 << 20),
+                    ctl.busy() ? " (worker still busy at the end)" : "");
+        std::fflush(stdout);
+    }
+
+    // After the last line: the screenshot, and the status line's error unless the script expected it.
+    void finish(const Snapshot& snap, int fb_w, int fb_h) {
+        if (!o.screenshot.empty()) {
+            const std::vector<uint8_t> rgba = Gl::read_framebuffer(fb_w, fb_h);
+            if (!write_png(o.screenshot, fb_w, fb_h, rgba)) {
+                std::fprintf(stderr, "error: cannot write %s\n", o.screenshot.c_str());
+                exit_code = 1;
+            }
+        }
+        if (snap.status_error && snap.n_errors != expected_errors) {
+            std::fprintf(stderr, "error: %s\n", snap.status.c_str());
+            exit_code = exit_code ? exit_code : 2;
+        }
+    }
+};
+
+// Until the next frame: input, or the worker's next publish. Busy, the frame rate stays up for the
+// progress indicator; idle, the loop sleeps.
+void wait_for_frame(bool scripted, bool busy, bool measuring, const MapCache& maps, double frame_begin) {
+    if (scripted) {
+        glfwPollEvents();
+        // Waiting for the worker (a long prefill): ten frames a second, so the drawing does not take the
+        // worker's core (a full frame costs llvmpipe ~20 ms); `measure` draws flat out.
+        if (busy && !measuring)
+            glfwWaitEventsTimeout(std::max(0.002, 1.0 / 10 - (now_s() - frame_begin)));
+        else if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
+    }
+    else if (busy || maps.incomplete())
+        // Keep the progress ticking at about 40 fps, sleeping only what is left of the frame budget
+        // (the rest of the machine belongs to the worker).
+        glfwWaitEventsTimeout(std::max(0.002, 1.0 / 40 - (now_s() - frame_begin)));
+    else glfwWaitEventsTimeout(0.25);  // idle: sleep until input, but keep tooltips alive
+}
+
+// One frame of every panel, drawn into the back buffer; returns the framebuffer's size.
+void draw_frame(GLFWwindow* window, Controller& ctl, const Snapshot& snap, const Progress& progress, ViewPrefs& prefs,
+                MapCache& maps, bool scripted, int& fb_w, int& fb_h) {
+    ImGuiIO& io = ImGui::GetIO();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    if (scripted) io.MousePos = {-FLT_MAX, -FLT_MAX};  // no stray hover tooltips in screenshots
+    ImGui::NewFrame();
+    Gl::begin_frame();
+    maps.begin_frame();
+    // Keys never wait for the worker: each press queues its intent in order (a step pressed during a
+    // run follows it; step back and reset end it). Typing in a text box keeps its keys.
+    if (!io.WantTextInput)
+        for (int key : pressed_keys)
+            ctl.push(key == GLFW_KEY_SPACE ? Command(Step{}) : key == GLFW_KEY_BACKSPACE ? Command(Back{1}) : Command(Reset{}));
+    pressed_keys.clear();
+    begin_dump_frame();
+    PanelContext pc{ctl, snap, progress, prefs, maps, io.DisplaySize};
+    for (const Slot& slot : arrange_panels(io.DisplaySize, !snap.pool_views.empty())) {
+        begin_slot(slot);
+        for (Panel p : slot.panels) panel_module(p).draw(pc);
+        end_slot();
+    }
+    ImGui::Render();
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.08f, 0.08f, 0.09f, 1);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+}
+
+}  // namespace
+
+int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
+    const bool scripted = o.scripted;
+    glfwSetErrorCallback(on_glfw_error);
+    if (!glfwInit()) throw UsageError("cannot open a window (" + glfw_error + "); try xvfb-run or the CLI: kvscope generate");
+    Glfw glfw_guard;
+    GLFWwindow* window = open_window(*model, o);
+    std::string ini_path;
+    start_imgui(window, scripted, ini_path);
 
     SessionOptions options;  // max_new_tokens: the same default as `kvscope generate` (SessionOptions)
     options.n_top = 10;
@@ -203,32 +379,11 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             ctl.push(SetPrompt{"Tom saw the cookie at school. Tom saw the"});  // a repeat: the induction head shows
         }
         uint64_t generation = ctl.snapshot()->generation;
-        size_t next_line = 0;
-        int64_t pending = -1;          // script line whose intents the worker is applying
-        uint64_t pending_errors = 0;   // Snapshot::n_errors before that line
-        uint64_t expected_errors = 0;  // Snapshot::n_errors after the last `expect-error` line failed as expected
-        ScriptEffect pending_fx;
-        int wait_frames = 2, measure_left = 0, measure_total = 0, warmup = 0;
-        std::vector<double> frame_ms, work_ms;
+        ScriptRun run{o};
         double frame_start = now_s();
-        std::string last_dump;
-
         double frame_begin = now_s();
         while (!glfwWindowShouldClose(window)) {
-            const bool was_busy = ctl.busy();
-            if (scripted) {
-                glfwPollEvents();
-                // Waiting for the worker (a long prefill): ten frames a second, so the drawing does not take the
-                // worker's core (a full frame costs llvmpipe ~20 ms); `measure` draws flat out.
-                if (was_busy && measure_left == 0)
-                    glfwWaitEventsTimeout(std::max(0.002, 1.0 / 10 - (now_s() - frame_begin)));
-                else if (maps.incomplete()) glfwWaitEventsTimeout(0.01);  // leave the cores to the map threads
-            }
-            else if (was_busy || maps.incomplete())
-                // Keep the progress ticking at about 40 fps, sleeping only what is left of the frame budget
-                // (the rest of the machine belongs to the worker).
-                glfwWaitEventsTimeout(std::max(0.002, 1.0 / 40 - (now_s() - frame_begin)));
-            else glfwWaitEventsTimeout(0.25);  // idle: sleep until input, but keep tooltips alive
+            wait_for_frame(scripted, ctl.busy(), run.measure_left > 0, maps, frame_begin);
             for (const std::string& path : dropped) ctl.push(LoadModel{path});
             dropped.clear();
 
@@ -236,49 +391,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             const bool idle = !ctl.busy();
             const std::shared_ptr<const Snapshot> snap = ctl.snapshot();
             const gui::Progress progress = ctl.progress();
-
-            if (scripted && pending >= 0 && (idle || pending_fx.background || !pending_fx.pushed)) {
-                const ScriptLine& l = script[size_t(pending)];
-                const bool failed = pending_fx.pushed && !pending_fx.background && snap->n_errors != pending_errors;
-                if (l.expect_error && !failed) {
-                    std::fprintf(stderr, "error: %s:%d: %s: expected it to fail, it did not\n", script_path.c_str(), l.line,
-                                 l.words[0].c_str());
-                    exit_code = 2;
-                    break;
-                }
-                if (failed && l.expect_error) expected_errors = snap->n_errors;
-                if (failed && !l.expect_error) {
-                    std::fprintf(stderr, "error: %s:%d: %s: %s\n", script_path.c_str(), l.line, l.words[0].c_str(),
-                                 snap->status.c_str());
-                    exit_code = 2;
-                    break;
-                }
-                // After the last line a few frames more: scrollbars and wrapped text settle a frame late.
-                wait_frames = std::max(next_line >= script.size() ? 3 : 1, pending_fx.frames);
-                if (pending_fx.measure > 0) {
-                    warmup = 2;  // the first frames compute maps and upload textures
-                    measure_left = measure_total = pending_fx.measure;
-                    frame_ms.clear();
-                    work_ms.clear();
-                }
-                pending = -1;
-            }
-            // Scripted mode: the next line once the previous one is done and drawn.
-            if (scripted && pending < 0 && wait_frames == 0 && measure_left == 0 && next_line < script.size()) {
-                try {
-                    pending_errors = snap->n_errors;
-                    pending_fx = apply_script_line(script[next_line], ctl, *snap, prefs);
-                    pending_fx.background = script[next_line].background;
-                    pending = int64_t(next_line);
-                } catch (const UsageError& e) {
-                    std::string what = e.what();  // "line N: ..." -> "FILE:N: ..."
-                    if (what.rfind("line ", 0) == 0) what = what.substr(5);
-                    std::fprintf(stderr, "error: %s:%s\n", script_path.c_str(), what.c_str());
-                    exit_code = 2;
-                    break;
-                }
-                ++next_line;
-            }
+            if (scripted && !(run.finish_line(*snap, idle) && run.start_line(ctl, *snap, prefs))) break;
             if (snap->generation != generation) {
                 maps.clear();
                 generation = snap->generation;
@@ -289,109 +402,20 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
 
             const double t0 = now_s();
             frame_begin = t0;
-            ImGui_ImplOpenGL3_NewFrame();
-            ImGui_ImplGlfw_NewFrame();
-            if (scripted) io.MousePos = {-FLT_MAX, -FLT_MAX};  // no stray hover tooltips in screenshots
-            ImGui::NewFrame();
-            Gl::begin_frame();
-            maps.begin_frame();
-            // Keys never wait for the worker: each press queues its intent in order (a step pressed during a
-            // run follows it; step back and reset end it). Typing in a text box keeps its keys.
-            if (!io.WantTextInput)
-                for (int key : pressed_keys)
-                    ctl.push(key == GLFW_KEY_SPACE ? Command(Step{}) : key == GLFW_KEY_BACKSPACE ? Command(Back{1}) : Command(Reset{}));
-            pressed_keys.clear();
-            begin_dump_frame();
-            PanelContext pc{ctl, *snap, progress, prefs, maps, io.DisplaySize};
-            for (const Slot& slot : arrange_panels(io.DisplaySize, !snap->pool_views.empty())) {
-                begin_slot(slot);
-                for (Panel p : slot.panels) draw_panel(p, pc);
-                end_slot();
-            }
-            ImGui::Render();
             int fb_w = 0, fb_h = 0;
-            glfwGetFramebufferSize(window, &fb_w, &fb_h);
-            glViewport(0, 0, fb_w, fb_h);
-            glClearColor(0.08f, 0.08f, 0.09f, 1);
-            glClear(GL_COLOR_BUFFER_BIT);
-            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-            if (!layout_dump.empty()) {
-                // Rewritten only when a rectangle moved; the step count tells tests the frame caught up.
-                const StepRecord* shown = viewed_step(*snap, prefs);
-                const Inputs in = ctl.inputs();
-                write_layout_dump(layout_dump, {{"steps", snap->trace().size()},
-                                                {"idle", idle},
-                                                {"turns", snap->turns.size()},
-                                                {"errors", snap->n_errors},
-                                                {"cache_on", snap->options().use_cache},
-                                                {"layer", prefs.layer},
-                                                {"head", prefs.head},
-                                                {"zoom", prefs.zoom},  // the attention map's, and its pan centre in uv
-                                                {"zoom_center", {prefs.center.x, prefs.center.y}},
-                                                {"shown_step", shown ? int64_t(shown->id.index) : int64_t(-1)},
-                                                {"frames", ImGui::GetFrameCount()},
-                                                {"status", snap->status},
-                                                {"prompt", in.prompt},
-                                                {"source", in.source},
-                                                {"attention", attention_kind_name(prefs.attention)},
-                                                {"chunk", snap->options().prefill_chunk},
-                                                {"window", snap->options().window},
-                                                {"max_new_tokens", snap->options().max_new_tokens},
-                                                {"pending_options", pending_options(prefs, *snap)},
-                                                {"problem", {{"place", place_name(snap->problem.place)},
-                                                             {"text", snap->problem.text},
-                                                             {"shown", snap->problem.id != 0 && snap->problem.id != prefs.dismissed_problem}}},
-                                                {"last_export", snap->last_export},
-                                                {"eviction", eviction_policy_name(snap->options().eviction.kind)},
-                                                {"kv_budget", snap->options().eviction.budget}});
-            }
-
-            if (measure_left > 0) {
-                Gl::finish();
-                const double t1 = now_s();
-                if (warmup > 0 || maps.incomplete()) {
-                    if (!maps.incomplete()) --warmup;  // measure frames that draw every map
-                } else {
-                    work_ms.push_back((t1 - t0) * 1e3);
-                    frame_ms.push_back((t1 - frame_start) * 1e3);
-                    if (--measure_left == 0) {
-                        auto mean = [](const std::vector<double>& v) {
-                            double s = 0;
-                            for (double x : v) s += x;
-                            return s / double(v.size());
-                        };
-                        std::vector<double> sorted = frame_ms;
-                        std::sort(sorted.begin(), sorted.end());
-                        const double m = mean(frame_ms);
-                        std::printf("frames %d: mean frame %.2f ms (%.1f fps), p95 %.2f ms, draw+render %.2f ms, "
-                                    "map textures %.1f MB%s\n",
-                                    measure_total, m, 1000.0 / m, sorted[size_t(double(sorted.size() - 1) * 0.95)],
-                                    mean(work_ms), double(maps.tile_bytes()) / (1 << 20),
-                                    ctl.busy() ? " (worker still busy at the end)" : "");
-                        std::fflush(stdout);
-                    }
-                }
-            }
+            draw_frame(window, ctl, *snap, progress, prefs, maps, scripted, fb_w, fb_h);
+            if (!o.layout_dump.empty()) write_layout_state(o.layout_dump, *snap, prefs, ctl, idle);
+            run.measure(maps, ctl, t0, frame_start);
             // Script lines and the screenshot wait for frames whose maps were all ready (reproducible pictures).
-            if (scripted && wait_frames > 0 && pending < 0 && !maps.incomplete()) --wait_frames;
-            if (scripted && next_line >= script.size() && pending < 0 && wait_frames == 0 && measure_left == 0 && idle &&
-                !maps.incomplete()) {
-                if (!screenshot.empty()) {
-                    const std::vector<uint8_t> rgba = Gl::read_framebuffer(fb_w, fb_h);
-                    if (!write_png(screenshot, fb_w, fb_h, rgba)) {
-                        std::fprintf(stderr, "error: cannot write %s\n", screenshot.c_str());
-                        exit_code = 1;
-                    }
-                }
-                if (snap->status_error && snap->n_errors != expected_errors) {
-                    std::fprintf(stderr, "error: %s\n", snap->status.c_str());
-                    exit_code = exit_code ? exit_code : 2;
-                }
+            if (scripted && run.wait_frames > 0 && run.pending < 0 && !maps.incomplete()) --run.wait_frames;
+            if (scripted && run.done() && idle && !maps.incomplete()) {
+                run.finish(*snap, fb_w, fb_h);
                 break;
             }
             frame_start = now_s();
             glfwSwapBuffers(window);
         }
+        exit_code = run.exit_code;
         // The controller's destructor waits for a step in progress: close the window at once meanwhile.
         glfwHideWindow(window);
         maps.clear();

@@ -47,7 +47,9 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
         {"intermediate_size", false, std::to_string(c.n_inner), "F=" + std::to_string(c.n_inner),
          "gated MLP: down_proj(" + act + "(gate_proj x) * up_proj x)", true},
         {"rms_norm_eps", false, number_text(c.layer_norm_epsilon), "RMSNorm",
-         "RMSNorm: x / sqrt(mean(x^2) + eps), then times the weight; no mean, no bias", true},
+         std::string("RMSNorm: x / sqrt(mean(x^2) + eps), then times ") +
+             (c.norm_plus_one ? "(1 + weight)" : "the weight") + "; no mean, no bias",
+         true},
         {"rope_theta", false, number_text(c.rope.theta), "RoPE " + number_text(c.rope.theta),
          "rotary positions: q and k rotated (rotate-half pairs i, i + D/2); the cache holds rotated keys", true},
         {"rope_scaling", false, rope_kind, rope_kind,

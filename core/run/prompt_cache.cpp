@@ -352,7 +352,7 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
         throw UsageError("write_prompt_cache: the cache's shape (L=" + std::to_string(L) + " H=" + std::to_string(H) +
                          " D=" + std::to_string(D) + ") is not the model's");
     if (cache.quantized())  // the file holds float32 rows; reloading would quantize their dequantization again
-        throw UsageError("write_prompt_cache: the cache stores packed " + std::string(to_string(cache.quant().format)) +
+        throw UsageError("write_prompt_cache: the cache stores packed " + std::string(to_string(cache.format().quant().format)) +
                          " rows; prompt cache files hold float32 or bfloat16 rows");
     if (cache.bf16() != (fp.kv_format == "bf16"))
         throw UsageError("write_prompt_cache: the cache stores " + std::string(cache.bf16() ? "bf16" : "f32") +

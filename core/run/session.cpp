@@ -132,7 +132,7 @@ int64_t Session::chunk_capacity(int64_t n_total, int64_t chunk) const {
 void Session::fit_turn(int64_t n_total, int64_t chunk) {
     if (cache_.paged()) {
         const int64_t B = options_.block_size, blocks = pool_blocks_for(n_total, B);
-        std::shared_ptr<BlockPool> pool = cache_.share_pool();
+        std::shared_ptr<BlockPool> pool = cache_.pages().share_pool();
         if (shared_pool_ && window_ == 0) {
             // Other sequences draw on the same blocks: this turn may only take what is free now. (With a
             // window, blocks that leave it return to the pool as the turn runs: each step checks then.)
@@ -301,7 +301,7 @@ void Session::evict_after(Pending& p) {
     policy_.decide(cache_, prompt_done, p.evictions);
     for (const EvictionEvent& e : p.evictions) cache_.evict(e.layer, e.kv_head, e.position);
     // The block the step began writing into is not held by its checkpoint: it stays mapped until a later step.
-    const int64_t B = cache_.block_size();
+    const int64_t B = cache_.pages().block_size();
     const int64_t started = first - p.n_adopted;  // where the step's checkpoint was taken
     cache_.return_evicted_blocks(B > 0 && options_.history && started % B != 0 ? started / B : -1);
     if (options_.history) undo_.back().evictions = p.evictions;
@@ -393,7 +393,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     id.tokens.assign(p.tokens.begin(), p.tokens.end());  // before generated_ grows under the span
     id.window = window_;
     id.sinks = cache_.sinks();
-    id.sink_positions = cache_.sink_positions();
+    id.sink_positions = cache_.visibility().sink_positions;
     id.turn = int64_t(turns_.size()) - 1;
     id.shift_cache_hidden_pairs =
         shift_cache_hidden_pairs(id.first_position, int64_t(id.tokens.size()), window_);

@@ -228,7 +228,7 @@ GroupMemory SessionGroup::memory() const {
     if (!sessions_.empty()) {
         const KvCache& c = sessions_.front()->cache();
         m.bytes_per_position = c.bytes_per_position();
-        m.kv_format = c.quantized() ? to_string(c.quant().format) : c.bf16() ? "bf16" : "f32";
+        m.kv_format = c.quantized() ? to_string(c.format().quant().format) : c.bf16() ? "bf16" : "f32";
     }
     for (const auto& s : sessions_) {
         m.positions += s->cache().next_position();

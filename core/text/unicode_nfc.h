@@ -5,7 +5,7 @@
 //   to_nfc(text)               NFC of UTF-8 text; invalid bytes pass through unchanged and block
 //                              composition across them
 //   unicode_nfc_version()      Unicode version of the tables (core/text/unicode_nfc_tables.inc, generated
-//                              by tools/gen_unicode_nfc.py; do not edit them)
+//                              by tools/gen_unicode_nfc.js; do not edit them)
 #include <string>
 #include <string_view>
 

@@ -4,7 +4,7 @@
 kvscope generate --evict POLICY --trace DIR writes, per step, every (layer, head)'s attention weights
 (weights.npy: the numbers the forward pass used, 0 for evicted keys) and the evictions the policy made
 (meta.json "eviction"). This script replays the policy from those weights alone with the rules of
-tools/eviction_reference.py (sums in float64 in query, then head order, as README "Eviction under a
+tests/reference/eviction_reference.py (sums in float64 in query, then head order, as README "Eviction under a
 budget" states) and demands the same evicted positions, in every layer and K/V head, at every step, with
 the same deciding scores; it also checks that an evicted key gets weight 0 from every later query.
 assets/llama-gqa has 4 query heads on 2 K/V heads, so the group sums are exercised.
@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import eviction_reference as ref  # noqa: E402
 
 MODEL = os.path.join(HERE, "..", "..", "assets", "llama-gqa")

@@ -12,11 +12,10 @@ box with the session unchanged.
 """
 import json
 import os
-import subprocess
 
 import numpy as np
 
-from scripted import arguments, fail, window
+from guitest import arguments, error_lines, fail, script, window
 
 PROMPT = "The cat sat on the mat"
 POS = 2
@@ -87,12 +86,9 @@ def main():
 
     # Bad edits. Without expect-error: one line, non-zero exit.
     for bad, words in (("evict 99", "position 99"), ("evict 1 7", "layer 7"), ("restore 1", "not evicted")):
-        script = os.path.join(a.work, "bad.txt")
-        with open(script, "w") as f:
-            f.write("prompt %s\nstep\n%s\n" % (PROMPT, bad))
-        p = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1380x820x24", a.kvscope, "gui", "--model", model,
-                            "--script", script, "--size", "1280x720"], capture_output=True, text=True, timeout=240)
-        lines = [l for l in p.stderr.splitlines() if l.strip() and not l.startswith("xvfb-run:")]
+        p = script(a.kvscope, a.work, "bad", ["prompt " + PROMPT, "step", bad], (1280, 720), model=model, dump=False, shot=False,
+                   expect_ok=False)
+        lines = error_lines(p)
         if p.returncode == 0 or len(lines) != 1 or words not in lines[0]:
             fail("%r: exit %d, stderr %r (expected one line naming %r)" % (bad, p.returncode, p.stderr, words))
     # Under expect-error: the tab's problem box says why, the next step is the unedited one.

@@ -6,15 +6,13 @@ Type a prompt, click "Prefill step", click the "Cache edits" tab, click the posi
 scripted window shows for `evict 2` (which gui.cache_edits checks against numpy). "Restore" of position 0,
 which is not evicted, shows the refusal in the tab's problem box and leaves the edit alone. "Step back"
 undoes the edit: no pending edit, still one step.
-Needs what check_input.py needs (its App drives the window).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
-from scripted import window  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail, window
 
 PROMPT = "The cat sat on the mat"
 
@@ -74,4 +72,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

@@ -18,10 +18,9 @@ and the marks and rows stay those of the three turns. Step back across a turn bo
 """
 import json
 import os
-import subprocess
 import sys
 
-from scripted import arguments, fail, run, window
+from guitest import arguments, fail, run, window
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "cli")))

@@ -5,7 +5,7 @@ tests/cli/check_chat.py builds it) driven by xdotool.
 Type a message into the Controls panel's chat box and press Enter; the reply runs to its end. Type a
 second one (the box keeps the focus) and press Enter. The timeline's turn marks (user k / assistant k)
 then sit where `kvscope chat --json` on the same folder and messages puts each turn: first_position and
-first_position + tokens_appended, and the conversation shows the messages as typed and the CLI's replies. Needs what check_input.py needs (its App drives the window).
+first_position + tokens_appended, and the conversation shows the messages as typed and the CLI's replies. Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
@@ -13,9 +13,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "cli")))
-from check_input import App, assets_test_main, fail  # noqa: E402
+from guitest import App, input_main, fail  # noqa: E402
 from check_chat import make_chat_folder  # noqa: E402
 
 MESSAGES = ["Hello there", "What is a cat?"]
@@ -59,4 +58,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

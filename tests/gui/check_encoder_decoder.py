@@ -20,15 +20,13 @@ check what the Attention and KV cache panels show against computations that do n
 Needs xvfb-run, /usr/bin/python3 with numpy, PIL and torch (python3-torch). Usage:
   check_encoder_decoder.py --kvscope BUILD/app/kvscope --assets REPO/assets --work DIR
 """
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
-from PIL import Image
+
+from guitest import arguments, error_lines, fail, read_json, read_png, run, script, skip
 
 SOURCE = "the cat sat on the mat"
 DEFAULT_SOURCE = "the cat sat on the mat"  # kDefaultSource in app/gui/commands.h
@@ -36,37 +34,6 @@ PROMPT = "le"
 N_DECODE = 3                               # decode steps after the prefill
 LAYER, HEAD = 1, 2
 W, H = 1600, 1000
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def run(cmd, expect_ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if expect_ok and p.returncode != 0:
-        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
-    return p
-
-
-def gui(kvscope, work, name, model, lines, layout_dump=None):
-    script = os.path.join(work, name + ".txt")
-    with open(script, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    shot = os.path.join(work, name + ".png")
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), kvscope, "gui", "--model", model,
-           "--script", script, "--screenshot", shot, "--size", "%dx%d" % (W, H)]
-    if layout_dump:
-        cmd += ["--layout-dump", layout_dump]
-    return run(cmd), shot
-
-
-def load_json(path):
-    if not os.path.exists(path):
-        fail("the GUI did not write %s" % path)
-    with open(path) as f:
-        return json.load(f)
 
 
 def check_map(name, got, want, tol):
@@ -99,29 +66,20 @@ def reference(assets, work, source, prompt, n_new):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if not shutil.which("xvfb-run"):
-        print("SKIP: xvfb-run not found (apt install xvfb)")
-        return 0
+    a = arguments()
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("SKIP: torch not found for /usr/bin/python3 (apt install python3-torch)")
-        return 0
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+        skip("torch not found for /usr/bin/python3 (apt install python3-torch)")
     ed_model = os.path.join(a.assets, "encoder-decoder")
     w = lambda name: os.path.join(a.work, name)  # noqa: E731
 
     # A. The picker's LoadModel intent, then stepping with nothing typed.
     print("A. load the encoder-decoder from the default model, step at once:")
-    gui(a.kvscope, a.work, "load", os.path.join(a.assets, "default"),
-        ["model " + ed_model, "prefill", "decode 1", "attention cross", "attention-json " + w("load_cross.json")])
-    m = load_json(w("load_cross.json"))
+    script(a.kvscope, a.work, "load", ["model " + ed_model, "prefill", "decode 1", "attention cross",
+                                       "attention-json " + w("load_cross.json")], (W, H), model=os.path.join(a.assets, "default"),
+           dump=False)
+    m = read_json(w("load_cross.json"))
     info, _, _ = reference(a.assets, a.work, DEFAULT_SOURCE, "", 2)
     if m["key_ids"] != info["source_ids"]:
         fail("default source: the cross map's columns are %s, the reference tokenizes '%s' as %s"
@@ -135,15 +93,15 @@ def main():
 
     # B. A typed source and prompt; the maps the panel shows.
     print("B. source '%s', prompt '%s', prefill + %d decode steps:" % (SOURCE, PROMPT, N_DECODE))
-    dump = w("layout.json")
-    _, shot = gui(a.kvscope, a.work, "main", ed_model, [
+    dump, shot = w("main.json"), w("main.png")
+    script(a.kvscope, a.work, "main", [
         "source " + SOURCE, "prompt " + PROMPT, "prefill", "decode %d" % N_DECODE,
         "layer %d" % LAYER, "head %d" % HEAD, "attention cross", "attention-json " + w("cross_last.json"),
         "show-step 0", "attention-json " + w("cross_first.json"),
         "attention encoder", "layer 0", "attention-json " + w("encoder_l0.json"),
         "layer 1", "attention-json " + w("encoder_l1.json"),
         "view all-heads", "frames 2", "view one-head", "layer %d" % LAYER,
-        "attention cross", "show-step newest"], layout_dump=dump)
+        "attention cross", "show-step newest"], (W, H), model=ed_model)
 
     trace = w("trace")
     run([a.kvscope, "generate", "--model", ed_model, "--source", SOURCE, "--prompt", PROMPT,
@@ -158,7 +116,7 @@ def main():
 
     tag = "cross_l%02d_h%02d_weights.npy" % (LAYER, HEAD)
     for name, step in (("cross_first.json", 0), ("cross_last.json", N_DECODE)):
-        m = load_json(w(name))
+        m = read_json(w(name))
         if m["kind"] != "cross" or m["step"] != step or (m["layer"], m["head"]) != (LAYER, HEAD):
             fail("%s: shows %s step %d layer %d head %d" % (name, m["kind"], m["step"], m["layer"], m["head"]))
         if m["n_key"] != S or m["key_ids"] != source_ids or m["key_positions"] != list(range(S)):
@@ -176,7 +134,7 @@ def main():
                   ref_cross[LAYER, HEAD, q[0]:q[-1] + 1, :].astype(np.float64), 1e-4)
 
     for il in (0, 1):
-        m = load_json(w("encoder_l%d.json" % il))
+        m = read_json(w("encoder_l%d.json" % il))
         if m["kind"] != "encoder" or (m["n_query"], m["n_key"]) != (S, S) or m["key_ids"] != source_ids:
             fail("encoder map layer %d: %s %dx%d, expected encoder %dx%d over the source" % (il, m["kind"], m["n_query"], m["n_key"], S, S))
         check_map("encoder l%d h%d vs reference encoder attention" % (il, HEAD), m["weights"], ref_encoder[il][HEAD], 1e-4)
@@ -184,8 +142,8 @@ def main():
                   np.load(os.path.join(trace, "step_0000", "encoder_l%02d_h%02d_weights.npy" % (il, HEAD))).astype(np.float64), 1e-6)
 
     # What was drawn: the widgets of both caches, the source box, the start chip, the timeline note.
-    widgets = load_json(dump)["widgets"]
-    state = load_json(dump)["state"]
+    widgets = read_json(dump)["widgets"]
+    state = read_json(dump)["state"]
     if state["steps"] != N_DECODE + 1 or state["attention"] != "cross" or state["source"] != SOURCE:
         fail("layout dump state %s" % state)
     kv = widgets.get("KV cache")
@@ -198,19 +156,16 @@ def main():
         r = widgets[name]
         if not (kv[0] <= r[0] and r[2] <= kv[2] and kv[1] <= r[1] and r[3] <= kv[3]):
             fail("'%s' %s lies outside the KV cache panel %s" % (name, r, kv))
-    img = np.asarray(Image.open(shot).convert("RGB"))
+    img = read_png(shot)
     if img.shape != (H, W, 3) or np.unique(img.reshape(-1, 3), axis=0).shape[0] < 1000:
         fail("screenshot %s looks blank or has the wrong size" % shot)
     print("  drawn: source box, start chip, self + cross cache (K, V) inside the KV cache panel, encoder note; %s" % shot)
 
     # C. A source for a decoder-only model: one error line.
     print("C. source on a decoder-only model:")
-    bad = w("bad.txt")
-    with open(bad, "w") as f:
-        f.write("source hello\n")
-    p = run(["xvfb-run", "-a", "-s", "-screen 0 800x600x24", a.kvscope, "gui", "--model", os.path.join(a.assets, "default"), "--script", bad,
-             "--screenshot", w("bad.png")], expect_ok=False)
-    lines = [l for l in p.stderr.splitlines() if l.strip() and not l.startswith("xvfb-run:")]  # its own cleanup notes
+    p = script(a.kvscope, a.work, "bad", ["source hello"], (W, H), model=os.path.join(a.assets, "default"), dump=False,
+               expect_ok=False)
+    lines = error_lines(p)
     if p.returncode == 0 or len(lines) != 1 or "bad.txt:1" not in lines[0] or "decoder-only" not in lines[0]:
         fail("expected one error line naming bad.txt:1 and decoder-only, got %d %r" % (p.returncode, p.stderr))
     print("  exit %d: %s" % (p.returncode, lines[0]))

@@ -18,16 +18,15 @@ the window:
      positions evicted per layer and K/V head and the range of deciding scores of the checked events;
   5. the Mask panel counts "N visible, M evicted" as numpy's evictions give, and the Cache on vs off panel
      says in one line why it cannot compare under h2o.
-Needs what check_input.py needs (its App drives the window).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+from guitest import App, input_main, fail  # noqa: E402
 import check_eviction_trace as evict_ref  # noqa: E402
 
 PROMPT = "The cat sat on the mat"
@@ -200,4 +199,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

@@ -15,39 +15,24 @@
 Each case is a script whose final frame's --layout-dump is read. Needs xvfb-run. Usage:
   check_feedback.py --kvscope BUILD/app/kvscope --work DIR
 """
-import argparse
-import json
 import os
-import struct
-import xml.etree.ElementTree as ET
 import re
-import shutil
+import struct
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+
+from guitest import arguments, fail, read_json, script
 
 W, H = 1280, 720
 PROMPT = "The cat sat on the mat because"
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.stdout.flush()
-    sys.exit(1)
-
-
 def run(work, name, lines):
-    script = os.path.join(work, name + ".txt")
-    with open(script, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    dump = os.path.join(work, name + ".json")
+    """The final frame's layout dump of `lines`; no saved imgui.ini moves the panels."""
     env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), KVSCOPE, "gui", "--script", script,
-           "--size", "%dx%d" % (W, H), "--layout-dump", dump, "--screenshot", os.path.join(work, name + ".png")]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=280)
-    if p.returncode != 0:
-        fail("%s: kvscope gui exited %d: %s" % (name, p.returncode, p.stderr.strip()))
-    with open(dump) as f:
-        return json.load(f)
+    script(KVSCOPE, work, name, lines, (W, H), env=env, timeout=280)
+    return read_json(os.path.join(work, name + ".json"))
 
 
 def inside(item, box):
@@ -72,17 +57,8 @@ def png_size(path):
 
 def main():
     global KVSCOPE
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if not shutil.which("xvfb-run"):
-        print("SKIP: xvfb-run not found (apt install xvfb)")
-        return 0
-    KVSCOPE = os.path.abspath(a.kvscope)
-    work = os.path.abspath(a.work)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
+    a = arguments(assets=False)
+    KVSCOPE, work = a.kvscope, a.work
     start = ["prompt " + PROMPT, "prefill"]
 
     # 1. pending options

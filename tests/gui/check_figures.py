@@ -12,7 +12,7 @@ equal, within colormap quantisation, what numpy computes:
   - mask: causal, hatched above the diagonal; under h2o, the keys the trace's eviction events name for the
     shown head's K/V head at 0, the rest at 1;
   - K/V quantization: int8 reconstruction error of K and V and the score change q.k_hat - q.k, with
-    tools/kv_quant_reference.py;
+    tests/reference/kv_quant_reference.py;
   - heads: previous-token and induction scores from `kvscope heads --json`;
   - logit lens: each depth's top-5 probabilities from the `logit_lens.json` `generate --trace` writes, and
     each cell's token text (where the token is one of the prompt's) as the text in the cell.
@@ -23,16 +23,16 @@ to draw yet fails the script in one line with a non-zero exit.
 """
 import json
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
 from PIL import Image
 
-from scripted import arguments, fail, run
+import guitest
+from guitest import arguments, fail, run
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")))
 import kv_quant_reference as ref  # noqa: E402
 
 PROMPT = "Tom saw the cat. Tom saw the dog. Tom saw the"
@@ -41,16 +41,7 @@ NS = "{http://www.w3.org/2000/svg}"
 
 
 def script(kvscope, model, work, name, lines, size=(1280, 720), check=True):
-    path = os.path.join(work, name + ".txt")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    w, h = size
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (w + 100, h + 100), kvscope, "gui", "--model", model,
-           "--script", path, "--size", "%dx%d" % size, "--layout-dump", os.path.join(work, name + ".json"),
-           "--screenshot", os.path.join(work, name + ".png")]
-    if check:
-        return run(cmd)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    return guitest.script(kvscope, work, name, lines, size, model=model, expect_ok=check)
 
 
 def read_svg(path):
@@ -97,7 +88,7 @@ def check_map(label, svg_path, png_path, want, lo, hi, texts_wanted, steps=2.0, 
     rows, cols = want.shape
     if len(cells) != rows * cols:
         fail("%s: %d cell rects, want %d x %d" % (label, len(cells), rows, cols))
-    png = np.asarray(Image.open(png_path).convert("RGB"))
+    png = guitest.read_png(png_path)
     tol = steps * (hi - lo) / 255.0 + 1e-7
     worst = 0.0
     for i in range(rows):

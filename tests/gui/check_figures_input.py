@@ -6,7 +6,7 @@ Type a prompt, click "Prefill step", click the KV cache panel's "Save figure": t
 two files of layer 0 head 0's K and V, PNGs (the Export panel's default format) in the Export folder's
 figures/ (gui.figures checks such files' cells against numpy). Then a file of another kind is put where the K figure goes and the button clicked
 again: the line says it cannot write that file, which is left as it was.
-Needs what check_input.py needs (its App drives the window).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import os
 import sys
@@ -14,8 +14,7 @@ import time
 
 from PIL import Image
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail
 
 PROMPT = "Tom saw the cat"
 STATUS = "save figure kv-cache status"
@@ -73,4 +72,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

@@ -12,39 +12,21 @@ decode, toggle the cache, step back, change layer/head, export), then check
 Needs xvfb-run, /usr/bin/python3 with numpy and PIL (python3-pil). Usage:
   check_gui.py --kvscope BUILD/app/kvscope --work DIR
 """
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
-from PIL import Image
+
+from guitest import arguments, error_lines, fail, read_png, run, script
 
 PROMPT = "The cat sat on the mat because it was"
 W, H = 1600, 1000
 LAYER, HEAD = 1, 2
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def run(cmd, env=None, expect_ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
-    if expect_ok and p.returncode != 0:
-        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
-    return p
-
-
-def xvfb(cmd):
-    return ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100)] + cmd
-
-
 def check_screenshot(path):
-    img = np.asarray(Image.open(path).convert("RGB"))
+    img = read_png(path)
     if img.shape != (H, W, 3):
         fail("screenshot is %s, expected %dx%d" % (img.shape, W, H))
     colours = np.unique(img.reshape(-1, 3), axis=0).shape[0]
@@ -123,25 +105,14 @@ def check_attention(session):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if not shutil.which("xvfb-run"):
-        print("SKIP: xvfb-run not found (apt install xvfb)")
-        return 0
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    script = os.path.join(a.work, "smoke.txt")
+    a = arguments(assets=False)
     snap, sess = os.path.join(a.work, "snapshot"), os.path.join(a.work, "session")
-    with open(script, "w") as f:
-        f.write("\n".join([
-            "# typed prompt, prefill, decode, cache toggles, a step back, layer/head, export",
-            "prompt " + PROMPT, "prefill", "decode 3", "cache off", "decode 1", "back", "decode 1", "cache on",
-            "decode 1", "layer %d" % LAYER, "head %d" % HEAD, "select 12 3",
-            "export " + snap, "export-session " + sess, "view all-heads", "values scores", ""]))
+    script(a.kvscope, a.work, "smoke", [
+        "# typed prompt, prefill, decode, cache toggles, a step back, layer/head, export",
+        "prompt " + PROMPT, "prefill", "decode 3", "cache off", "decode 1", "back", "decode 1", "cache on",
+        "decode 1", "layer %d" % LAYER, "head %d" % HEAD, "select 12 3",
+        "export " + snap, "export-session " + sess, "view all-heads", "values scores"], (W, H), dump=False)
     shot = os.path.join(a.work, "smoke.png")
-    run(xvfb([a.kvscope, "gui", "--script", script, "--screenshot", shot, "--size", "%dx%d" % (W, H)]))
     print("screenshot %s" % shot)
     check_screenshot(shot)
 
@@ -175,11 +146,8 @@ def main():
         fail("GUI logits differ from kvscope generate by %g" % worst)
 
     # Errors: a bad script line, and no display at all.
-    bad = os.path.join(a.work, "bad.txt")
-    with open(bad, "w") as f:
-        f.write("prompt hi\nprefil\n")
-    p = run(xvfb([a.kvscope, "gui", "--script", bad, "--screenshot", shot]), expect_ok=False)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    p = script(a.kvscope, a.work, "bad", ["prompt hi", "prefil"], (W, H), dump=False, expect_ok=False)
+    lines = error_lines(p)
     if p.returncode == 0 or len(lines) != 1 or "bad.txt:2" not in lines[0]:
         fail("bad script line: expected one error line naming bad.txt:2 and a non-zero exit, got %d %r" % (p.returncode, p.stderr))
     print("bad script line -> exit %d: %s" % (p.returncode, lines[0]))

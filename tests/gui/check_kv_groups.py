@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 
-from scripted import arguments, fail, prompt_length, window
+from guitest import arguments, fail, prompt_length, window
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402

@@ -6,15 +6,14 @@ Type a prompt, click "Prefill step", then click in the KV cache panel's group li
 query head 3 and its K/V head (the panel's rows title it "K/V head 1 (read by query heads 2..3)"); K/V
 head KV0 selects its group (query head 0); KV1 again selects query head 2, its first reader; a click on a
 K/V head that already holds the selection keeps it. Expected heads come from config.json, not the window.
-Needs what check_input.py needs (its App drives the window).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -55,4 +54,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

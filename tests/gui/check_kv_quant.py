@@ -3,7 +3,7 @@
 
 On the default model the window runs a prompt's prefill, selects layer 1 head 2 and shows the tab for
 int8, fp8 and int4 (G 8, R 4) at both sizes. numpy quantizes the exported float32 keys and values of that
-head with tools/kv_quant_reference.py (written from the README, not from core/), and computes the causal
+head with tests/reference/kv_quant_reference.py (written from the README, not from core/), and computes the causal
 scores q·k/sqrt(D) and softmax weights in float64 with the original and the reconstructed keys: the
 tab's largest K error, V error, score change and weight change must equal numpy's. The tab must say so
 when the session itself stores quantized K/V (its rows are reconstructions), and a group that does not
@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 
-from scripted import arguments, fail, run, window
+from guitest import arguments, fail, run, window
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")))
 import kv_quant_reference as ref  # noqa: E402
 
 PROMPT = "Tom saw the cat. Tom saw the dog. Tom saw the"

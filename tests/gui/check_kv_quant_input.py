@@ -5,8 +5,8 @@ Type a prompt, click "Prefill step", "layer +" and "head +" twice (layer 1, head
 tab, then the format with the mouse (fp8, then int8). Hover cells of the K error and V error maps: each
 tooltip must name the position and channel under the pointer and show numpy's reconstruction error there,
 k_hat - k, where numpy quantizes the rows `kvscope generate --trace` exports with
-tools/kv_quant_reference.py (written from the README, not from core/).
-Needs what check_input.py needs (its App drives the window).
+tests/reference/kv_quant_reference.py (written from the README, not from core/).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import os
 import sys
@@ -15,9 +15,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "tools")))
-from check_input import App, assets_test_main, fail  # noqa: E402
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "reference")))
+from guitest import App, input_main, fail  # noqa: E402
 import kv_quant_reference as ref  # noqa: E402
 import subprocess  # noqa: E402
 
@@ -91,4 +90,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

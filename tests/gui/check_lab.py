@@ -11,7 +11,7 @@ must fail in the tab with one line and leave the last measurement and the sessio
 import json
 import os
 
-from scripted import arguments, fail, run, window
+from guitest import arguments, fail, run, window
 
 PROMPT = "Tom saw the cat. Tom saw the dog. Tom saw the cat. Tom saw the dog."
 CONFIGS = ["full", "window=8", "window=8,sinks=2", "int8"]

@@ -7,15 +7,14 @@ eviction policy) and click Measure: every row the tab shows (bytes per token, lo
 another process, checked against PyTorch and numpy by parity.cache_lab), the header must say it measured
 this sequence's tokens, and after Prefill it must say the sequence changed; the prediction, a newline as
 the CLI says, must be shown in the Next token header as a return arrow.
-Needs what check_input.py needs (its App drives the window).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, fail  # noqa: E402
+from guitest import App, input_main, fail
 
 PROMPT = "Tom saw the cat. Tom saw the dog. Tom saw the cat. Tom saw the dog."
 CONFIGS = ["full", "window=8,sinks=2", "h2o,budget=8"]
@@ -84,4 +83,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

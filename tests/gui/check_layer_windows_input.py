@@ -7,7 +7,7 @@ Type a prompt, click "Prefill step" and "Decode step" twice, then step through t
 attention panel's "layer +" / "layer -" buttons. For each layer reached, the timeline's note names the
 keys the last query saw (q - 3 .. q on a sliding layer, 0 .. q on a full one) and the KV cache panel's
 per-layer fill reads min(N, 4) or N of the N positions stored: both from config.json's layer pattern, not
-from the window. Needs what check_input.py needs (its App drives the window).
+from the window. Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
@@ -15,11 +15,9 @@ import shutil
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail, prompt_length  # noqa: E402
 import make_llama_model  # noqa: E402
-from scripted import prompt_length  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -73,4 +71,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

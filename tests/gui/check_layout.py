@@ -16,12 +16,10 @@ with --layout-dump, and the dump of the final frame is checked:
 Screenshots go to WORK/<case>_<size>.png for a look. Needs xvfb-run and /usr/bin/python3. Usage:
   check_layout.py --kvscope BUILD/app/kvscope --assets SOURCE/assets --work DIR
 """
-import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
+
+from guitest import arguments, fail, read_json, script
 
 SIZES = [(1280, 720), (1920, 1080)]
 
@@ -55,12 +53,6 @@ show-step 0
 """
 BASE_PANELS = ["Controls", "Heads", "Export", "Token timeline", "Model", "Attention", "KV cache", "Mask",
                "Next token", "Cache on vs off"]
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.stdout.flush()
-    sys.exit(1)
 
 
 def overlap(a, b):
@@ -117,34 +109,15 @@ def check(name, dump, size, panels):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if not shutil.which("xvfb-run"):
-        print("SKIP: xvfb-run not found (apt install xvfb)")
-        return 0
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = arguments()
     cases = [("decoder", DECODER, BASE_PANELS), ("paged", PAGED, BASE_PANELS + ["Memory"]),
              ("encoder_decoder", ENCODER_DECODER.format(assets=os.path.abspath(a.assets)), BASE_PANELS)]
-    for case, script, panels in cases:
-        path = os.path.join(a.work, case + ".txt")
-        with open(path, "w") as f:
-            f.write(script)
+    for case, text, panels in cases:
         for W, H in SIZES:
             name = "%s_%dx%d" % (case, W, H)
-            dump_path = os.path.join(a.work, name + ".json")
-            shot = os.path.join(a.work, name + ".png")
             env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(a.work, "config"))
-            cmd = ["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui", "--script", path,
-                   "--size", "%dx%d" % (W, H), "--layout-dump", dump_path, "--screenshot", shot]
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=280)
-            if p.returncode != 0:
-                fail("%s: kvscope gui exited %d: %s" % (name, p.returncode, p.stderr.strip()))
-            with open(dump_path) as f:
-                dump = json.load(f)
+            script(a.kvscope, a.work, name, text.splitlines(), (W, H), env=env, timeout=280)
+            dump = read_json(os.path.join(a.work, name + ".json"))
             check(name, dump, (W, H), panels)
             widgets = dump["widgets"]
             # 4. what the case is about is on screen

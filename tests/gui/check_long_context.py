@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from scripted import arguments, fail, window
+from guitest import arguments, fail, window
 
 sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
 import make_llama_model  # noqa: E402

@@ -16,19 +16,16 @@ are clicked (query head 1), then over the attention map (found in --layout-dump)
     and the block holds the hovered cell, which is the one under the pointer (to a pixel's worth of cells).
 Screenshots of each stage are left in the work folder (shot_*.png; "log" is clicked so weights near 1/8192
 show as distinct colours); the zoomed one must show cells of several pixels in the map's top-left quarter.
-Needs what check_input.py needs.
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
-import os
 import re
 import sys
 import time
 
 import numpy as np
-from PIL import Image
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
-from check_long_context import ATOL, HEAD, N, RTOL, layer0_qk, long_context_model, weights  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail, read_png
+from check_long_context import ATOL, HEAD, N, RTOL, layer0_qk, long_context_model, weights
 
 SIZE = "1280x720"
 NOTCH, MAX_ZOOM = 1.25, 256.0  # app/gui/heatmap.cpp: each wheel notch zooms 1.25x, up to 256x
@@ -150,7 +147,7 @@ def inner(a):
                  and "attention weight" in d["texts"])
         shot = app.screenshot("zoomed")
         # The picture: the map's top-left quarter (no tooltip there) shows cells of several pixels, not one colour.
-        img = np.asarray(Image.open(shot).convert("RGB")).astype(np.int32)
+        img = read_png(shot).astype(np.int32)
         quarter = img[y0 + 2:(y0 + y1) // 2, x0 + 2:(x0 + x1) // 2]
         colours = len(np.unique(quarter.reshape(-1, 3), axis=0))
         runs = np.mean([1 + np.count_nonzero(np.abs(np.diff(row, axis=0)).sum(1) > 0) for row in quarter])
@@ -217,4 +214,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

@@ -21,31 +21,17 @@ error line naming it, and is left byte for byte as it was, with no temporary fil
 
 Usage: check_memory.py --kvscope BUILD/app/kvscope --work DIR
 """
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
-from PIL import Image
+
+from guitest import arguments, error_lines, fail, read_json, read_png, run, script
 
 W, H = 1600, 1000
 B = 4
 N = 3
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if p.returncode != 0:
-        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
-    return p
 
 
 def n_tokens(kvscope, text):
@@ -127,15 +113,11 @@ def case(a, title, prompt, suffixes, work):
     fig_dir = os.path.join(work, "export")
     lines += ["prefill", "memory-json " + j("prefill"), "export-dir " + fig_dir, "export-format svg",
               "save-figure memory mem", "decode 5", "memory-json " + j("decode5"),
-              "back 2", "memory-json " + j("back2"), "show-step 0", "sequence 1", "memory-json " + j("shown0"), ""]
-    script = os.path.join(work, "script.txt")
-    with open(script, "w") as f:
-        f.write("\n".join(lines))
+              "back 2", "memory-json " + j("back2"), "show-step 0", "sequence 1", "memory-json " + j("shown0")]
+    script(a.kvscope, work, "memory", lines, (W, H), model=a.model, dump=False)
     shot = os.path.join(work, "memory.png")
-    run(["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui", "--model", a.model,
-         "--script", script, "--screenshot", shot, "--size", "%dx%d" % (W, H)])
     print("%s: prompt lengths %s" % (title, [len(p) for p in prompts]))
-    got = {n: json.load(open(j(n))) for n in ("prefill", "decode5", "back2", "shown0")}
+    got = {n: read_json(j(n)) for n in ("prefill", "decode5", "back2", "shown0")}
     after_prefill = expected(prompts, 0, bpb)
     check("after prefill", got["prefill"], after_prefill)
     if got["prefill"]["this_step"]["copied"] != after_prefill["copies_on_write"]:
@@ -152,7 +134,7 @@ def case(a, title, prompt, suffixes, work):
     check("after stepping back 2", got["back2"], dict(expected(prompts, 3, bpb), copies_on_write=after_prefill["copies_on_write"]))
     if got["shown0"] != got["prefill"]:
         fail("viewing step 0 of sequence 1 should show the pool as after the prefill step")
-    img = np.asarray(Image.open(shot).convert("RGB"))
+    img = read_png(shot)
     # The Memory panel (app/gui/layout.cpp): from the next-token column to the right edge, bottom 31%.
     left = 0.23 * W
     x0, y0 = int(left + (W - left) * 0.30), int(0.69 * H)
@@ -174,14 +156,11 @@ def prompt_cache_case(a, work):
         lcp += 1
     want = min(lcp, len(t2) - 1)
     pc, j1, j2 = (os.path.join(work, n) for n in ("prompt.kvcache", "first.json", "second.json"))
-    script = os.path.join(work, "script.txt")
-    with open(script, "w") as f:
-        f.write("\n".join(["prompt-cache " + pc, "prompt " + first, "prefill", "memory-json " + j1,
-                           "prompt " + second, "prefill", "memory-json " + j2, ""]))
-    run(["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui", "--model", a.model,
-         "--script", script, "--size", "%dx%d" % (W, H)])
-    got1 = json.load(open(j1))["not_computed"][0]["prompt_cache"]
-    got2 = json.load(open(j2))["not_computed"][0]["prompt_cache"]
+    script(a.kvscope, work, "prompt_cache", ["prompt-cache " + pc, "prompt " + first, "prefill", "memory-json " + j1,
+                                             "prompt " + second, "prefill", "memory-json " + j2],
+           (W, H), model=a.model, dump=False, shot=False)
+    got1 = read_json(j1)["not_computed"][0]["prompt_cache"]
+    got2 = read_json(j2)["not_computed"][0]["prompt_cache"]
     print("prompt cache: first prefill loaded %d (file absent, then written), second %d of %d (expected %d)" % (
         got1, got2, len(t2), want))
     if got1 != 0 or got2 != want or not os.path.exists(pc):
@@ -190,12 +169,9 @@ def prompt_cache_case(a, work):
     with open(bad, "wb") as f:
         f.write(b"KVPROMPT" + bytes(range(200)))
     before = open(bad, "rb").read()
-    with open(script, "w") as f:
-        f.write("prompt-cache %s\nprompt %s\nprefill\n" % (bad, first))
-    p = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 %dx%dx24" % (W + 100, H + 100), a.kvscope, "gui",
-                        "--model", a.model, "--script", script, "--size", "%dx%d" % (W, H)],
-                       capture_output=True, text=True, timeout=240)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    p = script(a.kvscope, work, "damaged", ["prompt-cache " + bad, "prompt " + first, "prefill"], (W, H), model=a.model,
+               dump=False, shot=False, expect_ok=False)
+    lines = error_lines(p)
     print("damaged prompt cache -> exit %d: %s" % (p.returncode, lines[0] if lines else ""))
     if p.returncode == 0 or len(lines) != 1 or bad not in lines[0]:
         fail("damaged prompt cache: expected one error line naming the file and a non-zero exit, got %d %r" % (
@@ -205,15 +181,7 @@ def prompt_cache_case(a, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if not shutil.which("xvfb-run"):
-        print("SKIP: xvfb-run not found (apt install xvfb)")
-        return 0
-    shutil.rmtree(a.work, ignore_errors=True)
+    a = arguments(assets=False, model=True)
     case(a, "identical prompts", "The cat sat on the mat because it", ["", "", ""], os.path.join(a.work, "same"))
     case(a, "system prompt + suffixes", "You are a helpful assistant. Answer briefly.",
          ["", " What is a cat?", " Where is the mat?"], os.path.join(a.work, "suffixes"))

@@ -9,30 +9,17 @@ score as the model computed it, and the score of the same content at every dista
 figure (script `save-figure rotary`, SVG) must draw the same numbers: each chart's line is an affine image
 of numpy's values (frequencies on a log axis), and the marker sits at the scored distance.
 """
-import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from guitest import arguments, fail, read_json, run, script
+
 PROMPT = "The quick brown fox jumps over the lazy dog and the cat"
 LAYER, HEAD, KEY = 1, 2, 4
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    if p.returncode != 0:
-        fail("command failed (%d): %s\nstdout: %s\nstderr: %s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
-    return p
 
 
 def inv_freq(cfg, D):
@@ -63,15 +50,12 @@ def check(kvscope, model, work, label):
     last = os.path.join(trace, steps[-1])
     meta = json.load(open(os.path.join(last, "meta.json")))
     qpos = meta["query_positions"][-1]
-    script = os.path.join(work, "rotary.txt")
     out = os.path.join(work, "rotary.json")
-    with open(script, "w") as f:
-        f.write("prompt %s\nprefill\ndecode %d\nlayer %d\nhead %d\nselect %d %d\nrotary-json %s\n" % (
-            PROMPT, len(steps) - 1, LAYER, HEAD, qpos, KEY, out))
-        f.write("export-dir %s\nexport-format svg\nsave-figure rotary fig\n" % os.path.join(work, "export"))
-    run(["xvfb-run", "-a", "-s", "-screen 0 1700x1100x24", kvscope, "gui", "--model", model, "--script", script,
-         "--screenshot", os.path.join(work, "rotary.png"), "--size", "1600x1000"])
-    got = json.load(open(out))
+    script(kvscope, work, "rotary", ["prompt " + PROMPT, "prefill", "decode %d" % (len(steps) - 1), "layer %d" % LAYER,
+                                     "head %d" % HEAD, "select %d %d" % (qpos, KEY), "rotary-json " + out,
+                                     "export-dir " + os.path.join(work, "export"), "export-format svg",
+                                     "save-figure rotary fig"], (1600, 1000), model=model, dump=False)
+    got = read_json(out)
 
     cfg = json.load(open(os.path.join(model, "config.json")))
     D = meta["model"]["head_dim"]
@@ -148,15 +132,7 @@ def check_figure(path, label, freq, unscaled, query_angle, key_before, key_cache
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--assets", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    if shutil.which("xvfb-run") is None:
-        print("SKIP: xvfb-run not found")
-        return
-    os.makedirs(a.work, exist_ok=True)
+    a = arguments()
     plain = os.path.join(a.assets, "llama-gqa")
     os.makedirs(os.path.join(a.work, "plain"), exist_ok=True)
     check(a.kvscope, plain, os.path.join(a.work, "plain"), "default")

@@ -4,7 +4,7 @@
 Type a prompt, click "Prefill step", click the "Rotary" tab, click a cell of the attention map: the tab
 then names the clicked query and key positions, and the score it shows equals q·k/sqrt(D) computed by
 numpy from the rows `kvscope generate --trace` exports for the same prompt, layer 0 and head 0.
-Needs what check_input.py needs (its App drives the window).
+Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
@@ -15,8 +15,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_input import App, assets_test_main, TIMEOUT, fail  # noqa: E402
+from guitest import App, input_main, TIMEOUT, fail
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -73,4 +72,4 @@ def inner(a):
 
 
 if __name__ == "__main__":
-    sys.exit(assets_test_main(__file__, inner))
+    sys.exit(input_main(__file__, inner))

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from scripted import arguments, fail, run, window
+from guitest import arguments, fail, run, window
 
 PROMPT = "The quick brown fox jumps over the lazy dog and the cat"
 LAYER, HEAD, WINDOW, SINKS, DECODE = 1, 2, 4, 2, 3

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Parity group: `kvscope lab --json` against the PyTorch reference. The reference computes every
 position's logits by a full recompute (float64): full attention, a banded mask with sinks for
-window=W,sinks=S, K/V rows through tools/kv_quant_reference.py (numpy) for int8 / fp8, and for int4
+window=W,sinks=S, K/V rows through tests/reference/kv_quant_reference.py (numpy) for int8 / fp8, and for int4
 KIVI a step-by-step run whose older rows are packed as the cache packs them. From them
 numpy recomputes, per position, the next-token loss, KL(full || config) and top-1 agreement, and the
 bytes the cache holds from the model's shape; kvscope's per-position arrays and totals must match.

@@ -17,6 +17,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.normpath(os.path.join(HERE, "..", "..", "tools"))
 sys.path.insert(0, TOOLS)
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "reference")))  # kv_quant_reference
 
 import make_model  # noqa: E402
 import kvscope_reference as ref  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Parity group: quantized K/V (generate --kv-quant int8|fp8) against the reference GPT-2 whose new K
-and V rows go through tools/kv_quant_reference.py (numpy, quantize then dequantize in float32) before
+and V rows go through tests/reference/kv_quant_reference.py (numpy, quantize then dequantize in float32) before
 attention reads them. The engine must match that reference to TOL and the quantization must move the
 logits by far more than TOL (so the match is not the float32 run's); --json reports the packed bytes.
 

@@ -70,7 +70,14 @@ def inspect_windows(kvscope, work):
     want = [0 if (il + 1) % 3 == 0 else 4 for il in range(6)]  # Gemma3TextConfig's pattern rule, pattern 3
     if got != want:
         raise Failure(f"inspect layer_windows {got}, expected {want}")
-    return f"inspect --json layer_windows {got}"
+    # Gemma3RMSNorm scales by (1 + weight); Mistral's (LlamaRMSNorm) by the weight alone.
+    norms = {}
+    for name, form in (("gemma3", "times (1 + weight)"), ("mistral_w3", "times the weight")):
+        rc, out, err = run_cli(kvscope, ["inspect", "--model", model_dir(work, name), "--json"])
+        norms[name] = json.loads(out)["architecture"]["rms_norm_eps"] if rc == 0 else err
+        if rc != 0 or form not in norms[name]:
+            raise Failure(f"inspect {name}: rms_norm_eps says {norms[name]!r}, expected {form!r}")
+    return f"inspect --json layer_windows {got}; norms: {norms['gemma3']!r}"
 
 
 def trace_weights(kvscope, work, name):

