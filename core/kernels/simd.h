@@ -1,8 +1,27 @@
 #pragma once
-// AVX-512 (or, without it, AVX2) intrinsics for the kernels that use them, included through this one header.
+// AVX-512 (or, without it, AVX2) intrinsics for the kernels that use them, included through this one header,
+// and the build's one instruction set as exactly one of three macros set to 1 (the others 0). A kernel
+// with variants has one section per level, side by side: #if KVSCOPE_AVX512 / #elif KVSCOPE_AVX2 / #else.
+//   KVSCOPE_AVX512    AVX-512F (-march=native on Zen 4, Sapphire Rapids, ...)
+//   KVSCOPE_AVX2      AVX2 with FMA, no AVX-512 (Zen 2/3, Haswell on, VMs that hide AVX-512)
+//   KVSCOPE_PORTABLE  plain C++ (KVSCOPE_NATIVE=OFF, or a CPU without AVX2 and FMA)
+#if defined(__AVX512F__)
+#define KVSCOPE_AVX512 1
+#define KVSCOPE_AVX2 0
+#define KVSCOPE_PORTABLE 0
+#elif defined(__AVX2__) && defined(__FMA__)
+#define KVSCOPE_AVX512 0
+#define KVSCOPE_AVX2 1
+#define KVSCOPE_PORTABLE 0
+#else
+#define KVSCOPE_AVX512 0
+#define KVSCOPE_AVX2 0
+#define KVSCOPE_PORTABLE 1
+#endif
+
 // GCC 12's _mm512_reduce_add_ps starts from _mm256_undefined_pd() and warns that it is used
 // uninitialised; the lanes it leaves undefined are never read, so the warning is silenced here, once.
-#if defined(__AVX512F__)
+#if KVSCOPE_AVX512
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -29,6 +48,6 @@ inline __m128 reduce_add4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 }
 }  // namespace kvscope
 #pragma GCC diagnostic pop
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif KVSCOPE_AVX2
 #include <immintrin.h>
 #endif
