@@ -6,7 +6,8 @@ tests/data/chat_templates/ over a fixed set of conversations.
     /usr/bin/python3 tests/reference/chat_template_reference.py TEMPLATE_DIR OUT.jsonl
 
 TEMPLATE_DIR  tests/data/chat_templates (sources.json names the templates and their bos/eos tokens)
-OUT.jsonl     one line per template x conversation x add_generation_prompt:
+OUT.jsonl     one line per template x conversation (the hand-written CONVERSATIONS, then N_RANDOM seeded random
+              ones per template) x add_generation_prompt:
                 {"template": file name, "conversation": its name, "variables": everything the template is
                  rendered with (messages, add_generation_prompt, bos_token, eos_token, maybe tools),
                  "date": "YYYY-MM-DD" strftime_now() formats, "text": the rendering or null,
@@ -26,7 +27,9 @@ tokenization_utils_base.py (apply_chat_template), written here from their semant
 """
 import datetime
 import json
+import random
 import sys
+import zlib
 from pathlib import Path
 
 import jinja2
@@ -91,6 +94,37 @@ CONVERSATIONS = {
 }
 
 
+EDGES = ["", "", " ", "\n", "\n\n", "\t", " \n ", "\r\n", "\u3000", "\u00a0", "\u2028", "\x0b", "\x1c", "\x85",
+         "\ufeff"]
+WORDS = ["hello", "world", "KV", "naïve", "café", "世界", "привет", "👍🏽", "2+2=4", "<|im_end|>", "<|eot_id|>",
+         "<start_of_turn>", "[INST]", "</s>", "<think>", "</think>", "{{ x }}", "{% endif %}", "{#", "'", '"', "\\",
+         '{"a": 1}', "e\u0301", "a\nb"]
+
+
+def random_text(rng):
+    s = rng.choice(EDGES)
+    for i in range(rng.randrange(5)):
+        s += (rng.choice([" ", "\n", ""]) if i else "") + rng.choice(WORDS)
+    return s + rng.choice(EDGES)
+
+
+def random_conversations(file_name, n):
+    """n seeded conversations for one template: mostly alternating user/assistant, sometimes not."""
+    rng = random.Random(zlib.crc32(file_name.encode()))
+    out = {}
+    for k in range(n):
+        msgs = [S(random_text(rng))] if rng.random() < 0.4 else []
+        strict = rng.random() < 0.7
+        for i in range(1 + rng.randrange(5)):
+            role = ("user" if i % 2 == 0 else "assistant") if strict else rng.choice(["user", "assistant", "system"])
+            msgs.append({"role": role, "content": random_text(rng)})
+        out[f"random_{k}"] = (msgs, {})
+    return out
+
+
+N_RANDOM = 10
+
+
 def render_all(template_dir, out_path):
     env = environment()
     sources = json.loads((Path(template_dir) / "sources.json").read_text(encoding="utf-8"))
@@ -103,7 +137,8 @@ def render_all(template_dir, out_path):
                 compile_error = None
             except Exception as e:  # a template Jinja2 itself cannot compile: every rendering is an error
                 template, compile_error = None, e
-            for name, (messages, extra) in CONVERSATIONS.items():
+            conversations = {**CONVERSATIONS, **random_conversations(entry["file"], N_RANDOM)}
+            for name, (messages, extra) in conversations.items():
                 for agp in (False, True):
                     variables = {"messages": messages, "add_generation_prompt": agp,
                                  "bos_token": entry["bos_token"], "eos_token": entry["eos_token"], **extra}
@@ -117,7 +152,7 @@ def render_all(template_dir, out_path):
                         line["error"] = {"type": type(e).__name__, "message": str(e)}
                     out.write(json.dumps(line, ensure_ascii=False) + "\n")
                     n_lines += 1
-    print(f"{len(sources)} templates x {len(CONVERSATIONS)} conversations x 2 = {n_lines} renderings -> {out_path}")
+    print(f"{len(sources)} templates x {len(CONVERSATIONS) + N_RANDOM} conversations x 2 = {n_lines} renderings -> {out_path}")
 
 
 if __name__ == "__main__":

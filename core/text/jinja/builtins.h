@@ -20,6 +20,9 @@
 //   join find rfind count isdigit isalpha isalnum isspace islower isupper splitlines format (only "{}"
 //   and "{0}" style fields); dict.get items keys values copy. Methods that modify a value (list.append,
 //   dict.update, pop ...) are refused as transformers' ImmutableSandboxedEnvironment refuses them.
+// Markup (markupsafe): |safe and |escape return it, |string keeps it, `+` with a plain str escapes that
+// str; every other operation gives a plain str (where Python's Markup methods would keep Markup and
+// escape their arguments, e.g. Markup.replace, kvscope does not follow).
 // Case mapping (upper, lower, title, capitalize) covers ASCII, Latin-1 and basic Cyrillic; text with
 // other cased letters (Greek, Latin Extended, Armenian, Georgian, ...) is refused rather than mapped
 // differently from Python.
@@ -43,6 +46,7 @@ std::string case_map(std::string_view s, bool upper);  // str.upper()/lower(); t
 std::string py_strip(std::string_view s, const Value& chars, bool left, bool right);
 std::string py_title(std::string_view s);       // str.title()
 std::string py_capitalize(std::string_view s);  // str.capitalize()
+std::string html_escape(std::string_view s);    // markupsafe.escape: & < > " ' as &amp; &lt; &gt; &#34; &#39;
 
 // Binds call arguments to parameter names like Python: positional first, then keywords; unknown keywords
 // and too many arguments are errors naming the callee.

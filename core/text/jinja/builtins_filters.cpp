@@ -106,6 +106,7 @@ Value select_items(Interpreter& in, const Value& seq, CallArgs& a, bool with_att
     test_args.positional.assign(a.positional.begin() + std::ptrdiff_t(next), a.positional.end());
     test_args.keyword = a.keyword;
     std::vector<Value> out;
+    if (!seq.truthy()) return Value::iterator({});  // Jinja2 tests `if value:` before iterating (none gives nothing)
     for (const auto& item : iterate(seq)) {
         in.tick();
         const Value v = with_attr ? attr_path(in, item, attr) : item;
@@ -118,6 +119,7 @@ Value select_items(Interpreter& in, const Value& seq, CallArgs& a, bool with_att
 
 Value map_items(Interpreter& in, const Value& seq, CallArgs& a) {
     std::vector<Value> out;
+    if (!seq.truthy()) return Value::iterator({});  // as select: a falsy value maps to nothing
     const Value* attribute = nullptr;
     const Value* dflt = nullptr;
     for (const auto& [k, v] : a.keyword) {
@@ -264,21 +266,6 @@ Value sort_filter(Interpreter& in, const Value& v, CallArgs& a, bool unique) {
     return Value::list(std::move(out));
 }
 
-std::string html_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
-        }
-    }
-    return out;
-}
-
 }  // namespace
 
 bool is_known_filter(const std::string& name) {
@@ -366,8 +353,9 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& x, Cal
     if (name == "selectattr" || name == "rejectattr") return select_items(in, x, a, true, name == "selectattr");
     if (name == "select" || name == "reject") return select_items(in, x, a, false, name == "select");
     if (name == "map") return map_items(in, x, a);
-    if (name == "safe" || name == "string") return bind({}), Value::str(py_str(x));
-    if (name == "escape" || name == "e") return bind({}), Value::str(html_escape(py_str(x)));
+    if (name == "safe") return bind({}), x.is_markup() ? x : Value::markup(py_str(x));
+    if (name == "string") return bind({}), x.is_markup() ? x : Value::str(py_str(x));
+    if (name == "escape" || name == "e") return bind({}), x.is_markup() ? x : Value::markup(html_escape(py_str(x)));
     if (name == "int") return to_int(x, a);
     if (name == "float") return to_float(x, a);
     if (name == "round") return round_filter(x, a);

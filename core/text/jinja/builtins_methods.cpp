@@ -29,6 +29,21 @@ ArgBinder::ArgBinder(const char* callee, CallArgs& args, std::initializer_list<c
     }
 }
 
+std::string html_escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&#34;"; break;
+            case '\'': out += "&#39;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
 static char32_t decode_at(std::string_view s, size_t i, size_t& n) {
     char32_t cp;
     n = decode_utf8(s, i, cp);

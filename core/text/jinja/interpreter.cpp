@@ -28,7 +28,13 @@ void check_undefined(const Value& v) {
 Value arith(const std::string& op, const Value& a, const Value& b) {
     check_undefined(a);
     check_undefined(b);
-    if (op == "+" && a.is_string() && b.is_string()) return Value::str(a.as_string() + b.as_string());
+    if (op == "+" && a.is_string() && b.is_string()) {
+        // markupsafe: Markup + str (either side) escapes the plain str and stays Markup
+        if (a.is_markup() || b.is_markup())
+            return Value::markup((a.is_markup() ? a.as_string() : html_escape(a.as_string())) +
+                                 (b.is_markup() ? b.as_string() : html_escape(b.as_string())));
+        return Value::str(a.as_string() + b.as_string());
+    }
     if (op == "+" && a.is_list() && b.is_list() && a.seq_kind() == b.seq_kind() &&
         (a.seq_kind() == SeqKind::List || a.seq_kind() == SeqKind::Tuple)) {
         std::vector<Value> items = a.items();

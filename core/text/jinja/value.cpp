@@ -60,6 +60,11 @@ Value Value::str(std::string s) {
     v.s_ = std::move(s);
     return v;
 }
+Value Value::markup(std::string s) {
+    Value v = str(std::move(s));
+    v.b_ = true;
+    return v;
+}
 Value Value::list(std::vector<Value> items, SeqKind kind) {
     if (items.size() > k_max_items) throw JinjaError("a list of more than 1,000,000 items");
     Value v;
@@ -263,7 +268,7 @@ static std::string dict_repr(const Dict& d) {
 
 std::string py_repr(const Value& v) {
     switch (v.kind()) {
-        case Kind::String: return py_str_repr(v.as_string());
+        case Kind::String: return v.is_markup() ? "Markup(" + py_str_repr(v.as_string()) + ")" : py_str_repr(v.as_string());
         case Kind::Undefined: return "Undefined";
         default: break;
     }

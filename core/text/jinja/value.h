@@ -6,6 +6,7 @@
 //
 //   Value::undefined(name)         Jinja2's Undefined; `name` is what was looked up, for error messages
 //   Value::none() / of(bool) / integer(i) / real(d) / str(s) / list(v) / tuple(v) / dict(d)
+//   Value::markup(s)               a str marked safe (markupsafe.Markup): `+` HTML-escapes a plain str joined to it
 //   Value::iterator(items, kind)   a one-shot iterator: iterating consumes it (a second loop sees nothing)
 //   v.truthy()                     Python bool(v); Undefined is false, an iterator is always true
 //   py_str(v)                      str(v): what {{ v }} and `~` print ("None", "True", "1.0", "['a', 1]")
@@ -78,6 +79,7 @@ public:
     static Value integer(int64_t i);
     static Value real(double d);
     static Value str(std::string s);
+    static Value markup(std::string s);  // markupsafe.Markup: what |safe returns (see `+` in interpreter.cpp)
     static Value list(std::vector<Value> items, SeqKind kind = SeqKind::List);
     static Value tuple(std::vector<Value> items) { return list(std::move(items), SeqKind::Tuple); }
     static Value dict(Dict d);
@@ -93,6 +95,7 @@ public:
     bool is_float() const { return kind_ == Kind::Float; }
     bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
     bool is_string() const { return kind_ == Kind::String; }
+    bool is_markup() const { return kind_ == Kind::String && b_; }
     bool is_list() const { return kind_ == Kind::List; }
     bool is_dict() const { return kind_ == Kind::Dict; }
     bool is_namespace() const { return kind_ == Kind::Namespace; }
