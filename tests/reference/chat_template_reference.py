@@ -61,11 +61,11 @@ def U(c): return {"role": "user", "content": c}
 def A(c): return {"role": "assistant", "content": c}
 
 
-TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
+TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.\nReturns \"temp\" in °C\t(a <b>tab</b> & more).",
         "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}},
                        "required": ["city"]}}}
 CALL = {"role": "assistant", "content": "", "tool_calls": [
-    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}]}
+    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich", "note": "line\nbreak \"q\""}}}]}
 TOOL_RESULT = {"role": "tool", "name": "get_weather", "tool_call_id": "call_1", "content": "{\"temp\": 21.5}"}
 
 # name -> (messages, extra variables)
