@@ -10,15 +10,16 @@
 //   global_value(name)                            range, namespace, dict, raise_exception, strftime_now,
 //                                                 or Undefined
 //
-// Filters: trim length count tojson items list first last join replace lower upper title capitalize
-//   default/d selectattr rejectattr select reject map safe string int float round abs unique indent
-//   reverse sort sum min max wordcount center dictsort batch? (no) — see builtins_filters.cpp's table.
+// Filters: trim length count tojson (transformers': json.dumps with ensure_ascii=False, indent, separators,
+//   sort_keys) items list first last join replace lower upper title capitalize default/d selectattr
+//   rejectattr select reject map safe string escape/e int float round abs unique indent reverse sort sum.
+//   select/reject/map/unique/items/reverse give one-shot iterators as Jinja2's generators do.
 // Tests: defined undefined none string mapping iterable number integer float boolean sequence callable
-//   true false equalto eq == ne != lt < le <= gt > ge >= in odd even divisibleby lower upper sameas
-//   filter test.
+//   true false equalto eq == ne != lt lessthan < le <= gt greaterthan > ge >= in odd even divisibleby
+//   lower upper (ASCII) sameas (None and booleans).
 // Methods: str.strip lstrip rstrip split rsplit startswith endswith upper lower replace title capitalize
-//   join find rfind count isdigit isalpha isalnum isspace islower isupper splitlines format (only "{}"
-//   and "{0}" style fields); dict.get items keys values copy. Methods that modify a value (list.append,
+//   join find rfind count isdigit isalpha isalnum isspace (ASCII); dict.get items keys values copy. Other
+//   str methods (format, splitlines, partition ...) are refused when called. Methods that modify a value (list.append,
 //   dict.update, pop ...) are refused as transformers' ImmutableSandboxedEnvironment refuses them.
 // Markup (markupsafe): |safe and |escape return it, |string keeps it, `+` with a plain str escapes that
 // str; every other operation gives a plain str (where Python's Markup methods would keep Markup and
