@@ -31,3 +31,14 @@ else()
     set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# 3. "jinja: kvscope chat-template"      tests/cli/check_chat_template.py: the command's stdout against Jinja2 on
+#                                        a sample of the templates, --model folders (chat_template.jinja first),
+#                                        --json's ids, and bad inputs (exit 2, one line)
+if(TARGET kvscope AND KVSCOPE_JINJA_PYTHON AND NOT kvscope_jinja_missing)
+  add_test(NAME "jinja: kvscope chat-template"
+           COMMAND ${CMAKE_COMMAND} -E env PYTHONDONTWRITEBYTECODE=1
+                   ${KVSCOPE_JINJA_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/check_chat_template.py
+                   --kvscope $<TARGET_FILE:kvscope> --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/chat_template)
+  set_tests_properties("jinja: kvscope chat-template" PROPERTIES TIMEOUT 300)
+endif()
