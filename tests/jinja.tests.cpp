@@ -187,8 +187,15 @@ TEST_CASE("refusals name the construct and its line:column, and limits hold", "[
     CHECK(refusal("{{ 'abc }}").find("t:1:4: a string literal is never closed") != std::string::npos);
     CHECK(refusal("{% break %}").find("outside a for loop") != std::string::npos);
     CHECK(refusal("{{ 'x' * 20000000 }}").find("limits") != std::string::npos);
-    CHECK(refusal("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").find("10,000,000") !=
+    CHECK(refusal("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").find("more than 5000000 units of work") !=
           std::string::npos);
+    CHECK(refusal("{{ 1" + [] { std::string s; for (int k = 0; k < 3000; ++k) s += " + 1"; return s; }() + " }}")
+              .find("more than 2000 parts") != std::string::npos);
+    CHECK(refusal("{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}").find("namespace inside a namespace") != std::string::npos);
+    CHECK(refusal("{% set ns = namespace(x=1) %}{% for i in range(400) %}{% set ns.x = [ns.x] %}{% endfor %}")
+              .find("nested deeper than 300") != std::string::npos);
+    CHECK(refusal("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}{% set ns.m = m %}{% endfor %}{{ ns.m() }}")
+              .find("after the block that defined it ended") != std::string::npos);
     CHECK(refusal("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("100 deep") != std::string::npos);
     CHECK(refusal("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}").find("nesting deeper") != std::string::npos);
     CHECK(refusal("{% for x in range(2000) %}{{ 'y' * 10000000 }}{% endfor %}").find("16 MiB") != std::string::npos);

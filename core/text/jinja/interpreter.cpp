@@ -9,7 +9,6 @@
 namespace kvscope::jinja {
 namespace {
 
-constexpr size_t k_max_work = 10'000'000;
 constexpr int k_max_call_depth = 100;
 
 bool add_overflows(int64_t a, int64_t b, int64_t& r) { return __builtin_add_overflow(a, b, &r); }
@@ -105,6 +104,28 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
     throw JinjaError("an integer result beyond 64 bits");
 }
 
+// "[key]", an undefined item's name in errors (appended piecewise: GCC 12 warns falsely on "[" + string&&).
+std::string bracketed(const std::string& key) {
+    std::string s = "[";
+    s += key;
+    s += ']';
+    return s;
+}
+
+// Namespaces are the one mutable value: one stored in another could hold itself, a cycle of shared
+// pointers that is never freed and prints forever.
+bool holds_namespace(const Value& v, int depth) {
+    if (depth > 300) throw JinjaError("a value nested deeper than 300");
+    if (v.is_namespace()) return true;
+    if (v.is_list())
+        for (const auto& x : v.items())
+            if (holds_namespace(x, depth + 1)) return true;
+    if (v.is_dict())
+        for (const auto& [k, x] : v.as_dict().items)
+            if (holds_namespace(x, depth + 1)) return true;
+    return false;
+}
+
 bool contains(const Value& container, const Value& x) {
     switch (container.kind()) {
         case Kind::Undefined: return false;
@@ -162,7 +183,13 @@ void Interpreter::fail(const std::string& what) const {
 
 void Interpreter::tick(size_t n) {
     work_ += n;
-    if (work_ > k_max_work) throw JinjaError("the template does more than 10,000,000 steps of work");
+    if (work_ > options_.max_work)
+        throw JinjaError("the template does more than " + std::to_string(options_.max_work) + " units of work");
+}
+
+void Interpreter::charge(const Value& v) {
+    if (v.is_string()) tick(v.as_string().size() / 64);
+    else if (v.is_list()) tick(v.items().size());
 }
 
 void Interpreter::emit(const std::string& s) {
@@ -221,7 +248,9 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
         case Stmt::K::Text: emit(s.text); return Flow::Normal;
         case Stmt::K::Print: {
             Value v = eval(*s.expr);
-            emit(py_str(v));
+            const std::string text = py_str(v);
+            tick(text.size() / 64);
+            emit(text);
             return Flow::Normal;
         }
         case Stmt::K::If:
@@ -277,6 +306,7 @@ void Interpreter::exec_set(const Stmt& s) {
     pos_ = s.pos;
     Value ns = lookup(s.attr_of);
     if (!ns.is_namespace()) throw JinjaError("cannot assign attribute on non-namespace object");
+    if (holds_namespace(v, 0)) throw JinjaError("a namespace inside a namespace is not supported");
     ns.namespace_vars().set(s.targets[0], std::move(v));
 }
 
@@ -334,9 +364,11 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s) {
 
 void Interpreter::define_macro(const Stmt& s) {
     const Stmt* macro = &s;
-    std::shared_ptr<Scope> closure = scope_;
+    std::weak_ptr<Scope> weak_closure = scope_;  // the macro lives in this scope: a strong pointer would be a cycle
     const std::string name = s.targets[0];
-    assign(name, Value::callable(name, [macro, closure, name](Interpreter& in, CallArgs& args) {
+    assign(name, Value::callable(name, [macro, weak_closure, name](Interpreter& in, CallArgs& args) {
+        std::shared_ptr<Scope> closure = weak_closure.lock();
+        if (!closure) throw JinjaError("macro '" + name + "' called after the block that defined it ended");
         if (args.positional.size() > macro->params.size())
             throw JinjaError("macro '" + name + "' takes not more than " + std::to_string(macro->params.size()) +
                              " argument(s)");
@@ -421,13 +453,13 @@ Value Interpreter::item(const Value& obj, const Value& key) {
             const int64_t n = obj.is_list() ? int64_t(obj.items().size()) : int64_t(py_len(obj));
             int64_t k = key.as_int();
             if (k < 0) k += n;
-            if (k < 0 || k >= n) return Value::undefined("[" + std::to_string(key.as_int()) + "]");
+            if (k < 0 || k >= n) return Value::undefined(bracketed(std::to_string(key.as_int())));
             if (obj.is_list()) return obj.items()[size_t(k)];
             return Value::str(std::string(code_points(obj.as_string())[size_t(k)]));
         }
     }
     if (key.is_string()) return attribute(obj, key.as_string());
-    return Value::undefined("[" + py_str(key) + "]");
+    return Value::undefined(bracketed(py_str(key)));
 }
 
 Value Interpreter::eval(const Expr& e) {
@@ -499,8 +531,9 @@ Value Interpreter::eval_binary(const Expr& e) {
     if (e.name == "or") return a.truthy() ? a : eval(*e.args[1]);
     Value b = eval(*e.args[1]);
     pos_ = e.pos;
-    if (e.name == "~") return Value::str(py_str(a) + py_str(b));
-    return arith(e.name, a, b);
+    Value r = e.name == "~" ? Value::str(py_str(a) + py_str(b)) : arith(e.name, a, b);
+    charge(r);
+    return r;
 }
 
 Value Interpreter::eval_compare(const Expr& e) {
@@ -531,14 +564,18 @@ Value Interpreter::eval_filter(const Expr& e, const Value* input) {
     Value v = !e.args[0] ? *input : e.args[0]->kind == Expr::K::Filter ? eval_filter(*e.args[0], input) : eval(*e.args[0]);
     CallArgs a = eval_args(e, 1);
     pos_ = e.pos;
-    return apply_filter(*this, e.name, v, a);
+    Value r = apply_filter(*this, e.name, v, a);
+    charge(r);
+    return r;
 }
 
 Value Interpreter::eval_call(const Expr& e) {
     Value fn = eval(*e.args[0]);
     CallArgs a = eval_args(e, 1);
     pos_ = e.pos;
-    return call(fn, a);
+    Value r = call(fn, a);
+    charge(r);
+    return r;
 }
 
 Value Interpreter::eval_slice(const Expr& e) {

@@ -12,9 +12,11 @@
 //
 // Scopes follow Jinja2: each for-loop iteration starts a fresh scope over the enclosing one (a `set` in
 // a loop body is gone after the iteration — templates use namespace() to carry values out), `if` makes
-// no scope, a macro call gets a scope over the one it was defined in. Limits: 10,000,000 units of work
-// (statements, loop iterations, items a filter touches), macro calls nested 100 deep, every string
-// and the output at most 16 MiB.
+// no scope, a macro call gets a scope over the one it was defined in (a macro called after that scope
+// ended is refused). Limits: RenderOptions::max_work units of work (a statement, a loop iteration, an
+// item a filter touches, 64 bytes of a string an operator or filter builds), macro calls nested 100
+// deep, values nested 300 deep, every string and the output at most 16 MiB; a namespace may not hold
+// itself or another namespace.
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -26,6 +28,7 @@ namespace kvscope::jinja {
 
 struct RenderOptions {
     int year = 2026, month = 1, day = 1;  // what strftime_now() formats (time of day 00:00:00)
+    size_t max_work = 5'000'000;          // units of work (see tick) before the render is refused
 };
 
 struct Scope {
@@ -58,6 +61,7 @@ private:
 
     [[noreturn]] void fail(const std::string& what) const;
     void emit(const std::string& s);
+    void charge(const Value& v);  // ticks for the bytes or items a result holds
 
     Flow exec(const Body& body);
     Flow exec_stmt(const Stmt& s);

@@ -9,6 +9,9 @@ namespace kvscope::jinja {
 namespace {
 
 constexpr int k_max_depth = 200;
+// Operator chains (a + b + c ..., a.b.c ..., x|f|g ...) build trees as deep as they are long; the evaluator
+// and the tree's destructor recurse over them, so one tag's expression is bounded in nodes.
+constexpr int k_max_nodes_per_tag = 2000;
 
 class Parser {
 public:
@@ -26,6 +29,7 @@ private:
     size_t i_ = 0;
     int depth_ = 0;
     int loops_ = 0;
+    int nodes_ = 0;  // nodes made since the current tag opened
 
     struct Depth {
         Parser& p;
@@ -77,6 +81,7 @@ private:
     }
 
     ExprPtr node(Expr::K kind, SourcePos pos) {
+        if (++nodes_ > k_max_nodes_per_tag) fail(pos, "an expression of more than 2000 parts in one tag is not supported");
         auto e = std::make_unique<Expr>();
         e->kind = kind;
         e->pos = pos;
@@ -91,6 +96,7 @@ private:
         Body out;
         while (true) {
             const Token& t = cur();
+            nodes_ = 0;
             if (t.type == Tok::Eof) {
                 if (stop.size() == 0) return out;
                 fail(t.pos, std::string("the template ends before {% ") + *stop.begin() + " %}");

@@ -266,6 +266,8 @@ static std::string dict_repr(const Dict& d) {
     return out + "}";
 }
 
+static thread_local int print_depth = 0;
+
 std::string py_repr(const Value& v) {
     switch (v.kind()) {
         case Kind::String: return v.is_markup() ? "Markup(" + py_str_repr(v.as_string()) + ")" : py_str_repr(v.as_string());
@@ -276,6 +278,15 @@ std::string py_repr(const Value& v) {
 }
 
 std::string py_str(const Value& v) {
+    struct Guard {
+        Guard() {
+            if (++print_depth > 300) {
+                --print_depth;
+                throw JinjaError("printing a value nested deeper than 300");
+            }
+        }
+        ~Guard() { --print_depth; }
+    } guard;
     switch (v.kind()) {
         case Kind::Undefined: return "";
         case Kind::None: return "None";
