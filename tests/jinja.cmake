@@ -2,7 +2,8 @@
 # sources.json says where each comes from):
 #   1. "jinja: Jinja2 renderings"        tests/reference/chat_template_reference.py (Debian's python3-jinja2,
 #                                        set up as transformers' apply_chat_template sets it up) renders every
-#                                        template over hand-written and seeded random conversations into
+#                                        template over hand-written and seeded random conversations, and the
+#                                        one-rule templates of tests/data/jinja_snippets.json, into
 #                                        ${CMAKE_BINARY_DIR}/jinja_reference/expected.jsonl
 #   2. "jinja: templates == Jinja2"      jinja_tests "[reference]" renders the same and compares every byte;
 #                                        where Jinja2 raises, kvscope must refuse (naming raise_exception's
@@ -18,7 +19,8 @@ if(TARGET jinja_tests AND KVSCOPE_JINJA_PYTHON AND NOT kvscope_jinja_missing)
   add_test(NAME "jinja: Jinja2 renderings"
            COMMAND ${CMAKE_COMMAND} -E env PYTHONDONTWRITEBYTECODE=1
                    ${KVSCOPE_JINJA_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/chat_template_reference.py
-                   ${CMAKE_SOURCE_DIR}/tests/data/chat_templates ${kvscope_jinja_out}/expected.jsonl)
+                   ${CMAKE_SOURCE_DIR}/tests/data/chat_templates ${kvscope_jinja_out}/expected.jsonl
+                   ${CMAKE_SOURCE_DIR}/tests/data/jinja_snippets.json)
   set_tests_properties("jinja: Jinja2 renderings" PROPERTIES FIXTURES_SETUP jinja_reference TIMEOUT 300)
   file(MAKE_DIRECTORY ${kvscope_jinja_out})
 

@@ -1,5 +1,6 @@
 // The Jinja engine (core/text/jinja/): hand-computed cases for each rule, then every real template of
-// tests/data/chat_templates/ against Jinja2 set up as transformers sets it up ("[reference]", driven by
+// tests/data/chat_templates/ and the one-rule snippets of tests/data/jinja_snippets.json against Jinja2 set
+// up as transformers sets it up ("[reference]", driven by
 // tests/jinja.cmake: tests/reference/chat_template_reference.py writes the expected renderings first).
 #include <catch2/catch.hpp>
 
@@ -215,7 +216,8 @@ TEST_CASE("real chat templates render byte for byte as Jinja2 does", "[.][refere
     while (std::getline(in, line)) {
         const Json doc = Json::parse(line);
         const std::string file = doc.find("template")->as_string();
-        if (!sources.count(file)) sources[file] = read_text(dir + file);
+        const Json* inline_source = doc.find("source");  // a snippet of tests/data/jinja_snippets.json
+        if (!sources.count(file)) sources[file] = inline_source ? inline_source->as_string() : read_text(dir + file);
         Dict vars;
         for (const auto& [k, v] : doc.find("variables")->as_object()) vars.set(k, from_json(v));
         const std::string date = doc.find("date")->as_string();

@@ -3,9 +3,12 @@
 Hugging Face transformers' apply_chat_template sets it up, rendering every template of
 tests/data/chat_templates/ over a fixed set of conversations.
 
-    /usr/bin/python3 tests/reference/chat_template_reference.py TEMPLATE_DIR OUT.jsonl
+    /usr/bin/python3 tests/reference/chat_template_reference.py TEMPLATE_DIR OUT.jsonl [SNIPPETS.json]
 
 TEMPLATE_DIR  tests/data/chat_templates (sources.json names the templates and their bos/eos tokens)
+SNIPPETS      tests/data/jinja_snippets.json: small templates, one rule of Python or Jinja2 each (number
+              printing, slicing, undefined values, Markup, whitespace control ...), rendered over
+              SNIPPET_MESSAGES; their lines carry the text itself as "source" instead of a file name
 OUT.jsonl     one line per template x conversation (the hand-written CONVERSATIONS, then N_RANDOM seeded random
               ones per template) x add_generation_prompt:
                 {"template": file name, "conversation": its name, "variables": everything the template is
@@ -123,6 +126,7 @@ def random_conversations(file_name, n):
 
 
 N_RANDOM = 10
+SNIPPET_MESSAGES = [S("Hello there\nsecond line"), U("  héllo 世界  "), A("A"), U("")]
 
 
 def render_all(template_dir, out_path):
@@ -155,7 +159,27 @@ def render_all(template_dir, out_path):
     print(f"{len(sources)} templates x {len(CONVERSATIONS) + N_RANDOM} conversations x 2 = {n_lines} renderings -> {out_path}")
 
 
+def render_snippets(snippets_path, out_path):
+    env = environment()
+    snippets = json.loads(Path(snippets_path).read_text(encoding="utf-8"))
+    with open(out_path, "a", encoding="utf-8") as out:
+        for k, source in enumerate(snippets):
+            for agp in (False, True):
+                variables = {"messages": SNIPPET_MESSAGES, "add_generation_prompt": agp, "bos_token": "<s>",
+                             "eos_token": "</s>"}
+                line = {"template": f"snippet {k}", "source": source, "conversation": "snippet_messages",
+                        "variables": variables, "date": DATE, "text": None, "error": None}
+                try:
+                    line["text"] = env.from_string(source).render(**variables)
+                except Exception as e:
+                    line["error"] = {"type": type(e).__name__, "message": str(e)}
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    print(f"{len(snippets)} snippets x 2 -> {out_path}")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     render_all(sys.argv[1], sys.argv[2])
+    if len(sys.argv) == 4:
+        render_snippets(sys.argv[3], sys.argv[2])
