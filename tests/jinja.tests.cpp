@@ -113,6 +113,7 @@ TEST_CASE("set, block set, macros, filter blocks", "[jinja]") {
     CHECK(render("{% set x %}  in {{ 1 }} {% endset %}[{{ x }}]") == "[  in 1 ]");
     CHECK(render("{% macro m(a, b='x') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}{{ m(1, 2) }}{{ m(b=3, a=4) }}") == "1x1243");
     CHECK(render("{% filter upper %}abc {{ 'd' }}{% endfilter %}") == "ABC D");
+    CHECK(render("a{% generation %}b{{ 'c' }}{% endgeneration %}d") == "abcd");  // transformers' assistant-mask tag
     CHECK(refusal("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").find("takes not more than 1") != std::string::npos);
     CHECK(refusal("{% set d = {} %}{% set d.x = 1 %}").find("non-namespace") != std::string::npos);
 }
