@@ -92,6 +92,7 @@ CONVERSATIONS = {
     "thinking": ([U("q1"), A("<think>\nreasoning\n</think>\n\nanswer"), U("q2")], {}),
     "tool_call": ([U("Weather in Zürich?"), CALL, TOOL_RESULT], {"tools": [TOOL]}),
     "tools_given": ([S("sys"), U("Weather?")], {"tools": [TOOL]}),
+    "tool_call_null_content": ([U("Weather in Zürich?"), {**CALL, "content": None}, TOOL_RESULT, A("21.5 °C")], {}),
     "list_content": ([{"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]}], {}),
     "long_text": ([U("word " * 200), A("x\n" * 50)], {}),
 }
