@@ -188,6 +188,7 @@ TEST_CASE("refusals name the construct and its line:column, and limits hold", "[
     CHECK(refusal("{% if true %}x") == "t:1:15: the template ends before {% elif %}");
     CHECK(refusal("{{ 'abc }}").find("t:1:4: a string literal is never closed") != std::string::npos);
     CHECK(refusal("{% break %}").find("outside a for loop") != std::string::npos);
+    CHECK(refusal("ok \xff") == "t: the template is not valid UTF-8 (at byte 3)");
     CHECK(refusal("{{ 'x' * 20000000 }}").find("limits") != std::string::npos);
     CHECK(refusal("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").find("more than 5000000 units of work") !=
           std::string::npos);

@@ -1,6 +1,7 @@
 #include "text/jinja/template.h"
 
 #include "base/errors.h"
+#include "base/utf8.h"
 #include "io/json.h"
 #include "text/jinja/lexer.h"
 #include "text/jinja/parser.h"
@@ -8,6 +9,12 @@
 namespace kvscope::jinja {
 
 JinjaTemplate JinjaTemplate::parse(std::string_view source, std::string origin) {
+    for (size_t i = 0; i < source.size();) {  // Python reads templates as str: other bytes never get this far
+        char32_t cp;
+        const size_t n = decode_utf8(source, i, cp);
+        if (n == 0) throw UsageError(origin + ": the template is not valid UTF-8 (at byte " + std::to_string(i) + ")");
+        i += n;
+    }
     JinjaTemplate t;
     t.program_ = std::make_shared<const Program>(jinja::parse(lex(source, origin), origin));
     t.origin_ = std::move(origin);

@@ -4,7 +4,8 @@
 // lstrip_blocks and loopcontrols; transformers' tojson, raise_exception and strftime_now).
 //
 //   JinjaTemplate::parse(source, origin)   lex + parse; throws UsageError "ORIGIN:LINE:COLUMN: what" for a
-//                                          syntax error or a construct outside the subset (parser.h lists it)
+//                                          syntax error or a construct outside the subset (parser.h lists it),
+//                                          "ORIGIN: ... not valid UTF-8" for bytes Python could not read as str
 //   render(variables, options)             the text; throws UsageError "ORIGIN:LINE:COLUMN: what" where
 //                                          Jinja2 raises (an undefined value's attribute, a type error,
 //                                          the template's raise_exception(msg): "the template raised an error:
