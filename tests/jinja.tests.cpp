@@ -139,6 +139,8 @@ TEST_CASE("filters", "[jinja]") {
     CHECK(render("{{ '3'|int + 1 }} {{ '2.5'|float }} {{ 'x'|int }} {{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 3|round }}") ==
           "4 2.5 0 2.0 4.0 2.67 3");
     CHECK(render("{{ \"'\"|safe + '<a & \"b\">' + 'c'|safe }}|{{ ('x'|safe ~ '<') + '<' }}") == "'&lt;a &amp; &#34;b&#34;&gt;c|x<<");
+    CHECK(render("{{ {'role': 'u'}|attr('role') }}|{{ namespace(a=1)|attr('a') }}|{{ ({'k': 1}|attr('items'))()|list }}") ==
+          "|1|[('k', 1)]");
     CHECK(render("{{ 'a-b-a'|replace('a', 'x') }}{{ 5|string ~ 1 }}") == "x-b-x51");
     CHECK(refusal("{{ 'ἀ'|upper }}").find("not supported") != std::string::npos);
     CHECK(refusal("{{ x|wordwrap }}").find("t:1:6: the filter 'wordwrap' is not supported") != std::string::npos);

@@ -12,7 +12,8 @@
 //
 // Filters: trim length count tojson (transformers': json.dumps with ensure_ascii=False, indent, separators,
 //   sort_keys) items list first last join replace lower upper title capitalize default/d selectattr
-//   rejectattr select reject map safe string escape/e int float round abs unique indent reverse sort sum.
+//   rejectattr select reject map safe string escape/e int float round abs unique indent reverse sort sum
+//   attr.
 //   select/reject/map/unique/items/reverse give one-shot iterators as Jinja2's generators do.
 // Tests: defined undefined none string mapping iterable number integer float boolean sequence callable
 //   true false equalto eq == ne != lt lessthan < le <= gt greaterthan > ge >= in odd even divisibleby

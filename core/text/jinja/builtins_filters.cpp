@@ -15,7 +15,7 @@ namespace {
 const char* const k_filters[] = {"trim", "length", "count", "tojson", "items", "list", "first", "last", "join",
                                  "replace", "lower", "upper", "title", "capitalize", "default", "d", "selectattr",
                                  "rejectattr", "select", "reject", "map", "safe", "string", "int", "float", "round",
-                                 "abs", "unique", "indent", "reverse", "sort", "sum", "escape", "e"};
+                                 "abs", "unique", "indent", "reverse", "sort", "sum", "escape", "e", "attr"};
 const char* const k_tests[] = {"defined", "undefined", "none", "string", "mapping", "iterable", "number", "integer",
                                "float", "boolean", "sequence", "callable", "true", "false", "equalto", "eq", "==",
                                "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=",
@@ -349,6 +349,13 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& x, Cal
         const bool boolean = b.present[1] && b[1].truthy();
         if (x.is_undefined() || (boolean && !x.truthy())) return dflt;
         return x;
+    }
+    if (name == "attr") {  // getattr only: a dict's keys are items, not attributes
+        ArgBinder b = bind({"name"});
+        const std::string attr = py_str(b[0]);
+        if (x.is_undefined()) return Value::undefined(attr);
+        if (x.is_namespace()) return in.attribute(x, attr);
+        return method(in, x, attr);
     }
     if (name == "selectattr" || name == "rejectattr") return select_items(in, x, a, true, name == "selectattr");
     if (name == "select" || name == "reject") return select_items(in, x, a, false, name == "select");
