@@ -18,6 +18,7 @@ const char* kUsage =
     "  gui         open the step-through debugger window (default when no command is given)\n"
     "  generate    prefill + decode from a prompt; --json, --dump-logits, --trace DIR\n"
     "  chat        a multi-turn chat in one KV cache, turns from a file or stdin; --json per turn\n"
+    "  chat-template  render messages with a model's (or any) chat template, as apply_chat_template does\n"
     "  inspect     model config, parameters, tensors, KV cache bytes\n"
     "  tokenize    text -> token ids\n"
     "  detokenize  token ids -> text bytes\n"
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     try {
         if (command == "generate") return cli_generate(sub_argc, sub_argv);
         if (command == "chat") return cli_chat(sub_argc, sub_argv);
+        if (command == "chat-template") return cli_chat_template(sub_argc, sub_argv);
         if (command == "inspect") return cli_inspect(sub_argc, sub_argv);
         if (command == "tokenize") return cli_tokenize(sub_argc, sub_argv);
         if (command == "detokenize") return cli_detokenize(sub_argc, sub_argv);

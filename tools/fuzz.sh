@@ -136,6 +136,48 @@ for name, doc in (("byte_level", byte_level), ("sentencepiece", sentencepiece)):
     body = json.dumps(doc).encode() + b"\0" + "I'M <t> caf\u00e9 12345 <|bos|> \u2581x".encode()
     open(os.path.join(out, "fuzz_tokenizer_json", name), "wb").write(b"\x03" + body)
 PY
+# the real chat templates seed fuzz_jinja; its dictionary holds the tag and filter words they use
+mkdir -p "$seeds/fuzz_jinja"
+cp "$root"/tests/data/chat_templates/*.jinja "$seeds/fuzz_jinja/"
+jinja_dict="$build/jinja.dict"
+cat >"$jinja_dict" <<'DICT'
+"{{"
+"}}"
+"{%"
+"%}"
+"{%-"
+"-%}"
+"{#"
+"#}"
+"for "
+" in "
+"endfor"
+"if "
+"elif "
+"else"
+"endif"
+"set "
+"endset"
+"macro "
+"endmacro"
+"namespace("
+"loop.index"
+"loop.last"
+"messages"
+"message['content']"
+"|tojson"
+"|trim"
+"|length"
+"|selectattr('role', 'equalto', 'system')"
+"|map(attribute='role')"
+"is defined"
+"is string"
+"raise_exception("
+"[::-1]"
+".split("
+".strip()"
+"range("
+DICT
 dict="$build/json.dict"
 cat >"$dict" <<'DICT'
 "{"
@@ -192,6 +234,7 @@ for t in "${targets[@]}"; do
     [ -d "$root/tests/fuzz/corpus/$t" ] && extra+=("$root/tests/fuzz/corpus/$t")
     dict_flag=()
     case "$t" in fuzz_checkpoint_index|fuzz_config|fuzz_safetensors|fuzz_tokenizer_json) dict_flag=("-dict=$dict") ;; esac
+    [ "$t" = fuzz_jinja ] && dict_flag=("-dict=$jinja_dict")
     log="$build/$t.log"
     echo "fuzz: $t for ${seconds}s"
     if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

@@ -136,7 +136,7 @@ std::string CliArgs::help() const {
         out += help_entry("  " + s.name + (s.takes_value ? " " + s.metavar : ""),
                           s.help + (s.repeatable ? " (repeatable)" : ""), 28);
     out += "  --help                    this text\n";
-    if (!epilogue_.empty()) out += "\n" + epilogue_;
+    if (!epilogue_.empty()) out += "\n" + help_entry("", epilogue_, 0);  // wrapped like the rest, newline-terminated
     return out;
 }
 

@@ -5,6 +5,7 @@ namespace kvscope {
 
 int cli_generate(int argc, char** argv);
 int cli_chat(int argc, char** argv);     // multi-turn chat in one KV cache, turns from a file or stdin
+int cli_chat_template(int argc, char** argv);  // any chat template rendered as apply_chat_template does
 int cli_inspect(int argc, char** argv);
 int cli_tokenize(int argc, char** argv);
 int cli_detokenize(int argc, char** argv);

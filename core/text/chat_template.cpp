@@ -1,6 +1,5 @@
-// Chat templates as C++ rules. Each render_* function below follows its Jinja text (quoted from
-// chat_template_texts.inc) statement by statement, with Python's string semantics where the template
-// calls a string method, because Hugging Face renders with Jinja2 on Python strings.
+// Chat templates: the four known texts are recognised by equality (for family(), name() and the chat
+// loop's end-of-turn text) and rendered, like any template, by the Jinja engine (text/jinja/).
 #include "text/chat_template.h"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "base/utf8.h"
 #include "io/json.h"
 #include "io/read_file.h"
+#include "text/jinja/template.h"
 #include "text/tokenizer_config.h"
 
 namespace kvscope {
@@ -36,168 +36,19 @@ const Known& known(ChatFamily family) {
     throw std::logic_error("chat_template: a ChatFamily without a text");
 }
 
-// ---- Python string semantics --------------------------------------------------------------------
-
-// str.isspace(): the code points Python 3 calls whitespace (bidirectional class WS, B or S, or Zs).
-bool python_isspace(char32_t c) {
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-// str.strip() with no argument, which Jinja2's trim filter calls. `s` is valid UTF-8 (checked first).
-std::string_view py_strip(std::string_view s) {
-    size_t begin = 0;
-    while (begin < s.size()) {
-        char32_t c = 0;
-        size_t n = decode_utf8(s, begin, c);
-        if (!python_isspace(c)) break;
-        begin += n;
-    }
-    size_t end = s.size();
-    while (end > begin) {
-        size_t start = end - 1;  // back over continuation bytes to the code point's first byte
-        while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80) --start;
-        char32_t c = 0;
-        decode_utf8(s, start, c);
-        if (!python_isspace(c)) break;
-        end = start;
-    }
-    return s.substr(begin, end - begin);
-}
-
-// str.lstrip('\n') / rstrip('\n') / strip('\n')
-std::string_view lstrip_nl(std::string_view s) {
-    size_t i = s.find_first_not_of('\n');
-    return i == std::string_view::npos ? std::string_view() : s.substr(i);
-}
-std::string_view rstrip_nl(std::string_view s) {
-    size_t i = s.find_last_not_of('\n');
-    return i == std::string_view::npos ? std::string_view() : s.substr(0, i + 1);
-}
-std::string_view strip_nl(std::string_view s) { return rstrip_nl(lstrip_nl(s)); }
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
-
 std::string at(size_t i) { return "messages[" + std::to_string(i) + "]"; }
 
-// ---- Llama 3 --------------------------------------------------------------------------------------
-// {% for message in loop_messages %}
-//   {% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' %}
-//   {% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}
-// {% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
-// (`|` binds tighter than `+`: only the content is trimmed. add_generation_prompt is never read.)
-std::string render_llama3(const std::vector<ChatMessage>& messages, const std::string& bos) {
-    std::string out;
-    for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out += bos;
-        out += "<|start_header_id|>";
-        out += messages[i].role;
-        out += "<|end_header_id|>\n\n";
-        out += py_strip(messages[i].content);
-        out += "<|eot_id|>";
-    }
-    out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    return out;
-}
-
-// ---- Qwen3 ----------------------------------------------------------------------------------------
-std::string render_qwen3(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-    const size_t n = messages.size();
-    std::string out;
-    // pass 1 (no tools): {%- if messages[0].role == 'system' %} '<|im_start|>system\n' + content + '<|im_end|>\n'
-    if (messages[0].role == "system") out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
-
-    // pass 2: ns.last_query_index = the last user message that is not a wrapped tool response
-    // (messages|length - 1 when there is none), found scanning messages[::-1].
-    size_t last_query = n - 1;
-    for (size_t k = n; k-- > 0;) {
-        const ChatMessage& m = messages[k];
-        if (m.role == "user" && !(starts_with(m.content, "<tool_response>") && ends_with(m.content, "</tool_response>"))) {
-            last_query = k;
-            break;
-        }
-    }
-
-    // pass 3: every message
-    for (size_t i = 0; i < n; ++i) {
-        const ChatMessage& m = messages[i];
-        if (m.role == "user" || (m.role == "system" && i != 0)) {
-            out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-        } else if (m.role == "assistant") {
-            // content / reasoning_content: with '</think>' in the content, the text after the last
-            // '</think>' (lstrip '\n') and the text between the last '<think>' before the first
-            // '</think>' and that '</think>' (rstrip then lstrip '\n')
-            std::string_view content = m.content;
-            std::string_view reasoning;
-            const size_t first_close = content.find("</think>");
-            if (first_close != std::string_view::npos) {
-                const size_t last_close = content.rfind("</think>");
-                std::string_view before = rstrip_nl(content.substr(0, first_close));
-                const size_t open = before.rfind("<think>");
-                reasoning = lstrip_nl(open == std::string_view::npos ? before : before.substr(open + 7));
-                content = lstrip_nl(content.substr(last_close + 8));
-            }
-            out += "<|im_start|>assistant\n";
-            if (i > last_query && (i == n - 1 || !reasoning.empty())) {
-                out += "<think>\n";
-                out += strip_nl(reasoning);
-                out += "\n</think>\n\n";
-                out += lstrip_nl(content);
-            } else {
-                out += content;
-            }
-            out += "<|im_end|>\n";
-        }
-        // a first system message was written in pass 1; render() let no other role through
-    }
-    // enable_thinking is not passed, so `enable_thinking is defined and enable_thinking is false` is false
-    if (add_generation_prompt) out += "<|im_start|>assistant\n";
-    return out;
-}
-
-// ---- Qwen2.5 --------------------------------------------------------------------------------------
-// (no tools) a system message first, Qwen's default one when messages[0] is not a system message; then
-// every user message, system message but the first, and assistant message without tool_calls as
-// '<|im_start|>' + role + '\n' + content + '<|im_end|>\n'; nothing is trimmed.
-std::string render_qwen25(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-    std::string out = messages[0].role == "system"
-                          ? "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n"
-                          : "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n";
-    for (size_t i = 0; i < messages.size(); ++i) {
-        const ChatMessage& m = messages[i];
-        if (m.role == "system" && i == 0) continue;
-        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    }
-    if (add_generation_prompt) out += "<|im_start|>assistant\n";
-    return out;
-}
-
-// ---- Gemma 3 --------------------------------------------------------------------------------------
-std::string render_gemma3(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string& bos,
-                          const std::string& origin) {
-    std::string out = bos;  // {{ bos_token }}
-    // a first system message becomes first_user_prefix (content + '\n\n', not trimmed); loop_messages = messages[1:]
-    const bool system_first = messages[0].role == "system";
-    const std::string first_user_prefix = system_first ? messages[0].content + "\n\n" : std::string();
-    const size_t offset = system_first ? 1 : 0;
+// Gemma 3's template raises unless roles alternate user/assistant after an optional first system message;
+// kvscope says which message breaks the rule before the engine renders.
+void check_gemma3_roles(const std::vector<ChatMessage>& messages, const std::string& origin) {
+    const size_t offset = messages[0].role == "system" ? 1 : 0;
     for (size_t i = offset; i < messages.size(); ++i) {
-        const size_t index0 = i - offset;
         const ChatMessage& m = messages[i];
-        // (message['role'] == 'user') != (loop.index0 % 2 == 0) -> raise_exception
-        if ((m.role == "user") != (index0 % 2 == 0))
+        if ((m.role == "user") != ((i - offset) % 2 == 0))
             throw UsageError(origin + ": Gemma 3's chat template refuses " + at(i) + " (role " + json_escape(m.role) +
                              "): Conversation roles must alternate user/assistant/user/assistant/... after an "
                              "optional first system message");
-        out += "<start_of_turn>";
-        out += m.role == "assistant" ? std::string("model") : m.role;
-        out += "\n";
-        if (index0 == 0) out += first_user_prefix;
-        out += py_strip(m.content);
-        out += "<end_of_turn>\n";
     }
-    if (add_generation_prompt) out += "<start_of_turn>model\n";
-    return out;
 }
 
 std::string read_config(const std::string& path) {
@@ -273,7 +124,9 @@ ChatTemplate ChatTemplate::from_config_json(std::string_view config_json, const 
     if (match->family == ChatFamily::Llama3 && !bos_set)
         // Jinja2 raises on bos_token + content with bos_token undefined
         throw UsageError(origin + ": the Llama 3 chat template writes bos_token first, but bos_token is not set");
-    return ChatTemplate(match->family, std::move(bos), origin);
+    std::string eos = config.eos_token.value_or("");
+    auto engine = std::make_shared<const jinja::JinjaTemplate>(jinja::JinjaTemplate::parse(text, origin));
+    return ChatTemplate(match->family, std::move(bos), std::move(eos), std::move(engine), origin);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
@@ -292,13 +145,20 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             k += len;
         }
     }
-    switch (family_) {
-        case ChatFamily::Llama3: return render_llama3(messages, bos_token_);
-        case ChatFamily::Qwen3: return render_qwen3(messages, add_generation_prompt);
-        case ChatFamily::Qwen25: return render_qwen25(messages, add_generation_prompt);
-        case ChatFamily::Gemma3: return render_gemma3(messages, add_generation_prompt, bos_token_, origin_);
+    if (family_ == ChatFamily::Gemma3) check_gemma3_roles(messages, origin_);
+    std::vector<jinja::Value> list;
+    for (const ChatMessage& m : messages) {
+        jinja::Dict d;
+        d.set("role", jinja::Value::str(m.role));
+        d.set("content", jinja::Value::str(m.content));
+        list.push_back(jinja::Value::dict(std::move(d)));
     }
-    throw std::logic_error("chat_template: unhandled ChatFamily");
+    jinja::Dict vars;  // what apply_chat_template passes; tools and documents stay undefined
+    vars.set("messages", jinja::Value::list(std::move(list)));
+    vars.set("add_generation_prompt", jinja::Value::of(add_generation_prompt));
+    vars.set("bos_token", jinja::Value::str(bos_token_));
+    vars.set("eos_token", jinja::Value::str(eos_token_));
+    return engine_->render(vars);
 }
 
 std::string ChatTemplate::render_turn(const std::vector<ChatMessage>& history, const std::vector<ChatMessage>& new_messages,

