@@ -248,6 +248,26 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
     return out;
 }
 
+// "evict|restore POSITION [LAYER|all] [HEAD|all]" or "patch POSITION LAYER TEXT" as an intent.
+static EditCache cache_edit_of(const ScriptLine& l, int64_t position) {
+    const std::string& cmd = l.words[0];
+    EditCache e;
+    e.kind = cmd == "evict" ? CacheEditKind::Evict : cmd == "restore" ? CacheEditKind::Restore : CacheEditKind::Patch;
+    e.position = position;
+    auto index = [&](size_t i) {
+        int64_t v = -1;
+        if (l.words.size() > i && l.words[i] != "all") to_int(l.words[i], v);
+        return v;
+    };
+    e.layer = index(2);
+    if (e.kind == CacheEditKind::Patch) {
+        e.patch_text = l.words[3];
+    } else {
+        e.head = index(3);
+    }
+    return e;
+}
+
 ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snapshot& snap, ViewPrefs& v) {
     const std::string& cmd = l.words[0];
     const std::string arg = l.words.size() > 1 ? l.words[1] : "";
@@ -301,21 +321,7 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
         if (panel_named(title, p)) show_tab(p);
         fx.frames = 2;
     } else if (cmd == "evict" || cmd == "restore" || cmd == "patch") {
-        EditCache e;
-        e.kind = cmd == "evict" ? CacheEditKind::Evict : cmd == "restore" ? CacheEditKind::Restore : CacheEditKind::Patch;
-        e.position = n;
-        auto index = [&](size_t i) {
-            int64_t v = -1;
-            if (l.words.size() > i && l.words[i] != "all") to_int(l.words[i], v);
-            return v;
-        };
-        e.layer = index(2);
-        if (e.kind == CacheEditKind::Patch) {
-            e.patch_text = l.words[3];
-        } else {
-            e.head = index(3);
-        }
-        run(e);
+        run(cache_edit_of(l, n));
     } else if (cmd == "dismiss") {
         v.dismissed_problem = snap.problem.id;
     } else if (cmd == "quant-view") {

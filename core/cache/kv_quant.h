@@ -1,7 +1,7 @@
 #pragma once
 // Quantized K/V formats as pure functions: float32 rows in, packed bytes out, and back. The exact
 // definitions (byte layout, scale dtype, rounding, edge cases) are docs/engine.md's "Quantized K/V";
-// tools/kv_quant_reference.py implements the same definitions independently in numpy.
+// tests/reference/kv_quant_reference.py implements the same definitions independently in numpy.
 //
 // D = head dim, G = group size, all little-endian. Every division, product and sum is one float32
 // operation (this file is compiled with -ffp-contract=off: no fused multiply-add).

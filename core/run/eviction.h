@@ -28,7 +28,7 @@
 //   parse_eviction_policy(name)             "oracle-off" | "window+sinks" | "h2o" | "snapkv" | "pyramid"
 //   keep_window_sinks / keep_heavy_recent / pool_scores / keep_snapkv / pyramid_budgets
 //                                           the pure choices, on plain arrays (tests compare them with
-//                                           tools/eviction_reference.py)
+//                                           tests/reference/eviction_reference.py)
 //   EvictionPolicy                          the running state of one sequence: observe() a query's
 //                                           weights, decide() after a step, save()/load() for step_back
 #include <cstdint>
