@@ -136,7 +136,10 @@ std::string CliArgs::help() const {
         out += help_entry("  " + s.name + (s.takes_value ? " " + s.metavar : ""),
                           s.help + (s.repeatable ? " (repeatable)" : ""), 28);
     out += "  --help                    this text\n";
-    if (!epilogue_.empty()) out += "\n" + help_entry("", epilogue_, 0);  // wrapped like the rest, newline-terminated
+    if (!epilogue_.empty()) {  // laid out by its command (gui's is a table), only newline-terminated here
+        out += "\n" + epilogue_;
+        if (out.back() != '\n') out += '\n';
+    }
     return out;
 }
 
