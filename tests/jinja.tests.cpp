@@ -187,7 +187,8 @@ TEST_CASE("globals: raise_exception, strftime_now, range, namespace", "[jinja]")
 TEST_CASE("refusals name the construct and its line:column, and limits hold", "[jinja]") {
     CHECK(refusal("a\n{% include 'x' %}") == "t:2:4: the tag {% include %} is not supported");
     CHECK(refusal("{% for x in y recursive %}{% endfor %}").find("recursive") != std::string::npos);
-    CHECK(refusal("{% if true %}x") == "t:1:15: the template ends before {% elif %}");
+    CHECK(refusal("{% if true %}x") == "t:1:15: the template ends before {% endif %}");
+    CHECK(refusal("{% for x in y %}") == "t:1:17: the template ends before {% endfor %}");
     CHECK(refusal("{{ 'abc }}").find("t:1:4: a string literal is never closed") != std::string::npos);
     CHECK(refusal("{% break %}").find("outside a for loop") != std::string::npos);
     CHECK(refusal("ok \xff") == "t: the template is not valid UTF-8 (at byte 3)");

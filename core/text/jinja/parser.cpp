@@ -99,7 +99,7 @@ private:
             nodes_ = 0;
             if (t.type == Tok::Eof) {
                 if (stop.size() == 0) return out;
-                fail(t.pos, std::string("the template ends before {% ") + *stop.begin() + " %}");
+                fail(t.pos, std::string("the template ends before {% ") + *(stop.end() - 1) + " %}");  // the closing tag
             }
             if (t.type == Tok::Text) {
                 auto s = std::make_unique<Stmt>();
