@@ -18,16 +18,23 @@ std::string first_problem(const RunOptions& v, const std::vector<const OptionSpe
     return found.empty() ? "" : render(found.front(), words);
 }
 
+// Whether `word` is new to `seen` (it is added either way).
+bool first_time(std::set<std::string>& seen, const std::string& word) {
+    const bool is_new = seen.count(word) == 0;
+    seen.insert(word);
+    return is_new;
+}
+
 }  // namespace
 
 TEST_CASE("option table: names, flags, labels and script keys are each unique", "[options]") {
     std::set<std::string> names, flags, labels, keys;
     for (const OptionSpec& o : option_table()) {
         INFO(o.name);
-        CHECK(names.insert(o.name).second);
-        if (*o.flag) CHECK(flags.insert(o.flag).second);
-        if (*o.label) CHECK(labels.insert(o.label).second);
-        if (*o.script_key) CHECK(keys.insert(o.script_key).second);
+        CHECK(first_time(names, o.name));
+        if (*o.flag) CHECK(first_time(flags, o.flag));
+        if (*o.label) CHECK(first_time(labels, o.label));
+        if (*o.script_key) CHECK(first_time(keys, o.script_key));
         CHECK(option_named(o.name) == &o);
         if (*o.flag) CHECK(option_by_flag(o.flag) == &o);
         if (*o.script_key) CHECK(option_by_script_key(o.script_key) == &o);
