@@ -223,6 +223,14 @@ cat >"$dict" <<'DICT'
 "\"embedding_scale\""
 DICT
 
+# GGUF seeds: the independent writer's fixture (every metadata type, every readable tensor type), when the
+# Python with numpy is at hand
+mkdir -p "$seeds/fuzz_gguf"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    /usr/bin/python3 "$root/tests/reference/gguf_reference.py" fixture "$build/gguf-seed" >/dev/null &&
+        cp "$build/gguf-seed/fixture.gguf" "$seeds/fuzz_gguf/fixture.gguf"
+fi
+
 # pass 4: run each target for the given time
 status=0
 for t in "${targets[@]}"; do

@@ -12,6 +12,8 @@
 //   k_shader_file                      1 MiB: the window's shader sources
 //   k_safetensors_file                 1 TiB: model.safetensors and shards (mapped, not read; the header
 //                                      within it has Hugging Face's 100 MB limit, safetensors.cpp)
+//   k_gguf_file                        1 TiB: GGUF model files (mapped; every count inside is checked against
+//                                      the bytes left before anything is allocated, gguf.cpp)
 //   k_prompt_cache_file                64 GiB: --prompt-cache files (streamed, each part checked against
 //                                      the file's real size before it is allocated)
 //   read_file_bounded(path, lim, h)    the whole file; throws LoadError for a missing file (with hint h),
@@ -44,6 +46,7 @@ inline constexpr ReadLimit k_text_file{uint64_t(256) << 20, "a text input"};
 inline constexpr ReadLimit k_script_file{uint64_t(16) << 20, "a script file"};
 inline constexpr ReadLimit k_shader_file{uint64_t(1) << 20, "a shader file"};
 inline constexpr ReadLimit k_safetensors_file{uint64_t(1) << 40, "a safetensors file"};
+inline constexpr ReadLimit k_gguf_file{uint64_t(1) << 40, "a GGUF file"};
 inline constexpr ReadLimit k_prompt_cache_file{uint64_t(64) << 30, "a prompt cache file"};
 
 std::string read_file_bounded(const std::string& path, const ReadLimit& limit, const std::string& missing_hint = "");

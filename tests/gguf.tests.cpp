@@ -1,0 +1,231 @@
+// GGUF: a file written by the independent numpy writer (tests/reference/gguf_reference.py) read back —
+// every metadata value type, every readable tensor type dequantized bit for bit as numpy does it — and
+// broken files laid out byte by byte here, each refused with one LoadError naming what is wrong.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+#include "io/json.h"
+#include "forward/model.h"
+#include "model/gguf.h"
+#include "scratch_dir.h"
+#include "session_runs.h"
+
+using namespace kvscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kPython = "/usr/bin/python3";
+
+bool have_numpy() { return std::system((std::string(kPython) + " -c 'import numpy' 2>/dev/null").c_str()) == 0; }
+
+// GGUF bytes laid out from the format description.
+struct Bytes {
+    std::string s;
+    Bytes& u32(uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); return *this; }
+    Bytes& u64(uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); return *this; }
+    Bytes& str(const std::string& t) { u64(t.size()); s += t; return *this; }
+    Bytes& pad(size_t alignment) { s.append((alignment - s.size() % alignment) % alignment, '\0'); return *this; }
+    Bytes& raw(size_t n, char c = '\x11') { s.append(n, c); return *this; }
+};
+
+Bytes header(uint64_t tensors, uint64_t entries, uint32_t version = 3) {
+    Bytes b;
+    b.s = "GGUF";
+    return b.u32(version).u64(tensors).u64(entries);
+}
+
+// One F32 tensor info: name, dims innermost first, offset.
+Bytes& tensor_info(Bytes& b, const std::string& name, std::vector<uint64_t> dims, uint32_t type = 0, uint64_t offset = 0) {
+    b.str(name).u32(uint32_t(dims.size()));
+    for (uint64_t d : dims) b.u64(d);
+    return b.u32(type).u64(offset);
+}
+
+std::string refusal(const std::string& bytes, const std::string& name) {
+    const fs::path p = test::fresh_dir("gguf", "broken") / (name + ".gguf");
+    test::write_bytes(p, bytes);
+    try {
+        GgufFile f(p.string());
+    } catch (const LoadError& e) {
+        return e.what_is_wrong;
+    }
+    return "(opened)";
+}
+
+}  // namespace
+
+TEST_CASE("a file from the independent writer: metadata of every type, tensors dequantized as numpy does", "[gguf]") {
+    if (!have_numpy()) {
+        WARN("skipped: /usr/bin/python3 with numpy not found (apt install python3-numpy)");
+        return;
+    }
+    const fs::path dir = test::fresh_dir("gguf", "fixture");
+    const std::string cmd = std::string(kPython) + " " KVSCOPE_SOURCE_DIR "/tests/reference/gguf_reference.py fixture " +
+                            dir.string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const Json manifest = Json::parse(test::read_bytes(dir / "manifest.json"));
+    GgufFile f((dir / "fixture.gguf").string());
+    CHECK(f.version() == 3);
+    CHECK(f.alignment() == 64);
+    CHECK(f.data_offset() % 64 == 0);
+
+    const auto& expected_meta = manifest.find("metadata")->as_object();
+    REQUIRE(f.metadata().size() == expected_meta.size());
+    for (size_t i = 0; i < expected_meta.size(); ++i) {
+        const auto& [key, want] = expected_meta[i];
+        const GgufEntry& got = f.metadata()[i];
+        INFO(key);
+        CHECK(got.key == key);  // file order kept
+        const std::string type = want.find("type")->as_string();
+        const Json& value = *want.find("value");
+        CHECK(to_string(got.value.type) == type);
+        if (type == "array") {
+            const auto& items = value.as_array();
+            REQUIRE(got.value.count() == int64_t(items.size()));
+            for (size_t k = 0; k < items.size(); ++k) {
+                if (items[k].is_string()) CHECK(got.value.texts[k] == items[k].as_string());
+                else if (items[k].is_integer()) CHECK(got.value.integers[k] == items[k].as_integer());
+                else CHECK(got.value.reals[k] == items[k].as_number());
+            }
+        } else if (type == "string") {
+            CHECK(got.value.text == value.as_string());
+        } else if (type == "bool") {
+            CHECK(got.value.integer == (value.as_bool() ? 1 : 0));
+        } else if (type == "f32" || type == "f64") {
+            CHECK(got.value.real == value.as_number());
+        } else {
+            CHECK(got.value.integer == value.as_integer());
+        }
+    }
+
+    const auto& expected_tensors = manifest.find("tensors")->as_object();
+    REQUIRE(f.tensors().size() == expected_tensors.size());
+    for (const auto& [name, want] : expected_tensors) {
+        INFO(name);
+        const GgufTensor* t = f.tensor(name);
+        REQUIRE(t);
+        CHECK(ggml_type_info(t->type).name == want.find("type")->as_string());
+        const auto& shape = want.find("shape")->as_array();
+        REQUIRE(t->shape().size() == shape.size());
+        for (size_t k = 0; k < shape.size(); ++k) CHECK(t->shape()[k] == shape[k].as_integer());
+        CHECK(int64_t(t->n_bytes) == want.find("bytes")->as_integer());
+        std::vector<float> values(size_t(t->n_elements()));
+        dequantize_row(t->type, t->data, t->n_elements(), values.data());
+        const std::string reference = test::read_bytes(dir / (name + ".f32"));
+        REQUIRE(reference.size() == values.size() * sizeof(float));
+        CHECK(std::memcmp(reference.data(), values.data(), reference.size()) == 0);
+    }
+}
+
+TEST_CASE("the type table: block sizes and bits per weight as ggml defines them", "[gguf]") {
+    // bytes per block from the block structs: halves (2 bytes each), the 32-bit high bits, scale bytes, quants
+    CHECK(ggml_type_info(GgmlType::Q4_0).block_bytes == 2 + 32 / 2);
+    CHECK(ggml_type_info(GgmlType::Q5_1).block_bytes == 2 * 2 + 4 + 32 / 2);
+    CHECK(ggml_type_info(GgmlType::Q4_K).block_bytes == 2 * 2 + 12 + 256 / 2);
+    CHECK(ggml_type_info(GgmlType::Q5_K).block_bytes == 2 * 2 + 12 + 256 / 8 + 256 / 2);
+    CHECK(ggml_type_info(GgmlType::Q6_K).block_bytes == 256 / 2 + 256 / 4 + 256 / 16 + 2);
+    CHECK(ggml_type_info(GgmlType::Q6_K).bits_per_weight() == Approx(6.5625));
+    CHECK(ggml_type_info(GgmlType::Q8_0).bits_per_weight() == Approx(8.5));
+    CHECK(ggml_type_info(4) == nullptr);  // Q4_2, removed from ggml
+    CHECK_FALSE(ggml_type_info(GgmlType::Q3_K).readable);
+}
+
+TEST_CASE("broken files: one LoadError each, naming what is wrong", "[gguf]") {
+    // A good minimal file first, so each case below changes one thing.
+    Bytes good = header(1, 1);
+    good.str("general.architecture").u32(8).str("llama");
+    tensor_info(good, "w", {4, 2}).pad(32).raw(32);
+    CHECK(refusal(good.s, "good") == "(opened)");
+
+    CHECK_THAT(refusal("GGUX" + good.s.substr(4), "magic"), Catch::Contains("not a GGUF file"));
+    CHECK_THAT(refusal(header(0, 0, 1).s, "v1"), Catch::Contains("GGUF version 1 is not supported"));
+    CHECK_THAT(refusal(header(0, 0, 4).s, "v4"), Catch::Contains("GGUF version 4"));
+    for (size_t cut : {size_t(30), size_t(60), good.s.size() - 40, good.s.size() - 1})
+        CHECK_THAT(refusal(good.s.substr(0, cut), "cut" + std::to_string(cut)),
+                   Catch::Contains("truncated") || Catch::Contains("left in the file") || Catch::Contains("past the end"));
+    CHECK_THAT(refusal(header(uint64_t(1) << 60, 0).s, "tensor_count"), Catch::Contains("the tensor count is"));
+    CHECK_THAT(refusal(header(0, 1).u64(uint64_t(1) << 62).raw(20).s, "key_length"), Catch::Contains("metadata key 0 needs"));
+
+    Bytes unknown_value = header(0, 1);
+    unknown_value.str("x").u32(13).u32(0);
+    CHECK_THAT(refusal(unknown_value.s, "value_type"), Catch::Contains("x has unknown value type 13"));
+    Bytes nested = header(0, 1);
+    nested.str("x").u32(9).u32(9).u64(1);
+    CHECK_THAT(refusal(nested.s, "nested"), Catch::Contains("array of arrays"));
+    Bytes huge_array = header(0, 1);
+    huge_array.str("x").u32(9).u32(4).u64(uint64_t(1) << 40);
+    CHECK_THAT(refusal(huge_array.s, "huge_array"), Catch::Contains("item count is"));
+    Bytes twice = header(0, 2);
+    twice.str("a").u32(4).u32(1).str("a").u32(4).u32(2);
+    CHECK_THAT(refusal(twice.s, "twice"), Catch::Contains("metadata key a appears twice"));
+    Bytes bad_alignment = header(0, 1);
+    bad_alignment.str("general.alignment").u32(4).u32(48);
+    CHECK_THAT(refusal(bad_alignment.s, "alignment"), Catch::Contains("power of two"));
+
+    auto one_tensor = [](std::vector<uint64_t> dims, uint32_t type, uint64_t offset, size_t data) {
+        Bytes b = header(1, 0);
+        tensor_info(b, "w", dims, type, offset).pad(32).raw(data);
+        return b.s;
+    };
+    CHECK_THAT(refusal(one_tensor({4, 2}, 77, 0, 32), "type"), Catch::Contains("w has unknown ggml type 77"));
+    CHECK_THAT(refusal(one_tensor({4, 2}, 0, 64, 32), "outside"), Catch::Contains("ends past the end of the file"));
+    CHECK_THAT(refusal(one_tensor({4, 2}, 0, 8, 64), "misaligned"), Catch::Contains("not a multiple of the 32-byte"));
+    CHECK_THAT(refusal(one_tensor({1, 1, 1, 1, 1}, 0, 0, 32), "dims"), Catch::Contains("5 dimensions"));
+    CHECK_THAT(refusal(one_tensor({4, 0}, 0, 0, 32), "zero"), Catch::Contains("dimension 0"));
+    CHECK_THAT(refusal(one_tensor({48, 1}, 8, 0, 64), "block"), Catch::Contains("Q8_0 (blocks of 32)"));
+    CHECK_THAT(refusal(one_tensor({uint64_t(1) << 30, uint64_t(1) << 30}, 0, 0, 32), "absurd"),
+               Catch::Contains("which no model file holds"));
+
+    Bytes overlap = header(2, 0);
+    tensor_info(overlap, "a", {16}, 0, 0);
+    tensor_info(overlap, "b", {16}, 0, 32);
+    overlap.pad(32).raw(128);
+    CHECK_THAT(refusal(overlap.s, "overlap"), Catch::Contains("tensors a and b overlap"));
+    Bytes same_name = header(2, 0);
+    tensor_info(same_name, "a", {8}, 0, 0);
+    tensor_info(same_name, "a", {8}, 0, 32);
+    same_name.pad(32).raw(64);
+    CHECK_THAT(refusal(same_name.s, "same_name"), Catch::Contains("tensor a appears twice"));
+}
+
+TEST_CASE("a model converted by the independent writer runs exactly as its numpy-dequantized folder", "[gguf]") {
+    if (!have_numpy()) {
+        WARN("skipped: /usr/bin/python3 with numpy not found (apt install python3-numpy)");
+        return;
+    }
+    const fs::path dir = test::fresh_dir("gguf", "models");
+    const std::string tools = KVSCOPE_SOURCE_DIR;
+    SessionOptions options;
+    options.max_new_tokens = 6;
+    options.prefill_chunk = 3;
+    const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7};
+    // llama: Q/K rows permuted in the file; qwen2: q/k/v biases; qwen3: q/k norms. Rows of 256 for the K types.
+    for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+        const fs::path folder = dir / arch;
+        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/make_llama_model.py --model-type " + arch +
+                             " --hidden 256 --inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 3 " +
+                             folder.string() + " >/dev/null").c_str()) == 0);
+        const kvtest::Run original = kvtest::run_to_end(Model::load(folder.string()), options, prompt);
+        for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
+            INFO(arch << " " << type);
+            const fs::path gguf = dir / (arch + "_" + type + ".gguf");
+            const fs::path dequantized = dir / (arch + "_" + type);
+            REQUIRE(std::system((std::string(kPython) + " " + tools + "/tests/reference/gguf_reference.py convert " +
+                                 folder.string() + " " + gguf.string() + " " + type + " " + dequantized.string())
+                                    .c_str()) == 0);
+            const auto from_file = Model::load(gguf.string());
+            CHECK(from_file->config().n_kv_head == 2);
+            const kvtest::Run got = kvtest::run_to_end(from_file, options, prompt);
+            kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));
+            if (std::string(type) == "F32") kvtest::require_identical(got, original);
+        }
+    }
+}

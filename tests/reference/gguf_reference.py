@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""An independent GGUF writer and dequantizer (numpy only), written from the format's description:
+GGUF v3 (magic, version, counts, metadata key/values, tensor infos, aligned data) and ggml's block
+layouts (ggml-common.h's block structs). kvscope's C++ reader and dequantizers are checked against it.
+
+  gguf_reference.py fixture OUT_DIR     OUT_DIR/fixture.gguf: metadata of every value type and one tensor of
+                                        every type kvscope reads, with random block bytes; OUT_DIR/manifest.json
+                                        (what the metadata holds) and OUT_DIR/<tensor>.f32 (each tensor
+                                        dequantized by numpy, float32, row-major)
+  gguf_reference.py convert FOLDER OUT.gguf TYPE [DEQUANTIZED_FOLDER]
+                                        a Llama / Qwen2 / Qwen3 model folder (config.json, model.safetensors) as
+                                        llama.cpp's converter lays it out: its metadata keys, its tensor names,
+                                        Q and K rows permuted for the "llama" architecture; 2-D weights in TYPE
+                                        (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K; K types need
+                                        rows of 256). DEQUANTIZED_FOLDER: the same model with every weight
+                                        as numpy dequantizes it, F32, in Hugging Face's layout
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+# type: (ggml type number, weights per block, bytes per block)
+TYPES = {
+    "F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
+    "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176),
+    "Q6_K": (14, 256, 210), "BF16": (30, 1, 2),
+}
+VALUE_TYPES = {"u8": 0, "i8": 1, "u16": 2, "i16": 3, "u32": 4, "i32": 5, "f32": 6, "bool": 7, "string": 8,
+               "array": 9, "u64": 10, "i64": 11, "f64": 12}
+SCALAR_FORMATS = {"u8": "<B", "i8": "<b", "u16": "<H", "i16": "<h", "u32": "<I", "i32": "<i", "f32": "<f",
+                  "bool": "<?", "u64": "<Q", "i64": "<q", "f64": "<d"}
+
+
+def gguf_string(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(kind, value):
+    """kind: a scalar type name, "string", or ("array", item kind)."""
+    if isinstance(kind, tuple):
+        item = kind[1]
+        out = struct.pack("<IIQ", VALUE_TYPES["array"], VALUE_TYPES[item], len(value))
+        for v in value:
+            out += gguf_string(v) if item == "string" else struct.pack(SCALAR_FORMATS[item], v)
+        return out
+    out = struct.pack("<I", VALUE_TYPES[kind])
+    return out + (gguf_string(value) if kind == "string" else struct.pack(SCALAR_FORMATS[kind], value))
+
+
+def write_gguf(path, metadata, tensors, alignment=32):
+    """metadata: [(key, kind, value)]; tensors: [(name, type name, shape outer-to-inner, raw bytes)]."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    for key, kind, value in metadata:
+        head += gguf_string(key) + gguf_value(kind, value)
+    offsets, offset = [], 0
+    for _, _, _, raw in tensors:
+        offsets.append(offset)
+        offset += (len(raw) + alignment - 1) // alignment * alignment
+    for (name, tname, shape, _), off in zip(tensors, offsets):
+        dims = list(reversed(shape))  # innermost first
+        head += gguf_string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        head += struct.pack("<IQ", TYPES[tname][0], off)
+    head += b"\0" * ((-len(head)) % alignment)
+    with open(path, "wb") as f:
+        f.write(head)
+        for (_, _, _, raw), off in zip(tensors, offsets):
+            f.write(raw + b"\0" * ((-len(raw)) % alignment))
+
+
+def f16(blocks, at):
+    """(n,) float32 from the float16 at byte `at` of each block."""
+    return blocks[:, at:at + 2].copy().view("<f2").astype(np.float32).reshape(-1)
+
+
+def nibbles(qs):
+    """(n, 16) bytes -> (n, 32): low nibbles are weights 0..15, high nibbles 16..31."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int32)
+
+
+def high_bits(blocks, at):
+    """(n, 32) the 32 bits of a little-endian u32 at byte `at`, bit j for weight j."""
+    qh = blocks[:, at:at + 4].copy().view("<u4").reshape(-1, 1)
+    return ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int32)
+
+
+def scales_mins(s):
+    """(n, 12) packed 6-bit pairs -> (n, 8) scales, (n, 8) mins."""
+    s = s.astype(np.int32)
+    sc = np.empty((s.shape[0], 8), np.int32)
+    mn = np.empty((s.shape[0], 8), np.int32)
+    sc[:, :4] = s[:, 0:4] & 63
+    mn[:, :4] = s[:, 4:8] & 63
+    sc[:, 4:] = (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)
+    mn[:, 4:] = (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)
+    return sc.astype(np.float32), mn.astype(np.float32)
+
+
+def dequantize(tname, raw, n):
+    """float32 (n,) weights from a tensor's raw bytes, operation for operation as ggml's reference."""
+    _, qk, size = TYPES[tname]
+    b = np.frombuffer(raw, np.uint8).reshape(-1, size)
+    if tname == "F32":
+        return np.frombuffer(raw, "<f4").astype(np.float32)
+    if tname == "F16":
+        return np.frombuffer(raw, "<f2").astype(np.float32)
+    if tname == "BF16":
+        return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+    if tname == "Q8_0":
+        return (b[:, 2:].view(np.int8).astype(np.float32) * f16(b, 0)[:, None]).reshape(-1)
+    if tname == "Q4_0":
+        return ((nibbles(b[:, 2:]) - 8).astype(np.float32) * f16(b, 0)[:, None]).reshape(-1)
+    if tname == "Q4_1":
+        return (nibbles(b[:, 4:]).astype(np.float32) * f16(b, 0)[:, None] + f16(b, 2)[:, None]).reshape(-1)
+    if tname == "Q5_0":
+        q = nibbles(b[:, 6:]) | (high_bits(b, 2) << 4)
+        return ((q - 16).astype(np.float32) * f16(b, 0)[:, None]).reshape(-1)
+    if tname == "Q5_1":
+        q = nibbles(b[:, 8:]) | (high_bits(b, 4) << 4)
+        return (q.astype(np.float32) * f16(b, 0)[:, None] + f16(b, 2)[:, None]).reshape(-1)
+    if tname in ("Q4_K", "Q5_K"):
+        d, dmin = f16(b, 0)[:, None], f16(b, 2)[:, None]
+        sc, mn = scales_mins(b[:, 4:16])
+        qs = b[:, 48:] if tname == "Q5_K" else b[:, 16:]
+        qs = qs.reshape(-1, 4, 32).astype(np.int32)            # 4 runs of 32 bytes
+        q = np.stack([qs & 0x0F, qs >> 4], axis=2)             # (n, run, half, 32): sub-block 2 run + half
+        q = q.reshape(-1, 8, 32)
+        if tname == "Q5_K":
+            qh = b[:, 16:48].astype(np.int32)[:, None, :]      # bit j of byte l: sub-block j, weight l
+            q = q + (((qh >> np.arange(8)[None, :, None]) & 1) << 4)
+        dl = (d * sc)[:, :, None]
+        ml = (dmin * mn)[:, :, None]
+        return (dl * q.astype(np.float32) - ml).reshape(-1)
+    if tname == "Q6_K":
+        ql = b[:, :128].reshape(-1, 2, 64).astype(np.int32)    # per run of 128 weights: 64 bytes
+        qh = b[:, 128:192].reshape(-1, 2, 32).astype(np.int32)
+        sc = b[:, 192:208].view(np.int8).astype(np.float32).reshape(-1, 2, 8)
+        d = f16(b, 208)[:, None, None]
+        parts = []
+        for k in range(4):                                      # weights 32k .. 32k+31 of the run
+            low = ql[:, :, 32 * (k % 2):32 * (k % 2) + 32]
+            nib = (low & 0x0F) if k < 2 else (low >> 4)
+            q = (nib | (((qh >> (2 * k)) & 3) << 4)) - 32
+            s = np.repeat(sc[:, :, 2 * k:2 * k + 2], 16, axis=2)  # weight l uses scale 2k + l // 16
+            parts.append(d * s * q.astype(np.float32))
+        return np.concatenate(parts, axis=2).reshape(-1)
+    raise ValueError(tname)
+
+
+def random_blocks(tname, n_blocks, rng):
+    """Random block bytes whose float16 fields are finite (ordinary, tiny, zero and negative scales)."""
+    _, qk, size = TYPES[tname]
+    if tname == "F32":
+        return rng.standard_normal(n_blocks).astype("<f4").tobytes()
+    if tname == "F16":
+        return rng.standard_normal(n_blocks).astype("<f2").tobytes()
+    if tname == "BF16":
+        return (rng.standard_normal(n_blocks).astype(np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
+    b = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    scales = rng.standard_normal(n_blocks).astype(np.float32) * np.float32(0.05)
+    scales[0] = 0.0
+    if n_blocks > 2:
+        scales[1] = -1.5
+        scales[2] = 6e-6  # a float16 subnormal
+    halves = scales.astype("<f2").view(np.uint8).reshape(-1, 2)
+    fields = {"Q6_K": [208], "Q4_1": [0, 2], "Q5_1": [0, 2], "Q4_K": [0, 2], "Q5_K": [0, 2]}.get(tname, [0])
+    for at in fields:
+        b[:, at:at + 2] = halves[::-1] if at else halves
+    return b.tobytes()
+
+
+def fixture(out):
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(7)
+    metadata = [
+        ("general.architecture", "string", "test"),
+        ("general.alignment", "u32", 64),
+        ("test.u8", "u8", 200), ("test.i8", "i8", -100), ("test.u16", "u16", 60000), ("test.i16", "i16", -30000),
+        ("test.u32", "u32", 4000000000), ("test.i32", "i32", -2000000000), ("test.f32", "f32", 0.1),
+        ("test.bool", "bool", True), ("test.string", "string", "Grüße, 世界"),
+        ("test.u64", "u64", 2**62 + 5), ("test.i64", "i64", -(2**62) - 7), ("test.f64", "f64", 1e-300),
+        ("test.ints", ("array", "i32"), [3, -1, 4, 1, -5]),
+        ("test.reals", ("array", "f32"), [0.5, -2.25, 1e-3]),
+        ("test.strings", ("array", "string"), ["a", "", "Ġhello", "<|im_end|>"]),
+        ("test.empty", ("array", "u8"), []),
+    ]
+    tensors, manifest = [], {"metadata": {}, "tensors": {}}
+    for key, kind, value in metadata:
+        k = kind[0] if isinstance(kind, tuple) else kind
+        if k == "f32":
+            value = float(np.float32(value))
+        if isinstance(kind, tuple) and kind[1] == "f32":
+            value = [float(np.float32(v)) for v in value]
+        manifest["metadata"][key] = {"type": k, "value": value}
+    for i, tname in enumerate(TYPES):
+        _, qk, _ = TYPES[tname]
+        rows, cols = 3, 512 if qk == 256 else 96
+        raw = random_blocks(tname, rows * cols // qk, rng)
+        name = "t%d.%s" % (i, tname.lower())
+        tensors.append((name, tname, [rows, cols], raw))
+        dequantize(tname, raw, rows * cols).astype("<f4").tofile(os.path.join(out, name + ".f32"))
+        manifest["tensors"][name] = {"type": tname, "shape": [rows, cols], "bytes": len(raw)}
+    write_gguf(os.path.join(out, "fixture.gguf"), metadata, tensors, alignment=64)
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, ensure_ascii=False)
+
+
+# --- quantizers: round to nearest, any valid encoding (the reader is checked by dequantizing, not by
+# matching ggml's quantizer) ---
+
+def as_f16(x):
+    return np.asarray(x, np.float32).astype("<f2")
+
+
+def pack_nibbles(q):
+    """(n, 32) values 0..15 -> (n, 16) bytes: weight j low nibble, weight j + 16 high nibble."""
+    return (q[:, :16] | (q[:, 16:] << 4)).astype(np.uint8)
+
+
+def pack_high(q):
+    """(n, 32) values 0..31 -> (n, 4) bytes of the 32 fifth bits, little-endian u32, bit j = weight j."""
+    bits = ((q >> 4) & 1).astype(np.uint64)
+    word = (bits << np.arange(32, dtype=np.uint64)).sum(axis=1).astype("<u4")
+    return word.view(np.uint8).reshape(-1, 4)
+
+
+def safe_div(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b == 0, 0, a / np.where(b == 0, 1, b))
+
+
+def quantize_small(tname, x):
+    blocks = x.reshape(-1, 32).astype(np.float32)
+    if tname == "Q8_0":
+        d = as_f16(np.abs(blocks).max(axis=1) / 127)
+        q = np.clip(np.rint(safe_div(blocks, d.astype(np.float32)[:, None])), -127, 127).astype(np.int8)
+        return np.concatenate([d.view(np.uint8).reshape(-1, 2), q.view(np.uint8)], axis=1)
+    with_min = tname in ("Q4_1", "Q5_1")
+    levels = 15 if tname.startswith("Q4") else 31
+    if with_min:
+        lo, hi = blocks.min(axis=1), blocks.max(axis=1)
+        d, m = as_f16((hi - lo) / levels), as_f16(lo)
+        q = np.rint(safe_div(blocks - m.astype(np.float32)[:, None], d.astype(np.float32)[:, None]))
+        q = np.clip(q, 0, levels).astype(np.int64)
+        head = [d.view(np.uint8).reshape(-1, 2), m.view(np.uint8).reshape(-1, 2)]
+    else:
+        offset = (levels + 1) // 2
+        d = as_f16(np.abs(blocks).max(axis=1) / offset)
+        q = np.clip(np.rint(safe_div(blocks, d.astype(np.float32)[:, None])) + offset, 0, levels).astype(np.int64)
+        head = [d.view(np.uint8).reshape(-1, 2)]
+    if levels == 31:
+        head.append(pack_high(q))
+    return np.concatenate(head + [pack_nibbles(q & 0x0F)], axis=1)
+
+
+def pack_scales_mins(sc, mn):
+    """(n, 8) 6-bit scales and mins -> (n, 12) bytes, the inverse of scales_mins."""
+    out = np.zeros((sc.shape[0], 12), np.int64)
+    out[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 4:8] = (mn[:, 0:4] & 63) | ((mn[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (sc[:, 4:8] & 0x0F) | ((mn[:, 4:8] & 0x0F) << 4)
+    return out.astype(np.uint8)
+
+
+def quantize_k(tname, x):
+    blocks = x.reshape(-1, 8, 32).astype(np.float32)
+    if tname == "Q6_K":
+        sub = x.reshape(-1, 16, 16).astype(np.float32)
+        s = np.abs(sub).max(axis=2) / 31                      # per 16 weights
+        d = as_f16(np.abs(s).max(axis=1) / 127)
+        sc = np.clip(np.rint(safe_div(s, d.astype(np.float32)[:, None])), -128, 127).astype(np.int64)
+        step = d.astype(np.float32)[:, None] * sc.astype(np.float32)
+        q = np.clip(np.rint(safe_div(sub, step[:, :, None])) + 32, 0, 63).astype(np.int64).reshape(-1, 2, 4, 32)
+        # run r, part k (weights 32k..32k+31 of the run): low nibble into ql[64r + 32(k%2) + l], (k>=2: high)
+        ql = np.zeros((q.shape[0], 2, 64), np.int64)
+        qh = np.zeros((q.shape[0], 2, 32), np.int64)
+        for k in range(4):
+            lo = q[:, :, k, :] & 0x0F
+            ql[:, :, 32 * (k % 2):32 * (k % 2) + 32] |= lo if k < 2 else lo << 4
+            qh |= ((q[:, :, k, :] >> 4) & 3) << (2 * k)
+        return np.concatenate([ql.reshape(-1, 128).astype(np.uint8), qh.reshape(-1, 64).astype(np.uint8),
+                               sc.astype(np.int8).view(np.uint8), d.view(np.uint8).reshape(-1, 2)], axis=1)
+    levels = 15 if tname == "Q4_K" else 31
+    lo = np.minimum(blocks.min(axis=2), 0)                    # w = step * q - min, min >= 0
+    scale = (blocks.max(axis=2) - lo) / levels
+    d, dmin = as_f16(scale.max(axis=1) / 63), as_f16((-lo).max(axis=1) / 63)
+    sc = np.clip(np.rint(safe_div(scale, d.astype(np.float32)[:, None])), 0, 63).astype(np.int64)
+    mn = np.clip(np.rint(safe_div(-lo, dmin.astype(np.float32)[:, None])), 0, 63).astype(np.int64)
+    step = d.astype(np.float32)[:, None] * sc.astype(np.float32)
+    base = dmin.astype(np.float32)[:, None] * mn.astype(np.float32)
+    q = np.clip(np.rint(safe_div(blocks + base[:, :, None], step[:, :, None])), 0, levels).astype(np.int64)
+    q4 = q.reshape(-1, 4, 2, 32)                                # run, half, weight
+    qs = ((q4[:, :, 0, :] & 0x0F) | ((q4[:, :, 1, :] & 0x0F) << 4)).reshape(-1, 128).astype(np.uint8)
+    parts = [d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), pack_scales_mins(sc, mn)]
+    if levels == 31:
+        qh = np.zeros((q.shape[0], 32), np.int64)
+        for j in range(8):
+            qh |= ((q[:, j, :] >> 4) & 1) << j
+        parts.append(qh.astype(np.uint8))
+    return np.concatenate(parts + [qs], axis=1)
+
+
+def quantize(tname, x):
+    """raw bytes of float32 array x (row-major, rows a multiple of the block) in type tname."""
+    x = np.ascontiguousarray(x, np.float32)
+    if x.shape[-1] % TYPES[tname][1]:
+        sys.exit("convert: rows of %d values do not fill %s blocks of %d" % (x.shape[-1], tname, TYPES[tname][1]))
+    if tname == "F32":
+        return x.astype("<f4").tobytes()
+    if tname == "F16":
+        return x.astype("<f2").tobytes()
+    if tname == "BF16":  # round to nearest even
+        u = x.view(np.uint32).astype(np.uint64)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes()
+    if tname.endswith("_K"):
+        return quantize_k(tname, x).tobytes()
+    return quantize_small(tname, x).tobytes()
+
+
+# --- a Hugging Face folder as llama.cpp's converter writes it ---
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    kinds = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        arr = np.frombuffer(data[a:b], kinds[info["dtype"]])
+        if info["dtype"] == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        out[name] = arr.astype(np.float32).reshape(info["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        raw = np.ascontiguousarray(arr, "<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((-len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def permute_rows(w, n_heads):
+    """llama.cpp's Q/K row order for the "llama" architecture: each head's two halves interleaved."""
+    d = w.shape[0] // n_heads
+    return w.reshape(n_heads, 2, d // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute_rows(w, n_heads):
+    d = w.shape[0] // n_heads
+    return w.reshape(n_heads, d // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def convert(folder, out, tname, dequantized_folder=None):
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    model_type = cfg.get("model_type")
+    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}.get(model_type)
+    if arch is None:
+        sys.exit("convert: model_type %r is not one this writer converts" % model_type)
+    weights = read_safetensors(os.path.join(folder, "model.safetensors"))
+    n_head, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_head
+    metadata = [
+        ("general.architecture", "string", arch),
+        ("general.name", "string", os.path.basename(os.path.normpath(folder))),
+        (arch + ".context_length", "u32", cfg["max_position_embeddings"]),
+        (arch + ".embedding_length", "u32", cfg["hidden_size"]),
+        (arch + ".block_count", "u32", cfg["num_hidden_layers"]),
+        (arch + ".feed_forward_length", "u32", cfg["intermediate_size"]),
+        (arch + ".attention.head_count", "u32", n_head),
+        (arch + ".attention.head_count_kv", "u32", n_kv),
+        (arch + ".attention.key_length", "u32", head_dim),
+        (arch + ".attention.value_length", "u32", head_dim),
+        (arch + ".rope.dimension_count", "u32", head_dim),
+        (arch + ".attention.layer_norm_rms_epsilon", "f32", cfg.get("rms_norm_eps", 1e-6)),
+        (arch + ".rope.freq_base", "f32", cfg.get("rope_theta", 10000.0)),
+    ]
+    tensors, deq = [], {}
+
+    def add(gguf_name, hf_name, w, quantized):
+        t = tname if quantized and w.ndim == 2 else "F32"
+        raw = quantize(t, w)
+        tensors.append((gguf_name, t, list(w.shape), raw))
+        back = dequantize(t, raw, w.size).reshape(w.shape)
+        if arch == "llama" and gguf_name.endswith(("attn_q.weight", "attn_k.weight")):
+            back = unpermute_rows(back, n_head if "attn_q" in gguf_name else n_kv)
+        deq[hf_name] = back
+
+    add("token_embd.weight", "model.embed_tokens.weight", weights["model.embed_tokens.weight"], True)
+    for i in range(cfg["num_hidden_layers"]):
+        for hf, gg in LAYER_NAMES.items():
+            name = "model.layers.%d.%s" % (i, hf)
+            if name not in weights:
+                continue
+            w = weights[name]
+            if arch == "llama" and hf in ("self_attn.q_proj.weight", "self_attn.k_proj.weight"):
+                w = permute_rows(w, n_head if "q_proj" in hf else n_kv)
+            add("blk.%d.%s" % (i, gg), name, w, True)
+    add("output_norm.weight", "model.norm.weight", weights["model.norm.weight"], False)
+    if "lm_head.weight" in weights and not cfg.get("tie_word_embeddings", False):
+        add("output.weight", "lm_head.weight", weights["lm_head.weight"], True)
+    write_gguf(out, metadata, tensors)
+    if dequantized_folder:
+        os.makedirs(dequantized_folder, exist_ok=True)
+        write_safetensors(os.path.join(dequantized_folder, "model.safetensors"), deq)
+        with open(os.path.join(dequantized_folder, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "fixture":
+        fixture(sys.argv[2])
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "convert":
+        convert(*sys.argv[2:])
+    else:
+        sys.exit("usage: gguf_reference.py fixture OUT_DIR | convert FOLDER OUT.gguf TYPE [DEQUANTIZED_FOLDER]")
