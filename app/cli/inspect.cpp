@@ -1,4 +1,4 @@
-// kvscope inspect: what a model folder holds — config, parameters, tensors, KV cache cost.
+// kvscope inspect: what a model folder (or GGUF file) holds — config, parameters, tensors, KV cache cost.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -34,6 +34,19 @@ std::string bytes_text(double b) {
     return buf;
 }
 
+const GgufTensorSummary* gguf_tensor(const Model& model, const std::string& name) {
+    for (const GgufTensorSummary& g : model.gguf_tensors())
+        if (g.hf_name == name) return &g;
+    return nullptr;
+}
+
+// "Q6_K, 6.56" : the file's type and its cost per weight, block scales included
+std::string bits_text(GgmlType type) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s, %.2f", ggml_type_info(type).name, ggml_type_info(type).bits_per_weight());
+    return buf;
+}
+
 }  // namespace
 
 int cli_inspect(int argc, char** argv) {
@@ -66,8 +79,15 @@ int cli_inspect(int argc, char** argv) {
         for (const auto& f : w.checkpoint->files())
             weight_files.push_back(std::filesystem::path(f->path()).filename().string());
         JsonOut tensors = JsonOut::array();
-        for (const TensorInfo& t : w.tensors)
-            tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}});
+        for (const TensorInfo& t : w.tensors) {
+            JsonOut tensor = {{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}};
+            if (const GgufTensorSummary* g = gguf_tensor(*model, t.name)) {  // what the file stores
+                tensor["file_name"] = g->name;
+                tensor["file_type"] = ggml_type_info(g->type).name;
+                tensor["bits_per_weight"] = ggml_type_info(g->type).bits_per_weight();
+            }
+            tensors.push_back(tensor);
+        }
         const JsonOut out = {
             {"model", model->dir()},
             {"config", JsonOut::parse(config_to_json(c))},
@@ -137,6 +157,15 @@ int cli_inspect(int argc, char** argv) {
         std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld float32), fixed once the encoder ran\n",
                     bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);
     std::printf("\n");
+    if (!model->gguf_tensors().empty()) {  // a GGUF file: what it stores, and what kvscope computes with
+        std::printf("%-46s %-5s %-14s %-26s %s\n", "tensor", "dtype", "shape", "in the file", "bits per weight");
+        for (const TensorInfo& t : w.tensors) {
+            const GgufTensorSummary* g = gguf_tensor(*model, t.name);
+            std::printf("%-46s %-5s %-14s %-26s %s\n", t.name.c_str(), to_string(t.dtype), shape_text(t.shape).c_str(),
+                        g ? g->name.c_str() : "", g ? bits_text(g->type).c_str() : "");
+        }
+        return 0;
+    }
     std::printf("%-40s %-5s %s\n", "tensor", "dtype", "shape");
     for (const TensorInfo& t : w.tensors)
         std::printf("%-40s %-5s %s\n", t.name.c_str(), to_string(t.dtype), shape_text(t.shape).c_str());

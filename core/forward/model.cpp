@@ -8,6 +8,7 @@
 #include "base/errors.h"
 #include "base/thread_pool.h"
 #include "forward/layers.h"
+#include "model/gguf.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "model/finite.h"
@@ -18,13 +19,21 @@ namespace kvscope {
 std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat format, WeightPlacement placement) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (!fs::is_directory(dir, ec))
+    const bool gguf = fs::is_regular_file(dir, ec) && looks_like_gguf(dir);
+    if (!gguf && !fs::is_directory(dir, ec))
         throw LoadError(dir, fs::exists(dir, ec) ? "is not a folder" : "no such folder",
                         "--model wants a folder with config.json and model.safetensors");
     auto model = std::make_shared<Model>();
     model->dir_ = dir;
-    model->config_ = load_config((fs::path(dir) / "config.json").string());
-    model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format, placement);
+    if (gguf) {
+        GgufModel file = open_gguf_model(dir);
+        model->config_ = std::move(file.config);
+        model->weights_ = load_weights(model->config_, std::move(file.checkpoint), format, placement);
+        model->gguf_tensors_ = std::move(file.tensors);
+    } else {
+        model->config_ = load_config((fs::path(dir) / "config.json").string());
+        model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format, placement);
+    }
     ModelConfig& cfg = model->config_;
     if (cfg.family == Family::Llama)
         model->rotary_inv_freq_ = kvscope::rotary_inv_freq(cfg.rope, cfg.head_dim());

@@ -6,7 +6,7 @@
 // sequence's cache at absolute positions next_position()..+n-1, and returns each chunk's last-row logits.
 //
 //   Model::load(dir, format, placement)   config.json + model.safetensors (+ vocab.json/merges.txt if
-//                                 present); format: matrices in float32 (default) or bfloat16; placement:
+//                                 present), or one GGUF file (gguf_model.h); format: matrices in float32 (default) or bfloat16; placement:
 //                                 matrices in 2 MiB pages (default) or, where no conversion is needed, in
 //                                 the file's mapping (weights.h)
 //   Workspace(config, rows, chunks, keys)   every buffer a forward needs, allocated once
@@ -22,6 +22,7 @@
 #include "cache/kv_cache.h"
 #include "forward/encoder.h"
 #include "model/config.h"
+#include "model/gguf_model.h"
 #include "model/weights.h"
 #include "text/tokenizer.h"
 
@@ -36,6 +37,8 @@ public:
     const Weights& weights() const { return weights_; }
     const std::string& dir() const { return dir_; }
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
+    // A GGUF file's tensors as it stores them (llama.cpp's names, file types); empty for a folder
+    const std::vector<GgufTensorSummary>& gguf_tensors() const { return gguf_tensors_; }
     const std::vector<float>& rotary_inv_freq() const { return rotary_inv_freq_; }  // (D/2); empty: no rotary
     // (D/2) the frequencies of sliding layers when they have their own base (Gemma 3's
     // rope_local_base_freq, unscaled); empty: every layer uses rotary_inv_freq()
@@ -51,6 +54,7 @@ private:
     Weights weights_;
     std::string dir_;
     std::unique_ptr<Tokenizer> tokenizer_;
+    std::vector<GgufTensorSummary> gguf_tensors_;
     std::vector<float> rotary_inv_freq_;
     std::vector<float> local_rotary_inv_freq_;
 };

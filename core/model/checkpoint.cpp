@@ -112,6 +112,19 @@ std::shared_ptr<const Checkpoint> Checkpoint::open_folder(const std::string& dir
     return c;
 }
 
+std::shared_ptr<const Checkpoint> Checkpoint::of_tensors(const std::string& path, std::vector<TensorView> views,
+                                                         std::shared_ptr<const void> owner) {
+    auto c = std::make_shared<Checkpoint>();
+    c->path_ = path;
+    c->own_views_ = std::move(views);
+    c->owner_ = std::move(owner);
+    for (const TensorView& t : c->own_views_) {
+        c->tensors_.push_back(&t);
+        c->by_name_.emplace(t.name, std::make_pair(&t, size_t(0)));
+    }
+    return c;
+}
+
 void Checkpoint::add(std::shared_ptr<const SafetensorsFile> file) {
     const size_t index = files_.size();
     for (const TensorView& t : file->tensors()) {
@@ -136,6 +149,7 @@ const std::string& Checkpoint::file_of(const TensorView& t) const {
 }
 
 void Checkpoint::release(const std::byte* data, size_t n_bytes) const {
+    if (owner_) return;  // bytes in memory kvscope made (not a file's mapping): dropping them would lose them
     // The mappings are read-only and private, so dropping a page loses nothing: the next read refaults it
     // from the file. Only pages wholly inside the bytes, so their neighbours stay mapped.
     const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
@@ -146,6 +160,7 @@ void Checkpoint::release(const std::byte* data, size_t n_bytes) const {
 
 size_t Checkpoint::n_bytes() const {
     size_t n = 0;
+    for (const TensorView& t : own_views_) n += t.n_bytes;
     for (const auto& f : files_) n += f->file_size();
     return n;
 }

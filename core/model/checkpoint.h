@@ -7,6 +7,8 @@
 //                                  the index too: modeling_utils _get_resolved_checkpoint_files), else
 //                                  the index and its shards; throws LoadError
 //   Checkpoint::open_file(path)    one .safetensors file
+//   Checkpoint::of_tensors(path, views, owner)   tensors made elsewhere (a GGUF file's, under Hugging Face's
+//                                  names: gguf_model.h); `owner` keeps their bytes alive; release() is a no-op
 //   c.find(name)                   one tensor or nullptr
 //   c.file_of(t)                   the file holding a tensor found here, for messages
 //   c.tensors()                    every tensor: files in name order, each in offset order
@@ -35,6 +37,8 @@ class Checkpoint {
 public:
     static std::shared_ptr<const Checkpoint> open_folder(const std::string& dir);
     static std::shared_ptr<const Checkpoint> open_file(const std::string& path);
+    static std::shared_ptr<const Checkpoint> of_tensors(const std::string& path, std::vector<TensorView> views,
+                                                        std::shared_ptr<const void> owner);
 
     const std::string& path() const { return path_; }
     bool sharded() const { return sharded_; }
@@ -53,6 +57,8 @@ private:
     std::vector<std::shared_ptr<const SafetensorsFile>> files_;
     std::vector<const TensorView*> tensors_;
     std::unordered_map<std::string, std::pair<const TensorView*, size_t>> by_name_;  // -> (tensor, file index)
+    std::vector<TensorView> own_views_;        // of_tensors: the views, their bytes held by owner_
+    std::shared_ptr<const void> owner_;
 };
 
 }  // namespace kvscope

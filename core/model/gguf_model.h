@@ -1,0 +1,43 @@
+#pragma once
+// A GGUF model file as the parts a model folder gives, so everything after loading is the same code:
+// the ModelConfig config.json would give (built from the `{arch}.*` keys and parsed by the folder's own
+// parser), and a Checkpoint holding each tensor under its Hugging Face name and layout.
+//
+//   open_gguf_model(path)       throws LoadError naming the file and the key, tensor or type at fault
+//
+// What llama.cpp's converter changed is undone here: tensor names (blk.N.attn_q.weight ->
+// model.layers.N.self_attn.q_proj.weight, ...); dimensions stored innermost first; for the "llama"
+// architecture the rows of Q and K permuted so that each head's rotary pairs sit side by side (Qwen2 and
+// Qwen3 files keep Hugging Face's halves); the vocabulary size taken from token_embd; no output.weight
+// means tied embeddings. F32 / F16 / BF16 tensors are used in place from the mapping unless they were
+// permuted; quantized ones are dequantized to float32 once (gguf_quants.h) — --dtype bf16 then rounds them.
+// Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3. Anything else
+// (another architecture, rope scaling, a tensor kvscope does not know or cannot read) is refused by name.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gguf_quants.h"
+
+namespace kvscope {
+
+// One tensor as the file stores it, for `inspect` and the Model panel.
+struct GgufTensorSummary {
+    std::string name;             // llama.cpp's name: blk.0.attn_v.weight
+    std::string hf_name;          // what kvscope calls it: model.layers.0.self_attn.v_proj.weight
+    GgmlType type = GgmlType::F32;
+    std::vector<int64_t> shape;   // outer to inner
+};
+
+struct GgufModel {
+    std::string architecture;     // general.architecture
+    ModelConfig config;
+    std::shared_ptr<const Checkpoint> checkpoint;
+    std::vector<GgufTensorSummary> tensors;  // file order
+};
+
+GgufModel open_gguf_model(const std::string& path);
+
+}  // namespace kvscope
