@@ -20,7 +20,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
         throw LoadError(dir, fs::exists(dir, ec) ? "is not a folder" : "no such folder",
-                        "--model wants a folder with config.json and model.safetensors");
+                        "{model} wants a folder with config.json and model.safetensors");
     auto model = std::make_shared<Model>();
     model->dir_ = dir;
     model->config_ = load_config((fs::path(dir) / "config.json").string());
