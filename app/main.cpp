@@ -8,6 +8,7 @@
 
 #include "base/errors.h"
 #include "cli/commands.h"
+#include "run/options.h"
 
 namespace {
 
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
         if (command == "lab") return cli_lab(sub_argc, sub_argv);
         if (command == "gui") return cli_gui(sub_argc, sub_argv);
         if (command == "--version" || command == "version") {
+            if (argc > 2) throw UsageError(command + " takes no arguments, got '" + argv[2] + "'");
             std::printf("kvscope %s\n", KVSCOPE_VERSION);
             return 0;
         }
@@ -72,14 +74,14 @@ int main(int argc, char** argv) {
         if (command.rfind("--", 0) == 0) return cli_gui(argc, argv);  // `kvscope --model DIR` opens the window
         print_error("unknown command '" + command + "' (try kvscope --help)");
         return exit_usage;
-    } catch (const UsageError& e) {
-        print_error(e.what());
+    } catch (const UsageError& e) {  // the engine names options and inputs ({window}): here they are flags
+        print_error(render(e.what(), cli_words));
         return exit_usage;
     } catch (const std::bad_alloc&) {
         print_error("out of memory");
         return exit_failure;
     } catch (const std::exception& e) {  // LoadError, JsonError and anything unexpected
-        print_error(e.what());
+        print_error(render(e.what(), cli_words));
         return exit_failure;
     }
 }

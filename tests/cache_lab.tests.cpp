@@ -90,7 +90,7 @@ TEST_CASE("lab configs: bad specs are refused with one line naming the spec", "[
         {"snapkv", "unknown part 'snapkv'"},
         {"policy=snapkv,budget=8", "unknown policy 'snapkv'"},
         {"window=0", "budget must be >= 1"},
-        {"window=-3", "budget must be >= 1"},
+        {"window=-3", "window must be between 1 and"},  // the option table's range for window
         {"policy=window,budget=0", "budget must be >= 1"},
         {"policy=window", "needs a budget"},
         {"policy=full,budget=4", "takes no budget"},
@@ -103,9 +103,10 @@ TEST_CASE("lab configs: bad specs are refused with one line naming the spec", "[
         {"int8,r=2", "add int4"},
         {"int4,window=8", "only with policy full"},
         {"sinks=4", "give window=W"},
-        {"window=8,sinks=-1", "sinks must be >= 0"},
-        {"foo=1", "unknown key 'foo'"},
-        {"window=abc", "whole number"},
+        {"window=8,sinks=-1", "sinks must be between 0 and"},
+        {"foo=1", "unknown key 'foo' (window, sinks, quant, g, r, policy, budget, name)"},
+        {"window=abc", "{lab_config} 'window=abc': window wants a whole number, got 'abc'"},
+        {"int4,group=x", "group wants a whole number"},  // the key as written
         {"int4,g=0", "g must be >= 1"},
         {"int4,r=-1", "r must be >= 0"},
         {"name=", "name= is empty"},
@@ -126,12 +127,19 @@ TEST_CASE("lab configs: bad specs are refused with one line naming the spec", "[
 TEST_CASE("lab: what the engine refuses is refused before any step, naming the configuration", "[cache_lab]") {
     auto model = lab_model();  // head_dim 8, n_positions 80
     const std::vector<TokenId> text = random_tokens(5, 20, 97);
-    CHECK_THROWS_WITH(run_cache_lab(model, text, parse_all({"full", "int4,g=3"})), Catch::Contains("--config 'int4,g=3': g=3 does not divide head_dim 8"));
+    CHECK_THROWS_WITH(run_cache_lab(model, text, parse_all({"full", "int4,g=3"})), Catch::Contains("{lab_config} 'int4,g=3': g=3 does not divide head_dim 8"));
     CHECK_THROWS_WITH(run_cache_lab(model, text, parse_all({"int4,g=16"})), Catch::Contains("'int4,g=16'"));
     CHECK_THROWS_WITH(run_cache_lab(model, random_tokens(5, 81, 97), parse_all({"full"})), Catch::Contains("n_positions (80)"));
     CHECK_THROWS_WITH(run_cache_lab(model, std::vector<TokenId>{3}, parse_all({"full"})), Catch::Contains("at least 2"));
     CHECK_THROWS_WITH(run_cache_lab(model, std::vector<TokenId>{3, 97}, parse_all({"full"})), Catch::Contains("97"));
     CHECK_THROWS_AS(run_cache_lab(model, text, {}), UsageError);
+    // Names label the rows, lines and JSON entries: two configurations with one name are refused.
+    CHECK_THROWS_WITH(run_cache_lab(model, text, parse_all({"int8,name=a", "full", "fp8,name=a"})),
+                      "{lab_config} 'fp8,name=a': the name 'a' is taken by 'int8,name=a' (give another name=LABEL)");
+    CHECK_THROWS_WITH(run_cache_lab(model, text, parse_all({"int8", "int8"})), "{lab_config} 'int8' is given twice");
+    CHECK_THROWS_WITH(run_cache_lab(model, text, parse_all({"window=4,name=full"})),  // the added reference is "full"
+                      Catch::Contains("the name 'full' is taken"));
+    CHECK_NOTHROW(run_cache_lab(model, text, parse_all({"int8,name=a", "int8,name=b"})));
 }
 
 TEST_CASE("teacher forcing: the forced tokens are fed and recorded as forced, with the logits of a prompt run", "[cache_lab]") {

@@ -292,7 +292,8 @@ TEST_CASE("Controller: a failed intent's error belongs to the panel that sent it
     auto s = c.snapshot();
     CHECK(s->problem.id != 0);
     CHECK(s->problem.place == Place::Model);
-    CHECK_THAT(s->problem.text, Catch::Contains(file.string()) && Catch::Contains("choose a model folder"));
+    CHECK_THAT(s->problem.text, Catch::Contains(file.string()) &&
+                                    Catch::Contains("the model path box wants a folder with config.json and model.safetensors"));
     CHECK_THAT(s->problem.text, !Catch::Contains("--"));
     // A step from Controls succeeds: the model error stays until dismissed or the Model panel succeeds.
     run_ok(c, step());
@@ -314,14 +315,30 @@ TEST_CASE("Controller: a failed intent's error belongs to the panel that sent it
     CHECK(!c.snapshot()->last_export.empty());
 }
 
+TEST_CASE("Window wording: a refused cache lab configuration is named as the window's configuration, not --config") {
+    Controller c(model_a(), small_options());
+    run_ok(c, set_prompt(kPromptText));
+    run_ok(c, step());
+    CHECK(!c.execute(Command(MeasureLab{{"window=x"}})));
+    CHECK(c.snapshot()->problem.place == Place::Lab);
+    CHECK(c.snapshot()->problem.text == "configuration 'window=x': window wants a whole number, got 'x'");
+    CHECK(!c.execute(Command(MeasureLab{{"int8,name=a", "fp8,name=a"}})));
+    CHECK(c.snapshot()->problem.text ==
+          "configuration 'fp8,name=a': the name 'a' is taken by 'int8,name=a' (give another name=LABEL)");
+}
+
 TEST_CASE("Window wording: counts in the singular, option names as the window's boxes, positions and token ids named") {
     CHECK(count_of(1, "query", "queries") == "1 query");
     CHECK(count_of(3, "query", "queries") == "3 queries");
     CHECK(count_of(1, "step") == "1 step");
     CHECK(count_of(0, "step") == "0 steps");
-    CHECK(window_words("x: no such folder (--model wants a folder with config.json and model.safetensors)") ==
-          "x: no such folder (choose a model folder: one that holds config.json and model.safetensors)");
-    CHECK_THAT(window_words("an encoder-decoder model needs a source first (--source or --source-ids)"), !Catch::Contains("--"));
+    // The engine names what a message is about ({model}, {-window}); the window says it with its boxes.
+    CHECK(render_labels("x: no such folder ({model} wants a folder with config.json and model.safetensors)") ==
+          "x: no such folder (the model path box wants a folder with config.json and model.safetensors)");
+    CHECK(render_labels("an encoder-decoder model needs a source first ({source})") ==
+          "an encoder-decoder model needs a source first (the Source box)");
+    CHECK(render_labels("use {dtype} bf16, or pass another {prompt_cache}") ==
+          "use kvscope gui --dtype bf16, or pass another prompt cache");
 
     Controller c(model_a(), small_options());
     run_ok(c, set_prompt(kPromptText));
@@ -633,7 +650,7 @@ TEST_CASE("Option check: the window refuses what the command line refuses, in it
         const auto before = c.snapshot();
         CHECK(!c.execute(Command(SetOptions{k.o, k.b, k.given})));
         const auto s = c.snapshot();
-        CHECK(s->problem.text == render(found.front(), label_words));
+        CHECK(s->problem.text == render_labels(found.front()));
         CHECK_THAT(s->problem.text, !Catch::Contains("--") && !Catch::Contains("{"));
         CHECK(s->generation == before->generation);  // nothing was rebuilt
     }
@@ -642,6 +659,6 @@ TEST_CASE("Option check: the window refuses what the command line refuses, in it
     with_file.prompt_cache = cache_file;
     run_ok(c, set_options(small_options(), with_file));
     CHECK(!c.execute(cache(false)));
-    CHECK(c.snapshot()->problem.text == "prompt cache loads and saves the KV cache's rows: leave out KV cache off");
+    CHECK(c.snapshot()->problem.text == "prompt cache loads and saves the KV cache's rows: untick KV cache off");
     CHECK(c.snapshot()->options().use_cache);
 }

@@ -137,3 +137,48 @@ TEST_CASE("one check: every message's option names render (no placeholder is lef
         CHECK_THAT(render(m, cli_words), !Catch::Contains("{"));
     }
 }
+
+TEST_CASE("the window asks to leave an option out in its own terms: untick, set back, empty", "[options]") {
+    RunOptions v;
+    v.group.prompt_cache = "p.kvp";
+    v.session.use_cache = false;
+    const std::vector<std::string> found = problems(v, {});
+    REQUIRE(!found.empty());
+    CHECK(render(found.front(), cli_words) == "--prompt-cache loads and saves the KV cache's rows: leave out --no-cache");
+    CHECK(render_labels(found.front()) == "prompt cache loads and saves the KV cache's rows: untick KV cache off");
+    CHECK(render_labels("{-window}; {-evict}; {-prompt_cache}") ==
+          "set window to 0; set eviction to oracle-off; empty the prompt cache box");
+    CHECK(render("{-window}", neutral_words) == "leave out window");
+}
+
+TEST_CASE("messages name inputs that are not options, and each front end says them its own way", "[options]") {
+    const std::string m = "no such folder ({model} wants a folder); {lab_config} 'x': {encoder_source}, {dtype}, {source}";
+    CHECK(render(m, cli_words) == "no such folder (--model wants a folder); --config 'x': --source, --dtype, "
+                                  "--source or --source-ids");
+    CHECK(render_labels(m) == "no such folder (the model path box wants a folder); configuration 'x': a source, "
+                              "kvscope gui --dtype, the Source box");
+    CHECK(render("{unknown} and {{ jinja }} stay", cli_words) == "{unknown} and {{ jinja }} stay");
+    CHECK(option_named("model") == nullptr);  // inputs are no session options: the table stays 25 long
+    CHECK(input_named("window") == option_named("window"));
+    CHECK(option_by_lab_key("g") == option_named("kv_group"));
+    CHECK(option_by_lab_key("budget") == option_named("kv_budget"));
+    CHECK(option_by_lab_key("seed") == nullptr);
+}
+
+TEST_CASE("one check: oracle-off asked for by name refuses a window and no cache, not a prompt cache", "[options]") {
+    const std::vector<const OptionSpec*> evict = {option_named("evict")};
+    RunOptions v;
+    v.session.window = 8;
+    CHECK(first_problem(v, {}, cli_words).empty());  // no policy asked for: a plain window
+    CHECK(first_problem(v, evict, cli_words) ==
+          "--evict oracle-off keeps every position, a window hides all but the last ones: leave out --window");
+    CHECK(render_labels(problems(v, evict).front()) ==
+          "eviction oracle-off keeps every position, a window hides all but the last ones: set window to 0");
+    v.session.window = 0;
+    v.session.use_cache = false;
+    CHECK(first_problem(v, evict, cli_words) ==
+          "--evict oracle-off keeps every row of the KV cache, and there is no cache: leave out --no-cache");
+    v.session.use_cache = true;
+    v.group.prompt_cache = "p.kvp";
+    CHECK(first_problem(v, evict, cli_words).empty());  // nothing is evicted: the file's rows stay as without a policy
+}

@@ -300,8 +300,8 @@ int cli_bench_sharing(int argc, char** argv) {
         .option("--sequences", "LIST", "numbers of sequences, e.g. 1,2,4 (default 1,2,4,8,16,32)")
         .option("--prefix-tokens", "P", "shared prefix length (default 512)")
         .option("--suffix-tokens", "S", "each sequence's own prompt tokens after the prefix (default 16)")
-        .option("--new-tokens", "N", "tokens each sequence generates, the first by the prefill (default 4)")
-        .option("--block-size", "B", "positions per block of the paged layouts (default 16)")
+        .option("--new-tokens", "N", "tokens each sequence generates, the first by the prefill (default 4)");
+    add_option(args, "block_size", "positions per block of the paged layouts (default 16)")
         .option("--ring-up-to", "N", "run the ring layout only up to N sequences (default 8: it computes what "
                                      "'paged' computes, at the same cost, and holds as much)")
         .option("--repeat", "R", "runs per prompt-cache-file figure, min / median / max (default 3)")
@@ -329,7 +329,7 @@ int cli_bench_sharing(int argc, char** argv) {
     settings.prefix_tokens = args.integer("--prefix-tokens", quick ? 64 : 512, 1, 1 << 20);
     settings.suffix_tokens = args.integer("--suffix-tokens", 16, 1, 1 << 20);
     settings.new_tokens = args.integer("--new-tokens", quick ? 2 : 4, 1, 1 << 20);
-    settings.block_size = args.integer("--block-size", 16, 1, 1 << 16);
+    settings.block_size = option_integer(args, "block_size", 16);
     settings.ring_up_to = args.integer("--ring-up-to", quick ? 4096 : 8, 0, 4096);
     settings.model_dir = bench_model_dir(args, outputs);
     settings.format = weight_format_from(args);

@@ -51,10 +51,19 @@ CliArgs& add_options(CliArgs& args, unsigned command, OptionSection section, con
         std::string text = o->help;
         for (const auto& [name, h] : help)
             if (name == o->name) text = h;
-        if (o->kind == OptionKind::Switch) args.flag(o->flag, text);
-        else args.option(o->flag, o->metavar, text);
+        add_option(args, o->name, text);
     }
     return args;
+}
+
+CliArgs& add_option(CliArgs& args, const char* name, const std::string& help) {
+    const OptionSpec& o = *option_named(name);
+    return o.kind == OptionKind::Switch ? args.flag(o.flag, help) : args.option(o.flag, o.metavar, help);
+}
+
+int64_t option_integer(const CliArgs& args, const char* name, int64_t fallback) {
+    const OptionSpec& o = *option_named(name);
+    return args.integer(o.flag, fallback, o.min, o.max);
 }
 
 std::vector<const OptionSpec*> read_options(const CliArgs& args, unsigned command, RunOptions& values) {

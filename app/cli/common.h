@@ -28,6 +28,11 @@ using HelpOverrides = std::vector<std::pair<std::string, std::string>>;  // {opt
 CliArgs& add_options(CliArgs& args, unsigned command, OptionSection section, const HelpOverrides& help = {});
 std::vector<const OptionSpec*> read_options(const CliArgs& args, unsigned command, RunOptions& values);
 void check_options(const RunOptions& values, const std::vector<const OptionSpec*>& given);
+// One table option in a command that reads it alone, with its own default and help (heads' --seed seeds
+// probe prompts, bench --sharing's --block-size its paged layouts): the flag, value name and range are the
+// table's. option_integer: the option's whole number, range-checked as the table says, or `fallback`.
+CliArgs& add_option(CliArgs& args, const char* name, const std::string& help);
+int64_t option_integer(const CliArgs& args, const char* name, int64_t fallback);
 std::shared_ptr<const Model> load_model_from(const CliArgs& args);
 // Figures for papers (core/report/plot.h). A folder of heatmaps (generate --trace) takes --format png|svg; a
 // single chart file takes its format from its name (.svg, else PNG). --scale N (1..8) multiplies a PNG's

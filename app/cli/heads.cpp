@@ -17,13 +17,13 @@ int cli_heads(int argc, char** argv) {
                           "from a token's second occurrence to the token after its first).");
     add_model_option(args);
     add_threads_option(args);
-    args.option("--seed", "S", "seed of the probe prompts (default 7)");
+    add_option(args, "seed", "seed of the probe prompts (default 7)");
     args.option("--prompts", "N", "probe prompts of each kind, averaged (default 4)");
     args.flag("--json", "print {\"heads\": [{\"layer\", \"head\", \"previous_token\", \"induction\"}, ...]}");
     if (!args.parse(argc, argv)) return 0;
     apply_threads(args);
     HeadProbeOptions o;
-    o.seed = uint64_t(args.integer("--seed", 7, 0, INT64_MAX));
+    o.seed = uint64_t(option_integer(args, "seed", 7));
     o.n_prompts = args.integer("--prompts", 4, 1, 1000);
     auto model = load_model_from(args);
     if (!model->tokenizer())  // the model is fine; the probes are text: a refused request, like --prompt TEXT

@@ -12,6 +12,7 @@
 
 #include "base/errors.h"
 #include "panels.h"
+#include "run/options.h"
 
 namespace kvscope::gui {
 namespace {
@@ -53,7 +54,7 @@ const EncodedText& encoded(EncodedText& cache, const Model& model, const std::st
         try {
             cache.ids = encode_prompt(model, text);
         } catch (const UsageError& err) {
-            cache.error = err.what();
+            cache.error = render_labels(err.what());
         }
     }
     return cache;
@@ -178,12 +179,6 @@ bool apply_button(const char* label, bool pending) {
     return pressed;
 }
 
-std::string number(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", x);
-    return b;
-}
-
 // A float box's value as text that reads back as the same double (the box keeps a float).
 std::string float_text(float x) {
     char b[32];
@@ -264,37 +259,27 @@ void sync_option_edits(ViewPrefs& v, const Snapshot& s) {
 
 std::string pending_options(const ViewPrefs& v, const Snapshot& s) {
     if (v.edit_generation != s.generation) return "";
-    const SessionOptions &a = s.options(), &e = v.edit_options;
-    std::string out;
-    auto change = [&](const char* what, const std::string& from, const std::string& to) {
-        if (from != to) out += (out.empty() ? "" : ", ") + std::string(what) + " " + from + " \u2192 " + to;
-    };
-    change("prefill chunk", number(double(a.prefill_chunk)), number(double(e.prefill_chunk)));
-    change("window", number(double(a.window)), number(double(e.window)));
-    change("sinks", number(double(a.sinks)), number(double(e.sinks)));
-    change("sink positions", sink_positions_name(a.sink_positions), sink_positions_name(e.sink_positions));
-    change("eviction", eviction_policy_name(a.eviction.kind), eviction_policy_name(e.eviction.kind));
-    change("KV budget", number(double(a.eviction.budget)), number(double(e.eviction.budget)));
-    change("evict sinks", number(double(a.eviction.sinks)), number(double(e.eviction.sinks)));
-    change("max new tokens", number(double(a.max_new_tokens)), number(double(e.max_new_tokens)));
-    change("temperature", number(a.sampling.temperature), number(e.sampling.temperature));
-    change("top-k", number(double(a.sampling.top_k)), number(double(e.sampling.top_k)));
-    change("top-p", number(a.sampling.top_p), number(e.sampling.top_p));
-    change("seed", number(double(a.sampling.seed)), number(double(e.sampling.seed)));
-    change("block size", number(double(a.block_size)), number(double(e.block_size)));
-    change("share prefixes", a.share_prefix ? "on" : "off", e.share_prefix ? "on" : "off");
-    change("K/V format", to_string(a.kv_quant.format), to_string(e.kv_quant.format));
-    if (e.kv_quant.format == KvQuant::Int4) {
-        change("int4 group", number(double(a.kv_quant.group)), number(double(e.kv_quant.group)));
-        change("int4 residual", number(double(a.kv_quant.residual)), number(double(e.kv_quant.residual)));
-    }
     const BatchOptions &ab = s.batch, &eb = v.edit_batch;
-    change("sequences", number(double(ab.n_seq)), number(double(eb.n_seq)));
+    const RunOptions a{s.options(), {.n_seq = ab.n_seq, .prompt_cache = ab.prompt_cache}},
+        e{v.edit_options, {.n_seq = eb.n_seq, .prompt_cache = eb.prompt_cache}};
+    std::string out;
+    auto change = [&](const std::string& what, const std::string& from, const std::string& to) {
+        if (from != to) out += (out.empty() ? "" : ", ") + what + " " + from + " \u2192 " + to;
+    };
+    // every option the window sets, by its label, its value as the table writes it; a parameter the edited
+    // setup leaves without effect (int4's group under int8) is not a change
+    auto shown = [](const OptionSpec& o, const RunOptions& r) {
+        const std::string t = o.get(r);
+        if (o.kind == OptionKind::Switch) return std::string(t == "1" ? "on" : "off");
+        if (o.kind == OptionKind::Text) return t.empty() ? std::string("none") : t;
+        return t;
+    };
+    for (const OptionSpec& o : option_table())
+        if (*o.label && (!o.applies || o.applies(e))) change(o.label, shown(o, a), shown(o, e));
     for (size_t i = 0; i < size_t(eb.n_seq) && i < eb.suffixes.size(); ++i) {
         const std::string was = i < ab.suffixes.size() ? ab.suffixes[i] : "";
-        if (was != eb.suffixes[i]) change(("suffix " + std::to_string(i)).c_str(), "'" + was + "'", "'" + eb.suffixes[i] + "'");
+        if (was != eb.suffixes[i]) change("suffix " + std::to_string(i), "'" + was + "'", "'" + eb.suffixes[i] + "'");
     }
-    change("prompt cache", ab.prompt_cache.empty() ? "none" : ab.prompt_cache, eb.prompt_cache.empty() ? "none" : eb.prompt_cache);
     return out;
 }
 

@@ -11,6 +11,7 @@
 #include "io/output_path.h"
 #include "report/plot_layout.h"
 #include "test_dumps.h"
+#include "run/options.h"
 
 namespace kvscope::gui {
 namespace fs = std::filesystem;
@@ -155,7 +156,7 @@ void figure_button(PanelContext& c, Panel p) {
             for (const std::string& path : paths) names += (names.empty() ? "" : ", ") + fs::path(path).filename().string();
             status[p] = {"saved " + names, false};
         } catch (const std::exception& e) {
-            status[p] = {e.what(), true};
+            status[p] = {render_labels(e.what()), true};
         }
     }
     const auto it = status.find(p);

@@ -16,6 +16,7 @@
 #include "panels.h"
 #include "record_cache.h"
 #include "test_dumps.h"
+#include "run/options.h"
 
 namespace kvscope::gui {
 namespace {
@@ -53,7 +54,7 @@ void refresh(QuantView& q, const Trace& trace, size_t step, int64_t layer, int64
     try {
         q.error = kv_quant_error(spec, trace, step, layer, head, kQuantMaxQueries);
     } catch (const UsageError& e) {
-        q.problem = e.what();
+        q.problem = render_labels(e.what());
         return;
     }
     const KvQuantError& e = q.error;

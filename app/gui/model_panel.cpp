@@ -15,6 +15,7 @@
 #include "base/errors.h"
 #include "cache/kv_footprint.h"
 #include "panels.h"
+#include "run/options.h"
 
 namespace kvscope::gui {
 namespace {
@@ -67,7 +68,7 @@ void scan_assets() {
             f.summary = summary_of(load_config((e.path() / "config.json").string()));
             f.readable = true;
         } catch (const LoadError& err) {
-            f.summary = err.what();
+            f.summary = render_labels(err.what());
         }
         picker.folders.push_back(std::move(f));
     }

@@ -40,7 +40,7 @@ struct Snapshot {
     struct Problem {
         uint64_t id = 0;                 // 0 = none; each failure gets a new id (a closed box stays closed)
         Place place = Place::Controls;   // the panel the failed intent came from
-        std::string text;                // in the window's words (window_words)
+        std::string text;                // in the window's words (render_labels)
     };
     Problem problem;                     // the last failure, until an intent from the same place succeeds
     std::vector<HeadScore> heads;        // ExplainHeads' result for this model (empty: not measured)

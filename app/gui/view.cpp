@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "figures.h"
 #include "gl.h"
+#include "run/options.h"
 
 namespace kvscope::gui {
 namespace {
@@ -169,7 +170,7 @@ const AttentionMap* MapCache::map(const Trace& trace, size_t step, int64_t layer
             e->map = e->computing.get();
             e->bytes = entry_bytes(e->map.get(), 0, nullptr);
         } catch (const std::exception& ex) {
-            error_ = ex.what();
+            error_ = render_labels(ex.what());
         }
         e->computing = {};
     }
@@ -221,7 +222,7 @@ const MapTile* MapCache::finish_tile(Entry& e) {
             e.tile.tex = e.tex = Gl::upload(0, p.window.out_rows(), p.window.out_cols(), p.values.data(), p.visible.data());
             e.bytes = entry_bytes(nullptr, int64_t(p.values.size()), &p);
         } catch (const std::exception& ex) {
-            error_ = ex.what();
+            error_ = render_labels(ex.what());
         }
         e.pooling = {};
     }
@@ -311,7 +312,7 @@ bool MapCache::cell(const Trace& trace, size_t step, int64_t layer, int64_t head
             row_visible_.resize(size_t(rows.n_key()));
             rows.row(row, row_scores_.data(), row_visible_.data(), row_weights_.data(), nullptr);
         } catch (const std::exception& ex) {
-            error_ = ex.what();
+            error_ = render_labels(ex.what());
             return false;
         }
         row_key_ = key;

@@ -43,23 +43,6 @@ Workbench::Workbench(std::shared_ptr<const Model> model, SessionOptions options,
                   : std::string("type a prompt, then press Prefill (or Space)"));
 }
 
-std::string window_words(std::string m) {
-    // The engine's hints name command-line options; the window has boxes and buttons instead.
-    static const std::pair<const char*, const char*> words[] = {
-        {"--model wants a folder with config.json and model.safetensors",
-         "choose a model folder: one that holds config.json and model.safetensors"},
-        {"--source or --source-ids", "type it in the Source box"},
-        {"--source is for encoder-decoder models", "a source is for encoder-decoder models"},
-        {"--prompt-cache wants a file path", "the prompt cache box wants a file path"},
-        {"or pass another --prompt-cache", "or type another file in the prompt cache box"},
-        {"is --prompt-cache naming the right file?", "is the prompt cache box naming the right file?"},
-        {"use --dtype ", "start kvscope gui with --dtype "},
-    };
-    for (const auto& [cli, window] : words)
-        for (size_t at; (at = m.find(cli)) != std::string::npos;) m.replace(at, std::string(cli).size(), window);
-    return m;
-}
-
 std::vector<const OptionSpec*> controls_options() {
     std::vector<const OptionSpec*> out;
     for (const char* name : {"prefill_chunk", "window", "sinks", "sink_positions", "evict", "kv_budget", "evict_sinks",
@@ -130,11 +113,11 @@ std::string check_window_options(const SessionOptions& o, const BatchOptions& b,
     for (const std::string& name : given)
         if (const OptionSpec* s = option_named(name)) specs.push_back(s);
     const std::vector<std::string> found = problems(run_options(o, b), specs);
-    return found.empty() ? "" : render(found.front(), label_words);
+    return found.empty() ? "" : render_labels(found.front());
 }
 
 void Workbench::fail(Place place, const std::string& what) {
-    const std::string text = window_words(what);
+    const std::string text = render_labels(what);
     set_status(text, true);
     problem_ = {++n_problems_, place, text};
     if (place == Place::Export) last_export_.clear();  // the panel must not show an older export as the result
@@ -230,14 +213,14 @@ std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOption
         try {
             chat = ChatConversation::open(model);
         } catch (const std::exception& e) {  // UsageError, LoadError (an unknown template)
-            chat_problem = e.what();
+            chat_problem = render_labels(e.what());
         }
     }
     options.stop_tokens = chat ? chat->stop_tokens() : std::vector<TokenId>{};
     auto group = std::make_unique<SessionGroup>(model, options, g);  // throws for a refused combination
     group_ = std::move(group);
     chat_ = std::move(chat);
-    chat_problem_ = window_words(chat_problem);
+    chat_problem_ = render_labels(chat_problem);
     chat_sent_.clear();
     batch_ = std::move(batch);
     selected_ = 0;
@@ -250,9 +233,9 @@ std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOption
         try {
             set_prompts();
         } catch (const UsageError& e) {
-            problem = std::string("the prompt was not set: ") + e.what();
+            problem = "the prompt was not set: " + render_labels(e.what());
         } catch (const LoadError& e) {
-            problem = e.what();
+            problem = render_labels(e.what());
         }
     }
     sync_comparison();

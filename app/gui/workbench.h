@@ -49,11 +49,6 @@ struct RunPlan {
     bool decode_only = false;            // Decode N: stop at anything but a decode step
 };
 
-// An error message as the window says it. Session options are named by their labels (core/run/options.h
-// renders them); the hints of the loaders, which name command-line options ("--model wants a folder"),
-// become the window's controls ("choose a folder").
-std::string window_words(std::string message);
-
 // The window's session options, read from the option table (core/run/options.h):
 //   controls_options()           the options the Controls' "Session options" section shows, in its order
 //   script_options_help()        the `options k=v ...` line of `gui --help`: every script key of the table

@@ -1,13 +1,13 @@
 #include "analysis/cache_lab.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 
 #include "base/clock.h"
 #include "base/errors.h"
+#include "run/options.h"
 
 namespace kvscope {
 namespace {
@@ -41,13 +41,24 @@ std::string policy_names() {
     return out;
 }
 
-int64_t whole_number(const std::string& spec, const std::string& key, const std::string& text) {
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE)
-        throw UsageError("--config '" + spec + "': " + key + " wants a whole number, got '" + text + "'");
-    return v;
+// A spec's whole number: the table's option for the key (options.h, its lab_key) checks it as the command
+// line and the window do, and says what is wrong in the key as written.
+int64_t lab_number(const std::string& spec, const std::string& key, const OptionSpec& option, const std::string& text) {
+    RunOptions scratch;
+    try {
+        set_option(scratch, option, text, [&](const OptionSpec&) { return key; });
+    } catch (const UsageError& e) {
+        throw UsageError("{lab_config} '" + spec + "': " + e.what());
+    }
+    return std::strtoll(text.c_str(), nullptr, 10);
+}
+
+// The keys a spec takes: every option with a lab key, then name.
+std::string lab_keys() {
+    std::string out;
+    for (const OptionSpec& o : option_table())
+        if (*o.lab_key) out += std::string(o.lab_key) + ", ";
+    return out + "name";
 }
 
 // log p (V) from logits (V): x − (max + ln Σ exp(x − max)), in double.
@@ -82,13 +93,13 @@ std::vector<std::string> split_lab_specs(const std::string& text) {
 LabConfig parse_lab_config(const std::string& spec) {
     LabConfig c;
     c.spec = c.name = spec;
-    if (spec.empty()) throw UsageError("--config is empty (e.g. full, window=64,sinks=4, int8, int4,g=32,r=32)");
+    if (spec.empty()) throw UsageError("{lab_config} is empty (e.g. full, window=64,sinks=4, int8, int4,g=32,r=32)");
     std::optional<std::string> policy, quant;
     std::optional<int64_t> budget, sinks, group, residual;
     std::vector<std::string> seen;  // keys given, each once
     auto once = [&](const std::string& key) {
         if (std::find(seen.begin(), seen.end(), key) != seen.end())
-            throw UsageError("--config '" + spec + "': " + key + " given twice");
+            throw UsageError("{lab_config} '" + spec + "': " + key + " given twice");
         seen.push_back(key);
     };
     size_t pos = 0;
@@ -108,41 +119,44 @@ LabConfig parse_lab_config(const std::string& spec) {
                 once("quant");
                 quant = part;
             } else {
-                throw UsageError("--config '" + spec + "': unknown part '" + part + "' (full, window=W, sinks=S, h2o, "
+                throw UsageError("{lab_config} '" + spec + "': unknown part '" + part + "' (full, window=W, sinks=S, h2o, "
                                  "window+sinks, policy=, budget=, f32, int8, int4, fp8, g=G, r=R, name=)");
             }
             continue;
         }
-        if (key == "window") {
+        if (key == "name") {
+            once(key);
+            if (value.empty()) throw UsageError("{lab_config} '" + spec + "': name= is empty");
+            c.name = value;
+            continue;
+        }
+        // every other key is an option's lab_key (group and residual: g and r spelled out)
+        const OptionSpec* o = option_by_lab_key(key == "group" ? "g" : key == "residual" ? "r" : key);
+        if (!o) throw UsageError("{lab_config} '" + spec + "': unknown key '" + key + "' (" + lab_keys() + ")");
+        const std::string_view name = o->name;
+        if (name == "window") {
             once("policy");
             once("budget");
             policy = "window";
-            budget = whole_number(spec, key, value);
-        } else if (key == "policy") {
+            budget = lab_number(spec, key, *o, value);
+        } else if (name == "evict") {  // the lab's policies are its own list: full and window are policies here
             once("policy");
             policy = value;
-        } else if (key == "budget") {
+        } else if (name == "kv_budget") {
             once("budget");
-            budget = whole_number(spec, key, value);
-        } else if (key == "sinks") {
+            budget = lab_number(spec, key, *o, value);
+        } else if (name == "sinks") {
             once(key);
-            sinks = whole_number(spec, key, value);
-        } else if (key == "quant") {
+            sinks = lab_number(spec, key, *o, value);
+        } else if (name == "kv_quant") {  // f32 is the lab's name for none
             once(key);
             quant = value;
-        } else if (key == "g" || key == "group") {
+        } else if (name == "kv_group") {
             once("g");
-            group = whole_number(spec, key, value);
-        } else if (key == "r" || key == "residual") {
-            once("r");
-            residual = whole_number(spec, key, value);
-        } else if (key == "name") {
-            once(key);
-            if (value.empty()) throw UsageError("--config '" + spec + "': name= is empty");
-            c.name = value;
+            group = lab_number(spec, key, *o, value);
         } else {
-            throw UsageError("--config '" + spec + "': unknown key '" + key +
-                             "' (window, sinks, policy, budget, quant, g, r, name)");
+            once("r");
+            residual = lab_number(spec, key, *o, value);
         }
     }
 
@@ -150,44 +164,44 @@ LabConfig parse_lab_config(const std::string& spec) {
     const LabPolicy* p = nullptr;
     for (const LabPolicy& candidate : kPolicies)
         if (c.policy == candidate.name) p = &candidate;
-    if (!p) throw UsageError("--config '" + spec + "': unknown policy '" + c.policy + "' (known: " + policy_names() + ")");
+    if (!p) throw UsageError("{lab_config} '" + spec + "': unknown policy '" + c.policy + "' (known: " + policy_names() + ")");
     if (p->takes_budget && !budget)
-        throw UsageError("--config '" + spec + "': policy " + c.policy + " needs a budget (window=W or budget=N)");
+        throw UsageError("{lab_config} '" + spec + "': policy " + c.policy + " needs a budget (window=W or budget=N)");
     if (!p->takes_budget && budget)
-        throw UsageError("--config '" + spec + "': policy " + c.policy + " keeps every position and takes no budget");
+        throw UsageError("{lab_config} '" + spec + "': policy " + c.policy + " keeps every position and takes no budget");
     if (budget && *budget <= 0)
-        throw UsageError("--config '" + spec + "': the budget must be >= 1 position, got " + std::to_string(*budget));
+        throw UsageError("{lab_config} '" + spec + "': the budget must be >= 1 position, got " + std::to_string(*budget));
     c.budget = budget.value_or(0);
     p->apply(c.options, c.budget);
 
     if (sinks) {
         if (c.policy != "window" && c.policy != "window+sinks")
-            throw UsageError("--config '" + spec + "': sinks stay visible beside a window: give window=W (or "
+            throw UsageError("{lab_config} '" + spec + "': sinks stay visible beside a window: give window=W (or "
                              "policy=window+sinks,budget=N) too");
-        if (*sinks < 0) throw UsageError("--config '" + spec + "': sinks must be >= 0, got " + std::to_string(*sinks));
+        if (*sinks < 0) throw UsageError("{lab_config} '" + spec + "': sinks must be >= 0, got " + std::to_string(*sinks));
         if (c.policy == "window") c.options.sinks = *sinks;
         else c.options.eviction.sinks = *sinks;
     }
     if (c.policy == "window+sinks" && c.options.eviction.sinks >= c.budget)
-        throw UsageError("--config '" + spec + "': window+sinks keeps the sinks and the newest budget - sinks "
+        throw UsageError("{lab_config} '" + spec + "': window+sinks keeps the sinks and the newest budget - sinks "
                          "positions: the budget must exceed the sinks");
     if (quant && *quant != "f32" && *quant != "none") {
         if (*quant != "int8" && *quant != "int4" && *quant != "fp8")
-            throw UsageError("--config '" + spec + "': unknown format '" + *quant + "' (f32, int8, int4, fp8)");
+            throw UsageError("{lab_config} '" + spec + "': unknown format '" + *quant + "' (f32, int8, int4, fp8)");
         c.options.kv_quant.format = parse_kv_quant(*quant);
     }
     const bool int4 = c.options.kv_quant.format == KvQuant::Int4;
     if ((group || residual) && !int4)
-        throw UsageError("--config '" + spec + "': g= and r= are int4's group size and residual: add int4");
+        throw UsageError("{lab_config} '" + spec + "': g= and r= are int4's group size and residual: add int4");
     if (group) c.options.kv_quant.group = *group;
     if (residual) c.options.kv_quant.residual = *residual;
     if (int4 && c.policy != "full")
-        throw UsageError("--config '" + spec + "': int4 (KIVI) groups keys of consecutive positions and keeps them "
+        throw UsageError("{lab_config} '" + spec + "': int4 (KIVI) groups keys of consecutive positions and keeps them "
                          "all: only with policy full");
     if (c.options.kv_quant.group < 1)
-        throw UsageError("--config '" + spec + "': g must be >= 1, got " + std::to_string(c.options.kv_quant.group));
+        throw UsageError("{lab_config} '" + spec + "': g must be >= 1, got " + std::to_string(c.options.kv_quant.group));
     if (c.options.kv_quant.residual < 0)
-        throw UsageError("--config '" + spec + "': r must be >= 0, got " + std::to_string(c.options.kv_quant.residual));
+        throw UsageError("{lab_config} '" + spec + "': r must be >= 0, got " + std::to_string(c.options.kv_quant.residual));
     return c;
 }
 
@@ -251,6 +265,15 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
         report.reference = size_t(ref - configs.begin());
     }
 
+    // Names label the table's rows, the chart's lines and the JSON's entries: two alike could not be told apart.
+    for (size_t b = 1; b < configs.size(); ++b)
+        for (size_t a = 0; a < b; ++a)
+            if (configs[a].name == configs[b].name)
+                throw UsageError(configs[a].spec == configs[b].spec
+                                     ? "{lab_config} '" + configs[b].spec + "' is given twice"
+                                     : "{lab_config} '" + configs[b].spec + "': the name '" + configs[b].name +
+                                           "' is taken by '" + configs[a].spec + "' (give another name=LABEL)");
+
     // pass 1: every session made and its prompt set before any step, so a refusal costs nothing
     std::vector<std::unique_ptr<Session>> sessions;
     for (LabConfig& c : configs) {
@@ -268,7 +291,7 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
             sessions.push_back(std::make_unique<Session>(model, o));
             sessions.back()->set_prompt({tokens[0]});
         } catch (const UsageError& e) {
-            throw UsageError("--config '" + c.spec + "': " + e.what());
+            throw UsageError("{lab_config} '" + c.spec + "': " + e.what());
         }
         LabRun run;
         run.config = c;

@@ -8,6 +8,9 @@
 //
 //   LabConfig                  one configuration: its label, its spec and the SessionOptions it runs
 //   parse_lab_config(spec)     one --config SPEC (grammar below) -> LabConfig; UsageError naming the spec
+//                              in neutral words, "{lab_config} 'SPEC': ..." (run/options.h renders it as
+//                              --config or the window's configuration); the keys are the option table's lab
+//                              keys, their numbers checked by the table's options
 //   split_lab_specs(text)      "full; window=32 ;int8" -> {"full", "window=32", "int8"}: the window's box and
 //                              the script's `lab` line list specs separated by ';' (empty parts dropped)
 //   lab_config_grammar()       the grammar as help text
@@ -21,7 +24,7 @@
 //                              reference; without one, "full" is added in front (LabReport::added_reference).
 //                              Every session is made before the first step: a refusal (a group that does
 //                              not divide head_dim, a text beyond n_positions) is a UsageError naming the
-//                              configuration, and nothing has run
+//                              configuration, and nothing has run; so is a name two configurations share
 //
 // Config grammar: SPEC = PART { "," PART }, each key at most once:
 //   full | window=W            policy: every position (full), or the last W (window; = policy=window,budget=W)

@@ -13,7 +13,7 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capa
     : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), window_(window, sinks), format_(head_dim, bf16, quant),
       flags_(n_layer * n_head, capacity) {
     if (format_.int4() && window > 0)
-        throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
+        throw UsageError("{kv_quant} int4 groups keys of consecutive positions and keeps them all: {-window}");
     ring_ = RingStorage(n_layer, n_head, capacity, window_.sinks, format_.key_row_bytes(), format_.row_bytes());
     if (format_.int4()) int4_ = Int4Rows(n_layer, n_head, head_dim, capacity, quant);
 }

@@ -15,7 +15,7 @@ KvQuant parse_kv_quant(std::string_view name) {
     if (name == "int8") return KvQuant::Int8;
     if (name == "int4") return KvQuant::Int4;
     if (name == "fp8") return KvQuant::Fp8;
-    throw UsageError("--kv-quant must be none, int8, int4 or fp8, got '" + std::string(name) + "'");
+    throw UsageError("{kv_quant} must be none, int8, int4 or fp8, got '" + std::string(name) + "'");
 }
 
 const char* to_string(KvQuant format) {
@@ -28,12 +28,12 @@ const char* to_string(KvQuant format) {
 }
 
 void validate(const KvQuantSpec& spec, int64_t head_dim) {
-    if (spec.group <= 0) throw UsageError("--kv-group must be >= 1, got " + std::to_string(spec.group));
-    if (spec.residual < 0) throw UsageError("--kv-residual must be >= 0, got " + std::to_string(spec.residual));
+    if (spec.group <= 0) throw UsageError("{kv_group} must be >= 1, got " + std::to_string(spec.group));
+    if (spec.residual < 0) throw UsageError("{kv_residual} must be >= 0, got " + std::to_string(spec.residual));
     if (spec.format != KvQuant::Int4) return;
     if (head_dim % 2) throw UsageError("int4 K/V packs two values a byte: head_dim " + std::to_string(head_dim) + " is odd");
     if (head_dim % spec.group)
-        throw UsageError("--kv-group " + std::to_string(spec.group) + " does not divide head_dim " + std::to_string(head_dim));
+        throw UsageError("{kv_group} " + std::to_string(spec.group) + " does not divide head_dim " + std::to_string(head_dim));
 }
 
 namespace {

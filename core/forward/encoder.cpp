@@ -14,7 +14,7 @@ namespace kvscope {
 std::shared_ptr<const EncoderOutput> encode(const Model& model, std::span<const TokenId> source, bool record) {
     const ModelConfig& cfg = model.config();
     const Weights& w = model.weights();
-    if (!cfg.encoder_decoder) throw UsageError("this model has no encoder: --source is for encoder-decoder models");
+    if (!cfg.encoder_decoder) throw UsageError("this model has no encoder: {encoder_source} is for encoder-decoder models");
     const int64_t S = int64_t(source.size()), C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), F = cfg.n_inner;
     const int64_t E = cfg.n_encoder_layer, L = cfg.n_layer;
     if (S == 0) throw UsageError("the source is empty");

@@ -91,7 +91,7 @@ public:
                 throw LoadError(w_.checkpoint->file_of(*t),
                                 "tensor " + t->name + " element " + std::to_string(i) + " (" + show_float(element(*t, i)) +
                                     ") overflows bfloat16",
-                                "run with --dtype f32");
+                                "run with {dtype} f32");
         } else {
             refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
             widen(*t, reinterpret_cast<float*>(out));

@@ -1,5 +1,6 @@
 #include "run/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -183,6 +184,17 @@ const OptionSpec kOptions[] = {
 #undef GET
 #undef SET
 
+// Inputs that are not session options but that messages name: what a run is made from. Each front end
+// has its own words for them as for an option; the window gives the model folder and the source in boxes
+// and takes the weight format only when it starts. The CLI's words for a source are both of its flags.
+const OptionSpec kInputs[] = {
+    {.name = "model", .kind = OptionKind::Text, .flag = "--model", .label = "the model path box"},
+    {.name = "source", .kind = OptionKind::Text, .flag = "--source or --source-ids", .label = "the Source box"},
+    {.name = "encoder_source", .kind = OptionKind::Text, .flag = "--source", .label = "a source"},
+    {.name = "dtype", .kind = OptionKind::Text, .flag = "--dtype", .label = "kvscope gui --dtype"},
+    {.name = "lab_config", .kind = OptionKind::Text, .flag = "--config", .label = "configuration"},
+};
+
 std::string value_error(const OptionSpec& s, const std::string& what) {
     return "{" + std::string(s.name) + "} " + what;
 }
@@ -194,6 +206,18 @@ std::span<const OptionSpec> option_table() { return kOptions; }
 const OptionSpec* option_named(std::string_view name) {
     for (const OptionSpec& s : kOptions)
         if (name == s.name) return &s;
+    return nullptr;
+}
+
+const OptionSpec* input_named(std::string_view name) {
+    for (const OptionSpec& s : kInputs)
+        if (name == s.name) return &s;
+    return option_named(name);
+}
+
+const OptionSpec* option_by_lab_key(std::string_view key) {
+    for (const OptionSpec& s : kOptions)
+        if (*s.lab_key && key == s.lab_key) return &s;
     return nullptr;
 }
 
@@ -285,12 +309,21 @@ std::vector<std::string> problems(const RunOptions& v, const std::vector<const O
             m.append(s->name).append("} ").append(s->needs(v));
             out.push_back(std::move(m));
         }
+    // pass 1b: oracle-off asked for by name is the full cache, every row kept: a window hides rows and no
+    // cache keeps none, so either would make it something else. A prompt cache stays allowed: nothing is
+    // evicted, so the rows adopted from the file are the ones a run without a policy keeps.
+    const bool oracle_off = std::find(given.begin(), given.end(), option_named("evict")) != given.end() &&
+                            v.session.eviction.kind == EvictionPolicyKind::Off;
+    if (oracle_off && v.session.window > 0)
+        out.push_back("{evict} oracle-off keeps every position, a window hides all but the last ones: {-window}");
+    if (oracle_off && !v.session.use_cache)
+        out.push_back("{evict} oracle-off keeps every row of the KV cache, and there is no cache: {-no_cache}");
     // pass 2: a prompt cache file holds float32 rows every later query may see
     if (!g.prompt_cache.empty()) {
-        if (o.window > 0) out.push_back("{prompt_cache} keeps rows computed with every position visible: leave out {window}");
-        if (!o.use_cache) out.push_back("{prompt_cache} loads and saves the KV cache's rows: leave out {no_cache}");
-        if (o.eviction.active()) out.push_back("{prompt_cache} adopts rows no query has scored: leave out {evict}");
-        if (o.kv_quant.quantized()) out.push_back("{prompt_cache} keeps float32 rows: leave out {kv_quant}");
+        if (o.window > 0) out.push_back("{prompt_cache} keeps rows computed with every position visible: {-window}");
+        if (!o.use_cache) out.push_back("{prompt_cache} loads and saves the KV cache's rows: {-no_cache}");
+        if (o.eviction.active()) out.push_back("{prompt_cache} adopts rows no query has scored: {-evict}");
+        if (o.kv_quant.quantized()) out.push_back("{prompt_cache} keeps float32 rows: {-kv_quant}");
         if (g.n_seq > 1)
             out.push_back("a prompt cache file works with one sequence (the batch has " + num(g.n_seq) + ")");
     }
@@ -306,7 +339,7 @@ std::vector<std::string> problems(const RunOptions& v, const std::vector<const O
     if (o.share_prefix && o.block_size == 0) out.push_back("prefix sharing needs the paged cache: set a block size");
     if (o.kv_quant.quantized() && o.block_size > 0)
         out.push_back(std::string("{kv_quant} ") + to_string(o.kv_quant.format) +
-                      " stores packed rows in the contiguous cache only: leave out {block_size}");
+                      " stores packed rows in the contiguous cache only: {-block_size}");
     if (o.max_new_tokens < 1) out.push_back("max new tokens must be >= 1, got " + num(o.max_new_tokens));
     if (o.n_top < 0) out.push_back("n_top must be >= 0");
     auto part = [&](auto&& check) {
@@ -328,20 +361,23 @@ std::vector<std::string> problems(const RunOptions& v, const std::vector<const O
     return out;
 }
 
-std::string render(const std::string& message, const OptionWords& words) {
+std::string render(const std::string& message, const OptionWords& words, const OptionWords& drop) {
     std::string out;
     for (size_t at = 0; at < message.size();) {
         const size_t open = message.find('{', at);
         const size_t close = open == std::string::npos ? open : message.find('}', open);
-        const OptionSpec* s = close == std::string::npos ? nullptr
-                                                         : option_named(std::string_view(message).substr(open + 1, close - open - 1));
+        std::string_view name = close == std::string::npos ? std::string_view()
+                                                           : std::string_view(message).substr(open + 1, close - open - 1);
+        const bool leave_out = name.starts_with('-');
+        const OptionSpec* s = name.empty() ? nullptr : input_named(leave_out ? name.substr(1) : name);
         if (!s) {  // no placeholder left (or braces of the text itself)
             const size_t upto = close == std::string::npos ? message.size() : close + 1;
             out += message.substr(at, upto - at);
             at = upto;
             continue;
         }
-        out += message.substr(at, open - at) + words(*s);
+        out += message.substr(at, open - at) +
+               (!leave_out ? words(*s) : drop ? drop(*s) : "leave out " + words(*s));
         at = close + 1;
     }
     return out;
@@ -350,6 +386,16 @@ std::string render(const std::string& message, const OptionWords& words) {
 std::string cli_words(const OptionSpec& s) { return *s.flag ? s.flag : neutral_words(s); }
 std::string label_words(const OptionSpec& s) { return *s.label ? s.label : neutral_words(s); }
 std::string neutral_words(const OptionSpec& s) { return s.name; }
+
+std::string label_leave_out(const OptionSpec& s) {
+    switch (s.kind) {
+    case OptionKind::Switch: return "untick " + label_words(s);
+    case OptionKind::Text: return "empty the " + label_words(s) + " box";
+    default: return "set " + label_words(s) + " to " + default_text(s);
+    }
+}
+
+std::string render_labels(const std::string& message) { return render(message, label_words, label_leave_out); }
 
 void check(const RunOptions& values, const std::vector<const OptionSpec*>& given, const OptionWords& words) {
     const std::vector<std::string> found = problems(values, given);

@@ -10,15 +10,23 @@
 //   option_named(name)              by name ("window", "kv_group", ...); null when none
 //   option_by_script_key(key)       by script key ("window", "max-new", ...); null when none
 //   option_by_flag(flag)            by command-line flag ("--window"); null when none
+//   option_by_lab_key(key)          by cache lab spec key ("window", "g", ...); null when none
+//   input_named(name)               an option, or an input a message names that is no option: model, source
+//                                   (either source flag), encoder_source, dtype, lab_config; null when none
 //   cli_options(command, section)   the options a subcommand takes in one section of its --help
 //   set_option(values, spec, text, words)  parse text as the option's value and store it; UsageError
 //                                   in `words` ("window wants a whole number, got 'x'")
 //   problems(values, given)         every refused combination, as messages naming options "{name}"; given:
 //                                   options the user set explicitly (a flag given, a script key typed),
 //                                   which must apply to the rest of the setup (int4's group without int4)
-//   render(message, words)          the message with each {name} replaced by words(spec)
+//   render(message, words, drop)    the message with each {name} replaced by words(spec) and each {-name}
+//                                   (the request to leave the option out) by drop(spec); no drop: "leave out "
+//                                   + words(spec)
 //   cli_words / label_words / neutral_words
 //                                   the flag, the window's label, the name
+//   label_leave_out(spec)           the window's request to leave an option out: "untick KV cache off",
+//                                   "set window to 0", "empty the model path box"
+//   render_labels(message)          render(message, label_words, label_leave_out): the window's words
 //   check(values, given, words)     throws UsageError with the first problem rendered; nothing when none
 #include <cstdint>
 #include <functional>
@@ -69,6 +77,8 @@ std::span<const OptionSpec> option_table();
 const OptionSpec* option_named(std::string_view name);
 const OptionSpec* option_by_script_key(std::string_view key);
 const OptionSpec* option_by_flag(std::string_view flag);
+const OptionSpec* option_by_lab_key(std::string_view key);
+const OptionSpec* input_named(std::string_view name);
 std::vector<const OptionSpec*> cli_options(unsigned command, OptionSection section);
 std::vector<std::string> choices_of(const OptionSpec& spec);  // a Choice's names, in index order
 std::string default_text(const OptionSpec& spec);             // get() of a default RunOptions
@@ -78,9 +88,11 @@ std::string neutral_words(const OptionSpec& spec);
 void set_option(RunOptions& values, const OptionSpec& spec, std::string_view text,
                 const OptionWords& words = neutral_words);
 std::vector<std::string> problems(const RunOptions& values, const std::vector<const OptionSpec*>& given = {});
-std::string render(const std::string& message, const OptionWords& words);
+std::string render(const std::string& message, const OptionWords& words, const OptionWords& drop = {});
 std::string cli_words(const OptionSpec& spec);
 std::string label_words(const OptionSpec& spec);
+std::string label_leave_out(const OptionSpec& spec);
+std::string render_labels(const std::string& message);
 void check(const RunOptions& values, const std::vector<const OptionSpec*>& given, const OptionWords& words);
 
 }  // namespace kvscope

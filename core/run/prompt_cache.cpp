@@ -30,7 +30,7 @@ constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxConfigBytes = 65536;
 constexpr uint32_t kMaxNameBytes = 16;
 constexpr int64_t kMaxDim = int64_t(1) << 24;  // per L, H, D, N: far above any real model
-const char* const kRebuildHint = "delete the file to have it made again, or pass another --prompt-cache";
+const char* const kRebuildHint = "delete the file to have it made again, or pass another {prompt_cache}";
 
 constexpr uint64_t kK1 = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio
 constexpr uint64_t kK2 = 0xBF58476D1CE4E5B9ull;  // splitmix64's multipliers
@@ -249,7 +249,7 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
     in.bytes(magic, n_magic, "magic");
     if (std::memcmp(magic, kMagic, n_magic) != 0)
         throw LoadError(path, "is not a kvscope prompt cache (no KVPROMPT magic)",
-                        "is --prompt-cache naming the right file? it is left alone");
+                        "is {prompt_cache} naming the right file? it is left alone");
     if (n_magic < sizeof magic) in.bytes(magic, sizeof magic - n_magic, "magic");  // throws: truncated
     const uint32_t version = in.number<uint32_t>("version");
     if (version != kVersion)
@@ -312,7 +312,7 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
                         kRebuildHint);
     if (weight_format != fp.weight_format)
         throw LoadError(path, "was made with " + weight_format + " weights, this run uses " + fp.weight_format,
-                        "use --dtype " + weight_format + ", or " + kRebuildHint);
+                        "use {dtype} " + weight_format + ", or " + kRebuildHint);
     if (kernels != fp.kernels)
         throw LoadError(path,
                         "was made by a kvscope build with " + kernels + " kernels, this one computes with " + fp.kernels +

@@ -23,12 +23,12 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
         sinks_ = options_.eviction.sinks;
     }
     if (options_.kv_quant.format == KvQuant::Int4 && window_ > 0)
-        throw UsageError("--kv-quant int4 groups keys of consecutive positions and keeps them all: leave out --window");
+        throw UsageError("{kv_quant} int4 groups keys of consecutive positions and keeps them all: {-window}");
     // A model's own sliding windows are part of its computation; a second, user-chosen window on top
     // would be neither the model nor a clean experiment, so the two are not combined.
     if (window_ > 0 && model_->config().has_sliding_layers())
         throw UsageError("this model has its own sliding window (" + model_->config().describe_windows() +
-                         "): --window cannot be combined with it");
+                         "): {window} cannot be combined with it");
     // Learned or sinusoidal positions are added to the input once; only rotary keys carry a position
     // that attention can re-read, so only they can be re-numbered inside the cache.
     if (options_.sink_positions == SinkPositions::Cache && model_->config().family != Family::Llama)
@@ -51,7 +51,7 @@ void Session::set_source(std::vector<TokenId> source) {
 void Session::set_prompt(std::vector<TokenId> prompt) {
     const ModelConfig& cfg = model_->config();
     if (cfg.encoder_decoder) {
-        if (source_.empty()) throw UsageError("an encoder-decoder model needs a source first (--source or --source-ids)");
+        if (source_.empty()) throw UsageError("an encoder-decoder model needs a source first ({source})");
         prompt.insert(prompt.begin(), TokenId(cfg.decoder_start_token_id));
         // The decoder's K/V depend on the source through cross-attention; blocks and files know only tokens.
         if (options_.share_prefix || prompt_cache_)
@@ -625,7 +625,7 @@ const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
     const ModelConfig& cfg = model_->config();
     const int64_t L = cfg.n_layer, K = cfg.kv_heads(), D = cfg.head_dim(), p = edit.position;
     // pass 1: validate; nothing changes before every check passed
-    if (cache_.paged()) throw UsageError("cache edits work on the ring cache: leave out --block-size");
+    if (cache_.paged()) throw UsageError("cache edits work on the ring cache: {-block_size}");
     if (!options_.use_cache) throw UsageError("the cache is off: turn it on to edit it");
     if (cache_.next_position() == 0) throw UsageError("the cache is empty: run a step first");
     if (!cache_.alive(p))
@@ -639,7 +639,7 @@ const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
         throw UsageError("K/V head " + std::to_string(edit.kv_head) + " does not exist (the model has " +
                          std::to_string(K) + " K/V heads, 0.." + std::to_string(K - 1) + "; -1 = all)");
     if (edit.kind == CacheEditKind::Patch) {
-        if (cache_.quantized()) throw UsageError("patch writes float rows: leave out --kv-quant");
+        if (cache_.quantized()) throw UsageError("patch writes float rows: {-kv_quant}");
         if (int64_t(edit.rows.size()) != L * 2 * K * D)
             throw UsageError("the patch rows hold " + std::to_string(edit.rows.size()) + " values, this model's " +
                              std::to_string(L * 2 * K * D) + " (L x 2 x K x D): is the source another model's?");
