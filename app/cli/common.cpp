@@ -24,7 +24,8 @@ std::string default_model_dir() {
 void add_model_option(CliArgs& args) {
     args.option("--model", "DIR", "model folder: config.json and model.safetensors (or model.safetensors.index.json "
                                   "and its shards); the tokenizer files (tokenizer.json, or vocab.json and merges.txt) "
-                                  "are optional (without them, prompts are token ids) (default: assets/default)");
+                                  "are optional (without them, prompts are token ids); or a GGUF file of llama, qwen2 or qwen3 "
+                                  "(docs/models.md) (default: assets/default)");
     args.option("--dtype", "f32|bf16", "how weight matrices are kept: float32 (default) or bfloat16, which "
                                        "halves what a decode step reads; arithmetic is float32 either way");
     args.flag("--map-weights", "use weight matrices in place from the file's mapping instead of copying them "

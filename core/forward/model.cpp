@@ -21,8 +21,8 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
     std::error_code ec;
     const bool gguf = fs::is_regular_file(dir, ec) && looks_like_gguf(dir);
     if (!gguf && !fs::is_directory(dir, ec))
-        throw LoadError(dir, fs::exists(dir, ec) ? "is not a folder" : "no such folder",
-                        "{model} wants a folder with config.json and model.safetensors");
+        throw LoadError(dir, fs::exists(dir, ec) ? "is neither a folder nor a GGUF file" : "no such folder",
+                        "{model} wants a folder with config.json and model.safetensors, or a .gguf file");
     auto model = std::make_shared<Model>();
     model->dir_ = dir;
     if (gguf) {

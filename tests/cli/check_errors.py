@@ -204,7 +204,7 @@ def main():
         ("lab bad value in a spec", ["lab", "--config", "window=8,sinks=x"], 2,
          "--config 'window=8,sinks=x': sinks wants a whole number, got 'x'"),
         ("generate --model a missing folder", gen + ["--model", missing], 1,
-         "no such folder (--model wants a folder with config.json and model.safetensors)"),
+         "no such folder (--model wants a folder with config.json and model.safetensors, or a .gguf file)"),
         ("unknown command", ["no-such-command"], 2, "no-such-command"),
         ("--version with an argument", ["--version", "extra"], 2, "--version takes no arguments, got 'extra'"),
     ]
