@@ -347,14 +347,18 @@ TEST_CASE("a turn that does not fit is refused in one line, before anything chan
     run_turn(s);
     CHECK_THAT(one_line([&] { s.append_turn({}, 2); }), Catch::Equals("the new turn is empty"));
     CHECK_THAT(one_line([&] { s.append_turn({64}, 2); }), Catch::Contains("64"));
-    // 5 prompt + 16 generated = 21 so far; + 5 + 103 = 129 > 128
-    const std::string too_long = one_line([&] { s.append_turn({1, 2, 3, 4, 5}, 103); });
-    CHECK_THAT(too_long, Catch::Equals("the conversation so far (21 tokens) + this turn (5) + max new tokens (103) = 129 "
-                                       "exceeds the model's max_position_embeddings (128)"));
+    // 5 prompt + 16 generated = 21 so far; a turn of 107 fills the 128 positions: no room for a reply
+    const std::string too_long = one_line([&] { s.append_turn(std::vector<TokenId>(107, 1), 2); });
+    CHECK_THAT(too_long, Catch::Equals("the conversation so far (21 tokens) + this turn (107) = 128 leaves no room for a "
+                                       "reply in the model's max_position_embeddings (128)"));
     CHECK(s.turns().size() == 1);
     CHECK(s.next() == Session::Next::Done);
-    s.append_turn({1, 2, 3, 4, 5}, 102);  // exactly n_ctx
+    // The reply limit is a cap, not a reservation (issue 43, finding 10): 21 + 5 + 103 = 129 > 128 is
+    // taken, the reply stops where the context ends, 128 - 26 = 102 tokens on.
+    s.append_turn({1, 2, 3, 4, 5}, 103);
+    CHECK(s.turns().back().max_new_tokens == 102);
     run_turn(s);
+    CHECK(s.generated().size() == 102);
     CHECK(s.cache().next_position() == 127);
 
     SECTION("a paged session's own pool grows; a shared pool must have the blocks free") {

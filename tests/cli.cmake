@@ -58,6 +58,13 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_trace_files.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/trace_files)
   set_tests_properties(cli.trace_files PROPERTIES TIMEOUT 120)
+  # A Gemma 3 folder: each layer's own mask rule in meta.json's mask.layers and every layer's mask.npy
+  # against the rule applied to the positions (numpy), with the model's windows and a session window;
+  # inspect's head_dim, K/V head count and norm form from config.json.
+  add_test(NAME cli.gemma_views
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_gemma_views.py --kvscope $<TARGET_FILE:kvscope>
+                   --assets ${CMAKE_SOURCE_DIR}/assets --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/gemma_views)
+  set_tests_properties(cli.gemma_views PROPERTIES TIMEOUT 180)
   # Figures for papers: --format svg heatmaps are well-formed XML with a rect per cell, hatched where
   # mask.npy is 0; --scale 2 PNGs are twice the size of --scale 1 ones (numpy and xml.etree only).
   add_test(NAME cli.svg_export

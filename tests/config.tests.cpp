@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/errors.h"
+#include "model/architecture.h"
 #include "model/config.h"
 
 using namespace kvscope;
@@ -509,4 +510,25 @@ TEST_CASE("gemma3_text reads Gemma 3's keys and defaults") {
     CHECK(back.activation == Activation::Silu);
     // Llama keeps head_dim^-0.5
     CHECK(parse_config(R"({"model_type": "llama", )" + body + "}", "c").attention_scale() == 1.0f / std::sqrt(2.0f));
+}
+
+// Issue 43: the Model panel's chips are the architecture lines' labels; a null rope_scaling is not a bare
+// "null" chip, and every view names the norm through norm_form().
+TEST_CASE("architecture labels say what a null rope_scaling means, and norm_form names each family's norm") {
+    const std::string body = R"("vocab_size": 10, "max_position_embeddings": 8, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 1)";
+    const ModelConfig g = parse_config(R"({"model_type": "gemma3_text", "rope_scaling": null, )" + body + "}", "c");
+    const ModelConfig l = parse_config(R"({"model_type": "llama", )" + body + "}", "c");
+    for (const ModelConfig* c : {&g, &l})
+        for (const ArchLine& line : architecture(*c)) {
+            INFO(line.key);
+            CHECK(line.label != "null");
+            if (std::string(line.key) == "rope_scaling") {
+                CHECK(line.value == "null");
+                CHECK(line.label == "RoPE unscaled");
+            }
+        }
+    CHECK(g.norm_form() == "RMSNorm times (1 + weight)");
+    CHECK(l.norm_form() == "RMSNorm times the weight");
+    CHECK(parse_config(kGpt2Config, "c").norm_form() == "LayerNorm");
 }

@@ -65,14 +65,16 @@ struct TurnReport {
     int64_t decode_tokens = 0;
     std::vector<TokenId> reply;        // as sampled, the end-of-turn token included
     std::string reply_text;            // without the end-of-turn token
-    const char* stop = "";             // "end_of_turn" | "end_of_text" | "max_new_tokens"
+    const char* stop = "";             // "end_of_turn" | "end_of_text" | "max_new_tokens" | "context"
     int64_t positions = 0;             // the conversation's tokens so far, the reply's last included
     bool cache = true;
     double decode_tokens_per_s() const { return decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0.0; }
 };
 
 // Prefill the appended turn, decode the reply until the session says Done, and count what it cost.
-TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_id) {
+// --max-new-tokens is a cap (Session::append_turn): a reply shorter than it that no token ended ran into
+// the model's context.
+TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_id, int64_t max_new) {
     TurnReport r;
     r.first_position = session.turns().back().first_position;
     r.n_appended = session.turns().back().n_appended;
@@ -93,7 +95,7 @@ TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_
     }
     r.reply = session.generated();
     std::vector<TokenId> shown = r.reply;
-    r.stop = !session.stopped_by_token()         ? "max_new_tokens"
+    r.stop = !session.stopped_by_token()         ? (int64_t(r.reply.size()) < max_new ? "context" : "max_new_tokens")
              : r.reply.back() == end_of_turn_id ? "end_of_turn"
                                                 : "end_of_text";
     if (session.stopped_by_token()) shown.pop_back();
@@ -128,7 +130,9 @@ void print_text(const TurnReport& r) {
     std::fwrite(line.data(), 1, line.size(), stdout);
     const std::string why = std::string(r.stop) == "max_new_tokens" ? "stopped at --max-new-tokens"
                             : std::string(r.stop) == "end_of_turn"  ? "stopped at the end of turn"
-                                                                    : "stopped at the end of text";
+                            : std::string(r.stop) == "end_of_text"  ? "stopped at the end of text"
+                                                                    : "stopped at the model's context (" +
+                                                                          std::to_string(r.positions) + " positions)";
     std::fprintf(stderr, "turn %lld: %s appended, %lld rows reused, %lld computed, prefill %.3f s, decode %.1f tokens/s, %s\n",
                  (long long)r.turn, count_of(r.n_appended, "token", "tokens").c_str(), (long long)r.rows_reused,
                  (long long)r.rows_computed, r.prefill_seconds, r.decode_tokens_per_s(), why.c_str());
@@ -146,7 +150,7 @@ int cli_chat(int argc, char** argv) {
                                      "message may come first)")
         .option("--system", "TEXT", "a system message before the first user message");
     add_options(args, kCliChat, OptionSection::Run,
-                {{"max_new_tokens", "most tokens per reply (default 128)"},
+                {{"max_new_tokens", "most tokens per reply (default 128): a cap, a reply also stops where the model's context ends"},
                  {"no_cache", "recompute the whole conversation at every step (the cost of not reusing the cache)"},
                  {"prefill_chunk", "prefill each turn C tokens per step (default: the whole turn at once)"},
                  {"block_size", "paged KV cache of B-position blocks"}});
@@ -189,8 +193,8 @@ int cli_chat(int argc, char** argv) {
         chat.add(*message);
         session.append_turn(ids, max_new, "user");
 
-        TurnReport r = run_turn(session, *model->tokenizer(), chat.end_of_turn());
-        r.turn = turn;
+        TurnReport r = run_turn(session, *model->tokenizer(), chat.end_of_turn(), max_new);
+        r.turn = turn + 1;  // numbered from 1, as the window's timeline and conversation
         r.message = message->content;
         if (args.has("--json")) print_json(r);
         else print_text(r);

@@ -102,6 +102,8 @@ int cli_inspect(int argc, char** argv) {
             {"kv_bytes_per_token", kv_per_token},
             {"kv_bytes_full_context", kv_per_token * c.n_ctx},
             {"kv_heads", c.kv_heads()},
+            {"head_dim", c.head_dim()},
+            {"norm", c.norm_form()},
             {"kv_bytes_per_token_full_mha", mha_per_token},
             {"kv_bytes_per_token_mqa", kv.per_token_mqa},
             {"kv_dtype", w.bf16 ? "bf16" : "f32"},
@@ -124,9 +126,9 @@ int cli_inspect(int argc, char** argv) {
     std::printf("vocab_size   %lld%s\n", (long long)c.n_vocab,
                 model->tokenizer() ? (" (tokenizer: " + std::to_string(model->tokenizer()->n_vocab()) + " tokens)").c_str()
                                    : " (no tokenizer files: --prompt-ids only)");
-    std::printf("n_positions  %lld\nn_embd       %lld\nn_layer      %lld\nn_head       %lld  (head_dim %lld, %lld K/V heads)\n\n",
+    std::printf("n_positions  %lld\nn_embd       %lld\nn_layer      %lld\nn_head       %lld  (head_dim %lld, %lld K/V head%s)\n\n",
                 (long long)c.n_ctx, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
-                (long long)c.head_dim(), (long long)c.kv_heads());
+                (long long)c.head_dim(), (long long)c.kv_heads(), c.kv_heads() == 1 ? "" : "s");
     std::printf(c.family == Family::Llama ? "architecture (config.json, Llama family)\n"
                                           : "architecture (config.json; * = kvscope extension key, absent = GPT-2's value)\n");
     for (const ArchLine& l : lines)

@@ -41,12 +41,22 @@ JsonOut kv_report_json(const SessionGroup& group) {
             {"copies_on_write", f.copies_on_write},
             {"format", f.kv_format},
             {"bytes_per_token", f.bytes_per_position},
+            // int4: bytes = packed + the float32 residual of the newest positions (null for other formats)
+            {"int4", f.kv_format == "int4" ? JsonOut{{"bytes_packed", f.bytes - f.bytes_residual},
+                                                     {"bytes_residual", f.bytes_residual},
+                                                     {"residual_slots", f.residual_slots}}
+                                           : JsonOut()},
             {"prompt_cache", cache_file}};
 }
 
 void print_kv_report(const SessionGroup& group) {
     const GroupMemory f = group.memory();
-    if (f.kv_format != "f32" && f.kv_format != "bf16")
+    if (f.kv_format == "int4")  // KIVI keeps the newest positions in float32 beside the packed rows
+        std::fprintf(stderr, "kv: int4 rows, %lld bytes per packed token, plus a float32 residual of %s per sequence "
+                             "(%s of the %s held)\n",
+                     (long long)f.bytes_per_position, count_of(f.residual_slots, "position", "positions").c_str(),
+                     mb(f.bytes_residual).c_str(), mb(f.bytes).c_str());
+    else if (f.kv_format != "f32" && f.kv_format != "bf16")
         std::fprintf(stderr, "kv: %s rows, %lld bytes per token\n", f.kv_format.c_str(), (long long)f.bytes_per_position);
     if (f.paged) {
         std::fprintf(stderr, "kv: %s, %s in blocks of %lld: %s (%s) hold what %s (%s) would; %lld shared, %s saved; "

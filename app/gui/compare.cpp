@@ -83,7 +83,7 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
     const std::vector<TurnCost> turns = turn_costs(s.trace(), shadow, s.step_timings);
     std::string dump;
     for (const TurnCost& t : turns)
-        dump += (dump.empty() ? "" : "; ") + std::string("turn=") + std::to_string(t.turn) + " reused_on=" +
+        dump += (dump.empty() ? "" : "; ") + std::string("turn=") + std::to_string(t.turn + 1) + " reused_on=" +
                 std::to_string(t.reused_on) + " computed_on=" + std::to_string(t.computed_on) + " reused_off=" +
                 std::to_string(t.reused_off) + " computed_off=" + std::to_string(t.computed_off) + " steps=" +
                 std::to_string(t.n_steps);
@@ -109,7 +109,7 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
         for (const TurnCost& t : turns) {
             ImGui::TableNextRow();
             ImGui::TableSetColumnIndex(0);
-            ImGui::Text("%lld", (long long)t.turn);
+            ImGui::Text("%lld", (long long)t.turn + 1);  // numbered from 1, as the timeline's marks
             ImGui::TableSetColumnIndex(1);
             ImGui::TextColored({0.45f, 0.72f, 0.95f, 1}, "%lld / %lld", (long long)t.computed_on, (long long)t.reused_on);
             ImGui::TableSetColumnIndex(2);

@@ -356,10 +356,11 @@ void draw_controls(PanelContext& c) {
     if (ed)
         wrapped_disabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
                             (long long)cfg.n_encoder_layer, (long long)cfg.n_layer, (long long)cfg.n_head,
-                            (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
-    else
-        ImGui::TextDisabled("L=%lld H=%lld D=%lld  vocab %lld  ctx %lld", (long long)cfg.n_layer, (long long)cfg.n_head,
-                            (long long)(cfg.n_embd / cfg.n_head), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+                            (long long)cfg.head_dim(), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
+    else  // D is the config's head_dim (Gemma 3 sets it apart from hidden_size / heads), as in the Model panel
+        dump_text("controls shape", wrapped_disabled("L=%lld H=%lld D=%lld  vocab %lld  ctx %lld", (long long)cfg.n_layer,
+                                                     (long long)cfg.n_head, (long long)cfg.head_dim(),
+                                                     (long long)cfg.n_vocab, (long long)cfg.n_ctx));
 
     if (ed) {
         // The encoder's input: tokenized with the same tokenizer, read once by the encoder.

@@ -52,16 +52,23 @@ void draw_mask(PanelContext& c) {
     dump_text("mask header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s x %s, first query at position p = %lld",
                                           count_of(m.n_query, "new query", "new queries").c_str(),
                                           count_of(m.n_key, "key").c_str(), p));
-    if (r->id.window > 0 && r->id.sinks > 0)
-        wrapped_disabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld), "
-                            "plus the attention sinks 0..%lld (the first S = %lld positions stay visible)",
-                            (long long)r->id.window, (long long)r->id.window, (long long)(r->id.sinks - 1),
-                            (long long)r->id.sinks);
-    else if (r->id.window > 0)
-        wrapped_disabled("rule: the query at position p+r sees keys at positions p+r-%lld+1 .. p+r (window W = %lld)",
-                            (long long)r->id.window, (long long)r->id.window);
-    else
-        wrapped_disabled("rule: the query at position p+r sees keys at positions <= p+r (causal)");
+    // The shown layer's own rule: a sliding layer (Gemma 3, Mistral) narrows the session's window.
+    const MaskRule rule = r->mask_rule(layer);
+    const long long W = (long long)rule.window(), S = (long long)rule.sinks;
+    const std::string whose = rule.own_window() ? " (the model's sliding window for this layer)"
+                              : W > 0           ? " (the session's window)"
+                                                : " (full attention)";
+    const std::string seen = W > 0 ? "p+r-" + std::to_string(W) + "+1 .. p+r" : "<= p+r";
+    std::string sinks;
+    if (S > 0 && rule.own_window())
+        sinks = ", plus the attention sinks 0.." + std::to_string(S - 1) + " where the session's window " +
+                std::to_string(rule.cache_window) + " leaves them out";
+    else if (S > 0)
+        sinks = ", plus the attention sinks 0.." + std::to_string(S - 1) + " (the first S = " + std::to_string(S) +
+                " positions stay visible)";
+    dump_text("mask rule", wrapped_disabled("layer %lld rule: %s%s \u2014 the query at position p+r sees keys at positions %s%s",
+                                            (long long)layer, rule.name().c_str(), whose.c_str(), seen.c_str(),
+                                            sinks.c_str()));
     if (r->id.window > 0 && r->id.sinks > 0 && r->id.sink_positions == SinkPositions::Cache)
         wrapped_disabled("sink positions: cache (StreamingLLM) \u2014 scores treat the sinks as sitting right before the "
                          "window; for the last query, %lld positions later than their text positions",

@@ -192,7 +192,7 @@ void draw_config(const Model& model) {
     const double per_token = double(kv.per_token);
     ImGui::Text("KV cache %s / token (%s)", human_bytes(per_token).c_str(), bf16 ? "bf16" : "f32");
     dump_item("Model kv bytes");
-    help_marker(("K and V (2) x n_layer x " + std::to_string(kv.n_kv_head) + " K/V heads x head_dim numbers of " +
+    help_marker(("K and V (2) x n_layer x " + std::to_string(kv.n_kv_head) + (kv.n_kv_head == 1 ? " K/V head" : " K/V heads") + " x head_dim numbers of " +
                  std::string(bf16 ? "2 bytes (bfloat16, --dtype bf16)" : "4 bytes (float32)") +
                  " for each position the cache holds; the full context of " + cfg.positions_key() + " = " +
                  std::to_string(cfg.n_ctx) + " tokens takes " + human_bytes(per_token * double(cfg.n_ctx)) + "." +

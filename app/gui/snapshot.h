@@ -58,7 +58,7 @@ struct Snapshot {
     bool chat_available = false;         // the model folder has a chat template kvscope renders
     std::string chat_unavailable;        // why not, in one line
     struct ChatLine {
-        int64_t turn = 0;
+        int64_t turn = 0;                // numbered from 1 (Session::turns() index + 1)
         std::string role;                // "user" | "assistant"
         std::string text;                // as typed; a reply decoded, its stop token left out
         bool complete = true;            // a reply still being decoded: false

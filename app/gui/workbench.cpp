@@ -179,7 +179,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
         const std::vector<Turn>& turns = session.turns();
         const std::vector<TokenId>& stops = chat_->stop_tokens();
         for (size_t k = 0; k < chat_sent_.size() && k < turns.size(); ++k) {
-            s->chat.push_back({int64_t(k), "user", chat_sent_[k], true});
+            s->chat.push_back({int64_t(k) + 1, "user", chat_sent_[k], true});
             const size_t from = size_t(turns[k].first_position + turns[k].n_appended);
             const size_t to = k + 1 < turns.size() ? size_t(turns[k + 1].first_position) : all.size();
             std::vector<TokenId> reply(all.begin() + int64_t(std::min(from, all.size())),
@@ -187,7 +187,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
             if (!reply.empty() && std::find(stops.begin(), stops.end(), reply.back()) != stops.end()) reply.pop_back();
             const bool complete = k + 1 < turns.size() || session.next() == Session::Next::Done;
             if (!reply.empty() || complete)
-                s->chat.push_back({int64_t(k), "assistant", session.model().tokenizer()->decode(reply), complete});
+                s->chat.push_back({int64_t(k) + 1, "assistant", session.model().tokenizer()->decode(reply), complete});
         }
     }
     return s;

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/errors.h"
+#include "cache/kv_quant.h"
 #include "run/options.h"
 
 namespace kvscope {
@@ -336,7 +337,8 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
         if (progress) progress(i + 1, N);
     }
 
-    for (LabRun& run : report.runs) {
+    for (size_t r = 0; r < report.runs.size(); ++r) {
+        LabRun& run = report.runs[r];
         LabTotals& t = run.totals;
         auto mean = [](const auto& v) {
             double sum = 0;
@@ -351,6 +353,12 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
         t.bytes_peak = *std::max_element(run.cache_bytes.begin(), run.cache_bytes.end());
         t.positions_held = run.positions_held.back();
         t.bytes_per_token = t.positions_held > 0 ? double(t.bytes_total) / double(t.positions_held) : 0;
+        const SessionOptions& o = run.config.options;
+        if (o.kv_quant.format == KvQuant::Int4 && !o.eviction.active()) {
+            const int64_t n = sessions[r]->cache().next_position();
+            t.residual_positions = n - int4_residual_boundary(n, o.kv_quant);
+            t.bytes_residual = t.residual_positions * 2 * cfg.n_layer * cfg.kv_width() * int64_t(sizeof(float));
+        }
     }
     for (LabRun& run : report.runs) run.totals.loss_delta = run.totals.loss_mean - report.runs[report.reference].totals.loss_mean;
     return report;

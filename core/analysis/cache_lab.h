@@ -80,6 +80,10 @@ struct LabTotals {
     int64_t bytes_peak = 0;      // the most cache bytes after any step
     int64_t positions_held = 0;  // positions the cache holds after the last step (KvCache::used)
     double bytes_per_token = 0;  // bytes_total / positions_held
+    // int4 (KIVI, no eviction): of bytes_total, the float32 rows of the newest positions not yet packed
+    // (kv_quant.h int4_residual_boundary); 0 for other formats. Packed bytes = bytes_total - bytes_residual.
+    int64_t residual_positions = 0;
+    int64_t bytes_residual = 0;
     double seconds_per_step = 0; // mean of step_seconds
 };
 

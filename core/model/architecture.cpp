@@ -24,7 +24,7 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
     const std::string kv = std::to_string(c.kv_heads());
     const char* rope_kind = c.rope.scaling == RopeScaling::Linear ? "linear"
                             : c.rope.scaling == RopeScaling::Llama3 ? "llama3"
-                                                                    : "null";
+                                                                    : nullptr;
     const std::string act = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
     const char* family = c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3"
                        : c.model_type == "mistral" ? "Mistral" : c.model_type == "gemma3_text" ? "Gemma 3" : "Llama";
@@ -47,12 +47,13 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
         {"intermediate_size", false, std::to_string(c.n_inner), "F=" + std::to_string(c.n_inner),
          "gated MLP: down_proj(" + act + "(gate_proj x) * up_proj x)", true},
         {"rms_norm_eps", false, number_text(c.layer_norm_epsilon), "RMSNorm",
-         std::string("RMSNorm: x / sqrt(mean(x^2) + eps), then times ") +
-             (c.norm_plus_one ? "(1 + weight)" : "the weight") + "; no mean, no bias",
+         "RMSNorm: x / sqrt(mean(x^2) + eps), then times " + c.norm_form().substr(std::string("RMSNorm times ").size()) +
+             "; no mean, no bias",
          true},
         {"rope_theta", false, number_text(c.rope.theta), "RoPE " + number_text(c.rope.theta),
          "rotary positions: q and k rotated (rotate-half pairs i, i + D/2); the cache holds rotated keys", true},
-        {"rope_scaling", false, rope_kind, rope_kind,
+        // rope_scaling: null (or absent) reads "null" in its value; its chip says what that means
+        {"rope_scaling", false, rope_kind ? rope_kind : "null", rope_kind ? rope_kind : "RoPE unscaled",
          c.rope.scaling == RopeScaling::None ? "frequencies 1 / theta^(2i/D)"
          : c.rope.scaling == RopeScaling::Linear ? "frequencies divided by " + number_text(c.rope.factor)
                                                  : "llama3: long wavelengths divided by " + number_text(c.rope.factor) +

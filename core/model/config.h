@@ -83,6 +83,11 @@ struct ModelConfig {
 
     int64_t head_dim() const { return explicit_head_dim ? explicit_head_dim : n_embd / n_head; }  // D
     int64_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }                           // K
+    // "LayerNorm", "RMSNorm times the weight" or "RMSNorm times (1 + weight)" (Gemma3RMSNorm): what
+    // inspect, --json and the window say of every norm
+    std::string norm_form() const {
+        return family != Family::Llama ? "LayerNorm" : norm_plus_one ? "RMSNorm times (1 + weight)" : "RMSNorm times the weight";
+    }
     // The K/V head query head h reads (HF repeat_kv: head h uses K/V head h // (H / K)).
     int64_t kv_head_of(int64_t h) const { return h / (n_head / kv_heads()); }
     int64_t q_width() const { return n_head * head_dim(); }     // H * D

@@ -66,12 +66,48 @@ JsonOut file_entry(const std::string& name, const char* probe, std::optional<int
     return e;
 }
 
-std::string mask_rule(int64_t window, int64_t sinks) {
-    std::string rule = "row r (query position q = query_positions[r]) sees key position k iff k <= q";
-    if (window > 0 && sinks > 0) rule += " and (k > q - " + std::to_string(window) + " or k < " + std::to_string(sinks) + ")";
-    else if (window > 0) rule += " and k > q - " + std::to_string(window);
-    return rule + "; column c is key position key_positions[c] = first_key_position + c; row r's own key is column "
-                  "own_key_column + r";
+std::string mask_rule(const MaskRule& m) {
+    return "row r (query position q = query_positions[r]) sees key position k iff " + m.formula() +
+           "; column c is key position key_positions[c] = first_key_position + c; row r's own key is column "
+           "own_key_column + r";
+}
+
+// Each layer's own rule (issue 43): a sliding layer of Gemma 3 or Mistral narrows the session's. The
+// top-level rule is theirs when every layer shares it.
+JsonOut layer_rules(const StepRecord& r, JsonOut& rule) {
+    JsonOut layers = JsonOut::array();
+    bool same = true;
+    for (int64_t il = 0; il < r.rows.n_layer; ++il) {
+        const MaskRule m = r.mask_rule(il);
+        same = same && m.formula() == r.mask_rule(0).formula();
+        layers.push_back({{"layer", il},
+                          {"rule_name", m.name()},
+                          {"window", m.window()},
+                          {"layer_window", m.layer_window},
+                          {"sinks", m.sinks},
+                          {"rule", mask_rule(m)}});
+    }
+    rule = same && r.rows.n_layer > 0 ? JsonOut(mask_rule(r.mask_rule(0)))
+                                      : JsonOut("each layer's own: see layers[il].rule (the model's sliding layers "
+                                                "narrow the window)");
+    return layers;
+}
+
+// meta.json's "mask": where the map starts, the session's window and sinks, and each layer's own rule.
+JsonOut mask_json(const StepRecord& r, const std::vector<int64_t>& query_positions,
+                  const std::vector<int64_t>& key_positions, int64_t own_key_column) {
+    JsonOut rule;
+    const JsonOut layers = layer_rules(r, rule);
+    return {{"first_query_position", query_positions.empty() ? JsonOut() : JsonOut(query_positions.front())},
+            {"first_key_position", key_positions.empty() ? JsonOut() : JsonOut(key_positions.front())},
+            {"own_key_column", own_key_column},
+            {"window", r.id.window},
+            {"sinks", r.id.sinks},
+            {"sink_positions", sink_positions_name(r.id.sink_positions)},
+            {"values", "mask.npy: 1 = visible, 0 = masked; scores.npy holds -inf where masked"},
+            {"rule", rule},
+            {"layers", layers},
+            {"cross_attention", r.rows.encoder ? JsonOut("no mask: every decoder query sees all source tokens") : JsonOut()}};
 }
 
 }  // namespace
@@ -432,14 +468,7 @@ std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokeniz
         {"n_rows_reused", r.cost.n_rows_reused},
         {"query_positions", query_positions},
         {"key_positions", key_positions},
-        {"mask", {{"first_query_position", query_positions.empty() ? JsonOut() : JsonOut(query_positions.front())},
-                  {"first_key_position", key_positions.empty() ? JsonOut() : JsonOut(key_positions.front())},
-                  {"own_key_column", own_key_column},
-                  {"window", r.id.window},
-                  {"sinks", r.id.sinks},
-                  {"sink_positions", sink_positions_name(r.id.sink_positions)},
-                  {"values", "mask.npy: 1 = visible, 0 = masked; scores.npy holds -inf where masked"},
-                  {"rule", mask_rule(r.id.window, r.id.sinks)}}},
+        {"mask", mask_json(r, query_positions, key_positions, own_key_column)},
         {"adopted", {{"positions", r.cost.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
         {"encoder", encoder},
         {"model", {{"n_layer", L}, {"n_head", H}, {"n_kv_head", K}, {"head_dim", D}}},

@@ -137,7 +137,10 @@ void Session::fit_turn(int64_t n_total, int64_t chunk) {
 void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
     const ModelConfig& cfg = model_->config();
     if (max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
+    // A turn's reply limit is a cap, not a reservation: the reply stops at the model's context too, so a
+    // conversation may grow to n_ctx (the turn itself must leave room for one reply token).
     if (prompt_.empty()) {  // the first turn: a prompt like any other
+        if (int64_t(tokens.size()) < cfg.n_ctx) max_new_tokens = std::min(max_new_tokens, cfg.n_ctx - int64_t(tokens.size()));
         const int64_t before = options_.max_new_tokens;
         options_.max_new_tokens = max_new_tokens;
         try {
@@ -156,12 +159,13 @@ void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, s
     if (tokens.empty()) throw UsageError("the new turn is empty");
     for (TokenId id : tokens) model_->check_token(id);
     const int64_t n_before = int64_t(prompt_.size() + generated_.size()), n_new = int64_t(tokens.size());
-    const int64_t n_total = n_before + n_new + max_new_tokens;
-    if (n_total > cfg.n_ctx)
+    if (n_before + n_new >= cfg.n_ctx)
         throw UsageError("the conversation so far (" + std::to_string(n_before) + " tokens) + this turn (" +
-                         std::to_string(n_new) + ") + max new tokens (" + std::to_string(max_new_tokens) + ") = " +
-                         std::to_string(n_total) + " exceeds the model's " + cfg.positions_key() + " (" +
+                         std::to_string(n_new) + ") = " + std::to_string(n_before + n_new) +
+                         " leaves no room for a reply in the model's " + cfg.positions_key() + " (" +
                          std::to_string(cfg.n_ctx) + ")");
+    max_new_tokens = std::min(max_new_tokens, cfg.n_ctx - n_before - n_new);
+    const int64_t n_total = n_before + n_new + max_new_tokens;
     // The first prefill step also feeds the reply's last token: sampled, never yet read by the model.
     const int64_t to_prefill = n_before - cache_.next_position() + n_new;
     fit_turn(n_total, options_.prefill_chunk > 0 ? std::min(options_.prefill_chunk, to_prefill) : to_prefill);

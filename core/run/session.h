@@ -20,7 +20,9 @@
 //   append_turn(ids, N, role)   multi-turn chat in one cache: after a reply (next() is Decode or Done),
 //                               the ids become new prompt positions after everything already there; only
 //                               they (and the reply's last token, sampled but not yet fed) are prefilled,
-//                               then up to N tokens are decoded. Nothing earlier is recomputed, the cache
+//                               then up to N tokens are decoded (fewer when the model's context ends first:
+//                               N is a cap, not a reservation; UsageError when the turn leaves no room
+//                               for one). Nothing earlier is recomputed, the cache
 //                               grows as needed (ring: more slots; own pool: more blocks; a shared pool
 //                               must have them free, else UsageError; with a window each step checks).
 //                               With the cache off, a turn's first step recomputes the whole conversation.

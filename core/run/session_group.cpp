@@ -229,6 +229,12 @@ GroupMemory SessionGroup::memory() const {
     for (const auto& s : sessions_) {
         m.positions += s->cache().next_position();
         if (!pool_) m.bytes += s->cache().bytes_capacity();
+        if (m.kv_format == "int4") {  // what bytes_capacity holds beyond the packed rows (row_format.h Int4Rows)
+            const int64_t residual = s->cache().bytes_capacity() - s->cache().capacity() * s->cache().bytes_per_position();
+            const ModelConfig& cfg = model_->config();
+            m.bytes_residual += residual;
+            m.residual_slots = residual / (2 * cfg.n_layer * cfg.kv_width() * int64_t(sizeof(float)));
+        }
         for (int32_t b : s->cache().block_table())
             if (b >= 0) mapped.insert(b);
     }

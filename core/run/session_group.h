@@ -82,7 +82,11 @@ struct GroupMemory {
     int64_t cache_file_positions = 0;    // prefill positions loaded from the prompt cache file
     int64_t copies_on_write = 0;
     int64_t bytes_per_position = 0;      // K and V of one position, all layers and K/V heads, as stored
-    std::string kv_format;               // "f32" | "bf16" | "int8" | "fp8" (kv_quant.h)
+    std::string kv_format;               // "f32" | "bf16" | "int8" | "fp8" | "int4" (kv_quant.h)
+    // int4 (KIVI): of `bytes`, the float32 residual ring's (the newest positions, not yet packed), and its
+    // slots per sequence; 0 for the other formats. Packed bytes = bytes - bytes_residual.
+    int64_t bytes_residual = 0;
+    int64_t residual_slots = 0;
 };
 
 class SessionGroup {

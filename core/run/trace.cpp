@@ -34,6 +34,34 @@ KeyRange StepRecord::visible_keys(int64_t query_position, int64_t il) const {
     return within_window(visible_keys(query_position), query_position, rows.window_of(il));
 }
 
+MaskRule StepRecord::mask_rule(int64_t il) const {
+    MaskRule m;
+    m.cache_window = id.window;
+    m.sinks = id.window > 0 ? id.sinks : 0;
+    m.layer_window = rows.window_of(il);
+    return m;
+}
+
+std::string MaskRule::name() const {
+    const int64_t W = window();
+    if (W == 0) return "causal";
+    std::string s = "window " + std::to_string(W);
+    if (sinks > 0) s += " with sinks 0.." + std::to_string(sinks - 1);
+    return s;
+}
+
+// visible_keys then within_window (attention.h): sinks count only where the session's window drops them,
+// so a layer window narrower than the session's hides a sink that the session's window still covers.
+std::string MaskRule::formula() const {
+    const int64_t W = window();
+    if (W == 0) return "k <= q";
+    const std::string w = "k > q - " + std::to_string(W);
+    if (sinks == 0) return "k <= q and " + w;
+    const std::string s = "k < " + std::to_string(sinks);
+    if (!own_window()) return "k <= q and (" + w + " or " + s + ")";
+    return "k <= q and (" + w + " or (" + s + " and k <= q - " + std::to_string(cache_window) + "))";
+}
+
 int64_t StepRecord::visible_from(int64_t query_position) const { return visible_keys(query_position).lo; }
 
 int64_t shift_cache_hidden_pairs(int64_t p, int64_t n, int64_t window) {

@@ -10,6 +10,8 @@
 //   Probe, probe_name(p)            names of the intermediates, shared by views and exported files
 //   StepRecord                      one step: StepId id, StepCost cost, RecordedRows rows,
 //                                   KvCacheView cache (kv_cache.h), Prediction prediction
+//   MaskRule, StepRecord::mask_rule(il)  the rule layer il applies (session window and sinks, the
+//                                   layer's own sliding window): its name and formula, for the views
 //   Trace::append / truncate        grow by one step; drop steps from the end (step back)
 //   Trace::key_row / value_row      (D) K or V of (layer, head, position) as of a step
 //   attention_map(trace, s, il, h)  scores, mask and weights of step s for layer il, head h
@@ -17,6 +19,7 @@
 //
 // Shapes: n = new tokens of the step, R = rows computed, A = positions adopted, L = layers, H = heads,
 // D = head dim, C = H*D, V = vocab; S and B as in kv_cache.h.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -135,6 +138,24 @@ struct StepEvictions {
     std::vector<EvictionEvent> events;   // in (layer, K/V head, position) order
 };
 
+// The rule a query follows in one layer (StepRecord::mask_rule): causal, narrowed by the session's window
+// and sinks and by the layer's own sliding window. The Mask panel and a step's meta.json state it per layer.
+struct MaskRule {
+    int64_t cache_window = 0;  // the session's window (StepId::window), 0 = none
+    int64_t sinks = 0;         // first positions kept beside the session's window, 0 = none
+    int64_t layer_window = 0;  // the model's own sliding window for the layer, 0 = full attention
+    // the narrower window, 0 = causal: a query at q sees q-W+1 .. q (and the sinks)
+    int64_t window() const {
+        return cache_window > 0 && layer_window > 0 ? std::min(cache_window, layer_window)
+                                                    : std::max(cache_window, layer_window);
+    }
+    bool own_window() const { return layer_window > 0 && (cache_window == 0 || layer_window < cache_window); }
+    // "causal", "window 4", "window 5 with sinks 0..0"
+    std::string name() const;
+    // k <= q and ...: the rule as a formula over query position q and key position k
+    std::string formula() const;
+};
+
 struct StepRecord {
     StepId id;
     StepCost cost;
@@ -151,6 +172,7 @@ struct StepRecord {
     KeyRange visible_keys(int64_t query_position) const; // every key the query sees (attention.h)
     // what it sees in layer il: narrowed to the layer's own sliding window (Mistral, Qwen2, Gemma 3)
     KeyRange visible_keys(int64_t query_position, int64_t il) const;
+    MaskRule mask_rule(int64_t il) const;  // the rule visible_keys(q, il) applies, for the views to state
 };
 
 // For a chunk of n tokens at positions p..p+n-1 with window W (see StepId::shift_cache_hidden_pairs).

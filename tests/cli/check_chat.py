@@ -111,7 +111,7 @@ def check_turns(kvscope, model, family, turns, messages, max_new):
     for k, (on, off) in enumerate(zip(runs["on"], runs["off"])):
         t = "%s turn %d" % (family, k)
         n = n_tokens(kvscope, model, appended(family, messages, k, stop))
-        check(on["turn"] == k and on["role"] == "user", t + ": turn and role")
+        check(on["turn"] == k + 1 and on["role"] == "user", t + ": turn (numbered from 1) and role")
         check(on["message"] == messages[k], t + ": the message as given")
         check(on["first_position"] == positions, t + ": first_position %s, expected %d" % (on["first_position"], positions))
         check(on["tokens_appended"] == n, t + ": tokens_appended %s, expected %d" % (on["tokens_appended"], n))
@@ -235,7 +235,7 @@ def main():
         ("an assistant line in .jsonl", ["--model", model, "--turns", bad_jsonl], None, 2, "line 1"),
         ("a bad role on line 2 of .jsonl", ["--model", model, "--turns", bad_second], None, 2, "bad_second.jsonl line 2"),
         ("a conversation past max_position_embeddings", ["--model", model, "--turns", long_turns, "--max-new-tokens", "4"],
-         None, 2, "exceeds the model's max_position_embeddings (%d)" % MAX_POSITIONS),
+         None, 2, "leaves no room for a reply in the model's max_position_embeddings (%d)" % MAX_POSITIONS),
         ("a model without a chat template", ["--model", no_template, "--turns", turns], None, 2, "no chat template"),
         ("a model without tokenizer files", ["--model", no_tokenizer, "--turns", turns], None, 2, "no tokenizer files"),
         ("a vocabulary without the end-of-turn token", ["--model", no_specials, "--turns", turns], None, 2, "<|eot_id|>"),
@@ -257,6 +257,21 @@ def main():
     # known only once the first reply is).
     r = run(a.kvscope, ["chat", "--model", model, "--turns", long_turns, "--max-new-tokens", "4", "--json"])
     check(len(r.stdout.splitlines()) == 1, "a refused second turn comes after the first turn's answer")
+    # --max-new-tokens is a cap, not a reservation (issue 43, finding 10): 300 on a 256-position model
+    # runs; a reply that no token ends stops at the context with a one-line note.
+    r = run(a.kvscope, ["chat", "--model", model, "--max-new-tokens", "300", "--json"], stdin="hi\n")
+    check(r.returncode == 0, "--max-new-tokens 300 > %d positions: exit %d (%s)" % (MAX_POSITIONS, r.returncode,
+                                                                                    r.stderr.strip()))
+    for k, line in enumerate(r.stdout.splitlines() if r.returncode == 0 else []):
+        t = json.loads(line)
+        check(t["turn"] == k + 1, "--max-new-tokens 300: turn %s, expected %d" % (t["turn"], k + 1))
+        check(t["positions"] <= MAX_POSITIONS and (t["stop"] != "context" or t["positions"] == MAX_POSITIONS),
+              "--max-new-tokens 300: turn %d stop %s at %d positions" % (k + 1, t["stop"], t["positions"]))
+    r = run(a.kvscope, ["chat", "--model", model, "--max-new-tokens", "300"], stdin="hi\n")
+    notes = [x for x in r.stderr.splitlines() if x.startswith("turn 1: ")]
+    check(r.returncode == 0 and len(notes) == 1 and ("stopped at the model's context (%d positions)" % MAX_POSITIONS in notes[0]
+                                                     or "stopped at the end of" in notes[0]),
+          "--max-new-tokens 300 from stdin: one 'turn 1:' note saying where the reply stopped, got %r" % r.stderr)
 
     if failures:
         print("%d checks failed" % len(failures), file=sys.stderr)

@@ -40,7 +40,7 @@ def cli_turns(kvscope, model, work, cache):
 
 
 def parse_marks(text):
-    """'user 0@0 assistant 0@12 ...' -> [('user', 0, 0), ('assistant', 0, 12), ...]"""
+    """'user 1@0 assistant 1@12 ...' -> [('user', 1, 0), ('assistant', 1, 12), ...]"""
     words = text.split()
     out = []
     for i in range(0, len(words), 2):
@@ -63,11 +63,15 @@ def main():
     off = cli_turns(a.kvscope, model, a.work, False)
     if len(on) != 3 or len(off) != 3:
         fail("kvscope chat gave %d / %d turns, expected 3" % (len(on), len(off)))
+    # Turns are numbered from 1 in the window as in `chat --json` (issue 43, finding 10).
+    if [t["turn"] for t in on] != [1, 2, 3]:
+        fail("kvscope chat --json numbers its turns %r, expected 1, 2, 3" % [t["turn"] for t in on])
     want_marks = []
-    for k, t in enumerate(on):
-        want_marks += [("user", k, t["first_position"]), ("assistant", k, t["first_position"] + t["tokens_appended"])]
-    want_chat = "\n".join("user %d: %s\nassistant %d: %s" % (k, m, k, t["reply"]) for k, (m, t) in enumerate(zip(MESSAGES, on)))
-    want_costs = [{"turn": k, "reused_on": t["rows_reused"], "computed_on": t["rows_computed"], "reused_off": 0,
+    for t in on:
+        want_marks += [("user", t["turn"], t["first_position"]),
+                       ("assistant", t["turn"], t["first_position"] + t["tokens_appended"])]
+    want_chat = "\n".join("user %d: %s\nassistant %d: %s" % (t["turn"], m, t["turn"], t["reply"]) for m, t in zip(MESSAGES, on))
+    want_costs = [{"turn": t["turn"], "reused_on": t["rows_reused"], "computed_on": t["rows_computed"], "reused_off": 0,
                    "computed_off": o["rows_computed"]} for k, (t, o) in enumerate(zip(on, off))]
     for k, (t, o) in enumerate(zip(on, off)):
         # Cache off re-prefills the whole conversation: every position up to this turn's last token.

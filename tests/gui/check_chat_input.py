@@ -43,9 +43,10 @@ def inner(a):
         fail("kvscope chat failed: " + p.stderr)
     want = []
     cli = [json.loads(x) for x in p.stdout.splitlines()]
-    for k, t in enumerate(cli):
-        want += ["user %d@%d" % (k, t["first_position"]), "assistant %d@%d" % (k, t["first_position"] + t["tokens_appended"])]
-    want_chat = "\n".join("user %d: %s\nassistant %d: %s" % (k, m, k, t["reply"]) for k, (m, t) in enumerate(zip(MESSAGES, cli)))
+    for t in cli:  # numbered from 1, in the window as in the JSON
+        want += ["user %d@%d" % (t["turn"], t["first_position"]),
+                 "assistant %d@%d" % (t["turn"], t["first_position"] + t["tokens_appended"])]
+    want_chat = "\n".join("user %d: %s\nassistant %d: %s" % (t["turn"], m, t["turn"], t["reply"]) for m, t in zip(MESSAGES, cli))
     if d["texts"].get("chat") != want_chat:
         fail("the conversation reads %r, expected the typed messages and kvscope chat's replies %r" % (d["texts"].get("chat"), want_chat))
     got = d["texts"].get("timeline turns", "")

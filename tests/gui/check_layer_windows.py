@@ -8,7 +8,9 @@ layer full; assets/llama-gqa's tokenizer) runs a prompt and two decode steps. Fr
   - the saving it states: sum over sliding layers of (N - 4) * 2 * K/V heads * head_dim * 4 bytes now,
     and the same with max_position_embeddings at the full context;
   - the timeline's note for the selected layer (a sliding one, then a full one): the keys its last query
-    saw, q - 3 .. q or 0 .. q.
+    saw, q - 3 .. q or 0 .. q;
+  - the Mask panel's rule for that layer: "window 4" for a sliding one, "causal" for a full one (issue 43);
+  - the Controls header's D: config.json's head_dim (16), not hidden_size / heads (8).
 """
 import json
 import os
@@ -55,6 +57,13 @@ def main():
                          if sliding[layer] else "layer %d: full attention, keys 0..%d" % (layer, q))
             if want_note not in t.get("timeline layer window", ""):
                 fail("%s: timeline note %r, expected %r" % (label, t.get("timeline layer window"), want_note))
+            want_rule = ("layer %d rule: window %d (the model's sliding window for this layer)" % (layer, W)
+                         if sliding[layer] else "layer %d rule: causal (full attention)" % layer)
+            if not t.get("mask rule", "").startswith(want_rule):
+                fail("%s: Mask panel rule %r, expected it to start %r" % (label, t.get("mask rule"), want_rule))
+            want_shape = "L=%d H=%d D=%d " % (L, cfg["num_attention_heads"], cfg["head_dim"])
+            if not t.get("controls shape", "").startswith(want_shape):
+                fail("%s: Controls header %r, expected %r" % (label, t.get("controls shape"), want_shape))
             print("  ok %s: seen/stored %s; %s; %s" % (label, t["layer windows"], t["layer window saving"], want_note))
     print("ok: per-layer windows in the KV cache panel and the timeline match config.json")
 
