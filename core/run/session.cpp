@@ -89,9 +89,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(parts_.source.size())));
     sampler_ = Sampler(options_.sampling, cfg.n_vocab);
-    parts_.policy = options_.eviction.active()
-                        ? EvictionPolicy(options_.eviction, cfg.n_layer, cfg.kv_heads(), cfg.n_head / cfg.kv_heads(), n_total)
-                        : EvictionPolicy{};
+    parts_.eviction.start(options_.eviction, cfg.n_layer, cfg.kv_heads(), cfg.n_head / cfg.kv_heads(), n_total);
     parts_.logits.assign(size_t(cfg.n_vocab), 0.0f);
     parts_.generated.reserve(size_t(options_.max_new_tokens));
     parts_.latest = StepRecord{};
@@ -127,7 +125,7 @@ void Session::fit_turn(int64_t n_total, int64_t chunk) {
     } else {
         cache_.grow(chunk_capacity(n_total, chunk));
     }
-    parts_.policy.grow(n_total);
+    parts_.eviction.grow(n_total);
     const int64_t capacity = cache_.capacity();
     if (capacity > workspace_.max_rows() || capacity > workspace_.max_keys())
         workspace_ = Workspace(parts_.model->config(), capacity, 1, capacity);
@@ -191,7 +189,7 @@ void Session::reset() {
     parts_.generated.clear();
     parts_.n_prompt_done = 0;
     cache_.reset();
-    parts_.policy.reset();
+    parts_.eviction.reset();
     parts_.encoder.reset();
     sampler_.set_rng_state(options_.sampling.seed);
     trace_.clear();
@@ -250,7 +248,7 @@ void Session::prepare(Pending& p, Phase phase) {
         u.n_prompt_done = parts_.n_prompt_done;
         u.logits = parts_.logits;
         u.encoder = parts_.encoder;
-        if (parts_.policy.active()) u.policy = parts_.policy.save(cache_.next_position());
+        u.eviction = parts_.eviction.save(cache_.next_position());
         undo_.push_back(std::move(u));
     }
     p.ran_encoder = false;
@@ -264,26 +262,21 @@ void Session::prepare(Pending& p, Phase phase) {
     p.chunk.logits = p.predicts ? parts_.logits.data() : nullptr;
     p.chunk.probe = options_.record ? &p.probe : nullptr;
     p.chunk.encoder = parts_.encoder.get();
-    if (parts_.policy.observing()) {
-        const ModelConfig& cfg = parts_.model->config();
-        queries_.resize(size_t(cfg.n_layer * p.chunk.n_tokens * cfg.q_width()));
-        p.chunk.queries = queries_.data();
-    }
+    p.chunk.queries = parts_.eviction.queries(parts_.model->config(), p.chunk.n_tokens);
 }
 
 void Session::evict_after(Pending& p) {
     p.evictions.clear();
-    if (!parts_.policy.active()) return;
+    if (!parts_.eviction.active()) return;
     const int64_t n = p.chunk.n_tokens, first = cache_.next_position() - n, P = int64_t(parts_.prompt.size());
-    if (p.chunk.queries) parts_.policy.observe_chunk(parts_.model->config(), cache_, p.chunk.queries, first, n, P);
     const bool prompt_done = p.phase == Phase::Decode || parts_.n_prompt_done + int64_t(p.tokens.size()) >= P;
-    parts_.policy.decide(cache_, prompt_done, p.evictions);
-    for (const EvictionEvent& e : p.evictions) cache_.evict(e.layer, e.kv_head, e.position);
     // The block the step began writing into is not held by its checkpoint: it stays mapped until a later step.
     const int64_t B = cache_.pages().block_size();
     const int64_t started = first - p.n_adopted;  // where the step's checkpoint was taken
-    cache_.return_evicted_blocks(B > 0 && options_.history && started % B != 0 ? started / B : -1);
-    if (options_.history) undo_.back().evictions = p.evictions;
+    const int64_t keep_block = B > 0 && options_.history && started % B != 0 ? started / B : -1;
+    parts_.eviction.after_step(parts_.model->config(), cache_, p.chunk.queries, first, n, P, prompt_done, keep_block,
+                               p.evictions);
+    if (options_.history) undo_.back().eviction.events = p.evictions;
 }
 
 void Session::run_encoder(Pending& p) {
@@ -422,7 +415,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rows.ran_encoder = p.ran_encoder;
     cost.seconds = seconds_now() - p.started;
     cost.compute_seconds = p.compute_seconds;
-    rec->eviction.policy = parts_.policy.active() ? eviction_policy_name(options_.eviction.kind) : "";
+    rec->eviction.policy = parts_.eviction.active() ? eviction_policy_name(options_.eviction.kind) : "";
     rec->eviction.events.assign(p.evictions.begin(), p.evictions.end());
     rec->edits = parts_.edits.pending();
     if (options_.history) undo_.back().edits = std::move(parts_.edits);
@@ -538,7 +531,7 @@ const StepRecord& Session::run_step(Phase phase) {
     prepare(p, phase);
     const int64_t first = cache_.next_position();
     try {
-        if (!options_.use_cache && parts_.policy.active())
+        if (!options_.use_cache && parts_.eviction.active())
             throw UsageError(std::string("eviction policy ") + eviction_policy_name(options_.eviction.kind) +
                              " evicts from the KV cache: keep the cache on");
         if (!options_.use_cache) return run_uncached(p);
@@ -573,9 +566,7 @@ bool Session::step_back() {
     Undo& u = undo_.back();
     // The cache first: a block the step returned to the pool comes back, then its flags are cleared.
     cache_.restore(u.cache);
-    for (auto e = u.evictions.rbegin(); e != u.evictions.rend(); ++e)
-        e->restored ? cache_.evict(e->layer, e->kv_head, e->position) : cache_.unevict(e->layer, e->kv_head, e->position);
-    if (parts_.policy.active()) parts_.policy.load(u.policy);
+    parts_.eviction.take_back(cache_, u.eviction);
     sampler_.set_rng_state(u.rng_state);
     parts_.generated.resize(u.n_generated);
     parts_.n_prompt_done = u.n_prompt_done;

@@ -3,7 +3,8 @@
 // reset. Owns the KV cache, the sampler and the trace of one sequence; every step appends one immutable
 // StepRecord. The CLI and the window drive the engine through this class and SessionGroup
 // (session_group.h), which owns one Session per sequence. Its parts have their own headers: the turns
-// (turn_log.h), the pending cache edits (edit_log.h); stepping several at once is session_batch.h.
+// (turn_log.h), the pending cache edits (edit_log.h), the eviction hook (eviction_step.h); stepping
+// several at once is session_batch.h.
 //
 //   Session(model, options, setup)  validate options; nothing runs yet. setup.pool: draw paged blocks
 //                               from a pool other sessions share, as sequence setup.sequence of its events
@@ -47,17 +48,18 @@
 //   model() / options() / cache() / trace()   what it runs, how, its KV cache, its steps (empty when !history)
 //   parts()                     everything else it holds, read-only (SessionParts below): the tokens,
 //                               the encoder output, the last logits, the turns, the pending edits
-//                               (parts().edits.pending()), the eviction policy, the prompt cache
-// Free functions on a session: latest(s), the newest step's record or null; stopped_by_token(s),
-// generation ended at one of options().stop_tokens (else at max new tokens); pool_blocks_for(n, B),
-// blocks one sequence of n positions needs on its own.
+//                               (parts().edits.pending()), the eviction hook, the prompt cache
+// Free functions, reading only what the class shows:
+//   latest(s)                   the newest step's record, or null
+//   stopped_by_token(s)         generation ended at one of options().stop_tokens (else at max new tokens)
+//   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
 //   kv_rows_of_run(...)         (L, 2, K, D) K then V of one position after a fresh run of `tokens`: the
 //                               rows a Patch edit writes
 //
 // Teacher forcing (options.forced_tokens): prompt = a text's first token, max_new_tokens = the rest, and
 // each decode step feeds the text's next token, so the cache (window, sinks, quantization) behaves
 // exactly as in generation while every step's logits predict the text (cache_lab.h measures with it).
-//   parts().policy              the eviction policy (options().eviction): after every step it may evict
+//   parts().eviction.policy()   the eviction policy (options().eviction): after every step it may evict
 //                               keys per (layer, K/V head); the record lists them, step_back restores them
 #include <cstdint>
 #include <memory>
@@ -72,6 +74,7 @@
 #include "forward/model.h"
 #include "run/edit_log.h"
 #include "run/eviction.h"
+#include "run/eviction_step.h"
 #include "run/prompt_cache.h"
 #include "run/sampler.h"
 #include "run/trace.h"
@@ -118,7 +121,7 @@ struct SessionParts {
     std::vector<float> logits;          // (V) of the newest prediction
     TurnLog turns;                      // one Turn (trace.h) per set_prompt / append_turn, oldest first
     EditLog edits;                      // the edits applied since the last step, oldest first
-    EvictionPolicy policy;              // options().eviction
+    EvictionStep eviction;              // options().eviction: eviction.policy() after every step
     std::shared_ptr<const PromptCache> prompt_cache;  // null: none
     StepRecord latest;                  // !history: the newest step's record, refilled in place
 };
@@ -161,8 +164,7 @@ private:
         int64_t n_prompt_done = 0;
         std::vector<float> logits;
         std::shared_ptr<const EncoderOutput> encoder;
-        std::vector<EvictionEvent> evictions;  // what the step evicted after it attended
-        EvictionPolicy::Saved policy;          // the policy's state before the step
+        EvictionStep::Saved eviction;          // the policy's state before the step, what the step evicted
         EditLog edits;                         // the edits pending before the step, with how to undo them
     };
     struct Pending {             // a step between prepare() and finish()
@@ -204,7 +206,6 @@ private:
     Sampler sampler_;
     Trace trace_;
     std::vector<Undo> undo_;
-    std::vector<float> queries_; // (L, T, H*D) the step's queries, for the policy
     void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
     // The window and sinks the cache applies: options().window / sinks, or window+sinks's (eviction.h)
     int64_t window_ = 0, sinks_ = 0;
