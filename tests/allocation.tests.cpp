@@ -62,18 +62,18 @@ TEST_CASE("a cached decode step allocates nothing (history off, recording off)",
     Session session(model, options);
     session.set_prompt({1, 2, 3, 4});
     session.step();         // prefill
-    session.decode_step();  // warm-up: first use of every reused buffer
+    session.step(Phase::Decode);  // warm-up: first use of every reused buffer
     g_allocations = 0;
     g_counting = true;
-    for (int i = 0; i < 8; ++i) session.decode_step();
+    for (int i = 0; i < 8; ++i) session.step(Phase::Decode);
     g_counting = false;
     INFO("threads " << threads << ", window " << options.window << ", temperature " << options.sampling.temperature);
     CHECK(g_allocations.load() == 0);
-    REQUIRE(session.latest() != nullptr);
-    CHECK(session.latest()->prediction.chosen.has_value());
-    CHECK(session.generated().size() == 10);
+    REQUIRE(latest(session) != nullptr);
+    CHECK(latest(session)->prediction.chosen.has_value());
+    CHECK(session.parts().generated.size() == 10);
     if (!options.forced_tokens.empty())
-        CHECK(std::vector<TokenId>(session.generated().begin(), session.generated().begin() + 6) == options.forced_tokens);
+        CHECK(std::vector<TokenId>(session.parts().generated.begin(), session.parts().generated.begin() + 6) == options.forced_tokens);
 
     // The same steps with history on do allocate (a record per step): the counter does see allocations.
     options.history = true;
@@ -82,8 +82,8 @@ TEST_CASE("a cached decode step allocates nothing (history off, recording off)",
     with_history.step();
     g_allocations = 0;
     g_counting = true;
-    with_history.decode_step();
+    with_history.step(Phase::Decode);
     g_counting = false;
     CHECK(g_allocations.load() > 0);
-    CHECK(with_history.generated() == std::vector<TokenId>(session.generated().begin(), session.generated().begin() + 2));
+    CHECK(with_history.parts().generated == std::vector<TokenId>(session.parts().generated.begin(), session.parts().generated.begin() + 2));
 }

@@ -67,7 +67,7 @@ TEST_CASE("attention maps equal a naive recomputation and the reference model's 
     }
     const Trace& trace = s.trace();
     std::vector<int32_t> seq = prompt;
-    seq.insert(seq.end(), s.generated().begin(), s.generated().end());
+    seq.insert(seq.end(), s.parts().generated.begin(), s.parts().generated.end());
     const Reference ref = reference_forward(fm, seq, window);
 
     int64_t n_maps = 0;

@@ -172,7 +172,7 @@ TEST_CASE("an edit then step back continues bit for bit like a session never edi
         edited.apply_edit(e);
         CHECK(first_mismatch(cache_rows(edited), before) != "");  // the edit did change the cache
         REQUIRE(edited.step_back());
-        CHECK(edited.pending_edits().empty());
+        CHECK(edited.parts().edits.pending().empty());
         CHECK(first_mismatch(cache_rows(edited), before) == "");
     }
     SECTION("edit, step, step back twice, step again") {
@@ -181,9 +181,9 @@ TEST_CASE("an edit then step back continues bit for bit like a session never edi
         REQUIRE(r.edits.size() == 1);
         CHECK(r.edits[0].edit.position == c.position);
         REQUIRE(edited.step_back());
-        CHECK(edited.pending_edits().size() == 1);  // the step's edit is pending again
+        CHECK(edited.parts().edits.pending().size() == 1);  // the step's edit is pending again
         REQUIRE(edited.step_back());
-        CHECK(edited.pending_edits().empty());
+        CHECK(edited.parts().edits.pending().empty());
         CHECK(edited.trace().size() == 2);
     }
     SECTION("evict, restore") {
@@ -210,7 +210,7 @@ TEST_CASE("evicting a position in every layer equals the reference with that key
     s.step();
     s.step();
     std::vector<int32_t> seq = prompt;
-    seq.insert(seq.end(), s.generated().begin(), s.generated().end());
+    seq.insert(seq.end(), s.parts().generated.begin(), s.parts().generated.end());
     const Reference ref = reference_forward(fm, seq, 0, 0, false, {{evicted, int64_t(prompt.size())}});
     for (size_t i = 1; i < s.trace().size(); ++i) {
         const StepRecord& r = s.trace()[i];
@@ -311,7 +311,7 @@ TEST_CASE("bad edits are refused with one line and change nothing") {
             CHECK(!what.empty());
         }
     }
-    CHECK(s.pending_edits().size() == 1);
+    CHECK(s.parts().edits.pending().size() == 1);
     CHECK_THROWS_AS(kv_rows_of_run(gpt2_model(), s.options(), prompt, 6), UsageError);
     check_same(finish(s), finish(plain));
 }
@@ -323,9 +323,9 @@ TEST_CASE("a group of one sequence edits and steps back through the group; a bat
     one.step();
     const std::vector<float> before = cache_rows(one.session(0));
     one.apply_edit(edit_of(CacheEditKind::Evict, 3));
-    CHECK(one.session(0).pending_edits().size() == 1);
+    CHECK(one.session(0).parts().edits.pending().size() == 1);
     REQUIRE(one.step_back());  // the edit, not the step
-    CHECK(one.session(0).pending_edits().empty());
+    CHECK(one.session(0).parts().edits.pending().empty());
     CHECK(one.session(0).trace().size() == 1);
     CHECK(first_mismatch(cache_rows(one.session(0)), before) == "");
 
@@ -342,5 +342,5 @@ TEST_CASE("a group of one sequence edits and steps back through the group; a bat
     s.set_prompt(prompt);
     s.step();
     CHECK_THROWS_AS(s.apply_edit(edit_of(CacheEditKind::Evict, 3)), UsageError);
-    CHECK(s.pending_edits().empty());
+    CHECK(s.parts().edits.pending().empty());
 }

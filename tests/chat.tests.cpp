@@ -93,7 +93,7 @@ std::shared_ptr<const StepRecord> single_prefill(const std::shared_ptr<const Mod
     Session s(model, o);
     s.set_prompt(tokens);
     s.step();
-    REQUIRE(s.latest()->cost.n_rows_computed == int64_t(tokens.size()));
+    REQUIRE(latest(s)->cost.n_rows_computed == int64_t(tokens.size()));
     return s.trace().share(0);
 }
 
@@ -146,12 +146,12 @@ TEST_CASE("a three-turn chat computes only each turn's new tokens and ends with 
             CHECK(s.cache().capacity() > capacity_before);
         }
         conversation.insert(conversation.end(), kTurns[t].begin(), kTurns[t].end());
-        REQUIRE(s.turns().size() == t + 1);
-        CHECK(s.turns()[t].first_position == before);
-        CHECK(s.turns()[t].n_appended == int64_t(kTurns[t].size()));
-        CHECK(s.turns()[t].role == "user");
+        REQUIRE(s.parts().turns.size() == t + 1);
+        CHECK(s.parts().turns[t].first_position == before);
+        CHECK(s.parts().turns[t].n_appended == int64_t(kTurns[t].size()));
+        CHECK(s.parts().turns[t].role == "user");
         run_turn(s);
-        REQUIRE(int64_t(s.generated().size()) == kMaxNew[t]);
+        REQUIRE(int64_t(s.parts().generated.size()) == kMaxNew[t]);
         // Turn t > 0 first feeds the previous reply's last token (sampled, never read), then its own.
         const int64_t n_new = int64_t(kTurns[t].size()) + (t > 0 ? 1 : 0), first = t > 0 ? before - 1 : 0;
         int64_t computed = 0, expect_first = first;
@@ -169,18 +169,18 @@ TEST_CASE("a three-turn chat computes only each turn's new tokens and ends with 
             expect_first += r.cost.n_rows_computed;
         }
         CHECK(computed == n_new);
-        conversation.insert(conversation.end(), s.generated().begin(), s.generated().end());
+        conversation.insert(conversation.end(), s.parts().generated.begin(), s.parts().generated.end());
         // The logits at the end of each turn's prefill and of its reply equal one prefill of it all.
         std::vector<TokenId> read(conversation.begin(), conversation.end() - 1);
-        const std::string m = first_mismatch(s.last_logits(), single_prefill(model, layout.options, read)->prediction.logits);
+        const std::string m = first_mismatch(s.parts().logits, single_prefill(model, layout.options, read)->prediction.logits);
         INFO(m);
         CHECK(m.empty());
     }
     conversation.pop_back();  // sampled, never read
     const auto whole = single_prefill(model, layout.options, conversation);
     for (size_t i = 0; i < s.trace().size(); ++i) require_rows_equal(s.trace()[i], *whole);
-    std::vector<TokenId> positions = s.prompt();
-    positions.insert(positions.end(), s.generated().begin(), s.generated().end());
+    std::vector<TokenId> positions = s.parts().prompt;
+    positions.insert(positions.end(), s.parts().generated.begin(), s.parts().generated.end());
     positions.pop_back();
     CHECK(positions == conversation);
     CHECK(s.cache().next_position() == int64_t(conversation.size()));
@@ -200,8 +200,8 @@ TEST_CASE("step_back undoes a turn's first step, then the append itself, exactly
     for (size_t t = 0; t < kTurns.size(); ++t) {
         s.append_turn(kTurns[t], kMaxNew[t], "user");
         run_turn(s);
-        prompts.push_back(s.prompt());
-        replies.push_back(s.generated());
+        prompts.push_back(s.parts().prompt);
+        replies.push_back(s.parts().generated);
         steps.push_back(s.trace().size());
     }
     std::vector<std::shared_ptr<const StepRecord>> first_run;
@@ -224,21 +224,21 @@ TEST_CASE("step_back undoes a turn's first step, then the append itself, exactly
 
     // Back to right after the third append: its steps undone, the append still there.
     while (s.trace().size() > steps[1]) REQUIRE(s.step_back());
-    CHECK(s.turns().size() == 3);
-    CHECK(s.generated().empty());
+    CHECK(s.parts().turns.size() == 3);
+    CHECK(s.parts().generated.empty());
     CHECK(s.next() == Session::Next::Prefill);
     REQUIRE(s.step_back());  // the append
     CHECK(s.trace().size() == steps[1]);
-    CHECK(s.prompt() == prompts[1]);
-    CHECK(s.generated() == replies[1]);
+    CHECK(s.parts().prompt == prompts[1]);
+    CHECK(s.parts().generated == replies[1]);
     CHECK(s.options().max_new_tokens == kMaxNew[1]);
-    CHECK(s.turns().size() == 2);
+    CHECK(s.parts().turns.size() == 2);
     CHECK(s.next() == Session::Next::Done);
-    CHECK(first_mismatch(s.last_logits(), first_run[steps[1] - 1]->prediction.logits).empty());
+    CHECK(first_mismatch(s.parts().logits, first_run[steps[1] - 1]->prediction.logits).empty());
     // Again: the same tokens and rows (cache rows and RNG state restored).
     s.append_turn(kTurns[2], kMaxNew[2], "user");
     run_turn(s);
-    CHECK(s.generated() == replies[2]);
+    CHECK(s.parts().generated == replies[2]);
     same_as_first_run(steps[1]);
 
     // All the way back through the three turns (checkpoints taken before the cache grew), then forward.
@@ -257,14 +257,14 @@ TEST_CASE("step_back undoes a turn's first step, then the append itself, exactly
     };
     while (s.step_back()) slots_consistent();
     CHECK(s.trace().size() == 0);
-    CHECK(s.turns().size() == 1);
-    CHECK(s.prompt() == kTurns[0]);
+    CHECK(s.parts().turns.size() == 1);
+    CHECK(s.parts().prompt == kTurns[0]);
     CHECK(s.options().max_new_tokens == kMaxNew[0]);
     for (size_t t = 0; t < kTurns.size(); ++t) {
         if (t > 0) s.append_turn(kTurns[t], kMaxNew[t], "user");
         run_turn(s);
-        CHECK(s.prompt() == prompts[t]);
-        CHECK(s.generated() == replies[t]);
+        CHECK(s.parts().prompt == prompts[t]);
+        CHECK(s.parts().generated == replies[t]);
     }
     same_as_first_run(0);
 }
@@ -279,7 +279,7 @@ TEST_CASE("an uncached step in a chat recomputes the whole conversation and pred
         cached.append_turn(kTurns[t], kMaxNew[t], "user");
         run_turn(cached);
         uncached.set_use_cache(t == 0);  // turn 1 with the cache, later turns re-prefill everything
-        const int64_t end = int64_t(uncached.prompt().size() + uncached.generated().size());
+        const int64_t end = int64_t(uncached.parts().prompt.size() + uncached.parts().generated.size());
         uncached.append_turn(kTurns[t], kMaxNew[t], "user");
         if (t > 0) {
             const StepRecord& r = uncached.step();  // the turn's first prefill step
@@ -291,9 +291,9 @@ TEST_CASE("an uncached step in a chat recomputes the whole conversation and pred
                                                               : int64_t(kTurns[t].size()) + 1));
         }
         run_turn(uncached);
-        CHECK(uncached.generated() == cached.generated());
-        INFO("turn " << t << ": " << first_mismatch(uncached.last_logits(), cached.last_logits()));
-        CHECK(first_mismatch(uncached.last_logits(), cached.last_logits()).empty());
+        CHECK(uncached.parts().generated == cached.parts().generated);
+        INFO("turn " << t << ": " << first_mismatch(uncached.parts().logits, cached.parts().logits));
+        CHECK(first_mismatch(uncached.parts().logits, cached.parts().logits).empty());
     }
 }
 
@@ -305,8 +305,8 @@ TEST_CASE("a chat stops at a stop token, and reset starts the conversation over"
     Session free_run(model, o);
     free_run.append_turn(kTurns[0], 6, "user");
     run_turn(free_run);
-    const std::vector<TokenId> reply = free_run.generated();
-    CHECK_FALSE(free_run.stopped_by_token());
+    const std::vector<TokenId> reply = free_run.parts().generated;
+    CHECK_FALSE(stopped_by_token(free_run));
     // Stop at the first token of the reply that did not come earlier in it: the reply ends right there.
     size_t at = 1;
     while (at < reply.size() && std::find(reply.begin(), reply.begin() + long(at), reply[at]) != reply.begin() + long(at)) ++at;
@@ -316,19 +316,19 @@ TEST_CASE("a chat stops at a stop token, and reset starts the conversation over"
     Session s(model, o);
     s.append_turn(kTurns[0], 6, "user");
     run_turn(s);
-    CHECK(s.generated() == std::vector<TokenId>(reply.begin(), reply.begin() + long(at) + 1));
-    CHECK(s.stopped_by_token());
+    CHECK(s.parts().generated == std::vector<TokenId>(reply.begin(), reply.begin() + long(at) + 1));
+    CHECK(stopped_by_token(s));
     s.append_turn(kTurns[1], 2, "user");
     CHECK(s.next() == Session::Next::Prefill);
     run_turn(s);
-    CHECK(s.turns().size() == 2);
+    CHECK(s.parts().turns.size() == 2);
     s.reset();
-    CHECK(s.turns().size() == 1);
-    CHECK(s.prompt() == kTurns[0]);
+    CHECK(s.parts().turns.size() == 1);
+    CHECK(s.parts().prompt == kTurns[0]);
     CHECK(s.options().max_new_tokens == 6);
     CHECK(s.trace().size() == 0);
     run_turn(s);
-    CHECK(s.generated() == std::vector<TokenId>(reply.begin(), reply.begin() + long(at) + 1));
+    CHECK(s.parts().generated == std::vector<TokenId>(reply.begin(), reply.begin() + long(at) + 1));
 }
 
 TEST_CASE("a turn that does not fit is refused in one line, before anything changes", "[chat]") {
@@ -351,14 +351,14 @@ TEST_CASE("a turn that does not fit is refused in one line, before anything chan
     const std::string too_long = one_line([&] { s.append_turn(std::vector<TokenId>(107, 1), 2); });
     CHECK_THAT(too_long, Catch::Equals("the conversation so far (21 tokens) + this turn (107) = 128 leaves no room for a "
                                        "reply in the model's max_position_embeddings (128)"));
-    CHECK(s.turns().size() == 1);
+    CHECK(s.parts().turns.size() == 1);
     CHECK(s.next() == Session::Next::Done);
     // The reply limit is a cap, not a reservation (issue 43, finding 10): 21 + 5 + 103 = 129 > 128 is
     // taken, the reply stops where the context ends, 128 - 26 = 102 tokens on.
     s.append_turn({1, 2, 3, 4, 5}, 103);
-    CHECK(s.turns().back().max_new_tokens == 102);
+    CHECK(s.parts().turns.back().max_new_tokens == 102);
     run_turn(s);
-    CHECK(s.generated().size() == 102);
+    CHECK(s.parts().generated.size() == 102);
     CHECK(s.cache().next_position() == 127);
 
     SECTION("a paged session's own pool grows; a shared pool must have the blocks free") {
@@ -369,15 +369,14 @@ TEST_CASE("a turn that does not fit is refused in one line, before anything chan
         own.set_prompt(kTurns[0]);
         run_turn(own);
         const int64_t blocks = own.cache().pool()->n_blocks();
-        CHECK(blocks == Session::pool_blocks_for(7, 4));
+        CHECK(blocks == pool_blocks_for(7, 4));
         own.append_turn(std::vector<TokenId>(20, 5), 3);
-        CHECK(own.cache().pool()->n_blocks() == Session::pool_blocks_for(7 + 20 + 3, 4));
+        CHECK(own.cache().pool()->n_blocks() == pool_blocks_for(7 + 20 + 3, 4));
         run_turn(own);
 
         const ModelConfig& c = model->config();
         auto pool = std::make_shared<BlockPool>(c.n_layer, c.kv_heads(), c.head_dim(), 4, 4);
-        Session shared(model, paged);
-        shared.use_pool(pool, 0);
+        Session shared(model, paged, SessionSetup{pool, 0});
         shared.set_prompt(kTurns[0]);  // 5 + 2 - 1 positions in the cache: 2 blocks of the 4
         run_turn(shared);
         CHECK_THAT(one_line([&] { shared.append_turn(std::vector<TokenId>(10, 5), 2); }),

@@ -17,6 +17,7 @@
 #include "forward/model.h"
 #include "report/export.h"
 #include "run/session.h"
+#include "run/session_batch.h"
 #include "test_models.h"
 
 using namespace kvscope;
@@ -67,8 +68,8 @@ TEST_CASE("encoder-decoder: cached, uncached, chunked and batched runs are bit-i
     a.set_prompt(prompt);
     b.set_prompt({5});
     std::vector<Session*> batch = {&a, &b};
-    Workspace ws = Session::make_batch_workspace(batch);
-    while (a.next() != Session::Next::Done || b.next() != Session::Next::Done) Session::step_batch(batch, ws);
+    Workspace ws = make_batch_workspace(batch);
+    while (a.next() != Session::Next::Done || b.next() != Session::Next::Done) step_batch(batch, ws);
     size_t k = 0;
     for (size_t i = 0; i < a.trace().size(); ++i)
         if (const std::vector<float>& logits = a.trace()[i].prediction.logits; !logits.empty())
@@ -79,11 +80,11 @@ TEST_CASE("the decoder input starts with the start token and the cross cache is 
     Session s(model(), options(0, true, 4));
     s.set_source(kSource);
     s.set_prompt({});
-    REQUIRE(s.prompt() == std::vector<TokenId>{TokenId(model()->config().decoder_start_token_id)});
-    CHECK(s.encoder() == nullptr);
+    REQUIRE(s.parts().prompt == std::vector<TokenId>{TokenId(model()->config().decoder_start_token_id)});
+    CHECK(s.parts().encoder.get() == nullptr);
     const StepRecord& first = s.step();
     CHECK(first.rows.ran_encoder);
-    const EncoderOutput* enc = s.encoder();
+    const EncoderOutput* enc = s.parts().encoder.get();
     REQUIRE(enc != nullptr);
     const ModelConfig& c = model()->config();
     CHECK(enc->cross_bytes() == 2 * c.n_layer * int64_t(kSource.size()) * c.n_embd * int64_t(sizeof(float)));
@@ -93,12 +94,12 @@ TEST_CASE("the decoder input starts with the start token and the cross cache is 
         CHECK_FALSE(r.rows.ran_encoder);
         CHECK(r.rows.encoder.get() == enc);  // the same fixed cache, not a recomputation
     }
-    CHECK(first_mismatch(s.encoder()->cross_k, cross_k) == "");
+    CHECK(first_mismatch(s.parts().encoder.get()->cross_k, cross_k) == "");
     // Stepping back over the first step takes the encoder back; stepping again refills it identically.
     while (s.step_back()) {}
-    CHECK(s.encoder() == nullptr);
+    CHECK(s.parts().encoder.get() == nullptr);
     s.step();
-    CHECK(first_mismatch(s.encoder()->cross_k, cross_k) == "");
+    CHECK(first_mismatch(s.parts().encoder.get()->cross_k, cross_k) == "");
 }
 
 TEST_CASE("cross_attention_map equals softmax(q k / sqrt(D)) over every source position", "[encoder_decoder]") {

@@ -99,7 +99,7 @@ void check_lens(const std::shared_ptr<const Model>& model) {
     // Depth 0 is the input embedding of each token (GPT-2 adds its position's row).
     const Weights& w = model->weights();
     for (int64_t row = 0; row < R; ++row) {
-        const std::vector<float> e = weight_row(w.token_embedding, s.prompt()[size_t(row)], C);
+        const std::vector<float> e = weight_row(w.token_embedding, s.parts().prompt[size_t(row)], C);
         for (int64_t i = 0; i < C; ++i) {
             const float want = e[size_t(i)] + (w.position_embedding ? w.position_embedding[row * C + i] : 0.0f);
             REQUIRE(r.rows.residual[size_t(row * C + i)] == want);

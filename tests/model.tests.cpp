@@ -167,10 +167,10 @@ TEST_CASE("forward equals the reference for every architecture option", "[model]
             Session s(model, o);
             s.set_prompt(prompt);
             while (s.next() != Session::Next::Done) s.step();
-            check_greedy(s.generated(), greedy);
+            check_greedy(s.parts().generated, greedy);
             // Each prediction's logits against the reference over the sequence actually generated.
             std::vector<int32_t> seq = prompt;
-            seq.insert(seq.end(), s.generated().begin(), s.generated().end());
+            seq.insert(seq.end(), s.parts().generated.begin(), s.parts().generated.end());
             const Reference full = reference_forward(fm, seq, v.window);
             for (size_t i = 0; i < s.trace().size(); ++i) {
                 const StepRecord& r = s.trace()[i];
@@ -307,7 +307,7 @@ TEST_CASE("bench shapes are the published models, and their random folders load 
         Session s(model, SessionOptions{});
         s.set_prompt({1, 2, 3});
         s.step();
-        REQUIRE(s.last_logits().size() == 64);
-        for (float v : s.last_logits()) REQUIRE(std::isfinite(v));
+        REQUIRE(s.parts().logits.size() == 64);
+        for (float v : s.parts().logits) REQUIRE(std::isfinite(v));
     }
 }

@@ -20,6 +20,7 @@
 #include "model/config.h"
 #include "model/finite.h"
 #include "run/session.h"
+#include "run/session_batch.h"
 #include "test_models.h"
 #include "text/tokenizer.h"
 
@@ -189,7 +190,7 @@ TEST_CASE("a step whose numbers overflow fails naming the step and the layer, no
         const std::string e = step_error(s);
         CHECK_THAT(e, Contains("step 0 (prefill, positions 0-2): layer 1 produced NaN or infinity; no token was sampled"));
         CHECK(e.find('\n') == std::string::npos);
-        CHECK(s.generated().empty());
+        CHECK(s.parts().generated.empty());
         CHECK(s.trace().empty());
         CHECK(s.cache().next_position() == 0);
         CHECK(s.next() == Session::Next::Prefill);
@@ -200,17 +201,17 @@ TEST_CASE("a step whose numbers overflow fails naming the step and the layer, no
         Session s(model, o);
         s.set_prompt({1, 2, 3});
         s.step();  // finite: every token but 7 stays below FLT_MAX
-        REQUIRE(s.generated() == std::vector<TokenId>{7});
-        const std::vector<float> logits = s.last_logits();
+        REQUIRE(s.parts().generated == std::vector<TokenId>{7});
+        const std::vector<float> logits = s.parts().logits;
         CHECK(all_finite(logits.data(), int64_t(logits.size())));
         CHECK_THAT(step_error(s), Contains("step 1 (decode, position 3): layer 1 produced NaN or infinity"));
-        CHECK(s.generated() == std::vector<TokenId>{7});
+        CHECK(s.parts().generated == std::vector<TokenId>{7});
         CHECK(s.trace().size() == 1);
         CHECK(s.cache().next_position() == 3);
-        CHECK(s.last_logits() == logits);
+        CHECK(s.parts().logits == logits);
         CHECK(s.next() == Session::Next::Decode);
         REQUIRE(s.step_back());
-        CHECK(s.generated().empty());
+        CHECK(s.parts().generated.empty());
         CHECK(s.cache().next_position() == 0);
     }
     SECTION("with the cache off, and in chunks") {
@@ -221,7 +222,7 @@ TEST_CASE("a step whose numbers overflow fails naming the step and the layer, no
         s.step();  // positions 0-1
         CHECK_THAT(step_error(s), Contains("step 1 (prefill, positions 2-3): layer 1"));
         CHECK(s.trace().size() == 1);
-        CHECK(s.n_prompt_done() == 2);
+        CHECK(s.parts().n_prompt_done == 2);
     }
     SECTION("without history nothing is kept to go back to: the session is reset") {
         o.history = false;
@@ -229,17 +230,17 @@ TEST_CASE("a step whose numbers overflow fails naming the step and the layer, no
         s.set_prompt({7});
         CHECK_THAT(step_error(s), Contains("step 0 (prefill, position 0): layer 1"));
         CHECK(s.cache().next_position() == 0);
-        CHECK(s.generated().empty());
+        CHECK(s.parts().generated.empty());
     }
     SECTION("a batch: one sequence's overflow fails the step, every sequence as before") {
         Session a(model, o), b(model, o);
         a.set_prompt({1, 2});
         b.set_prompt({3, 7});
         Session* both[] = {&a, &b};
-        Workspace ws = Session::make_batch_workspace(both);
+        Workspace ws = make_batch_workspace(both);
         std::string e = "(stepped)";
         try {
-            Session::step_batch(both, ws);
+            step_batch(both, ws);
         } catch (const LoadError& x) {
             e = x.what();
         }
@@ -249,7 +250,7 @@ TEST_CASE("a step whose numbers overflow fails naming the step and the layer, no
             CHECK(s->cache().next_position() == 0);
         }
         a.step();  // alone it runs
-        CHECK(a.generated().size() == 1);
+        CHECK(a.parts().generated.size() == 1);
     }
 }
 
@@ -266,7 +267,7 @@ TEST_CASE("logits that overflow in the output layer name it", "[numerics][sessio
     Session s(model, SessionOptions{});
     s.set_prompt({1, 2});
     CHECK_THAT(step_error(s), Contains("step 0 (prefill, positions 0-1): the output layer (final norm and lm_head) produced NaN or infinity"));
-    CHECK(s.generated().empty());
+    CHECK(s.parts().generated.empty());
 }
 
 TEST_CASE("ids a model has beyond its tokenizer decode as <id N>", "[numerics][tokenizer]") {

@@ -15,6 +15,7 @@
 #include "cache/block_pool.h"
 #include "forward/model.h"
 #include "run/session.h"
+#include "run/session_batch.h"
 #include "session_runs.h"
 #include "test_models.h"
 
@@ -52,12 +53,12 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 }
 
 void step_all(std::vector<Session*>& batch) {
-    Workspace ws = Session::make_batch_workspace(batch);
+    Workspace ws = make_batch_workspace(batch);
     for (int round = 0; round < 200; ++round) {
         bool done = true;
         for (Session* s : batch) done = done && s->next() == Session::Next::Done;
         if (done) return;
-        Session::step_batch(batch, ws);
+        step_batch(batch, ws);
     }
     FAIL("the batch did not finish");
 }
@@ -93,7 +94,7 @@ TEST_CASE("attention sinks equal a masked-attention reference of the same policy
                 seq.push_back(*r.prediction.chosen);
             }
             for (size_t i = 0; i < greedy.tokens.size() && greedy.margins[i] >= 1e-4; ++i)
-                REQUIRE(s.generated()[i] == greedy.tokens[i]);
+                REQUIRE(s.parts().generated[i] == greedy.tokens[i]);
         }
     }
 }
@@ -130,7 +131,7 @@ TEST_CASE("a window returns blocks to the pool; without one every block stays", 
         Session s(model(), o);
         s.set_prompt(prompt);
         while (s.next() != Session::Next::Done) s.step();
-        const StepRecord& r = *s.latest();
+        const StepRecord& r = *latest(s);
         int64_t mapped = 0;
         for (int32_t b : r.cache.block_table) mapped += b >= 0;
         const int64_t positions = 10 + 30 - 1;  // the last token is chosen, not yet written
@@ -155,15 +156,14 @@ TEST_CASE("sequences with a common prefix share its blocks and equal their solo 
     REQUIRE(prompts[0][19] != prompts[1][19]);  // the suffixes start differently (else more is shared)
 
     int64_t pool_blocks = 0;
-    for (const auto& p : prompts) pool_blocks += Session::pool_blocks_for(int64_t(p.size()) + n_new, B);
+    for (const auto& p : prompts) pool_blocks += pool_blocks_for(int64_t(p.size()) + n_new, B);
     auto pool = std::make_shared<BlockPool>(2, 4, 8, B, pool_blocks);
     std::vector<std::unique_ptr<Session>> sessions;
     std::vector<Session*> batch;
     for (size_t i = 0; i < prompts.size(); ++i) {
         SessionOptions o = options(0, 0, B, 0, n_new);
         o.share_prefix = true;
-        sessions.push_back(std::make_unique<Session>(model(), o));
-        sessions.back()->use_pool(pool);
+        sessions.push_back(std::make_unique<Session>(model(), o, SessionSetup{pool, -1}));
         sessions.back()->set_prompt(prompts[i]);
         batch.push_back(sessions.back().get());
     }
@@ -203,7 +203,7 @@ TEST_CASE("sequences with a common prefix share its blocks and equal their solo 
 TEST_CASE("identical prompts share every block; sampling apart copies the last one on write", "[paged][sharing][cow]") {
     const int64_t B = 8, n_new = 10;
     const std::vector<int32_t> prompt = random_tokens(7, 13, 97);
-    auto pool = std::make_shared<BlockPool>(2, 4, 8, B, 3 * Session::pool_blocks_for(13 + n_new, B));
+    auto pool = std::make_shared<BlockPool>(2, 4, 8, B, 3 * pool_blocks_for(13 + n_new, B));
     std::vector<std::unique_ptr<Session>> sessions;
     std::vector<Session*> batch;
     std::vector<Run> solo;
@@ -215,8 +215,7 @@ TEST_CASE("identical prompts share every block; sampling apart copies the last o
         ring.block_size = 0;
         solo.push_back(run(ring, prompt));
         o.share_prefix = true;
-        sessions.push_back(std::make_unique<Session>(model(), o));
-        sessions.back()->use_pool(pool);
+        sessions.push_back(std::make_unique<Session>(model(), o, SessionSetup{pool, -1}));
         sessions.back()->set_prompt(prompt);
         batch.push_back(sessions.back().get());
     }
@@ -238,9 +237,7 @@ TEST_CASE("step_back across a copy-on-write restores the shared block", "[paged]
     auto pool = std::make_shared<BlockPool>(2, 4, 8, B, 12);
     SessionOptions o = options(0, 0, B, 0, 5);
     o.share_prefix = true;
-    Session a(model(), o), b(model(), o);
-    a.use_pool(pool);
-    b.use_pool(pool);
+    Session a(model(), o, SessionSetup{pool, -1}), b(model(), o, SessionSetup{pool, -1});
     a.set_prompt(prompt);
     b.set_prompt(prompt);
     a.step();
@@ -260,8 +257,7 @@ TEST_CASE("step_back across a copy-on-write restores the shared block", "[paged]
 TEST_CASE("a pool too small for a step refuses it before anything changes", "[paged][errors]") {
     const std::vector<int32_t> prompt = random_tokens(3, 10, 97);
     auto pool = std::make_shared<BlockPool>(2, 4, 8, 4, 2);  // 8 positions; the prompt needs 3 blocks
-    Session s(model(), options(0, 0, 4, 0, 2));
-    s.use_pool(pool);
+    Session s(model(), options(0, 0, 4, 0, 2), SessionSetup{pool, -1});
     s.set_prompt(prompt);
     REQUIRE_THROWS_AS(s.step(), UsageError);
     CHECK(s.trace().size() == 0);

@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "forward/model.h"
 #include "run/session.h"
+#include "run/session_batch.h"
 #include "session_runs.h"
 #include "test_models.h"
 
@@ -70,10 +71,10 @@ struct State {
 State capture(const Session& s) {
     State st;
     st.n_steps = s.trace().size();
-    st.generated = s.generated();
-    st.n_prompt_done = s.n_prompt_done();
+    st.generated = s.parts().generated;
+    st.n_prompt_done = s.parts().n_prompt_done;
     st.next = s.next();
-    st.last_logits = s.last_logits();
+    st.last_logits = s.parts().logits;
     const KvCache& c = s.cache();
     st.next_position = c.next_position();
     st.used = c.used();
@@ -193,7 +194,7 @@ TEST_CASE("a ragged batch equals each sequence's solo run, bit for bit", "[sessi
     }
     std::vector<Session*> ptrs;
     for (auto& s : sessions) ptrs.push_back(s.get());
-    Workspace ws = Session::make_batch_workspace(ptrs);
+    Workspace ws = make_batch_workspace(ptrs);
     int rounds = 0;
     auto all_done = [&] {
         for (Session* s : ptrs)
@@ -201,7 +202,7 @@ TEST_CASE("a ragged batch equals each sequence's solo run, bit for bit", "[sessi
         return true;
     };
     while (!all_done() && rounds < 100) {
-        Session::step_batch(ptrs, ws);
+        step_batch(ptrs, ws);
         ++rounds;
     }
     // One step per member per round: prefill steps + (n_new - 1) decodes; member 1 is the longest
@@ -285,7 +286,7 @@ TEST_CASE("step_back restores everything and re-stepping replays the same record
             require_same_state(capture(s), states[at]);
         }
         CHECK(at == n);
-        CHECK(s.generated() == original.generated);
+        CHECK(s.parts().generated == original.generated);
     }
     SECTION("reset goes back to before the first step, and the rerun is identical") {
         s.reset();
@@ -352,7 +353,7 @@ TEST_CASE("step records describe the step and the cache after it", "[session][re
     const std::vector<int32_t> prompt = random_tokens(55, n_prompt, 101);
     s.set_prompt(prompt);
     CHECK(s.next() == Session::Next::Prefill);
-    CHECK_THROWS_AS(s.decode_step(), UsageError);
+    CHECK_THROWS_AS(s.step(Phase::Decode), UsageError);
 
     // Capacity: every position without a window; W - 1 + chunk with one (kv_cache.h).
     const int64_t eff_chunk = chunk > 0 ? chunk : n_prompt;
@@ -364,7 +365,7 @@ TEST_CASE("step records describe the step and the cache after it", "[session][re
     int64_t position = 0;
     for (size_t i = 0; s.next() != Session::Next::Done; ++i) {
         const bool prefill = s.next() == Session::Next::Prefill;
-        if (!prefill) CHECK_THROWS_AS(s.prefill_step(), UsageError);
+        if (!prefill) CHECK_THROWS_AS(s.step(Phase::Prefill), UsageError);
         const StepRecord& r = s.step();
         INFO("step " << i);
         CHECK(r.id.index == int64_t(i));
@@ -424,9 +425,9 @@ TEST_CASE("step records describe the step and the cache after it", "[session][re
             }
         }
     }
-    CHECK(s.generated().size() == size_t(n_new));
+    CHECK(s.parts().generated.size() == size_t(n_new));
     CHECK_THROWS_AS(s.step(), UsageError);
-    CHECK_THROWS_AS(s.decode_step(), UsageError);
+    CHECK_THROWS_AS(s.step(Phase::Decode), UsageError);
 }
 
 TEST_CASE("sampling with a seed is reproducible", "[session][sampling]") {
@@ -517,7 +518,7 @@ TEST_CASE("session errors are UsageErrors raised before any work", "[session][er
         CHECK_THROWS_AS(s.set_prompt(random_tokens(1, n_ctx, V)), UsageError);
         CHECK_THROWS_AS(s.set_prompt({0, int32_t(V) + 5}), UsageError);
         require_same_state(capture(s), before);
-        CHECK(s.prompt() == prompt);
+        CHECK(s.parts().prompt == prompt);
     }
     SECTION("exactly n_positions is allowed and runs to the last position") {
         Session s(model, options(5, 7, 10));
@@ -525,7 +526,7 @@ TEST_CASE("session errors are UsageErrors raised before any work", "[session][er
         while (s.next() != Session::Next::Done) s.step();
         CHECK(s.cache().next_position() == n_ctx - 1);  // the last generated token is never fed back
         CHECK(s.trace().back().last_position() == n_ctx - 2);
-        CHECK(s.generated().size() == 10);
+        CHECK(s.parts().generated.size() == 10);
     }
 }
 
@@ -546,7 +547,7 @@ TEST_CASE("recording, a second prompt and one-token runs do not change the numbe
         while (s.next() != Session::Next::Done) s.step();
         s.set_prompt(second);
         CHECK(s.trace().empty());
-        CHECK(s.generated().empty());
+        CHECK(s.parts().generated.empty());
         CHECK(s.cache().next_position() == 0);
         while (s.next() != Session::Next::Done) s.step();
         require_identical(collect(s), want_second);
@@ -562,8 +563,8 @@ TEST_CASE("recording, a second prompt and one-token runs do not change the numbe
             ++n_steps;
         }
         CHECK(n_steps == 6);  // 11 tokens in chunks of 2
-        REQUIRE(s.generated().size() == 1);
-        CHECK(s.generated()[0] == want_first.generated[0]);
+        REQUIRE(s.parts().generated.size() == 1);
+        CHECK(s.parts().generated[0] == want_first.generated[0]);
         CHECK(first_mismatch(s.trace().back().prediction.logits, want_first.logits[0]) == "");
     }
     SECTION("n_top larger than the vocabulary, and 0") {
@@ -589,8 +590,8 @@ TEST_CASE("a batch step refused for a too-small workspace leaves every session a
     a.step();
     const State before_a = capture(a), before_b = capture(b);
     std::vector<Session*> only_a{&a}, both{&a, &b};
-    Workspace small = Session::make_batch_workspace(only_a);  // one sequence's rows, one chunk
-    CHECK_THROWS_AS(Session::step_batch(both, small), UsageError);
+    Workspace small = make_batch_workspace(only_a);  // one sequence's rows, one chunk
+    CHECK_THROWS_AS(step_batch(both, small), UsageError);
     require_same_state(capture(a), before_a);
     require_same_state(capture(b), before_b);
     // Undo history is intact too: one step back returns a to its start, b has nothing to undo.

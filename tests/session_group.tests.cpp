@@ -231,7 +231,7 @@ TEST_CASE("a group refuses what it cannot do and keeps what it had", "[session_g
     CHECK_THROWS_AS(group.set_prompts({{1, 2, 3}}), UsageError);  // one prompt for two sequences
     group.set_prompts({{1, 2, 3}, {4, 5}});
     CHECK_THROWS_AS(group.set_prompts({{1, 2, 3}, std::vector<int32_t>(79, 1)}), UsageError);  // 79 + 4 > 80
-    CHECK(group.session(1).prompt() == std::vector<int32_t>{4, 5});
+    CHECK(group.session(1).parts().prompt == std::vector<int32_t>{4, 5});
     CHECK_FALSE(group.step_back());
     g.prompt_cache = "x.kvprompt";
     CHECK_THROWS_AS(SessionGroup(model(WeightFormat::F32), o, g), UsageError);  // a file needs one sequence

@@ -21,7 +21,7 @@ struct Run {
 
 inline Run collect(const kvscope::Session& s) {
     Run r;
-    r.generated = s.generated();
+    r.generated = s.parts().generated;
     for (size_t i = 0; i < s.trace().size(); ++i) {
         r.records.push_back(s.trace().share(i));
         if (!s.trace()[i].prediction.logits.empty()) r.logits.push_back(s.trace()[i].prediction.logits);

@@ -455,8 +455,8 @@ TEST_CASE("a saved checkpoint loads in the engine, and the engine's loss equals 
         so.max_new_tokens = 1;
         Session s(model, so);
         s.set_prompt(std::vector<TokenId>(seq.begin(), seq.begin() + t));
-        s.prefill_step();
-        const std::vector<float>& l = s.last_logits();
+        s.step(Phase::Prefill);
+        const std::vector<float>& l = s.parts().logits;
         double mx = l[0], z = 0;
         for (float x : l) mx = std::max(mx, double(x));
         for (float x : l) z += std::exp(double(x) - mx);

@@ -22,6 +22,7 @@
 #include "io/output_path.h"
 #include "kernels/machine_probe.h"
 #include "run/session.h"
+#include "run/session_batch.h"
 
 namespace kvscope {
 namespace {
@@ -47,10 +48,10 @@ double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batc
         sessions.back()->set_prompt(random_prompt(model->config(), 4, seed + uint32_t(b)));
         all.push_back(sessions.back().get());
     }
-    Workspace ws = Session::make_batch_workspace(all);
-    Session::step_batch(all, ws);  // prefill
+    Workspace ws = make_batch_workspace(all);
+    step_batch(all, ws);  // prefill
     const double t0 = seconds_now();
-    while (all[0]->next() != Session::Next::Done) Session::step_batch(all, ws);
+    while (all[0]->next() != Session::Next::Done) step_batch(all, ws);
     return double(batch * n_decode) / (seconds_now() - t0);
 }
 
@@ -137,10 +138,10 @@ BenchReport run_bench(const BenchSettings& settings) {
         b.set_prompt(prompt);
         a.step();
         b.step();
-        for (size_t i = 0; i < a.last_logits().size(); ++i) {
+        for (size_t i = 0; i < a.parts().logits.size(); ++i) {
             r.bf16_max_abs_logit_diff =
-                std::max(r.bf16_max_abs_logit_diff, double(std::abs(a.last_logits()[i] - b.last_logits()[i])));
-            r.max_abs_logit = std::max(r.max_abs_logit, double(std::abs(a.last_logits()[i])));
+                std::max(r.bf16_max_abs_logit_diff, double(std::abs(a.parts().logits[i] - b.parts().logits[i])));
+            r.max_abs_logit = std::max(r.max_abs_logit, double(std::abs(a.parts().logits[i])));
         }
     }
     progress.update(1);
@@ -181,7 +182,7 @@ BenchReport run_bench(const BenchSettings& settings) {
         BenchStep step;
         step.position = p;
         step.cached_ms = repeat(R, [&] {
-            const double t = s.decode_step().cost.seconds;
+            const double t = s.step(Phase::Decode).cost.seconds;
             s.step_back();
             return t * 1e3;
         });
@@ -192,7 +193,7 @@ BenchReport run_bench(const BenchSettings& settings) {
         step_bandwidth.push_back(probe_read_bandwidth(int64_t(bytes), threads).best());
         s.set_use_cache(false);
         step.uncached_ms = repeat(R, [&] {
-            const double t = s.decode_step().cost.seconds;
+            const double t = s.step(Phase::Decode).cost.seconds;
             s.step_back();
             return t * 1e3;
         });
@@ -213,7 +214,7 @@ BenchReport run_bench(const BenchSettings& settings) {
         s.set_prompt(random_prompt(c, rec.prompt, 13));
         s.step();
         const double t0 = seconds_now();
-        while (s.next() == Session::Next::Decode) s.decode_step();
+        while (s.next() == Session::Next::Decode) s.step(Phase::Decode);
         const double tps = double(rec.decode - 1) / (seconds_now() - t0);
         (record ? rec.tokens_per_s_recorded : rec.tokens_per_s_plain) = tps;
         if (record) rec.trace_bytes = s.trace().memory_bytes();

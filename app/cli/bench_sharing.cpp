@@ -116,7 +116,7 @@ SharingRun run_layout(std::shared_ptr<const Model> model, const Workload& w, Lay
     while (group->next() == Session::Next::Prefill) group->step();
     r.prefill_seconds = seconds_now() - t0;
     for (const Session* s : group->sessions()) {
-        const StepRecord& rec = *s->latest();  // each session's one prefill step
+        const StepRecord& rec = *latest(*s);  // each session's one prefill step
         r.prefill_computed += rec.cost.n_rows_computed;
         r.prefill_skipped += rec.cost.n_adopted;
         r.prefill_flops += rec.cost.flops;
@@ -139,7 +139,7 @@ SharingRun run_layout(std::shared_ptr<const Model> model, const Workload& w, Lay
     r.ideal_bytes_prefill = ideal_bytes(r.positions_prefill, n_seq, P, bytes_per_position);
     r.ideal_bytes_end = ideal_bytes(r.positions_end, n_seq, P, bytes_per_position);
     generated.clear();
-    for (const Session* s : group->sessions()) generated.push_back(s->generated());
+    for (const Session* s : group->sessions()) generated.push_back(s->parts().generated);
     return r;
 }
 
@@ -190,7 +190,7 @@ PromptFileFigures bench_prompt_file(std::shared_ptr<const Model> model, const Wo
         Session s(model, o);
         s.set_prompt(prompt);
         s.step();
-        computed_token = s.generated().at(0);
+        computed_token = s.parts().generated.at(0);
         return seconds_now() - t0;
     });
     f.with_file = repeat(R, [&] {  // read the file, restore the prefix, compute the suffix
@@ -199,7 +199,7 @@ PromptFileFigures bench_prompt_file(std::shared_ptr<const Model> model, const Wo
         s.use_prompt_cache(std::make_shared<const PromptCache>(read_prompt_cache(path, fp)));
         s.set_prompt(prompt);
         s.step();
-        loaded_token = s.generated().at(0);
+        loaded_token = s.parts().generated.at(0);
         return seconds_now() - t0;
     });
     f.same_token = computed_token == loaded_token;

@@ -76,8 +76,8 @@ struct TurnReport {
 // the model's context.
 TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_id, int64_t max_new) {
     TurnReport r;
-    r.first_position = session.turns().back().first_position;
-    r.n_appended = session.turns().back().n_appended;
+    r.first_position = session.parts().turns.back().first_position;
+    r.n_appended = session.parts().turns.back().n_appended;
     r.cache = session.options().use_cache;
     bool first_step = true;
     while (session.next() != Session::Next::Done) {
@@ -93,14 +93,14 @@ TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_
         }
         first_step = false;
     }
-    r.reply = session.generated();
+    r.reply = session.parts().generated;
     std::vector<TokenId> shown = r.reply;
-    r.stop = !session.stopped_by_token()         ? (int64_t(r.reply.size()) < max_new ? "context" : "max_new_tokens")
+    r.stop = !stopped_by_token(session)          ? (int64_t(r.reply.size()) < max_new ? "context" : "max_new_tokens")
              : r.reply.back() == end_of_turn_id ? "end_of_turn"
                                                 : "end_of_text";
-    if (session.stopped_by_token()) shown.pop_back();
+    if (stopped_by_token(session)) shown.pop_back();
     r.reply_text = tok.decode(shown);
-    r.positions = int64_t(session.prompt().size() + session.generated().size());
+    r.positions = int64_t(session.parts().prompt.size() + session.parts().generated.size());
     return r;
 }
 
@@ -188,7 +188,7 @@ int cli_chat(int argc, char** argv) {
             continue;
         }
         const std::optional<TokenId> ended =
-            turn > 0 && session.stopped_by_token() ? std::optional<TokenId>(session.generated().back()) : std::nullopt;
+            turn > 0 && stopped_by_token(session) ? std::optional<TokenId>(session.parts().generated.back()) : std::nullopt;
         const std::vector<TokenId> ids = chat.tokens_for(*message, ended);
         chat.add(*message);
         session.append_turn(ids, max_new, "user");

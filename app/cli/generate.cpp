@@ -241,22 +241,22 @@ RunTimes run_group(const CliArgs& args, SessionGroup& group, const std::shared_p
     };
     while (group.next() != Session::Next::Done) {
         const Session& s0 = *all[0];
-        const int64_t left = int64_t(s0.prompt().size()) - s0.n_prompt_done();
-        progress.update(int64_t(s0.generated().size()),
+        const int64_t left = int64_t(s0.parts().prompt.size()) - s0.parts().n_prompt_done;
+        progress.update(int64_t(s0.parts().generated.size()),
                         group.next() == Session::Next::Prefill
                             ? "prefill " + std::to_string(std::min(left, chunk > 0 ? chunk : left)) +
                                   " of " + std::to_string(left) + " prompt tokens left"
                             : "decode");
         group.step();
         ++r.n_steps;
-        if (r.t_first == 0 && !all[0]->generated().empty()) r.t_first = seconds_now();
+        if (r.t_first == 0 && !all[0]->parts().generated.empty()) r.t_first = seconds_now();
         apply_edits();
     }
     for (const PlannedEdit& e : edits)
         if (e.after_step >= r.n_steps)
             throw UsageError("--edit " + e.spec + ": the run has " + std::to_string(r.n_steps) + " steps (0.." +
                              std::to_string(r.n_steps - 1) + ")");
-    progress.update(int64_t(all[0]->generated().size()));
+    progress.update(int64_t(all[0]->parts().generated.size()));
     progress.finish();
     r.t1 = seconds_now();
     return r;
@@ -305,10 +305,10 @@ void print_json(const CliArgs& args, const Model& model, const SessionGroup& gro
     JsonOut prompt_ids = JsonOut::array(), generated_ids = JsonOut::array();
     std::vector<std::string> texts, prompt_texts;
     for (const Session* s : all) {
-        prompt_ids.push_back(s->prompt());
-        generated_ids.push_back(s->generated());
-        texts.push_back(bytes_of(model, s->generated()));
-        prompt_texts.push_back(bytes_of(model, s->prompt()));
+        prompt_ids.push_back(s->parts().prompt);
+        generated_ids.push_back(s->parts().generated);
+        texts.push_back(bytes_of(model, s->parts().generated));
+        prompt_texts.push_back(bytes_of(model, s->parts().prompt));
     }
     const bool batch = all.size() > 1;
     JsonOut out;
@@ -385,10 +385,10 @@ void print_text(const Model& model, const SessionGroup& group, const RunTimes& r
     const SessionOptions& options = group.options();
     for (const Session* s : all) {
         if (model.tokenizer()) {  // the real text, byte for byte (as detokenize writes it)
-            const std::string text = bytes_of(model, s->prompt()) + bytes_of(model, s->generated()) + "\n";
+            const std::string text = bytes_of(model, s->parts().prompt) + bytes_of(model, s->parts().generated) + "\n";
             std::fwrite(text.data(), 1, text.size(), stdout);
         } else
-            std::printf("%s\n", json_text(JsonOut(s->generated())).c_str());
+            std::printf("%s\n", json_text(JsonOut(s->parts().generated)).c_str());
     }
     const int64_t N = options.max_new_tokens;
     const double prefill_s = r.t_first > 0 ? r.t_first - r.t0 : 0, decode_s = r.t1 - (r.t_first > 0 ? r.t_first : r.t0);

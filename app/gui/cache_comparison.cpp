@@ -42,29 +42,29 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
     SessionOptions o = main.options();
     o.record = false;  // twin and shadow only contribute logits, time and FLOPs
     o.history = true;  // steps are rerun for timing
-    if (!main.turns().empty()) o.max_new_tokens = main.turns()[0].max_new_tokens;  // append_turn changed main's
-    auto twin = std::make_unique<Session>(main.share_model(), o);
-    auto shadow = std::make_unique<Session>(main.share_model(), o);
-    twin->use_prompt_cache(main.prompt_cache());  // main's work exactly, a loaded prompt prefix included
+    if (!main.parts().turns.empty()) o.max_new_tokens = main.parts().turns[0].max_new_tokens;  // append_turn changed main's
+    auto twin = std::make_unique<Session>(main.parts().model, o);
+    auto shadow = std::make_unique<Session>(main.parts().model, o);
+    twin->use_prompt_cache(main.parts().prompt_cache);  // main's work exactly, a loaded prompt prefix included
     shadow_ = std::move(shadow);
     twin_ = std::move(twin);
-    if (main.prompt().empty()) return;
+    if (main.parts().prompt.empty()) return;
     // A chat replays turn by turn: the first turn's tokens as the prompt, later ones appended where main
     // appended them (before the first step of their turn).
-    const std::vector<Turn>& turns = main.turns();
+    const std::vector<Turn>& turns = main.parts().turns.list();
     auto turn_tokens = [&](size_t k) {
-        const auto from = main.prompt().begin() + turns[k].first_position;
+        const auto from = main.parts().prompt.begin() + turns[k].first_position;
         return std::vector<TokenId>(from, from + turns[k].n_appended);
     };
     for (Session* s : {twin_.get(), shadow_.get()}) {
         if (main.model().config().encoder_decoder) {
             // The session's prompt begins with the decoder start token, which set_prompt adds again.
-            s->set_source(main.source());
-            s->set_prompt(std::vector<TokenId>(main.prompt().begin() + 1, main.prompt().end()));
+            s->set_source(main.parts().source);
+            s->set_prompt(std::vector<TokenId>(main.parts().prompt.begin() + 1, main.parts().prompt.end()));
         } else if (turns.size() > 1) {
             s->set_prompt(turn_tokens(0));
         } else {
-            s->set_prompt(main.prompt());
+            s->set_prompt(main.parts().prompt);
         }
     }
     const Trace& t = main.trace();
@@ -81,7 +81,7 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
 
 void CacheComparison::append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role) {
     if (!shadow_ || diverged_) return;
-    if (twin_->turns().size() != shadow_->turns().size() || twin_->trace().size() != shadow_->trace().size()) return;
+    if (twin_->parts().turns.size() != shadow_->parts().turns.size() || twin_->trace().size() != shadow_->trace().size()) return;
     twin_->append_turn(ids, max_new_tokens, role);
     shadow_->append_turn(ids, max_new_tokens, role);
 }
@@ -104,7 +104,7 @@ void CacheComparison::follow(const StepRecord& main_step) {
     if (!shadow_ || diverged_) return;
     // A comparison cut short by an error lags main; workbench.cpp syncs it again on the next Back.
     if (shadow_->trace().size() != size_t(main_step.id.index) || twin_->trace().size() != size_t(main_step.id.index)) return;
-    if (shadow_->turns().size() != size_t(main_step.id.turn) + 1 || twin_->turns().size() != shadow_->turns().size()) return;
+    if (shadow_->parts().turns.size() != size_t(main_step.id.turn) + 1 || twin_->parts().turns.size() != shadow_->parts().turns.size()) return;
     run_both(main_step.id.cache_on, main_step);
 }
 
@@ -113,7 +113,7 @@ void CacheComparison::back(size_t n_steps, size_t n_turns) {
     // The shadow may lag when a step's comparison was cut short by an error. A turn appended after the
     // last step is the newest change, so step_back takes it back first.
     for (Session* s : {shadow_.get(), twin_.get()})
-        while ((s->trace().size() > n_steps || s->turns().size() > n_turns) && s->step_back()) {}
+        while ((s->trace().size() > n_steps || s->parts().turns.size() > n_turns) && s->step_back()) {}
     if (timings_.size() > n_steps) timings_.resize(n_steps);
 }
 

@@ -51,7 +51,7 @@ public:
     void follow(const StepRecord& main_step);
     void append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role);
     void back(size_t n_steps, size_t n_turns);
-    size_t n_turns() const { return shadow_ ? shadow_->turns().size() : 0; }
+    size_t n_turns() const { return shadow_ ? shadow_->parts().turns.size() : 0; }
     void clear() { shadow_.reset(), twin_.reset(), timings_.clear(), diverged_ = false; }
     bool active() const { return shadow_ != nullptr; }
     bool diverged() const { return diverged_; }

@@ -141,19 +141,19 @@ void Workbench::apply(const Command& c) {
 std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     auto s = std::make_shared<Snapshot>();
     const Session& session = sel();
-    s->model_ptr = session.share_model();
+    s->model_ptr = session.parts().model;
     s->main_trace = session.trace();
     s->has_shadow = comparison_.active();
     if (const Trace* t = comparison_.trace()) s->shadow_trace = *t;
     s->shadow_diverged = comparison_.diverged();
     s->step_timings = comparison_.timings();
     s->compare = compare_;
-    s->prompt_ids = session.prompt();
-    s->generated_ids = session.generated();
+    s->prompt_ids = session.parts().prompt;
+    s->generated_ids = session.parts().generated;
     s->session_options = session.options();
     s->session_options.sampling.seed = group_->options().sampling.seed;  // the batch's base seed
     s->next_phase = session.next();
-    s->source_ids = session.source();
+    s->source_ids = session.parts().source;
     s->source_text = source_text_;
     s->generation = generation_;
     s->status = status_;
@@ -164,19 +164,19 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
     s->heads = heads_;
     s->lab = lab_;
     for (const Session* q : group_->sessions())
-        s->sequences.push_back({q->trace(), q->prompt(), q->generated(), q->options().sampling.seed, q->next()});
+        s->sequences.push_back({q->trace(), q->parts().prompt, q->parts().generated, q->options().sampling.seed, q->next()});
     s->selected = selected_;
     s->batch = batch_;
     s->pool_views = group_->pool_views();
-    s->turns = session.turns();
-    s->pending_edits = session.pending_edits();
+    s->turns = session.parts().turns.list();
+    s->pending_edits = session.parts().edits.pending();
     s->chat_available = chat_.has_value();
     s->chat_unavailable = chat_problem_;
     if (chat_ && !chat_sent_.empty() && session.model().tokenizer()) {
         // Each reply runs from its turn's appended tokens to the next turn's first position (or the end).
-        std::vector<TokenId> all = session.prompt();
-        all.insert(all.end(), session.generated().begin(), session.generated().end());
-        const std::vector<Turn>& turns = session.turns();
+        std::vector<TokenId> all = session.parts().prompt;
+        all.insert(all.end(), session.parts().generated.begin(), session.parts().generated.end());
+        const std::vector<Turn>& turns = session.parts().turns.list();
         const std::vector<TokenId>& stops = chat_->stop_tokens();
         for (size_t k = 0; k < chat_sent_.size() && k < turns.size(); ++k) {
             s->chat.push_back({int64_t(k) + 1, "user", chat_sent_[k], true});
@@ -279,7 +279,7 @@ void Workbench::sync_comparison() {
 
 void Workbench::sync_chat() {
     if (!chat_) return;
-    const int64_t n = sel().prompt().empty() ? 0 : int64_t(sel().turns().size());
+    const int64_t n = sel().parts().prompt.empty() ? 0 : int64_t(sel().parts().turns.size());
     if (chat_->n_turns() <= n) return;
     chat_->truncate(n);
     chat_sent_.resize(size_t(n));
@@ -308,12 +308,12 @@ bool Workbench::step() {
         return true;
     }
     const Session& session = group_->session(0);
-    const int64_t n_prompt = int64_t(session.prompt().size());
-    const int64_t done = session.n_prompt_done();
+    const int64_t n_prompt = int64_t(session.parts().prompt.size());
+    const int64_t done = session.parts().n_prompt_done;
     const int64_t chunk = session.options().prefill_chunk;
     const int64_t n = next == Session::Next::Prefill ? (chunk > 0 ? std::min(chunk, n_prompt - done) : n_prompt - done) : 1;
     const bool cache = session.options().use_cache;
-    const int64_t rows = cache ? n : done + int64_t(session.generated().size()) + n;
+    const int64_t rows = cache ? n : done + int64_t(session.parts().generated.size()) + n;
     activity(std::string(next == Session::Next::Prefill ? "prefill" : "decode") + " step " +
              std::to_string(session.trace().size()) + ": " + count_of(n, "new token") + ", " +
              count_of(rows, "row") + " computed (cache " + (cache ? "ON)" : "OFF)"));
@@ -340,9 +340,9 @@ RunPlan Workbench::plan_run(int64_t n, bool decode_only) const {
         throw UsageError(group_->has_prompts() ? "generation is finished: step back or reset" : "no prompt is set");
     // Steps a run to the end would take: the rest of the prompt's chunks plus the tokens still to generate.
     const int64_t chunk = s.options().prefill_chunk;
-    const int64_t left_prompt = int64_t(s.prompt().size()) - s.n_prompt_done();
+    const int64_t left_prompt = int64_t(s.parts().prompt.size()) - s.parts().n_prompt_done;
     const int64_t prefill_steps = left_prompt <= 0 ? 0 : chunk > 0 ? (left_prompt + chunk - 1) / chunk : 1;
-    const int64_t decode_steps = s.options().max_new_tokens - int64_t(s.generated().size()) - (left_prompt > 0 ? 1 : 0) + 1;
+    const int64_t decode_steps = s.options().max_new_tokens - int64_t(s.parts().generated.size()) - (left_prompt > 0 ? 1 : 0) + 1;
     RunPlan p;
     p.steps = n < 0 ? -1 : n;
     p.limit = n < 0 ? std::max<int64_t>(1, prefill_steps + std::max<int64_t>(0, decode_steps - 1)) : n;
@@ -365,8 +365,8 @@ void Workbench::operator()(const SetPrompt& c) {
     }
     const Session& s = sel();
     const bool ed = s.model().config().encoder_decoder;
-    set_status("prompt: " + count_of(int64_t(s.prompt().size()) - (ed ? 1 : 0), "token") +
-               (ed ? " after the decoder start token, source " + count_of(int64_t(s.source().size()), "token")
+    set_status("prompt: " + count_of(int64_t(s.parts().prompt.size()) - (ed ? 1 : 0), "token") +
+               (ed ? " after the decoder start token, source " + count_of(int64_t(s.parts().source.size()), "token")
                    : std::string()) +
                (group_->size() > 1 ? " (sequence " + std::to_string(selected_) + " of " +
                                          std::to_string(group_->size()) + ")" : std::string()) +
@@ -378,7 +378,7 @@ void Workbench::operator()(const SetSource& c) {
         throw UsageError(group_->model().dir() + " is decoder-only: it takes no source (load an encoder-decoder model)");
     source_text_ = c.text;
     set_prompts();
-    set_status("source: " + count_of(int64_t(sel().source().size()), "token") +
+    set_status("source: " + count_of(int64_t(sel().parts().source.size()), "token") +
                " for the encoder; the first prefill step runs it and fills the cross-attention cache");
 }
 
@@ -398,12 +398,12 @@ void Workbench::operator()(const Step&) {
 void Workbench::operator()(const Back& c) {
     for (int64_t i = 0; i < c.n; ++i) {
         if (!group_->step_back()) throw UsageError("nothing to step back: no step has run");
-        if (group_->size() == 1) comparison_.back(group_->session(0).trace().size(), group_->session(0).turns().size());
+        if (group_->size() == 1) comparison_.back(group_->session(0).trace().size(), group_->session(0).parts().turns.size());
     }
     const Trace* shadow = comparison_.trace();
     if (compare_ && group_->size() == 1 &&
         (comparison_.diverged() || (shadow && (shadow->size() != group_->session(0).trace().size() ||
-                                               comparison_.n_turns() != group_->session(0).turns().size()))))
+                                               comparison_.n_turns() != group_->session(0).parts().turns.size()))))
         sync_comparison();
     sync_chat();
     set_status("stepped back to " + count_of(int64_t(sel().trace().size()), "step"));
@@ -499,8 +499,8 @@ void Workbench::operator()(const ExplainHeads&) {
 
 void Workbench::operator()(const MeasureLab& c) {
     const Session& s = sel();
-    std::vector<TokenId> tokens = s.prompt();
-    tokens.insert(tokens.end(), s.generated().begin(), s.generated().end());
+    std::vector<TokenId> tokens = s.parts().prompt;
+    tokens.insert(tokens.end(), s.parts().generated.begin(), s.parts().generated.end());
     std::vector<LabConfig> configs;
     for (const std::string& spec : c.specs.empty() ? lab_default_specs(s.model().config()) : c.specs)
         configs.push_back(parse_lab_config(spec));
@@ -527,7 +527,7 @@ void Workbench::operator()(const EditCache& c) {
     if (c.kind == CacheEditKind::Patch) {
         if (c.patch_text.empty()) throw UsageError("type the other prompt whose K/V a patch writes");
         activity("running the patch source: " + c.patch_text);
-        e.rows = kv_rows_of_run(sel().share_model(), sel().options(), encode_prompt(sel().model(), c.patch_text), c.position);
+        e.rows = kv_rows_of_run(sel().parts().model, sel().options(), encode_prompt(sel().model(), c.patch_text), c.position);
         e.source = c.patch_text;
     }
     const CacheEditRecord& r = group_->apply_edit(std::move(e));
@@ -546,7 +546,7 @@ void Workbench::operator()(const SendChat& c) {
     const ChatMessage message{"user", c.text};
     const Session& s = sel();
     const int64_t max_new = group_->options().max_new_tokens;
-    if (chat_->n_turns() == 0 || s.prompt().empty()) {
+    if (chat_->n_turns() == 0 || s.parts().prompt.empty()) {
         // The first message is the prompt: the whole rendering up to the generation prompt.
         std::vector<TokenId> ids = chat_->tokens_for(message, std::nullopt);
         const int64_t n = int64_t(ids.size());
@@ -564,10 +564,10 @@ void Workbench::operator()(const SendChat& c) {
     }
     if (s.next() == Session::Next::Prefill)
         throw UsageError("the last message is not in the cache yet: run it to its reply first");
-    const std::optional<TokenId> ended = s.stopped_by_token() ? std::optional<TokenId>(s.generated().back()) : std::nullopt;
+    const std::optional<TokenId> ended = stopped_by_token(s) ? std::optional<TokenId>(s.parts().generated.back()) : std::nullopt;
     std::vector<TokenId> ids = chat_->tokens_for(message, ended);
     const int64_t n = int64_t(ids.size());
-    const int64_t first = int64_t(s.prompt().size() + s.generated().size());
+    const int64_t first = int64_t(s.parts().prompt.size() + s.parts().generated.size());
     const std::vector<TokenId> copy = ids;
     try {
         group_->append_turn(std::move(ids), max_new, "user");  // refused before anything changes

@@ -310,13 +310,13 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
             sessions[r]->step();
             report.runs[r].step_seconds.push_back(seconds_now() - t0);
         }
-        log_softmax(sessions[report.reference]->last_logits(), ref_logp);
+        log_softmax(sessions[report.reference]->parts().logits, ref_logp);
         const size_t ref_top = argmax(ref_logp);
         const TokenId next = tokens[size_t(i + 1)];
         for (size_t r = 0; r < sessions.size(); ++r) {
             LabRun& run = report.runs[r];
             const Session& s = *sessions[r];
-            log_softmax(s.last_logits(), logp);
+            log_softmax(s.parts().logits, logp);
             double kl = 0;
             for (size_t v = 0; v < logp.size(); ++v) kl += std::exp(ref_logp[v]) * (ref_logp[v] - logp[v]);
             run.loss.push_back(-logp[size_t(next)]);

@@ -16,7 +16,7 @@ template <typename F> void for_each_head(const std::shared_ptr<const Model>& mod
     so.record = true;
     Session session(model, so);
     session.set_prompt(prompt);
-    session.prefill_step();
+    session.step(Phase::Prefill);
     const ModelConfig& c = model->config();
     for (int64_t il = 0; il < c.n_layer; ++il)
         for (int64_t h = 0; h < c.n_head; ++h) fn(il * c.n_head + h, attention_map(session.trace(), 0, il, h));

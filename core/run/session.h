@@ -2,9 +2,12 @@
 // A generation you can step: prefill the prompt chunk by chunk, decode one token at a time, step back,
 // reset. Owns the KV cache, the sampler and the trace of one sequence; every step appends one immutable
 // StepRecord. The CLI and the window drive the engine through this class and SessionGroup
-// (session_group.h), which owns one Session per sequence.
+// (session_group.h), which owns one Session per sequence. Its parts have their own headers: the turns
+// (turn_log.h), the pending cache edits (edit_log.h), the eviction hook (eviction_step.h); stepping
+// several at once is session_batch.h.
 //
-//   Session(model, options)     validate options; nothing runs yet
+//   Session(model, options, setup)  validate options; nothing runs yet. setup.pool: draw paged blocks
+//                               from a pool other sessions share, as sequence setup.sequence of its events
 //   set_prompt(ids)             validate (non-empty, ids in vocab, prompt + max_new_tokens <= n_positions);
 //                               sizes the cache and workspace once, clears the trace
 //   set_source(ids)             encoder-decoder models, before set_prompt: the encoder's input. The
@@ -12,7 +15,7 @@
 //                               empty); the first prefill step runs the encoder and fills the
 //                               cross-attention cache, which stays fixed (an uncached step reruns it)
 //   next()                      Prefill | Decode | Done
-//   step()                      run what next() says; prefill_step() / decode_step() insist on a phase.
+//   step(phase)                 run what next() says; with a phase, insist on it (UsageError otherwise).
 //                               A step whose rows or logits hold a NaN or infinity (weights or config
 //                               values that overflow float32) throws LoadError naming the step and the
 //                               layer where it appeared; no token is sampled and the session is as before
@@ -26,11 +29,9 @@
 //                               grows as needed (ring: more slots; own pool: more blocks; a shared pool
 //                               must have them free, else UsageError; with a window each step checks).
 //                               With the cache off, a turn's first step recomputes the whole conversation.
-//                               On an empty session: set_prompt(ids) with N. prompt() then holds every
-//                               position before the new reply, generated() only the new reply; turns()
-//                               lists where each turn starts
-//   turns()                     one Turn (trace.h) per set_prompt / append_turn, oldest first
-//   stopped_by_token()          generation ended at one of options().stop_tokens (else at max new tokens)
+//                               On an empty session: set_prompt(ids) with N. parts().prompt then holds
+//                               every position before the new reply, parts().generated only the new
+//                               reply; parts().turns lists where each turn starts
 //   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace);
 //                               right after append_turn, undo the append: the previous turn's prompt,
 //                               reply and max new tokens come back (a grown cache stays grown)
@@ -38,29 +39,29 @@
 //                               the first turn's prompt and max new tokens kept (what "start the
 //                               conversation over" means; the turns' tokens are gone with them)
 //   set_use_cache(on)           from the next step on: off = recompute every position from scratch
-//   step_batch(sessions, ws)    one step for several sessions at once (shared weight reads); each
-//                               session's results equal its solo run bit for bit. With share_prefix,
-//                               the first session still prefilling runs before the others, which then
-//                               map the blocks it filled
-//   use_pool(pool, seq)         before set_prompt: draw paged blocks from a pool other sessions share,
-//                               as sequence `seq` of its events (session_group.h builds such batches)
 //   use_prompt_cache(pc)        the first prefill step loads the prompt's leading positions from a
 //                               prompt cache file (prompt_cache.h) instead of computing them;
-//                               prompt_cache() returns it (null: none)
-//   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
+//                               parts().prompt_cache holds it (null: none)
 //   apply_edit(edit)            between steps: evict / restore / patch one position (cache_edit.h) and
 //                               measure the next prediction before and after; throws UsageError with one
 //                               line and changes nothing when the edit is invalid. The edit joins the
 //                               next step's record (StepRecord::edits); step_back undoes the newest edit
 //                               first, exactly, and undoing a step brings its edits back as pending
-//   pending_edits()             the edits applied since the last step, oldest first
+//   model() / options() / cache() / trace()   what it runs, how, its KV cache, its steps (empty when !history)
+//   parts()                     everything else it holds, read-only (SessionParts below): the tokens,
+//                               the encoder output, the last logits, the turns, the pending edits
+//                               (parts().edits.pending()), the eviction hook, the prompt cache
+// Free functions, reading only what the class shows:
+//   latest(s)                   the newest step's record, or null
+//   stopped_by_token(s)         generation ended at one of options().stop_tokens (else at max new tokens)
+//   pool_blocks_for(n, B)       blocks one sequence of n positions needs on its own
 //   kv_rows_of_run(...)         (L, 2, K, D) K then V of one position after a fresh run of `tokens`: the
 //                               rows a Patch edit writes
 //
 // Teacher forcing (options.forced_tokens): prompt = a text's first token, max_new_tokens = the rest, and
 // each decode step feeds the text's next token, so the cache (window, sinks, quantization) behaves
 // exactly as in generation while every step's logits predict the text (cache_lab.h measures with it).
-//   policy()                    the eviction policy (options().eviction): after every step it may evict
+//   parts().eviction.policy()   the eviction policy (options().eviction): after every step it may evict
 //                               keys per (layer, K/V head); the record lists them, step_back restores them
 #include <cstdint>
 #include <memory>
@@ -73,10 +74,13 @@
 #include "cache/kv_cache.h"
 #include "cache/kv_quant.h"
 #include "forward/model.h"
+#include "run/edit_log.h"
 #include "run/eviction.h"
+#include "run/eviction_step.h"
 #include "run/prompt_cache.h"
 #include "run/sampler.h"
 #include "run/trace.h"
+#include "run/turn_log.h"
 
 namespace kvscope {
 
@@ -108,59 +112,53 @@ class Model;
 std::vector<float> kv_rows_of_run(std::shared_ptr<const Model> model, SessionOptions options,
                                   std::vector<TokenId> tokens, int64_t position);
 
+// What a session holds besides its cache and trace, read-only to callers (Session::parts()).
+struct SessionParts {
+    std::shared_ptr<const Model> model;
+    std::vector<TokenId> prompt;        // every position before the newest reply (a chat: all turns so far)
+    std::vector<TokenId> generated;     // the newest reply
+    int64_t n_prompt_done = 0;          // prompt tokens already in the cache
+    std::vector<TokenId> source;        // encoder input (encoder-decoder models)
+    std::shared_ptr<const EncoderOutput> encoder;  // its output and the cross-attention cache; null until it ran
+    std::vector<float> logits;          // (V) of the newest prediction
+    TurnLog turns;                      // one Turn (trace.h) per set_prompt / append_turn, oldest first
+    EditLog edits;                      // the edits applied since the last step, oldest first
+    EvictionStep eviction;              // options().eviction: eviction.policy() after every step
+    std::shared_ptr<const PromptCache> prompt_cache;  // null: none
+    StepRecord latest;                  // !history: the newest step's record, refilled in place
+};
+
+struct SessionSetup {                   // how a session shares with others, fixed at construction
+    std::shared_ptr<BlockPool> pool;    // paged blocks drawn from a pool other sessions share; null: its own
+    int32_t sequence = -1;              // this session's number in that pool's events
+};
+
 class Session {
 public:
     enum class Next { Prefill, Decode, Done };
 
-    Session(std::shared_ptr<const Model> model, SessionOptions options);
+    Session(std::shared_ptr<const Model> model, SessionOptions options, SessionSetup setup = {});
 
-    void set_prompt(std::vector<TokenId> prompt);
     void set_source(std::vector<TokenId> source);
-    const std::vector<TokenId>& source() const { return source_; }
-    const EncoderOutput* encoder() const { return encoder_.get(); }  // null until the encoder ran
+    void set_prompt(std::vector<TokenId> prompt);
+    void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
+    void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { parts_.prompt_cache = std::move(pc); }
+    void set_use_cache(bool on) { options_.use_cache = on; }
     Next next() const;
-    const StepRecord& step();
-    const StepRecord& prefill_step();
-    const StepRecord& decode_step();
+    const StepRecord& step(std::optional<Phase> phase = std::nullopt);
     bool step_back();            // false when there is nothing to undo
     void reset();
-    void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
-    const std::vector<Turn>& turns() const { return turns_; }
-    bool stopped_by_token() const;
-    void set_use_cache(bool on) { options_.use_cache = on; }
-    void use_pool(std::shared_ptr<BlockPool> pool, int32_t sequence = -1) {
-        shared_pool_ = std::move(pool);
-        sequence_ = sequence;
-    }
-    void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { prompt_cache_ = std::move(pc); }
-    const std::shared_ptr<const PromptCache>& prompt_cache() const { return prompt_cache_; }
-    static int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);
+    const CacheEditRecord& apply_edit(CacheEdit edit);
 
-    const Model& model() const { return *model_; }
-    std::shared_ptr<const Model> share_model() const { return model_; }
+    const Model& model() const { return *parts_.model; }
     const SessionOptions& options() const { return options_; }
-    const std::vector<TokenId>& prompt() const { return prompt_; }
-    const std::vector<TokenId>& generated() const { return generated_; }
-    int64_t n_prompt_done() const { return n_prompt_done_; }   // prompt tokens already in the cache
     const KvCache& cache() const { return cache_; }
     const Trace& trace() const { return trace_; }                  // empty when !history
-    const StepRecord* latest() const;                               // newest step's record, or null
-    const std::vector<float>& last_logits() const { return logits_; }  // (V) of the newest prediction
-    const EvictionPolicy& policy() const { return policy_; }
-    const CacheEditRecord& apply_edit(CacheEdit edit);
-    const std::vector<CacheEditRecord>& pending_edits() const { return pending_edits_; }
-
-    static void step_batch(std::span<Session* const> sessions, Workspace& ws);
-    static Workspace make_batch_workspace(std::span<Session* const> sessions);
+    const SessionParts& parts() const { return parts_; }
 
 private:
-    struct EditUndo {            // what one edit changed, to put it back
-        std::vector<int32_t> entries;        // (n, 2) layer, K/V head changed
-        std::vector<float> rows;             // Patch: (n, 2, D) the rows before
-        std::vector<uint8_t> flags;          // Patch: (n) the evicted flags before
-        std::vector<float> logits_before;    // (V) the next step's logits before any pending edit
-        size_t n_turns = 0;                  // turns_.size() when applied (step_back order beside append_turn)
-    };
+    friend void step_batch(std::span<Session* const> sessions, Workspace& ws);
+    friend Workspace make_batch_workspace(std::span<Session* const> sessions);
     struct Undo {
         KvCacheCheckpoint cache;
         uint64_t rng_state = 0;
@@ -168,14 +166,12 @@ private:
         int64_t n_prompt_done = 0;
         std::vector<float> logits;
         std::shared_ptr<const EncoderOutput> encoder;
-        std::vector<EvictionEvent> evictions;  // what the step evicted after it attended
-        EvictionPolicy::Saved policy;          // the policy's state before the step
-        std::vector<CacheEditRecord> edits;    // the edits pending before the step, with how to undo them
-        std::vector<EditUndo> edit_undo;
+        EvictionStep::Saved eviction;          // the policy's state before the step, what the step evicted
+        EditLog edits;                         // the edits pending before the step, with how to undo them
     };
     struct Pending {             // a step between prepare() and finish()
         Phase phase = Phase::Prefill;
-        std::span<const TokenId> tokens;  // into prompt_ or generated_: adopted then computed tokens
+        std::span<const TokenId> tokens;  // into parts_.prompt or .generated: adopted then computed tokens
         int64_t n_adopted = 0;            // leading tokens whose K/V were mapped or loaded, not computed
         StepCost::Source adopted_from = StepCost::Source::None;
         std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
@@ -202,43 +198,25 @@ private:
     std::vector<TokenId> all_tokens() const;  // prompt then generated, in position order
     int64_t chunk_capacity(int64_t n_total, int64_t chunk) const;  // ring slots a window and chunk need
     void fit_turn(int64_t n_total, int64_t chunk);  // grow cache, pool and workspace for a new turn
-    struct TurnUndo {            // what append_turn changed, for step_back
-        size_t n_undo = 0;       // undo_.size() when the turn was appended: step_back reaches it there
-        size_t n_prompt = 0;
-        std::vector<TokenId> generated;
-        int64_t n_prompt_done = 0;
-        int64_t max_new_tokens = 0;
-    };
-    std::vector<Turn> turns_;
-    std::vector<TurnUndo> turn_undo_;  // (turns_.size() - 1) when history is on
 
-    std::shared_ptr<const Model> model_;
     SessionOptions options_;
-    std::vector<TokenId> prompt_;
-    std::vector<TokenId> generated_;
-    int64_t n_prompt_done_ = 0;
+    SessionParts parts_;
     KvCache cache_;
-    std::shared_ptr<BlockPool> shared_pool_;  // null: a paged session makes its own
-    int32_t sequence_ = -1;                   // this session's number in the shared pool's events
-    std::shared_ptr<const PromptCache> prompt_cache_;
-    std::vector<TokenId> source_;                    // encoder input (encoder-decoder models)
-    std::shared_ptr<const EncoderOutput> encoder_;   // its output and the cross-attention cache
+    SessionSetup setup_;
     void run_encoder(Pending& p);
     Workspace workspace_;
     Sampler sampler_;
     Trace trace_;
-    StepRecord latest_;          // the record of the newest step when !history
     std::vector<Undo> undo_;
-    std::vector<float> logits_;  // (V)
-    EvictionPolicy policy_;
-    std::vector<float> queries_; // (L, T, H*D) the step's queries, for the policy
     void evict_after(Pending& p);  // after the forward pass: the policy observes, decides, the cache evicts
     // The window and sinks the cache applies: options().window / sinks, or window+sinks's (eviction.h)
     int64_t window_ = 0, sinks_ = 0;
-    std::vector<CacheEditRecord> pending_edits_;  // applied since the last step
-    std::vector<EditUndo> pending_edit_undo_;     // one per pending edit
     void next_step_logits(std::vector<float>& out);  // (V) the next step's logits, the cache left as it was
-    void undo_edit();            // the newest pending edit
 };
+
+// Readings of a session's state that need no access of their own.
+const StepRecord* latest(const Session& s);  // the newest step's record, or null (trace().back() with history)
+bool stopped_by_token(const Session& s);     // generation ended at one of options().stop_tokens
+int64_t pool_blocks_for(int64_t n_positions, int64_t block_size);  // blocks one sequence of n needs on its own
 
 }  // namespace kvscope

@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "io/atomic_file.h"
 #include "run/options.h"
+#include "run/session_batch.h"
 
 namespace kvscope {
 
@@ -19,12 +20,12 @@ SessionGroup::SessionGroup(std::shared_ptr<const Model> model, SessionOptions op
     sessions_ = make_sessions();
 }
 
-std::vector<std::unique_ptr<Session>> SessionGroup::make_sessions() const {
+std::vector<std::unique_ptr<Session>> SessionGroup::make_sessions(const std::shared_ptr<BlockPool>& pool) const {
     std::vector<std::unique_ptr<Session>> made;
     for (int64_t i = 0; i < group_.n_seq; ++i) {
         SessionOptions o = options_;
         o.sampling.seed = options_.sampling.seed + uint64_t(i);
-        made.push_back(std::make_unique<Session>(model_, o));
+        made.push_back(std::make_unique<Session>(model_, o, SessionSetup{pool, int32_t(i)}));
     }
     return made;
 }
@@ -46,14 +47,13 @@ void SessionGroup::set_prompts(std::vector<std::vector<TokenId>> prompts, std::v
         const int64_t start = c.encoder_decoder ? 1 : 0;  // the decoder start token set_prompt adds
         int64_t n_blocks = 0;
         for (const auto& p : prompts)
-            n_blocks += Session::pool_blocks_for(int64_t(p.size()) + start + options_.max_new_tokens, options_.block_size) + 1;
+            n_blocks += pool_blocks_for(int64_t(p.size()) + start + options_.max_new_tokens, options_.block_size) + 1;
         pool = std::make_shared<BlockPool>(c.n_layer, c.kv_heads(), c.head_dim(), options_.block_size, n_blocks,
                                            model_->weights().bf16);
         pool->log_events(group_.pool_views);
     }
-    std::vector<std::unique_ptr<Session>> made = make_sessions();
+    std::vector<std::unique_ptr<Session>> made = make_sessions(pool);
     for (size_t i = 0; i < made.size(); ++i) {
-        if (pool) made[i]->use_pool(pool, int32_t(i));
         if (c.encoder_decoder) made[i]->set_source(source);
         made[i]->set_prompt(std::move(prompts[i]));
     }
@@ -62,7 +62,7 @@ void SessionGroup::set_prompts(std::vector<std::vector<TokenId>> prompts, std::v
     pool_ = std::move(pool);
     std::vector<Session*> all;
     for (auto& s : sessions_) all.push_back(s.get());
-    batch_ws_ = all.size() > 1 ? Session::make_batch_workspace(all) : Workspace();
+    batch_ws_ = all.size() > 1 ? make_batch_workspace(all) : Workspace();
     adopted_.clear();
     views_.clear();
     if (pool_) pool_->take_events();  // the mapping of empty tables: nothing happened yet
@@ -103,19 +103,19 @@ void SessionGroup::step() {
     if (next() == Session::Next::Done)
         throw UsageError(has_prompts() ? "generation is finished: step back or reset" : "no prompt is set");
     std::vector<int64_t> done_before;  // (N) prompt + generated tokens before the step: who moves
-    for (const auto& s : sessions_) done_before.push_back(s->n_prompt_done() + int64_t(s->generated().size()));
+    for (const auto& s : sessions_) done_before.push_back(s->parts().n_prompt_done + int64_t(s->parts().generated.size()));
     if (sessions_.size() == 1) {
         sessions_[0]->step();
     } else {
         std::vector<Session*> all;
         for (auto& s : sessions_) all.push_back(s.get());
-        Session::step_batch(all, batch_ws_);
+        step_batch(all, batch_ws_);
     }
     std::vector<Adopted> adopted(sessions_.size());
     for (size_t i = 0; i < sessions_.size(); ++i) {
         const Session& s = *sessions_[i];
-        if (s.n_prompt_done() + int64_t(s.generated().size()) == done_before[i] || !s.latest()) continue;
-        const StepRecord& r = *s.latest();
+        if (s.parts().n_prompt_done + int64_t(s.parts().generated.size()) == done_before[i] || !latest(s)) continue;
+        const StepRecord& r = *latest(s);
         if (r.cost.adopted_from == StepCost::Source::SharedPrefix) adopted[i].shared = r.cost.n_adopted;
         if (r.cost.adopted_from == StepCost::Source::PromptCache) adopted[i].file = r.cost.n_adopted;
     }
@@ -130,7 +130,7 @@ void SessionGroup::decide_prompt_cache_file() {
     file_->decided = true;
     for (const auto& step : adopted_) file_->loaded_positions += step[0].file;
     using Left = PromptCacheFileState::Left;
-    const std::vector<TokenId>& prompt = s.prompt();
+    const std::vector<TokenId>& prompt = s.parts().prompt;
     if (loaded_ && loaded_->tokens.size() >= prompt.size() &&
         std::equal(prompt.begin(), prompt.end(), loaded_->tokens.begin())) {
         file_->left = loaded_->tokens.size() == prompt.size() ? Left::HoldsPrompt : Left::HoldsLonger;
@@ -140,9 +140,9 @@ void SessionGroup::decide_prompt_cache_file() {
         file_->left = Left::ReadOnly;
         return;
     }
-    write_prompt_cache(file_->path, *fingerprint_, s.prompt(), s.cache());
+    write_prompt_cache(file_->path, *fingerprint_, s.parts().prompt, s.cache());
     file_->written = true;
-    file_->written_positions = int64_t(s.prompt().size());
+    file_->written_positions = int64_t(s.parts().prompt.size());
 }
 
 void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role) {
@@ -160,9 +160,9 @@ bool SessionGroup::step_back() {
     if (sessions_.size() == 1) {
         // A turn appended after the last step is taken back first; it ran no group step.
         const Session& s = *sessions_[0];
-        const int64_t last_turn = int64_t(s.turns().size()) - 1;
+        const int64_t last_turn = int64_t(s.parts().turns.size()) - 1;
         if (last_turn > 0 && (s.trace().empty() || s.trace().back().id.turn < last_turn)) return sessions_[0]->step_back();
-        if (!s.pending_edits().empty()) return sessions_[0]->step_back();  // an edit after the last step
+        if (!s.parts().edits.pending().empty()) return sessions_[0]->step_back();  // an edit after the last step
     }
     // A group step stepped every sequence not yet done, so exactly those whose trace holds the most steps
     // ran in the last one; undo them newest sequence first.

@@ -12,7 +12,7 @@
 //                                 nothing when a prompt does not fit. Then opens the prompt cache file:
 //                                 a refused one throws LoadError, and the group runs without it
 //   next()                        Prefill if any sequence prefills, else Decode if any decodes, else Done
-//   step()                        one step of every sequence not done (Session::step_batch for N > 1);
+//   step()                        one step of every sequence not done (step_batch for N > 1);
 //                                 after the prefill, (re)writes the prompt cache file
 //   append_turn(ids, N, role)     one sequence only: Session::append_turn (a chat's next turn); UsageError
 //                                 for a batch
@@ -109,7 +109,7 @@ public:
     std::shared_ptr<const Model> share_model() const { return model_; }
     const SessionOptions& options() const { return options_; }   // sequence 0's seed; i uses seed + i
     const GroupOptions& group_options() const { return group_; }
-    bool has_prompts() const { return !sessions_[0]->prompt().empty(); }
+    bool has_prompts() const { return !sessions_[0]->parts().prompt.empty(); }
     int64_t n_steps() const { return int64_t(adopted_.size()); }  // group steps run and not undone
 
     const BlockPool* pool() const { return pool_.get(); }
@@ -119,7 +119,7 @@ public:
 
 private:
     struct Adopted { int64_t shared = 0, file = 0; };  // positions a sequence mapped or loaded in one step
-    std::vector<std::unique_ptr<Session>> make_sessions() const;
+    std::vector<std::unique_ptr<Session>> make_sessions(const std::shared_ptr<BlockPool>& pool = nullptr) const;
     void open_prompt_cache_file();
     void decide_prompt_cache_file();
     void record_view();
