@@ -69,8 +69,8 @@ TEST_CASE("a bf16 KV cache holds half the bytes; its logits stay near the float3
     const FixtureModel fm = write_fixture(work_dir("bf16") / "kv", spec);
     auto f32 = Model::load(fm.dir.string(), WeightFormat::F32);
     auto bf16 = Model::load(fm.dir.string(), WeightFormat::BF16);
-    CHECK(bf16->make_cache(10, 0).bf16());
-    CHECK(bf16->make_cache(10, 0).bytes_capacity() * 2 == f32->make_cache(10, 0).bytes_capacity());
+    CHECK(bf16->make_cache(10, 0).format().bf16());
+    CHECK(bf16->make_cache(10, 0).view().bytes_capacity * 2 == f32->make_cache(10, 0).view().bytes_capacity);
     const std::vector<TokenId> prompt = random_tokens(3, 9, spec.config.n_vocab);
     const std::vector<float> a = logits_of(f32, prompt, 6), b = logits_of(bf16, prompt, 6);
     REQUIRE(a.size() == b.size());

@@ -65,16 +65,17 @@ std::vector<float> bits_of_view(const KvCacheView& v) {  // the view's numbers, 
 // Every live K and V row of the cache, (positions, L, K, 2, D).
 std::vector<float> cache_rows(const Session& s) {
     const KvCache& c = s.cache();
-    std::vector<float> out, row(size_t(c.head_dim()));
+    std::vector<float> out, row(size_t(c.shape().head_dim));
     for (int64_t p = 0; p < c.next_position(); ++p) {
         if (!c.alive(p)) continue;
-        for (int64_t il = 0; il < c.n_layer(); ++il)
-            for (int64_t h = 0; h < c.n_head(); ++h) {
-                c.copy_key(il, h, p, row.data());
+        for (int64_t il = 0; il < c.shape().n_layer; ++il)
+            for (int64_t h = 0; h < c.shape().n_head; ++h) {
+                const KvRows r = c.rows(il, h);
+                r.copy_key(p, row.data());
                 out.insert(out.end(), row.begin(), row.end());
-                c.copy_value(il, h, p, row.data());
+                r.copy_value(p, row.data());
                 out.insert(out.end(), row.begin(), row.end());
-                out.push_back(c.evicted(il, h, p) ? 1.0f : 0.0f);
+                out.push_back(r.evicted(p) ? 1.0f : 0.0f);
             }
     }
     return out;

@@ -246,11 +246,11 @@ TEST_CASE("step_back undoes a turn's first step, then the append itself, exactly
     // the ring wraps, then sinks + (p - sinks) mod (S - sinks) (kv_cache.h), with the grown S.
     auto slots_consistent = [&] {
         const KvCache& c = s.cache();
-        const int64_t S = c.capacity(), k = c.sinks();
+        const int64_t S = c.capacity(), k = c.visibility().sinks;
         for (int64_t slot = 0; slot < S; ++slot) {
-            const int64_t p = c.slot_position(slot);
+            const int64_t p = c.slot_positions()[size_t(slot)];
             if (p < 0) continue;
-            const int64_t expected = c.paged() || p < S ? p : k + (p - k) % (S - k);
+            const int64_t expected = c.pages().active() || p < S ? p : k + (p - k) % (S - k);
             INFO("slot " << slot << " says position " << p);
             REQUIRE(slot == expected);
         }
@@ -368,10 +368,10 @@ TEST_CASE("a turn that does not fit is refused in one line, before anything chan
         Session own(model, paged);
         own.set_prompt(kTurns[0]);
         run_turn(own);
-        const int64_t blocks = own.cache().pool()->n_blocks();
+        const int64_t blocks = own.cache().pages().pool()->n_blocks();
         CHECK(blocks == pool_blocks_for(7, 4));
         own.append_turn(std::vector<TokenId>(20, 5), 3);
-        CHECK(own.cache().pool()->n_blocks() == pool_blocks_for(7 + 20 + 3, 4));
+        CHECK(own.cache().pages().pool()->n_blocks() == pool_blocks_for(7 + 20 + 3, 4));
         run_turn(own);
 
         const ModelConfig& c = model->config();

@@ -41,8 +41,8 @@ KvCache filled() {
 
 std::vector<float> rows_of(const KvCache& c, int64_t il, int64_t h, int64_t p) {  // (2, D) K then V
     std::vector<float> out(2 * D);
-    c.copy_key(il, h, p, out.data());
-    c.copy_value(il, h, p, out.data() + D);
+    c.rows(il, h).copy_key(p, out.data());
+    c.rows(il, h).copy_value(p, out.data() + D);
     return out;
 }
 
@@ -56,7 +56,7 @@ std::vector<float> tags(int64_t il, int64_t h, int64_t p) {
 std::vector<int> flags_of(const KvCache& c, int64_t p) {  // (L, K) evicted flags of position p
     std::vector<int> out;
     for (int64_t il = 0; il < L; ++il)
-        for (int64_t h = 0; h < K; ++h) out.push_back(c.evicted(il, h, p) ? 1 : 0);
+        for (int64_t h = 0; h < K; ++h) out.push_back(c.rows(il, h).evicted(p) ? 1 : 0);
     return out;
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("an edit changes the (layer, head) pairs it names that it can change",
     CHECK(EditLog::changes(c, all, L, K) == std::vector<int32_t>{0, 0, 0, 1, 1, 0, 1, 1});
     CacheEdit one_layer{CacheEditKind::Evict, 2, 1, -1, {}, {}};
     CHECK(EditLog::changes(c, one_layer, L, K) == std::vector<int32_t>{1, 0, 1, 1});
-    c.evict(1, 0, 2);  // already evicted: nothing to do there
+    c.set_evicted(1, 0, 2, true);  // already evicted: nothing to do there
     CHECK(EditLog::changes(c, all, L, K) == std::vector<int32_t>{0, 0, 0, 1, 1, 1});
     CacheEdit restore{CacheEditKind::Restore, 2, -1, -1, {}, {}};
     CHECK(EditLog::changes(c, restore, L, K) == std::vector<int32_t>{1, 0});
@@ -98,7 +98,7 @@ TEST_CASE("edits apply in order and undo newest first, exactly", "[edit_log]") {
     log.apply(c, restore, undo_for(c, restore));
     log.record(record_of(restore));
     CHECK(flags_of(c, 1) == std::vector<int>{1, 0, 1, 1});
-    c.evict(1, 1, 2);  // a flag the patch must keep
+    c.set_evicted(1, 1, 2, true);  // a flag the patch must keep
     CacheEdit patch{CacheEditKind::Patch, 2, 1, -1, std::vector<float>(size_t(L * 2 * K * D)), {}};
     for (size_t i = 0; i < patch.rows.size(); ++i) patch.rows[i] = -float(i) - 1;  // (L, 2, K, D)
     log.apply(c, patch, undo_for(c, patch, 2));
@@ -144,5 +144,5 @@ TEST_CASE("the logits before the edits are the first edit's", "[edit_log]") {
     log.clear();
     CHECK(log.empty());
     CHECK(log.pending().empty());
-    CHECK(c.evicted(0, 0, 0));  // clear() forgets the log; the cache keeps what the edits did (the step took them)
+    CHECK(c.rows(0, 0).evicted(0));  // clear() forgets the log; the cache keeps what the edits did (the step took them)
 }

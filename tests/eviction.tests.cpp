@@ -79,7 +79,7 @@ void replay(const HistoryCase& c, const std::vector<float>& W, std::vector<std::
                 for (int64_t kv = 0; kv < c.K; ++kv) {
                     for (int64_t g = 0; g < c.G; ++g)
                         for (int64_t p = 0; p <= q; ++p)
-                            w[size_t(g * (q + 1) + p)] = cache.evicted(il, kv, p)
+                            w[size_t(g * (q + 1) + p)] = cache.rows(il, kv).evicted(p)
                                                              ? 0.0f
                                                              : W[size_t((((q * c.L + il) * c.K + kv) * c.G + g) * c.N + p)];
                     policy.observe(il, kv, w.data(), q + 1, keys);
@@ -87,7 +87,7 @@ void replay(const HistoryCase& c, const std::vector<float>& W, std::vector<std::
         }
         policy.decide(cache, b >= c.P, out);
         for (const EvictionEvent& e : out) {
-            REQUIRE(cache.evict(e.layer, e.kv_head, e.position));
+            REQUIRE(cache.set_evicted(e.layer, e.kv_head, e.position, true));
             std::ostringstream line;
             line << step << " " << e.layer << " " << e.kv_head << " " << e.position << " " << std::setprecision(9) << e.score;
             events.push_back(line.str());
@@ -98,7 +98,7 @@ void replay(const HistoryCase& c, const std::vector<float>& W, std::vector<std::
                 line << step << " " << il << " " << kv << " ";
                 bool first = true;
                 for (int64_t p = 0; p < cache.next_position(); ++p)
-                    if (!cache.evicted(il, kv, p)) line << (first ? "" : " ") << p, first = false;
+                    if (!cache.rows(il, kv).evicted(p)) line << (first ? "" : " ") << p, first = false;
                 kept.push_back(line.str());
             }
         a = b;
@@ -351,7 +351,7 @@ TEST_CASE("h2o, snapkv and pyramid evict down to the budget, per K/V head, and v
                     std::vector<int64_t> listed, flagged;
                     for (const EvictionEvent& e : evicted_after(s.trace(), s.trace().size() - 1, il, kv)) listed.push_back(e.position);
                     for (int64_t p = 0; p < s.cache().next_position(); ++p)
-                        if (s.cache().evicted(il, kv, p)) flagged.push_back(p);
+                        if (s.cache().rows(il, kv).evicted(p)) flagged.push_back(p);
                     CHECK(listed == flagged);
                 }
             // every evicted key of every step shows as masked, with weight 0, in the views of later steps
@@ -396,7 +396,7 @@ TEST_CASE("step_back undoes a step's evictions exactly: run, step back, rerun is
             for (int back : {1, 5, int(want.records.size())}) {
                 INFO("back " << back);
                 for (int i = 0; i < back; ++i) REQUIRE(s.step_back());
-                if (back == int(want.records.size())) CHECK(!s.cache().has_evictions());
+                if (back == int(want.records.size())) CHECK(!s.cache().eviction().any());
                 while (s.next() != Session::Next::Done) s.step();
                 const Run got = collect(s);
                 require_identical(got, want);
@@ -424,29 +424,29 @@ TEST_CASE("evicted flags: a reused ring slot clears them, checkpoint/restore put
         c.advance(n);
     };
     feed(5);
-    CHECK(!c.evict(0, 0, 7));  // not alive
-    CHECK(c.evict(1, 1, 4));
-    CHECK(!c.evict(1, 1, 4));   // once
-    CHECK(c.evict(0, 1, 0));
-    CHECK(c.n_evicted() == 2);
+    CHECK(!c.set_evicted(0, 0, 7, true));  // not alive
+    CHECK(c.set_evicted(1, 1, 4, true));
+    CHECK(!c.set_evicted(1, 1, 4, true));   // once
+    CHECK(c.set_evicted(0, 1, 0, true));
+    CHECK(c.eviction().count() == 2);
     KvCacheCheckpoint cp = c.checkpoint(1);
     feed(1);                    // position 5 takes slot 1 (ring over slots 1..4): nothing of 4 or 0 is touched
-    CHECK(c.evicted(1, 1, 4));
+    CHECK(c.rows(1, 1).evicted(4));
     KvCacheCheckpoint cp2 = c.checkpoint(4);
     feed(4);                    // positions 6..9 take slots 2, 3, 4, 1: position 4's flag goes with slot 4
-    CHECK(!c.evicted(1, 1, 8));
-    CHECK(c.n_evicted() == 1);
+    CHECK(!c.rows(1, 1).evicted(8));
+    CHECK(c.eviction().count() == 1);
     c.restore(cp2);
-    CHECK(c.evicted(1, 1, 4));
-    CHECK(c.n_evicted() == 2);
+    CHECK(c.rows(1, 1).evicted(4));
+    CHECK(c.eviction().count() == 2);
     c.restore(cp);
-    CHECK(c.unevict(1, 1, 4));
-    CHECK(c.n_evicted() == 1);
+    CHECK(c.set_evicted(1, 1, 4, false));
+    CHECK(c.eviction().count() == 1);
     c.grow(9);                  // flags follow their positions into the larger ring
-    CHECK(c.evicted(0, 1, 0));
-    CHECK(c.n_evicted() == 1);
+    CHECK(c.rows(0, 1).evicted(0));
+    CHECK(c.eviction().count() == 1);
     c.reset();
-    CHECK(!c.has_evictions());
+    CHECK(!c.eviction().any());
 }
 
 TEST_CASE("bad eviction input: one UsageError each, nothing changed", "[eviction]") {
@@ -522,7 +522,7 @@ TEST_CASE("paged cache: a block evicted in every layer and head leaves the table
                 const int64_t mapped =
                     std::count_if(rec.cache.block_table.begin(), rec.cache.block_table.end(), [](int32_t b) { return b >= 0; });
                 REQUIRE(mapped == expect_mapped);
-                CHECK(rec.cache.bytes_used == mapped * s.cache().pool()->bytes_per_block());
+                CHECK(rec.cache.bytes_used == mapped * s.cache().pages().pool()->bytes_per_block());
                 // without history nothing else holds a returned block: the pool has it back
                 if (!history) CHECK(rec.cache.pool_free == rec.cache.pool_blocks - mapped);
             }
@@ -532,7 +532,7 @@ TEST_CASE("paged cache: a block evicted in every layer and head leaves the table
             const Run got = collect(s);
             const size_t n = got.records.size();
             for (size_t i = 1; i < n; ++i) REQUIRE(s.step_back());
-            CHECK(s.cache().block_table() == got.records[0]->cache.block_table);
+            CHECK(s.cache().pages().table() == got.records[0]->cache.block_table);
             while (s.next() != Session::Next::Done) s.step();
             require_identical(collect(s), got);
             for (size_t i = 0; i < n; ++i) {

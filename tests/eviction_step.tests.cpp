@@ -35,7 +35,7 @@ std::vector<std::string> named(const std::vector<EvictionEvent>& events) {  // "
 
 std::vector<int> flags(const KvCache& c, int64_t h) {
     std::vector<int> out;
-    for (int64_t p = 0; p < c.next_position(); ++p) out.push_back(c.evicted(0, h, p) ? 1 : 0);
+    for (int64_t p = 0; p < c.next_position(); ++p) out.push_back(c.rows(0, h).evicted(p) ? 1 : 0);
     return out;
 }
 

@@ -1,6 +1,7 @@
-// KvCache: the ring (position p in slot p % S), the window's visibility rule, fits(), checkpoint/restore
-// and the byte counts. Expectations come from a plain simulation written here: an array of S slots that
-// records which position was written last into each, and the rule "a query at q sees q-W+1 .. q".
+// KvCache: the ring (position p in slot p % S), the window's visibility rule, fits(), checkpoint/restore,
+// the byte counts and the rows of one layer and head (rows()). Expectations come from a plain simulation
+// written here: an array of S slots that records which position was written last into each, and the rule
+// "a query at q sees q-W+1 .. q".
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "base/errors.h"
 #include "cache/kv_cache.h"
+#include "model/safetensors.h"  // bf16_to_f32, f32_to_bf16
 
 using namespace kvscope;
 
@@ -41,12 +43,14 @@ void write_chunk(KvCache& c, int64_t n) {
 }
 
 bool holds(const KvCache& c, int64_t p) {
-    if (c.slot_position(p % c.capacity()) != p) return false;
+    if (c.slot_positions()[size_t(p % c.capacity())] != p) return false;
     for (int64_t il = 0; il < L; ++il)
-        for (int64_t h = 0; h < H; ++h)
+        for (int64_t h = 0; h < H; ++h) {
+            const KvRows r = c.rows(il, h);
             for (int64_t d = 0; d < D; ++d)
-                if (c.key(il, h, p)[d] != tag(il, h, p, d, false) || c.value(il, h, p)[d] != tag(il, h, p, d, true))
+                if (r.key<float>(p)[d] != tag(il, h, p, d, false) || r.value<float>(p)[d] != tag(il, h, p, d, true))
                     return false;
+        }
     return true;
 }
 
@@ -60,12 +64,13 @@ struct Snapshot {
 Snapshot snapshot(const KvCache& c) {
     Snapshot s{c.next_position(), c.slot_positions(), {}};
     for (int64_t slot = 0; slot < c.capacity(); ++slot) {
-        if (c.slot_position(slot) < 0) continue;
+        if (c.slot_positions()[size_t(slot)] < 0) continue;
         for (int64_t il = 0; il < L; ++il)
             for (int64_t h = 0; h < H; ++h) {
-                const int64_t p = c.slot_position(slot);
-                s.rows.insert(s.rows.end(), c.key(il, h, p), c.key(il, h, p) + D);
-                s.rows.insert(s.rows.end(), c.value(il, h, p), c.value(il, h, p) + D);
+                const int64_t p = c.slot_positions()[size_t(slot)];
+                const KvRows r = c.rows(il, h);
+                s.rows.insert(s.rows.end(), r.key<float>(p), r.key<float>(p) + D);
+                s.rows.insert(s.rows.end(), r.value<float>(p), r.value<float>(p) + D);
             }
     }
     return s;
@@ -76,15 +81,15 @@ Snapshot snapshot(const KvCache& c) {
 TEST_CASE("a new cache is empty and its sizes are what the shape says", "[kv_cache]") {
     KvCache c(L, H, D, 7, 0);
     CHECK(c.capacity() == 7);
-    CHECK(c.window() == 0);
+    CHECK(c.visibility().window == 0);
     CHECK(c.next_position() == 0);
-    CHECK(c.write_slot() == 0);
+    CHECK(c.view().write_slot == 0);
     CHECK(c.used() == 0);
     CHECK(c.slot_positions() == std::vector<int64_t>(7, -1));
     // K and V, float32: 2 * L * H * D * 4 bytes per position.
-    CHECK(c.bytes_per_position() == 2 * L * H * D * 4);
-    CHECK(c.bytes_capacity() == 7 * 2 * L * H * D * 4);
-    CHECK(c.bytes_used() == 0);
+    CHECK(c.view().bytes_per_position == 2 * L * H * D * 4);
+    CHECK(c.view().bytes_capacity == 7 * 2 * L * H * D * 4);
+    CHECK(c.view().bytes_used == 0);
 }
 
 TEST_CASE("positions go to slot p % S and stay readable until overwritten", "[kv_cache]") {
@@ -101,26 +106,26 @@ TEST_CASE("positions go to slot p % S and stay readable until overwritten", "[kv
             break;
         }
         REQUIRE(c.fits(1));
-        CHECK(c.write_slot() == p % S);
+        CHECK(c.view().write_slot == p % S);
         write_chunk(c, 1);
         sim[size_t(p % S)] = p;
         CHECK(c.next_position() == p + 1);
-        CHECK(c.write_slot() == (p + 1) % S);
+        CHECK(c.view().write_slot == (p + 1) % S);
         CHECK(c.slot_positions() == sim);
         for (int64_t q = std::max<int64_t>(0, p + 1 - S); q <= p; ++q) CHECK(holds(c, q));
         // used(): positions the next query (at p + 1) can see that are already in the cache.
         const int64_t visible = W > 0 ? std::min(p + 1, W - 1) : p + 1;
         CHECK(c.used() == std::min(visible, S));
-        CHECK(c.bytes_used() == c.used() * c.bytes_per_position());
+        CHECK(c.view().bytes_used == c.used() * c.view().bytes_per_position);
     }
 }
 
 TEST_CASE("visible_from: a query at q sees q-W+1 .. q", "[kv_cache]") {
     KvCache none(L, H, D, 10, 0), w4(L, H, D, 10, 4), w1(L, H, D, 10, 1);
     for (int64_t q : {0, 1, 2, 3, 4, 9, 100}) {
-        CHECK(none.visible_from(q) == 0);
-        CHECK(w4.visible_from(q) == std::max<int64_t>(0, q - 3));
-        CHECK(w1.visible_from(q) == q);
+        CHECK(none.visibility().visible_from(q) == 0);
+        CHECK(w4.visibility().visible_from(q) == std::max<int64_t>(0, q - 3));
+        CHECK(w1.visibility().visible_from(q) == q);
     }
 }
 
@@ -145,9 +150,9 @@ TEST_CASE("fits(n) is true exactly when every query of the chunk still finds all
                     INFO("S " << S << ", W " << W << ", start " << start << ", n " << n);
                     CHECK(c.fits(n) == ok);
                     if (ok) {
-                        CHECK_NOTHROW(c.require_fits(n));
+                        CHECK_NOTHROW(require_fits(c, n));
                     } else {
-                        CHECK_THROWS_AS(c.require_fits(n), UsageError);
+                        CHECK_THROWS_AS(require_fits(c, n), UsageError);
                     }
                 }
 }
@@ -159,7 +164,7 @@ TEST_CASE("the chunk-size rule: a chunk of n needs W - 1 + n slots", "[kv_cache]
     CHECK(c.fits(3));         // 6..8 needs 3..8
     CHECK_FALSE(c.fits(4));   // 6..9 needs 3..9 = 7 slots
     try {
-        c.require_fits(4);
+        require_fits(c, 4);
         FAIL("expected a UsageError");
     } catch (const UsageError& e) {
         CHECK_THAT(e.what(), Catch::Matchers::Contains("7") && Catch::Matchers::Contains("6"));
@@ -189,7 +194,7 @@ TEST_CASE("checkpoint(n) and restore undo exactly what n writes did", "[kv_cache
         INFO("undo to position " << stack.back().second.next_position);
         c.restore(stack.back().first);
         REQUIRE(snapshot(c) == stack.back().second);
-        CHECK(c.write_slot() == c.next_position() % S);
+        CHECK(c.view().write_slot == c.next_position() % S);
         stack.pop_back();
     }
     CHECK(c.next_position() == 0);
@@ -217,9 +222,54 @@ TEST_CASE("reset empties the cache", "[kv_cache]") {
     c.reset();
     CHECK(c.next_position() == 0);
     CHECK(c.used() == 0);
-    CHECK(c.bytes_used() == 0);
-    CHECK(c.write_slot() == 0);
+    CHECK(c.view().bytes_used == 0);
+    CHECK(c.view().write_slot == 0);
     CHECK(c.slot_positions() == std::vector<int64_t>(5, -1));
     CHECK(c.fits(5));
     CHECK_FALSE(c.fits(6));
+}
+
+TEST_CASE("rows(il, h): the stored row, its float32 copy and the evicted flag of one layer and head", "[kv_cache]") {
+    for (const bool bf16 : {false, true}) {
+        INFO((bf16 ? "bfloat16" : "float32"));
+        KvCache c(L, H, D, 4, 0, 0, bf16);
+        write_chunk(c, 3);
+        std::vector<float> k(static_cast<size_t>(D)), v(k.size());
+        auto stored = [&](float x) { return bf16 ? bf16_to_f32(f32_to_bf16(x)) : x; };  // as the format keeps it
+        for (int64_t il = 0; il < L; ++il)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t p = 0; p < 3; ++p) {
+                    const KvRows r = c.rows(il, h);
+                    r.copy_key(p, k.data());
+                    r.copy_value(p, v.data());
+                    for (int64_t d = 0; d < D; ++d) {
+                        const float want_k = stored(tag(il, h, p, d, false)), want_v = stored(tag(il, h, p, d, true));
+                        CHECK(k[size_t(d)] == want_k);
+                        CHECK(v[size_t(d)] == want_v);
+                        CHECK((bf16 ? bf16_to_f32(r.key<uint16_t>(p)[d]) : r.key<float>(p)[d]) == want_k);
+                        CHECK((bf16 ? bf16_to_f32(r.value<uint16_t>(p)[d]) : r.value<float>(p)[d]) == want_v);
+                    }
+                    CHECK_FALSE(r.evicted(p));
+                }
+        CHECK(c.set_evicted(1, 2, 1, true));
+        CHECK(c.rows(1, 2).evicted(1));
+        CHECK(c.rows(1, 2).evicted_keys()(1));
+        CHECK_FALSE(c.rows(1, 1).evicted(1));
+        CHECK_FALSE(c.rows(1, 1).evicted_keys()(1));
+        CHECK_FALSE(c.rows(1, 2).evicted_keys()(2));
+    }
+}
+
+TEST_CASE("view(reuse) fills the vectors it is handed: a step's snapshot allocates nothing", "[kv_cache]") {
+    KvCache c(L, H, D, 6, 0);
+    write_chunk(c, 4);
+    KvCacheView v = c.view();
+    const int64_t* slots = v.slot_positions.data();
+    write_chunk(c, 1);
+    v = c.view(std::move(v));
+    CHECK(v.slot_positions.data() == slots);
+    CHECK(v.slot_positions == c.slot_positions());
+    CHECK(v.next_position == 5);
+    CHECK(v.used == 5);
+    CHECK(v.bytes_used == 5 * v.bytes_per_position);
 }

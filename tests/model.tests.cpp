@@ -250,7 +250,7 @@ TEST_CASE("forward refuses chunks that cannot run, before touching the cache", "
         tokens[5] = -1;
         CHECK_THROWS_AS(run(cache, tokens), UsageError);
         CHECK(cache.next_position() == 0);
-        CHECK(cache.slot_position(0) == -1);
+        CHECK(cache.slot_positions()[0] == -1);
     }
     SECTION("a chunk larger than the window's ring") {
         KvCache cache = model->make_cache(6, 4);  // a chunk of n needs 4 - 1 + n slots

@@ -289,7 +289,7 @@ TEST_CASE("bfloat16 caches: paged, ring and uncached runs stay bit-identical", "
         Session s(bf16, o);
         s.set_prompt(prompt);
         while (s.next() != Session::Next::Done) s.step();
-        CHECK(s.cache().bf16());
+        CHECK(s.cache().format().bf16());
         return collect(s);
     };
     const Run ring = run_bf16(0, true);

@@ -190,10 +190,11 @@ TEST_CASE("prompt cache: round trip is bit-exact and the bytes follow the docume
             for (int64_t p = 0; p < N; ++p) {
                 const size_t row = size_t(((il * H + h) * N + p) * D) * 4;
                 INFO("layer " << il << " head " << h << " position " << p);
-                REQUIRE(std::memcmp(pc.key(il, h, p), cache.key(il, h, p), size_t(D) * 4) == 0);
-                REQUIRE(std::memcmp(pc.value(il, h, p), cache.value(il, h, p), size_t(D) * 4) == 0);
-                REQUIRE(std::memcmp(b.data() + l.k + row, cache.key(il, h, p), size_t(D) * 4) == 0);
-                REQUIRE(std::memcmp(b.data() + l.v + row, cache.value(il, h, p), size_t(D) * 4) == 0);
+                const KvRows r = cache.rows(il, h);
+                REQUIRE(std::memcmp(pc.key(il, h, p), r.key<float>(p), size_t(D) * 4) == 0);
+                REQUIRE(std::memcmp(pc.value(il, h, p), r.value<float>(p), size_t(D) * 4) == 0);
+                REQUIRE(std::memcmp(b.data() + l.k + row, r.key<float>(p), size_t(D) * 4) == 0);
+                REQUIRE(std::memcmp(b.data() + l.v + row, r.value<float>(p), size_t(D) * 4) == 0);
             }
     CHECK(n_temp_files(path.parent_path()) == 0);
 }

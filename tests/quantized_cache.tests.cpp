@@ -35,14 +35,15 @@ std::vector<float> random_row(std::mt19937& rng, int64_t D) {
 // Every live position's packed K and V rows, (slot, L, H, 2, row_bytes).
 std::vector<uint8_t> packed_rows(const KvCache& c) {
     std::vector<uint8_t> out;
-    const size_t B = size_t(c.row_bytes());
+    const size_t B = size_t(c.format().row_bytes());
     for (int64_t slot = 0; slot < c.capacity(); ++slot) {
-        const int64_t p = c.slot_position(slot);
+        const int64_t p = c.slot_positions()[size_t(slot)];
         if (p < 0) continue;
-        for (int64_t il = 0; il < c.n_layer(); ++il)
-            for (int64_t h = 0; h < c.n_head(); ++h) {
-                out.insert(out.end(), c.packed_key(il, h, p), c.packed_key(il, h, p) + B);
-                out.insert(out.end(), c.packed_value(il, h, p), c.packed_value(il, h, p) + B);
+        for (int64_t il = 0; il < c.shape().n_layer; ++il)
+            for (int64_t h = 0; h < c.shape().n_head; ++h) {
+                const KvRows r = c.rows(il, h);
+                out.insert(out.end(), r.key<uint8_t>(p), r.key<uint8_t>(p) + B);
+                out.insert(out.end(), r.value<uint8_t>(p), r.value<uint8_t>(p) + B);
             }
     }
     return out;
@@ -74,9 +75,9 @@ TEST_CASE("a quantized cache stores the packed rows and reads back their dequant
     INFO(to_string(q));
     const int64_t L = 2, H = 3, D = 8, S = 6;
     KvCache c(L, H, D, S, 0, 0, false, KvQuantSpec{q});
-    REQUIRE(c.quantized());
-    CHECK(c.row_bytes() == D + 4);
-    CHECK(c.bytes_per_position() == 2 * L * H * (D + 4));
+    REQUIRE(c.format().quantized());
+    CHECK(c.format().row_bytes() == D + 4);
+    CHECK(c.view().bytes_per_position == 2 * L * H * (D + 4));
     std::mt19937 rng(3);
     for (int64_t p = 0; p < 4; ++p) {
         for (int64_t il = 0; il < L; ++il)
@@ -86,16 +87,16 @@ TEST_CASE("a quantized cache stores the packed rows and reads back their dequant
                 std::vector<uint8_t> want(size_t(D + 4));
                 std::vector<float> got(static_cast<size_t>(D)), want_k(static_cast<size_t>(D));
                 quantize_row(q, k.data(), D, want.data());
-                CHECK(std::memcmp(c.packed_key(il, h, p), want.data(), want.size()) == 0);
+                CHECK(std::memcmp(c.rows(il, h).key<uint8_t>(p), want.data(), want.size()) == 0);
                 dequantize_row(q, want.data(), D, want_k.data());
-                c.copy_key(il, h, p, got.data());
+                c.rows(il, h).copy_key(p, got.data());
                 CHECK(first_mismatch(got, want_k).empty());
                 quantize_row(q, v.data(), D, want.data());
-                CHECK(std::memcmp(c.packed_value(il, h, p), want.data(), want.size()) == 0);
+                CHECK(std::memcmp(c.rows(il, h).value<uint8_t>(p), want.data(), want.size()) == 0);
             }
         c.advance(1);
     }
-    CHECK(c.bytes_used() == c.used() * c.bytes_per_position());
+    CHECK(c.view().bytes_used == c.used() * c.view().bytes_per_position);
 }
 
 TEST_CASE("a quantized ring undoes and grows exactly, across wrap-around", "[quantized_cache]") {
@@ -103,7 +104,7 @@ TEST_CASE("a quantized ring undoes and grows exactly, across wrap-around", "[qua
     KvCache c(L, H, D, 5, W, 1, false, KvQuantSpec{KvQuant::Int8});
     std::mt19937 rng(11);
     auto step = [&](int64_t n) {
-        c.require_fits(n);
+        require_fits(c, n);
         for (int64_t p = c.next_position(); p < c.next_position() + n; ++p)
             for (int64_t il = 0; il < L; ++il)
                 for (int64_t h = 0; h < H; ++h) {
@@ -239,12 +240,12 @@ TEST_CASE("int4 KIVI: groups below the boundary are packed, the residual stays f
                         quantize_int4_values(want_v.data(), D, G, vp.data());
                         dequantize_int4_values(vp.data(), D, G, want_v.data());
                     }
-                    c.copy_key(il, h, p, got.data());
+                    c.rows(il, h).copy_key(p, got.data());
                     REQUIRE(first_mismatch(got, want_k).empty());
-                    c.copy_value(il, h, p, got.data());
+                    c.rows(il, h).copy_value(p, got.data());
                     REQUIRE(first_mismatch(got, want_v).empty());
                 }
-        CHECK(c.bytes_used() == 2 * L * H * (boundary * (D / 2 + D / G * 8) + (n - boundary) * D * 4));
+        CHECK(c.view().bytes_used == 2 * L * H * (boundary * (D / 2 + D / G * 8) + (n - boundary) * D * 4));
     };
     chunk(3);  // 3 positions: boundary 0, all float32
     check_rows();

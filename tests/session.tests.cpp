@@ -78,15 +78,17 @@ State capture(const Session& s) {
     const KvCache& c = s.cache();
     st.next_position = c.next_position();
     st.used = c.used();
-    st.write_slot = c.write_slot();
+    st.write_slot = c.view().write_slot;
     st.slot_positions = c.slot_positions();
     for (int64_t slot = 0; slot < c.capacity(); ++slot) {
-        const int64_t p = c.slot_position(slot);
+        const int64_t p = c.slot_positions()[size_t(slot)];
         if (p < 0) continue;
-        for (int64_t il = 0; il < c.n_layer(); ++il)
-            for (int64_t h = 0; h < c.n_head(); ++h) {
-                st.rows.insert(st.rows.end(), c.key(il, h, p), c.key(il, h, p) + c.head_dim());
-                st.rows.insert(st.rows.end(), c.value(il, h, p), c.value(il, h, p) + c.head_dim());
+        const KvShape& shape = c.shape();
+        for (int64_t il = 0; il < shape.n_layer; ++il)
+            for (int64_t h = 0; h < shape.n_head; ++h) {
+                const KvRows r = c.rows(il, h);
+                st.rows.insert(st.rows.end(), r.key<float>(p), r.key<float>(p) + shape.head_dim);
+                st.rows.insert(st.rows.end(), r.value<float>(p), r.value<float>(p) + shape.head_dim);
             }
     }
     return st;

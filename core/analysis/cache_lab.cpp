@@ -330,7 +330,7 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
                 run.cache_bytes.push_back(v.bytes_kept);
                 run.positions_held.push_back(v.kept.empty() ? s.cache().used() : kept / int64_t(v.kept.size()));
             } else {
-                run.cache_bytes.push_back(s.cache().bytes_used());
+                run.cache_bytes.push_back(s.cache().view().bytes_used);
                 run.positions_held.push_back(s.cache().used());
             }
         }

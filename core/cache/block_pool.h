@@ -25,7 +25,8 @@
 //   take_events()              the events since the last call, oldest first (the log is emptied)
 //   view()                     a PoolView of every block: references, chain, tokens held
 //
-// `seq` names the sequence acting (KvCache::set_sequence); -1 = none, e.g. an undo checkpoint letting go.
+// `seq` names the sequence acting (PagedStorage::set_sequence, from the paged KvCache's constructor); -1 = none,
+// e.g. an undo checkpoint letting go.
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -10,7 +10,7 @@ namespace kvscope {
 
 KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks,
                  bool bf16, KvQuantSpec quant)
-    : n_layer_(n_layer), n_head_(n_head), head_dim_(head_dim), window_(window, sinks), format_(head_dim, bf16, quant),
+    : shape_{n_layer, n_head, head_dim}, window_(window, sinks), format_(head_dim, bf16, quant),
       flags_(n_layer * n_head, capacity) {
     if (format_.int4() && window > 0)
         throw UsageError("{kv_quant} int4 groups keys of consecutive positions and keeps them all: {-window}");
@@ -18,56 +18,53 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capa
     if (format_.int4()) int4_ = Int4Rows(n_layer, n_head, head_dim, capacity, quant);
 }
 
-KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks)
-    : n_layer_(pool->n_layer()), n_head_(pool->n_head()), head_dim_(pool->head_dim()), window_(window, sinks),
+KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks,
+                 int32_t sequence)
+    : shape_{pool->n_layer(), pool->n_head(), pool->head_dim()}, window_(window, sinks),
       format_(pool->head_dim(), pool->bf16(), {}), paged_(std::move(pool), max_positions),
-      flags_(n_layer_ * n_head_, max_positions) {}
+      flags_(shape_.n_layer * shape_.n_head, max_positions) {
+    paged_.set_sequence(sequence);
+}
 
 bool KvCache::fits(int64_t n_new) const {
     if (paged()) return paged_.fits(next_position_, n_new);
     return ring_.fits(next_position_, n_new, window_.oldest_needed(next_position_));
 }
 
-void KvCache::require_fits(int64_t n_new) const {
-    if (fits(n_new)) return;
-    const std::string chunk = "a chunk of " + std::to_string(n_new) + " tokens at position " + std::to_string(next_position_);
-    if (paged() && next_position_ + n_new <= capacity())
-        throw UsageError(chunk + " needs " + std::to_string(paged_.blocks_needed(next_position_, n_new)) +
-                         " free blocks, the pool has " + std::to_string(pool()->n_free()) + " of " +
-                         std::to_string(pool()->n_blocks()));
-    if (paged())
-        throw UsageError(chunk + " goes past the " + std::to_string(capacity()) + " positions this sequence may map");
+void require_fits(const KvCache& cache, int64_t n_new) {
+    if (cache.fits(n_new)) return;
+    const int64_t next = cache.next_position();
+    const std::string chunk = "a chunk of " + std::to_string(n_new) + " tokens at position " + std::to_string(next);
+    const PagedStorage& pages = cache.pages();
+    if (pages.active() && next + n_new <= cache.capacity())
+        throw UsageError(chunk + " needs " + std::to_string(pages.blocks_needed(next, n_new)) +
+                         " free blocks, the pool has " + std::to_string(pages.pool()->n_free()) + " of " +
+                         std::to_string(pages.pool()->n_blocks()));
+    if (pages.active())
+        throw UsageError(chunk + " goes past the " + std::to_string(cache.capacity()) +
+                         " positions this sequence may map");
     throw UsageError(chunk + " needs " +
-                     std::to_string(ring_.slots_needed(next_position_, n_new, window_.oldest_needed(next_position_))) +
-                     " cache slots, the cache has " + std::to_string(capacity()));
+                     std::to_string(cache.ring().slots_needed(next, n_new, cache.visibility().oldest_needed(next))) +
+                     " cache slots, the cache has " + std::to_string(cache.capacity()));
 }
 
 void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
-    require_fits(n_new);
+    require_fits(*this, n_new);
     if (format_.int4()) int4_.ensure(next_position_ + n_new - int4_.n_quantized(), next_position_);
     if (paged()) paged_.prepare(next_position_, tokens, n_new);
 }
 
 unsigned char* KvCache::stored_row(int kv, int64_t il, int64_t h, int64_t position) const {
-    if (paged()) return bf16() ? reinterpret_cast<unsigned char*>(row<uint16_t>(kv, il, h, position))
+    if (paged()) return format_.bf16() ? reinterpret_cast<unsigned char*>(row<uint16_t>(kv, il, h, position))
                                : reinterpret_cast<unsigned char*>(row<float>(kv, il, h, position));
     return ring_.row(kv, il, h, position);
 }
 
-const uint8_t* KvCache::packed_key(int64_t il, int64_t h, int64_t position) const {
-    if (format_.int4()) return int4_.key_group(il, h, position / format_.quant().group);
-    return ring_.row(0, il, h, position);
-}
-
-void KvCache::copy_key(int64_t il, int64_t h, int64_t position, float* out) const {
-    if (format_.int4()) int4_.copy_key(il, h, position, out);
-    else format_.decode(stored_row(0, il, h, position), out);
-}
-
-void KvCache::copy_value(int64_t il, int64_t h, int64_t position, float* out) const {
-    if (format_.int4() && position >= int4_.n_quantized())
-        std::memcpy(out, int4_.residual(1, il, h, position), size_t(head_dim_) * sizeof(float));
-    else format_.decode(stored_row(1, il, h, position), out);
+void KvCache::copy_row(int kv, int64_t il, int64_t h, int64_t position, float* out) const {
+    if (format_.int4() && kv == 0) int4_.copy_key(il, h, position, out);
+    else if (format_.int4() && position >= int4_.n_quantized())
+        std::memcpy(out, int4_.residual(1, il, h, position), size_t(shape_.head_dim) * sizeof(float));
+    else format_.decode(stored_row(kv, il, h, position), out);
 }
 
 void KvCache::mark_written(int64_t position) {
@@ -77,31 +74,28 @@ void KvCache::mark_written(int64_t position) {
 
 void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
     if (format_.int4()) {  // float32 until advance() packs its group
-        std::memcpy(int4_.residual(0, il, h, position), k, size_t(head_dim_) * sizeof(float));
-        std::memcpy(int4_.residual(1, il, h, position), v, size_t(head_dim_) * sizeof(float));
+        std::memcpy(int4_.residual(0, il, h, position), k, size_t(shape_.head_dim) * sizeof(float));
+        std::memcpy(int4_.residual(1, il, h, position), v, size_t(shape_.head_dim) * sizeof(float));
     } else {
         format_.encode(k, stored_row(0, il, h, position));
         format_.encode(v, stored_row(1, il, h, position));
     }
     if (il == 0 && h == 0) mark_written(position);
-    flags_.overwrite(il * n_head_ + h, slot_of(position));  // a new position in the slot: the old one's flag goes
+    flags_.overwrite(flag_row(il, h), slot_of(position));  // a new position in the slot: the old one's flag goes
 }
 
-bool KvCache::evict(int64_t il, int64_t h, int64_t position) {
-    return alive(position) && flags_.set(il * n_head_ + h, slot_of(position));
-}
-
-bool KvCache::unevict(int64_t il, int64_t h, int64_t position) {
-    return flags_.any() && alive(position) && flags_.clear(il * n_head_ + h, slot_of(position));
+bool KvCache::set_evicted(int64_t il, int64_t h, int64_t position, bool on) {
+    if (on) return alive(position) && flags_.set(flag_row(il, h), slot_of(position));
+    return flags_.any() && alive(position) && flags_.clear(flag_row(il, h), slot_of(position));
 }
 
 int64_t KvCache::kept(int64_t il, int64_t h) const {
     // What the next query sees besides itself, minus the evicted keys.
-    const KeyRange k = visible_keys(next_position_);
+    const KeyRange k = window_.visible_keys(next_position_);
     int64_t n = 0;
     for (int64_t j = 0; j < k.count(); ++j) {
         const int64_t p = k.position(j);
-        if (p < next_position_ && alive(p) && !evicted(il, h, p)) ++n;
+        if (p < next_position_ && alive(p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
     }
     return n;
 }
@@ -110,10 +104,12 @@ int64_t KvCache::return_evicted_blocks(int64_t keep) {
     if (!paged() || !flags_.any()) return 0;
     const int64_t B = paged_.block_size();
     int64_t n = 0;
-    for (int64_t k = 0; k < int64_t(block_table().size()) && (k + 1) * B <= next_position_; ++k) {
-        if (block_table()[size_t(k)] < 0 || k == keep) continue;
+    const std::vector<int32_t>& table = paged_.table();
+    for (int64_t k = 0; k < int64_t(table.size()) && (k + 1) * B <= next_position_; ++k) {
+        if (table[size_t(k)] < 0 || k == keep) continue;
         bool all = true;
-        for (int64_t lh = 0; lh < n_layer_ * n_head_ && all; ++lh) all = flags_.all_set(lh, k * B, (k + 1) * B);
+        for (int64_t lh = 0; lh < shape_.n_layer * shape_.n_head && all; ++lh)
+            all = flags_.all_set(lh, k * B, (k + 1) * B);
         if (!all) continue;
         paged_.drop_block(k);
         ++n;
@@ -187,7 +183,7 @@ void KvCache::restore(KvCacheCheckpoint& c) {
     }
     // Slots written after the checkpoint that held nothing before become empty again.
     ring_.forget_from(c.next_position, next_position_);
-    const size_t LH = size_t(n_layer_ * n_head_);
+    const size_t LH = size_t(shape_.n_layer * shape_.n_head);
     ring_.restore(c.ring, [&](size_t i, int64_t slot) {
         flags_.load_slot(slot, c.slot_evicted.empty() ? nullptr : c.slot_evicted.data() + i * LH);
     });
@@ -197,51 +193,48 @@ void KvCache::restore(KvCacheCheckpoint& c) {
 }
 
 int64_t KvCache::bytes_used() const {
-    if (format_.int4()) return int4_.bytes_used(next_position_, row_bytes());
+    if (format_.int4()) return int4_.bytes_used(next_position_, format_.row_bytes());
     if (!paged()) return used() * bytes_per_position();
     return paged_.bytes_used();
 }
 
 int64_t KvCache::bytes_capacity() const {
-    if (format_.int4()) return int4_.bytes_capacity(capacity(), row_bytes());
+    if (format_.int4()) return int4_.bytes_capacity(capacity(), format_.row_bytes());
     if (!paged()) return capacity() * bytes_per_position();
     return paged_.bytes_capacity();
 }
 
-KvCacheView KvCache::view() const {
-    KvCacheView v;
-    view_into(v);
-    return v;
-}
-
-void KvCache::view_into(KvCacheView& out) const {
+KvCacheView KvCache::view(KvCacheView out) const {
     out.capacity = capacity();
     out.used = used();
-    out.write_slot = write_slot();
-    out.next_position = next_position();
+    out.write_slot = slot_of(next_position_);
+    out.next_position = next_position_;
+    out.bytes_per_position = bytes_per_position();
     out.bytes_used = bytes_used();
     out.bytes_capacity = bytes_capacity();
     out.slot_positions.assign(slot_positions().begin(), slot_positions().end());
-    const std::vector<int32_t>& table = block_table();
+    const std::vector<int32_t>& table = paged_.table();
+    const BlockPool* pool = paged_.pool();
     out.block_table.assign(table.begin(), table.end());
     out.block_refs.resize(table.size());
-    for (size_t k = 0; k < table.size(); ++k) out.block_refs[k] = table[k] >= 0 ? int32_t(pool()->ref_count(table[k])) : 0;
+    for (size_t k = 0; k < table.size(); ++k) out.block_refs[k] = table[k] >= 0 ? int32_t(pool->ref_count(table[k])) : 0;
     out.block_size = paged_.block_size();
-    out.pool_blocks = paged() ? pool()->n_blocks() : 0;
-    out.pool_free = paged() ? pool()->n_free() : 0;
-    out.pool_copies_on_write = paged() ? pool()->stats().copies_on_write : 0;
-    out.pool_positions_adopted = paged() ? pool()->stats().positions_adopted : 0;
-    out.n_evicted = n_evicted();
-    if (!has_evictions()) {
+    out.pool_blocks = pool ? pool->n_blocks() : 0;
+    out.pool_free = pool ? pool->n_free() : 0;
+    out.pool_copies_on_write = pool ? pool->stats().copies_on_write : 0;
+    out.pool_positions_adopted = pool ? pool->stats().positions_adopted : 0;
+    out.n_evicted = flags_.count();
+    if (!flags_.any()) {
         out.kept.clear();
         out.bytes_kept = out.bytes_used;
-        return;
+        return out;
     }
-    out.kept.resize(size_t(n_layer_ * n_head_));
+    out.kept.resize(size_t(shape_.n_layer * shape_.n_head));
     int64_t rows = 0;
-    for (int64_t il = 0; il < n_layer_; ++il)
-        for (int64_t h = 0; h < n_head_; ++h) rows += out.kept[size_t(il * n_head_ + h)] = int32_t(kept(il, h));
-    out.bytes_kept = 2 * rows * row_bytes();
+    for (int64_t il = 0; il < shape_.n_layer; ++il)
+        for (int64_t h = 0; h < shape_.n_head; ++h) rows += out.kept[size_t(flag_row(il, h))] = int32_t(kept(il, h));
+    out.bytes_kept = 2 * rows * format_.row_bytes();
+    return out;
 }
 
 }  // namespace kvscope

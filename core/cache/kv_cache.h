@@ -8,31 +8,31 @@
 //   visibility  which keys a query sees: window and sinks, and the eviction flags (visibility.h)
 // The cache owns the position pointer and keeps the parts in step: a write goes through the format into
 // the storage and clears the slot's flags; a checkpoint saves what each part's next chunk changes.
+// What one part answers alone is read from that part: cache.format().bf16(), .quantized(), .row_bytes();
+// cache.visibility().window, .sinks, .visible_keys(q), .visible_from(q); cache.pages().active() (paged),
+// .pool(), .table(); cache.eviction().any(), .count(). The cache itself answers what needs several.
 //
 // A chunk of n new tokens at position p needs the keys the chunk's first query sees plus the chunk
 // itself alive at once: `fits(n)` checks that before anything is written. Positions stay absolute.
 //
-//   KvCache(L, H, D, S, W, sinks, bf16, quant) ring; W = 0: no window (every earlier position stays
+// L = layers, H = K/V heads, D = head dim, S = capacity (ring: slots; paged: the most positions it may map)
+//   KvCache(L, H, D, S, W, sinks, bf16, quant)   ring; W = 0: no window (every earlier position stays
 //                               visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0)
-//   KvCache(pool, max_positions, W, sinks)  paged over a shared pool (its dtype is the pool's)
+//   KvCache(pool, max_positions, W, sinks, sequence)   paged over a shared pool (its dtype is the pool's);
+//                               sequence: the id the pool's events name for this cache (-1: none)
+//   A cache moves (a paged one's block references go with it) and is never copied.
 //   visibility() / format() / ring() / pages() / eviction()   the parts, read-only
-//   paged() / bf16() / quantized()   which storage and format
-//   n_layer() / n_head() / head_dim() / capacity()   capacity: ring slots S; paged: the most positions it may map
-//   window() / sinks()          0 = no window; sinks count only with a window
-//   set_sink_positions(s)       where the sinks count as sitting (attention.h SinkPositions); rows unchanged
+//   shape()                     (L, H, D) as .n_layer, .n_head, .head_dim
+//   capacity()                  S
 //   next_position()             the position pointer: absolute position the next token gets
-//   write_slot()                where the next token's K/V will be written (paged: its position)
 //   used()                      positions still visible to the next query (fill level)
-//   slot_position(s) / slot_positions()   absolute position in slot s, or -1 if empty or evicted
-//   visible_keys(q)             the keys a query at q sees; visible_from(q): lowest of its window part
+//   slot_positions()            (S) absolute position in each slot, -1 if empty or dropped (paged: slot p holds p)
 //   alive(p)                    written, below the pointer, its slot not reused since
-//   fits(n) / require_fits(n)   can a chunk of n tokens be processed now (paged: free blocks too)
-//   prepare(tokens, n)          before a chunk's writes: map its positions (allocate / copy-on-write)
-//   key(il, h, p) / value(...)  (D) row of absolute position p; p must be alive; float32 caches only
-//   key16 / value16             the same for bfloat16 caches
-//   packed_key / packed_value   the same for int8 / fp8 caches: row_bytes() bytes (int4: values; a
-//                               packed_key is p's key group)
-//   copy_key / copy_value       the row as float32 whatever the storage
+//   set_sink_positions(s)       where the sinks count as sitting (attention.h SinkPositions); rows unchanged
+//   fits(n)                     can a chunk of n tokens be processed now (paged: free blocks too);
+//                               require_fits(cache, n) throws UsageError with the numbers when not
+//   prepare(tokens, n)          before a chunk's writes: require_fits, then map its positions (allocate /
+//                               copy-on-write)
 //   write(il, h, p, k, v)       store one position's (D) rows; called by the model for each new token
 //   advance(n)                  after all layers wrote the chunk: move the pointer, evict what no query
 //                               can see any more (paged: blocks return to the pool)
@@ -43,22 +43,26 @@
 //   grow(capacity)              more room, every live position's K/V and every checkpoint still valid:
 //                               ring: S slots -> capacity, rows moved to their slot in the larger ring;
 //                               paged: may map up to `capacity` positions (the pool is not grown here)
-//   set_sequence(id)            paged: the sequence this cache belongs to, named in the pool's events
-//   pool() / block_table()      paged: the pool, and logical block -> pool block (-1 = none)
-//   row_bytes() / bytes_per_position()   one stored (D) row; K and V of every layer and head
-//   bytes_used() / bytes_capacity()   this sequence's view (a shared block counts for each sharer)
-//   view() / view_into(v)       a KvCacheView snapshot; view_into reuses v's vectors (allocates nothing
-//                               once they have grown)
+//   rows(il, h)                 the rows and eviction flags of layer il, K/V head h (KvRows, below)
+//   view(reuse)                 a KvCacheView snapshot: fill, write slot, bytes (per position, used,
+//                               capacity), slots, block table, what eviction keeps; view(std::move(v))
+//                               reuses v's vectors (allocates nothing once they have grown)
+//
+// KvRows, the rows of one (layer, K/V head), for an alive position p:
+//   key<T>(p) / value<T>(p)     (D) row as stored: T = float (float32 cache), uint16_t (bfloat16) or
+//                               uint8_t (int8 / fp8: format().row_bytes() packed bytes; int4: a value row,
+//                               and key<uint8_t>(p) is p's key group)
+//   copy_key(p, out) / copy_value(p, out)   (D) the row as float32 whatever the format
+//   evicted(p)                  is p's key evicted
+//   evicted_keys()              the same as the predicate attention reads (EvictedKeys), while
+//                               eviction().any()
 //
 // Eviction (eviction.h policies; later by hand): one flag per (layer, K/V head, position) that attention
 // honours. An evicted key gets score -inf and weight exactly 0 (attention.h attend_group), so it adds
 // nothing to the softmax sum or the output; the row stays in place (ring) until its slot is reused.
 // A new write to a slot clears its flags; checkpoint/restore save and put back the flags a chunk's
 // writes overwrite. Evicting nothing leaves every number as it was, bit for bit.
-//   evict(il, h, p) / unevict(il, h, p)   set / clear the flag of alive position p (returns whether it changed)
-//   evicted(il, h, p)           is the key of p in layer il, K/V head h evicted
-//   has_evictions() / n_evicted()   any flag set (attention takes its unmasked path otherwise) / how many
-//   evicted_keys(il, h)         the predicate attention reads (EvictedKeys)
+//   set_evicted(il, h, p, on)   set (on) / clear the flag of alive position p; returns whether it changed
 //   return_evicted_blocks(keep) paged: full blocks whose every position is evicted in every layer and head
 //                               leave the block table (back to the pool once no checkpoint holds them);
 //                               keep: a logical block to leave mapped (the one a step began writing into,
@@ -97,7 +101,8 @@ struct KvCacheView {
     int64_t used = 0;                    // slots still visible to the next query
     int64_t write_slot = 0;              // where the next position will be written
     int64_t next_position = 0;           // the position pointer
-    int64_t bytes_used = 0, bytes_capacity = 0;
+    int64_t bytes_per_position = 0;      // K and V rows of every layer and head: 2 L H row bytes
+    int64_t bytes_used = 0, bytes_capacity = 0;  // this sequence's view (a shared block counts for each sharer)
     std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
     // paged: this sequence's block table and the pool it draws on
     int64_t block_size = 0;              // B
@@ -110,6 +115,11 @@ struct KvCacheView {
     int64_t bytes_kept = 0;              // kept rows x row bytes, K and V (ring rows stay in place)
 };
 
+// (L, H, D) of a cache: layers, K/V heads, head dim.
+struct KvShape {
+    int64_t n_layer = 0, n_head = 0, head_dim = 0;
+};
+
 class KvCache;
 // The evicted flags of one (layer, K/V head), as attention asks for them: by absolute position.
 struct EvictedKeys {
@@ -118,17 +128,33 @@ struct EvictedKeys {
     bool operator()(int64_t position) const;
 };
 
+// The rows of one (layer, K/V head) and their eviction flags (the list at the top). Made by
+// KvCache::rows(il, h); it reads that cache, which must outlive it, and holds nothing else.
+class KvRows {
+public:
+    template <class T>
+    const T* key(int64_t position) const;
+    template <class T>
+    const T* value(int64_t position) const;
+    void copy_key(int64_t position, float* out) const;    // (D)
+    void copy_value(int64_t position, float* out) const;  // (D)
+    bool evicted(int64_t position) const;
+    EvictedKeys evicted_keys() const;
+
+private:
+    friend class KvCache;
+    KvRows(const KvCache& cache, int64_t il, int64_t h) : cache_(&cache), il_(il), h_(h) {}
+    const KvCache* cache_;
+    int64_t il_, h_;
+};
+
 class KvCache {
 public:
     KvCache() = default;
     KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
             bool bf16 = false, KvQuantSpec quant = {});
-    KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0);
-    // A paged cache owns references to its blocks: moving hands them over, destroying returns them.
-    KvCache(KvCache&& other) noexcept = default;
-    KvCache& operator=(KvCache&& other) noexcept = default;
-    KvCache(const KvCache&) = delete;
-    KvCache& operator=(const KvCache&) = delete;
+    KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0,
+            int32_t sequence = -1);
 
     const CacheWindow& visibility() const { return window_; }
     const RowFormat& format() const { return format_; }
@@ -136,82 +162,57 @@ public:
     const PagedStorage& pages() const { return paged_; }
     const EvictionFlags& eviction() const { return flags_; }
 
-    bool paged() const { return paged_.active(); }
-    bool bf16() const { return format_.bf16(); }
-    bool quantized() const { return format_.quantized(); }
-    int64_t n_layer() const { return n_layer_; }
-    int64_t n_head() const { return n_head_; }
-    int64_t head_dim() const { return head_dim_; }
+    const KvShape& shape() const { return shape_; }
     int64_t capacity() const { return paged() ? paged_.capacity() : ring_.capacity(); }
-    int64_t window() const { return window_.window; }
-    int64_t sinks() const { return window_.sinks; }
-    void set_sink_positions(SinkPositions s) { window_.sink_positions = s; }
     int64_t next_position() const { return next_position_; }
-    int64_t write_slot() const { return slot_of(next_position_); }
     int64_t used() const { return window_.used(next_position_, capacity()); }
-    int64_t slot_position(int64_t slot) const { return slot_positions()[size_t(slot)]; }
     const std::vector<int64_t>& slot_positions() const { return paged() ? paged_.slot_positions() : ring_.slot_positions(); }
-    KeyRange visible_keys(int64_t query_position) const { return window_.visible_keys(query_position); }
-    int64_t visible_from(int64_t query_position) const { return window_.visible_from(query_position); }
     bool alive(int64_t position) const {
         return position >= 0 && position < next_position_ && slot_positions()[size_t(slot_of(position))] == position;
     }
-    bool fits(int64_t n_new) const;
-    void require_fits(int64_t n_new) const;  // throws UsageError with the numbers
+    void set_sink_positions(SinkPositions s) { window_.sink_positions = s; }
 
+    bool fits(int64_t n_new) const;
     void prepare(const TokenId* tokens, int64_t n_new);
-    const float* key(int64_t il, int64_t h, int64_t position) const { return row<float>(0, il, h, position); }
-    const float* value(int64_t il, int64_t h, int64_t position) const { return row<float>(1, il, h, position); }
-    const uint16_t* key16(int64_t il, int64_t h, int64_t position) const { return row<uint16_t>(0, il, h, position); }
-    const uint16_t* value16(int64_t il, int64_t h, int64_t position) const { return row<uint16_t>(1, il, h, position); }
-    const uint8_t* packed_key(int64_t il, int64_t h, int64_t position) const;
-    const uint8_t* packed_value(int64_t il, int64_t h, int64_t position) const { return ring_.row(1, il, h, position); }
-    void copy_key(int64_t il, int64_t h, int64_t position, float* out) const;    // (D)
-    void copy_value(int64_t il, int64_t h, int64_t position, float* out) const;  // (D)
     void write(int64_t il, int64_t h, int64_t position, const float* k, const float* v);
     void advance(int64_t n_new);
     int64_t adopt_prefix(std::span<const TokenId> tokens, int64_t max_positions);
+    KvCacheCheckpoint checkpoint(int64_t n_new) const;
+    void restore(KvCacheCheckpoint& c);  // consumes c's holds
     void reset();
     void grow(int64_t capacity);
 
-    KvCacheCheckpoint checkpoint(int64_t n_new) const;
-    void restore(KvCacheCheckpoint& c);  // consumes c's holds
+    KvRows rows(int64_t il, int64_t h) const { return KvRows(*this, il, h); }
+    KvCacheView view(KvCacheView reuse = {}) const;
 
-    void set_sequence(int32_t id) { paged_.set_sequence(id); }
-    const BlockPool* pool() const { return paged_.pool(); }
-    const std::vector<int32_t>& block_table() const { return paged_.table(); }
-
-    int64_t row_bytes() const { return format_.row_bytes(); }
-    int64_t bytes_per_position() const { return 2 * n_layer_ * n_head_ * row_bytes(); }
-    int64_t bytes_used() const;
-    int64_t bytes_capacity() const;
-    KvCacheView view() const;
-    void view_into(KvCacheView& out) const;
-
-    bool evict(int64_t il, int64_t h, int64_t position);
-    bool unevict(int64_t il, int64_t h, int64_t position);
-    bool evicted(int64_t il, int64_t h, int64_t position) const {
-        return flags_.test(il * n_head_ + h, slot_of(position));
-    }
-    bool has_evictions() const { return flags_.any(); }
-    int64_t n_evicted() const { return flags_.count(); }
-    EvictedKeys evicted_keys(int64_t il, int64_t h) const { return EvictedKeys{flags_.row(il * n_head_ + h), this}; }
+    bool set_evicted(int64_t il, int64_t h, int64_t position, bool on);
     int64_t return_evicted_blocks(int64_t keep = -1);
 
 private:
     friend struct EvictedKeys;
+    friend class KvRows;
+    bool paged() const { return paged_.active(); }
     int64_t slot_of(int64_t position) const { return paged() ? position : ring_.slot_of(position); }
+    int64_t flag_row(int64_t il, int64_t h) const { return il * shape_.n_head + h; }  // EvictionFlags row
     template <class T>  // float (float32 storage) or uint16_t (bfloat16); kv: 0 = K, 1 = V
     T* row(int kv, int64_t il, int64_t h, int64_t position) const {
         if (paged()) return paged_.row<T>(kv, il, h, position);
         return reinterpret_cast<T*>(ring_.row(kv, il, h, position));
     }
+    const uint8_t* packed_row(int kv, int64_t il, int64_t h, int64_t position) const {  // int8 / fp8 / int4
+        if (kv == 0 && format_.int4()) return int4_.key_group(il, h, position / format_.quant().group);
+        return ring_.row(kv, il, h, position);
+    }
     unsigned char* stored_row(int kv, int64_t il, int64_t h, int64_t position) const;  // row_bytes() bytes
+    void copy_row(int kv, int64_t il, int64_t h, int64_t position, float* out) const;  // (D) float32
+    int64_t bytes_per_position() const { return 2 * shape_.n_layer * shape_.n_head * format_.row_bytes(); }
+    int64_t bytes_used() const;
+    int64_t bytes_capacity() const;
     int64_t kept(int64_t il, int64_t h) const;     // alive positions of (il, h) the next query sees, not evicted
     void mark_written(int64_t position);
     void drop_invisible_blocks();
 
-    int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0;
+    KvShape shape_;
     int64_t next_position_ = 0;
     CacheWindow window_;
     RowFormat format_;
@@ -220,9 +221,41 @@ private:
     Int4Rows int4_;                       // int4 only: key groups and the float32 residual
     EvictionFlags flags_;                 // (L·H, S)
 };
+// The compiler's moves hand a paged cache's block references over (PagedStorage's move: the target's own go
+// back to the pool first, the source is left holding none); PagedStorage also makes copying impossible.
+static_assert(std::is_nothrow_move_constructible_v<KvCache> && std::is_nothrow_move_assignable_v<KvCache>);
+static_assert(!std::is_copy_constructible_v<KvCache> && !std::is_copy_assignable_v<KvCache>);
+
+// Throws UsageError saying what the chunk needs and what the cache has, unless cache.fits(n_new).
+void require_fits(const KvCache& cache, int64_t n_new);
 
 inline bool EvictedKeys::operator()(int64_t position) const {
     return flags[size_t(cache->slot_of(position))] != 0;
+}
+
+template <class T>
+const T* KvRows::key(int64_t position) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint16_t> || std::is_same_v<T, uint8_t>);
+    if constexpr (std::is_same_v<T, uint8_t>) return cache_->packed_row(0, il_, h_, position);
+    else return cache_->row<T>(0, il_, h_, position);
+}
+
+template <class T>
+const T* KvRows::value(int64_t position) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint16_t> || std::is_same_v<T, uint8_t>);
+    if constexpr (std::is_same_v<T, uint8_t>) return cache_->packed_row(1, il_, h_, position);
+    else return cache_->row<T>(1, il_, h_, position);
+}
+
+inline void KvRows::copy_key(int64_t position, float* out) const { cache_->copy_row(0, il_, h_, position, out); }
+inline void KvRows::copy_value(int64_t position, float* out) const { cache_->copy_row(1, il_, h_, position, out); }
+
+inline bool KvRows::evicted(int64_t position) const {
+    return cache_->flags_.test(cache_->flag_row(il_, h_), cache_->slot_of(position));
+}
+
+inline EvictedKeys KvRows::evicted_keys() const {
+    return EvictedKeys{cache_->flags_.row(cache_->flag_row(il_, h_)), cache_};
 }
 
 }  // namespace kvscope

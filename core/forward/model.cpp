@@ -132,11 +132,11 @@ void check_chunks(Pass& p, const Workspace& ws) {
     for (size_t c = 0; c < chunks.size(); ++c) {
         Chunk& ch = chunks[c];
         if (ch.n_tokens <= 0) throw UsageError("forward: empty chunk");
-        ch.cache->require_fits(ch.n_tokens);
-        if (const BlockPool* pool = ch.cache->pool()) {  // chunks whose caches share a pool draw on it together
+        require_fits(*ch.cache, ch.n_tokens);
+        if (const BlockPool* pool = ch.cache->pages().pool()) {  // chunks whose caches share a pool draw on it together
             int64_t needed = 0;
             for (const Chunk& other : chunks)
-                if (other.cache->pool() == pool)
+                if (other.cache->pages().pool() == pool)
                     needed += other.cache->pages().blocks_needed(other.cache->next_position(), other.n_tokens);
             if (needed > pool->n_free())
                 throw UsageError("this step needs " + std::to_string(needed) + " free KV blocks, the pool has " +
@@ -229,8 +229,9 @@ void store_keys(Pass& p, int64_t il) {
                 const size_t at = size_t((il * ch.n_tokens + r) * Q);
                 std::memcpy(ch.probe->q.data() + at, p.q_row(row), size_t(Q) * sizeof(float));
                 for (int64_t h = 0; h < H; ++h) {
-                    ch.cache->copy_key(il, p.cfg.kv_head_of(h), pos, ch.probe->k.data() + at + size_t(h * D));
-                    ch.cache->copy_value(il, p.cfg.kv_head_of(h), pos, ch.probe->v.data() + at + size_t(h * D));
+                    const KvRows rows = ch.cache->rows(il, p.cfg.kv_head_of(h));
+                    rows.copy_key(pos, ch.probe->k.data() + at + size_t(h * D));
+                    rows.copy_value(pos, ch.probe->v.data() + at + size_t(h * D));
                 }
             }
         }
@@ -262,6 +263,7 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
         const int64_t first_head = kv * G + G * slice / slices, heads = kv * G + G * (slice + 1) / slices - first_head;
         const Chunk& ch = chunks[size_t(c)];
         const KvCache& cache = *ch.cache;
+        const KvRows kv_rows = cache.rows(il, kv);
         // (heads, max_keys): a decode task's heads' own rows of the scratch; a prefill's grows once per thread
         thread_local std::vector<float> group_weights;
         float* weights = p.scratch + (c * H + first_head) * p.max_keys;
@@ -273,7 +275,7 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
         auto rows = [&](auto key_at, auto value_at) {
             for (int64_t r = part; r < ch.n_tokens; r += parts) {
                 const int64_t pos = cache.next_position() + r;
-                const KeyRange keys = within_window(cache.visible_keys(pos), pos, layer_window);
+                const KeyRange keys = within_window(cache.visibility().visible_keys(pos), pos, layer_window);
                 const float* q = p.q_row(p.row0[c] + r) + first_head * D;
                 const float* turned = nullptr;
                 if (keys.sink_shift > 0 && keys.n_sink > 0) {
@@ -283,9 +285,9 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
                 }
                 float* out = p.attn + (p.row0[c] + r) * Q + first_head * D;
                 auto attend = [&]<bool kAskAhead>() {
-                    if (cache.has_evictions())
+                    if (cache.eviction().any())
                         attend_group<kAskAhead>(out, weights, p.max_keys, q, heads, key_at, value_at, keys, D,
-                                                p.scale, turned, cache.evicted_keys(il, kv));
+                                                p.scale, turned, kv_rows.evicted_keys());
                     else
                         attend_group<kAskAhead>(out, weights, p.max_keys, q, heads, key_at, value_at, keys, D,
                                                 p.scale, turned);
@@ -296,32 +298,33 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
                 else attend.template operator()<true>();
             }
         };
-        if (cache.quantized()) {
+        if (cache.format().quantized()) {
             // Packed rows: every key the task's rows see, dequantized once into float32 rows: the sinks,
             // then the window span from the first row's lowest key to the last row's own position.
             if (part >= ch.n_tokens) return;
             thread_local std::vector<float> k_rows, v_rows;  // (sinks + span, D) each; grow once per thread
             const int64_t first_pos = cache.next_position() + part;
             const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
-            const KeyRange first = within_window(cache.visible_keys(first_pos), first_pos, layer_window);
-            const KeyRange final = within_window(cache.visible_keys(last_pos), last_pos, layer_window);
+            const KeyRange first = within_window(cache.visibility().visible_keys(first_pos), first_pos, layer_window);
+            const KeyRange final = within_window(cache.visibility().visible_keys(last_pos), last_pos, layer_window);
             const int64_t n_sink = final.n_sink, lo = first.lo;  // every row's sinks and window lie in these
             const size_t n = size_t((n_sink + final.hi - lo + 1) * D);
             // Sized for the workspace's keys at once, so decoding does not grow them a row at a time.
             if (k_rows.size() < n) k_rows.resize(std::max(n, size_t(p.max_keys * D))), v_rows.resize(k_rows.size());
             auto at = [&](int64_t pp) { return size_t((pp < n_sink ? pp : n_sink + pp - lo) * D); };
             auto load = [&](int64_t pp) {
-                cache.copy_key(il, kv, pp, k_rows.data() + at(pp));
-                cache.copy_value(il, kv, pp, v_rows.data() + at(pp));
+                kv_rows.copy_key(pp, k_rows.data() + at(pp));
+                kv_rows.copy_value(pp, v_rows.data() + at(pp));
             };
             for (int64_t pp = 0; pp < n_sink; ++pp) load(pp);
             for (int64_t pp = std::max(n_sink, lo); pp <= final.hi; ++pp) load(pp);
             rows([&](int64_t pp) -> const float* { return k_rows.data() + at(pp); },
                  [&](int64_t pp) -> const float* { return v_rows.data() + at(pp); });
-        } else if (cache.bf16())
-            rows([&](int64_t pp) { return cache.key16(il, kv, pp); }, [&](int64_t pp) { return cache.value16(il, kv, pp); });
+        } else if (cache.format().bf16())
+            rows([&](int64_t pp) { return kv_rows.key<uint16_t>(pp); },
+                 [&](int64_t pp) { return kv_rows.value<uint16_t>(pp); });
         else
-            rows([&](int64_t pp) { return cache.key(il, kv, pp); }, [&](int64_t pp) { return cache.value(il, kv, pp); });
+            rows([&](int64_t pp) { return kv_rows.key<float>(pp); }, [&](int64_t pp) { return kv_rows.value<float>(pp); });
     });
 }
 
@@ -431,7 +434,7 @@ void count_and_advance(Pass& p) {
         for (int64_t r = 0; r < ch.n_tokens; ++r) {
             const int64_t pos = ch.cache->next_position() + r;
             for (int64_t il = 0; il < cfg.n_layer; ++il)
-                keys += double(within_window(ch.cache->visible_keys(pos), pos, cfg.window_of(il)).count());
+                keys += double(within_window(ch.cache->visibility().visible_keys(pos), pos, cfg.window_of(il)).count());
         }
         ch.flops = per_row * double(ch.n_tokens) + 4.0 * double(Q) * keys +
                    (ch.logits ? 2.0 * double(C * V) : 0.0);

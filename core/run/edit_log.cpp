@@ -13,7 +13,7 @@ std::vector<int32_t> EditLog::changes(const KvCache& cache, const CacheEdit& edi
     std::vector<int32_t> entries;
     for (int64_t il = std::max<int64_t>(edit.layer, 0); il < (edit.layer < 0 ? L : edit.layer + 1); ++il)
         for (int64_t h = std::max<int64_t>(edit.kv_head, 0); h < (edit.kv_head < 0 ? K : edit.kv_head + 1); ++h) {
-            const bool flagged = cache.evicted(il, h, p);
+            const bool flagged = cache.rows(il, h).evicted(p);
             if ((edit.kind == CacheEditKind::Evict && flagged) || (edit.kind == CacheEditKind::Restore && !flagged))
                 continue;
             entries.insert(entries.end(), {int32_t(il), int32_t(h)});
@@ -26,7 +26,7 @@ std::vector<int32_t> EditLog::changes(const KvCache& cache, const CacheEdit& edi
 }
 
 void EditLog::apply(KvCache& cache, const CacheEdit& edit, EditUndo u) {
-    const int64_t D = cache.head_dim(), K = cache.n_head(), p = edit.position;
+    const int64_t D = cache.shape().head_dim, K = cache.shape().n_head, p = edit.position;
     const size_t n = u.entries.size() / 2;
     if (edit.kind == CacheEditKind::Patch) {
         u.rows.resize(n * 2 * size_t(D));
@@ -35,17 +35,17 @@ void EditLog::apply(KvCache& cache, const CacheEdit& edit, EditUndo u) {
     for (size_t i = 0; i < n; ++i) {
         const int64_t il = u.entries[2 * i], h = u.entries[2 * i + 1];
         switch (edit.kind) {
-            case CacheEditKind::Evict: cache.evict(il, h, p); break;
-            case CacheEditKind::Restore: cache.unevict(il, h, p); break;
+            case CacheEditKind::Evict: cache.set_evicted(il, h, p, true); break;
+            case CacheEditKind::Restore: cache.set_evicted(il, h, p, false); break;
             case CacheEditKind::Patch: {
                 float* old = u.rows.data() + i * 2 * size_t(D);
-                cache.copy_key(il, h, p, old);
-                cache.copy_value(il, h, p, old + D);
-                u.flags[i] = cache.evicted(il, h, p) ? 1 : 0;
+                cache.rows(il, h).copy_key(p, old);
+                cache.rows(il, h).copy_value(p, old + D);
+                u.flags[i] = cache.rows(il, h).evicted(p) ? 1 : 0;
                 const float* k = edit.rows.data() + size_t(((il * 2 + 0) * K + h) * D);
                 const float* v = edit.rows.data() + size_t(((il * 2 + 1) * K + h) * D);
                 cache.write(il, h, p, k, v);  // clears the flag: a patch changes rows only, so set it again
-                if (u.flags[i]) cache.evict(il, h, p);
+                if (u.flags[i]) cache.set_evicted(il, h, p, true);
                 break;
             }
         }
@@ -57,16 +57,16 @@ void EditLog::undo_newest(KvCache& cache) {
     assert(!pending_.empty() && pending_.size() == undo_.size() && "undo_newest: record the edit first");
     const CacheEdit& e = pending_.back().edit;
     const EditUndo& u = undo_.back();
-    const int64_t D = cache.head_dim(), p = e.position;
+    const int64_t D = cache.shape().head_dim, p = e.position;
     for (size_t i = u.entries.size() / 2; i-- > 0;) {
         const int64_t il = u.entries[2 * i], h = u.entries[2 * i + 1];
         switch (e.kind) {
-            case CacheEditKind::Evict: cache.unevict(il, h, p); break;
-            case CacheEditKind::Restore: cache.evict(il, h, p); break;
+            case CacheEditKind::Evict: cache.set_evicted(il, h, p, false); break;
+            case CacheEditKind::Restore: cache.set_evicted(il, h, p, true); break;
             case CacheEditKind::Patch: {
                 const float* old = u.rows.data() + i * 2 * size_t(D);
                 cache.write(il, h, p, old, old + D);
-                if (u.flags[i]) cache.evict(il, h, p);
+                if (u.flags[i]) cache.set_evicted(il, h, p, true);
                 break;
             }
         }

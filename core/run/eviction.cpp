@@ -183,33 +183,35 @@ void EvictionPolicy::observe_chunk(const ModelConfig& cfg, const KvCache& cache,
         const int64_t pos = first_position + r;
         if (!observes(pos, prompt_length)) continue;
         for (int64_t il = 0; il < n_layer_; ++il) {
-            const KeyRange keys = within_window(cache.visible_keys(pos), pos, cfg.window_of(il));
+            const KeyRange keys = within_window(cache.visibility().visible_keys(pos), pos, cfg.window_of(il));
             const int64_t P = keys.count();
             if (int64_t(weights_.size()) < G * P) weights_.resize(size_t(G * P));
             out_.resize(size_t(G * D));
             for (int64_t kv = 0; kv < n_kv_head_; ++kv) {
                 const float* q = queries + (il * n + r) * Q + kv * G * D;
+                const KvRows rows = cache.rows(il, kv);
                 auto attend = [&](auto key_at, auto value_at) {
-                    if (cache.has_evictions())
+                    if (cache.eviction().any())
                         attend_group(out_.data(), weights_.data(), P, q, G, key_at, value_at, keys, D, scale, nullptr,
-                                     cache.evicted_keys(il, kv));
+                                     rows.evicted_keys());
                     else
                         attend_group(out_.data(), weights_.data(), P, q, G, key_at, value_at, keys, D, scale);
                 };
-                if (cache.quantized()) {  // float32 copies of the packed rows, as the forward pass reads them
+                if (cache.format().quantized()) {  // float32 copies of the packed rows, as the forward pass reads them
                     k_rows_.resize(size_t(P * D));
                     v_rows_.resize(size_t(P * D));
                     for (int64_t j = 0; j < P; ++j) {
-                        cache.copy_key(il, kv, keys.position(j), k_rows_.data() + j * D);
-                        cache.copy_value(il, kv, keys.position(j), v_rows_.data() + j * D);
+                        rows.copy_key(keys.position(j), k_rows_.data() + j * D);
+                        rows.copy_value(keys.position(j), v_rows_.data() + j * D);
                     }
                     auto at = [&](int64_t p) { return (p < keys.n_sink ? p : keys.n_sink + p - keys.lo) * D; };
                     attend([&](int64_t p) -> const float* { return k_rows_.data() + at(p); },
                            [&](int64_t p) -> const float* { return v_rows_.data() + at(p); });
-                } else if (cache.bf16()) {
-                    attend([&](int64_t p) { return cache.key16(il, kv, p); }, [&](int64_t p) { return cache.value16(il, kv, p); });
+                } else if (cache.format().bf16()) {
+                    attend([&](int64_t p) { return rows.key<uint16_t>(p); },
+                           [&](int64_t p) { return rows.value<uint16_t>(p); });
                 } else {
-                    attend([&](int64_t p) { return cache.key(il, kv, p); }, [&](int64_t p) { return cache.value(il, kv, p); });
+                    attend([&](int64_t p) { return rows.key<float>(p); }, [&](int64_t p) { return rows.value<float>(p); });
                 }
                 observe(il, kv, weights_.data(), P, keys);
             }
@@ -240,8 +242,9 @@ void EvictionPolicy::decide(const KvCache& cache, bool prompt_done, std::vector<
         for (int64_t kv = 0; kv < n_kv_head_; ++kv) {
             alive_.clear();
             alive_scores_.clear();
+            const KvRows rows = cache.rows(il, kv);
             for (int64_t p = 0; p < next; ++p)
-                if (cache.alive(p) && !cache.evicted(il, kv, p)) {
+                if (cache.alive(p) && !rows.evicted(p)) {
                     alive_.push_back(p);
                     if (!scores_.empty()) alive_scores_.push_back(score(il, kv, p));
                 }

@@ -25,13 +25,13 @@ void EvictionStep::after_step(const ModelConfig& cfg, KvCache& cache, const floa
     if (!policy_.active()) return;
     if (queries) policy_.observe_chunk(cfg, cache, queries, first, n, n_prompt);
     policy_.decide(cache, prompt_done, out);
-    for (const EvictionEvent& e : out) cache.evict(e.layer, e.kv_head, e.position);
+    for (const EvictionEvent& e : out) cache.set_evicted(e.layer, e.kv_head, e.position, true);
     cache.return_evicted_blocks(keep_block);
 }
 
 void EvictionStep::take_back(KvCache& cache, const Saved& saved) {
     for (auto e = saved.events.rbegin(); e != saved.events.rend(); ++e)
-        e->restored ? cache.evict(e->layer, e->kv_head, e->position) : cache.unevict(e->layer, e->kv_head, e->position);
+        cache.set_evicted(e->layer, e->kv_head, e->position, e->restored);
     if (policy_.active()) policy_.load(saved.policy);
 }
 

@@ -140,7 +140,8 @@ struct Fd {
 // One past the last position whose query sees every earlier position under the cache's policy: with a
 // window W and S sinks a query at q sees 0..S-1 and q-W+1..q, which is all of 0..q while q <= S+W-1.
 int64_t full_view_end(const KvCache& cache) {
-    return cache.window() > 0 ? cache.window() + cache.sinks() : INT64_MAX;
+    const CacheWindow& w = cache.visibility();
+    return w.window > 0 ? w.window + w.sinks : INT64_MAX;
 }
 
 }  // namespace
@@ -347,25 +348,27 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
 void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std::span<const TokenId> tokens,
                         const KvCache& cache) {
     const ModelConfig& c = fp.config;
-    const int64_t L = cache.n_layer(), H = cache.n_head(), D = cache.head_dim(), N = int64_t(tokens.size());
+    const KvShape& shape = cache.shape();
+    const int64_t L = shape.n_layer, H = shape.n_head, D = shape.head_dim, N = int64_t(tokens.size());
     if (L != c.n_layer || H != c.kv_heads() || D != c.head_dim())
         throw UsageError("write_prompt_cache: the cache's shape (L=" + std::to_string(L) + " H=" + std::to_string(H) +
                          " D=" + std::to_string(D) + ") is not the model's");
-    if (cache.quantized())  // the file holds float32 rows; reloading would quantize their dequantization again
+    if (cache.format().quantized())  // the file holds float32 rows; reloading would quantize their dequantization again
         throw UsageError("write_prompt_cache: the cache stores packed " + std::string(to_string(cache.format().quant().format)) +
                          " rows; prompt cache files hold float32 or bfloat16 rows");
-    if (cache.bf16() != (fp.kv_format == "bf16"))
-        throw UsageError("write_prompt_cache: the cache stores " + std::string(cache.bf16() ? "bf16" : "f32") +
+    if (cache.format().bf16() != (fp.kv_format == "bf16"))
+        throw UsageError("write_prompt_cache: the cache stores " + std::string(cache.format().bf16() ? "bf16" : "f32") +
                          " rows, the fingerprint says " + fp.kv_format);
     if (N < 1 || N > cache.next_position() || N > c.n_ctx)
         throw UsageError("write_prompt_cache: " + std::to_string(N) + " tokens, the cache holds positions 0.." +
                          std::to_string(cache.next_position() - 1));
     // Rows are only usable by any run if every query up to the next one saw all earlier positions: then
     // they equal a window-less run's, and none has been evicted yet.
+    const CacheWindow& w = cache.visibility();
     if (cache.next_position() >= full_view_end(cache))
         throw UsageError("a prompt cache stores positions computed with the whole prompt visible; with --window " +
-                         std::to_string(cache.window()) +
-                         (cache.sinks() > 0 ? " and --sinks " + std::to_string(cache.sinks()) : std::string()) +
+                         std::to_string(w.window) +
+                         (w.sinks > 0 ? " and --sinks " + std::to_string(w.sinks) : std::string()) +
                          " that holds for at most " + std::to_string(full_view_end(cache) - 1) +
                          " positions, the cache has " + std::to_string(cache.next_position()));
     for (TokenId t : tokens)
@@ -406,9 +409,10 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
         for (int kv = 0; kv < 2; ++kv)
             for (int64_t il = 0; il < L; ++il)
                 for (int64_t h = 0; h < H; ++h) {
+                    const KvRows rows = cache.rows(il, h);
                     for (int64_t p = 0; p < N; ++p) {  // as float32 whatever the cache stores
-                        if (kv == 0) cache.copy_key(il, h, p, block.data() + p * D);
-                        else cache.copy_value(il, h, p, block.data() + p * D);
+                        if (kv == 0) rows.copy_key(p, block.data() + p * D);
+                        else rows.copy_value(p, block.data() + p * D);
                     }
                     put(block.data(), block.size() * sizeof(float));
                 }
@@ -429,9 +433,9 @@ int64_t matching_prefix(const PromptCache& pc, std::span<const TokenId> prompt, 
 
 void restore_prompt_cache(const PromptCache& pc, int64_t n, KvCache& cache) {
     const int64_t L = pc.n_layer, H = pc.n_head, D = pc.head_dim;
-    if (cache.n_layer() != L || cache.n_head() != H || cache.head_dim() != D)
+    if (cache.shape().n_layer != L || cache.shape().n_head != H || cache.shape().head_dim != D)
         throw UsageError("restore_prompt_cache: the cache's shape is not the prompt cache's");
-    if (cache.bf16() != (pc.kv_format == "bf16") || cache.quantized())
+    if (cache.format().bf16() != (pc.kv_format == "bf16") || cache.format().quantized())
         throw UsageError("restore_prompt_cache: the cache's row storage is not the prompt cache's");
     if (cache.next_position() != 0) throw UsageError("restore_prompt_cache: the cache is not empty");
     if (n < 0 || n > int64_t(pc.tokens.size()))

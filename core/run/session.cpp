@@ -79,8 +79,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.kv_heads() || pool->head_dim() != cfg.head_dim() ||
                  pool->block_size() != options_.block_size || pool->bf16() != parts_.model->weights().bf16)
             throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
-        cache_ = KvCache(std::move(pool), n_total, window_, sinks_);
-        cache_.set_sequence(setup_.sequence);
+        cache_ = KvCache(std::move(pool), n_total, window_, sinks_, setup_.sequence);
         cache_.set_sink_positions(options_.sink_positions);
     } else {
         capacity = chunk_capacity(n_total, chunk);
@@ -106,13 +105,13 @@ int64_t Session::chunk_capacity(int64_t n_total, int64_t chunk) const {
 }
 
 void Session::fit_turn(int64_t n_total, int64_t chunk) {
-    if (cache_.paged()) {
+    if (cache_.pages().active()) {
         const int64_t B = options_.block_size, blocks = pool_blocks_for(n_total, B);
         std::shared_ptr<BlockPool> pool = cache_.pages().share_pool();
         if (setup_.pool && window_ == 0) {
             // Other sequences draw on the same blocks: this turn may only take what is free now. (With a
             // window, blocks that leave it return to the pool as the turn runs: each step checks then.)
-            const int64_t mapped = int64_t(cache_.block_table().size());
+            const int64_t mapped = int64_t(cache_.pages().table().size());
             const int64_t needed = (n_total + B - 1) / B - mapped;
             if (needed > pool->n_free())
                 throw UsageError("the shared block pool has " + std::to_string(pool->n_free()) + " of its " +
@@ -338,15 +337,16 @@ void Session::abandon(Pending& p) {
 void Session::record_adopted_rows(RecordedRows& rows, int64_t first, int64_t n) const {
     // Per query head, as the forward pass records k and v (a shared K/V head once for each of its queries).
     const ModelConfig& cfg = parts_.model->config();
-    const int64_t L = cache_.n_layer(), H = cfg.n_head, D = cache_.head_dim(), C = H * D;
+    const int64_t L = cache_.shape().n_layer, H = cfg.n_head, D = cache_.shape().head_dim, C = H * D;
     rows.k_adopted.assign(size_t(L * n * C), 0.0f);
     rows.v_adopted.assign(size_t(L * n * C), 0.0f);
     for (int64_t il = 0; il < L; ++il)
         for (int64_t a = 0; a < n; ++a)
             for (int64_t h = 0; h < H; ++h) {
                 const size_t at = size_t((il * n + a) * C + h * D);
-                cache_.copy_key(il, cfg.kv_head_of(h), first + a, rows.k_adopted.data() + at);
-                cache_.copy_value(il, cfg.kv_head_of(h), first + a, rows.v_adopted.data() + at);
+                const KvRows kv_rows = cache_.rows(il, cfg.kv_head_of(h));
+                kv_rows.copy_key(first + a, rows.k_adopted.data() + at);
+                kv_rows.copy_value(first + a, rows.v_adopted.data() + at);
             }
 }
 
@@ -368,7 +368,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     id.first_position = cache_.next_position() - int64_t(p.tokens.size());
     id.tokens.assign(p.tokens.begin(), p.tokens.end());  // before parts_.generated grows under the span
     id.window = window_;
-    id.sinks = cache_.sinks();
+    id.sinks = cache_.visibility().sinks;
     id.sink_positions = cache_.visibility().sink_positions;
     id.turn = int64_t(parts_.turns.size()) - 1;
     id.shift_cache_hidden_pairs =
@@ -424,7 +424,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     rec->edits = parts_.edits.pending();
     if (options_.history) undo_.back().edits = std::move(parts_.edits);
     parts_.edits.clear();
-    cache_.view_into(rec->cache);
+    rec->cache = cache_.view(std::move(rec->cache));
     if (options_.record) {
         rows.q = std::move(p.probe.q);
         rows.k = std::move(p.probe.k);
@@ -450,7 +450,7 @@ const StepRecord& Session::run_uncached(Pending& p) {
     const int64_t end = cache_.next_position() + p.chunk.n_tokens;
     // A paged cache keeps its blocks (other sequences may share them): the recompute runs in a scratch
     // ring, and only the new positions' rows, equal bit for bit, are then written to the paged cache.
-    const bool paged = cache_.paged();
+    const bool paged = cache_.pages().active();
     KvCache scratch = paged ? parts_.model->make_cache(end, window_, sinks_) : KvCache{};
     scratch.set_sink_positions(options_.sink_positions);
     KvCache& target = paged ? scratch : cache_;
@@ -458,8 +458,9 @@ const StepRecord& Session::run_uncached(Pending& p) {
     target.reset();
     // A chunk of n needs W-1+n slots once the ring wraps. When the sequence fits the ring it never
     // wraps (and W may exceed the ring: set_prompt clamps the capacity to the sequence), so one pass.
-    const int64_t piece = window_ > 0 && end > target.capacity() ? target.capacity() - target.sinks() - window_ + 1
-                                                                         : target.capacity();
+    const int64_t piece = window_ > 0 && end > target.capacity()
+                              ? target.capacity() - target.visibility().sinks - window_ + 1
+                              : target.capacity();
     double flops = 0;
     ChunkProbe whole;
     // q, k and v rows are H * D wide (k and v per query head), which differs from the hidden width when a
@@ -505,8 +506,9 @@ const StepRecord& Session::run_uncached(Pending& p) {
         for (int64_t il = 0; il < L; ++il)
             for (int64_t pos = first_new; pos < end; ++pos)
                 for (int64_t h = 0; h < H; ++h) {
-                    scratch.copy_key(il, h, pos, k_row.data());
-                    scratch.copy_value(il, h, pos, v_row.data());
+                    const KvRows from = scratch.rows(il, h);
+                    from.copy_key(pos, k_row.data());
+                    from.copy_value(pos, v_row.data());
                     cache_.write(il, h, pos, k_row.data(), v_row.data());
                 }
         cache_.advance(end - first_new);
@@ -549,7 +551,7 @@ const StepRecord& Session::run_step(Phase phase) {
         throw;
     }
     evict_after(p);
-    return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visible_keys(first).count() - 1);
+    return finish(p, p.chunk.flops, first, p.chunk.n_tokens, cache_.visibility().visible_keys(first).count() - 1);
 }
 
 bool Session::step_back() {
@@ -587,7 +589,7 @@ void Session::next_step_logits(std::vector<float>& out) {
     const std::vector<TokenId> all = all_tokens();
     if (position >= int64_t(all.size()))
         throw UsageError("there is no next token to predict from at position " + std::to_string(position));
-    cache_.require_fits(1);
+    require_fits(cache_, 1);
     out.assign(size_t(parts_.model->config().n_vocab), 0.0f);
     // The next step's forward pass, then the cache back as it was (its slot, flags and pointer).
     KvCacheCheckpoint before = cache_.checkpoint(1);
@@ -610,13 +612,13 @@ const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
     const ModelConfig& cfg = parts_.model->config();
     const int64_t L = cfg.n_layer, K = cfg.kv_heads(), D = cfg.head_dim(), p = edit.position;
     // pass 1: validate; nothing changes before every check passed
-    if (cache_.paged()) throw UsageError("cache edits work on the ring cache: {-block_size}");
+    if (cache_.pages().active()) throw UsageError("cache edits work on the ring cache: {-block_size}");
     if (!options_.use_cache) throw UsageError("the cache is off: turn it on to edit it");
     if (cache_.next_position() == 0) throw UsageError("the cache is empty: run a step first");
     if (!cache_.alive(p))
         throw UsageError("position " + std::to_string(p) + " is not in the cache (positions 0.." +
                          std::to_string(cache_.next_position() - 1) + " were written" +
-                         (cache_.window() > 0 ? "; the window keeps only the recent ones)" : ")"));
+                         (cache_.visibility().window > 0 ? "; the window keeps only the recent ones)" : ")"));
     if (edit.layer < -1 || edit.layer >= L)
         throw UsageError("layer " + std::to_string(edit.layer) + " does not exist (the model has " +
                          std::to_string(L) + " layers, 0.." + std::to_string(L - 1) + "; -1 = all)");
@@ -624,7 +626,7 @@ const CacheEditRecord& Session::apply_edit(CacheEdit edit) {
         throw UsageError("K/V head " + std::to_string(edit.kv_head) + " does not exist (the model has " +
                          std::to_string(K) + " K/V heads, 0.." + std::to_string(K - 1) + "; -1 = all)");
     if (edit.kind == CacheEditKind::Patch) {
-        if (cache_.quantized()) throw UsageError("patch writes float rows: {-kv_quant}");
+        if (cache_.format().quantized()) throw UsageError("patch writes float rows: {-kv_quant}");
         if (int64_t(edit.rows.size()) != L * 2 * K * D)
             throw UsageError("the patch rows hold " + std::to_string(edit.rows.size()) + " values, this model's " +
                              std::to_string(L * 2 * K * D) + " (L x 2 x K x D): is the source another model's?");
@@ -682,8 +684,8 @@ std::vector<float> kv_rows_of_run(std::shared_ptr<const Model> model, SessionOpt
     std::vector<float> rows(size_t(L * 2 * K * D));  // (L, 2, K, D)
     for (int64_t il = 0; il < L; ++il)
         for (int64_t h = 0; h < K; ++h) {
-            side.cache().copy_key(il, h, position, rows.data() + ((il * 2 + 0) * K + h) * D);
-            side.cache().copy_value(il, h, position, rows.data() + ((il * 2 + 1) * K + h) * D);
+            side.cache().rows(il, h).copy_key(position, rows.data() + ((il * 2 + 0) * K + h) * D);
+            side.cache().rows(il, h).copy_value(position, rows.data() + ((il * 2 + 1) * K + h) * D);
         }
     return rows;
 }

@@ -60,7 +60,7 @@ void step_batch(std::span<Session* const> sessions, Workspace& ws) {
         pending[i].compute_seconds += batch_seconds;
         s->evict_after(pending[i]);
         s->finish(pending[i], chunks[i].flops, first[i], chunks[i].n_tokens,
-                  s->cache_.visible_keys(first[i]).count() - 1);
+                  s->cache_.visibility().visible_keys(first[i]).count() - 1);
     }
 }
 

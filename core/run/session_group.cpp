@@ -197,7 +197,7 @@ void SessionGroup::record_view() {
     v.events = pool_->take_events();
     for (size_t i = 0; i < sessions_.size(); ++i) {
         const KvCache& cache = sessions_[i]->cache();
-        v.tables.push_back(cache.block_table());
+        v.tables.push_back(cache.pages().table());
         for (size_t k = 0; k < v.tables.back().size(); ++k)
             if (const int32_t b = v.tables.back()[k]; b >= 0) {
                 v.blocks[size_t(b)].seqs.push_back(int32_t(i));
@@ -223,19 +223,20 @@ GroupMemory SessionGroup::memory() const {
     std::multiset<int32_t> mapped;
     if (!sessions_.empty()) {
         const KvCache& c = sessions_.front()->cache();
-        m.bytes_per_position = c.bytes_per_position();
-        m.kv_format = c.quantized() ? to_string(c.format().quant().format) : c.bf16() ? "bf16" : "f32";
+        m.bytes_per_position = c.view().bytes_per_position;
+        m.kv_format = c.format().quantized() ? to_string(c.format().quant().format) : c.format().bf16() ? "bf16" : "f32";
     }
     for (const auto& s : sessions_) {
         m.positions += s->cache().next_position();
-        if (!pool_) m.bytes += s->cache().bytes_capacity();
+        const KvCacheView view = s->cache().view();
+        if (!pool_) m.bytes += view.bytes_capacity;
         if (m.kv_format == "int4") {  // what bytes_capacity holds beyond the packed rows (row_format.h Int4Rows)
-            const int64_t residual = s->cache().bytes_capacity() - s->cache().capacity() * s->cache().bytes_per_position();
+            const int64_t residual = view.bytes_capacity - s->cache().capacity() * view.bytes_per_position;
             const ModelConfig& cfg = model_->config();
             m.bytes_residual += residual;
             m.residual_slots = residual / (2 * cfg.n_layer * cfg.kv_width() * int64_t(sizeof(float)));
         }
-        for (int32_t b : s->cache().block_table())
+        for (int32_t b : s->cache().pages().table())
             if (b >= 0) mapped.insert(b);
     }
     m.bytes_unshared = m.bytes;
