@@ -226,7 +226,7 @@ TEST_CASE("json_escape replaces invalid UTF-8 with U+FFFD") {
     CHECK_NOTHROW(Json::parse(json_escape(all)));
 }
 
-TEST_CASE("a vocab.json-sized object parses quickly") {
+TEST_CASE("a vocab.json-sized object parses, its time printed") {
     // 50,257 entries shaped like GPT-2's vocab.json (about 1 MB): escapes, non-ASCII, integers.
     std::string text = "{";
     for (int i = 0; i < 50257; ++i) {
@@ -240,9 +240,8 @@ TEST_CASE("a vocab.json-sized object parses quickly") {
     REQUIRE(v.as_object().size() == 50257);
     CHECK(v.as_object()[123].first == "\xC4\xA0w\xC3\xA9" "123");
     CHECK(v.as_object()[123].second.as_integer() == 123);
-    INFO("parse took " << ms << " ms for " << text.size() << " bytes");
-    // Generous bound: sanitizer and debug builds are several times slower than the ~10 ms release figure.
-    CHECK(ms < 2000);
+    // Printed, not bounded: a wall-clock bound fails on a shared machine (issue 42). ~10 ms in release.
+    WARN("parse took " << ms << " ms for " << text.size() << " bytes");
 }
 
 TEST_CASE("token bytes become JSON text, with the exact bytes in hex when they are not valid UTF-8", "[json]") {
