@@ -29,6 +29,7 @@ std::string token_text(const Model& model, TokenId id) {
 std::vector<TokenId> encode_prompt(const Model& m, const std::string& text) {
     if (m.tokenizer()) return m.tokenizer()->encode(text, false);
     std::vector<TokenId> ids;
+    if (text.find_first_not_of(" \t\n") == std::string::npos) return ids;  // nothing typed yet: no error to show
     for (int64_t id : parse_id_list(text, "prompt ids"))
         ids.push_back(TokenId(id));
     return ids;
