@@ -39,10 +39,10 @@ TEST_CASE("turns are kept oldest first and taken back newest first", "[turn_log]
     // The newest append is reached only at the step count it was made at.
     CHECK_FALSE(log.appended_at(6));
     CHECK(log.appended_at(7));
-    const TurnUndo second = log.take_back();
-    CHECK(second.n_prompt == 12);
-    CHECK(second.generated == std::vector<TokenId>{21, 22, 23, 24, 25, 26});
-    CHECK(second.max_new_tokens == 6);
+    const TurnUndo turn_two = log.take_back();
+    CHECK(turn_two.n_prompt == 12);
+    CHECK(turn_two.generated == std::vector<TokenId>{21, 22, 23, 24, 25, 26});
+    CHECK(turn_two.max_new_tokens == 6);
     CHECK(log.size() == 2);
     CHECK(log.appended_at(2));
     const TurnUndo first = log.take_back();
