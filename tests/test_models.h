@@ -225,7 +225,14 @@ inline FixtureModel write_fixture(const fs::path& dir, const FixtureSpec& spec) 
         std::vector<float> values(size_t(n_elements(shape)), 0.25f);
         out.push_back({name, Dtype::F32, shape, encode(values, Dtype::F32)});
     }
-    kvscope::write_safetensors((dir / "model.safetensors").string(), out);
+    {
+        // The same race as config.json's: kvscope's writer refuses a model.safetensors another test
+        // process renamed in but has not yet recorded as written, so each process writes its own file.
+        const fs::path tmp = dir / ("model.safetensors.tmp-" + std::to_string(::getpid()));
+        fs::remove(tmp);
+        kvscope::write_safetensors(tmp.string(), out);
+        fs::rename(tmp, dir / "model.safetensors");
+    }
     return m;
 }
 
