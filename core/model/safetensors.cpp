@@ -3,13 +3,7 @@
 // with messages that name the tensor and suggest a cause.
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -18,7 +12,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "io/json_write.h"
-#include "io/read_file.h"
+#include "io/mapped_file.h"
 
 namespace kvscope {
 
@@ -39,16 +33,9 @@ constexpr DtypeName kDtypes[] = {
     {Dtype::BOOL, "BOOL", 1}, {Dtype::F8_E5M2, "F8_E5M2", 1}, {Dtype::F8_E4M3, "F8_E4M3", 1},
 };
 
-std::string errno_text() { return std::strerror(errno); }
-
 [[noreturn]] void fail_load(const std::string& path, const std::string& what, const std::string& hint = "") {
     throw LoadError(path, what, hint);
 }
-
-struct Fd {
-    int fd = -1;
-    ~Fd() { if (fd >= 0) ::close(fd); }
-};
 
 }  // namespace
 
@@ -78,26 +65,21 @@ int64_t TensorView::n_elements() const {
     return n;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path)
     // a FIFO or device would block or stream where the format needs a size: refused before mmap
-    const RegularFile regular = open_regular_file(path, k_safetensors_file);
-    Fd file{regular.fd};
-    if (regular.size < 8)
-        fail_load(path_, "file is only " + std::to_string(regular.size) +
+    : path_(path), file_(path, k_safetensors_file) {
+    if (file_.size() < 8)
+        fail_load(path_, "file is only " + std::to_string(file_.size()) +
                  " bytes; a safetensors file starts with an 8-byte header length",
              kTruncatedHint);
-    size_ = size_t(regular.size);
-    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
-    if (m == MAP_FAILED) fail_load(path_, "cannot map into memory: " + errno_text());
-    mapping_ = m;
 
-    try {
-        const auto* bytes = static_cast<const unsigned char*>(mapping_);
+    {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(file_.data());
         uint64_t header_len = 0;
         for (int k = 7; k >= 0; --k) header_len = (header_len << 8) | bytes[k];
 
         // pass 1: the header length, with a guess at what the file really is when it is wrong
-        if (header_len > kMaxHeaderBytes || header_len > size_ - 8) {
+        if (header_len > kMaxHeaderBytes || header_len > file_.size() - 8) {
             std::string hint;
             if (bytes[0] == 'P' && bytes[1] == 'K')
                 hint = "this looks like a zip file, e.g. a PyTorch .bin checkpoint; kvscope reads .safetensors";
@@ -114,13 +96,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                          std::to_string(kMaxHeaderBytes) + " bytes)",
                      hint);
             fail_load(path_, "file is truncated: the header alone needs " + std::to_string(8 + header_len) +
-                     " bytes, found " + std::to_string(size_),
+                     " bytes, found " + std::to_string(file_.size()),
                  hint);
         }
         if (header_len == 0 || bytes[8] != '{')
             fail_load(path_, "header is not a JSON object (it must start with '{')", "is this a safetensors file?");
         const size_t data_start = 8 + size_t(header_len);
-        const size_t data_size = size_ - data_start;
+        const size_t data_size = file_.size() - data_start;
 
         // pass 2: the header JSON
         Json header;
@@ -188,7 +170,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             if (std::find(view.shape.begin(), view.shape.end(), 0) != view.shape.end()) n_elements = 0;
             for (size_t k = 0; n_elements > 0 && k < view.shape.size(); ++k) {
                 uint64_t x = uint64_t(view.shape[k]);
-                if (n_elements > uint64_t(size_) / x)
+                if (n_elements > uint64_t(file_.size()) / x)
                     fail_load(path_, tensor + " has shape " + shape_text(view.shape) +
                                          ", more elements than the file can hold");
                 n_elements *= x;
@@ -223,7 +205,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             if (!last || s.end >= last->end) last = &s;
         if (last && last->end > data_size) {
             fail_load(path_, "file is truncated: expected " + std::to_string(uint64_t(data_start) + last->end) + " bytes, found " +
-                     std::to_string(size_) + "; tensor " + json_escape(views[last->index].name) +
+                     std::to_string(file_.size()) + "; tensor " + json_escape(views[last->index].name) +
                      " ends past the end of the file",
                  kTruncatedHint);
         }
@@ -244,22 +226,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             fail_load(path_, std::to_string(data_size - covered) + " bytes after the last tensor belong to no tensor",
                  "the file was not written by a safetensors writer, or was appended to");
 
-        const std::byte* data = static_cast<const std::byte*>(mapping_) + data_start;
+        const std::byte* data = file_.data() + data_start;
         tensors_.reserve(spans.size());
         for (const Span& s : spans) {
             TensorView& v = views[s.index];
             v.data = data + s.begin;
             tensors_.push_back(std::move(v));
         }
-    } catch (...) {
-        ::munmap(mapping_, size_);
-        mapping_ = nullptr;
-        throw;
     }
-}
-
-SafetensorsFile::~SafetensorsFile() {
-    if (mapping_) ::munmap(mapping_, size_);
 }
 
 const TensorView* SafetensorsFile::find(const std::string& name) const {
