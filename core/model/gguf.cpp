@@ -3,17 +3,15 @@
 #include "model/gguf.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <set>
 
 #include "base/errors.h"
-#include "io/read_file.h"
+#include "io/mapped_file.h"
 
 namespace kvscope {
 
@@ -22,11 +20,6 @@ namespace {
 constexpr uint32_t kMaxDims = 4;                 // ggml's GGML_MAX_DIMS
 constexpr uint64_t kMaxNameBytes = 64;           // ggml's GGML_MAX_NAME, terminator included
 const char* const kTruncatedHint = "was the download interrupted? download the file again";
-
-struct Fd {
-    int fd = -1;
-    ~Fd() { if (fd >= 0) ::close(fd); }
-};
 
 class Cursor {
 public:
@@ -169,32 +162,17 @@ int64_t GgufTensor::n_elements() const {
     return n;
 }
 
-GgufFile::GgufFile(const std::string& path) : path_(path) {
-    const RegularFile regular = open_regular_file(path, k_gguf_file);
-    Fd file{regular.fd};
-    if (regular.size < 24)
-        throw LoadError(path_, "file is only " + std::to_string(regular.size) +
+GgufFile::GgufFile(const std::string& path) : path_(path), file_(path, k_gguf_file) {
+    if (file_.size() < 24)
+        throw LoadError(path_, "file is only " + std::to_string(file_.size()) +
                                    " bytes; a GGUF file starts with a 24-byte header", kTruncatedHint);
-    size_ = size_t(regular.size);
-    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
-    if (m == MAP_FAILED) throw LoadError(path_, std::string("cannot map into memory: ") + std::strerror(errno));
-    mapping_ = m;
-    try {
-        parse();
-    } catch (...) {
-        ::munmap(mapping_, size_);
-        mapping_ = nullptr;
-        throw;
-    }
-}
-
-GgufFile::~GgufFile() {
-    if (mapping_) ::munmap(mapping_, size_);
+    parse();
 }
 
 void GgufFile::parse() {
-    const auto* bytes = static_cast<const unsigned char*>(mapping_);
-    Cursor c(bytes, size_, path_);
+    const size_t size = file_.size();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(file_.data());
+    Cursor c(bytes, size, path_);
     if (std::memcmp(bytes, "GGUF", 4) != 0) {
         const bool safetensors_like = bytes[8] == '{';
         c.fail("not a GGUF file (it does not start with \"GGUF\")",
@@ -260,11 +238,11 @@ void GgufFile::parse() {
     }
 
     data_offset_ = size_t((uint64_t(c.at()) + alignment_ - 1) / alignment_ * alignment_);
-    if (data_offset_ > size_ && !tensors_.empty())
+    if (data_offset_ > size && !tensors_.empty())
         c.fail("file is truncated: the data section would start at byte " + std::to_string(data_offset_) + " of " +
-                   std::to_string(size_),
+                   std::to_string(size),
                kTruncatedHint);
-    const uint64_t data_size = size_ >= data_offset_ ? size_ - data_offset_ : 0;
+    const uint64_t data_size = size >= data_offset_ ? size - data_offset_ : 0;
 
     std::vector<const GgufTensor*> by_offset;
     for (GgufTensor& t : tensors_) {
@@ -272,7 +250,7 @@ void GgufFile::parse() {
             c.fail("tensor " + t.name + " (" + std::to_string(t.n_bytes) + " bytes at data offset " +
                        std::to_string(t.offset) + ") ends past the end of the file",
                    kTruncatedHint);
-        t.data = static_cast<const std::byte*>(mapping_) + data_offset_ + t.offset;
+        t.data = file_.data() + data_offset_ + t.offset;
         by_offset.push_back(&t);
     }
     std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "io/mapped_file.h"
 #include "model/gguf_quants.h"
 
 namespace kvscope {
@@ -69,14 +70,13 @@ struct GgufTensor {
 class GgufFile {
 public:
     explicit GgufFile(const std::string& path);  // throws LoadError
-    ~GgufFile();
     GgufFile(const GgufFile&) = delete;
     GgufFile& operator=(const GgufFile&) = delete;
 
     const std::string& path() const { return path_; }
     uint32_t version() const { return version_; }
     uint64_t alignment() const { return alignment_; }
-    size_t file_size() const { return size_; }
+    size_t file_size() const { return file_.size(); }
     size_t data_offset() const { return data_offset_; }
     const std::vector<GgufEntry>& metadata() const { return metadata_; }
     const GgufValue* find(const std::string& key) const;
@@ -86,8 +86,7 @@ public:
 private:
     void parse();
     std::string path_;
-    void* mapping_ = nullptr;
-    size_t size_ = 0;
+    MappedFile file_;
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
     size_t data_offset_ = 0;

@@ -3,13 +3,7 @@
 // with messages that name the tensor and suggest a cause.
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -18,7 +12,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "io/json_write.h"
-#include "io/read_file.h"
+#include "io/mapped_file.h"
 
 namespace kvscope {
 
@@ -39,16 +33,9 @@ constexpr DtypeName kDtypes[] = {
     {Dtype::BOOL, "BOOL", 1}, {Dtype::F8_E5M2, "F8_E5M2", 1}, {Dtype::F8_E4M3, "F8_E4M3", 1},
 };
 
-std::string errno_text() { return std::strerror(errno); }
-
 [[noreturn]] void fail_load(const std::string& path, const std::string& what, const std::string& hint = "") {
     throw LoadError(path, what, hint);
 }
-
-struct Fd {
-    int fd = -1;
-    ~Fd() { if (fd >= 0) ::close(fd); }
-};
 
 }  // namespace
 
@@ -78,188 +65,205 @@ int64_t TensorView::n_elements() const {
     return n;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-    // a FIFO or device would block or stream where the format needs a size: refused before mmap
-    const RegularFile regular = open_regular_file(path, k_safetensors_file);
-    Fd file{regular.fd};
-    if (regular.size < 8)
-        fail_load(path_, "file is only " + std::to_string(regular.size) +
-                 " bytes; a safetensors file starts with an 8-byte header length",
-             kTruncatedHint);
-    size_ = size_t(regular.size);
-    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
-    if (m == MAP_FAILED) fail_load(path_, "cannot map into memory: " + errno_text());
-    mapping_ = m;
+namespace {
 
-    try {
-        const auto* bytes = static_cast<const unsigned char*>(mapping_);
-        uint64_t header_len = 0;
-        for (int k = 7; k >= 0; --k) header_len = (header_len << 8) | bytes[k];
+// A tensor's bytes in the data section, [begin, end), and its index in the header's order.
+struct Span {
+    size_t begin, end;
+    size_t index;
+};
 
-        // pass 1: the header length, with a guess at what the file really is when it is wrong
-        if (header_len > kMaxHeaderBytes || header_len > size_ - 8) {
-            std::string hint;
-            if (bytes[0] == 'P' && bytes[1] == 'K')
-                hint = "this looks like a zip file, e.g. a PyTorch .bin checkpoint; kvscope reads .safetensors";
-            else if (bytes[0] == 0x80)
-                hint = "this looks like a Python pickle; kvscope reads .safetensors";
-            else if (bytes[0] == '{' || bytes[0] == '<')
-                hint = "this looks like a text file, perhaps an error page saved by the download";
-            else if (header_len <= kMaxHeaderBytes)
-                hint = kTruncatedHint;
-            else
-                hint = "is this a safetensors file?";
-            if (header_len > kMaxHeaderBytes)
-                fail_load(path_, "header length " + std::to_string(header_len) + " is implausibly large (limit " +
-                         std::to_string(kMaxHeaderBytes) + " bytes)",
-                     hint);
-            fail_load(path_, "file is truncated: the header alone needs " + std::to_string(8 + header_len) +
-                     " bytes, found " + std::to_string(size_),
+// pass 1: the header length, with a guess at what the file really is when it is wrong
+uint64_t read_header_length(const std::string& path, const unsigned char* bytes, size_t size) {
+    uint64_t header_len = 0;
+    for (int k = 7; k >= 0; --k) header_len = (header_len << 8) | bytes[k];
+    if (header_len > kMaxHeaderBytes || header_len > size - 8) {
+        std::string hint;
+        if (bytes[0] == 'P' && bytes[1] == 'K')
+            hint = "this looks like a zip file, e.g. a PyTorch .bin checkpoint; kvscope reads .safetensors";
+        else if (bytes[0] == 0x80)
+            hint = "this looks like a Python pickle; kvscope reads .safetensors";
+        else if (bytes[0] == '{' || bytes[0] == '<')
+            hint = "this looks like a text file, perhaps an error page saved by the download";
+        else if (header_len <= kMaxHeaderBytes)
+            hint = kTruncatedHint;
+        else
+            hint = "is this a safetensors file?";
+        if (header_len > kMaxHeaderBytes)
+            fail_load(path, "header length " + std::to_string(header_len) + " is implausibly large (limit " +
+                     std::to_string(kMaxHeaderBytes) + " bytes)",
                  hint);
-        }
-        if (header_len == 0 || bytes[8] != '{')
-            fail_load(path_, "header is not a JSON object (it must start with '{')", "is this a safetensors file?");
-        const size_t data_start = 8 + size_t(header_len);
-        const size_t data_size = size_ - data_start;
+        fail_load(path, "file is truncated: the header alone needs " + std::to_string(8 + header_len) +
+                 " bytes, found " + std::to_string(size),
+             hint);
+    }
+    if (header_len == 0 || bytes[8] != '{')
+        fail_load(path, "header is not a JSON object (it must start with '{')", "is this a safetensors file?");
+    return header_len;
+}
 
-        // pass 2: the header JSON
-        Json header;
-        try {
-            header = Json::parse(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len));
-        } catch (const JsonError& e) {
-            std::string what = e.what();
-            size_t colon = what.find(": ");
-            fail_load(path_, "header is not valid JSON at byte " + std::to_string(8 + e.offset) + " of the file: " +
-                 (colon == std::string::npos ? what : what.substr(colon + 2)));
-        }
-        if (!header.is_object()) fail_load(path_, std::string("header is a JSON ") + header.kind_name() + ", expected an object");
+// pass 2: the header JSON, an object
+Json parse_header(const std::string& path, const unsigned char* bytes, uint64_t header_len) {
+    Json header;
+    try {
+        header = Json::parse(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len));
+    } catch (const JsonError& e) {
+        std::string what = e.what();
+        size_t colon = what.find(": ");
+        fail_load(path, "header is not valid JSON at byte " + std::to_string(8 + e.offset) + " of the file: " +
+             (colon == std::string::npos ? what : what.substr(colon + 2)));
+    }
+    if (!header.is_object()) fail_load(path, std::string("header is a JSON ") + header.kind_name() + ", expected an object");
+    return header;
+}
 
-        // pass 3: each entry's kinds and sizes
-        struct Span { size_t begin, end; size_t index; };
-        std::vector<Span> spans;
-        std::vector<TensorView> views;
-        for (const auto& [name, entry] : header.as_object()) {
-            if (name == "__metadata__") {
-                if (!entry.is_object())
-                    fail_load(path_, std::string("__metadata__ must be an object of strings, found ") + entry.kind_name());
-                for (const auto& [k, v] : entry.as_object()) {
-                    if (!v.is_string())
-                        fail_load(path_, "__metadata__ value for " + json_escape(k) + " must be a string, found " +
-                             v.kind_name());
-                    metadata_[k] = v.as_string();
-                }
-                continue;
-            }
-            const std::string tensor = "tensor " + json_escape(name);
-            if (!entry.is_object())
-                fail_load(path_, tensor + " must be an object with dtype, shape and data_offsets, found " + entry.kind_name());
-            const Json* dtype = nullptr;
-            const Json* shape = nullptr;
-            const Json* offsets = nullptr;
-            for (const auto& [k, v] : entry.as_object()) {
-                if (k == "dtype") dtype = &v;
-                else if (k == "shape") shape = &v;
-                else if (k == "data_offsets") offsets = &v;
-                else fail_load(path_, tensor + " has an unexpected key " + json_escape(k) +
-                          " (entries have only dtype, shape and data_offsets)");
-            }
-            if (!dtype) fail_load(path_, tensor + " has no dtype");
-            if (!shape) fail_load(path_, tensor + " has no shape");
-            if (!offsets) fail_load(path_, tensor + " has no data_offsets");
-
-            TensorView view;
-            view.name = name;
-            if (!dtype->is_string()) fail_load(path_, tensor + ": dtype must be a string, found " + dtype->kind_name());
-            const std::string& d = dtype->as_string();
-            const DtypeName* known = nullptr;
-            for (const DtypeName& n : kDtypes)
-                if (d == n.name) known = &n;
-            if (!known) fail_load(path_, tensor + " has unknown dtype " + json_escape(d));
-            view.dtype = known->dtype;
-
-            if (!shape->is_array()) fail_load(path_, tensor + ": shape must be an array, found " + shape->kind_name());
-            for (const Json& dim : shape->as_array()) {
-                if (!dim.is_integer() || dim.as_integer() < 0)
-                    fail_load(path_, tensor + ": shape must hold whole numbers >= 0");
-                view.shape.push_back(dim.as_integer());
-            }
-            // Element counts above the file size are impossible, so the running product stays small.
-            uint64_t n_elements = 1;
-            if (std::find(view.shape.begin(), view.shape.end(), 0) != view.shape.end()) n_elements = 0;
-            for (size_t k = 0; n_elements > 0 && k < view.shape.size(); ++k) {
-                uint64_t x = uint64_t(view.shape[k]);
-                if (n_elements > uint64_t(size_) / x)
-                    fail_load(path_, tensor + " has shape " + shape_text(view.shape) +
-                                         ", more elements than the file can hold");
-                n_elements *= x;
-            }
-            const uint64_t n_bytes = n_elements * dtype_size(view.dtype);
-
-            if (!offsets->is_array() || offsets->as_array().size() != 2 || !offsets->as_array()[0].is_integer() ||
-                !offsets->as_array()[1].is_integer() || offsets->as_array()[0].as_integer() < 0 ||
-                offsets->as_array()[1].as_integer() < 0)
-                fail_load(path_, tensor + ": data_offsets must be [begin, end], two whole numbers >= 0");
-            const uint64_t begin = uint64_t(offsets->as_array()[0].as_integer());
-            const uint64_t end = uint64_t(offsets->as_array()[1].as_integer());
-            if (end < begin)
-                fail_load(path_, tensor + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                     "] end before they begin");
-            if (end - begin != n_bytes)
-                fail_load(path_, tensor + " has shape " + shape_text(view.shape) + " of " + d + ", which needs " +
-                     std::to_string(n_bytes) + " bytes, but data_offsets [" + std::to_string(begin) + ", " +
-                     std::to_string(end) + "] span " + std::to_string(end - begin));
-            view.n_bytes = size_t(n_bytes);
-            spans.push_back({size_t(std::min<uint64_t>(begin, SIZE_MAX)), size_t(std::min<uint64_t>(end, SIZE_MAX)),
-                             views.size()});
-            views.push_back(std::move(view));
-        }
-
-        // pass 4: the data section is covered exactly once, in bounds
-        std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-            return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-        });
-        const Span* last = nullptr;
-        for (const Span& s : spans)
-            if (!last || s.end >= last->end) last = &s;
-        if (last && last->end > data_size) {
-            fail_load(path_, "file is truncated: expected " + std::to_string(uint64_t(data_start) + last->end) + " bytes, found " +
-                     std::to_string(size_) + "; tensor " + json_escape(views[last->index].name) +
-                     " ends past the end of the file",
-                 kTruncatedHint);
-        }
-        size_t covered = 0;
-        const Span* previous = nullptr;
-        for (const Span& s : spans) {
-            if (s.begin < covered)
-                fail_load(path_, "tensors " + json_escape(views[previous->index].name) + " and " +
-                     json_escape(views[s.index].name) + " overlap in the data section");
-            if (s.begin > covered)
-                fail_load(path_, "data bytes [" + std::to_string(covered) + ", " + std::to_string(s.begin) +
-                     ") belong to no tensor (the data section must have no holes)",
-                     "the file was not written by a safetensors writer, or its header was edited");
-            covered = s.end;
-            if (s.end > s.begin || !previous) previous = &s;
-        }
-        if (covered != data_size)
-            fail_load(path_, std::to_string(data_size - covered) + " bytes after the last tensor belong to no tensor",
-                 "the file was not written by a safetensors writer, or was appended to");
-
-        const std::byte* data = static_cast<const std::byte*>(mapping_) + data_start;
-        tensors_.reserve(spans.size());
-        for (const Span& s : spans) {
-            TensorView& v = views[s.index];
-            v.data = data + s.begin;
-            tensors_.push_back(std::move(v));
-        }
-    } catch (...) {
-        ::munmap(mapping_, size_);
-        mapping_ = nullptr;
-        throw;
+// pass 3a: "__metadata__", an object of strings
+void read_metadata(const std::string& path, const Json& entry, std::map<std::string, std::string>& metadata) {
+    if (!entry.is_object())
+        fail_load(path, std::string("__metadata__ must be an object of strings, found ") + entry.kind_name());
+    for (const auto& [k, v] : entry.as_object()) {
+        if (!v.is_string())
+            fail_load(path, "__metadata__ value for " + json_escape(k) + " must be a string, found " +
+                 v.kind_name());
+        metadata[k] = v.as_string();
     }
 }
 
-SafetensorsFile::~SafetensorsFile() {
-    if (mapping_) ::munmap(mapping_, size_);
+// pass 3b: one tensor entry's kinds and sizes; its data_offsets go to `span` (index not set)
+TensorView read_entry(const std::string& path, const std::string& name, const Json& entry, size_t file_size,
+                      Span& span) {
+    const std::string tensor = "tensor " + json_escape(name);
+    if (!entry.is_object())
+        fail_load(path, tensor + " must be an object with dtype, shape and data_offsets, found " + entry.kind_name());
+    const Json* dtype = nullptr;
+    const Json* shape = nullptr;
+    const Json* offsets = nullptr;
+    for (const auto& [k, v] : entry.as_object()) {
+        if (k == "dtype") dtype = &v;
+        else if (k == "shape") shape = &v;
+        else if (k == "data_offsets") offsets = &v;
+        else fail_load(path, tensor + " has an unexpected key " + json_escape(k) +
+                  " (entries have only dtype, shape and data_offsets)");
+    }
+    if (!dtype) fail_load(path, tensor + " has no dtype");
+    if (!shape) fail_load(path, tensor + " has no shape");
+    if (!offsets) fail_load(path, tensor + " has no data_offsets");
+
+    TensorView view;
+    view.name = name;
+    if (!dtype->is_string()) fail_load(path, tensor + ": dtype must be a string, found " + dtype->kind_name());
+    const std::string& d = dtype->as_string();
+    const DtypeName* known = nullptr;
+    for (const DtypeName& n : kDtypes)
+        if (d == n.name) known = &n;
+    if (!known) fail_load(path, tensor + " has unknown dtype " + json_escape(d));
+    view.dtype = known->dtype;
+
+    if (!shape->is_array()) fail_load(path, tensor + ": shape must be an array, found " + shape->kind_name());
+    for (const Json& dim : shape->as_array()) {
+        if (!dim.is_integer() || dim.as_integer() < 0)
+            fail_load(path, tensor + ": shape must hold whole numbers >= 0");
+        view.shape.push_back(dim.as_integer());
+    }
+    // Element counts above the file size are impossible, so the running product stays small.
+    uint64_t n_elements = 1;
+    if (std::find(view.shape.begin(), view.shape.end(), 0) != view.shape.end()) n_elements = 0;
+    for (size_t k = 0; n_elements > 0 && k < view.shape.size(); ++k) {
+        uint64_t x = uint64_t(view.shape[k]);
+        if (n_elements > uint64_t(file_size) / x)
+            fail_load(path, tensor + " has shape " + shape_text(view.shape) +
+                                 ", more elements than the file can hold");
+        n_elements *= x;
+    }
+    const uint64_t n_bytes = n_elements * dtype_size(view.dtype);
+
+    if (!offsets->is_array() || offsets->as_array().size() != 2 || !offsets->as_array()[0].is_integer() ||
+        !offsets->as_array()[1].is_integer() || offsets->as_array()[0].as_integer() < 0 ||
+        offsets->as_array()[1].as_integer() < 0)
+        fail_load(path, tensor + ": data_offsets must be [begin, end], two whole numbers >= 0");
+    const uint64_t begin = uint64_t(offsets->as_array()[0].as_integer());
+    const uint64_t end = uint64_t(offsets->as_array()[1].as_integer());
+    if (end < begin)
+        fail_load(path, tensor + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+             "] end before they begin");
+    if (end - begin != n_bytes)
+        fail_load(path, tensor + " has shape " + shape_text(view.shape) + " of " + d + ", which needs " +
+             std::to_string(n_bytes) + " bytes, but data_offsets [" + std::to_string(begin) + ", " +
+             std::to_string(end) + "] span " + std::to_string(end - begin));
+    view.n_bytes = size_t(n_bytes);
+    span.begin = size_t(std::min<uint64_t>(begin, SIZE_MAX));
+    span.end = size_t(std::min<uint64_t>(end, SIZE_MAX));
+    return view;
+}
+
+// pass 4: the data section is covered exactly once, in bounds (`spans` sorted by begin, then end)
+void check_coverage(const std::string& path, const std::vector<Span>& spans, const std::vector<TensorView>& views,
+                    size_t data_start, size_t file_size) {
+    const size_t data_size = file_size - data_start;
+    const Span* last = nullptr;
+    for (const Span& s : spans)
+        if (!last || s.end >= last->end) last = &s;
+    if (last && last->end > data_size) {
+        fail_load(path, "file is truncated: expected " + std::to_string(uint64_t(data_start) + last->end) + " bytes, found " +
+                 std::to_string(file_size) + "; tensor " + json_escape(views[last->index].name) +
+                 " ends past the end of the file",
+             kTruncatedHint);
+    }
+    size_t covered = 0;
+    const Span* previous = nullptr;
+    for (const Span& s : spans) {
+        if (s.begin < covered)
+            fail_load(path, "tensors " + json_escape(views[previous->index].name) + " and " +
+                 json_escape(views[s.index].name) + " overlap in the data section");
+        if (s.begin > covered)
+            fail_load(path, "data bytes [" + std::to_string(covered) + ", " + std::to_string(s.begin) +
+                 ") belong to no tensor (the data section must have no holes)",
+                 "the file was not written by a safetensors writer, or its header was edited");
+        covered = s.end;
+        if (s.end > s.begin || !previous) previous = &s;
+    }
+    if (covered != data_size)
+        fail_load(path, std::to_string(data_size - covered) + " bytes after the last tensor belong to no tensor",
+             "the file was not written by a safetensors writer, or was appended to");
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    // a FIFO or device would block or stream where the format needs a size: refused before mmap
+    : path_(path), file_(path, k_safetensors_file) {
+    if (file_.size() < 8)
+        fail_load(path_, "file is only " + std::to_string(file_.size()) +
+                 " bytes; a safetensors file starts with an 8-byte header length",
+             kTruncatedHint);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(file_.data());
+    const uint64_t header_len = read_header_length(path_, bytes, file_.size());
+    const size_t data_start = 8 + size_t(header_len);
+    const Json header = parse_header(path_, bytes, header_len);
+
+    std::vector<Span> spans;
+    std::vector<TensorView> views;
+    for (const auto& [name, entry] : header.as_object()) {
+        if (name == "__metadata__") {
+            read_metadata(path_, entry, metadata_);
+            continue;
+        }
+        Span span{0, 0, views.size()};
+        views.push_back(read_entry(path_, name, entry, file_.size(), span));
+        spans.push_back(span);
+    }
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    check_coverage(path_, spans, views, data_start, file_.size());
+
+    const std::byte* data = file_.data() + data_start;
+    tensors_.reserve(spans.size());
+    for (const Span& s : spans) {
+        TensorView& v = views[s.index];
+        v.data = data + s.begin;
+        tensors_.push_back(std::move(v));
+    }
 }
 
 const TensorView* SafetensorsFile::find(const std::string& name) const {

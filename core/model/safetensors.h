@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "io/mapped_file.h"
+
 namespace kvscope {
 
 // Every dtype the format defines. Files holding any of them open and validate; kvscope computes with
@@ -43,7 +45,6 @@ struct TensorView {
 class SafetensorsFile {
 public:
     explicit SafetensorsFile(const std::string& path);  // throws LoadError
-    ~SafetensorsFile();
     SafetensorsFile(const SafetensorsFile&) = delete;
     SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -51,12 +52,11 @@ public:
     const std::vector<TensorView>& tensors() const { return tensors_; }
     const TensorView* find(const std::string& name) const;
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
-    size_t file_size() const { return size_; }
+    size_t file_size() const { return file_.size(); }
 
 private:
     std::string path_;
-    void* mapping_ = nullptr;
-    size_t size_ = 0;
+    MappedFile file_;
     std::vector<TensorView> tensors_;
     std::map<std::string, std::string> metadata_;
 };

@@ -312,116 +312,135 @@ void check_step(const Trace& trace, size_t step, const ExportScope& scope) {
                          std::to_string(rows.n_head) + " heads)");
 }
 
-// One step's folder in `dir`, which the caller made kvscope's (make_output_folder checks every file in
-// it: once per export, not once per step).
-std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
-                       const ExportScope& scope) {
-    check_step(trace, step, scope);
-    const StepRecord& r = trace[step];
-    const int64_t L = r.rows.n_layer, H = r.rows.n_head, D = r.rows.head_dim, C = H * D, R = r.cost.n_rows_computed;
-    const int64_t K = r.rows.n_kv_head > 0 ? r.rows.n_kv_head : H;
+// A step's sizes, as meta.json names them: L layers, H heads, K K/V heads, D head_dim, C = H * D,
+// R rows computed this step.
+struct StepDims {
+    int64_t L, H, K, D, C, R;
+    explicit StepDims(const StepRecord& r)
+        : L(r.rows.n_layer), H(r.rows.n_head), K(r.rows.n_kv_head > 0 ? r.rows.n_kv_head : r.rows.n_head),
+          D(r.rows.head_dim), C(r.rows.n_head * r.rows.head_dim), R(r.cost.n_rows_computed) {}
+};
+
+// The step's folder in `dir`, made if it is not there.
+std::string make_step_folder(const std::string& dir, size_t step) {
     const std::string folder = dir + "/" + step_folder_name(step);
     std::error_code ec;
     std::filesystem::create_directory(folder, ec);
     if (ec || !std::filesystem::is_directory(folder))
         throw LoadError(folder, "cannot create folder" + (ec ? ": " + ec.message() : ": a file is in the way"));
+    return folder;
+}
 
-    JsonOut files = JsonOut::array();  // meta.json "files" entries
-    std::vector<int64_t> query_positions, key_positions;
-    JsonOut heatmaps;                  // meta.json "heatmaps" member
-    if (r.recorded()) {
-        const std::vector<int64_t> rows_shape = {L, R, C}, kv_shape = {L, R, K * D};
-        write_npy_f32(folder + "/q.npy", rows_shape, r.rows.q.data());
-        write_npy_f32(folder + "/k.npy", kv_shape, kv_heads_only(r.rows.k, L * R, H, K, D).data());
-        write_npy_f32(folder + "/v.npy", kv_shape, kv_heads_only(r.rows.v, L * R, H, K, D).data());
-        files.push_back(file_entry("q.npy", "q", {}, {}, "float32", rows_shape,
+// logit_lens.json: the logit lens of the last computed row, top 10 at every depth.
+void write_logit_lens(const std::string& folder, const StepRecord& r, const Model& model, const StepDims& n,
+                      JsonOut& files) {
+    const LogitLens lens = logit_lens(model, r.rows, n.R - 1, 10);
+    JsonOut depths = JsonOut::array();
+    for (size_t d = 0; d < lens.depths.size(); ++d) {
+        JsonOut top = JsonOut::array();
+        for (const TokenProbability& t : lens.depths[d].top)
+            top.push_back({{"id", t.id}, {"probability", t.probability}, {"logit", t.logit}});
+        depths.push_back({{"depth", d}, {"entropy", lens.depths[d].entropy}, {"top", top}});
+    }
+    const JsonOut doc = {{"position", r.cost.first_computed_position + n.R - 1},
+                         {"row", n.R - 1},
+                         {"rule", "depth d: the residual entering layer d (0 = embeddings, L = after the last "
+                                  "layer) through the final norm and the output layer; softmax at temperature 1"},
+                         {"depths", depths}};
+    write_file_atomic(folder + "/logit_lens.json", json_text(doc, 1) + "\n");
+    files.push_back(file_entry("logit_lens.json", "logit_lens", {}, {}, "json",
+                               {n.L + 1, int64_t(lens.depths.front().top.size())}, {"depth", "rank"},
+                               "the logit lens of the last computed row: the top tokens at every depth"));
+}
+
+// The recorded rows: q.npy, k.npy, v.npy, residual.npy (and logit_lens.json), cross_q.npy.
+void write_rows(const std::string& folder, const StepRecord& r, const ExportScope& scope, const StepDims& n,
+                JsonOut& files) {
+    const std::vector<int64_t> rows_shape = {n.L, n.R, n.C}, kv_shape = {n.L, n.R, n.K * n.D};
+    write_npy_f32(folder + "/q.npy", rows_shape, r.rows.q.data());
+    write_npy_f32(folder + "/k.npy", kv_shape, kv_heads_only(r.rows.k, n.L * n.R, n.H, n.K, n.D).data());
+    write_npy_f32(folder + "/v.npy", kv_shape, kv_heads_only(r.rows.v, n.L * n.R, n.H, n.K, n.D).data());
+    files.push_back(file_entry("q.npy", "q", {}, {}, "float32", rows_shape,
+                               {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
+                               "the q vectors of the rows computed this step, every layer"));
+    for (const char* name : {"k", "v"})
+        files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", kv_shape,
+                                   {"layer", "row r: position first_computed_position + r",
+                                    "channel: kv_head * head_dim + d (query head h reads kv_head h / (n_head / n_kv_head))"},
+                                   std::string("the ") + name + " vectors of the rows computed this step, every layer, "
+                                   "as the cache holds them" + (std::string(name) == "k" ? " (after rotation for rotary models)" : "")));
+    if (!r.rows.residual.empty()) {
+        const int64_t hidden = int64_t(r.rows.residual.size()) / ((n.L + 1) * n.R);
+        const std::vector<int64_t> shape = {n.L + 1, n.R, hidden};
+        write_npy_f32(folder + "/residual.npy", shape, r.rows.residual.data());
+        files.push_back(file_entry("residual.npy", "residual", {}, {}, "float32", shape,
+                                   {"depth d: entering layer d (0 = the embeddings); L = leaving the last layer, before the final norm",
+                                    "row r: position first_computed_position + r", "channel"},
+                                   "the residual stream of the rows computed this step, what a logit lens reads"));
+        if (scope.logit_lens) write_logit_lens(folder, r, *scope.logit_lens, n, files);
+    }
+    if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
+        write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
+        files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape,
                                    {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
-                                   "the q vectors of the rows computed this step, every layer"));
-        for (const char* name : {"k", "v"})
-            files.push_back(file_entry(std::string(name) + ".npy", name, {}, {}, "float32", kv_shape,
-                                       {"layer", "row r: position first_computed_position + r",
-                                        "channel: kv_head * head_dim + d (query head h reads kv_head h / (n_head / n_kv_head))"},
-                                       std::string("the ") + name + " vectors of the rows computed this step, every layer, "
-                                       "as the cache holds them" + (std::string(name) == "k" ? " (after rotation for rotary models)" : "")));
-        if (!r.rows.residual.empty()) {
-            const int64_t hidden = int64_t(r.rows.residual.size()) / ((L + 1) * R);
-            const std::vector<int64_t> shape = {L + 1, R, hidden};
-            write_npy_f32(folder + "/residual.npy", shape, r.rows.residual.data());
-            files.push_back(file_entry("residual.npy", "residual", {}, {}, "float32", shape,
-                                       {"depth d: entering layer d (0 = the embeddings); L = leaving the last layer, before the final norm",
-                                        "row r: position first_computed_position + r", "channel"},
-                                       "the residual stream of the rows computed this step, what a logit lens reads"));
-            if (scope.logit_lens) {
-                const LogitLens lens = logit_lens(*scope.logit_lens, r.rows, R - 1, 10);
-                JsonOut depths = JsonOut::array();
-                for (size_t d = 0; d < lens.depths.size(); ++d) {
-                    JsonOut top = JsonOut::array();
-                    for (const TokenProbability& t : lens.depths[d].top)
-                        top.push_back({{"id", t.id}, {"probability", t.probability}, {"logit", t.logit}});
-                    depths.push_back({{"depth", d}, {"entropy", lens.depths[d].entropy}, {"top", top}});
-                }
-                const JsonOut doc = {{"position", r.cost.first_computed_position + R - 1},
-                                     {"row", R - 1},
-                                     {"rule", "depth d: the residual entering layer d (0 = embeddings, L = after the last "
-                                              "layer) through the final norm and the output layer; softmax at temperature 1"},
-                                     {"depths", depths}};
-                write_file_atomic(folder + "/logit_lens.json", json_text(doc, 1) + "\n");
-                files.push_back(file_entry("logit_lens.json", "logit_lens", {}, {}, "json",
-                                           {L + 1, int64_t(lens.depths.front().top.size())}, {"depth", "rank"},
-                                           "the logit lens of the last computed row: the top tokens at every depth"));
-            }
-        }
-        if (!r.rows.cross_q.empty()) {  // encoder-decoder: the cross-attention queries of the computed rows
-            write_npy_f32(folder + "/cross_q.npy", rows_shape, r.rows.cross_q.data());
-            files.push_back(file_entry("cross_q.npy", "cross_q", {}, {}, "float32", rows_shape,
-                                       {"layer", "row r: position first_computed_position + r", "channel: head * head_dim + d"},
-                                       "the cross-attention queries of the rows computed this step, every decoder layer"));
-        }
+                                   "the cross-attention queries of the rows computed this step, every decoder layer"));
+    }
+}
 
-        const int64_t l0 = scope.layer.value_or(0), l1 = scope.layer ? *scope.layer + 1 : L;
-        const int64_t h0 = scope.head.value_or(0), h1 = scope.head ? *scope.head + 1 : H;
-        std::string skipped;
-        const std::vector<std::string> texts = position_texts(trace, step, tokenizer);
-        for (int64_t il = l0; il < l1 && skipped.empty(); ++il)
-            for (int64_t h = h0; h < h1 && skipped.empty(); ++h) {
-                AttentionMap m;
-                try {
-                    m = attention_map(trace, step, il, h);
-                } catch (const UsageError& e) {  // keys from an unrecorded step: nothing exact to draw
-                    skipped = e.what();
-                    break;
-                }
-                query_positions = m.query_positions;
-                key_positions = m.key_positions;
-                const std::string what = "step " + std::to_string(step) + ", layer " + std::to_string(il) + ", head " + std::to_string(h);
-                write_map(folder, head_prefix(il, h), m, il, h, what, files, scope.plots, texts);
-                if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
-                    write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h,
-                              "cross-attention " + what, files, scope.plots);
+// The attention maps of the heads in scope (cross- and encoder attention too); the last map's query and
+// key positions go to query_positions / key_positions. Returns meta.json's "heatmaps" member.
+JsonOut write_maps(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& folder,
+                   const ExportScope& scope, const StepDims& n, JsonOut& files,
+                   std::vector<int64_t>& query_positions, std::vector<int64_t>& key_positions) {
+    const StepRecord& r = trace[step];
+    const int64_t l0 = scope.layer.value_or(0), l1 = scope.layer ? *scope.layer + 1 : n.L;
+    const int64_t h0 = scope.head.value_or(0), h1 = scope.head ? *scope.head + 1 : n.H;
+    std::string skipped;
+    const std::vector<std::string> texts = position_texts(trace, step, tokenizer);
+    for (int64_t il = l0; il < l1 && skipped.empty(); ++il)
+        for (int64_t h = h0; h < h1 && skipped.empty(); ++h) {
+            AttentionMap m;
+            try {
+                m = attention_map(trace, step, il, h);
+            } catch (const UsageError& e) {  // keys from an unrecorded step: nothing exact to draw
+                skipped = e.what();
+                break;
             }
-        if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
-            for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
-                for (int64_t h = h0; h < h1; ++h)
-                    write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h,
-                              "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files, scope.plots);
-        heatmaps = {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
-    } else {
-        heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};
-    }
-    if (query_positions.empty()) {  // no map was made: the same positions attention_map would use
-        const int64_t q0 = r.cost.first_computed_position;
-        for (int64_t i = 0; i < R; ++i) query_positions.push_back(q0 + i);
-        const int64_t first_key = r.visible_keys(q0).n_sink > 0 ? 0 : r.visible_from(q0);
-        for (int64_t p = first_key; p < q0 + R; ++p) key_positions.push_back(p);
-    }
-    const Prediction& pred = r.prediction;
-    if (!pred.logits.empty()) {
-        write_npy_f32(folder + "/logits.npy", {int64_t(pred.logits.size())}, pred.logits.data());
-        files.push_back(file_entry("logits.npy", probe_name(Probe::Logits), {}, {}, "float32",
-                                   {int64_t(pred.logits.size())}, {"token id"},
-                                   "the logits the next token was chosen from (last computed row)"));
-    }
+            query_positions = m.query_positions;
+            key_positions = m.key_positions;
+            const std::string what = "step " + std::to_string(step) + ", layer " + std::to_string(il) + ", head " + std::to_string(h);
+            write_map(folder, head_prefix(il, h), m, il, h, what, files, scope.plots, texts);
+            if (r.rows.encoder && !r.rows.cross_q.empty())  // decoder queries x source positions
+                write_map(folder, "cross_" + head_prefix(il, h), cross_attention_map(trace, step, il, h), il, h,
+                          "cross-attention " + what, files, scope.plots);
+        }
+    if (r.rows.ran_encoder && r.rows.encoder && !r.rows.encoder->q.empty())
+        for (int64_t il = 0; il < r.rows.encoder->n_encoder_layer; ++il)
+            for (int64_t h = h0; h < h1; ++h)
+                write_map(folder, "encoder_" + head_prefix(il, h), encoder_attention_map(*r.rows.encoder, il, h), il, h,
+                          "encoder layer " + std::to_string(il) + ", head " + std::to_string(h), files, scope.plots);
+    return {{"written", skipped.empty()}, {"reason", skipped.empty() ? JsonOut() : JsonOut(skipped)}};
+}
 
+// meta.json's "eviction" member: null without a policy.
+JsonOut eviction_json(const StepRecord& r, const StepDims& n) {
+    if (r.eviction.policy.empty()) return JsonOut();
+    JsonOut events = JsonOut::array();
+    for (const EvictionEvent& e : r.eviction.events)
+        events.push_back({{"layer", e.layer}, {"kv_head", e.kv_head}, {"position", e.position}, {"score", e.score},
+                          {"restored", e.restored}});
+    return {{"policy", r.eviction.policy},
+            {"about", "keys evicted after this step's queries attended; masked from the next step on"},
+            {"events", events},
+            {"kept", r.cache.kept.empty() ? JsonOut() : JsonOut(r.cache.kept)},
+            {"kept_shape", {n.L, n.K}},
+            {"bytes_kept", r.cache.bytes_kept}};
+}
+
+// meta.json, every member but "heatmaps" and "files", which the caller knows.
+JsonOut meta_json(const StepRecord& r, const Tokenizer* tokenizer, const StepDims& n,
+                  const std::vector<int64_t>& query_positions, const std::vector<int64_t>& key_positions,
+                  const JsonOut& heatmaps, const JsonOut& files) {
     JsonOut top = JsonOut::array();
     for (const auto& t : r.prediction.top) {
         JsonOut e = token_entry(tokenizer, t.id);
@@ -432,29 +451,15 @@ std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokeniz
     // The column of row 0's own key (row r's is own_key_column + r): a column index, not a position.
     const int64_t own_key_column = query_positions.empty() || key_positions.empty()
                                        ? 0 : query_positions.front() - key_positions.front();
-    files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}, {}, "this file"));
     const char* adopted_from = r.cost.adopted_from == StepCost::Source::PromptCache    ? "prompt_cache"
                                : r.cost.adopted_from == StepCost::Source::SharedPrefix ? "shared_prefix"
                                                                                     : nullptr;
-    JsonOut eviction;  // null without a policy
-    if (!r.eviction.policy.empty()) {
-        JsonOut events = JsonOut::array();
-        for (const EvictionEvent& e : r.eviction.events)
-            events.push_back({{"layer", e.layer}, {"kv_head", e.kv_head}, {"position", e.position}, {"score", e.score},
-                              {"restored", e.restored}});
-        eviction = {{"policy", r.eviction.policy},
-                    {"about", "keys evicted after this step's queries attended; masked from the next step on"},
-                    {"events", events},
-                    {"kept", r.cache.kept.empty() ? JsonOut() : JsonOut(r.cache.kept)},
-                    {"kept_shape", {L, K}},
-                    {"bytes_kept", r.cache.bytes_kept}};
-    }
     JsonOut encoder;  // null for a decoder-only model
     if (r.rows.encoder)
         encoder = {{"source", tokens_entry(tokenizer, r.rows.encoder->source)},
                    {"ran_this_step", r.rows.ran_encoder},
                    {"cross_cache_bytes", r.rows.encoder->cross_bytes()}};
-    const JsonOut meta = {
+    return {
         {"format", "kvscope-attention-step"},
         {"version", 2},
         {"step", r.id.index},
@@ -463,7 +468,7 @@ std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokeniz
         {"recorded", r.recorded()},
         {"tokens", tokens_entry(tokenizer, r.id.tokens)},
         {"first_position", r.id.first_position},
-        {"n_rows_computed", R},
+        {"n_rows_computed", n.R},
         {"first_computed_position", r.cost.first_computed_position},
         {"n_rows_reused", r.cost.n_rows_reused},
         {"query_positions", query_positions},
@@ -471,9 +476,9 @@ std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokeniz
         {"mask", mask_json(r, query_positions, key_positions, own_key_column)},
         {"adopted", {{"positions", r.cost.n_adopted}, {"from", adopted_from ? JsonOut(adopted_from) : JsonOut()}}},
         {"encoder", encoder},
-        {"model", {{"n_layer", L}, {"n_head", H}, {"n_kv_head", K}, {"head_dim", D}}},
-        {"shapes", {{"q", {L, R, C}},
-                    {"kv", {L, R, K * D}},
+        {"model", {{"n_layer", n.L}, {"n_head", n.H}, {"n_kv_head", n.K}, {"head_dim", n.D}}},
+        {"shapes", {{"q", {n.L, n.R, n.C}},
+                    {"kv", {n.L, n.R, n.K * n.D}},
                     {"attention", {int64_t(query_positions.size()), int64_t(key_positions.size())}},
                     {"logits", r.prediction.logits.empty() ? JsonOut() : JsonOut::array({int64_t(r.prediction.logits.size())})}}},
         {"legend", "L = layers, R = rows computed this step (queries), P = key positions, C = n_head * head_dim, "
@@ -491,10 +496,45 @@ std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokeniz
                          {"bytes_used", r.cache.bytes_used},
                          {"bytes_capacity", r.cache.bytes_capacity},
                          {"slot_positions", r.cache.slot_positions}}},
-        {"eviction", eviction},
+        {"eviction", eviction_json(r, n)},
         {"heatmaps", heatmaps},
         {"files", files},
         {"edits", edits_json(tokenizer, r.edits)}};
+}
+
+// One step's folder in `dir`, which the caller made kvscope's (make_output_folder checks every file in
+// it: once per export, not once per step).
+std::string write_step(const Trace& trace, size_t step, const Tokenizer* tokenizer, const std::string& dir,
+                       const ExportScope& scope) {
+    check_step(trace, step, scope);
+    const StepRecord& r = trace[step];
+    const StepDims n(r);
+    const std::string folder = make_step_folder(dir, step);
+
+    JsonOut files = JsonOut::array();  // meta.json "files" entries
+    std::vector<int64_t> query_positions, key_positions;
+    JsonOut heatmaps;                  // meta.json "heatmaps" member
+    if (r.recorded()) {
+        write_rows(folder, r, scope, n, files);
+        heatmaps = write_maps(trace, step, tokenizer, folder, scope, n, files, query_positions, key_positions);
+    } else {
+        heatmaps = {{"written", false}, {"reason", "the step ran with recording off: no q/k/v rows were kept"}};
+    }
+    if (query_positions.empty()) {  // no map was made: the same positions attention_map would use
+        const int64_t q0 = r.cost.first_computed_position;
+        for (int64_t i = 0; i < n.R; ++i) query_positions.push_back(q0 + i);
+        const int64_t first_key = r.visible_keys(q0).n_sink > 0 ? 0 : r.visible_from(q0);
+        for (int64_t p = first_key; p < q0 + n.R; ++p) key_positions.push_back(p);
+    }
+    const Prediction& pred = r.prediction;
+    if (!pred.logits.empty()) {
+        write_npy_f32(folder + "/logits.npy", {int64_t(pred.logits.size())}, pred.logits.data());
+        files.push_back(file_entry("logits.npy", probe_name(Probe::Logits), {}, {}, "float32",
+                                   {int64_t(pred.logits.size())}, {"token id"},
+                                   "the logits the next token was chosen from (last computed row)"));
+    }
+    files.push_back(file_entry("meta.json", "meta", {}, {}, "json", {}, {}, "this file"));
+    const JsonOut meta = meta_json(r, tokenizer, n, query_positions, key_positions, heatmaps, files);
     write_file_atomic(folder + "/meta.json", json_text(meta, 2) + "\n");
     return folder;
 }

@@ -58,6 +58,13 @@ struct Reader {
     }
 };
 
+// doc's member `key`, or a null Json when it has none
+const Json& part_of(const Json& doc, std::string_view key) {
+    static const Json null;
+    const Json* v = doc.find(key);
+    return v ? *v : null;
+}
+
 // A Replace(" " -> "▁") step, as Llama 2's and Gemma's normalizers have it.
 bool is_space_to_marker(const Json& step) {
     const Json* pattern = step.find("pattern");
@@ -238,42 +245,25 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
     return out;
 }
 
-}  // namespace
-
-Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::string_view config_json,
-                                         const std::string& origin) {
-    namespace fs = std::filesystem;
-    const Reader r{origin.empty() ? "tokenizer.json" : (fs::path(origin) / "tokenizer.json").string()};
-    Json doc;
-    try {
-        doc = Json::parse(tokenizer_json);
-    } catch (const JsonError& e) {
-        r.fail(std::string("not valid JSON: ") + e.what() + " (at byte " + std::to_string(e.offset) + ")");
-    }
-    if (!doc.is_object()) r.fail(std::string("expected an object, found ") + doc.kind_name());
-    auto impl = std::make_unique<Impl>();
-    Impl& t = *impl;
-
-    // pass 1: the model kind first (a WordPiece or Unigram file is refused as that, not for its pipeline),
-    // then the pipeline around the model
+// pass 1: the model kind first (a WordPiece or Unigram file is refused as that, not for its pipeline),
+// then the pipeline around the model; returns "model"
+const Json& read_pipeline(const Reader& r, const Json& doc, Tokenizer::Impl& t) {
     const Json& model = r.member(doc, "model", "tokenizer.json");
     const std::string model_type = model.is_object() && model.find("type") ? r.string_of(model, "type", "model") : "BPE";
     if (model_type != "BPE") r.unsupported("model type", "\"" + model_type + "\"");
-    const Json null;
-    const auto part = [&](std::string_view key) -> const Json& {
-        const Json* v = doc.find(key);
-        return v ? *v : null;
-    };
     Pipeline p;
-    read_normalizer(r, part("normalizer"), t, p);
-    read_pre_tokenizer(r, part("pre_tokenizer"), t, p);
+    read_normalizer(r, part_of(doc, "normalizer"), t, p);
+    read_pre_tokenizer(r, part_of(doc, "pre_tokenizer"), t, p);
     if (p.byte_level == p.sentencepiece)
         r.unsupported("the pipeline", p.byte_level ? "of ByteLevel with \"▁\" spaces"
                                                    : "without a ByteLevel pre-tokenizer or \"▁\" spaces");
     if (p.byte_level && t.prepend_marker) r.unsupported("normalizer", "Prepend with ByteLevel");
-    t.model = p.byte_level ? Impl::Model::ByteLevel : Impl::Model::SentencePiece;
+    t.model = p.byte_level ? Tokenizer::Impl::Model::ByteLevel : Tokenizer::Impl::Model::SentencePiece;
+    return model;
+}
 
-    // pass 2: model.vocab -> id_bytes, symbol_id
+// The model's options kvscope refuses (it reads none of them), then ignore_merges.
+void read_model_options(const Reader& r, const Json& model, Tokenizer::Impl& t) {
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
         const Json* v = model.find(key);
         if (v && !v->is_null() && !(v->is_string() && v->as_string().empty()))
@@ -282,21 +272,23 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
     if (const Json* dropout = model.find("dropout"); dropout && !dropout->is_null())
         r.unsupported("model", "dropout");
     t.ignore_merges = r.flag(model, "ignore_merges", false);
-    const bool byte_fallback = r.flag(model, "byte_fallback", false);
-    const Json& vocab = r.member(model, "vocab", "model");
-    if (!vocab.is_object()) r.fail("model.vocab is a " + std::string(vocab.kind_name()) + ", expected an object");
-    const Json* added_json = doc.find("added_tokens");
-    if (added_json && !added_json->is_array()) r.fail("added_tokens is not an array");
+}
 
+// Every token as written, by id: model.vocab and added_tokens (which also fill t.specials and t.added).
+struct TokenIds {
     std::unordered_map<std::string, TokenId> content_id;  // every token as written, for names in the files
     std::vector<std::optional<std::string>> id_text;       // (n_vocab) as written in the file
+};
+
+TokenIds claim_ids(const Reader& r, const Json& vocab, const Json* added_json, Tokenizer::Impl& t) {
+    TokenIds out;
     auto claim = [&](const std::string& text, int64_t id, const char* where) {
         if (id < 0 || id >= INT32_MAX) r.fail(std::string(where) + " token " + json_escape(text) + " has id " + std::to_string(id));
-        if (size_t(id) >= id_text.size()) id_text.resize(size_t(id) + 1);
-        if (id_text[id] && *id_text[id] != text)
-            r.fail("id " + std::to_string(id) + " is both " + json_escape(*id_text[id]) + " and " + json_escape(text));
-        id_text[id] = text;
-        content_id.emplace(text, TokenId(id));
+        if (size_t(id) >= out.id_text.size()) out.id_text.resize(size_t(id) + 1);
+        if (out.id_text[id] && *out.id_text[id] != text)
+            r.fail("id " + std::to_string(id) + " is both " + json_escape(*out.id_text[id]) + " and " + json_escape(text));
+        out.id_text[id] = text;
+        out.content_id.emplace(text, TokenId(id));
     };
     for (const auto& [text, value] : vocab.as_object()) {
         if (!value.is_integer()) r.fail("model.vocab token " + json_escape(text) + " has an id of kind " + value.kind_name());
@@ -311,10 +303,18 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
                 if (r.flag(a, key, false))
                     r.unsupported("added token " + json_escape(content), std::string("with ") + key);
             claim(content, id.as_integer(), "added_tokens");
-            Impl::AddedToken token{content, TokenId(id.as_integer())};
+            Tokenizer::Impl::AddedToken token{content, TokenId(id.as_integer())};
             (r.flag(a, "special", false) ? t.specials : t.added).push_back(std::move(token));
         }
     }
+    return out;
+}
+
+// id_bytes, symbol_id and byte_id from the tokens as written; every id 0..n-1 has a token, and a
+// byte-level (or byte_fallback) vocabulary has all 256 bytes.
+void fill_token_bytes(const Reader& r, const Json& vocab, const std::vector<std::optional<std::string>>& id_text,
+                      bool byte_fallback, Tokenizer::Impl& t) {
+    using Model = Tokenizer::Impl::Model;
     const size_t n_vocab = id_text.size();
     t.id_bytes.resize(n_vocab);
     t.byte_id.fill(-1);
@@ -327,7 +327,7 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
             t.id_bytes[id] = text;  // an added token stands for its content
             continue;
         }
-        if (t.model == Impl::Model::ByteLevel) {
+        if (t.model == Model::ByteLevel) {
             std::optional<std::string> bytes = symbols_to_bytes(text);
             if (!bytes || bytes->empty())
                 r.fail("model.vocab token " + json_escape(text) + " is not spelled with GPT-2's byte map",
@@ -342,23 +342,41 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
             t.id_bytes[id] = b ? std::string(1, char(*b)) : replace_all(text, k_marker, " ");
         }
     }
-    if (t.model == Impl::Model::ByteLevel || byte_fallback) {
+    if (t.model == Model::ByteLevel || byte_fallback) {
         for (int b = 0; b < 256; ++b)
             if (t.byte_id[b] < 0)
                 r.fail("model.vocab has no token for the byte " + display_bytes(std::string(1, char(b))),
-                       t.model == Impl::Model::ByteLevel ? "a byte-level vocabulary needs all 256 single-byte tokens"
-                                                         : "byte_fallback needs all 256 <0xNN> tokens");
+                       t.model == Model::ByteLevel ? "a byte-level vocabulary needs all 256 single-byte tokens"
+                                                   : "byte_fallback needs all 256 <0xNN> tokens");
     }
+}
+
+// pass 2: model.vocab and added_tokens -> id_bytes, symbol_id, byte_id, unk; returns content_id
+std::unordered_map<std::string, TokenId> read_vocab(const Reader& r, const Json& doc, const Json& model,
+                                                    Tokenizer::Impl& t) {
+    read_model_options(r, model, t);
+    const bool byte_fallback = r.flag(model, "byte_fallback", false);
+    const Json& vocab = r.member(model, "vocab", "model");
+    if (!vocab.is_object()) r.fail("model.vocab is a " + std::string(vocab.kind_name()) + ", expected an object");
+    const Json* added_json = doc.find("added_tokens");
+    if (added_json && !added_json->is_array()) r.fail("added_tokens is not an array");
+
+    TokenIds ids = claim_ids(r, vocab, added_json, t);
+    fill_token_bytes(r, vocab, ids.id_text, byte_fallback, t);
+    const bool sentencepiece = t.model == Tokenizer::Impl::Model::SentencePiece;
     const Json* unk = model.find("unk_token");
-    if (t.model == Impl::Model::SentencePiece && unk && unk->is_string()) {
+    if (sentencepiece && unk && unk->is_string()) {
         auto it = t.symbol_id.find(unk->as_string());
         if (it == t.symbol_id.end()) r.fail("model.unk_token " + json_escape(unk->as_string()) + " is not in model.vocab");
         t.unk = it->second;
     }
-    if (t.model == Impl::Model::SentencePiece && !byte_fallback && !t.unk)
+    if (sentencepiece && !byte_fallback && !t.unk)
         r.unsupported("model", "without byte_fallback or unk_token (some text could not be encoded)");
+    return std::move(ids.content_id);
+}
 
-    // pass 3: model.merges -> merges
+// pass 3: model.merges -> merges
+void read_merges(const Reader& r, const Json& model, Tokenizer::Impl& t) {
     const Json& merges = r.member(model, "merges", "model");
     if (!merges.is_array()) r.fail("model.merges is not an array");
     int32_t rank = 0;
@@ -380,7 +398,7 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
         std::string joined;
         for (int k = 0; k < 2; ++k) {
             std::string key = sides[k];
-            if (t.model == Impl::Model::ByteLevel) {
+            if (t.model == Tokenizer::Impl::Model::ByteLevel) {
                 std::optional<std::string> bytes = symbols_to_bytes(key);
                 if (!bytes) r.fail(where + " " + json_escape(key) + " is not spelled with GPT-2's byte map");
                 key = std::move(*bytes);
@@ -392,14 +410,16 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
         }
         auto merged = t.symbol_id.find(joined);
         if (merged == t.symbol_id.end()) r.fail(where + " the merge result of " + json_escape(sides[0] + sides[1]) + " is not in model.vocab");
-        t.merges.emplace(Impl::pair_key(ids[0], ids[1]), Impl::Merge{rank, merged->second});
+        t.merges.emplace(Tokenizer::Impl::pair_key(ids[0], ids[1]), Tokenizer::Impl::Merge{rank, merged->second});
         if (rank == INT32_MAX) r.fail("too many merges");
         ++rank;
     }
+}
 
-    // pass 4: what encode() adds, how decode() ends, which token ends a text
-    read_post_processor(r, part("post_processor"), t, content_id);
-    read_decoder(r, part("decoder"), t);
+// pass 4b: which token ends a text: tokenizer_config.json's eos_token, else <|endoftext|> if there is one
+void read_end_of_text(std::string_view config_json, const std::string& origin,
+                      const std::unordered_map<std::string, TokenId>& content_id, Tokenizer::Impl& t) {
+    namespace fs = std::filesystem;
     if (!config_json.empty()) {
         const Reader c{origin.empty() ? "tokenizer_config.json" : (fs::path(origin) / "tokenizer_config.json").string()};
         const TokenizerConfig config = parse_tokenizer_config(config_json, c.path);
@@ -413,6 +433,31 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::s
         auto it = content_id.find("<|endoftext|>");
         if (it != content_id.end()) t.end_of_text = it->second;
     }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_tokenizer_json(std::string_view tokenizer_json, std::string_view config_json,
+                                         const std::string& origin) {
+    namespace fs = std::filesystem;
+    const Reader r{origin.empty() ? "tokenizer.json" : (fs::path(origin) / "tokenizer.json").string()};
+    Json doc;
+    try {
+        doc = Json::parse(tokenizer_json);
+    } catch (const JsonError& e) {
+        r.fail(std::string("not valid JSON: ") + e.what() + " (at byte " + std::to_string(e.offset) + ")");
+    }
+    if (!doc.is_object()) r.fail(std::string("expected an object, found ") + doc.kind_name());
+    auto impl = std::make_unique<Impl>();
+    Impl& t = *impl;
+
+    const Json& model = read_pipeline(r, doc, t);                                     // pass 1
+    const std::unordered_map<std::string, TokenId> content_id = read_vocab(r, doc, model, t);  // pass 2
+    read_merges(r, model, t);                                                         // pass 3
+    // pass 4: what encode() adds, how decode() ends, which token ends a text
+    read_post_processor(r, part_of(doc, "post_processor"), t, content_id);
+    read_decoder(r, part_of(doc, "decoder"), t);
+    read_end_of_text(config_json, origin, content_id, t);
     t.index_added_tokens();
     return Tokenizer(std::move(impl));
 }

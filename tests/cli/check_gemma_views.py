@@ -28,8 +28,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
-import make_llama_model  # noqa: E402
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gui")))
+from guitest import gemma3_folder  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -95,10 +95,7 @@ def main():
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
-    model = os.path.join(a.work, "gemma3")
-    make_llama_model.write(model, **dict(make_llama_model.SHAPES["gemma3-tiny"], vocab=768, seed=31))
-    for f in ("vocab.json", "merges.txt"):
-        shutil.copy(os.path.join(a.assets, "llama-gqa", f), model)
+    model = gemma3_folder(a.assets, a.work)
     cfg = json.load(open(os.path.join(model, "config.json")))
     L, W, pattern = cfg["num_hidden_layers"], cfg["sliding_window"], cfg["sliding_window_pattern"]
     layer_windows = [W if (i + 1) % pattern != 0 else 0 for i in range(L)]  # Gemma3TextConfig's layer pattern

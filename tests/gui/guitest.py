@@ -17,6 +17,8 @@
                                a JSON file; a PNG as a (H, W, 3) uint8 RGB array
   prompt_length(kvscope, model, text)
                                tokens `kvscope tokenize` gives for text
+  gemma3_folder(assets, work)  WORK/gemma3: a Gemma 3 folder of tools/make_llama_model.py's gemma3-tiny shape
+                               (vocab 768, seed 31) with assets/llama-gqa's tokenizer; the CLI scripts use it too
 
 Real-input tests (xdotool, the interactive window):
   App(kvscope, work, ...)      starts `kvscope gui` and drives it with X events; see its methods
@@ -124,6 +126,16 @@ def read_png(path):
 
 def prompt_length(kvscope, model, text):
     return len(run([kvscope, "tokenize", "--model", model, "--text", text], timeout=60).stdout.split())
+
+
+def gemma3_folder(assets, work):
+    sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")))
+    import make_llama_model
+    model = os.path.join(work, "gemma3")
+    make_llama_model.write(model, **dict(make_llama_model.SHAPES["gemma3-tiny"], vocab=768, seed=31))
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(assets, "llama-gqa", f), model)
+    return model
 
 
 class App:

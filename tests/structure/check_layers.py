@@ -25,9 +25,6 @@ LONG_FUNCTIONS = {
     ("app/cli/train.cpp", "cli_train"): 246,
     ("app/gui/controls.cpp", "draw_controls"): 228,
     ("app/gui/script.cpp", "apply_script_line"): 162,
-    ("core/model/safetensors.cpp", "SafetensorsFile::SafetensorsFile"): 177,
-    ("core/report/export.cpp", "write_step"): 181,
-    ("core/text/tokenizer_json.cpp", "Tokenizer::from_tokenizer_json"): 173,
 }
 
 _TYPE = re.compile(r"^(class|struct|union|enum)\b")
