@@ -336,24 +336,13 @@ void draw_chat(PanelContext& c) {
     }
 }
 
-}  // namespace
-
-void draw_controls(PanelContext& c) {
-    if (!begin_panel(Panel::Controls)) return;
-    Controller& ctl = c.ctl;
-    const Snapshot& s = c.snap;
-    const Model& model = s.model();
+// The model's folder and its shape in one line.
+void draw_model_line(const Model& model) {
     const ModelConfig& cfg = model.config();
-    sync_option_edits(c.prefs, s);
-    const std::string pending = pending_options(c.prefs, s);
-    // The boxes show the controller's text (the one copy); an edit pushes the new text.
-    Inputs in = ctl.inputs();
-    const bool ed = cfg.encoder_decoder;
-
     ImGui::TextDisabled("model");
     ImGui::SameLine();
     ImGui::TextWrapped("%s", model.dir().c_str());
-    if (ed)
+    if (cfg.encoder_decoder)
         wrapped_disabled("encoder-decoder: E=%lld encoder + L=%lld decoder layers, H=%lld D=%lld  vocab %lld  ctx %lld",
                             (long long)cfg.n_encoder_layer, (long long)cfg.n_layer, (long long)cfg.n_head,
                             (long long)cfg.head_dim(), (long long)cfg.n_vocab, (long long)cfg.n_ctx);
@@ -361,35 +350,41 @@ void draw_controls(PanelContext& c) {
         dump_text("controls shape", wrapped_disabled("L=%lld H=%lld D=%lld  vocab %lld  ctx %lld", (long long)cfg.n_layer,
                                                      (long long)cfg.n_head, (long long)cfg.head_dim(),
                                                      (long long)cfg.n_vocab, (long long)cfg.n_ctx));
+}
 
-    if (ed) {
-        // The encoder's input: tokenized with the same tokenizer, read once by the encoder.
-        ImGui::Spacing();
-        ImGui::TextUnformatted(model.tokenizer() ? "Source (the encoder's input)" : "Source (token ids: 1,2,3)");
-        help_marker("The encoder reads the whole source at once (no mask) on the first prefill step and leaves, for "
-                    "every decoder layer, the keys and values of each source token: the cross-attention cache. It "
-                    "stays fixed while the decoder steps. Editing the source restarts the session.");
-        ImGui::SetNextItemWidth(-1);
-        const bool source_edited = ImGui::InputText("##source", &in.source);
-        dump_item("source");
-        if (source_edited) ctl.push(SetSource{in.source});
-        static EncodedText source_cache;
-        const std::vector<TokenId>& src = encoded(source_cache, model, in.source).ids;
-        const std::string& src_error = source_cache.error;
-        ImGui::TextDisabled("%s (S)", count_of(int64_t(src.size()), "source token").c_str());
-        if (!src_error.empty() || src.empty()) {
-            ImGui::SameLine();
-            ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", src.empty() && src_error.empty() ? "the encoder needs a source" : src_error.c_str());
-        }
-        ImGui::PushID("source chips");
-        if (ImGui::BeginChild("chips", {-1, ImGui::GetTextLineHeight() * 2 + 16}, false))  // two rows of chips
-            token_chips(model, src, kSourceChip, 0, std::nullopt, "source position", c.prefs.sel_source);
-        ImGui::EndChild();
-        ImGui::PopID();
+// Encoder-decoder models: the encoder's input, tokenized with the same tokenizer, read once by the encoder.
+void draw_source(PanelContext& c, Inputs& in) {
+    const Model& model = c.snap.model();
+    ImGui::Spacing();
+    ImGui::TextUnformatted(model.tokenizer() ? "Source (the encoder's input)" : "Source (token ids: 1,2,3)");
+    help_marker("The encoder reads the whole source at once (no mask) on the first prefill step and leaves, for "
+                "every decoder layer, the keys and values of each source token: the cross-attention cache. It "
+                "stays fixed while the decoder steps. Editing the source restarts the session.");
+    ImGui::SetNextItemWidth(-1);
+    const bool source_edited = ImGui::InputText("##source", &in.source);
+    dump_item("source");
+    if (source_edited) c.ctl.push(SetSource{in.source});
+    static EncodedText source_cache;
+    const std::vector<TokenId>& src = encoded(source_cache, model, in.source).ids;
+    const std::string& src_error = source_cache.error;
+    ImGui::TextDisabled("%s (S)", count_of(int64_t(src.size()), "source token").c_str());
+    if (!src_error.empty() || src.empty()) {
+        ImGui::SameLine();
+        ImGui::TextColored({1, 0.5f, 0.4f, 1}, "%s", src.empty() && src_error.empty() ? "the encoder needs a source" : src_error.c_str());
     }
+    ImGui::PushID("source chips");
+    if (ImGui::BeginChild("chips", {-1, ImGui::GetTextLineHeight() * 2 + 16}, false))  // two rows of chips
+        token_chips(model, src, kSourceChip, 0, std::nullopt, "source position", c.prefs.sel_source);
+    ImGui::EndChild();
+    ImGui::PopID();
+}
 
-    if (s.chat_available) draw_chat(c);
-
+// The prompt box and its chips, from the text as typed (the tokenizer is part of the model, not the session).
+void draw_prompt(PanelContext& c, Inputs& in) {
+    const Snapshot& s = c.snap;
+    const Model& model = s.model();
+    const ModelConfig& cfg = model.config();
+    const bool ed = cfg.encoder_decoder;
     ImGui::Spacing();
     wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s",
                  ed ? (model.tokenizer() ? "Prompt (decoder input after the start token; may be empty)"
@@ -402,8 +397,7 @@ void draw_controls(PanelContext& c) {
     const float box_h = ImGui::GetTextLineHeight() * (ed ? 2.2f : !s.chat.empty() ? 1.6f : 3.2f);
     const bool edited = ImGui::InputTextMultiline("##prompt", &in.prompt, {-1, box_h});
     dump_item("prompt");
-    if (edited) ctl.push(SetPrompt{in.prompt});
-    // Chips from the text as typed (the tokenizer is part of the model, not the session).
+    if (edited) c.ctl.push(SetPrompt{in.prompt});
     static EncodedText prompt_cache;
     const std::vector<TokenId>& ids = encoded(prompt_cache, model, in.prompt).ids;
     const std::string& token_error = prompt_cache.error;
@@ -419,15 +413,18 @@ void draw_controls(PanelContext& c) {
         else token_chips(model, ids);
     }
     ImGui::EndChild();
+}
 
-    ImGui::Separator();
+// Prefill / decode / back / reset, the Run N box and its buttons, Pause, and what is running.
+void draw_step_buttons(PanelContext& c) {
+    const Snapshot& s = c.snap;
     const Session::Next next = s.next();
     auto button = [&](const char* label, Command cmd, bool enabled) {
         ImGui::BeginDisabled(!enabled);
         const bool pressed = ImGui::Button(label);
         ImGui::EndDisabled();
         dump_item(label);
-        if (pressed) ctl.push(std::move(cmd));
+        if (pressed) c.ctl.push(std::move(cmd));
         return pressed;
     };
     // Intents queue while the worker is busy; only a run in progress disables the step buttons.
@@ -451,121 +448,159 @@ void draw_controls(PanelContext& c) {
     ImGui::SameLine();
     button("Pause", Pause{}, pr.running);
     working_indicator(pr);
-    problem_box(c, Place::Controls);
-    if (!pending.empty()) {
-        // Steps run on the applied options: say so where the step buttons are, in the one line the key hint
-        // takes otherwise. A note of its own pushed every option box below it down as soon as an edit made
-        // an option pending, so the next click, aimed at the box just seen, landed on the one above it.
-        std::string line = "Not applied yet: " + pending;
-        const float room = ImGui::GetContentRegionAvail().x;
-        if (ImGui::CalcTextSize(line.c_str()).x > room) {  // cut at a whole UTF-8 character, the rest on hover
-            while (!line.empty() && ImGui::CalcTextSize((line + "...").c_str()).x > room) {
-                line.pop_back();
-                while (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0x80) line.pop_back();
-                if (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0xC0) line.pop_back();
-            }
-            line += "...";
-        }
-        ImGui::TextColored({0.95f, 0.70f, 0.25f, 1}, "%s", line.c_str());
-        dump_item("options pending");
-        if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("Not applied yet: %s.\nSteps (and Space) use the applied options until you press Apply "
-                              "below.", pending.c_str());
-    } else {
-        ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
-    }
-    if (s.sequences.size() > 1) {
-        // A batch steps together; the panels show one sequence.
-        ImGui::AlignTextToFramePadding();
-        ImGui::TextUnformatted("showing sequence");
-        for (size_t i = 0; i < s.sequences.size(); ++i) {
-            ImGui::SameLine(0, 4);
-            char label[24];
-            std::snprintf(label, sizeof label, "%zu", i);
-            if (ImGui::RadioButton(label, s.selected == int64_t(i)) && s.selected != int64_t(i))
-                ctl.push(Select{int64_t(i)});
-        }
-        help_marker("Every step runs all sequences of the batch at once (Session::step_batch); the timeline, "
-                    "attention, KV cache, mask and next-token panels show the chosen one, the Memory panel all.");
-    }
+}
 
-    ImGui::Separator();
+// Steps run on the applied options: say so where the step buttons are, in the one line the key hint takes
+// otherwise. A note of its own pushed every option box below it down as soon as an edit made an option
+// pending, so the next click, aimed at the box just seen, landed on the one above it.
+void draw_key_hint_or_pending(const std::string& pending) {
+    if (pending.empty()) {
+        ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
+        return;
+    }
+    std::string line = "Not applied yet: " + pending;
+    const float room = ImGui::GetContentRegionAvail().x;
+    if (ImGui::CalcTextSize(line.c_str()).x > room) {  // cut at a whole UTF-8 character, the rest on hover
+        while (!line.empty() && ImGui::CalcTextSize((line + "...").c_str()).x > room) {
+            line.pop_back();
+            while (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0x80) line.pop_back();
+            if (!line.empty() && (uint8_t(line.back()) & 0xC0) == 0xC0) line.pop_back();
+        }
+        line += "...";
+    }
+    ImGui::TextColored({0.95f, 0.70f, 0.25f, 1}, "%s", line.c_str());
+    dump_item("options pending");
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Not applied yet: %s.\nSteps (and Space) use the applied options until you press Apply "
+                          "below.", pending.c_str());
+}
+
+// A batch steps together; the panels show one sequence.
+void draw_sequence_choice(PanelContext& c) {
+    const Snapshot& s = c.snap;
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("showing sequence");
+    for (size_t i = 0; i < s.sequences.size(); ++i) {
+        ImGui::SameLine(0, 4);
+        char label[24];
+        std::snprintf(label, sizeof label, "%zu", i);
+        if (ImGui::RadioButton(label, s.selected == int64_t(i)) && s.selected != int64_t(i))
+            c.ctl.push(Select{int64_t(i)});
+    }
+    help_marker("Every step runs all sequences of the batch at once (Session::step_batch); the timeline, "
+                "attention, KV cache, mask and next-token panels show the chosen one, the Memory panel all.");
+}
+
+// The KV cache switch and the cache on vs off comparison.
+void draw_cache_switch(PanelContext& c) {
+    const Snapshot& s = c.snap;
     bool cache_on = s.options().use_cache;
     ImGui::PushStyleColor(ImGuiCol_Button, cache_on ? ImVec4(0.16f, 0.50f, 0.30f, 1) : ImVec4(0.60f, 0.25f, 0.20f, 1));
     const bool flip = ImGui::Button(cache_on ? "KV cache: ON " : "KV cache: OFF");
     dump_item("cache switch");
-    if (flip) ctl.push(SetCache{!cache_on});
+    if (flip) c.ctl.push(SetCache{!cache_on});
     ImGui::PopStyleColor();
     help_marker("ON: each step computes only its new tokens and reads earlier keys/values from the cache.\n"
                 "OFF: each step recomputes every position from scratch (same answer, more work).");
     bool compare = s.compare;
-    if (ImGui::Checkbox("Also compute each step the other way", &compare)) ctl.push(SetCompare{compare});
+    if (ImGui::Checkbox("Also compute each step the other way", &compare)) c.ctl.push(SetCompare{compare});
+}
 
-    if (ImGui::CollapsingHeader("Session options", ImGuiTreeNodeFlags_DefaultOpen)) {
-        SessionOptions& o = c.prefs.edit_options;
-        for (const OptionSpec* spec : controls_options()) option_widget(*spec, o, c.prefs.edit_batch);
-        if (apply_button(pending.empty() ? "Apply options (restarts the session)" : "Apply pending options (restarts the session)",
-                         !pending.empty()))
-            ctl.push(SetOptions{o, c.prefs.edit_batch});
-        dump_item("apply options");
-        if (!pending.empty()) {
-            ImGui::SameLine();
-            if (ImGui::SmallButton("Discard")) c.prefs.edit_generation = ~0ull;  // the boxes go back to the applied options
-            dump_item("discard options");
-        }
+// The option boxes of the option table (run/options.h), edited without applying until Apply.
+void draw_session_options(PanelContext& c, const std::string& pending) {
+    if (!ImGui::CollapsingHeader("Session options", ImGuiTreeNodeFlags_DefaultOpen)) return;
+    SessionOptions& o = c.prefs.edit_options;
+    for (const OptionSpec* spec : controls_options()) option_widget(*spec, o, c.prefs.edit_batch);
+    if (apply_button(pending.empty() ? "Apply options (restarts the session)" : "Apply pending options (restarts the session)",
+                     !pending.empty()))
+        c.ctl.push(SetOptions{o, c.prefs.edit_batch});
+    dump_item("apply options");
+    if (!pending.empty()) {
+        ImGui::SameLine();
+        if (ImGui::SmallButton("Discard")) c.prefs.edit_generation = ~0ull;  // the boxes go back to the applied options
+        dump_item("discard options");
     }
+}
 
-    if (ImGui::CollapsingHeader("Batch and memory (paged cache, prefix sharing)")) {
-        SessionOptions& o = c.prefs.edit_options;
-        BatchOptions& b = c.prefs.edit_batch;
-        const float w = ImGui::GetFontSize() * 7;
-        auto input64 = [&](const char* label, int64_t& v, int64_t lo, int64_t hi, const char* help) {
-            int x = int(v);
-            ImGui::SetNextItemWidth(w);
-            if (ImGui::InputInt(label, &x)) v = std::clamp<int64_t>(x, lo, hi);
-            help_marker(help);
-        };
-        input64(option_named("block_size")->label, o.block_size, 0, 4096, "B > 0: a paged KV cache, positions in blocks of B from one pool "
-                "shared by the batch (the Memory panel shows it); 0 = one contiguous ring per sequence");
-        ImGui::Checkbox(option_named("share_prefix")->label, &o.share_prefix);
-        help_marker("A sequence whose prompt starts with the same tokens as an earlier one maps those blocks instead "
-                    "of computing them again; a shared block is copied before anyone writes into it (copy-on-write).");
-        input64(option_named("sequences")->label, b.n_seq, 1, 16, "N sequences stepped together. Sequence i's prompt is the prompt above "
-                "followed by its suffix, and it samples with seed + i (set temperature > 0 to see identical prompts "
-                "diverge).");
-        b.suffixes.resize(size_t(b.n_seq));
-        for (int64_t i = 0; i < b.n_seq; ++i) {
-            char label[32];
-            std::snprintf(label, sizeof label, "suffix %lld", (long long)i);
-            ImGui::SetNextItemWidth(-ImGui::CalcTextSize("suffix 00").x - 8);
-            ImGui::InputText(label, &b.suffixes[size_t(i)]);
-        }
-        ImGui::SetNextItemWidth(-ImGui::CalcTextSize("prompt cache").x - 8);
-        ImGui::InputTextWithHint("prompt cache", "file (one sequence)", &b.prompt_cache);
-        help_marker("A file of the prompt's K/V (as kvscope generate --prompt-cache writes it): when it exists and "
-                    "was made by this model for a prompt this one starts with, the prefill loads those positions "
-                    "(purple in the timeline) instead of computing them; otherwise the prefill writes it.");
-        if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
-        if (apply_button("Apply (restarts every sequence)", !pending.empty())) ctl.push(SetOptions{o, b});
-        dump_item("apply batch");
-        if (s.pool_views.empty()) {
-            if (ImGui::Button("Try it: 3 sequences sharing the prompt, blocks of 4")) {
-                SetOptions cmd{o, b};
-                cmd.options.block_size = 4;
-                cmd.options.share_prefix = true;
-                cmd.batch.n_seq = std::max<int64_t>(3, b.n_seq);
-                ctl.push(std::move(cmd));
-            }
-        }
+// Paged cache, prefix sharing, the batch's sequences and suffixes, the prompt cache file.
+void draw_batch_options(PanelContext& c, const std::string& pending) {
+    if (!ImGui::CollapsingHeader("Batch and memory (paged cache, prefix sharing)")) return;
+    SessionOptions& o = c.prefs.edit_options;
+    BatchOptions& b = c.prefs.edit_batch;
+    const float w = ImGui::GetFontSize() * 7;
+    auto input64 = [&](const char* label, int64_t& v, int64_t lo, int64_t hi, const char* help) {
+        int x = int(v);
+        ImGui::SetNextItemWidth(w);
+        if (ImGui::InputInt(label, &x)) v = std::clamp<int64_t>(x, lo, hi);
+        help_marker(help);
+    };
+    input64(option_named("block_size")->label, o.block_size, 0, 4096, "B > 0: a paged KV cache, positions in blocks of B from one pool "
+            "shared by the batch (the Memory panel shows it); 0 = one contiguous ring per sequence");
+    ImGui::Checkbox(option_named("share_prefix")->label, &o.share_prefix);
+    help_marker("A sequence whose prompt starts with the same tokens as an earlier one maps those blocks instead "
+                "of computing them again; a shared block is copied before anyone writes into it (copy-on-write).");
+    input64(option_named("sequences")->label, b.n_seq, 1, 16, "N sequences stepped together. Sequence i's prompt is the prompt above "
+            "followed by its suffix, and it samples with seed + i (set temperature > 0 to see identical prompts "
+            "diverge).");
+    b.suffixes.resize(size_t(b.n_seq));
+    for (int64_t i = 0; i < b.n_seq; ++i) {
+        char label[32];
+        std::snprintf(label, sizeof label, "suffix %lld", (long long)i);
+        ImGui::SetNextItemWidth(-ImGui::CalcTextSize("suffix 00").x - 8);
+        ImGui::InputText(label, &b.suffixes[size_t(i)]);
     }
+    ImGui::SetNextItemWidth(-ImGui::CalcTextSize("prompt cache").x - 8);
+    ImGui::InputTextWithHint("prompt cache", "file (one sequence)", &b.prompt_cache);
+    help_marker("A file of the prompt's K/V (as kvscope generate --prompt-cache writes it): when it exists and "
+                "was made by this model for a prompt this one starts with, the prefill loads those positions "
+                "(purple in the timeline) instead of computing them; otherwise the prefill writes it.");
+    if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
+    if (apply_button("Apply (restarts every sequence)", !pending.empty())) c.ctl.push(SetOptions{o, b});
+    dump_item("apply batch");
+    if (c.snap.pool_views.empty() && ImGui::Button("Try it: 3 sequences sharing the prompt, blocks of 4")) {
+        SetOptions cmd{o, b};
+        cmd.options.block_size = 4;
+        cmd.options.share_prefix = true;
+        cmd.batch.n_seq = std::max<int64_t>(3, b.n_seq);
+        c.ctl.push(std::move(cmd));
+    }
+}
 
-    ImGui::Separator();
-    // The status line: what the last intent did (a failure also shows, until closed, where it was asked for).
+// The status line: what the last intent did (a failure also shows, until closed, where it was asked for).
+void draw_status(PanelContext& c) {
+    const Snapshot& s = c.snap;
     const bool boxed = s.status_error && s.problem.id != 0 && s.problem.id != c.prefs.dismissed_problem;
     if (boxed) wrapped_disabled("the last action failed: see the red box");
     else wrapped_text(s.status_error ? ImVec4(1.0f, 0.6f, 0.5f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", s.status.c_str());
     dump_text("status", boxed ? "the last action failed: see the red box" : s.status);
     ImGui::TextDisabled("drop a model folder on the window to load it");
+}
+
+}  // namespace
+
+void draw_controls(PanelContext& c) {
+    if (!begin_panel(Panel::Controls)) return;
+    const Snapshot& s = c.snap;
+    sync_option_edits(c.prefs, s);
+    const std::string pending = pending_options(c.prefs, s);
+    // The boxes show the controller's text (the one copy); an edit pushes the new text.
+    Inputs in = c.ctl.inputs();
+
+    draw_model_line(s.model());
+    if (s.model().config().encoder_decoder) draw_source(c, in);
+    if (s.chat_available) draw_chat(c);
+    draw_prompt(c, in);
+    ImGui::Separator();
+    draw_step_buttons(c);
+    problem_box(c, Place::Controls);
+    draw_key_hint_or_pending(pending);
+    if (s.sequences.size() > 1) draw_sequence_choice(c);
+    ImGui::Separator();
+    draw_cache_switch(c);
+    draw_session_options(c, pending);
+    draw_batch_options(c, pending);
+    ImGui::Separator();
+    draw_status(c);
     end_panel();
 }
 
