@@ -268,115 +268,172 @@ static EditCache cache_edit_of(const ScriptLine& l, int64_t position) {
     return e;
 }
 
-ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snapshot& snap, ViewPrefs& v) {
-    const std::string& cmd = l.words[0];
-    const std::string arg = l.words.size() > 1 ? l.words[1] : "";
-    int64_t n = 1;
-    if (l.words.size() > 1) to_int(arg, n);
+namespace {
+
+// One line being applied: its command and first argument (as a count, 1 when absent), where it goes, and
+// what it asks of the window loop.
+struct LineRun {
+    const ScriptLine& l;
+    const std::string& cmd;
+    const std::string arg;
+    int64_t n;
+    Controller& ctl;
+    const Snapshot& snap;
+    ViewPrefs& v;
     ScriptEffect fx;
-    auto run = [&](Command c) {
+
+    LineRun(const ScriptLine& line, Controller& c, const Snapshot& s, ViewPrefs& prefs)
+        : l(line), cmd(line.words[0]), arg(line.words.size() > 1 ? line.words[1] : ""), n(1), ctl(c), snap(s), v(prefs) {
+        if (l.words.size() > 1) to_int(arg, n);
+    }
+    void run(Command c) {  // push an intent; a refused one fails the line
         fx.pushed = true;
         if (!ctl.push(c)) throw UsageError("line " + std::to_string(l.line) + ": " + cmd + ": " + ctl.progress().notice);
-    };
-    if (cmd == "prompt") {
-        run(SetPrompt{arg});
-    } else if (cmd == "source") {
-        run(SetSource{arg});
-    } else if (cmd == "chat") {
-        run(SendChat{arg});
-    } else if (cmd == "prefill") {
-        run(Prefill{});
-    } else if (cmd == "decode" || cmd == "step") {
-        for (int64_t i = 0; i < n; ++i) run(cmd == "decode" ? Command(Decode{1}) : Command(Step{}));
-    } else if (cmd == "run") {
-        run(Run{arg == "end" ? -1 : n});
-    } else if (cmd == "back") {
-        run(Back{n});
-    } else if (cmd == "reset") {
-        run(Reset{});
-    } else if (cmd == "pause") {
-        run(Pause{});
-    } else if (cmd == "lab") {
+    }
+    std::string rest() const {  // words[1..] joined by spaces
         std::string text;
         for (size_t i = 1; i < l.words.size(); ++i) text += (i > 1 ? " " : "") + l.words[i];
-        v.lab_specs = text;
-        run(MeasureLab{split_lab_specs(text)});
-    } else if (cmd == "heads") {
-        run(ExplainHeads{});
-    } else if (cmd == "cache") {
-        run(SetCache{arg == "on"});
-    } else if (cmd == "compare") {
-        run(SetCompare{arg == "on"});
-    } else if (cmd == "options") {
-        SetOptions c{snap.options(), snap.batch};
+        return text;
+    }
+};
+
+// Stepping the session and its inputs: prompt, steps, run, back, reset, pause, cache, compare, lab, heads.
+bool apply_step_line(LineRun& r) {
+    const std::string& cmd = r.cmd;
+    if (cmd == "prompt") r.run(SetPrompt{r.arg});
+    else if (cmd == "source") r.run(SetSource{r.arg});
+    else if (cmd == "chat") r.run(SendChat{r.arg});
+    else if (cmd == "prefill") r.run(Prefill{});
+    else if (cmd == "decode" || cmd == "step")
+        for (int64_t i = 0; i < r.n; ++i) r.run(cmd == "decode" ? Command(Decode{1}) : Command(Step{}));
+    else if (cmd == "run") r.run(Run{r.arg == "end" ? -1 : r.n});
+    else if (cmd == "back") r.run(Back{r.n});
+    else if (cmd == "reset") r.run(Reset{});
+    else if (cmd == "pause") r.run(Pause{});
+    else if (cmd == "lab") {
+        const std::string text = r.rest();
+        r.v.lab_specs = text;
+        r.run(MeasureLab{split_lab_specs(text)});
+    } else if (cmd == "heads") r.run(ExplainHeads{});
+    else if (cmd == "cache") r.run(SetCache{r.arg == "on"});
+    else if (cmd == "compare") r.run(SetCompare{r.arg == "on"});
+    else if (cmd == "evict" || cmd == "restore" || cmd == "patch") r.run(cache_edit_of(r.l, r.n));
+    else if (cmd == "sequence") r.run(Select{r.n});
+    else if (cmd == "model") r.run(LoadModel{r.arg});
+    else return false;
+    return true;
+}
+
+// Session options, applied (options, suffix, prompt-cache) or typed into the Controls' boxes (edit).
+bool apply_options_line(LineRun& r) {
+    const std::string& cmd = r.cmd;
+    const ScriptLine& l = r.l;
+    if (cmd == "options") {
+        SetOptions c{r.snap.options(), r.snap.batch};
         for (size_t i = 1; i < l.words.size(); ++i) {
             set_script_option(c.options, c.batch, l.words[i]);
             c.given.push_back(script_option(l.words[i]).name);
         }
-        run(c);
+        r.run(c);
+    } else if (cmd == "edit") {
+        sync_option_edits(r.v, r.snap);
+        for (size_t i = 1; i < l.words.size(); ++i) set_script_option(r.v.edit_options, r.v.edit_batch, l.words[i]);
+    } else if (cmd == "suffix") {
+        SetOptions c{r.snap.options(), r.snap.batch};
+        const int64_t n = r.n;
+        if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);
+        c.batch.suffixes[size_t(n)] = l.words.size() > 2 ? l.words[2] : "";
+        if (n >= c.batch.n_seq) c.batch.n_seq = n + 1;
+        r.run(c);
+    } else if (cmd == "prompt-cache") {
+        SetOptions c{r.snap.options(), r.snap.batch};
+        c.batch.prompt_cache = r.arg == "off" ? "" : r.arg;
+        r.run(c);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// What the panels show: layer, head, attention kind, map settings, selection, step, zoom, tabs, quant view.
+bool apply_view_line(LineRun& r) {
+    const std::string& cmd = r.cmd;
+    const std::string& arg = r.arg;
+    const ScriptLine& l = r.l;
+    ViewPrefs& v = r.v;
+    if (cmd == "layer" || cmd == "head") {
+        const ModelConfig& cfg = r.snap.model().config();
+        const int64_t limit = cmd == "head" ? cfg.n_head : v.attention == AttentionKind::Encoder ? cfg.n_encoder_layer : cfg.n_layer;
+        if (r.n >= limit)
+            throw UsageError("line " + std::to_string(l.line) + ": " + cmd + " " + arg + " out of range (0.." +
+                             std::to_string(limit - 1) + ")");
+        (cmd == "layer" ? v.layer : v.head) = r.n;
+    } else if (cmd == "attention") {
+        if (arg != "self" && !r.snap.encoder_decoder())
+            throw UsageError("line " + std::to_string(l.line) + ": attention " + arg +
+                             ": the model is decoder-only (only self-attention)");
+        v.attention = arg == "cross" ? AttentionKind::Cross : arg == "encoder" ? AttentionKind::Encoder : AttentionKind::Self;
+    } else if (cmd == "view") {
+        v.all_heads = arg == "all-heads";
+    } else if (cmd == "values") {
+        v.show_scores = arg == "scores";
+    } else if (cmd == "scale") {
+        v.log_scale = arg == "log";
+    } else if (cmd == "rownorm") {
+        v.row_norm = arg == "on";
+    } else if (cmd == "select") {
+        to_int(l.words[1], v.sel_query);
+        to_int(l.words[2], v.sel_key);
+    } else if (cmd == "show-step") {
+        v.view_step = arg == "newest" ? -1 : r.n;
+        if (v.view_step >= int64_t(r.snap.trace().size()))
+            throw UsageError("line " + std::to_string(l.line) + ": no step " + arg + " yet");
+    } else if (cmd == "zoom") {
+        double z = 1, u = 0.5, w = 0.5;
+        to_real(l.words[1], z);
+        if (l.words.size() > 2) to_real(l.words[2], u);
+        if (l.words.size() > 3) to_real(l.words[3], w);
+        v.zoom = float(z);
+        v.center = {float(u), float(w)};
     } else if (cmd == "panel") {
-        std::string title;
-        for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
         Panel p;
-        if (panel_named(title, p)) show_tab(p);
-        fx.frames = 2;
-    } else if (cmd == "evict" || cmd == "restore" || cmd == "patch") {
-        run(cache_edit_of(l, n));
+        if (panel_named(r.rest(), p)) show_tab(p);
+        r.fx.frames = 2;
     } else if (cmd == "dismiss") {
-        v.dismissed_problem = snap.problem.id;
+        v.dismissed_problem = r.snap.problem.id;
     } else if (cmd == "quant-view") {
         v.quant_view.format = parse_kv_quant(arg);
         if (l.words.size() > 2) to_int(l.words[2], v.quant_view.group);
         if (l.words.size() > 3) to_int(l.words[3], v.quant_view.residual);
     } else if (cmd == "kv-heads") {
         v.kv_heads_open = arg == "open" ? 1 : 0;
-    } else if (cmd == "edit") {
-        sync_option_edits(v, snap);
-        for (size_t i = 1; i < l.words.size(); ++i) set_script_option(v.edit_options, v.edit_batch, l.words[i]);
-    } else if (cmd == "suffix") {
-        SetOptions c{snap.options(), snap.batch};
-        if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);
-        c.batch.suffixes[size_t(n)] = l.words.size() > 2 ? l.words[2] : "";
-        if (n >= c.batch.n_seq) c.batch.n_seq = n + 1;
-        run(c);
-    } else if (cmd == "prompt-cache") {
-        SetOptions c{snap.options(), snap.batch};
-        c.batch.prompt_cache = arg == "off" ? "" : arg;
-        run(c);
-    } else if (cmd == "sequence") {
-        run(Select{n});
-    } else if (cmd == "memory-json") {
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// What goes to files: exports, figures, the JSON dumps of panels.
+bool apply_output_line(LineRun& r) {
+    const std::string& cmd = r.cmd;
+    const std::string& arg = r.arg;
+    const ScriptLine& l = r.l;
+    ViewPrefs& v = r.v;
+    const Snapshot& snap = r.snap;
+    if (cmd == "memory-json") {
         if (!write_memory_json(arg, snap, v.view_step))
             throw UsageError("line " + std::to_string(l.line) + ": cannot write " + arg);
-    } else if (cmd == "model") {
-        run(LoadModel{arg});
-    } else if (cmd == "layer" || cmd == "head") {
-        const ModelConfig& cfg = snap.model().config();
-        const int64_t limit = cmd == "head" ? cfg.n_head : v.attention == AttentionKind::Encoder ? cfg.n_encoder_layer : cfg.n_layer;
-        if (n >= limit)
-            throw UsageError("line " + std::to_string(l.line) + ": " + cmd + " " + arg + " out of range (0.." +
-                             std::to_string(limit - 1) + ")");
-        (cmd == "layer" ? v.layer : v.head) = n;
-    } else if (cmd == "attention") {
-        if (arg != "self" && !snap.encoder_decoder())
-            throw UsageError("line " + std::to_string(l.line) + ": attention " + arg +
-                             ": the model is decoder-only (only self-attention)");
-        v.attention = arg == "cross" ? AttentionKind::Cross : arg == "encoder" ? AttentionKind::Encoder : AttentionKind::Self;
     } else if (cmd == "attention-json") {
         if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": attention-json: no step yet");
         v.attention_json = arg;
-        fx.frames = 2;  // the panel writes it on the next frame that has the map
+        r.fx.frames = 2;  // the panel writes it on the next frame that has the map
     } else if (cmd == "rotary-json") {
         if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": rotary-json: no step yet");
         if (snap.model().config().family != Family::Llama)
             throw UsageError("line " + std::to_string(l.line) + ": rotary-json: the model has no rotary positions");
         v.rotary_json = arg;
         show_tab(Panel::Rotary);
-        fx.frames = 3;  // the tab comes to the front, then the panel writes it
-    } else if (cmd == "view") {
-        v.all_heads = arg == "all-heads";
-    } else if (cmd == "values") {
-        v.show_scores = arg == "scores";
+        r.fx.frames = 3;  // the tab comes to the front, then the panel writes it
     } else if (cmd == "export-dir") {
         v.export_dir = arg;
     } else if (cmd == "save-figure") {
@@ -391,35 +448,25 @@ ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snaps
     } else if (cmd == "export-format") {
         v.export_plots.format = parse_plot_format("export-format", arg);
         v.export_plots.scale = l.words.size() > 2 ? int(std::stol(l.words[2])) : 1;
-    } else if (cmd == "scale") {
-        v.log_scale = arg == "log";
-    } else if (cmd == "rownorm") {
-        v.row_norm = arg == "on";
-    } else if (cmd == "select") {
-        to_int(l.words[1], v.sel_query);
-        to_int(l.words[2], v.sel_key);
-    } else if (cmd == "show-step") {
-        v.view_step = arg == "newest" ? -1 : n;
-        if (v.view_step >= int64_t(snap.trace().size()))
-            throw UsageError("line " + std::to_string(l.line) + ": no step " + arg + " yet");
-    } else if (cmd == "zoom") {
-        double z = 1, u = 0.5, w = 0.5;
-        to_real(l.words[1], z);
-        if (l.words.size() > 2) to_real(l.words[2], u);
-        if (l.words.size() > 3) to_real(l.words[3], w);
-        v.zoom = float(z);
-        v.center = {float(u), float(w)};
     } else if (cmd == "export" || cmd == "export-session") {
         const bool all = l.words.size() > 2;
         const int64_t layer = all ? -1 : v.layer, head = all ? -1 : v.head;
-        if (cmd == "export") run(ExportStep{arg, v.view_step, layer, head, v.export_plots});
-        else run(ExportSession{arg, layer, head, v.export_plots});
-    } else if (cmd == "frames") {
-        fx.frames = int(n);
-    } else if (cmd == "measure") {
-        fx.measure = int(n);
+        if (cmd == "export") r.run(ExportStep{arg, v.view_step, layer, head, v.export_plots});
+        else r.run(ExportSession{arg, layer, head, v.export_plots});
+    } else {
+        return false;
     }
-    return fx;
+    return true;
+}
+
+}  // namespace
+
+ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snapshot& snap, ViewPrefs& v) {
+    LineRun r(l, ctl, snap, v);
+    if (apply_step_line(r) || apply_options_line(r) || apply_view_line(r) || apply_output_line(r)) return r.fx;
+    if (r.cmd == "frames") r.fx.frames = int(r.n);
+    else if (r.cmd == "measure") r.fx.measure = int(r.n);
+    return r.fx;
 }
 
 }  // namespace kvscope::gui
