@@ -1,4 +1,4 @@
-// The "Cache on vs off" panel's times (app/gui/cache_comparison.h): both sides measured alike, so a step
+// The "Cache on vs off" panel's times (app/gui/logic/cache_comparison.h): both sides measured alike, so a step
 // that does the same work both ways is timed the same way both ways, and on a GPT-2-sized model the
 // series the panel plots (cost_series, fed from a Workbench as the window's worker runs it) are flat with
 // the cache and grow with the position without it. The expected shapes come from counting rows, not
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "cache_comparison.h"
+#include "logic/cache_comparison.h"
 #include "forward/model.h"
 #include "model/random_model.h"
-#include "workbench.h"
+#include "logic/workbench.h"
 
 using namespace kvscope;
 using namespace kvscope::gui;

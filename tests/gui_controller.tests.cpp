@@ -1,4 +1,4 @@
-// The window's command queue (app/gui/controller.h) driven without a window: intents go in through
+// The window's command queue (app/gui/logic/controller.h) driven without a window: intents go in through
 // Controller::execute, results come out of snapshots, and each is checked against plain core Sessions
 // run here on the same prompt (the Controller's worker, shadow session and batch plumbing are what is
 // under test; the sessions' own correctness is session.tests.cpp's job). Comparisons are bit-exact:
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "chat_folder.h"
-#include "controller.h"
-#include "derived_views.h"
+#include "logic/controller.h"
+#include "logic/derived_views.h"
 #include "forward/model.h"
 #include "model/config.h"
 #include "model/random_model.h"

@@ -98,74 +98,76 @@ struct BenchSettings {
     WeightPlacement placement = WeightPlacement::HugePages;  // --map-weights
 };
 
-// Runs every figure and returns them with the settings; prints only the progress line.
-BenchReport run_bench(const BenchSettings& settings) {
-    const int64_t R = settings.repeat, n_decode = settings.decode_tokens;
-    const int threads = settings.threads;
-    BenchReport r;
-    r.model_dir = settings.model_dir;
-    r.threads = threads;
-    r.repeat = R;
-    ThreadPool::global().set_threads(threads);
+// The model as float32 and bfloat16 matrices, and the figures that come from loading it: load time over
+// R loads, the bytes a decode step streams, the FLOPs of a token.
+struct BenchModels {
+    std::shared_ptr<const Model> f32, bf16;
+};
 
+BenchModels load_bench_models(const BenchSettings& settings, BenchReport& r) {
     r.weights_mapped = settings.placement == WeightPlacement::Mapped;
     Model::load(r.model_dir, WeightFormat::F32, settings.placement);  // first load pages the file in; the
                                                                       // timed ones are what a second start costs
-    std::shared_ptr<const Model> model;
-    r.load_seconds = repeat(R, [&] {
+    BenchModels m;
+    r.load_seconds = repeat(r.repeat, [&] {
         const double t0 = seconds_now();
-        model = Model::load(r.model_dir, WeightFormat::F32, settings.placement);
+        m.f32 = Model::load(r.model_dir, WeightFormat::F32, settings.placement);
         return seconds_now() - t0;
     });
-    const ModelConfig& c = model->config();
+    const ModelConfig& c = m.f32->config();
     r.n_ctx = c.n_ctx;
-    const std::shared_ptr<const Model> model_bf16 = Model::load(r.model_dir, WeightFormat::BF16, settings.placement);
-    r.weight_bytes = decode_weight_bytes(*model);
-    r.weight_bytes_bf16 = decode_weight_bytes(*model_bf16);
+    m.bf16 = Model::load(r.model_dir, WeightFormat::BF16, settings.placement);
+    r.weight_bytes = decode_weight_bytes(*m.f32);
+    r.weight_bytes_bf16 = decode_weight_bytes(*m.bf16);
     r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * 4;
-    r.flops_per_token = body_flops_per_token(*model);
+    r.flops_per_token = body_flops_per_token(*m.f32);
+    return m;
+}
 
-    Progress progress("bench", 6);
-    // What bfloat16 matrices cost in accuracy: the same prefill in both, largest logit difference.
-    {
-        SessionOptions o;
-        o.history = false;
-        o.record = false;
-        o.max_new_tokens = 1;
-        Session a(model, o), b(model_bf16, o);
-        const auto prompt = random_prompt(c, std::min<int64_t>(64, c.n_ctx - 1), 5);
-        a.set_prompt(prompt);
-        b.set_prompt(prompt);
-        a.step();
-        b.step();
-        for (size_t i = 0; i < a.parts().logits.size(); ++i) {
-            r.bf16_max_abs_logit_diff =
-                std::max(r.bf16_max_abs_logit_diff, double(std::abs(a.parts().logits[i] - b.parts().logits[i])));
-            r.max_abs_logit = std::max(r.max_abs_logit, double(std::abs(a.parts().logits[i])));
-        }
+// What bfloat16 matrices cost in accuracy: the same prefill in both, largest logit difference.
+void measure_bf16_logit_diff(const BenchModels& m, BenchReport& r) {
+    SessionOptions o;
+    o.history = false;
+    o.record = false;
+    o.max_new_tokens = 1;
+    Session a(m.f32, o), b(m.bf16, o);
+    const auto prompt = random_prompt(m.f32->config(), std::min<int64_t>(64, r.n_ctx - 1), 5);
+    a.set_prompt(prompt);
+    b.set_prompt(prompt);
+    a.step();
+    b.step();
+    for (size_t i = 0; i < a.parts().logits.size(); ++i) {
+        r.bf16_max_abs_logit_diff =
+            std::max(r.bf16_max_abs_logit_diff, double(std::abs(a.parts().logits[i] - b.parts().logits[i])));
+        r.max_abs_logit = std::max(r.max_abs_logit, double(std::abs(a.parts().logits[i])));
     }
-    progress.update(1);
-    r.decode4 = repeat(R, [&] { return decode_tokens_per_second(model, 4, n_decode, false, 2); });
-    r.decode8 = repeat(R, [&] { return decode_tokens_per_second(model, 8, n_decode, false, 3); });
-    progress.update(2);
+}
 
+// Prefill tokens per second of a prompt of --prefill-tokens (at most n_ctx - 1), float32 and bfloat16.
+void measure_prefill(const BenchModels& m, const BenchSettings& settings, BenchReport& r) {
+    const ModelConfig& c = m.f32->config();
     const int64_t n_prefill = r.prefill_tokens = std::min<int64_t>(settings.prefill_tokens, c.n_ctx - 1);
     r.prefill_attention_flops_per_token = attention_flops_per_prompt_token(c, n_prefill);
-    auto prefill_tokens_per_second = [&](const std::shared_ptr<const Model>& m) {
+    auto prefill_tokens_per_second = [&](const std::shared_ptr<const Model>& model) {
         SessionOptions o;
         o.history = false;
         o.record = false;
         o.max_new_tokens = 1;
-        Session s(m, o);
+        Session s(model, o);
         s.set_prompt(random_prompt(c, n_prefill, 7));
         return double(n_prefill) / s.step().cost.seconds;
     };
-    r.prefill = repeat(R, [&] { return prefill_tokens_per_second(model); });
-    r.prefill_bf16 = repeat(R, [&] { return prefill_tokens_per_second(model_bf16); });
-    progress.update(3);
+    r.prefill = repeat(r.repeat, [&] { return prefill_tokens_per_second(m.f32); });
+    r.prefill_bf16 = repeat(r.repeat, [&] { return prefill_tokens_per_second(m.bf16); });
+}
 
-    // Cached vs uncached: the same decode step at position p, once reading the cache, once recomputing
-    // all p+1 positions (step back in between, so both compute the very same token).
+// Cached vs uncached: the same decode step at position p, once reading the cache, once recomputing
+// all p+1 positions (step back in between, so both compute the very same token). Fills r.steps without
+// their bounds; returns the read bandwidth (GB/s) probed beside each position's steps, for those bounds.
+std::vector<double> measure_cached_steps(const std::shared_ptr<const Model>& model, const BenchSettings& settings,
+                                         BenchReport& r) {
+    const ModelConfig& c = model->config();
+    const int64_t R = r.repeat;
     std::vector<int64_t> positions;
     const int64_t last = std::min<int64_t>(c.n_ctx - 2, settings.quick ? 128 : 2000);  // long contexts: 2000 shows the trend
     for (int64_t p : {16, 64, 128, 256, 384, 512, 640, 768, 896, 1000, 2000})
@@ -190,7 +192,7 @@ BenchReport run_bench(const BenchSettings& settings) {
         // bandwidth drifts by tens of percent over minutes, so one probe for every position could put
         // early steps above their bound.
         const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(p + 1);
-        step_bandwidth.push_back(probe_read_bandwidth(int64_t(bytes), threads).best());
+        step_bandwidth.push_back(probe_read_bandwidth(int64_t(bytes), r.threads).best());
         s.set_use_cache(false);
         step.uncached_ms = repeat(R, [&] {
             const double t = s.step(Phase::Decode).cost.seconds;
@@ -199,9 +201,12 @@ BenchReport run_bench(const BenchSettings& settings) {
         });
         r.steps.push_back(step);
     }
-    progress.update(4);
+    return step_bandwidth;
+}
 
-    // Recording every step: memory of the trace and what it costs decode.
+// Recording every step: memory of the trace and what it costs decode.
+void measure_recording(const std::shared_ptr<const Model>& model, const BenchSettings& settings, BenchReport& r) {
+    const ModelConfig& c = model->config();
     BenchRecording& rec = r.recording;
     rec.decode = settings.quick ? 8 : std::min<int64_t>(200, c.n_ctx / 4);
     rec.prompt = std::min<int64_t>(1024, c.n_ctx - rec.decode);
@@ -219,45 +224,45 @@ BenchReport run_bench(const BenchSettings& settings) {
         (record ? rec.tokens_per_s_recorded : rec.tokens_per_s_plain) = tps;
         if (record) rec.trace_bytes = s.trace().memory_bytes();
     }
-    progress.update(5);
-    struct rusage usage {};
-    getrusage(RUSAGE_SELF, &usage);
-    r.peak_rss_mb = double(usage.ru_maxrss) / 1024.0;  // before the probe's 1 GiB buffer
+}
 
-    // The machine, measured last so its buffers do not count in the peak RSS above; these bound the rest.
-    // Read bandwidth is measured over a buffer exactly as large as what one decode step streams (and over
-    // 1 GiB, memory alone): this host's last-level cache is large enough to hold part of a GPT-2 124M and
-    // serves decode and the probe alike, so the same working set is the fair yardstick.
-    r.mid_position = 4 + n_decode / 2;
-    const double streamed = r.streamed_bytes =
-        double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(r.mid_position);
-    const double streamed_bf16 = r.streamed_bytes_bf16 =
-        double(r.weight_bytes_bf16) + double(r.kv_bytes_per_position) / 2 * double(r.mid_position);
-    // Memory alone, whatever the cache holds: a buffer four times the last-level cache, at least 1 GiB.
+// The machine, measured last so its buffers do not count in the peak RSS: read bandwidth from memory
+// alone, over a buffer four times the last-level cache and at least 1 GiB. Sets each cached step's bound
+// from the bandwidth probed beside it; returns the floor every bound may claim, the best a kernel reached
+// and never less than the plain gemv from memory.
+double measure_memory_bandwidth(const std::vector<double>& step_bandwidth, BenchReport& r) {
+    const int64_t R = r.repeat;
+    const int threads = r.threads;
     r.llc_bytes = last_level_cache_bytes();
     r.large_buffer_bytes = std::max(int64_t(1) << 30, 4 * r.llc_bytes);
     r.read_large_sequential_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Sequential); });
     r.read_large_streams_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Streams); });
     r.read_large_gemv_gb_s = repeat(R, [&] { return measure_read_bandwidth(r.large_buffer_bytes, threads, ReadKernel::Gemv); });
-    // A bound may claim the best any kernel reached, and never less than the plain gemv from memory.
     const double floor_gb_s = r.read_large_gemv_gb_s.max;
     for (size_t i = 0; i < r.steps.size(); ++i) {
         BenchStep& step = r.steps[i];
         const double bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(step.position + 1);
         step.bound_ms = bytes / (std::max(step_bandwidth[i], floor_gb_s) * 1e9) * 1e3;
     }
-    // Batch-1 decode is timed in rounds paired with a bandwidth probe, because the bandwidth this shared
-    // host gives drifts by ±10 % over minutes: each round's ratio compares two measurements seconds
-    // apart, and the figure reported against the bound is the median of those ratios.
+    return floor_gb_s;
+}
+
+// Batch-1 decode is timed in rounds paired with a bandwidth probe, because the bandwidth this shared
+// host gives drifts by ±10 % over minutes: each round's ratio compares two measurements seconds
+// apart, and the figure reported against the bound is the median of those ratios. Then the FMA peak and
+// the bounds, from the best run: the machine streams and multiplies at least that fast.
+void measure_decode_against_bounds(const BenchModels& m, int64_t n_decode, double floor_gb_s, BenchReport& r) {
+    const int threads = r.threads;
+    const double streamed = r.streamed_bytes, streamed_bf16 = r.streamed_bytes_bf16;
     std::vector<double> bw, bw_bf16, d1, d1_bf16, ratio, ratio_bf16;
-    decode_tokens_per_second(model, 1, std::min<int64_t>(n_decode, 8), false, 1);  // warm-up, not counted
-    decode_tokens_per_second(model_bf16, 1, std::min<int64_t>(n_decode, 8), false, 1);
-    for (int64_t round = 0; round < R; ++round) {
+    decode_tokens_per_second(m.f32, 1, std::min<int64_t>(n_decode, 8), false, 1);  // warm-up, not counted
+    decode_tokens_per_second(m.bf16, 1, std::min<int64_t>(n_decode, 8), false, 1);
+    for (int64_t round = 0; round < r.repeat; ++round) {
         bw.push_back(std::max(probe_read_bandwidth(int64_t(streamed), threads).best(), floor_gb_s));
-        d1.push_back(decode_tokens_per_second(model, 1, n_decode, false, 1));
+        d1.push_back(decode_tokens_per_second(m.f32, 1, n_decode, false, 1));
         ratio.push_back(d1.back() / (bw.back() * 1e9 / streamed));
         bw_bf16.push_back(std::max(probe_read_bandwidth(int64_t(streamed_bf16), threads).best(), floor_gb_s));
-        d1_bf16.push_back(decode_tokens_per_second(model_bf16, 1, n_decode, false, 1));
+        d1_bf16.push_back(decode_tokens_per_second(m.bf16, 1, n_decode, false, 1));
         ratio_bf16.push_back(d1_bf16.back() / (bw_bf16.back() * 1e9 / streamed_bf16));
     }
     r.read_bandwidth_gb_s = stats_of(bw);
@@ -266,11 +271,47 @@ BenchReport run_bench(const BenchSettings& settings) {
     r.decode1_bf16 = stats_of(d1_bf16);
     r.decode1_vs_bound = stats_of(ratio);
     r.decode1_bf16_vs_bound = stats_of(ratio_bf16);
-    r.fma_peak_gflop_s = repeat(R, [&] { return measure_fma_peak(threads); });
-    // Bounds from the best run: the machine streams and multiplies at least that fast.
+    r.fma_peak_gflop_s = repeat(r.repeat, [&] { return measure_fma_peak(threads); });
     r.decode_bound = r.read_bandwidth_gb_s.max * 1e9 / streamed;
     r.prefill_bound = r.fma_peak_gflop_s.max * 1e9 / (r.flops_per_token + r.prefill_attention_flops_per_token);
     r.decode_bound_bf16 = r.read_bandwidth_bf16_gb_s.max * 1e9 / streamed_bf16;
+}
+
+// Runs every figure and returns them with the settings; prints only the progress line.
+BenchReport run_bench(const BenchSettings& settings) {
+    const int64_t R = settings.repeat, n_decode = settings.decode_tokens;
+    BenchReport r;
+    r.model_dir = settings.model_dir;
+    r.threads = settings.threads;
+    r.repeat = R;
+    ThreadPool::global().set_threads(settings.threads);
+    const BenchModels m = load_bench_models(settings, r);
+
+    Progress progress("bench", 6);
+    measure_bf16_logit_diff(m, r);
+    progress.update(1);
+    r.decode4 = repeat(R, [&] { return decode_tokens_per_second(m.f32, 4, n_decode, false, 2); });
+    r.decode8 = repeat(R, [&] { return decode_tokens_per_second(m.f32, 8, n_decode, false, 3); });
+    progress.update(2);
+    measure_prefill(m, settings, r);
+    progress.update(3);
+    const std::vector<double> step_bandwidth = measure_cached_steps(m.f32, settings, r);
+    progress.update(4);
+    measure_recording(m.f32, settings, r);
+    progress.update(5);
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    r.peak_rss_mb = double(usage.ru_maxrss) / 1024.0;  // before the probe's 1 GiB buffer
+
+    // What one decode step streams, at the middle of a decode run. Read bandwidth is measured over a buffer
+    // exactly as large as that (and over 1 GiB, memory alone): this host's last-level cache is large enough
+    // to hold part of a GPT-2 124M and serves decode and the probe alike, so the same working set is the
+    // fair yardstick.
+    r.mid_position = 4 + n_decode / 2;
+    r.streamed_bytes = double(r.weight_bytes) + double(r.kv_bytes_per_position) * double(r.mid_position);
+    r.streamed_bytes_bf16 = double(r.weight_bytes_bf16) + double(r.kv_bytes_per_position) / 2 * double(r.mid_position);
+    const double floor_gb_s = measure_memory_bandwidth(step_bandwidth, r);
+    measure_decode_against_bounds(m, n_decode, floor_gb_s, r);
     return r;
 }
 

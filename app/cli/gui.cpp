@@ -1,4 +1,4 @@
-// kvscope gui: parse the command line, load the model, open the window (app/gui/window.h). Without the
+// kvscope gui: parse the command line, load the model, open the window (app/gui/window/window.h). Without the
 // GUI build (KVSCOPE_GUI=OFF) it explains how to get it.
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +10,8 @@
 #include "common.h"
 #include "io/output_path.h"
 #ifdef KVSCOPE_WITH_GUI
-#include "gui/script.h"
-#include "gui/window.h"
+#include "gui/window/script.h"
+#include "gui/window/window.h"
 #endif
 
 namespace kvscope {

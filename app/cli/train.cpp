@@ -48,11 +48,9 @@ std::string duration(double s) {
     return buf;
 }
 
-}  // namespace
-
-int cli_train(int argc, char** argv) {
-    CliArgs args("train", "Train a small GPT-2 on kvscope's generated corpus (grammar sentences, copied spans, "
-                          "repeated random letter/digit spans) and write a model folder.");
+// --help lists the options in the order they are added: the run and the model's shape first, then the
+// training data and initial weights, then what is written besides --out.
+void add_run_options(CliArgs& args) {
     args.option("--out", "DIR", "model folder to write (default: trained-model)");
     args.option("--tokenizer", "DIR", "folder with vocab.json and merges.txt, copied into --out "
                                       "(default: the embedded model's)");
@@ -68,6 +66,9 @@ int cli_train(int argc, char** argv) {
     args.option("--n-head", "N", "heads per layer (default 4)");
     args.option("--n-embd", "N", "model width C (default 128)");
     args.option("--n-positions", "N", "context length of the model (default 256, >= --seq)");
+}
+
+void add_data_and_init_options(CliArgs& args) {
     args.option("--mix-text", "P", "probability of a grammar-text segment (default 0.35)");
     args.option("--mix-copy", "P", "probability of a segment copied from earlier in the sequence (default 0.15); "
                                    "the rest are repeated random letter/digit spans");
@@ -110,6 +111,9 @@ int cli_train(int argc, char** argv) {
     args.flag("--score-copies-only", "the loss skips what no model can predict in whole-vocabulary segments (the "
                                      "first span, the gaps, the first id of each copy)");
     args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
+}
+
+void add_output_options(CliArgs& args) {
     args.option("--save-at", "N[,N...]", "also save the model as it is after step N into OUT-stepN (a folder beside "
                                          "--out), e.g. before and after the induction head forms");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
@@ -118,10 +122,11 @@ int cli_train(int argc, char** argv) {
                          "assets/default when reproducing it: their files become kvscope's, and those training writes are replaced");
     args.option("--loss-png", "FILE", "draw the per-step loss curve into FILE (PNG; SVG if FILE ends in .svg)");
     add_plot_options(args, false);
-    if (!args.parse(argc, argv)) return 0;
+}
 
-    apply_threads(args);
-    TrainOptions o;
+// The options are read in the order their errors are reported: schedule and initial weights, the corpus,
+// --save-at, then the model's shape.
+void read_schedule_and_init(const CliArgs& args, TrainOptions& o) {
     o.steps = args.integer("--steps", 1500, 1, 10'000'000);
     o.seed = uint64_t(args.integer("--seed", 1, 0, INT64_MAX));
     o.batch = args.integer("--batch", 8, 1, 4096);
@@ -152,6 +157,26 @@ int cli_train(int argc, char** argv) {
     o.init.circuit_gain = args.real("--circuit-init", 0);
     if (!(o.init.circuit_gain >= 0 && o.init.circuit_gain < 100)) throw UsageError("train: --circuit-init must be in [0, 100)");
     o.init.split_stream = args.has("--split-init");
+}
+
+// --vocab-pool P,A-B into both mixes.
+void read_vocab_pool(const std::string_view text, TrainOptions& o) {
+    const size_t comma = text.find(',');
+    double p = 0;
+    std::optional<std::pair<long, long>> r;
+    if (comma != std::string_view::npos) {  // from_chars takes no '+' or space; a '-' fails P > 0
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, p);
+        if (ec == std::errc() && end == text.data() + comma) r = parse_range(text.substr(comma + 1));
+    }
+    if (!r || !(p > 0 && p <= 1) || r->first < 2 || r->second < r->first || r->second > 4096)
+        throw UsageError("train: --vocab-pool wants P,A-B with 0 < P <= 1 and 2 <= A <= B <= 4096, e.g. 0.5,6-32");
+    o.mix.vocab_pool_share = o.copy_mix.vocab_pool_share = p;
+    o.mix.vocab_pool_min = o.copy_mix.vocab_pool_min = r->first;
+    o.mix.vocab_pool_max = o.copy_mix.vocab_pool_max = r->second;
+}
+
+// The copy phase and the whole-vocabulary segments.
+void read_curriculum(const CliArgs& args, TrainOptions& o) {
     o.copy_phase = args.integer("--copy-phase", 0, 0, 10'000'000);
     o.copy_seq = args.integer("--copy-seq", 32, 2, 8192);
     if (auto span = args.text("--copy-span")) {
@@ -170,27 +195,17 @@ int cli_train(int argc, char** argv) {
     o.mix.vocab_gap = o.copy_mix.vocab_gap = args.integer("--vocab-gap", o.mix.vocab_gap, 0, 4096);
     o.mix.vocab_repeats = o.copy_mix.vocab_repeats = args.integer("--vocab-repeats", 2, 2, 64);
     o.mix.vocab_prefix = o.copy_mix.vocab_prefix = args.integer("--vocab-prefix", 0, 0, 4096);
-    if (auto pool = args.text("--vocab-pool")) {
-        const std::string_view text = *pool;
-        const size_t comma = text.find(',');
-        double p = 0;
-        std::optional<std::pair<long, long>> r;
-        if (comma != std::string_view::npos) {  // from_chars takes no '+' or space; a '-' fails P > 0
-            const auto [end, ec] = std::from_chars(text.data(), text.data() + comma, p);
-            if (ec == std::errc() && end == text.data() + comma) r = parse_range(text.substr(comma + 1));
-        }
-        if (!r || !(p > 0 && p <= 1) || r->first < 2 || r->second < r->first || r->second > 4096)
-            throw UsageError("train: --vocab-pool wants P,A-B with 0 < P <= 1 and 2 <= A <= B <= 4096, e.g. 0.5,6-32");
-        o.mix.vocab_pool_share = o.copy_mix.vocab_pool_share = p;
-        o.mix.vocab_pool_min = o.copy_mix.vocab_pool_min = r->first;
-        o.mix.vocab_pool_max = o.copy_mix.vocab_pool_max = r->second;
-    }
+    if (auto pool = args.text("--vocab-pool")) read_vocab_pool(*pool, o);
     o.copy_mix.vocab = args.real("--copy-vocab", 0);
     o.score_predictable_only = args.has("--score-copies-only");
     o.mix.vocab_partial = o.copy_mix.vocab_partial = args.has("--vocab-partial");
     if (o.mix.vocab_partial && o.mix.vocab_min_span < 2)
         throw UsageError("train: --vocab-partial needs spans of at least 2 ids (--vocab-span 2-B or longer)");
     if (!(o.copy_mix.vocab >= 0 && o.copy_mix.vocab <= 1)) throw UsageError("train: --copy-vocab must be in [0, 1]");
+}
+
+// --save-at N[,N...]: steps between 1 and steps - 1.
+std::vector<int64_t> read_save_at(const CliArgs& args, int64_t steps) {
     std::vector<int64_t> save_at;
     if (auto list = args.text("--save-at")) {
         std::string item;
@@ -201,13 +216,18 @@ int cli_train(int argc, char** argv) {
             }
             char* end = nullptr;
             const long long n = std::strtoll(item.c_str(), &end, 10);
-            if (item.empty() || *end != '\0' || n < 1 || n >= o.steps)
+            if (item.empty() || *end != '\0' || n < 1 || n >= steps)
                 throw UsageError("train: --save-at wants step numbers between 1 and --steps - 1, comma-separated "
                                  "(got \"" + item + "\")");
             save_at.push_back(n);
             item.clear();
         }
     }
+    return save_at;
+}
+
+// Span switches, the embeddings' learning rates and the model's shape.
+void read_model_shape(const CliArgs& args, TrainOptions& o) {
     o.mix.distinct = args.has("--distinct");
     o.copy_mix.distinct = args.has("--copy-distinct");
     o.mix.span_newline = !args.has("--no-span-newline");
@@ -224,45 +244,60 @@ int cli_train(int argc, char** argv) {
     o.config.n_inner = 4 * o.config.n_embd;
     if (o.config.n_embd % o.config.n_head) throw UsageError("train: --n-embd must be a multiple of --n-head");
     if (o.seq_len > o.config.n_ctx) throw UsageError("train: --seq must be <= --n-positions");
-    const int64_t log_every = args.integer("--log-every", 50, 1, 10'000'000);
-    const int64_t checkpoint_every = args.integer("--checkpoint-every", 0, 0, 10'000'000);
-    const std::string out = args.text("--out").value_or("trained-model");
-    const std::string tok_dir = args.text("--tokenizer").value_or(default_model_dir());
-    // Refuse unusable outputs before minutes of training, not after (core/io/output_path.h).
-    // --loss-png may go inside --out: the folder is made first, and removed again if the PNG is refused.
-    const bool out_existed = std::filesystem::exists(out);
-    std::string out_base = out;  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
-    while (out_base.size() > 1 && out_base.back() == '/') out_base.pop_back();
+}
+
+// Where training writes: --out, the --save-at folders beside it, the loss chart.
+struct TrainOutputs {
+    std::string out, out_base, tok_dir;
+    std::vector<int64_t> save_at;
+    int64_t log_every = 50, checkpoint_every = 0;
+    PlotOutput loss_out;
+};
+
+// Refuse unusable outputs before minutes of training, not after (core/io/output_path.h).
+// --loss-png may go inside --out: the folder is made first, and removed again if the PNG is refused.
+TrainOutputs prepare_outputs(const CliArgs& args, std::vector<int64_t> save_at) {
+    TrainOutputs w;
+    w.save_at = std::move(save_at);
+    w.log_every = args.integer("--log-every", 50, 1, 10'000'000);
+    w.checkpoint_every = args.integer("--checkpoint-every", 0, 0, 10'000'000);
+    w.out = args.text("--out").value_or("trained-model");
+    w.tok_dir = args.text("--tokenizer").value_or(default_model_dir());
+    const bool out_existed = std::filesystem::exists(w.out);
+    w.out_base = w.out;  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
+    while (w.out_base.size() > 1 && w.out_base.back() == '/') w.out_base.pop_back();
     const bool force = args.has("--force");
-    for (int64_t step : save_at) {
-        const std::string dir = out_base + "-step" + std::to_string(step);
+    for (int64_t step : w.save_at) {
+        const std::string dir = w.out_base + "-step" + std::to_string(step);
         force ? force_output_folder("--save-at", dir) : check_output_folder("--save-at", dir);
     }
-    force ? force_output_folder("--out", out) : make_output_folder("--out", out);
+    force ? force_output_folder("--out", w.out) : make_output_folder("--out", w.out);
     if (args.has("--scale") && !args.has("--loss-png"))
         throw UsageError("--scale sets the size of the --loss-png chart: give --loss-png FILE");
-    PlotOutput loss_out;
     if (auto png = args.text("--loss-png")) {
         try {
-            loss_out = check_chart_output(args, "--loss-png", *png);
+            w.loss_out = check_chart_output(args, "--loss-png", *png);
         } catch (const UsageError&) {
-            if (!out_existed) remove_written_tree(out);
+            if (!out_existed) remove_written_tree(w.out);
             throw;
         }
     }
+    return w;
+}
 
-    const Tokenizer tokenizer = Tokenizer::load(tok_dir);
-    ModelConfig config = o.config;
-    config.n_vocab = tokenizer.n_vocab();
+// Trains with a progress line on stderr (redrawn on a terminal, one every --log-every steps otherwise),
+// writing --out every --checkpoint-every steps and the --save-at folders as their steps pass.
+TrainResult train_with_progress(const TrainOptions& o, const Tokenizer& tokenizer, const ModelConfig& config,
+                                const TrainOutputs& w) {
     const bool tty = ::isatty(STDERR_FILENO) == 1;
     std::fprintf(stderr, "train: %lld parameters, %lld steps x %lld x %lld tokens, seed %llu -> %s\n",
                  (long long)n_params(config), (long long)o.steps, (long long)o.batch, (long long)o.seq_len,
-                 (unsigned long long)o.seed, out.c_str());
+                 (unsigned long long)o.seed, w.out.c_str());
     double last_draw = -1;
     TrainResult result = train(o, tokenizer, [&](const TrainProgress& p) {
         const double tps = double(p.tokens) / std::max(1e-9, p.seconds);
         const double eta = p.seconds / double(p.step) * double(p.n_steps - p.step);
-        const bool line = !tty && (p.step % log_every == 0 || p.step == p.n_steps || p.step == 1);
+        const bool line = !tty && (p.step % w.log_every == 0 || p.step == p.n_steps || p.step == 1);
         if (line || (tty && (p.seconds - last_draw >= 0.2 || p.step == p.n_steps))) {
             last_draw = p.seconds;
             std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %s  ETA %s%s",
@@ -270,32 +305,59 @@ int cli_train(int argc, char** argv) {
                          tps, duration(p.seconds).c_str(), duration(eta).c_str(), tty ? "" : "\n");
             std::fflush(stderr);
         }
-        if (checkpoint_every > 0 && p.step % checkpoint_every == 0 && p.step < p.n_steps)
-            save_model(out, config, *p.params, tok_dir);
-        if (std::find(save_at.begin(), save_at.end(), p.step) != save_at.end())
-            save_model(out_base + "-step" + std::to_string(p.step), config, *p.params, tok_dir);
+        if (w.checkpoint_every > 0 && p.step % w.checkpoint_every == 0 && p.step < p.n_steps)
+            save_model(w.out, config, *p.params, w.tok_dir);
+        if (std::find(w.save_at.begin(), w.save_at.end(), p.step) != w.save_at.end())
+            save_model(w.out_base + "-step" + std::to_string(p.step), config, *p.params, w.tok_dir);
     });
     if (tty) std::fputc('\n', stderr);
-    save_model(out, config, result.params, tok_dir);
+    return result;
+}
+
+// The per-step loss and its 50-step moving average.
+void write_loss_chart(const std::string& path, const std::vector<double>& losses, const PlotOutput& out) {
+    LineSeries raw{"loss per step", {158, 202, 225}, {}, {}}, smooth{"50-step average", {33, 102, 172}, {}, {}};
+    double window_sum = 0;
+    for (size_t i = 0; i < losses.size(); ++i) {
+        raw.xs.push_back(double(i + 1));
+        raw.ys.push_back(losses[i]);
+        window_sum += losses[i] - (i >= 50 ? losses[i - 50] : 0.0);
+        smooth.xs.push_back(double(i + 1));
+        smooth.ys.push_back(window_sum / double(std::min<size_t>(i + 1, 50)));
+    }
+    write_line_charts(path, {LineChart{"kvscope train: cross-entropy loss", "step", "loss (nats)", {raw, smooth}}},
+                      out, 900, 520);
+}
+
+}  // namespace
+
+int cli_train(int argc, char** argv) {
+    CliArgs args("train", "Train a small GPT-2 on kvscope's generated corpus (grammar sentences, copied spans, "
+                          "repeated random letter/digit spans) and write a model folder.");
+    add_run_options(args);
+    add_data_and_init_options(args);
+    add_output_options(args);
+    if (!args.parse(argc, argv)) return 0;
+
+    apply_threads(args);
+    TrainOptions o;
+    read_schedule_and_init(args, o);
+    read_curriculum(args, o);
+    std::vector<int64_t> save_at = read_save_at(args, o.steps);
+    read_model_shape(args, o);
+    const TrainOutputs w = prepare_outputs(args, std::move(save_at));
+
+    const Tokenizer tokenizer = Tokenizer::load(w.tok_dir);
+    ModelConfig config = o.config;
+    config.n_vocab = tokenizer.n_vocab();
+    const TrainResult result = train_with_progress(o, tokenizer, config, w);
+    save_model(w.out, config, result.params, w.tok_dir);
     double tail = 0;
     const size_t n_tail = std::min<size_t>(50, result.losses.size());
     for (size_t i = result.losses.size() - n_tail; i < result.losses.size(); ++i) tail += result.losses[i];
     std::fprintf(stderr, "train: done in %s; mean loss of the last %zu steps %.4f; wrote %s\n",
-                 duration(result.seconds).c_str(), n_tail, tail / double(n_tail), out.c_str());
-    if (auto png = args.text("--loss-png")) {
-        // The per-step loss and its 50-step moving average.
-        LineSeries raw{"loss per step", {158, 202, 225}, {}, {}}, smooth{"50-step average", {33, 102, 172}, {}, {}};
-        double window_sum = 0;
-        for (size_t i = 0; i < result.losses.size(); ++i) {
-            raw.xs.push_back(double(i + 1));
-            raw.ys.push_back(result.losses[i]);
-            window_sum += result.losses[i] - (i >= 50 ? result.losses[i - 50] : 0.0);
-            smooth.xs.push_back(double(i + 1));
-            smooth.ys.push_back(window_sum / double(std::min<size_t>(i + 1, 50)));
-        }
-        write_line_charts(*png, {LineChart{"kvscope train: cross-entropy loss", "step", "loss (nats)", {raw, smooth}}},
-                          loss_out, 900, 520);
-    }
+                 duration(result.seconds).c_str(), n_tail, tail / double(n_tail), w.out.c_str());
+    if (auto png = args.text("--loss-png")) write_loss_chart(*png, result.losses, w.loss_out);
     return 0;
 }
 

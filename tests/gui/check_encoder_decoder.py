@@ -29,7 +29,7 @@ import numpy as np
 from guitest import arguments, error_lines, fail, read_json, read_png, run, script, skip
 
 SOURCE = "the cat sat on the mat"
-DEFAULT_SOURCE = "the cat sat on the mat"  # kDefaultSource in app/gui/commands.h
+DEFAULT_SOURCE = "the cat sat on the mat"  # kDefaultSource in app/gui/logic/commands.h
 PROMPT = "le"
 N_DECODE = 3                               # decode steps after the prefill
 LAYER, HEAD = 1, 2

@@ -32,7 +32,7 @@ def check_screenshot(path):
     colours = np.unique(img.reshape(-1, 3), axis=0).shape[0]
     if colours < 1000:
         fail("screenshot has only %d distinct colours: blank or broken rendering" % colours)
-    # The first-start layout (app/gui/layout.cpp): fractions of the window per panel.
+    # The first-start layout (app/gui/panels/layout.cpp): fractions of the window per panel.
     left, top, bottom = 0.23 * W, 0.16 * H, 0.69 * H
     mid = left + (W - left) * 0.55
     b1, b2 = left + (W - left) * 0.30, left + (W - left) * 0.60

@@ -28,7 +28,7 @@ from guitest import App, input_main, TIMEOUT, fail, read_png
 from check_long_context import ATOL, HEAD, N, RTOL, layer0_qk, long_context_model, weights
 
 SIZE = "1280x720"
-NOTCH, MAX_ZOOM = 1.25, 256.0  # app/gui/heatmap.cpp: each wheel notch zooms 1.25x, up to 256x
+NOTCH, MAX_ZOOM = 1.25, 256.0  # app/gui/widgets/heatmap.cpp: each wheel notch zooms 1.25x, up to 256x
 AT = (0.3, 0.7)  # the wheel turns over the cell 30% across (key) and 70% down (query)
 
 

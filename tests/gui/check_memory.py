@@ -135,7 +135,7 @@ def case(a, title, prompt, suffixes, work):
     if got["shown0"] != got["prefill"]:
         fail("viewing step 0 of sequence 1 should show the pool as after the prefill step")
     img = read_png(shot)
-    # The Memory panel (app/gui/layout.cpp): from the next-token column to the right edge, bottom 31%.
+    # The Memory panel (app/gui/panels/layout.cpp): from the next-token column to the right edge, bottom 31%.
     left = 0.23 * W
     x0, y0 = int(left + (W - left) * 0.30), int(0.69 * H)
     region = img[y0 + 4:H - 4, x0 + 4:W - 4].reshape(-1, 3).astype(int)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The folders of core/ are layers (core/README.md lists them, lowest first): a file may include only from
-its own folder and the folders listed before it. Also: every core folder is listed, no core file includes
-app/, no source file outgrows the size a reader can hold (generated tables excepted), and no function in
+its own folder and the folders listed before it. The folders of app/gui/ are layers the same way
+(GUI_LAYERS, app/gui/README.md): logic/ never includes ImGui, GL or GLFW, and nothing includes a folder
+above its own. Also: every core folder is listed, no core file includes app/, no source file outgrows the size a reader can hold (generated tables excepted), and no function in
 core/ or app/ is longer than MAX_FUNCTION_LINES (today's longer ones are listed in LONG_FUNCTIONS, which
 only shrinks).
 
@@ -21,11 +22,12 @@ MAX_FUNCTION_LINES = 150
 # that is split to MAX_FUNCTION_LINES or fewer (or renamed, or removed) must leave the list, or the check
 # fails. Overloads share an entry: the longest definition of that name in the file counts.
 LONG_FUNCTIONS = {
-    ("app/cli/bench.cpp", "run_bench"): 172,
-    ("app/cli/train.cpp", "cli_train"): 246,
-    ("app/gui/controls.cpp", "draw_controls"): 228,
-    ("app/gui/script.cpp", "apply_script_line"): 162,
 }
+
+# The window's layers, lowest first (app/gui/README.md): the non-drawing half, the drawing helpers, one module
+# per panel, the window and its script.
+GUI_LAYERS = ["logic", "widgets", "panels", "window"]
+_DRAWING = re.compile(r'^#include <(imgui|epoxy/|GLFW/|backends/|GL/)', re.M)
 
 _TYPE = re.compile(r"^(class|struct|union|enum)\b")
 _NOT_A_FUNCTION = re.compile(r"^(namespace|extern|using|typedef|static_assert|(public|protected|private)\s*:)")
@@ -87,6 +89,40 @@ def layer_order(source):
     return re.findall(r"^\d+\. `([a-z_]+)/`", text, flags=re.M)
 
 
+def gui_problems(source):
+    """app/gui/: every file in a GUI_LAYERS folder, quoted includes of app/gui name their folder and run down,
+    logic/ draws nothing."""
+    gui = os.path.join(source, "app", "gui")
+    if not os.path.isdir(gui):
+        return []
+    rank = {name: i for i, name in enumerate(GUI_LAYERS)}
+    include = re.compile(r'^#include "([^"]+)"', re.M)
+    found = []
+    for f in sorted(os.listdir(gui)):
+        if os.path.isdir(os.path.join(gui, f)):
+            if f not in rank:
+                found.append(f"app/gui/{f}/ is not one of the window's layers {GUI_LAYERS} ({SELF})")
+        elif f != "README.md":
+            found.append(f"app/gui/{f} sits outside every layer folder")
+    for own in GUI_LAYERS:
+        for dirpath, _, files in os.walk(os.path.join(gui, own)):
+            for name in sorted(files):
+                if not name.endswith((".h", ".cpp")):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, name), source)
+                text = open(os.path.join(dirpath, name), encoding="utf-8").read()
+                if own == "logic":
+                    for m in _DRAWING.finditer(text):
+                        found.append(f"{rel}: includes <{m.group(1)}...>: logic/ draws nothing (no ImGui, no GL)")
+                for target in include.findall(text):
+                    folder = target.split("/")[0]
+                    if "/" not in target:
+                        found.append(f"{rel}: #include \"{target}\" does not name its folder")
+                    elif folder in rank and rank[folder] > rank[own]:
+                        found.append(f"{rel}: #include \"{target}\" runs back up from app/gui/{own}/ to {folder}/")
+    return found
+
+
 def problems(source):
     order = layer_order(source)
     rank = {name: i for i, name in enumerate(order)}
@@ -144,7 +180,7 @@ def problems(source):
         elif now <= MAX_FUNCTION_LINES:
             found.append(f"{rel}: {function} is {now} lines now, within {MAX_FUNCTION_LINES}: remove it from "
                          f"LONG_FUNCTIONS in {SELF}")
-    return order, found
+    return order, found + gui_problems(source)
 
 
 def main():
@@ -157,7 +193,7 @@ def main():
         print(p)
     if found:
         sys.exit(1)
-    print(f"{len(order)} layers, every include runs down; no function over {MAX_FUNCTION_LINES} lines but the "
+    print(f"{len(order)} core layers and {len(GUI_LAYERS)} app/gui layers, every include runs down; no function over {MAX_FUNCTION_LINES} lines but the "
           f"{len(LONG_FUNCTIONS)} listed")
 
 

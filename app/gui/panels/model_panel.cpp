@@ -1,0 +1,234 @@
+// Model: which model is loaded and what its config means (every architecture key, extension keys
+// included), the KV cache cost per token, and a picker over the example folders in assets/. Picking a
+// folder, typing a path or dropping a folder on the window all push the same LoadModel intent.
+#include "panels/model_panel.h"
+
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+#include "cache/kv_footprint.h"
+#include "model/architecture.h"
+#include "run/options.h"
+
+namespace kvscope::gui {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Folder {
+    std::string path;     // what LoadModel receives
+    std::string name;     // folder name, shown in the list
+    std::string summary;  // "3 layers, pre-LN, gelu, untied" from its config.json, or why it cannot be read
+    bool readable = false;
+};
+
+struct PickerState {
+    std::vector<Folder> folders;  // model folders under assets/, rescanned when the list opens
+    std::string typed;            // the path box
+};
+PickerState picker;
+
+std::string summary_of(const ModelConfig& c) {
+    char buf[160];
+    if (c.family == Family::Llama) {  // "llama, 3 layers, 4 heads / 2 K/V heads, silu, tied"
+        std::snprintf(buf, sizeof buf, "%s, %lld layers, %lld heads / %lld K/V heads, %s, %s", c.model_type.c_str(),
+                      (long long)c.n_layer, (long long)c.n_head, (long long)c.kv_heads(), to_string(c.activation),
+                      c.tie_word_embeddings ? "tied" : "untied");
+        return buf;
+    }
+    if (c.encoder_decoder) {
+        std::snprintf(buf, sizeof buf, "encoder-decoder, %lld+%lld layers, %s-LN, %s%s", (long long)c.n_encoder_layer,
+                      (long long)c.n_layer, to_string(c.norm_position), to_string(c.activation),
+                      c.position_embedding == PositionEmbedding::Sinusoidal ? ", sinusoidal" : "");
+        return buf;
+    }
+    std::snprintf(buf, sizeof buf, "%lld layers, %s-LN, %s, %s%s", (long long)c.n_layer, to_string(c.norm_position),
+                  to_string(c.activation), c.tie_word_embeddings ? "tied" : "untied",
+                  c.position_embedding == PositionEmbedding::Sinusoidal ? ", sinusoidal" : "");
+    return buf;
+}
+
+// Folders holding a config.json directly under assets/, sorted by name (default first).
+void scan_assets() {
+    picker.folders.clear();
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(KVSCOPE_ASSETS_DIR, ec)) {
+        if (!e.is_directory(ec) || !fs::exists(e.path() / "config.json", ec)) continue;
+        Folder f;
+        f.path = e.path().string();
+        f.name = e.path().filename().string();
+        try {
+            f.summary = summary_of(load_config((e.path() / "config.json").string()));
+            f.readable = true;
+        } catch (const LoadError& err) {
+            f.summary = render_labels(err.what());
+        }
+        picker.folders.push_back(std::move(f));
+    }
+    std::sort(picker.folders.begin(), picker.folders.end(), [](const Folder& a, const Folder& b) {
+        return (a.name != "default") < (b.name != "default") || ((a.name != "default") == (b.name != "default") && a.name < b.name);
+    });
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+    return !ea && !eb ? ca == cb : a == b;
+}
+
+void load(Controller& ctl, const std::string& path) {
+    ctl.push(LoadModel{path});
+}
+
+void draw_picker(PanelContext& c) {
+    const std::string& current = c.snap.model().dir();
+    const std::string shown = fs::path(current).filename().string();
+    ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 1.6f);
+    ImGui::SetNextWindowSizeConstraints({ImGui::GetFontSize() * 30, 0}, {FLT_MAX, FLT_MAX});
+    if (ImGui::BeginCombo("##model picker", shown.empty() ? current.c_str() : shown.c_str())) {
+        if (ImGui::IsWindowAppearing()) scan_assets();
+        for (const Folder& f : picker.folders) {
+            const bool here = same_folder(f.path, current);
+            ImGui::BeginDisabled(!f.readable);
+            if (ImGui::Selectable(f.name.c_str(), here) && !here) load(c.ctl, f.path);
+            ImGui::EndDisabled();
+            dump_item(("Model " + f.name).c_str());
+            if (here) ImGui::SetItemDefaultFocus();
+            ImGui::SameLine(ImGui::GetFontSize() * 9);
+            ImGui::TextDisabled("%s", f.summary.c_str());
+        }
+        if (picker.folders.empty()) ImGui::TextDisabled("no model folders in %s", KVSCOPE_ASSETS_DIR);
+        ImGui::Separator();
+        ImGui::SetNextItemWidth(-ImGui::CalcTextSize("Load").x - ImGui::GetStyle().FramePadding.x * 2 -
+                                ImGui::GetStyle().ItemSpacing.x);
+        const bool enter = ImGui::InputTextWithHint("##model path", "or any model folder: path, Enter",
+                                                    &picker.typed, ImGuiInputTextFlags_EnterReturnsTrue);
+        ImGui::SameLine();
+        ImGui::BeginDisabled(picker.typed.empty());
+        if ((ImGui::Button("Load") || enter) && !picker.typed.empty()) {
+            load(c.ctl, picker.typed);
+            ImGui::CloseCurrentPopup();
+        }
+        ImGui::EndDisabled();
+        ImGui::EndCombo();
+    }
+    dump_item("Model picker");
+    help_marker("Example folders shipped in assets/ (assets/README.md says which reference system each one "
+                "rebuilds), or any folder by path; dropping a folder on the window loads it too. The prompt "
+                "and the session options are kept; if the folder cannot be loaded, the current model stays.");
+}
+
+// One small chip per architecture key; keys where the model is not GPT-2 stand out.
+void key_chips(const std::vector<ArchLine>& lines) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const ImGuiStyle& st = ImGui::GetStyle();
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const ArchLine& l = lines[i];
+        const float w = ImGui::CalcTextSize(l.label.c_str()).x + st.FramePadding.x * 2;
+        if (i > 0) {
+            ImGui::SameLine(0, 4);
+            if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
+        }
+        ImGui::PushStyleColor(ImGuiCol_Button, l.differs ? ImVec4(0.55f, 0.36f, 0.10f, 1) : ImVec4(0.20f, 0.22f, 0.27f, 1));
+        ImGui::PushStyleColor(ImGuiCol_ButtonHovered, l.differs ? ImVec4(0.65f, 0.44f, 0.14f, 1) : ImVec4(0.28f, 0.31f, 0.38f, 1));
+        ImGui::PushStyleColor(ImGuiCol_ButtonActive, ImGui::GetStyleColorVec4(ImGuiCol_ButtonHovered));
+        ImGui::PushID(int(i));
+        ImGui::SmallButton(l.label.c_str());
+        ImGui::PopID();
+        ImGui::PopStyleColor(3);
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s%s = %s\n%s\n%s", l.key, l.extension ? " (kvscope key)" : "", l.value.c_str(),
+                              l.meaning.c_str(), l.differs ? "GPT-2 does otherwise" : "as in GPT-2");
+    }
+}
+
+void key_table(const std::vector<ArchLine>& lines) {
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+    if (!ImGui::BeginTable("config keys", 3, flags)) return;
+    ImGui::TableSetupColumn("key");
+    ImGui::TableSetupColumn("value");
+    ImGui::TableSetupColumn("what it does", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    for (const ArchLine& l : lines) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%s%s", l.key, l.extension ? "*" : "");
+        ImGui::TableNextColumn();
+        if (l.differs) ImGui::TextColored({0.95f, 0.70f, 0.35f, 1}, "%s", l.value.c_str());
+        else ImGui::TextUnformatted(l.value.c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%s", l.meaning.c_str());
+    }
+    ImGui::EndTable();
+}
+
+void draw_config(const Model& model) {
+    const ModelConfig& cfg = model.config();
+    if (cfg.encoder_decoder) {
+        ImGui::Text("E=%lld", (long long)cfg.n_encoder_layer);
+        ImGui::SameLine();
+    }
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "L=%lld H=%lld D=%lld C=%lld  V=%lld P=%lld", (long long)cfg.n_layer,
+                  (long long)cfg.n_head, (long long)cfg.head_dim(), (long long)cfg.n_embd, (long long)cfg.n_vocab,
+                  (long long)cfg.n_ctx);
+    if (cfg.encoder_decoder) text_after(ImGui::GetStyle().Colors[ImGuiCol_Text], shape);
+    else wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", shape);
+    if (!model.tokenizer()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("ids only");
+    }
+    // The cache holds K and V of every layer's K/V heads for each position, in bfloat16 when the weights
+    // are kept in bfloat16 (--dtype bf16), else float32.
+    const bool bf16 = model.weights().bf16;
+    const KvFootprint kv = kv_footprint(cfg, bf16);
+    const double per_token = double(kv.per_token);
+    ImGui::Text("KV cache %s / token (%s)", human_bytes(per_token).c_str(), bf16 ? "bf16" : "f32");
+    dump_item("Model kv bytes");
+    help_marker(("K and V (2) x n_layer x " + std::to_string(kv.n_kv_head) + (kv.n_kv_head == 1 ? " K/V head" : " K/V heads") + " x head_dim numbers of " +
+                 std::string(bf16 ? "2 bytes (bfloat16, --dtype bf16)" : "4 bytes (float32)") +
+                 " for each position the cache holds; the full context of " + cfg.positions_key() + " = " +
+                 std::to_string(cfg.n_ctx) + " tokens takes " + human_bytes(per_token * double(cfg.n_ctx)) + "." +
+                 (kv.n_kv_head < kv.n_head ? " With one K/V head per query head (multi-head attention) it would be " +
+                                                 human_bytes(double(kv.per_token_mha)) + " / token."
+                                           : std::string()))
+                    .c_str());
+    if (cfg.encoder_decoder) {
+        // EncoderOutput keeps the cross-attention cache in float32 whatever the weights' format.
+        const double per_source = 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * sizeof(float);
+        ImGui::Text("cross cache %s / source token (f32)", human_bytes(per_source).c_str());
+        dump_item("Model cross bytes");
+        help_marker(("The cross-attention cache: K and V (2) x n_layer x n_embd float32 numbers per source token, "
+                     "computed once from the encoder's output and fixed while the decoder steps (a source of "
+                     "n_positions = " + std::to_string(cfg.n_ctx) + " tokens takes " +
+                     human_bytes(per_source * double(cfg.n_ctx)) + ").").c_str());
+    }
+    const std::vector<ArchLine> lines = architecture(cfg);
+    key_chips(lines);
+    dump_item("Model keys");
+    // Taller than the first-start layout (the user dragged it open): the whole table with its sentences.
+    if (ImGui::GetContentRegionAvail().y > ImGui::GetTextLineHeightWithSpacing() * 4) {
+        ImGui::Spacing();
+        key_table(lines);
+    }
+}
+
+}  // namespace
+
+void draw_model(PanelContext& c) {
+    if (!begin_panel(Panel::Model)) return;
+    problem_box(c, Place::Model);
+    draw_picker(c);
+    draw_config(c.snap.model());
+    end_panel();
+}
+
+}  // namespace kvscope::gui
