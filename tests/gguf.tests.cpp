@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "io/json.h"
 #include "forward/model.h"
 #include "model/gguf.h"
+#include "model/gguf_tokenizer.h"
+#include "text/tokenizer.h"
 #include "scratch_dir.h"
 #include "session_runs.h"
 
@@ -228,4 +231,159 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
             if (std::string(type) == "F32") kvtest::require_identical(got, original);
         }
     }
+}
+
+namespace {
+
+// A GGUF holding only tokenizer keys: general.architecture, then `keys` (already laid out), no tensors.
+struct TokenizerKeys {
+    Bytes b;
+    uint64_t n = 0;
+    TokenizerKeys& string(const std::string& key, const std::string& value) {
+        b.str(key).u32(8).str(value);
+        return ++n, *this;
+    }
+    TokenizerKeys& boolean(const std::string& key, bool value) {
+        b.str(key).u32(7);
+        b.s += char(value);
+        return ++n, *this;
+    }
+    TokenizerKeys& u32(const std::string& key, uint32_t value) {
+        b.str(key).u32(4).u32(value);
+        return ++n, *this;
+    }
+    TokenizerKeys& strings(const std::string& key, const std::vector<std::string>& items) {
+        b.str(key).u32(9).u32(8).u64(items.size());
+        for (const std::string& s : items) b.str(s);
+        return ++n, *this;
+    }
+    TokenizerKeys& i32s(const std::string& key, const std::vector<int32_t>& items) {
+        b.str(key).u32(9).u32(5).u64(items.size());
+        for (int32_t v : items) b.u32(uint32_t(v));
+        return ++n, *this;
+    }
+    std::string file() const {
+        Bytes out = header(0, n + 1);
+        out.str("general.architecture").u32(8).str("llama");
+        return out.s + b.s;
+    }
+};
+
+// The 256 byte tokens in GPT-2's byte map (ids 0..255 in byte order), then "ab" (256) and "<|x|>" (257).
+TokenizerKeys small_tokenizer(const std::string& pre = "gpt-2") {
+    std::vector<std::string> tokens;
+    for (int c = 0; c < 256; ++c) tokens.push_back(bytes_to_symbols(std::string(1, char(c))));
+    tokens.push_back("ab");
+    tokens.push_back("<|x|>");
+    std::vector<int32_t> types(256, 6);
+    types.push_back(1);
+    types.push_back(3);
+    TokenizerKeys k;
+    k.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", pre).strings("tokenizer.ggml.tokens", tokens);
+    k.i32s("tokenizer.ggml.token_type", types).strings("tokenizer.ggml.merges", {"a b"});
+    return k;
+}
+
+// What Model::load does with a GGUF's tokenizer keys, on a file without tensors: the files, then the tokenizer.
+std::string tokenizer_refusal(const TokenizerKeys& keys, const std::string& name) {
+    const fs::path p = test::fresh_dir("gguf", "tokenizers") / (name + ".gguf");
+    test::write_bytes(p, keys.file());
+    try {
+        const GgufFile f(p.string());
+        const std::optional<GgufTokenizerFiles> files = gguf_tokenizer_files(f);
+        if (!files) return "(no tokenizer)";
+        gguf_tokenizer(*files, p.string());
+    } catch (const LoadError& e) {
+        return e.what_is_wrong;
+    }
+    return "(loaded)";
+}
+
+Tokenizer tokenizer_of(const fs::path& gguf) {
+    const GgufFile f(gguf.string());
+    const std::optional<GgufTokenizerFiles> files = gguf_tokenizer_files(f);
+    REQUIRE(files);
+    return gguf_tokenizer(*files, gguf.string());
+}
+
+}  // namespace
+
+TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, bad keys are refused by name", "[gguf]") {
+    const fs::path dir = test::fresh_dir("gguf", "tokenizer_small");
+    TokenizerKeys ok = small_tokenizer();
+    ok.u32("tokenizer.ggml.eos_token_id", 257);
+    test::write_bytes(dir / "ok.gguf", ok.file());
+    const Tokenizer t = tokenizer_of(dir / "ok.gguf");
+    CHECK(t.n_vocab() == 258);
+    CHECK(t.encode("ab") == std::vector<TokenId>{256});                        // the one merge
+    CHECK(t.encode("ba") == std::vector<TokenId>{'b', 'a'});                   // no merge b a
+    CHECK(t.encode("ab<|x|>", true) == std::vector<TokenId>{256, 257});        // a control token is special
+    CHECK(t.encode("<|x|>").size() == 5);                                      // ... and only then matched
+    CHECK(t.end_of_text() == std::optional<TokenId>(257));
+    CHECK(t.decode({256, 'c'}) == "abc");
+
+    CHECK(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "none"), "none") == "(no tokenizer)");
+    CHECK_THAT(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "llama"), "spm"),
+               Catch::Contains("tokenizer.ggml.model is \"llama\""));
+    CHECK_THAT(tokenizer_refusal(small_tokenizer("default"), "pre"),
+               Catch::Contains("tokenizer.ggml.pre is \"default\", a pre-tokenizer kvscope does not know"));
+    CHECK_THAT(tokenizer_refusal(small_tokenizer().u32("tokenizer.ggml.bos_token_id", 258), "bos"),
+               Catch::Contains("tokenizer.ggml.bos_token_id must be a token id below 258"));
+    CHECK_THAT(tokenizer_refusal(small_tokenizer().boolean("tokenizer.ggml.add_eos_token", true), "eos"),
+               Catch::Contains("add_eos_token is true"));
+    CHECK_THAT(tokenizer_refusal(small_tokenizer().boolean("tokenizer.ggml.add_bos_token", true), "no_bos"),
+               Catch::Contains("bos_token_id is missing"));
+
+    TokenizerKeys short_types;
+    short_types.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "qwen2");
+    short_types.strings("tokenizer.ggml.tokens", {"a", "b"}).i32s("tokenizer.ggml.token_type", {1});
+    CHECK_THAT(tokenizer_refusal(short_types, "types"), Catch::Contains("has 1 entries for 2 tokens"));
+    TokenizerKeys bad_utf8;
+    bad_utf8.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "qwen2");
+    bad_utf8.strings("tokenizer.ggml.tokens", {"a", "\xff"}).strings("tokenizer.ggml.merges", {});
+    CHECK_THAT(tokenizer_refusal(bad_utf8, "utf8"), Catch::Contains("tokenizer.ggml.tokens[1] is not valid UTF-8"));
+    TokenizerKeys twice;
+    twice.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "smollm");
+    twice.strings("tokenizer.ggml.tokens", {"a", "a"}).strings("tokenizer.ggml.merges", {});
+    CHECK_THAT(tokenizer_refusal(twice, "twice"), Catch::Contains("holds \"a\" twice"));
+    TokenizerKeys no_bytes;  // what the tokenizer.json reader refuses, said about the GGUF's keys
+    no_bytes.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "qwen2");
+    no_bytes.strings("tokenizer.ggml.tokens", {"a", "b"}).strings("tokenizer.ggml.merges", {"a c"});
+    CHECK_THAT(tokenizer_refusal(no_bytes, "no_bytes"), Catch::Contains("its tokenizer (the tokenizer.* keys, read as tokenizer.json): model.vocab has no token for the byte"));
+    TokenizerKeys no_merges;
+    no_merges.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "gpt-2").strings("tokenizer.ggml.tokens", {"a"});
+    CHECK_THAT(tokenizer_refusal(no_merges, "no_merges"), Catch::Contains("tokenizer.ggml.merges is missing"));
+}
+
+TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Hugging Face does", "[.][gguf_hf]") {
+    const char* hf = std::getenv("KVSCOPE_HF_DIR");
+    if (!hf) FAIL("set KVSCOPE_HF_DIR (see tests/tokenizer.cmake)");
+    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "gpt2_digits");
+    const fs::path gguf = test::fresh_dir("gguf", "tokenizer_" + name) / (name + ".gguf");
+    REQUIRE(std::system((std::string(kPython) + " " KVSCOPE_SOURCE_DIR "/tests/reference/gguf_reference.py tokenizer " +
+                         hf + "/" + name + " " + gguf.string()).c_str()) == 0);
+    const Tokenizer t = tokenizer_of(gguf);
+    std::ifstream in(std::string(hf) + "/" + name + "_expected.jsonl", std::ios::binary);
+    REQUIRE(in);
+    int n_cases = 0, n_failed = 0;
+    std::string line, first;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        const Json row = Json::parse(line);
+        const std::string& text = row.find("text")->as_string();
+        auto ids = [](const Json& a) {
+            std::vector<TokenId> out;
+            for (const Json& v : a.as_array()) out.push_back(TokenId(v.as_integer()));
+            return out;
+        };
+        const std::vector<TokenId> got_special = t.encode(text, true);
+        const bool ok = t.encode(text) == ids(*row.find("ids")) && got_special == ids(*row.find("ids_special")) &&
+                        t.decode(got_special) == row.find("decoded")->as_string();
+        ++n_cases;
+        if (!ok && n_failed++ == 0) first = display_bytes(text);
+    }
+    WARN(name << ": " << n_cases << " strings compared, " << n_failed << " differ");
+    CHECK(n_cases >= 300);
+    INFO(name << " first mismatch: '" << first << "'");
+    CHECK(n_failed == 0);
 }

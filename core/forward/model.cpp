@@ -30,6 +30,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
         model->config_ = std::move(file.config);
         model->weights_ = load_weights(model->config_, std::move(file.checkpoint), format, placement);
         model->gguf_tensors_ = std::move(file.tensors);
+        if (file.tokenizer) model->tokenizer_ = std::make_unique<Tokenizer>(gguf_tokenizer(*file.tokenizer, dir));
     } else {
         model->config_ = load_config((fs::path(dir) / "config.json").string());
         model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format, placement);
@@ -51,7 +52,7 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
                 if (t.dtype == Dtype::BF16) cfg.embedding_scale = bf16_to_f32(f32_to_bf16(scale));
                 if (t.dtype == Dtype::F16) cfg.embedding_scale = f16_to_f32(f32_to_f16(scale));
             }
-    if (has_tokenizer_files(dir)) {
+    if (!gguf && has_tokenizer_files(dir)) {
         model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(dir));
         if (model->tokenizer_->n_vocab() > model->config_.n_vocab)
             throw LoadError(dir + (fs::exists(fs::path(dir) / "tokenizer.json", ec) ? "/tokenizer.json" : "/vocab.json"),
@@ -59,6 +60,9 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
                                 std::to_string(model->config_.n_vocab),
                             "tokenizer and model come from different checkpoints?");
     }
+    if (gguf && model->tokenizer_ && model->tokenizer_->n_vocab() > model->config_.n_vocab)
+        throw LoadError(dir, "its tokenizer has " + std::to_string(model->tokenizer_->n_vocab()) +
+                                 " tokens, token_embd.weight has " + std::to_string(model->config_.n_vocab) + " rows");
     return model;
 }
 

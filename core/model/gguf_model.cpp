@@ -138,6 +138,7 @@ GgufModel open_gguf_model(const std::string& path) {
         throw LoadError(path, "architecture " + out.architecture + " is not supported",
                         "kvscope reads GGUF files of llama, qwen2 and qwen3");
     out.config = parse_config(config_json(*file, out.architecture), path);
+    out.tokenizer = gguf_tokenizer_files(*file);
     const ModelConfig& c = out.config;
 
     auto owned = std::make_shared<Owned>();

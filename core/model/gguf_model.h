@@ -14,12 +14,14 @@
 // Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3. Anything else
 // (another architecture, rope scaling, a tensor kvscope does not know or cannot read) is refused by name.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gguf_quants.h"
+#include "model/gguf_tokenizer.h"
 
 namespace kvscope {
 
@@ -36,6 +38,7 @@ struct GgufModel {
     ModelConfig config;
     std::shared_ptr<const Checkpoint> checkpoint;
     std::vector<GgufTensorSummary> tensors;  // file order
+    std::optional<GgufTokenizerFiles> tokenizer;  // nullopt: the file carries no tokenizer
 };
 
 GgufModel open_gguf_model(const std::string& path);

@@ -136,6 +136,16 @@ std::optional<SplitPattern> split_pattern_named(std::string_view regex) {
     return std::nullopt;
 }
 
+std::string_view split_pattern_regex(SplitPattern pattern) {
+    switch (pattern) {
+        case SplitPattern::Gpt2: return k_gpt2_regex;
+        case SplitPattern::Llama3: return k_llama3_regex;
+        case SplitPattern::Qwen2: return k_qwen2_regex;
+        case SplitPattern::Gpt2DigitsApart: return "";
+    }
+    return "";
+}
+
 size_t piece_end(SplitPattern pattern, std::string_view text, size_t i) {
     switch (pattern) {
         case SplitPattern::Gpt2: return gpt2_piece_end(text, i, false);

@@ -5,6 +5,7 @@
 //
 //   SplitPattern                   which expression (one enumerator per known pattern string)
 //   split_pattern_named(regex)     the pattern a tokenizer.json Split regex is, by its exact string
+//   split_pattern_regex(pattern)   that string back ("" for Gpt2DigitsApart, which is no single regex)
 //   piece_end(pattern, text, i)    end of the piece that starts at text[i] (i < text.size())
 //   split_pieces(pattern, text)    all pieces, as views into `text`
 //
@@ -25,6 +26,7 @@ enum class SplitPattern {
 };
 
 std::optional<SplitPattern> split_pattern_named(std::string_view regex);
+std::string_view split_pattern_regex(SplitPattern pattern);
 size_t piece_end(SplitPattern pattern, std::string_view text, size_t i);
 std::vector<std::string_view> split_pieces(SplitPattern pattern, std::string_view text);
 

@@ -13,7 +13,11 @@ layouts (ggml-common.h's block structs). kvscope's C++ reader and dequantizers a
                                         Q and K rows permuted for the "llama" architecture; 2-D weights in TYPE
                                         (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K; K types need
                                         rows of 256). DEQUANTIZED_FOLDER: the same model with every weight
-                                        as numpy dequantizes it, F32, in Hugging Face's layout
+                                        as numpy dequantizes it, F32, in Hugging Face's layout; with
+                                        FOLDER/tokenizer.json, its tokenizer.* keys too (as below)
+  gguf_reference.py tokenizer FOLDER OUT.gguf
+                                        only the tokenizer.* keys llama.cpp's converter writes for FOLDER's
+                                        byte-level BPE tokenizer.json + tokenizer_config.json (its gpt2 path)
 """
 import json
 import os
@@ -375,6 +379,76 @@ LAYER_NAMES = {
 }
 
 
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_REGEX = LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")
+
+
+def pre_name(pre):
+    """llama.cpp's tokenizer.ggml.pre for a tokenizer.json pre_tokenizer (its converter hashes a tokenization;
+    this maps the structures the families kvscope reads use)."""
+    steps = pre["pretokenizers"] if pre and pre["type"] == "Sequence" else [pre]
+    kinds = [p["type"] for p in steps if p]
+    if kinds == ["ByteLevel"]:
+        return "gpt-2"
+    if kinds == ["Digits", "ByteLevel"]:
+        return "smollm"
+    if kinds == ["Split", "ByteLevel"]:
+        regex = steps[0]["pattern"].get("Regex")
+        return {LLAMA3_REGEX: "llama-bpe", QWEN2_REGEX: "qwen2"}.get(regex, "unknown")
+    return "unknown"
+
+
+def tokenizer_metadata(folder, vocab_size=0):
+    """The tokenizer.* keys llama.cpp's converter writes for a byte-level BPE tokenizer.json (its gpt2 path):
+    every id below vocab_size, added tokens CONTROL (special) or USER_DEFINED, missing ids "[PAD<id>]" UNUSED."""
+    tok = json.load(open(os.path.join(folder, "tokenizer.json"), encoding="utf-8"))
+    config_path = os.path.join(folder, "tokenizer_config.json")
+    config = json.load(open(config_path, encoding="utf-8")) if os.path.exists(config_path) else {}
+    model = tok["model"]
+    ids = dict(model["vocab"])
+    special = {}
+    for a in tok.get("added_tokens", []):
+        ids[a["content"]] = a["id"]
+        special[a["id"]] = a.get("special", False)
+    by_id = {i: t for t, i in ids.items()}
+    n = max(vocab_size, max(by_id) + 1)
+    tokens, types = [], []
+    for i in range(n):
+        if i not in by_id:
+            tokens.append("[PAD%d]" % i)
+            types.append(5)
+        else:
+            tokens.append(by_id[i])
+            types.append((3 if special[i] else 4) if i in special else 1)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+
+    def token_of(value):
+        return value["content"] if isinstance(value, dict) else value
+
+    single = (tok.get("post_processor") or {}).get("single") or []
+    add_bos = config.get("add_bos_token", bool(single) and "SpecialToken" in single[0])
+    meta = [("tokenizer.ggml.model", "string", "gpt2"),
+            ("tokenizer.ggml.pre", "string", pre_name(tok.get("pre_tokenizer"))),
+            ("tokenizer.ggml.tokens", ("array", "string"), tokens),
+            ("tokenizer.ggml.token_type", ("array", "i32"), types),
+            ("tokenizer.ggml.merges", ("array", "string"), merges)]
+    for key, name in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id")):
+        if config.get(key) is not None:
+            meta.append(("tokenizer.ggml." + name, "u32", ids[token_of(config[key])]))
+    meta.append(("tokenizer.ggml.add_bos_token", "bool", bool(add_bos)))
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        template = {t["name"]: t["template"] for t in template}.get("default")
+    if template is not None:
+        meta.append(("tokenizer.chat_template", "string", template))
+    return meta
+
+
+def convert_tokenizer(folder, out):
+    write_gguf(out, [("general.architecture", "string", "llama")] + tokenizer_metadata(folder), [])
+
+
 def convert(folder, out, tname, dequantized_folder=None):
     cfg = json.load(open(os.path.join(folder, "config.json")))
     model_type = cfg.get("model_type")
@@ -399,6 +473,8 @@ def convert(folder, out, tname, dequantized_folder=None):
         (arch + ".attention.layer_norm_rms_epsilon", "f32", cfg.get("rms_norm_eps", 1e-6)),
         (arch + ".rope.freq_base", "f32", cfg.get("rope_theta", 10000.0)),
     ]
+    if os.path.exists(os.path.join(folder, "tokenizer.json")):
+        metadata += tokenizer_metadata(folder, cfg["vocab_size"])
     tensors, deq = [], {}
 
     def add(gguf_name, hf_name, w, quantized):
@@ -434,7 +510,10 @@ def convert(folder, out, tname, dequantized_folder=None):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "fixture":
         fixture(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "tokenizer":
+        convert_tokenizer(*sys.argv[2:])
     elif len(sys.argv) in (5, 6) and sys.argv[1] == "convert":
         convert(*sys.argv[2:])
     else:
-        sys.exit("usage: gguf_reference.py fixture OUT_DIR | convert FOLDER OUT.gguf TYPE [DEQUANTIZED_FOLDER]")
+        sys.exit("usage: gguf_reference.py fixture OUT_DIR | convert FOLDER OUT.gguf TYPE [DEQUANTIZED_FOLDER]"
+                 " | tokenizer FOLDER OUT.gguf")
