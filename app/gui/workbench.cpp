@@ -187,7 +187,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
                                        all.begin() + int64_t(std::min(std::max(from, to), all.size())));
             if (!reply.empty() && std::find(stops.begin(), stops.end(), reply.back()) != stops.end()) reply.pop_back();
             const bool complete = k + 1 < turns.size() || session.next() == Session::Next::Done;
-            if (to < from && k + 1 < turns.size()) {  // a later turn rolled the cache back over this reply: its text as sent
+            if (chat_rolled_back_ && k + 1 < turns.size()) {  // a later turn may have rolled the cache back over it
                 s->chat.push_back({int64_t(k) + 1, "assistant", chat_->reply(k), true});
                 continue;
             }
@@ -227,6 +227,7 @@ std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOption
     chat_ = std::move(chat);
     chat_problem_ = render_labels(chat_problem);
     chat_sent_.clear();
+    chat_rolled_back_ = false;
     batch_ = std::move(batch);
     selected_ = 0;
     ++generation_;
@@ -563,6 +564,7 @@ void Workbench::operator()(const SendChat& c) {
         sync_comparison();
         chat_->truncate(0);
         chat_sent_.assign(1, c.text);
+        chat_rolled_back_ = false;
         chat_->add(message, {});
         set_status("chat turn 0: " + count_of(n, "token") + " of the rendered conversation; the reply follows");
         return;
@@ -585,6 +587,7 @@ void Workbench::operator()(const SendChat& c) {
     else comparison_.append_turn(copy, max_new, "user");
     chat_->add(message, reply);
     chat_sent_.push_back(c.text);
+    chat_rolled_back_ |= turn.rolled_back;
     if (turn.rolled_back)
         set_status("chat turn " + std::to_string(chat_->n_turns() - 1) + ": the template re-rendered earlier turns: cache rolled "
                    "back from " + std::to_string(first) + " to " + std::to_string(turn.keep) + " positions (the common token "
