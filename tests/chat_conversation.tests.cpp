@@ -231,3 +231,24 @@ TEST_CASE("a template that re-renders history: Qwen3 drops a reply's <think> blo
     while (session.step_back()) {}
     CHECK(session.parts().prompt == encode_chat(tok, whole));
 }
+
+TEST_CASE("stop tokens come from the folder: the template's end of turn, generation_config.json, eos_token", "[chat]") {
+    const std::string chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    const fs::path dir = kvtest::chatml_chat_folder("chat_conversation", "stops-chat", chatml);
+    // eos_token is not the template's end of turn here; generation_config.json lists two more ids
+    kvtest::write_text(dir / "tokenizer_config.json",
+                       json_text(JsonOut{{"chat_template", chatml}, {"eos_token", {{"content", "<|endoftext|>"}}}}));
+    kvtest::write_text(dir / "generation_config.json", "{\"eos_token_id\": [766, 5, 764]}");
+    ChatConversation chat = ChatConversation::open(Model::load(dir.string()));
+    // 764 <|im_end|>: the special token after the probe's reply; 766, 5 (764 once); 767 <|endoftext|>
+    CHECK(chat.stop_tokens() == std::vector<TokenId>{764, 766, 5, 767});
+    kvtest::write_text(dir / "generation_config.json", "{\"eos_token_id\": 5}");
+    CHECK(ChatConversation::open(Model::load(dir.string())).stop_tokens() == std::vector<TokenId>{764, 5, 767});
+    kvtest::write_text(dir / "generation_config.json", "{\"eos_token_id\": \"</s>\"}");
+    CHECK_THROWS_WITH(ChatConversation::open(Model::load(dir.string())), Catch::Contains("eos_token_id is not an int"));
+    // a template that writes plain text after a reply: no end of turn from it, the others remain
+    fs::remove(dir / "generation_config.json");
+    kvtest::write_text(dir / "chat_template.jinja", "{% for m in messages %}{{ m.content }}\n\n{% endfor %}");
+    CHECK(ChatConversation::open(Model::load(dir.string())).stop_tokens() == std::vector<TokenId>{767});
+}
