@@ -182,6 +182,9 @@ TEST_CASE("any template the engine parses is accepted, a missing or unparsable o
     std::ofstream(dir / "chat_template.jinja") << "{{ messages }}";
     // chat_template.jinja is read, and wins over tokenizer_config.json's key (as transformers does)
     CHECK(ChatTemplate::load(dir.string()).render({U("hi")}, true) == "[{'role': 'user', 'content': 'hi'}]");
+    std::filesystem::remove(dir / "tokenizer_config.json");  // chat_template.jinja alone: no special tokens
+    CHECK(ChatTemplate::load(dir.string()).bos_token().empty());
+    CHECK(ChatTemplate::load(dir.string()).origin() == (dir / "chat_template.jinja").string());
     std::ofstream(dir / "tokenizer_config.json") << config_with(chat_template_text(ChatFamily::Gemma3), "<bos>");
     CHECK(!ChatTemplate::load(dir.string()).family());
     CHECK(ChatTemplate::load(dir.string()).bos_token() == "<bos>");

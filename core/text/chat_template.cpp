@@ -63,7 +63,8 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
     // transformers (tokenization_utils_base, from_pretrained) reads chat_template.jinja and lets it replace
     // tokenizer_config.json's key; the special tokens still come from tokenizer_config.json
     if (!fs::exists(jinja_path, ec)) return from_config_json(read_config(path), dir);
-    const TokenizerConfig config = parse_tokenizer_config(read_config(path), path);
+    TokenizerConfig config;  // without tokenizer_config.json the special tokens stay undefined
+    if (fs::exists(path, ec)) config = parse_tokenizer_config(read_config(path), path);
     return from_text(read_file_bounded(jinja_path, k_tokenizer_file), config.bos_token, config.eos_token, jinja_path);
 }
 

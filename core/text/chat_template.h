@@ -11,8 +11,9 @@
 //                                               tokenizer_config.json's chat_template — a string, or of a list of
 //                                               named templates "default" (as apply_chat_template); bos_token and
 //                                               eos_token from tokenizer_config.json (a string or an AddedToken
-//                                               {"content": ...}). Throws LoadError (no tokenizer_config.json,
-//                                               bad JSON, a key of the wrong type: tokenizer_config.h) or
+//                                               {"content": ...}; undefined without the file). Throws LoadError
+//                                               (no template file at all, bad JSON, a key of the wrong type:
+//                                               tokenizer_config.h) or
 //                                               UsageError (no template, one the engine refuses)
 //   ChatTemplate::from_config_json(text, dir)   the same from tokenizer_config.json's contents alone
 //   ChatTemplate::from_text(t, bos, eos, o)     a template text; bos/eos nullopt = undefined in the template
