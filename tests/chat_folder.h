@@ -4,6 +4,9 @@
 // template, as tests/cli/check_chat.py builds it.
 //
 //   llama3_chat_folder(area)   writes the folder under KVSCOPE_TEST_WORK/area/llama3-chat; returns its path
+//   chatml_chat_folder(area, name, template_text)   the same with <|im_start|> = 763, <|im_end|> = 764 (765, 766
+//                              stay plain tokens no merge reaches) and the given template, eos_token <|im_end|>,
+//                              under KVSCOPE_TEST_WORK/area/name
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,20 +30,19 @@ inline void write_text(const std::filesystem::path& p, const std::string& text) 
     out << text;
 }
 
-inline std::string llama3_chat_folder(const std::string& area) {
+// assets/llama-gqa in dir, ids 763..766 renamed to specials[0..3] ("" keeps the name); returns dir
+inline std::filesystem::path special_tokens_folder(const std::filesystem::path& dir, const std::vector<std::string>& specials) {
     namespace fs = std::filesystem;
     using kvscope::JsonOut;
     const fs::path assets = fs::path(KVSCOPE_TEST_DATA) / ".." / ".." / "assets" / "llama-gqa";
-    const fs::path dir = fs::path(KVSCOPE_TEST_WORK) / area / "llama3-chat";
     fs::remove_all(dir);
     fs::create_directories(dir);
     for (const char* name : {"config.json", "model.safetensors"}) fs::create_symlink(fs::absolute(assets / name), dir / name);
     const JsonOut vocab = JsonOut::parse(read_text(assets / "vocab.json"));
-    const char* specials[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"};
     JsonOut renamed = JsonOut::object();
     for (const auto& [key, value] : vocab.items()) {
         const int id = value.get<int>();
-        renamed[id >= 763 && id <= 766 ? specials[id - 763] : key] = id;
+        renamed[id >= 763 && id <= 766 && !specials[size_t(id - 763)].empty() ? specials[size_t(id - 763)] : key] = id;
     }
     write_text(dir / "vocab.json", kvscope::json_text(renamed));
     // The merges that made ids 763..766 go: nothing merges into the special tokens' names.
@@ -51,7 +53,21 @@ inline std::string llama3_chat_folder(const std::string& area) {
     std::string kept;
     for (const std::string& line : lines) kept += line + "\n";
     write_text(dir / "merges.txt", kept);
-    const JsonOut config = {{"chat_template", std::string(kvscope::chat_template_text(kvscope::ChatFamily::Llama3))},
+    return dir;
+}
+
+inline std::string chatml_chat_folder(const std::string& area, const std::string& name, const std::string& template_text) {
+    const std::filesystem::path dir =
+        special_tokens_folder(std::filesystem::path(KVSCOPE_TEST_WORK) / area / name, {"<|im_start|>", "<|im_end|>", "", ""});
+    const kvscope::JsonOut config = {{"chat_template", template_text}, {"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"}};
+    write_text(dir / "tokenizer_config.json", kvscope::json_text(config));
+    return dir.string();
+}
+
+inline std::string llama3_chat_folder(const std::string& area) {
+    const std::filesystem::path dir = special_tokens_folder(std::filesystem::path(KVSCOPE_TEST_WORK) / area / "llama3-chat",
+                                                            {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"});
+    const kvscope::JsonOut config = {{"chat_template", std::string(kvscope::chat_template_text(kvscope::ChatFamily::Llama3))},
                             {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};
     write_text(dir / "tokenizer_config.json", kvscope::json_text(config));
     return dir.string();

@@ -1,7 +1,9 @@
 // kvscope chat: a multi-turn conversation in one KV cache. Each user message is rendered with the model's
 // own chat template, only the text the new turn adds is encoded and appended to the session
-// (Session::append_turn), and the reply is decoded until the template's end of turn. What each turn
-// appends is core's ChatConversation (chat_conversation.h), which the window's chat uses too.
+// (Session::append_turn) — or, when the template re-rendered earlier turns, the cache is rolled back to the
+// longest common token prefix and the rest prefilled (Session::rewind_turn) — and the reply is decoded
+// until a stop token. What each turn does is core's ChatConversation (chat_conversation.h), which the
+// window's chat uses too.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -60,6 +62,7 @@ struct TurnReport {
     std::string message;               // the user's text, as given
     int64_t first_position = 0, n_appended = 0;
     int64_t rows_reused = 0;           // earlier positions the turn's first prefill step read from the cache
+    int64_t rolled_back_from = -1;     // a rollback: the conversation's length before it (-1: none)
     int64_t rows_computed = 0;         // rows its prefill steps ran (cache off: every position, each step)
     double prefill_seconds = 0, decode_seconds = 0;
     int64_t decode_tokens = 0;
@@ -113,6 +116,7 @@ void print_json(const TurnReport& r) {
     out["tokens_appended"] = r.n_appended;
     out["rows_reused"] = r.rows_reused;
     out["rows_computed"] = r.rows_computed;
+    if (r.rolled_back_from >= 0) out["rolled_back_from"] = r.rolled_back_from;
     out["cache"] = r.cache;
     out["prefill_s"] = r.prefill_seconds;
     out["decode_tokens"] = r.decode_tokens;
@@ -133,6 +137,9 @@ void print_text(const TurnReport& r) {
                             : std::string(r.stop) == "end_of_text"  ? "stopped at the end of text"
                                                                     : "stopped at the model's context (" +
                                                                           std::to_string(r.positions) + " positions)";
+    if (r.rolled_back_from >= 0)
+        std::fprintf(stderr, "turn %lld: the template re-rendered earlier turns: cache rolled back from %lld to %lld positions (the common token prefix)\n",
+                     (long long)r.turn, (long long)r.rolled_back_from, (long long)r.first_position);
     std::fprintf(stderr, "turn %lld: %s appended, %lld rows reused, %lld computed, prefill %.3f s, decode %.1f tokens/s, %s\n",
                  (long long)r.turn, count_of(r.n_appended, "token", "tokens").c_str(), (long long)r.rows_reused,
                  (long long)r.rows_computed, r.prefill_seconds, r.decode_tokens_per_s(), why.c_str());
@@ -159,9 +166,11 @@ int cli_chat(int argc, char** argv) {
     add_options(args, kCliChat, OptionSection::KvFormat);
     add_options(args, kCliChat, OptionSection::Eviction);
     add_threads_option(args);
-    args.epilogue("The model folder needs tokenizer files and a tokenizer_config.json with a chat template kvscope "
-                  "renders (" + std::string(chat_templates_rendered()) + "). Replies end at the template's end-of-turn "
-                  "token, the tokenizer's end of text, or --max-new-tokens.");
+    args.option("--date", "YYYY-MM-DD", "the date the template's strftime_now() formats (default: today)");
+    args.epilogue("The model folder needs tokenizer files and a chat template (chat_template.jinja, or tokenizer_config.json's "
+                  "chat_template) that kvscope's Jinja engine renders (check one with `kvscope chat-template`). Replies "
+                  "end at the template's end-of-turn token, generation_config.json's eos_token_id, the tokenizer's end of "
+                  "text, or --max-new-tokens.");
     if (!args.parse(argc, argv)) return 0;
 
     RunOptions run;
@@ -176,6 +185,8 @@ int cli_chat(int argc, char** argv) {
 
     auto model = load_model_from(args);
     ChatConversation chat = ChatConversation::open(model);
+    const jinja::RenderOptions date = parse_template_date(args.text("--date"), "chat");
+    chat.chat_template_mut().set_date(date.year, date.month, date.day);
     options.stop_tokens = chat.stop_tokens();
     Session session(model, options);
 
@@ -187,15 +198,17 @@ int cli_chat(int argc, char** argv) {
             chat.add_system(message->content);
             continue;
         }
-        const std::optional<TokenId> ended =
-            turn > 0 && stopped_by_token(session) ? std::optional<TokenId>(session.parts().generated.back()) : std::nullopt;
-        const std::vector<TokenId> ids = chat.tokens_for(*message, ended);
-        chat.add(*message);
-        session.append_turn(ids, max_new, "user");
+        std::vector<TokenId> conversation = session.parts().prompt;
+        conversation.insert(conversation.end(), session.parts().generated.begin(), session.parts().generated.end());
+        const std::vector<TokenId> reply = turn > 0 ? session.parts().generated : std::vector<TokenId>{};
+        const ChatTurn next = chat.next_turn(*message, conversation, reply);
+        chat.add(*message, reply);
+        session.rewind_turn(next.keep, next.ids, max_new, "user");
 
         TurnReport r = run_turn(session, *model->tokenizer(), chat.end_of_turn(), max_new);
         r.turn = turn + 1;  // numbered from 1, as the window's timeline and conversation
         r.message = message->content;
+        if (next.rolled_back) r.rolled_back_from = int64_t(conversation.size());
         if (args.has("--json")) print_json(r);
         else print_text(r);
         std::fflush(stdout);

@@ -51,7 +51,9 @@ Source from_model(const std::string& dir) {
     return s;
 }
 
-jinja::RenderOptions parse_date(const std::optional<std::string>& given) {
+}  // namespace
+
+jinja::RenderOptions parse_template_date(const std::optional<std::string>& given, const std::string& command) {
     jinja::RenderOptions o;
     if (!given) {  // apply_chat_template's strftime_now reads the local clock
         const std::time_t now = std::time(nullptr);
@@ -64,12 +66,10 @@ jinja::RenderOptions parse_date(const std::optional<std::string>& given) {
     char tail = 0;
     if (given->size() != 10 || std::sscanf(given->c_str(), "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3 || y < 1 ||
         m < 1 || m > 12 || d < 1 || d > 31)
-        throw UsageError("chat-template: --date wants YYYY-MM-DD, got '" + *given + "'");
+        throw UsageError(command + ": --date wants YYYY-MM-DD, got '" + *given + "'");
     o.year = y, o.month = m, o.day = d;
     return o;
 }
-
-}  // namespace
 
 int cli_chat_template(int argc, char** argv) {
     CliArgs args("chat-template", "Render a conversation with a Hugging Face chat template, byte for byte as "
@@ -100,7 +100,7 @@ int cli_chat_template(int argc, char** argv) {
     }
     if (args.has("--bos-token")) src.bos = *args.text("--bos-token");
     if (args.has("--eos-token")) src.eos = *args.text("--eos-token");
-    const jinja::RenderOptions options = parse_date(args.text("--date"));
+    const jinja::RenderOptions options = parse_template_date(args.text("--date"), "chat-template");
     const bool want_ids = args.has("--json");
     if (want_ids && !(args.has("--model") && has_tokenizer_files(*args.text("--model"))))
         throw UsageError("chat-template: --json gives token ids, which need --model DIR with tokenizer files");

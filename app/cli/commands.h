@@ -1,11 +1,18 @@
 #pragma once
 // The subcommands of the kvscope executable. Each parses its own options (--help on each) and throws
 // LoadError / UsageError; main() prints them as one line.
+#include <optional>
+#include <string>
+
+#include "text/jinja/interpreter.h"
+
 namespace kvscope {
 
 int cli_generate(int argc, char** argv);
 int cli_chat(int argc, char** argv);     // multi-turn chat in one KV cache, turns from a file or stdin
 int cli_chat_template(int argc, char** argv);  // any chat template rendered as apply_chat_template does
+// --date YYYY-MM-DD for strftime_now(), today (local clock) when not given; UsageError "COMMAND: --date ..."
+jinja::RenderOptions parse_template_date(const std::optional<std::string>& given, const std::string& command);
 int cli_inspect(int argc, char** argv);
 int cli_tokenize(int argc, char** argv);
 int cli_detokenize(int argc, char** argv);

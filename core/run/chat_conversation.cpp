@@ -1,24 +1,81 @@
 #include "run/chat_conversation.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/errors.h"
+#include "base/utf8.h"
 #include "io/json.h"
+#include "io/read_file.h"
 
 namespace kvscope {
 namespace {
 
-const std::string kReply = "kvscope-reply";  // stands in for each reply in the rendered history
+const std::string k_probe_user = "kvscope-probe-user", k_probe_reply = "kvscope-probe-reply";
 
-// The template's end-of-turn marker, which a reply is decoded until.
-const char* end_of_turn_text(ChatFamily family) {
-    switch (family) {
-        case ChatFamily::Llama3: return "<|eot_id|>";
-        case ChatFamily::Qwen3:
-        case ChatFamily::Qwen25: return "<|im_end|>";
-        case ChatFamily::Gemma3: return "<end_of_turn>";
+// Rule 1 of the header: the special token the template writes right after a reply's text, if any.
+std::optional<TokenId> template_end_of_turn(const ChatTemplate& t, const Tokenizer& tok) {
+    std::string text;
+    try {
+        text = t.render({{"user", k_probe_user}, {"assistant", k_probe_reply}}, false);
+    } catch (const UsageError&) {
+        return std::nullopt;  // the template refuses the probe (a required system message, ...): rules 2 and 3
     }
-    return "";
+    const size_t at = text.find(k_probe_reply);
+    if (at == std::string::npos) return std::nullopt;
+    const std::string after = text.substr(at + k_probe_reply.size());
+    const std::vector<TokenId> ids = encode_chat(tok, after);
+    if (ids.empty()) return std::nullopt;
+    const std::string& bytes = tok.token_bytes(ids[0]);
+    // special: one token only when special tokens are matched, not as plain text
+    if (tok.encode_continuation(bytes, false) == std::vector<TokenId>{ids[0]}) return std::nullopt;
+    return ids[0];
+}
+
+// Rule 2: generation_config.json's eos_token_id, an int or a list of ints; absent file or key: none.
+std::vector<TokenId> generation_config_eos(const std::string& dir, const Tokenizer& tok) {
+    const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return {};
+    Json j;
+    try {
+        j = Json::parse(read_file_bounded(path.string(), k_tokenizer_file));
+    } catch (const JsonError& e) {
+        throw LoadError(path.string(), std::string("not valid JSON: ") + e.what());
+    }
+    const Json* eos = j.is_object() ? j.find("eos_token_id") : nullptr;
+    if (!eos || eos->is_null()) return {};
+    std::vector<const Json*> items;
+    if (eos->is_array())
+        for (const Json& e : eos->as_array()) items.push_back(&e);
+    else
+        items.push_back(eos);
+    std::vector<TokenId> out;
+    for (const Json* e : items) {
+        if (!e->is_integer())
+            throw LoadError(path.string(), "eos_token_id is not an int or a list of ints",
+                            "transformers' GenerationConfig wants token ids there");
+        const int64_t id = e->as_integer();
+        if (id >= 0 && id < tok.n_vocab()) out.push_back(TokenId(id));
+    }
+    return out;
+}
+
+// Bytes as str content: each byte that does not start a well-formed UTF-8 sequence becomes U+FFFD.
+std::string valid_utf8(const std::string& bytes) {
+    std::string out;
+    for (size_t k = 0; k < bytes.size();) {
+        char32_t c = 0;
+        const size_t len = decode_utf8(bytes, k, c);
+        if (len == 0) {
+            append_utf8(out, 0xFFFD);
+            ++k;
+        } else {
+            out.append(bytes, k, len);
+            k += len;
+        }
+    }
+    return out;
 }
 
 }  // namespace
@@ -26,17 +83,24 @@ const char* end_of_turn_text(ChatFamily family) {
 ChatConversation ChatConversation::open(std::shared_ptr<const Model> model) {
     const Tokenizer* tok = model->tokenizer();
     if (!tok) throw UsageError(model->dir() + " has no tokenizer files: a chat needs them to render and encode messages");
-    if (!std::filesystem::exists(std::filesystem::path(model->dir()) / "tokenizer_config.json"))
-        throw UsageError(model->dir() + " has no tokenizer_config.json, so no chat template: a chat needs an "
-                         "instruction-tuned model's folder (" + std::string(chat_templates_rendered()) + ")");
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(fs::path(model->dir()) / "tokenizer_config.json", ec) && !fs::exists(fs::path(model->dir()) / "chat_template.jinja", ec))
+        throw UsageError(model->dir() + " has no tokenizer_config.json or chat_template.jinja, so no chat template: a chat "
+                         "needs an instruction-tuned model's folder");
     ChatConversation c(model, ChatTemplate::load(model->dir()));
-    const std::string eot = end_of_turn_text(c.template_.family());
-    const std::vector<TokenId> eot_ids = encode_chat(*tok, eot);
-    if (eot_ids.size() != 1)
-        throw UsageError(model->dir() + ": the tokenizer has no single token for " + eot +
-                         ", the chat template's end of turn, so a reply could never end there");
-    c.stop_tokens_ = eot_ids;
-    if (auto eos = tok->end_of_text(); eos && *eos != eot_ids[0]) c.stop_tokens_.push_back(*eos);
+    std::vector<TokenId> stops;
+    auto add = [&](TokenId id) {
+        if (std::find(stops.begin(), stops.end(), id) == stops.end()) stops.push_back(id);
+    };
+    if (std::optional<TokenId> eot = template_end_of_turn(c.template_, *tok)) add(*eot);
+    for (TokenId id : generation_config_eos(model->dir(), *tok)) add(id);
+    if (std::optional<TokenId> eos = tok->end_of_text()) add(*eos);
+    if (stops.empty())
+        throw UsageError(model->dir() + ": no token ends a reply: the chat template writes no special token after a "
+                         "reply, and neither generation_config.json's eos_token_id nor tokenizer_config.json's eos_token "
+                         "names one the tokenizer has");
+    c.stop_tokens_ = std::move(stops);
     return c;
 }
 
@@ -45,33 +109,41 @@ void ChatConversation::add_system(std::string text) {
     history_.push_back({"system", std::move(text)});
 }
 
-std::vector<TokenId> ChatConversation::tokens_for(const ChatMessage& message, std::optional<TokenId> ended_with) const {
-    const Tokenizer& tok = *model_->tokenizer();
-    if (n_turns_ == 0) {
-        std::vector<ChatMessage> h = history_;
-        h.push_back(message);
-        return encode_chat(tok, template_.render(h, true));
-    }
-    // The generation prompt is in the cache already: what render(history, true) adds to render(history, false).
-    const std::string asked = template_.render(history_, true), closed = template_.render(history_, false);
-    const bool extends = asked.compare(0, closed.size(), closed) == 0;
-    const std::string generation_prompt = extends ? asked.substr(closed.size()) : "";
-    const std::string added = template_.render_turn(history_, {{"assistant", kReply}, message}, true);
-    if (!extends || added.compare(0, generation_prompt.size() + kReply.size(), generation_prompt + kReply) != 0)
-        throw UsageError(std::string(template_.name()) + "'s template does not render a reply right after its generation "
-                         "prompt: kvscope cannot continue this conversation in the cache");
-    std::string text = added.substr(generation_prompt.size() + kReply.size());
-    // The end-of-turn token the reply stopped at is in the cache already.
-    if (ended_with) {
-        const std::string& stop = tok.token_bytes(*ended_with);
-        if (text.compare(0, stop.size(), stop) == 0) text.erase(0, stop.size());
-    }
-    return encode_chat(tok, text);
+std::string ChatConversation::reply_text(const std::vector<TokenId>& reply) const {
+    std::vector<TokenId> shown = reply;
+    if (!shown.empty() && std::find(stop_tokens_.begin(), stop_tokens_.end(), shown.back()) != stop_tokens_.end()) shown.pop_back();
+    return valid_utf8(model_->tokenizer()->decode(shown));
 }
 
-void ChatConversation::add(const ChatMessage& message) {
+ChatTurn ChatConversation::next_turn(const ChatMessage& message, const std::vector<TokenId>& conversation,
+                                     const std::vector<TokenId>& reply) const {
+    const Tokenizer& tok = *model_->tokenizer();
+    std::vector<ChatMessage> h = history_;
+    if (n_turns_ == 0) {
+        h.push_back(message);
+        return {encode_chat(tok, template_.render(h, true)), 0, false};
+    }
+    const std::string r = reply_text(reply);
+    h.push_back({"assistant", r});
+    h.push_back(message);
+    const std::string full = template_.render(h, true);
+    // 1. the cache's text: the previous rendering up to its generation prompt, the reply, its stop token
+    const bool stopped = !reply.empty() && std::find(stop_tokens_.begin(), stop_tokens_.end(), reply.back()) != stop_tokens_.end();
+    std::string held = template_.render(history_, true) + r;
+    if (stopped) held += tok.token_bytes(reply.back());
+    if (full.size() > held.size() && full.compare(0, held.size(), held) == 0)
+        return {encode_chat(tok, std::string_view(full).substr(held.size())), int64_t(conversation.size()), false};
+    // 2. re-rendered: keep the longest common token prefix
+    const std::vector<TokenId> ids = encode_chat(tok, full);
+    size_t keep = 0;
+    while (keep < ids.size() && keep < conversation.size() && ids[keep] == conversation[keep]) ++keep;
+    if (keep == ids.size()) --keep;  // something must be prefilled to predict from
+    return {std::vector<TokenId>(ids.begin() + int64_t(keep), ids.end()), int64_t(keep), keep < conversation.size()};
+}
+
+void ChatConversation::add(const ChatMessage& message, const std::vector<TokenId>& reply) {
     turn_starts_.push_back(history_.size());
-    if (n_turns_ > 0) history_.push_back({"assistant", kReply});
+    if (n_turns_ > 0) history_.push_back({"assistant", reply_text(reply)});
     history_.push_back(message);
     ++n_turns_;
 }

@@ -177,6 +177,59 @@ void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, s
     parts_.turns.append(Turn{n_before, n_new, std::move(role), max_new_tokens}, std::move(undo));
 }
 
+void Session::rewind_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
+    const ModelConfig& cfg = parts_.model->config();
+    const int64_t n_before = int64_t(parts_.prompt.size() + parts_.generated.size());
+    if (parts_.prompt.empty() || keep >= n_before) return append_turn(std::move(tokens), max_new_tokens, std::move(role));
+    if (keep < 0) throw UsageError("a turn cannot keep " + std::to_string(keep) + " positions");
+    if (max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
+    if (cfg.encoder_decoder)
+        throw UsageError("a new turn appends to the decoder's cache, but an encoder-decoder's K/V also depend on the "
+                         "source: not available for this model");
+    if (next() == Next::Prefill) throw UsageError("the prompt is not all in the cache yet: prefill it before a new turn");
+    if (tokens.empty()) throw UsageError("the new turn is empty");
+    if (!parts_.edits.pending().empty())
+        throw UsageError("a turn that rolls the cache back drops the pending cache edits' positions: step back over them first");
+    for (TokenId id : tokens) parts_.model->check_token(id);
+    const int64_t n_new = int64_t(tokens.size());
+    if (keep + n_new >= cfg.n_ctx)
+        throw UsageError("the conversation kept (" + std::to_string(keep) + " tokens) + this turn (" + std::to_string(n_new) +
+                         ") leaves no room for a reply in the model's " + cfg.positions_key() + " (" +
+                         std::to_string(cfg.n_ctx) + ")");
+    max_new_tokens = std::min(max_new_tokens, cfg.n_ctx - keep - n_new);
+    // pass 1: how much of the cache stays. A ring keeps positions 0..cut-1 when each still sits in its slot
+    // (no wrap overwrote it) and no quantized residual or eviction state refers past them; anything else
+    // (paged, int4, an eviction policy) is emptied and the whole conversation prefilled again.
+    int64_t cut = std::min(keep, cache_.next_position());
+    const bool ring_cut = !cache_.pages().active() && !cache_.format().int4() && !parts_.eviction.active();
+    for (int64_t p = 0; p < cut && ring_cut; ++p)
+        if (!cache_.alive(p)) cut = 0;
+    if (!ring_cut) cut = 0;
+    const int64_t to_prefill = keep - cut + n_new;
+    fit_turn(keep + n_new + max_new_tokens, options_.prefill_chunk > 0 ? std::min(options_.prefill_chunk, to_prefill) : to_prefill);
+    // pass 2: cut the cache back (forget the slots of positions >= cut, as undoing those steps would)
+    if (cut > 0) {
+        KvCacheCheckpoint to;
+        to.next_position = cut;
+        cache_.restore(to);
+    } else {
+        cache_.reset();
+        parts_.eviction.reset();
+    }
+    // pass 3: the tokens. No earlier step or turn can be undone now: the rows they would restore are gone.
+    std::vector<TokenId> all = all_tokens();
+    all.resize(size_t(keep));
+    all.insert(all.end(), tokens.begin(), tokens.end());
+    parts_.prompt = std::move(all);
+    parts_.generated.clear();
+    parts_.generated.reserve(size_t(max_new_tokens));
+    parts_.n_prompt_done = cut;
+    options_.max_new_tokens = max_new_tokens;
+    undo_.clear();
+    parts_.turns.forget_undo();
+    parts_.turns.append(Turn{keep, n_new, std::move(role), max_new_tokens}, std::nullopt);
+}
+
 bool stopped_by_token(const Session& s) {
     const std::vector<TokenId>& generated = s.parts().generated;
     const std::vector<TokenId>& stop = s.options().stop_tokens;

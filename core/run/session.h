@@ -32,6 +32,14 @@
 //                               On an empty session: set_prompt(ids) with N. parts().prompt then holds
 //                               every position before the new reply, parts().generated only the new
 //                               reply; parts().turns lists where each turn starts
+//   rewind_turn(keep, ids, N, role)   a chat turn after the template re-rendered earlier turns: the
+//                               conversation's first `keep` positions stay (their cache rows reused, the
+//                               rest of the cache cut away), then ids follow as in append_turn and are
+//                               prefilled. The ring keeps its rows when every kept position still sits in
+//                               its slot; a paged, int4 or evicting cache (or a wrapped ring) is emptied and
+//                               the whole conversation prefilled again. Steps and turns before it can no
+//                               longer be stepped back over (their rows are gone). keep >= the
+//                               conversation's length: append_turn
 //   step_back()                 undo the last step exactly (cache slots, position pointer, RNG, trace);
 //                               right after append_turn, undo the append: the previous turn's prompt,
 //                               reply and max new tokens come back (a grown cache stays grown)
@@ -142,6 +150,7 @@ public:
     void set_source(std::vector<TokenId> source);
     void set_prompt(std::vector<TokenId> prompt);
     void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
+    void rewind_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
     void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { parts_.prompt_cache = std::move(pc); }
     void set_use_cache(bool on) { options_.use_cache = on; }
     Next next() const;

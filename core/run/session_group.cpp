@@ -150,6 +150,11 @@ void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens,
     sessions_[0]->append_turn(std::move(ids), max_new_tokens, std::move(role));
 }
 
+void SessionGroup::rewind_turn(int64_t keep, std::vector<TokenId> ids, int64_t max_new_tokens, std::string role) {
+    if (sessions_.size() != 1) throw UsageError("a chat runs one sequence: set sequences to 1");
+    sessions_[0]->rewind_turn(keep, std::move(ids), max_new_tokens, std::move(role));
+}
+
 const CacheEditRecord& SessionGroup::apply_edit(CacheEdit edit) {
     if (sessions_.size() != 1)
         throw UsageError("cache edits work on one sequence: this batch has " + std::to_string(sessions_.size()));
@@ -169,8 +174,10 @@ bool SessionGroup::step_back() {
     size_t newest = 0;
     for (const auto& s : sessions_) newest = std::max(newest, s->trace().size());
     if (newest == 0) return false;
+    bool undone = false;  // false: the newest steps came before a chat turn that rolled the cache back
     for (size_t j = sessions_.size(); j-- > 0;)
-        if (sessions_[j]->trace().size() == newest) sessions_[j]->step_back();
+        if (sessions_[j]->trace().size() == newest) undone |= sessions_[j]->step_back();
+    if (!undone) return false;
     if (!adopted_.empty()) adopted_.pop_back();
     if (pool_) pool_->take_events();  // the undo's releases: not part of any step
     if (views_.size() > adopted_.size() + 1) views_.resize(adopted_.size() + 1);

@@ -16,6 +16,8 @@
 //                                 after the prefill, (re)writes the prompt cache file
 //   append_turn(ids, N, role)     one sequence only: Session::append_turn (a chat's next turn); UsageError
 //                                 for a batch
+//   rewind_turn(keep, ids, N, role)   one sequence only: Session::rewind_turn (a chat turn that rolls the
+//                                 cache back to `keep` positions)
 //   step_back()                   undo the last group step exactly (or the turn appended or the cache
 //                                 edit applied after it); false when none has run
 //   apply_edit(edit)              one sequence only: Session::apply_edit (cache_edit.h); UsageError for a batch
@@ -97,6 +99,7 @@ public:
     Session::Next next() const;
     void step();
     void append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role);
+    void rewind_turn(int64_t keep, std::vector<TokenId> ids, int64_t max_new_tokens, std::string role);
     const CacheEditRecord& apply_edit(CacheEdit edit);
     bool step_back();
     void reset();

@@ -7,6 +7,8 @@
 //   appended_at(n_steps)        the newest change is an append made when the session had n_steps undo entries
 //   take_back()                 drop the newest turn; returns what it replaced (prompt size, reply, ...)
 //   keep_first()                back to the first turn alone (Session::reset)
+//   forget_undo()               no earlier turn can be taken back any more (a chat turn that rolled the
+//                               cache back: Session::rewind_turn)
 //   list() / size() / [i]       the turns, oldest first
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +34,7 @@ public:
     bool appended_at(size_t n_steps) const { return !undo_.empty() && undo_.back().n_steps == n_steps; }
     TurnUndo take_back();        // asserts appended_at() held for some step count
     void keep_first();
+    void forget_undo() { undo_.clear(); }
 
     const std::vector<Turn>& list() const { return turns_; }
     size_t size() const { return turns_.size(); }
@@ -45,7 +48,7 @@ public:
 
 private:
     std::vector<Turn> turns_;
-    std::vector<TurnUndo> undo_;  // (turns_.size() - 1) when history is on, else empty
+    std::vector<TurnUndo> undo_;  // the turns since the last forget_undo() when history is on, else empty
 };
 
 }  // namespace kvscope

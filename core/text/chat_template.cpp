@@ -1,8 +1,9 @@
-// Chat templates: the four known texts are recognised by equality (for family(), name() and the chat
-// loop's end-of-turn text) and rendered, like any template, by the Jinja engine (text/jinja/).
+// Chat templates: any template text, rendered by the Jinja engine (text/jinja/); the four texts the tests
+// know by heart are recognised by equality for family() and name() only.
 #include "text/chat_template.h"
 
 #include <algorithm>
+#include <optional>
 #include <filesystem>
 
 #include "base/errors.h"
@@ -38,19 +39,6 @@ const Known& known(ChatFamily family) {
 
 std::string at(size_t i) { return "messages[" + std::to_string(i) + "]"; }
 
-// Gemma 3's template raises unless roles alternate user/assistant after an optional first system message;
-// kvscope says which message breaks the rule before the engine renders.
-void check_gemma3_roles(const std::vector<ChatMessage>& messages, const std::string& origin) {
-    const size_t offset = messages[0].role == "system" ? 1 : 0;
-    for (size_t i = offset; i < messages.size(); ++i) {
-        const ChatMessage& m = messages[i];
-        if ((m.role == "user") != ((i - offset) % 2 == 0))
-            throw UsageError(origin + ": Gemma 3's chat template refuses " + at(i) + " (role " + json_escape(m.role) +
-                             "): Conversation roles must alternate user/assistant/user/assistant/... after an "
-                             "optional first system message");
-    }
-}
-
 std::string read_config(const std::string& path) {
     return read_file_bounded(path, k_tokenizer_file, "chat templates are read from the model folder's tokenizer_config.json");
 }
@@ -61,20 +49,23 @@ std::string read_config(const std::string& path) {
 
 std::string_view chat_template_text(ChatFamily family) { return known(family).text; }
 
-const char* chat_templates_rendered() {
-    static const std::string list = [] {
-        std::string s;
-        for (const Known& k : k_known) s += (s.empty() ? "" : ", ") + std::string(k.name);
-        return s;
-    }();
-    return list.c_str();
+const char* ChatTemplate::name() const { return family_ ? known(*family_).name : "chat template"; }
+
+void ChatTemplate::set_date(int year, int month, int day) {
+    options_.year = year, options_.month = month, options_.day = day;
 }
 
-const char* ChatTemplate::name() const { return known(family_).name; }
-
 ChatTemplate ChatTemplate::load(const std::string& dir) {
-    const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
-    return from_config_json(read_config(path), dir);
+    namespace fs = std::filesystem;
+    const std::string path = (fs::path(dir) / "tokenizer_config.json").string();
+    const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
+    std::error_code ec;
+    // transformers (tokenization_utils_base, from_pretrained) reads chat_template.jinja and lets it replace
+    // tokenizer_config.json's key; the special tokens still come from tokenizer_config.json
+    if (!fs::exists(jinja_path, ec)) return from_config_json(read_config(path), dir);
+    TokenizerConfig config;  // without tokenizer_config.json the special tokens stay undefined
+    if (fs::exists(path, ec)) config = parse_tokenizer_config(read_config(path), path);
+    return from_text(read_file_bounded(jinja_path, k_tokenizer_file), config.bos_token, config.eos_token, jinja_path);
 }
 
 ChatTemplate ChatTemplate::from_config_json(std::string_view config_json, const std::string& dir) {
@@ -88,49 +79,23 @@ ChatTemplate ChatTemplate::from_config_json(std::string_view config_json, const 
     if (!config.chat_template && !names.empty())
         throw UsageError(origin + ": chat_template is a list of named templates (" + names +
                          ") without a \"default\" template, the one Hugging Face's apply_chat_template uses when none is named");
-    if (!config.chat_template) {
-        std::error_code ec;
-        const bool jinja_file = !dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / "chat_template.jinja", ec);
-        throw UsageError(origin + ": no chat_template, so this model has no chat format to render" +
-                         (jinja_file ? std::string(" (chat_template.jinja beside it is not read)") : std::string()));
-    }
-    const std::string& text = *config.chat_template;
+    if (!config.chat_template)
+        throw UsageError(origin + ": no chat_template (and no chat_template.jinja beside it), so this model has no chat "
+                         "format to render");
+    return from_text(*config.chat_template, config.bos_token, config.eos_token, origin);
+}
 
-    const Known* match = nullptr;
+ChatTemplate ChatTemplate::from_text(std::string_view text, std::optional<std::string> bos_token,
+                                     std::optional<std::string> eos_token, const std::string& origin) {
+    std::optional<ChatFamily> family;
     for (const Known& k : k_known)
-        if (k.text == text) match = &k;
-    if (!match) {
-        // name the known text it shares the longest beginning with, when that is long enough to mean an edit
-        size_t best = 0;
-        const Known* closest = nullptr;
-        for (const Known& k : k_known) {
-            size_t common = std::mismatch(text.begin(), text.begin() + std::min(text.size(), k.text.size()), k.text.begin()).first -
-                            text.begin();
-            if (common > best) best = common, closest = &k;
-        }
-        std::string near;
-        if (closest && best >= 64)
-            near = "; its first " + std::to_string(best) + " bytes equal " + closest->name + "'s, then it differs";
-        const std::string size = std::to_string(text.size()) + (text.size() == 1 ? " byte" : " bytes");
-        const std::string which = names.empty() ? "chat_template (" + size + ")"
-                                                : "chat_template \"default\" (" + size + "; the list names " + names + ")";
-        throw UsageError(origin + ": " + which + " is not one kvscope renders; it renders exactly the templates of " +
-                         chat_templates_rendered() + ", recognised by their full text" + near);
-    }
-
-    // bos_token: a string, an AddedToken object {"content": ...}, or null
-    const bool bos_set = config.bos_token.has_value();
-    std::string bos = config.bos_token.value_or("");
-    if (match->family == ChatFamily::Llama3 && !bos_set)
-        // Jinja2 raises on bos_token + content with bos_token undefined
-        throw UsageError(origin + ": the Llama 3 chat template writes bos_token first, but bos_token is not set");
-    std::string eos = config.eos_token.value_or("");
+        if (k.text == text) family = k.family;
     auto engine = std::make_shared<const jinja::JinjaTemplate>(jinja::JinjaTemplate::parse(text, origin));
-    return ChatTemplate(match->family, std::move(bos), std::move(eos), std::move(engine), origin);
+    return ChatTemplate(family, std::move(bos_token), std::move(eos_token), std::move(engine), origin);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-    if (messages.empty()) throw UsageError(origin_ + ": no messages to render with the " + name() + " chat template");
+    if (messages.empty()) throw UsageError(origin_ + ": no messages to render with its chat template");
     for (size_t i = 0; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         if (m.role != "system" && m.role != "user" && m.role != "assistant")
@@ -145,7 +110,6 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
             k += len;
         }
     }
-    if (family_ == ChatFamily::Gemma3) check_gemma3_roles(messages, origin_);
     std::vector<jinja::Value> list;
     for (const ChatMessage& m : messages) {
         jinja::Dict d;
@@ -156,9 +120,10 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     jinja::Dict vars;  // what apply_chat_template passes; tools and documents stay undefined
     vars.set("messages", jinja::Value::list(std::move(list)));
     vars.set("add_generation_prompt", jinja::Value::of(add_generation_prompt));
-    vars.set("bos_token", jinja::Value::str(bos_token_));
-    vars.set("eos_token", jinja::Value::str(eos_token_));
-    return engine_->render(vars);
+    // an unset special token is undefined, as apply_chat_template passes only the tokens the tokenizer has
+    if (bos_token_) vars.set("bos_token", jinja::Value::str(*bos_token_));
+    if (eos_token_) vars.set("eos_token", jinja::Value::str(*eos_token_));
+    return engine_->render(vars, options_);
 }
 
 std::string ChatTemplate::render_turn(const std::vector<ChatMessage>& history, const std::vector<ChatMessage>& new_messages,
@@ -171,8 +136,8 @@ std::string ChatTemplate::render_turn(const std::vector<ChatMessage>& history, c
     if (full.compare(0, prefix.size(), prefix) == 0) return full.substr(prefix.size());
 
     const size_t differs = std::mismatch(prefix.begin(), prefix.end(), full.begin(), full.end()).first - prefix.begin();
-    std::string why;
-    switch (family_) {
+    std::string why = "the template rendered the earlier turns differently";
+    if (family_) switch (*family_) {
         case ChatFamily::Llama3:
             why = "every Llama 3 rendering ends with the assistant header, which only an assistant message continues";
             break;

@@ -52,6 +52,8 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
     // A chat replays turn by turn: the first turn's tokens as the prompt, later ones appended where main
     // appended them (before the first step of their turn).
     const std::vector<Turn>& turns = main.parts().turns.list();
+    for (size_t k = 1; k < turns.size(); ++k)  // a turn rolled the cache back: earlier turns' tokens are gone, no replay
+        if (turns[k].first_position < turns[k - 1].first_position + turns[k - 1].n_appended) return;
     auto turn_tokens = [&](size_t k) {
         const auto from = main.parts().prompt.begin() + turns[k].first_position;
         return std::vector<TokenId>(from, from + turns[k].n_appended);
@@ -84,6 +86,13 @@ void CacheComparison::append_turn(const std::vector<TokenId>& ids, int64_t max_n
     if (twin_->parts().turns.size() != shadow_->parts().turns.size() || twin_->trace().size() != shadow_->trace().size()) return;
     twin_->append_turn(ids, max_new_tokens, role);
     shadow_->append_turn(ids, max_new_tokens, role);
+}
+
+void CacheComparison::rewind_turn(int64_t keep, const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role) {
+    if (!shadow_ || diverged_) return;
+    if (twin_->parts().turns.size() != shadow_->parts().turns.size() || twin_->trace().size() != shadow_->trace().size()) return;
+    twin_->rewind_turn(keep, ids, max_new_tokens, role);
+    shadow_->rewind_turn(keep, ids, max_new_tokens, role);
 }
 
 bool CacheComparison::run_both(bool main_cache_on, const StepRecord& main_step) {

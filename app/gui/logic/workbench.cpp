@@ -187,6 +187,10 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
                                        all.begin() + int64_t(std::min(std::max(from, to), all.size())));
             if (!reply.empty() && std::find(stops.begin(), stops.end(), reply.back()) != stops.end()) reply.pop_back();
             const bool complete = k + 1 < turns.size() || session.next() == Session::Next::Done;
+            if (chat_rolled_back_ && k + 1 < turns.size()) {  // a later turn may have rolled the cache back over it
+                s->chat.push_back({int64_t(k) + 1, "assistant", chat_->reply(k), true});
+                continue;
+            }
             if (!reply.empty() || complete)
                 s->chat.push_back({int64_t(k) + 1, "assistant", session.model().tokenizer()->decode(reply), complete});
         }
@@ -223,6 +227,7 @@ std::string Workbench::rebuild(std::shared_ptr<const Model> model, SessionOption
     chat_ = std::move(chat);
     chat_problem_ = render_labels(chat_problem);
     chat_sent_.clear();
+    chat_rolled_back_ = false;
     batch_ = std::move(batch);
     selected_ = 0;
     ++generation_;
@@ -549,7 +554,7 @@ void Workbench::operator()(const SendChat& c) {
     const int64_t max_new = group_->options().max_new_tokens;
     if (chat_->n_turns() == 0 || s.parts().prompt.empty()) {
         // The first message is the prompt: the whole rendering up to the generation prompt.
-        std::vector<TokenId> ids = chat_->tokens_for(message, std::nullopt);
+        std::vector<TokenId> ids = chat_->next_turn(message, {}, {}).ids;
         const int64_t n = int64_t(ids.size());
         try {
             group_->set_prompts({std::move(ids)});  // refused before anything changes
@@ -559,27 +564,37 @@ void Workbench::operator()(const SendChat& c) {
         sync_comparison();
         chat_->truncate(0);
         chat_sent_.assign(1, c.text);
-        chat_->add(message);
+        chat_rolled_back_ = false;
+        chat_->add(message, {});
         set_status("chat turn 0: " + count_of(n, "token") + " of the rendered conversation; the reply follows");
         return;
     }
     if (s.next() == Session::Next::Prefill)
         throw UsageError("the last message is not in the cache yet: run it to its reply first");
-    const std::optional<TokenId> ended = stopped_by_token(s) ? std::optional<TokenId>(s.parts().generated.back()) : std::nullopt;
-    std::vector<TokenId> ids = chat_->tokens_for(message, ended);
-    const int64_t n = int64_t(ids.size());
-    const int64_t first = int64_t(s.parts().prompt.size() + s.parts().generated.size());
-    const std::vector<TokenId> copy = ids;
+    std::vector<TokenId> conversation = s.parts().prompt;
+    conversation.insert(conversation.end(), s.parts().generated.begin(), s.parts().generated.end());
+    const std::vector<TokenId> reply = s.parts().generated;
+    ChatTurn turn = chat_->next_turn(message, conversation, reply);
+    const int64_t n = int64_t(turn.ids.size());
+    const int64_t first = int64_t(conversation.size());
+    const std::vector<TokenId> copy = turn.ids;
     try {
-        group_->append_turn(std::move(ids), max_new, "user");  // refused before anything changes
+        group_->rewind_turn(turn.keep, std::move(turn.ids), max_new, "user");  // refused before anything changes
     } catch (const UsageError& e) {
         throw UsageError(std::string("the message was not sent: ") + e.what());
     }
-    comparison_.append_turn(copy, max_new, "user");
-    chat_->add(message);
+    if (turn.rolled_back) comparison_.rewind_turn(turn.keep, copy, max_new, "user");
+    else comparison_.append_turn(copy, max_new, "user");
+    chat_->add(message, reply);
     chat_sent_.push_back(c.text);
-    set_status("chat turn " + std::to_string(chat_->n_turns() - 1) + ": " + count_of(n, "token") + " appended at position " +
-               std::to_string(first) + "; earlier positions stay in the cache");
+    chat_rolled_back_ |= turn.rolled_back;
+    if (turn.rolled_back)
+        set_status("chat turn " + std::to_string(chat_->n_turns() - 1) + ": the template re-rendered earlier turns: cache rolled "
+                   "back from " + std::to_string(first) + " to " + std::to_string(turn.keep) + " positions (the common token "
+                   "prefix), " + count_of(n, "token") + " prefilled after them; earlier steps can no longer be stepped back");
+    else
+        set_status("chat turn " + std::to_string(chat_->n_turns() - 1) + ": " + count_of(n, "token") + " appended at position " +
+                   std::to_string(first) + "; earlier positions stay in the cache");
 }
 
 }  // namespace kvscope::gui

@@ -131,6 +131,7 @@ private:
     std::optional<ChatConversation> chat_;  // the model folder has a chat template kvscope renders
     std::string chat_problem_;           // why not, in one line
     std::vector<std::string> chat_sent_; // (chat_->n_turns()) the user messages as typed
+    bool chat_rolled_back_ = false;      // a turn rolled the cache back: earlier replies are shown as sent, not from the cache
 };
 
 // The source a freshly loaded encoder-decoder model starts with (a short sentence its tokenizer knows).
