@@ -26,6 +26,27 @@ KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t
     paged_.set_sequence(sequence);
 }
 
+void KvCache::set_layer_windows(std::vector<int64_t> windows, int64_t chunk) {
+    // Stored apart only where the ring alone decides what a layer keeps: not paged, not int4, no session
+    // window or sinks on top (a session refuses those with a model's own windows).
+    bool sliding = false;
+    for (int64_t w : windows) sliding |= w > 0;
+    if (!sliding || paged() || format_.int4() || window_.window > 0 || window_.sinks > 0 ||
+        int64_t(windows.size()) != shape_.n_layer)
+        return;
+    if (next_position_ != 0) throw UsageError("set_layer_windows: the cache must be empty");
+    layer_window_ = std::move(windows);
+    chunk_ = std::max<int64_t>(1, chunk);
+    ring_.set_layer_limits(layer_limits());
+}
+
+std::vector<int64_t> KvCache::layer_limits() const {
+    std::vector<int64_t> limits(layer_window_.size(), 0);
+    for (size_t il = 0; il < limits.size(); ++il)
+        if (layer_window_[il] > 0) limits[il] = layer_window_[il] - 1 + chunk_;
+    return limits;
+}
+
 bool KvCache::fits(int64_t n_new) const {
     if (paged()) return paged_.fits(next_position_, n_new);
     return ring_.fits(next_position_, n_new, window_.oldest_needed(next_position_));
@@ -50,6 +71,10 @@ void require_fits(const KvCache& cache, int64_t n_new) {
 
 void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
     require_fits(*this, n_new);
+    if (!layer_window_.empty() && n_new > chunk_) {  // a larger chunk: the sliding layers need W - 1 + n slots
+        chunk_ = n_new;
+        ring_.set_layer_limits(layer_limits());
+    }
     if (format_.int4()) int4_.ensure(next_position_ + n_new - int4_.n_quantized(), next_position_);
     if (paged()) paged_.prepare(next_position_, tokens, n_new);
 }
@@ -67,9 +92,9 @@ void KvCache::copy_row(int kv, int64_t il, int64_t h, int64_t position, float* o
     else format_.decode(stored_row(kv, il, h, position), out);
 }
 
-void KvCache::mark_written(int64_t position) {
+void KvCache::mark_written(int64_t il, int64_t position) {
     if (paged()) paged_.note_written(position);
-    else ring_.note_written(position);
+    else ring_.note_written(il, position);
 }
 
 void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
@@ -80,7 +105,7 @@ void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, con
         format_.encode(k, stored_row(0, il, h, position));
         format_.encode(v, stored_row(1, il, h, position));
     }
-    if (il == 0 && h == 0) mark_written(position);
+    if (h == 0 && (il == 0 || !paged())) mark_written(il, position);
     flags_.overwrite(flag_row(il, h), slot_of(position));  // a new position in the slot: the old one's flag goes
 }
 
@@ -95,7 +120,7 @@ int64_t KvCache::kept(int64_t il, int64_t h) const {
     int64_t n = 0;
     for (int64_t j = 0; j < k.count(); ++j) {
         const int64_t p = k.position(j);
-        if (p < next_position_ && alive(p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
+        if (p < next_position_ && holds(il, p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
     }
     return n;
 }
@@ -194,12 +219,22 @@ void KvCache::restore(KvCacheCheckpoint& c) {
 
 int64_t KvCache::bytes_used() const {
     if (format_.int4()) return int4_.bytes_used(next_position_, format_.row_bytes());
+    if (!paged() && !layer_window_.empty()) {  // what each layer stores: a sliding layer at most its slots
+        int64_t positions = 0;
+        for (int64_t il = 0; il < shape_.n_layer; ++il) positions += ring_.held(il, next_position_);
+        return positions * layer_bytes_per_position();
+    }
     if (!paged()) return used() * bytes_per_position();
     return paged_.bytes_used();
 }
 
 int64_t KvCache::bytes_capacity() const {
     if (format_.int4()) return int4_.bytes_capacity(capacity(), format_.row_bytes());
+    if (!paged() && !layer_window_.empty()) {
+        int64_t slots = 0;
+        for (int64_t il = 0; il < shape_.n_layer; ++il) slots += ring_.layer_capacity(il);
+        return slots * layer_bytes_per_position();
+    }
     if (!paged()) return capacity() * bytes_per_position();
     return paged_.bytes_capacity();
 }
@@ -213,6 +248,14 @@ KvCacheView KvCache::view(KvCacheView out) const {
     out.bytes_used = bytes_used();
     out.bytes_capacity = bytes_capacity();
     out.slot_positions.assign(slot_positions().begin(), slot_positions().end());
+    out.layer_window.assign(layer_window_.begin(), layer_window_.end());
+    out.layer_held.resize(size_t(shape_.n_layer));
+    out.layer_capacity.resize(size_t(shape_.n_layer));
+    for (int64_t il = 0; il < shape_.n_layer; ++il) {
+        const bool apart = !paged() && !layer_window_.empty();
+        out.layer_held[size_t(il)] = apart ? ring_.held(il, next_position_) : out.used;
+        out.layer_capacity[size_t(il)] = apart ? ring_.layer_capacity(il) : out.capacity;
+    }
     const std::vector<int32_t>& table = paged_.table();
     const BlockPool* pool = paged_.pool();
     out.block_table.assign(table.begin(), table.end());

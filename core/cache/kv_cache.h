@@ -15,6 +15,13 @@
 // A chunk of n new tokens at position p needs the keys the chunk's first query sees plus the chunk
 // itself alive at once: `fits(n)` checks that before anything is written. Positions stay absolute.
 //
+// A model's sliding layers store only their window (set_layer_windows): layer il with window W_l keeps
+// W_l - 1 + C slots, C = the largest chunk written so far (Hugging Face's DynamicSlidingWindowLayer: W - 1
+// positions between steps, plus the chunk attention reads them with), full layers every position. The
+// whole-sequence record (slot_positions, alive, the eviction flags) is unchanged; holds(il, p) says what a
+// layer still has. int4 KIVI and paged caches keep every position in every layer (key groups span
+// consecutive positions; one block table serves all layers): set_layer_windows leaves them as they are.
+//
 // L = layers, H = K/V heads, D = head dim, S = capacity (ring: slots; paged: the most positions it may map)
 //   KvCache(L, H, D, S, W, sinks, bf16, quant)   ring; W = 0: no window (every earlier position stays
 //                               visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0)
@@ -28,6 +35,10 @@
 //   used()                      positions still visible to the next query (fill level)
 //   slot_positions()            (S) absolute position in each slot, -1 if empty or dropped (paged: slot p holds p)
 //   alive(p)                    written, below the pointer, its slot not reused since
+//   set_layer_windows(W, C)     (L) the model's own window per layer (0 = full), C = the chunk expected;
+//                               sliding layers keep W_l - 1 + C slots (more if a larger chunk comes)
+//   layer_windows()             (L) as set; empty: none
+//   holds(il, p)                alive(p) and layer il still stores its rows (a sliding layer: its window)
 //   set_sink_positions(s)       where the sinks count as sitting (attention.h SinkPositions); rows unchanged
 //   fits(n)                     can a chunk of n tokens be processed now (paged: free blocks too);
 //                               require_fits(cache, n) throws UsageError with the numbers when not
@@ -45,7 +56,7 @@
 //                               paged: may map up to `capacity` positions (the pool is not grown here)
 //   rows(il, h)                 the rows and eviction flags of layer il, K/V head h (KvRows, below)
 //   view(reuse)                 a KvCacheView snapshot: fill, write slot, bytes (per position, used,
-//                               capacity), slots, block table, what eviction keeps; view(std::move(v))
+//                               capacity), each layer's fill and slots, block table, what eviction keeps; view(std::move(v))
 //                               reuses v's vectors (allocates nothing once they have grown)
 //
 // KvRows, the rows of one (layer, K/V head), for an alive position p:
@@ -102,7 +113,12 @@ struct KvCacheView {
     int64_t write_slot = 0;              // where the next position will be written
     int64_t next_position = 0;           // the position pointer
     int64_t bytes_per_position = 0;      // K and V rows of every layer and head: 2 L H row bytes
-    int64_t bytes_used = 0, bytes_capacity = 0;  // this sequence's view (a shared block counts for each sharer)
+    // what is stored: sum over layers of the positions each layer holds (capacity: its slots) x 2 H row
+    // bytes; a shared block counts for each sharer
+    int64_t bytes_used = 0, bytes_capacity = 0;
+    std::vector<int64_t> layer_window;   // (L) the model's own window per layer, 0 = full; empty: none stored apart
+    std::vector<int64_t> layer_held;     // (L) positions each layer stores now (a sliding layer: at most its slots)
+    std::vector<int64_t> layer_capacity; // (L) slots each layer has (S for a full layer)
     std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
     // paged: this sequence's block table and the pool it draws on
     int64_t block_size = 0;              // B
@@ -171,6 +187,11 @@ public:
         return position >= 0 && position < next_position_ && slot_positions()[size_t(slot_of(position))] == position;
     }
     void set_sink_positions(SinkPositions s) { window_.sink_positions = s; }
+    void set_layer_windows(std::vector<int64_t> windows, int64_t chunk);
+    const std::vector<int64_t>& layer_windows() const { return layer_window_; }
+    bool holds(int64_t il, int64_t position) const {
+        return alive(position) && (paged() || layer_window_.empty() || ring_.holds(il, position));
+    }
 
     bool fits(int64_t n_new) const;
     void prepare(const TokenId* tokens, int64_t n_new);
@@ -209,7 +230,9 @@ private:
     int64_t bytes_used() const;
     int64_t bytes_capacity() const;
     int64_t kept(int64_t il, int64_t h) const;     // alive positions of (il, h) the next query sees, not evicted
-    void mark_written(int64_t position);
+    void mark_written(int64_t il, int64_t position);
+    std::vector<int64_t> layer_limits() const;  // (L) W_l - 1 + chunk_, 0 for a full layer
+    int64_t layer_bytes_per_position() const { return 2 * shape_.n_head * format_.row_bytes(); }
     void drop_invisible_blocks();
 
     KvShape shape_;
@@ -220,6 +243,8 @@ private:
     PagedStorage paged_;
     Int4Rows int4_;                       // int4 only: key groups and the float32 residual
     EvictionFlags flags_;                 // (L·H, S)
+    std::vector<int64_t> layer_window_;   // (L) the model's own windows when sliding layers store only them
+    int64_t chunk_ = 0;                   // the largest chunk the sliding layers' slots were sized for
 };
 // The compiler's moves hand a paged cache's block references over (PagedStorage's move: the target's own go
 // back to the pool first, the source is left holding none); PagedStorage also makes copying impossible.
