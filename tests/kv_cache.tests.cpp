@@ -300,8 +300,7 @@ TEST_CASE("sliding layers store only their window plus the chunk; full layers ev
     constexpr int64_t S = 40, W = 4;
     const int64_t chunk = GENERATE(1, 3);
     INFO("chunk " << chunk);
-    KvCache c(L, H, D, S, 0);
-    c.set_layer_windows({W, 0}, chunk);
+    KvCache c(L, H, D, S, 0, 0, false, {}, SlidingLayers{{W, 0}, chunk});
     const int64_t slots = W - 1 + chunk;
     CHECK(c.view().bytes_capacity == (slots + S) * 2 * H * D * 4);
     std::vector<KvCacheCheckpoint> undo;
@@ -316,9 +315,9 @@ TEST_CASE("sliding layers store only their window plus the chunk; full layers ev
         CHECK(v.bytes_used == (stored_positions(n, W, chunk) + n) * 2 * H * D * 4);
         // The sliding layer still has every key its next query sees (and the last chunk's), the full one all.
         for (int64_t p = 0; p < n; ++p) {
-            CHECK(c.holds(0, p) == (p >= n - slots));
+            CHECK(stores(c, 0, p) == (p >= n - slots));
             if (p >= n - slots) CHECK(layer_holds_rows(c, 0, p));
-            CHECK(c.holds(1, p));
+            CHECK(stores(c, 1, p));
             CHECK(layer_holds_rows(c, 1, p));
         }
     }
@@ -329,7 +328,7 @@ TEST_CASE("sliding layers store only their window plus the chunk; full layers ev
         const int64_t n = c.next_position();
         INFO("stepped back to " << n);
         for (int64_t p = std::max<int64_t>(0, n - slots); p < n; ++p) {
-            CHECK(c.holds(0, p));
+            CHECK(stores(c, 0, p));
             CHECK(layer_holds_rows(c, 0, p));
         }
         CHECK(c.view().layer_held == std::vector<int64_t>{stored_positions(n, W, chunk), n});
@@ -338,27 +337,26 @@ TEST_CASE("sliding layers store only their window plus the chunk; full layers ev
 
 TEST_CASE("a larger chunk than expected grows the sliding layer's slots, keeping what it held", "[kv_cache][sliding]") {
     constexpr int64_t S = 30, W = 3;
-    KvCache c(L, H, D, S, 0);
-    c.set_layer_windows({W, 0}, 1);
+    KvCache c(L, H, D, S, 0, 0, false, {}, SlidingLayers{{W, 0}, 1});
     for (int i = 0; i < 9; ++i) write_chunk(c, 1);  // layer 0 holds 6, 7, 8 in 3 slots
     KvCacheCheckpoint cp = c.checkpoint(5);
     write_chunk(c, 5);  // needs W - 1 + 5 = 7 slots: positions 7 .. 13 stored
     CHECK(c.view().layer_capacity[0] == 7);
     for (int64_t p = 7; p < 14; ++p) CHECK(layer_holds_rows(c, 0, p));
-    CHECK_FALSE(c.holds(0, 6));
+    CHECK_FALSE(stores(c, 0, 6));
     c.restore(cp);  // back to position 9: 6, 7, 8 again
     for (int64_t p = 6; p < 9; ++p) CHECK(layer_holds_rows(c, 0, p));
     CHECK(c.view().layer_held == std::vector<int64_t>{3, 9});
 }
 
-TEST_CASE("int4, a session window and paged caches keep every position in every layer", "[kv_cache][sliding]") {
-    KvCache windowed(L, H, D, 10, 5);
-    windowed.set_layer_windows({3, 0}, 1);
-    CHECK(windowed.layer_windows().empty());
-    KvCache int4(L, H, 8, 10, 0, 0, false, KvQuantSpec{KvQuant::Int4, 4, 4});
-    int4.set_layer_windows({3, 0}, 1);
-    CHECK(int4.layer_windows().empty());
-    KvCache full(L, H, D, 10, 0);
-    full.set_layer_windows({0, 0}, 1);
-    CHECK(full.layer_windows().empty());
+TEST_CASE("int4 and a session window keep every position in every layer", "[kv_cache][sliding]") {
+    const KvCache windowed(L, H, D, 10, 5, 0, false, {}, SlidingLayers{{3, 0}, 1});
+    CHECK(windowed.view().layer_window.empty());
+    CHECK(windowed.view().layer_capacity == std::vector<int64_t>{10, 10});
+    const KvCache int4(L, H, 8, 10, 0, 0, false, KvQuantSpec{KvQuant::Int4, 4, 4}, SlidingLayers{{3, 0}, 1});
+    CHECK(int4.view().layer_window.empty());
+    const KvCache full(L, H, D, 10, 0, 0, false, {}, SlidingLayers{{0, 0}, 1});
+    CHECK(full.view().layer_window.empty());
+    const KvCache sliding(L, H, D, 10, 0, 0, false, {}, SlidingLayers{{3, 0}, 1});
+    CHECK(sliding.view().layer_capacity == std::vector<int64_t>{3, 10});
 }

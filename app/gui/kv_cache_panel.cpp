@@ -213,6 +213,12 @@ struct KvView {
 
     bool dimmed(int64_t p) const { return p >= 0 && !visible.contains(p); }
     bool sink(int64_t p) const { return p >= 0 && p < visible.n_sink; }
+    // A sliding layer stores only its last slots' worth of positions: the map shows the step record's row.
+    bool dropped(int64_t p) const {
+        const std::vector<int64_t>& slots = r->cache.layer_capacity;
+        return p >= 0 && layer < int64_t(slots.size()) && !r->cache.layer_window.empty() &&
+               p < r->cache.next_position - slots[size_t(layer)];
+    }
     int64_t position_of(int64_t slot) const { return r->cache.slot_positions[size_t(slot)]; }
     bool written(int64_t slot) const {
         const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
@@ -453,6 +459,9 @@ void kv_tooltip(const KvView& k, const HeatmapResult& hk, const HeatmapResult& h
                 if (row) ImGui::Text("%s[%lld] = %.5f", h == &hv ? "v" : "k", (long long)h->hover_col, double(row[h->hover_col]));
                 if (p >= written_lo && p <= written_hi) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "written this step");
                 if (dimmed(p)) ImGui::TextDisabled("outside the window: no longer attended");
+                if (k.dropped(p))
+                    ImGui::TextDisabled("no longer stored by layer %lld: a sliding layer keeps its window plus the chunk "
+                                        "being written (this row is the step record's)", (long long)layer);
                 if (sink(p)) ImGui::TextColored({0.9f, 0.5f, 0.8f, 1}, "attention sink: kept visible beside the window");
                 if (const EvictionEvent* e = eviction_of(p))
                     ImGui::TextColored({1, 0.45f, 0.4f, 1}, "evicted by %s (score %.4g): no longer attended",

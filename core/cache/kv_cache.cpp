@@ -9,13 +9,14 @@
 namespace kvscope {
 
 KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks,
-                 bool bf16, KvQuantSpec quant)
+                 bool bf16, KvQuantSpec quant, SlidingLayers sliding)
     : shape_{n_layer, n_head, head_dim}, window_(window, sinks), format_(head_dim, bf16, quant),
       flags_(n_layer * n_head, capacity) {
     if (format_.int4() && window > 0)
         throw UsageError("{kv_quant} int4 groups keys of consecutive positions and keeps them all: {-window}");
     ring_ = RingStorage(n_layer, n_head, capacity, window_.sinks, format_.key_row_bytes(), format_.row_bytes());
     if (format_.int4()) int4_ = Int4Rows(n_layer, n_head, head_dim, capacity, quant);
+    store_windows(std::move(sliding));
 }
 
 KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks,
@@ -26,17 +27,15 @@ KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t
     paged_.set_sequence(sequence);
 }
 
-void KvCache::set_layer_windows(std::vector<int64_t> windows, int64_t chunk) {
-    // Stored apart only where the ring alone decides what a layer keeps: not paged, not int4, no session
-    // window or sinks on top (a session refuses those with a model's own windows).
-    bool sliding = false;
-    for (int64_t w : windows) sliding |= w > 0;
-    if (!sliding || paged() || format_.int4() || window_.window > 0 || window_.sinks > 0 ||
-        int64_t(windows.size()) != shape_.n_layer)
+void KvCache::store_windows(SlidingLayers sliding) {
+    // Stored apart only where the ring alone decides what a layer keeps: not int4, no session window or
+    // sinks on top (a session refuses those with a model's own windows).
+    bool any = false;
+    for (int64_t w : sliding.window) any |= w > 0;
+    if (!any || format_.int4() || window_.window > 0 || window_.sinks > 0 || int64_t(sliding.window.size()) != shape_.n_layer)
         return;
-    if (next_position_ != 0) throw UsageError("set_layer_windows: the cache must be empty");
-    layer_window_ = std::move(windows);
-    chunk_ = std::max<int64_t>(1, chunk);
+    layer_window_ = std::move(sliding.window);
+    chunk_ = std::max<int64_t>(1, sliding.chunk);
     ring_.set_layer_limits(layer_limits());
 }
 
@@ -120,7 +119,7 @@ int64_t KvCache::kept(int64_t il, int64_t h) const {
     int64_t n = 0;
     for (int64_t j = 0; j < k.count(); ++j) {
         const int64_t p = k.position(j);
-        if (p < next_position_ && holds(il, p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
+        if (p < next_position_ && stores(*this, il, p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
     }
     return n;
 }

@@ -15,16 +15,18 @@
 // A chunk of n new tokens at position p needs the keys the chunk's first query sees plus the chunk
 // itself alive at once: `fits(n)` checks that before anything is written. Positions stay absolute.
 //
-// A model's sliding layers store only their window (set_layer_windows): layer il with window W_l keeps
+// A model's sliding layers store only their window (SlidingLayers): layer il with window W_l keeps
 // W_l - 1 + C slots, C = the largest chunk written so far (Hugging Face's DynamicSlidingWindowLayer: W - 1
 // positions between steps, plus the chunk attention reads them with), full layers every position. The
-// whole-sequence record (slot_positions, alive, the eviction flags) is unchanged; holds(il, p) says what a
-// layer still has. int4 KIVI and paged caches keep every position in every layer (key groups span
-// consecutive positions; one block table serves all layers): set_layer_windows leaves them as they are.
+// whole-sequence record (slot_positions, alive, the eviction flags) is unchanged; stores(cache, il, p) says
+// what a layer still has. int4 KIVI, a session window and paged caches keep every position in every layer
+// (key groups span consecutive positions; the session window's ring is sized for it; one block table
+// serves all layers): their sliding layers narrow only the mask, as before.
 //
 // L = layers, H = K/V heads, D = head dim, S = capacity (ring: slots; paged: the most positions it may map)
-//   KvCache(L, H, D, S, W, sinks, bf16, quant)   ring; W = 0: no window (every earlier position stays
-//                               visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0)
+//   KvCache(L, H, D, S, W, sinks, bf16, quant, sliding)   ring; W = 0: no window (every earlier position
+//                               stays visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0);
+//                               sliding: the model's own window per layer and the chunk expected (below)
 //   KvCache(pool, max_positions, W, sinks, sequence)   paged over a shared pool (its dtype is the pool's);
 //                               sequence: the id the pool's events name for this cache (-1: none)
 //   A cache moves (a paged one's block references go with it) and is never copied.
@@ -35,10 +37,6 @@
 //   used()                      positions still visible to the next query (fill level)
 //   slot_positions()            (S) absolute position in each slot, -1 if empty or dropped (paged: slot p holds p)
 //   alive(p)                    written, below the pointer, its slot not reused since
-//   set_layer_windows(W, C)     (L) the model's own window per layer (0 = full), C = the chunk expected;
-//                               sliding layers keep W_l - 1 + C slots (more if a larger chunk comes)
-//   layer_windows()             (L) as set; empty: none
-//   holds(il, p)                alive(p) and layer il still stores its rows (a sliding layer: its window)
 //   set_sink_positions(s)       where the sinks count as sitting (attention.h SinkPositions); rows unchanged
 //   fits(n)                     can a chunk of n tokens be processed now (paged: free blocks too);
 //                               require_fits(cache, n) throws UsageError with the numbers when not
@@ -131,6 +129,12 @@ struct KvCacheView {
     int64_t bytes_kept = 0;              // kept rows x row bytes, K and V (ring rows stay in place)
 };
 
+// A model's own windows, for a ring cache whose sliding layers store only them (the top of this file).
+struct SlidingLayers {
+    std::vector<int64_t> window;         // (L) 0 = full attention; empty: no sliding layer
+    int64_t chunk = 1;                   // the largest chunk expected; a larger one grows the sliding layers
+};
+
 // (L, H, D) of a cache: layers, K/V heads, head dim.
 struct KvShape {
     int64_t n_layer = 0, n_head = 0, head_dim = 0;
@@ -168,7 +172,7 @@ class KvCache {
 public:
     KvCache() = default;
     KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
-            bool bf16 = false, KvQuantSpec quant = {});
+            bool bf16 = false, KvQuantSpec quant = {}, SlidingLayers sliding = {});
     KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0,
             int32_t sequence = -1);
 
@@ -187,11 +191,6 @@ public:
         return position >= 0 && position < next_position_ && slot_positions()[size_t(slot_of(position))] == position;
     }
     void set_sink_positions(SinkPositions s) { window_.sink_positions = s; }
-    void set_layer_windows(std::vector<int64_t> windows, int64_t chunk);
-    const std::vector<int64_t>& layer_windows() const { return layer_window_; }
-    bool holds(int64_t il, int64_t position) const {
-        return alive(position) && (paged() || layer_window_.empty() || ring_.holds(il, position));
-    }
 
     bool fits(int64_t n_new) const;
     void prepare(const TokenId* tokens, int64_t n_new);
@@ -231,6 +230,7 @@ private:
     int64_t bytes_capacity() const;
     int64_t kept(int64_t il, int64_t h) const;     // alive positions of (il, h) the next query sees, not evicted
     void mark_written(int64_t il, int64_t position);
+    void store_windows(SlidingLayers sliding);  // sliding layers keep W_l - 1 + chunk slots (where they may)
     std::vector<int64_t> layer_limits() const;  // (L) W_l - 1 + chunk_, 0 for a full layer
     int64_t layer_bytes_per_position() const { return 2 * shape_.n_head * format_.row_bytes(); }
     void drop_invisible_blocks();
@@ -253,6 +253,11 @@ static_assert(!std::is_copy_constructible_v<KvCache> && !std::is_copy_assignable
 
 // Throws UsageError saying what the chunk needs and what the cache has, unless cache.fits(n_new).
 void require_fits(const KvCache& cache, int64_t n_new);
+
+// Layer il still stores position p: alive, and in a sliding layer's own ring (the top of this file).
+inline bool stores(const KvCache& cache, int64_t il, int64_t position) {
+    return cache.alive(position) && (cache.pages().active() || cache.ring().holds(il, position));
+}
 
 inline bool EvictedKeys::operator()(int64_t position) const {
     return flags[size_t(cache->slot_of(position))] != 0;

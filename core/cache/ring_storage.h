@@ -16,6 +16,7 @@
 //   slot_of(p)                   the slot of position p in the S-slot record
 //   slot_positions()             (S) absolute position per slot, -1 = empty
 //   set_layer_limits(limits)     (L) the most slots each layer keeps, 0 = S; rows move to their new slots
+//                                (a layer given fewer keeps its newest positions)
 //   layer_capacity(il)           S_l
 //   slot_of(il, p) / layer_positions(il) / holds(il, p)   the same for layer il's own ring
 //   held(il, next)               positions below next layer il holds (its fill)

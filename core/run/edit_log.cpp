@@ -17,7 +17,7 @@ std::vector<int32_t> EditLog::changes(const KvCache& cache, const CacheEdit& edi
             if ((edit.kind == CacheEditKind::Evict && flagged) || (edit.kind == CacheEditKind::Restore && !flagged))
                 continue;
             // A sliding layer that no longer stores p has no row to patch (and no query of it sees p).
-            if (edit.kind == CacheEditKind::Patch && !cache.holds(il, p)) continue;
+            if (edit.kind == CacheEditKind::Patch && !stores(cache, il, p)) continue;
             entries.insert(entries.end(), {int32_t(il), int32_t(h)});
         }
     if (entries.empty() && edit.kind == CacheEditKind::Patch)

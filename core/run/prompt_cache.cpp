@@ -348,7 +348,7 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
 bool holds_every_position(const KvCache& cache, int64_t n) {
     for (int64_t il = 0; il < cache.shape().n_layer; ++il)
         for (int64_t p = 0; p < n; ++p)
-            if (!cache.holds(il, p)) return false;
+            if (!stores(cache, il, p)) return false;
     return true;
 }
 
