@@ -65,6 +65,13 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_gemma_views.py --kvscope $<TARGET_FILE:kvscope>
                    --assets ${CMAKE_SOURCE_DIR}/assets --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/gemma_views)
   set_tests_properties(cli.gemma_views PROPERTIES TIMEOUT 180)
+  # Sliding layers store only their window (issue 43): Gemma 3 and Mistral folders, the KV bytes held
+  # after N positions written C at a time from config.json alone (sum over layers of min(N, W_l - 1 + C)),
+  # against inspect --json, generate --json and lab --json.
+  add_test(NAME cli.sliding_storage
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_sliding_storage.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sliding_storage)
+  set_tests_properties(cli.sliding_storage PROPERTIES TIMEOUT 180)
   # Figures for papers: --format svg heatmaps are well-formed XML with a rect per cell, hatched where
   # mask.npy is 0; --scale 2 PNGs are twice the size of --scale 1 ones (numpy and xml.etree only).
   add_test(NAME cli.svg_export

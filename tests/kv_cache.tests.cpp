@@ -273,3 +273,90 @@ TEST_CASE("view(reuse) fills the vectors it is handed: a step's snapshot allocat
     CHECK(v.used == 5);
     CHECK(v.bytes_used == 5 * v.bytes_per_position);
 }
+
+// Sliding layers (issue 43): layer 0 slides a window of W, layer 1 is full. The expectations are the rule
+// written out here: a sliding layer stores the last W - 1 + C positions (C = the largest chunk so far), a
+// full layer every one; bytes = sum over layers of positions stored x 2 H D x 4.
+namespace {
+
+int64_t stored_positions(int64_t n, int64_t window, int64_t chunk) {
+    return window > 0 ? std::min(n, window - 1 + chunk) : n;
+}
+
+// What layer il's rows say for position p, checked against the tags write_position wrote.
+bool layer_holds_rows(const KvCache& c, int64_t il, int64_t p) {
+    for (int64_t h = 0; h < H; ++h) {
+        const KvRows r = c.rows(il, h);
+        for (int64_t d = 0; d < D; ++d)
+            if (r.key<float>(p)[d] != tag(il, h, p, d, false) || r.value<float>(p)[d] != tag(il, h, p, d, true))
+                return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("sliding layers store only their window plus the chunk; full layers every position", "[kv_cache][sliding]") {
+    constexpr int64_t S = 40, W = 4;
+    const int64_t chunk = GENERATE(1, 3);
+    INFO("chunk " << chunk);
+    KvCache c(L, H, D, S, 0, 0, false, {}, SlidingLayers{{W, 0}, chunk});
+    const int64_t slots = W - 1 + chunk;
+    CHECK(c.view().bytes_capacity == (slots + S) * 2 * H * D * 4);
+    std::vector<KvCacheCheckpoint> undo;
+    for (int64_t n = 0; n + chunk <= 30;) {
+        undo.push_back(c.checkpoint(chunk));
+        write_chunk(c, chunk);
+        n += chunk;
+        const KvCacheView v = c.view();
+        INFO("after " << n << " positions");
+        CHECK(v.layer_held == std::vector<int64_t>{stored_positions(n, W, chunk), n});
+        CHECK(v.layer_capacity == std::vector<int64_t>{slots, S});
+        CHECK(v.bytes_used == (stored_positions(n, W, chunk) + n) * 2 * H * D * 4);
+        // The sliding layer still has every key its next query sees (and the last chunk's), the full one all.
+        for (int64_t p = 0; p < n; ++p) {
+            CHECK(stores(c, 0, p) == (p >= n - slots));
+            if (p >= n - slots) CHECK(layer_holds_rows(c, 0, p));
+            CHECK(stores(c, 1, p));
+            CHECK(layer_holds_rows(c, 1, p));
+        }
+    }
+    // Step back to the start: every position the ring overwrote comes back from the checkpoints.
+    while (!undo.empty()) {
+        c.restore(undo.back());
+        undo.pop_back();
+        const int64_t n = c.next_position();
+        INFO("stepped back to " << n);
+        for (int64_t p = std::max<int64_t>(0, n - slots); p < n; ++p) {
+            CHECK(stores(c, 0, p));
+            CHECK(layer_holds_rows(c, 0, p));
+        }
+        CHECK(c.view().layer_held == std::vector<int64_t>{stored_positions(n, W, chunk), n});
+    }
+}
+
+TEST_CASE("a larger chunk than expected grows the sliding layer's slots, keeping what it held", "[kv_cache][sliding]") {
+    constexpr int64_t S = 30, W = 3;
+    KvCache c(L, H, D, S, 0, 0, false, {}, SlidingLayers{{W, 0}, 1});
+    for (int i = 0; i < 9; ++i) write_chunk(c, 1);  // layer 0 holds 6, 7, 8 in 3 slots
+    KvCacheCheckpoint cp = c.checkpoint(5);
+    write_chunk(c, 5);  // needs W - 1 + 5 = 7 slots: positions 7 .. 13 stored
+    CHECK(c.view().layer_capacity[0] == 7);
+    for (int64_t p = 7; p < 14; ++p) CHECK(layer_holds_rows(c, 0, p));
+    CHECK_FALSE(stores(c, 0, 6));
+    c.restore(cp);  // back to position 9: 6, 7, 8 again
+    for (int64_t p = 6; p < 9; ++p) CHECK(layer_holds_rows(c, 0, p));
+    CHECK(c.view().layer_held == std::vector<int64_t>{3, 9});
+}
+
+TEST_CASE("int4 and a session window keep every position in every layer", "[kv_cache][sliding]") {
+    const KvCache windowed(L, H, D, 10, 5, 0, false, {}, SlidingLayers{{3, 0}, 1});
+    CHECK(windowed.view().layer_window.empty());
+    CHECK(windowed.view().layer_capacity == std::vector<int64_t>{10, 10});
+    const KvCache int4(L, H, 8, 10, 0, 0, false, KvQuantSpec{KvQuant::Int4, 4, 4}, SlidingLayers{{3, 0}, 1});
+    CHECK(int4.view().layer_window.empty());
+    const KvCache full(L, H, D, 10, 0, 0, false, {}, SlidingLayers{{0, 0}, 1});
+    CHECK(full.view().layer_window.empty());
+    const KvCache sliding(L, H, D, 10, 0, 0, false, {}, SlidingLayers{{3, 0}, 1});
+    CHECK(sliding.view().layer_capacity == std::vector<int64_t>{3, 10});
+}

@@ -52,6 +52,8 @@ std::string bits_text(GgmlType type) {
 int cli_inspect(int argc, char** argv) {
     CliArgs args("inspect", "Show a model's config, parameter count, tensors and KV cache cost.");
     add_model_option(args);
+    args.option("--positions", "N", "the KV bytes stored after N positions (default: the full context)");
+    args.option("--chunk", "C", "... written C at a time (default 1: decode); a sliding layer stores W - 1 + C");
     args.flag("--json", "print one JSON object");
     if (!args.parse(argc, argv)) return 0;
     auto model = load_model_from(args);
@@ -62,6 +64,9 @@ int cli_inspect(int argc, char** argv) {
     // multi-head attention (one K/V head per query head).
     const KvFootprint kv = kv_footprint(c, w.bf16);
     const int64_t kv_per_token = kv.per_token, mha_per_token = kv.per_token_mha;
+    // What the cache stores after N positions: a sliding layer only its window plus the chunk being written.
+    const int64_t n_held = args.integer("--positions", c.n_ctx, 1, c.n_ctx), chunk = args.integer("--chunk", 1, 1, c.n_ctx);
+    const int64_t kv_full_context = kv_bytes_held(c, w.bf16, c.n_ctx, 1), kv_held = kv_bytes_held(c, w.bf16, n_held, chunk);
     // Encoder-decoder: the cross-attention cache, 2 x L x C float32 per source token (core/forward/encoder.h),
     // fixed once the encoder ran.
     // The quantized formats (`generate --kv-quant`); int4 at G = 32 when 32 divides head_dim.
@@ -100,7 +105,12 @@ int cli_inspect(int argc, char** argv) {
             {"matrix_bytes", w.matrix_bytes},
             {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},
             {"kv_bytes_per_token", kv_per_token},
-            {"kv_bytes_full_context", kv_per_token * c.n_ctx},
+            {"kv_bytes_full_context", kv_full_context},
+            // stored after `positions` written `chunk` at a time, and by each layer (kv_footprint.h)
+            {"kv_bytes_held", {{"positions", n_held},
+                               {"chunk", chunk},
+                               {"bytes", kv_held},
+                               {"layer_positions", kv_layer_positions_held(c, n_held, chunk)}}},
             {"kv_heads", c.kv_heads()},
             {"head_dim", c.head_dim()},
             {"norm", c.norm_form()},
@@ -146,15 +156,19 @@ int cli_inspect(int argc, char** argv) {
                          : "copied into 2 MiB pages at load");
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
-                w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_per_token * c.n_ctx)).c_str(), (long long)c.n_ctx);
+                w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_full_context)).c_str(), (long long)c.n_ctx);
     std::printf("             %s per token as int8 or fp8 (--kv-quant)%s\n", bytes_text(double(int8_per_token)).c_str(),
                 int4_fits ? (", " + bytes_text(double(int4_per_token)) + " as int4 with G = 32").c_str() : "");
     if (c.kv_heads() != c.n_head)
         std::printf("             %s per token with full multi-head attention (%lld K/V heads instead of %lld)\n",
                     bytes_text(double(mha_per_token)).c_str(), (long long)c.n_head, (long long)c.kv_heads());
-    if (c.has_sliding_layers())
-        std::printf("windows      %s; the cache keeps every position, each layer's mask narrows to its window\n",
+    if (c.has_sliding_layers()) {
+        std::printf("windows      %s; a sliding layer stores only its window plus the chunk being written\n"
+                    "             (W - 1 + C positions, as Hugging Face's DynamicSlidingWindowLayer), a full layer every position\n",
                     c.describe_windows().c_str());
+        std::printf("KV held      %s after %lld positions written %lld at a time (--positions, --chunk)\n",
+                    bytes_text(double(kv_held)).c_str(), (long long)n_held, (long long)chunk);
+    }
     if (c.encoder_decoder)
         std::printf("cross cache  %s per source token (2 x %lld decoder layers x %lld float32), fixed once the encoder ran\n",
                     bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);

@@ -35,6 +35,9 @@ JsonOut kv_report_json(const SessionGroup& group) {
             {"blocks_distinct", f.blocks_distinct},
             {"blocks_shared", f.blocks_shared},
             {"bytes", f.bytes},
+            // stored now: a sliding layer only its window plus the chunk being written (per layer for sequence 0)
+            {"bytes_held", f.bytes_held},
+            {"layer_positions_held", f.layer_positions_held},
             {"bytes_unshared", f.bytes_unshared},
             {"bytes_saved", f.bytes_unshared - f.bytes},
             {"prefill_positions_shared", f.shared_positions},
@@ -58,6 +61,15 @@ void print_kv_report(const SessionGroup& group) {
                      mb(f.bytes_residual).c_str(), mb(f.bytes).c_str());
     else if (f.kv_format != "f32" && f.kv_format != "bf16")
         std::fprintf(stderr, "kv: %s rows, %lld bytes per token\n", f.kv_format.c_str(), (long long)f.bytes_per_position);
+    if (!f.layer_window.empty()) {  // the model's sliding layers store only their window
+        std::string held;
+        for (size_t il = 0; il < f.layer_positions_held.size(); ++il) {
+            if (il) held += ' ';
+            held += std::to_string(f.layer_positions_held[il]);
+        }
+        std::fprintf(stderr, "kv: sliding layers store only their window plus the chunk being written: %s held "
+                             "(positions per layer: %s)\n", mb(f.bytes_held).c_str(), held.c_str());
+    }
     if (f.paged) {
         std::fprintf(stderr, "kv: %s, %s in blocks of %lld: %s (%s) hold what %s (%s) would; %lld shared, %s saved; "
                              "%s taken from shared blocks; %s on write\n",

@@ -9,13 +9,14 @@
 namespace kvscope {
 
 KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks,
-                 bool bf16, KvQuantSpec quant)
+                 bool bf16, KvQuantSpec quant, SlidingLayers sliding)
     : shape_{n_layer, n_head, head_dim}, window_(window, sinks), format_(head_dim, bf16, quant),
       flags_(n_layer * n_head, capacity) {
     if (format_.int4() && window > 0)
         throw UsageError("{kv_quant} int4 groups keys of consecutive positions and keeps them all: {-window}");
     ring_ = RingStorage(n_layer, n_head, capacity, window_.sinks, format_.key_row_bytes(), format_.row_bytes());
     if (format_.int4()) int4_ = Int4Rows(n_layer, n_head, head_dim, capacity, quant);
+    store_windows(std::move(sliding));
 }
 
 KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks,
@@ -24,6 +25,25 @@ KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t
       format_(pool->head_dim(), pool->bf16(), {}), paged_(std::move(pool), max_positions),
       flags_(shape_.n_layer * shape_.n_head, max_positions) {
     paged_.set_sequence(sequence);
+}
+
+void KvCache::store_windows(SlidingLayers sliding) {
+    // Stored apart only where the ring alone decides what a layer keeps: not int4, no session window or
+    // sinks on top (a session refuses those with a model's own windows).
+    bool any = false;
+    for (int64_t w : sliding.window) any |= w > 0;
+    if (!any || format_.int4() || window_.window > 0 || window_.sinks > 0 || int64_t(sliding.window.size()) != shape_.n_layer)
+        return;
+    layer_window_ = std::move(sliding.window);
+    chunk_ = std::max<int64_t>(1, sliding.chunk);
+    ring_.set_layer_limits(layer_limits());
+}
+
+std::vector<int64_t> KvCache::layer_limits() const {
+    std::vector<int64_t> limits(layer_window_.size(), 0);
+    for (size_t il = 0; il < limits.size(); ++il)
+        if (layer_window_[il] > 0) limits[il] = layer_window_[il] - 1 + chunk_;
+    return limits;
 }
 
 bool KvCache::fits(int64_t n_new) const {
@@ -50,6 +70,10 @@ void require_fits(const KvCache& cache, int64_t n_new) {
 
 void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
     require_fits(*this, n_new);
+    if (!layer_window_.empty() && n_new > chunk_) {  // a larger chunk: the sliding layers need W - 1 + n slots
+        chunk_ = n_new;
+        ring_.set_layer_limits(layer_limits());
+    }
     if (format_.int4()) int4_.ensure(next_position_ + n_new - int4_.n_quantized(), next_position_);
     if (paged()) paged_.prepare(next_position_, tokens, n_new);
 }
@@ -67,9 +91,9 @@ void KvCache::copy_row(int kv, int64_t il, int64_t h, int64_t position, float* o
     else format_.decode(stored_row(kv, il, h, position), out);
 }
 
-void KvCache::mark_written(int64_t position) {
+void KvCache::mark_written(int64_t il, int64_t position) {
     if (paged()) paged_.note_written(position);
-    else ring_.note_written(position);
+    else ring_.note_written(il, position);
 }
 
 void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, const float* v) {
@@ -80,7 +104,7 @@ void KvCache::write(int64_t il, int64_t h, int64_t position, const float* k, con
         format_.encode(k, stored_row(0, il, h, position));
         format_.encode(v, stored_row(1, il, h, position));
     }
-    if (il == 0 && h == 0) mark_written(position);
+    if (h == 0 && (il == 0 || !paged())) mark_written(il, position);
     flags_.overwrite(flag_row(il, h), slot_of(position));  // a new position in the slot: the old one's flag goes
 }
 
@@ -95,7 +119,7 @@ int64_t KvCache::kept(int64_t il, int64_t h) const {
     int64_t n = 0;
     for (int64_t j = 0; j < k.count(); ++j) {
         const int64_t p = k.position(j);
-        if (p < next_position_ && alive(p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
+        if (p < next_position_ && stores(*this, il, p) && !flags_.test(flag_row(il, h), slot_of(p))) ++n;
     }
     return n;
 }
@@ -194,12 +218,22 @@ void KvCache::restore(KvCacheCheckpoint& c) {
 
 int64_t KvCache::bytes_used() const {
     if (format_.int4()) return int4_.bytes_used(next_position_, format_.row_bytes());
+    if (!paged() && !layer_window_.empty()) {  // what each layer stores: a sliding layer at most its slots
+        int64_t positions = 0;
+        for (int64_t il = 0; il < shape_.n_layer; ++il) positions += ring_.held(il, next_position_);
+        return positions * layer_bytes_per_position();
+    }
     if (!paged()) return used() * bytes_per_position();
     return paged_.bytes_used();
 }
 
 int64_t KvCache::bytes_capacity() const {
     if (format_.int4()) return int4_.bytes_capacity(capacity(), format_.row_bytes());
+    if (!paged() && !layer_window_.empty()) {
+        int64_t slots = 0;
+        for (int64_t il = 0; il < shape_.n_layer; ++il) slots += ring_.layer_capacity(il);
+        return slots * layer_bytes_per_position();
+    }
     if (!paged()) return capacity() * bytes_per_position();
     return paged_.bytes_capacity();
 }
@@ -213,6 +247,14 @@ KvCacheView KvCache::view(KvCacheView out) const {
     out.bytes_used = bytes_used();
     out.bytes_capacity = bytes_capacity();
     out.slot_positions.assign(slot_positions().begin(), slot_positions().end());
+    out.layer_window.assign(layer_window_.begin(), layer_window_.end());
+    out.layer_held.resize(size_t(shape_.n_layer));
+    out.layer_capacity.resize(size_t(shape_.n_layer));
+    for (int64_t il = 0; il < shape_.n_layer; ++il) {
+        const bool apart = !paged() && !layer_window_.empty();
+        out.layer_held[size_t(il)] = apart ? ring_.held(il, next_position_) : out.used;
+        out.layer_capacity[size_t(il)] = apart ? ring_.layer_capacity(il) : out.capacity;
+    }
     const std::vector<int32_t>& table = paged_.table();
     const BlockPool* pool = paged_.pool();
     out.block_table.assign(table.begin(), table.end());

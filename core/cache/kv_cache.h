@@ -15,9 +15,18 @@
 // A chunk of n new tokens at position p needs the keys the chunk's first query sees plus the chunk
 // itself alive at once: `fits(n)` checks that before anything is written. Positions stay absolute.
 //
+// A model's sliding layers store only their window (SlidingLayers): layer il with window W_l keeps
+// W_l - 1 + C slots, C = the largest chunk written so far (Hugging Face's DynamicSlidingWindowLayer: W - 1
+// positions between steps, plus the chunk attention reads them with), full layers every position. The
+// whole-sequence record (slot_positions, alive, the eviction flags) is unchanged; stores(cache, il, p) says
+// what a layer still has. int4 KIVI, a session window and paged caches keep every position in every layer
+// (key groups span consecutive positions; the session window's ring is sized for it; one block table
+// serves all layers): their sliding layers narrow only the mask, as before.
+//
 // L = layers, H = K/V heads, D = head dim, S = capacity (ring: slots; paged: the most positions it may map)
-//   KvCache(L, H, D, S, W, sinks, bf16, quant)   ring; W = 0: no window (every earlier position stays
-//                               visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0)
+//   KvCache(L, H, D, S, W, sinks, bf16, quant, sliding)   ring; W = 0: no window (every earlier position
+//                               stays visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0);
+//                               sliding: the model's own window per layer and the chunk expected (below)
 //   KvCache(pool, max_positions, W, sinks, sequence)   paged over a shared pool (its dtype is the pool's);
 //                               sequence: the id the pool's events name for this cache (-1: none)
 //   A cache moves (a paged one's block references go with it) and is never copied.
@@ -45,7 +54,7 @@
 //                               paged: may map up to `capacity` positions (the pool is not grown here)
 //   rows(il, h)                 the rows and eviction flags of layer il, K/V head h (KvRows, below)
 //   view(reuse)                 a KvCacheView snapshot: fill, write slot, bytes (per position, used,
-//                               capacity), slots, block table, what eviction keeps; view(std::move(v))
+//                               capacity), each layer's fill and slots, block table, what eviction keeps; view(std::move(v))
 //                               reuses v's vectors (allocates nothing once they have grown)
 //
 // KvRows, the rows of one (layer, K/V head), for an alive position p:
@@ -102,7 +111,12 @@ struct KvCacheView {
     int64_t write_slot = 0;              // where the next position will be written
     int64_t next_position = 0;           // the position pointer
     int64_t bytes_per_position = 0;      // K and V rows of every layer and head: 2 L H row bytes
-    int64_t bytes_used = 0, bytes_capacity = 0;  // this sequence's view (a shared block counts for each sharer)
+    // what is stored: sum over layers of the positions each layer holds (capacity: its slots) x 2 H row
+    // bytes; a shared block counts for each sharer
+    int64_t bytes_used = 0, bytes_capacity = 0;
+    std::vector<int64_t> layer_window;   // (L) the model's own window per layer, 0 = full; empty: none stored apart
+    std::vector<int64_t> layer_held;     // (L) positions each layer stores now (a sliding layer: at most its slots)
+    std::vector<int64_t> layer_capacity; // (L) slots each layer has (S for a full layer)
     std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
     // paged: this sequence's block table and the pool it draws on
     int64_t block_size = 0;              // B
@@ -113,6 +127,12 @@ struct KvCacheView {
     std::vector<int32_t> kept;           // (L, K) alive positions not evicted per layer and K/V head
     int64_t n_evicted = 0;               // (layer, head, position) entries evicted now
     int64_t bytes_kept = 0;              // kept rows x row bytes, K and V (ring rows stay in place)
+};
+
+// A model's own windows, for a ring cache whose sliding layers store only them (the top of this file).
+struct SlidingLayers {
+    std::vector<int64_t> window;         // (L) 0 = full attention; empty: no sliding layer
+    int64_t chunk = 1;                   // the largest chunk expected; a larger one grows the sliding layers
 };
 
 // (L, H, D) of a cache: layers, K/V heads, head dim.
@@ -152,7 +172,7 @@ class KvCache {
 public:
     KvCache() = default;
     KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
-            bool bf16 = false, KvQuantSpec quant = {});
+            bool bf16 = false, KvQuantSpec quant = {}, SlidingLayers sliding = {});
     KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0,
             int32_t sequence = -1);
 
@@ -209,7 +229,10 @@ private:
     int64_t bytes_used() const;
     int64_t bytes_capacity() const;
     int64_t kept(int64_t il, int64_t h) const;     // alive positions of (il, h) the next query sees, not evicted
-    void mark_written(int64_t position);
+    void mark_written(int64_t il, int64_t position);
+    void store_windows(SlidingLayers sliding);  // sliding layers keep W_l - 1 + chunk slots (where they may)
+    std::vector<int64_t> layer_limits() const;  // (L) W_l - 1 + chunk_, 0 for a full layer
+    int64_t layer_bytes_per_position() const { return 2 * shape_.n_head * format_.row_bytes(); }
     void drop_invisible_blocks();
 
     KvShape shape_;
@@ -220,6 +243,8 @@ private:
     PagedStorage paged_;
     Int4Rows int4_;                       // int4 only: key groups and the float32 residual
     EvictionFlags flags_;                 // (L·H, S)
+    std::vector<int64_t> layer_window_;   // (L) the model's own windows when sliding layers store only them
+    int64_t chunk_ = 0;                   // the largest chunk the sliding layers' slots were sized for
 };
 // The compiler's moves hand a paged cache's block references over (PagedStorage's move: the target's own go
 // back to the pool first, the source is left holding none); PagedStorage also makes copying impossible.
@@ -228,6 +253,11 @@ static_assert(!std::is_copy_constructible_v<KvCache> && !std::is_copy_assignable
 
 // Throws UsageError saying what the chunk needs and what the cache has, unless cache.fits(n_new).
 void require_fits(const KvCache& cache, int64_t n_new);
+
+// Layer il still stores position p: alive, and in a sliding layer's own ring (the top of this file).
+inline bool stores(const KvCache& cache, int64_t il, int64_t position) {
+    return cache.alive(position) && (cache.pages().active() || cache.ring().holds(il, position));
+}
 
 inline bool EvictedKeys::operator()(int64_t position) const {
     return flags[size_t(cache->slot_of(position))] != 0;

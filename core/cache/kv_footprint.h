@@ -6,7 +6,14 @@
 //   kv_footprint(config, bf16)   bytes per token = 2 (K and V) · L · K/V heads · D · bytes per value
 //   kv_quant_per_token(config, q)   the same with quantized rows (kv_quant.h): 2 · L · K/V heads · packed
 //                                   row bytes (int4: the average over a full key group)
+//   kv_layer_positions_held(config, n, chunk)   (L) positions each layer stores after n positions written
+//                                   `chunk` at a time: n for a full layer, min(n, W_l - 1 + chunk) for a
+//                                   sliding one (kv_cache.h: Hugging Face's DynamicSlidingWindowLayer rule)
+//   kv_bytes_held(config, bf16, n, chunk)   what a float32 / bfloat16 ring cache stores then: the sum over
+//                                   layers of those positions x 2 · K/V heads · D · bytes per value
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cache/kv_quant.h"
 #include "model/config.h"
@@ -38,6 +45,19 @@ inline int64_t kv_quant_per_token(const ModelConfig& c, const KvQuantSpec& q) {
     const int64_t D = c.head_dim();
     const int64_t row = q.format == KvQuant::Int4 ? int4_value_row_bytes(D, q.group) : row_bytes(q.format, D);
     return 2 * c.n_layer * c.kv_heads() * row;
+}
+
+inline std::vector<int64_t> kv_layer_positions_held(const ModelConfig& c, int64_t n, int64_t chunk) {
+    std::vector<int64_t> held(size_t(c.n_layer), n);
+    for (int64_t il = 0; il < c.n_layer; ++il)
+        if (const int64_t w = c.window_of(il); w > 0) held[size_t(il)] = std::min(n, w - 1 + std::max<int64_t>(1, chunk));
+    return held;
+}
+
+inline int64_t kv_bytes_held(const ModelConfig& c, bool bf16, int64_t n, int64_t chunk) {
+    int64_t positions = 0;
+    for (int64_t p : kv_layer_positions_held(c, n, chunk)) positions += p;
+    return positions * kv_footprint(c, bf16).per_token / c.n_layer;
 }
 
 }  // namespace kvscope

@@ -72,9 +72,11 @@ void Model::check_token(TokenId id) const {
                          std::to_string(config_.n_vocab) + ")");
 }
 
-KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks, KvQuantSpec quant) const {
+KvCache Model::make_cache(int64_t capacity, int64_t window, int64_t sinks, KvQuantSpec quant, int64_t chunk) const {
     validate(quant, config_.head_dim());
-    return KvCache(config_.n_layer, config_.kv_heads(), config_.head_dim(), capacity, window, sinks, weights_.bf16, quant);
+    // Sliding layers store only their window plus the chunk being written (kv_cache.h).
+    return KvCache(config_.n_layer, config_.kv_heads(), config_.head_dim(), capacity, window, sinks, weights_.bf16, quant,
+                   SlidingLayers{config_.has_sliding_layers() ? config_.layer_window : std::vector<int64_t>{}, chunk});
 }
 
 Workspace::Workspace(const ModelConfig& c, int64_t max_rows, int64_t max_chunks, int64_t max_keys)

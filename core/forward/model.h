@@ -46,8 +46,9 @@ public:
     void check_token(TokenId id) const;   // throws UsageError for ids outside [0, V)
 
     // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32; packed
-    // rows when `quant` names a format (kv_quant.h).
-    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0, KvQuantSpec quant = {}) const;
+    // rows when `quant` names a format (kv_quant.h). A model's sliding layers store only their window
+    // plus the chunk being written; chunk = the largest chunk expected (a larger one grows them).
+    KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0, KvQuantSpec quant = {}, int64_t chunk = 1) const;
 
 private:
     ModelConfig config_;

@@ -75,7 +75,8 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
         int64_t window = 0;
         for (int64_t w : c.layer_window) window = w > 0 ? w : window;
         lines.push_back({"sliding_window", false, std::to_string(window), "window " + std::to_string(window),
-                         c.describe_windows() + " (a query at i sees keys i-W+1..i); the cache keeps every position",
+                         c.describe_windows() + " (a query at i sees keys i-W+1..i); a sliding layer stores only its "
+                                                "window plus the chunk being written",
                          true});
     }
     if (c.query_pre_attn_scalar > 0)

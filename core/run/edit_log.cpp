@@ -16,8 +16,13 @@ std::vector<int32_t> EditLog::changes(const KvCache& cache, const CacheEdit& edi
             const bool flagged = cache.rows(il, h).evicted(p);
             if ((edit.kind == CacheEditKind::Evict && flagged) || (edit.kind == CacheEditKind::Restore && !flagged))
                 continue;
+            // A sliding layer that no longer stores p has no row to patch (and no query of it sees p).
+            if (edit.kind == CacheEditKind::Patch && !stores(cache, il, p)) continue;
             entries.insert(entries.end(), {int32_t(il), int32_t(h)});
         }
+    if (entries.empty() && edit.kind == CacheEditKind::Patch)
+        throw UsageError("position " + std::to_string(p) + " has left the window of every layer asked (the model's "
+                         "sliding layers store only their window): nothing to patch");
     if (entries.empty())
         throw UsageError("position " + std::to_string(p) +
                          (edit.kind == CacheEditKind::Evict ? " is already evicted in every layer and head asked: nothing to evict"

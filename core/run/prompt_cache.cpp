@@ -345,6 +345,13 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
 // ---------------------------------------------------------------------------------------------------
 // Writing
 
+bool holds_every_position(const KvCache& cache, int64_t n) {
+    for (int64_t il = 0; il < cache.shape().n_layer; ++il)
+        for (int64_t p = 0; p < n; ++p)
+            if (!stores(cache, il, p)) return false;
+    return true;
+}
+
 void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std::span<const TokenId> tokens,
                         const KvCache& cache) {
     const ModelConfig& c = fp.config;
@@ -362,6 +369,9 @@ void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std
     if (N < 1 || N > cache.next_position() || N > c.n_ctx)
         throw UsageError("write_prompt_cache: " + std::to_string(N) + " tokens, the cache holds positions 0.." +
                          std::to_string(cache.next_position() - 1));
+    if (!holds_every_position(cache, N))
+        throw UsageError("write_prompt_cache: the model's sliding layers store only their window, and positions "
+                         "0.." + std::to_string(N - 1) + " are no longer all in them (the prompt went in in parts)");
     // Rows are only usable by any run if every query up to the next one saw all earlier positions: then
     // they equal a window-less run's, and none has been evicted yet.
     const CacheWindow& w = cache.visibility();

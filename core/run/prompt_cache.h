@@ -105,6 +105,9 @@ PromptCache read_prompt_cache(const std::string& path, const ModelFingerprint& f
 // window W and S sinks with next_position() >= W + S), or when its shape, storage or a token does not
 // fit `fp`; LoadError when the file cannot be written. The file is written by write_file_atomic
 // (atomic_file.h): a FILE already there is replaced whole or, on failure, left as it was.
+// Every layer still stores positions 0..n-1 (a sliding layer stores only its window: after a prefill in
+// chunks its oldest positions are gone, and a file of them cannot be written).
+bool holds_every_position(const KvCache& cache, int64_t n);
 void write_prompt_cache(const std::string& path, const ModelFingerprint& fp, std::span<const TokenId> tokens,
                         const KvCache& cache);
 

@@ -83,7 +83,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         cache_.set_sink_positions(options_.sink_positions);
     } else {
         capacity = chunk_capacity(n_total, chunk);
-        cache_ = parts_.model->make_cache(capacity, window_, sinks_, options_.kv_quant);
+        cache_ = parts_.model->make_cache(capacity, window_, sinks_, options_.kv_quant, chunk);
         cache_.set_sink_positions(options_.sink_positions);
     }
     workspace_ = Workspace(cfg, capacity, 1, std::max(capacity, int64_t(parts_.source.size())));

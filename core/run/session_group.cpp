@@ -140,6 +140,10 @@ void SessionGroup::decide_prompt_cache_file() {
         file_->left = Left::ReadOnly;
         return;
     }
+    if (!holds_every_position(s.cache(), int64_t(prompt.size()))) {
+        file_->left = Left::WindowOnly;
+        return;
+    }
     write_prompt_cache(file_->path, *fingerprint_, s.parts().prompt, s.cache());
     file_->written = true;
     file_->written_positions = int64_t(s.parts().prompt.size());
@@ -237,6 +241,11 @@ GroupMemory SessionGroup::memory() const {
         m.positions += s->cache().next_position();
         const KvCacheView view = s->cache().view();
         if (!pool_) m.bytes += view.bytes_capacity;
+        m.bytes_held += view.bytes_used;
+        if (s == sessions_.front()) {
+            m.layer_window = view.layer_window;
+            m.layer_positions_held = view.layer_held;
+        }
         if (m.kv_format == "int4") {  // what bytes_capacity holds beyond the packed rows (row_format.h Int4Rows)
             const int64_t residual = view.bytes_capacity - s->cache().capacity() * view.bytes_per_position;
             const ModelConfig& cfg = model_->config();
@@ -267,6 +276,8 @@ const char* left_reason(PromptCacheFileState::Left l) {
         case Left::HoldsPrompt: return "it already holds this prompt";
         case Left::HoldsLonger: return "it holds this prompt and more (a file is never shortened)";
         case Left::ReadOnly: return "read-only";
+        case Left::WindowOnly: return "the model's sliding layers store only their window and the prompt went in in parts "
+                                      "(chunks or a loaded prefix): its first positions are gone from them";
     }
     return "";
 }

@@ -57,7 +57,7 @@ struct GroupOptions {
 // unless it already holds the whole prompt (the same tokens, or this prompt followed by more: a file is
 // never replaced by one that holds a shorter part of the same prefix) or it is read-only.
 struct PromptCacheFileState {
-    enum class Left { No, HoldsPrompt, HoldsLonger, ReadOnly };  // why the file was not written
+    enum class Left { No, HoldsPrompt, HoldsLonger, ReadOnly, WindowOnly };  // why the file was not written
     std::string path;
     bool read_only = false;
     bool existed = false;                // the file was there (and valid) when last opened
@@ -80,6 +80,11 @@ struct GroupMemory {
     int64_t blocks_distinct = 0;         // blocks some table maps
     int64_t blocks_shared = 0;           // blocks more than one table maps
     int64_t bytes = 0, bytes_unshared = 0;
+    // what the caches store now (KvCacheView::bytes_used summed): a sliding layer only its window plus the
+    // chunk being written; below `bytes` while the preallocated slots are not all filled
+    int64_t bytes_held = 0;
+    std::vector<int64_t> layer_window;   // (L) the model's own window per layer when sliding layers store only it
+    std::vector<int64_t> layer_positions_held;  // (L) positions each layer of sequence 0 stores now
     int64_t shared_positions = 0;        // prefill positions mapped from other sequences' blocks
     int64_t cache_file_positions = 0;    // prefill positions loaded from the prompt cache file
     int64_t copies_on_write = 0;

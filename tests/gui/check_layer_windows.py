@@ -2,11 +2,12 @@
 """Per-layer windows in the window, against the model's config.json.
 
 A Gemma 3 folder of tools/make_llama_model.py's gemma3-tiny shape (6 layers, sliding window 4, every third
-layer full; assets/llama-gqa's tokenizer) runs a prompt and two decode steps. From the final frame's
+layer full; assets/llama-gqa's tokenizer) runs a prompt and five decode steps. From the final frame's
 --layout-dump, with N positions stored:
-  - the KV cache panel's per-layer fill: a sliding layer saw min(N, 4) of the N stored, a full layer N;
-  - the saving it states: sum over sliding layers of (N - 4) * 2 * K/V heads * head_dim * 4 bytes now,
-    and the same with max_position_embeddings at the full context;
+  - the KV cache panel's per-layer fill: a sliding layer stores min(N, 4 - 1 + P) positions (its window
+    plus the chunk being written, the prompt of P tokens prefilled whole) in as many slots and its last
+    query saw min(N, 4) of them, a full layer stores and saw N;
+  - the bytes it states as stored: sum over layers of the positions stored x 2 * K/V heads * head_dim * 4;
   - the timeline's note for the selected layer (a sliding one, then a full one): the keys its last query
     saw, q - 3 .. q or 0 .. q;
   - the Mask panel's rule for that layer: "window 4" for a sliding one, "causal" for a full one (issue 43);
@@ -35,23 +36,34 @@ def main():
     L, W, pattern = cfg["num_hidden_layers"], cfg["sliding_window"], cfg["sliding_window_pattern"]
     sliding = [(i + 1) % pattern != 0 for i in range(L)]  # Gemma3TextConfig's layer pattern
     per_layer_token = 2 * cfg["num_key_value_heads"] * cfg["head_dim"] * 4
-    n = prompt_length(a.kvscope, model, PROMPT) + 2  # the prompt, then two decode steps
+    P = prompt_length(a.kvscope, model, PROMPT)
+    n = P + 5  # the prompt, then five decode steps: past the sliding layers' W - 1 + P slots
     if n <= W:
         fail("the prompt is too short to fill a window of %d" % W)
 
-    want_seen = " ".join("%d/%d" % (min(n, W) if s else n, n) for s in sliding)
-    want_saving = "sliding=%d now=%d full=%d" % (sum(sliding), sum(sliding) * (n - W) * per_layer_token,
-                                                 sum(sliding) * (cfg["max_position_embeddings"] - W) * per_layer_token)
+    stored = [min(n, W - 1 + P) if s else n for s in sliding]
+    want_seen = " ".join("%d/%d" % (min(st, W) if s else st, st) for s, st in zip(sliding, stored))
+    want_bytes = "bytes=%d" % (sum(stored) * per_layer_token)
+
+    def stored_ok(text):  # "stored/slots" per layer, then the bytes; a full layer's slots are the session's
+        parts = (text or "").split()
+        if len(parts) != L + 1 or parts[-1] != want_bytes:
+            return False
+        for (st, sl), s, want in zip((x.split("/") for x in parts[:-1]), sliding, stored):
+            if int(st) != want or (s and int(sl) != W - 1 + P) or (not s and int(sl) < n):
+                return False
+        return True
     for layer in (0, sliding.index(False)):
         for size in ((1280, 720), (1920, 1080)):
             label = "layer %d at %dx%d" % (layer, size[0], size[1])
             d = window(a.kvscope, model, a.work, "layer%d_%dx%d" % (layer, size[0], size[1]), size,
-                       ["prompt " + PROMPT, "prefill", "decode 2", "layer %d" % layer])
+                       ["prompt " + PROMPT, "prefill", "decode 5", "layer %d" % layer])
             t = d["texts"]
             if t.get("layer windows") != want_seen:
                 fail("%s: per-layer fill %r, expected %r" % (label, t.get("layer windows"), want_seen))
-            if t.get("layer window saving") != want_saving:
-                fail("%s: saving %r, expected %r" % (label, t.get("layer window saving"), want_saving))
+            if not stored_ok(t.get("layer stored")):
+                fail("%s: stored/slots %r, expected stored %s in %d slots per sliding layer, %s" %
+                     (label, t.get("layer stored"), stored, W - 1 + P, want_bytes))
             q = n - 1
             want_note = ("layer %d slides (window %d): its last query saw keys %d..%d" % (layer, W, q - W + 1, q)
                          if sliding[layer] else "layer %d: full attention, keys 0..%d" % (layer, q))
@@ -64,7 +76,7 @@ def main():
             want_shape = "L=%d H=%d D=%d " % (L, cfg["num_attention_heads"], cfg["head_dim"])
             if not t.get("controls shape", "").startswith(want_shape):
                 fail("%s: Controls header %r, expected %r" % (label, t.get("controls shape"), want_shape))
-            print("  ok %s: seen/stored %s; %s; %s" % (label, t["layer windows"], t["layer window saving"], want_note))
+            print("  ok %s: seen/stored %s; stored/slots %s; %s" % (label, t["layer windows"], t["layer stored"], want_note))
     print("ok: per-layer windows in the KV cache panel and the timeline match config.json")
 
 

@@ -164,7 +164,7 @@ void kv_groups(ViewPrefs& v, const ModelConfig& cfg) {
 
 // Bytes per token as the model caches, beside multi-head and multi-query attention for the same shape
 // (bars to scale), and what the positions held now take.
-void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held) {
+void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held, const KvCacheView& cache) {
     const KvFootprint f = kv_footprint(cfg, bf16);
     const float bar_w = std::min(ImGui::GetContentRegionAvail().x * 0.4f, 220.0f);
     struct Line { const char* name; int64_t heads, bytes; bool model; };
@@ -188,6 +188,11 @@ void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held) {
                              (f.n_kv_head < f.n_head ? " (multi-head: " + human_bytes(double(f.per_token_mha * positions_held)) + ")"
                                                      : std::string());
     wrapped_disabled("%s", held.c_str());
+    if (!cache.layer_window.empty())  // the sliding layers store only their window: fewer bytes than every position
+        dump_text("kv bytes stored", wrapped_disabled("stored: %s, the sliding layers keeping only their window plus the chunk "
+                                                      "being written (every position in every layer: %s)",
+                                                      human_bytes(double(cache.bytes_used)).c_str(),
+                                                      human_bytes(double(f.per_token * positions_held)).c_str()));
     dump_text("kv bytes", "per_token=" + std::to_string(f.per_token) + " multi_head=" + std::to_string(f.per_token_mha) +
                               " multi_query=" + std::to_string(f.per_token_mqa) + " held=" + std::to_string(positions_held));
 }
@@ -209,6 +214,12 @@ struct KvView {
 
     bool dimmed(int64_t p) const { return p >= 0 && !visible.contains(p); }
     bool sink(int64_t p) const { return p >= 0 && p < visible.n_sink; }
+    // A sliding layer stores only its last slots' worth of positions: the map shows the step record's row.
+    bool dropped(int64_t p) const {
+        const std::vector<int64_t>& slots = r->cache.layer_capacity;
+        return p >= 0 && layer < int64_t(slots.size()) && !r->cache.layer_window.empty() &&
+               p < r->cache.next_position - slots[size_t(layer)];
+    }
     int64_t position_of(int64_t slot) const { return r->cache.slot_positions[size_t(slot)]; }
     bool written(int64_t slot) const {
         const int64_t p = slot >= 0 && slot < S ? r->cache.slot_positions[size_t(slot)] : -1;
@@ -254,7 +265,7 @@ void kv_header(PanelContext& c, const KvView& k) {
                       (long long)f.n_head, human_bytes(double(f.per_token)).c_str());
         if (ImGui::CollapsingHeader(title)) {
             kv_groups(v, model.config());
-            kv_bytes_meter(model.config(), model.weights().bf16, r->cache.used);
+            kv_bytes_meter(model.config(), model.weights().bf16, r->cache.used, r->cache);
         }
     }
     const std::string written_note = "written this step: " + count_of(r->cost.n_rows_computed, "row") +
@@ -277,12 +288,17 @@ void fill_overview(const KvView& k) {
     ImGui::SameLine();
     wrapped_disabled("bytes used / capacity (all layers, K+V)");
     {
-        // Every layer's fill: the same slots are used in each layer. A layer with its own sliding window
-        // (Mistral, Gemma 3) sees only the last W of them: that part bright, the rest of its bar dim.
+        // Every layer's fill from the view: a full layer stores every position, a layer with its own sliding
+        // window (Mistral, Gemma 3) only its window plus the chunk being written (its slots), of which the
+        // step's last query saw the last W: that part bright, the rest of what it stores dim.
         const bool sliding = !r->rows.layer_window.empty();
+        const std::vector<int64_t>& held = r->cache.layer_held;
+        const std::vector<int64_t>& slots = r->cache.layer_capacity;
+        auto held_of = [&](int64_t il) { return il < int64_t(held.size()) ? held[size_t(il)] : r->cache.used; };
+        auto slots_of = [&](int64_t il) { return il < int64_t(slots.size()) ? slots[size_t(il)] : S; };
         if (sliding)
-            wrapped_disabled("positions each layer sees of those stored (yellow: layer %lld; dim: stored, out of the layer's "
-                             "window; tick: the window)", (long long)layer);
+            wrapped_disabled("positions each layer stores (yellow: layer %lld; bright: seen by the last query, dim: stored, "
+                             "out of the layer's window; frame: the layer's slots; tick: the window)", (long long)layer);
         else
             ImGui::TextDisabled("slots used per layer (yellow: layer %lld)", (long long)layer);
         dump_item("fill legend");
@@ -291,57 +307,56 @@ void fill_overview(const KvView& k) {
         const float lw = std::max(24.0f, (ImGui::GetContentRegionAvail().x - 4) / float(r->rows.n_layer)) - 4;
         const float h = 10;
         const int64_t last = r->cache.next_position - 1;  // the step's last query: it saw the newest row too
-        std::string seen_text;  // per layer "seen/stored", for the layout dump
+        std::string seen_text, held_text;  // per layer "seen/stored" and "stored/slots", for the layout dump
         for (int64_t il = 0; il < r->rows.n_layer; ++il) {
             const float x = p.x + float(il) * (lw + 4);
-            const int64_t W = r->rows.window_of(il);
-            const int64_t seen = W > 0 ? std::min<int64_t>(r->cache.used, W) : r->cache.used;
-            const float f = float(r->cache.used) / float(std::max<int64_t>(1, S));
+            const int64_t W = r->rows.window_of(il), stored = held_of(il), room = slots_of(il);
+            const int64_t seen = W > 0 ? std::min<int64_t>(stored, W) : stored;
+            const float f = float(stored) / float(std::max<int64_t>(1, S));
             const float fs = float(seen) / float(std::max<int64_t>(1, S));
             const ImU32 ink = il == layer ? IM_COL32(250, 200, 60, 255) : IM_COL32(70, 150, 220, 255);
-            dl->AddRectFilled({x, p.y}, {x + lw, p.y + h}, IM_COL32(50, 50, 58, 255), 2);
+            dl->AddRectFilled({x, p.y}, {x + lw, p.y + h}, IM_COL32(28, 28, 32, 255), 2);
+            dl->AddRectFilled({x, p.y}, {x + lw * float(room) / float(std::max<int64_t>(1, S)), p.y + h},
+                              IM_COL32(50, 50, 58, 255), 2);
             dl->AddRectFilled({x, p.y}, {x + lw * f, p.y + h}, il == layer ? IM_COL32(125, 100, 30, 255) : IM_COL32(35, 75, 110, 255), 2);
             dl->AddRectFilled({x + lw * (f - fs), p.y}, {x + lw * f, p.y + h}, ink, 2);
+            if (W > 0 && room < S)
+                dl->AddRect({x, p.y - 1}, {x + lw * float(room) / float(S), p.y + h + 1}, IM_COL32(200, 200, 210, 255), 2);
             if (W > 0 && W < S) {
                 const float tx = x + lw * float(W) / float(S);
                 dl->AddLine({tx, p.y - 2}, {tx, p.y + h + 2}, IM_COL32(235, 130, 210, 255), 2);
             }
             if (ImGui::IsMouseHoveringRect({x, p.y}, {x + lw, p.y + h})) {
                 if (W > 0)
-                    ImGui::SetTooltip("layer %lld (sliding window %lld): the step's last query (position %lld) saw %lld of the "
-                                      "%lld positions stored", (long long)il, (long long)W, (long long)last, (long long)seen,
-                                      (long long)r->cache.used);
+                    ImGui::SetTooltip("layer %lld (sliding window %lld): stores %lld positions in %lld slots (W - 1 + the chunk "
+                                      "being written); the step's last query (position %lld) saw %lld of them",
+                                      (long long)il, (long long)W, (long long)stored, (long long)room, (long long)last,
+                                      (long long)seen);
                 else
                     ImGui::SetTooltip("layer %lld%s: %lld / %lld slots", (long long)il, sliding ? " (full attention)" : "",
-                                      (long long)r->cache.used, (long long)S);
+                                      (long long)stored, (long long)S);
             }
-            if (il) seen_text += ' ';
-            seen_text += std::to_string(seen);
-            seen_text += '/';
-            seen_text += std::to_string(r->cache.used);
+            if (il) {
+                seen_text += ' ';
+                held_text += ' ';
+            }
+            seen_text += std::to_string(seen) + '/' + std::to_string(stored);
+            held_text += std::to_string(stored) + '/' + std::to_string(room);
         }
         ImGui::Dummy({1, h + 2});
         if (sliding) {
-            // The cache keeps every position in every layer (only the mask narrows); what a cache that dropped
-            // what each sliding layer can no longer see would save, now and at the full context.
+            // What is stored is what the figures say: the bytes above are each layer's positions times its
+            // bytes per position; step back reads the rows a step overwrote from the undo log, not the cache.
             const ModelConfig& cfg = model.config();
-            const int64_t per_layer_token = kv_footprint(cfg, model.weights().bf16).per_token / cfg.n_layer;
-            int64_t n_sliding = 0, saved_now = 0, saved_full = 0;
-            for (int64_t il = 0; il < cfg.n_layer; ++il) {
-                const int64_t W = r->rows.window_of(il);
-                if (W <= 0) continue;
-                ++n_sliding;
-                saved_now += std::max<int64_t>(0, r->cache.used - W) * per_layer_token;
-                saved_full += std::max<int64_t>(0, cfg.n_ctx - W) * per_layer_token;
-            }
+            int64_t n_sliding = 0;
+            for (int64_t il = 0; il < cfg.n_layer; ++il) n_sliding += r->rows.window_of(il) > 0;
             dump_text("layer windows", seen_text);
-            dump_text("layer window saving", "sliding=" + std::to_string(n_sliding) + " now=" + std::to_string(saved_now) +
-                                                 " full=" + std::to_string(saved_full));
-            dump_text("layer window saving text", wrapped_disabled(
-                "%lld of %lld layers slide (%s). kvscope stores every position in every layer and narrows only the mask; "
-                "keeping just each sliding layer's window would save %s now and %s at the full context of %lld.",
-                (long long)n_sliding, (long long)cfg.n_layer, cfg.describe_windows().c_str(), human_bytes(double(saved_now)).c_str(),
-                human_bytes(double(saved_full)).c_str(), (long long)cfg.n_ctx));
+            dump_text("layer stored", held_text + " bytes=" + std::to_string(r->cache.bytes_used));
+            dump_text("layer stored text", wrapped_disabled(
+                "%lld of %lld layers slide (%s): each stores only its window plus the chunk being written (W - 1 + C "
+                "slots, as Hugging Face's DynamicSlidingWindowLayer), a full layer every position. Step back takes "
+                "the rows a step overwrote from the undo log, which is the tool's, not the model's.",
+                (long long)n_sliding, (long long)cfg.n_layer, cfg.describe_windows().c_str()));
         }
     }
 }
@@ -445,6 +460,9 @@ void kv_tooltip(const KvView& k, const HeatmapResult& hk, const HeatmapResult& h
                 if (row) ImGui::Text("%s[%lld] = %.5f", h == &hv ? "v" : "k", (long long)h->hover_col, double(row[h->hover_col]));
                 if (p >= written_lo && p <= written_hi) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "written this step");
                 if (dimmed(p)) ImGui::TextDisabled("outside the window: no longer attended");
+                if (k.dropped(p))
+                    ImGui::TextDisabled("no longer stored by layer %lld: a sliding layer keeps its window plus the chunk "
+                                        "being written (this row is the step record's)", (long long)layer);
                 if (sink(p)) ImGui::TextColored({0.9f, 0.5f, 0.8f, 1}, "attention sink: kept visible beside the window");
                 if (const EvictionEvent* e = eviction_of(p))
                     ImGui::TextColored({1, 0.45f, 0.4f, 1}, "evicted by %s (score %.4g): no longer attended",
