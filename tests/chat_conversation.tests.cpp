@@ -136,7 +136,7 @@ TurnCost run_turn(Session& session, ChatConversation& chat, const ChatMessage& m
     const std::vector<TokenId> reply = chat.n_turns() > 0 ? session.parts().generated : std::vector<TokenId>{};
     turn = chat.next_turn(message, conversation, reply);
     chat.add(message, reply);
-    session.rewind_turn(turn.keep, turn.ids, max_new, "user");
+    session.append_turn(turn.ids, max_new, "user", turn.keep);
     TurnCost c;
     bool first = true;
     while (session.next() != Session::Next::Done) {

@@ -1,7 +1,7 @@
 // kvscope chat: a multi-turn conversation in one KV cache. Each user message is rendered with the model's
 // own chat template, only the text the new turn adds is encoded and appended to the session
 // (Session::append_turn) — or, when the template re-rendered earlier turns, the cache is rolled back to the
-// longest common token prefix and the rest prefilled (Session::rewind_turn) — and the reply is decoded
+// longest common token prefix and the rest prefilled (Session::append_turn with keep) — and the reply is decoded
 // until a stop token. What each turn does is core's ChatConversation (chat_conversation.h), which the
 // window's chat uses too.
 #include <algorithm>
@@ -203,7 +203,7 @@ int cli_chat(int argc, char** argv) {
         const std::vector<TokenId> reply = turn > 0 ? session.parts().generated : std::vector<TokenId>{};
         const ChatTurn next = chat.next_turn(*message, conversation, reply);
         chat.add(*message, reply);
-        session.rewind_turn(next.keep, next.ids, max_new, "user");
+        session.append_turn(next.ids, max_new, "user", next.keep);
 
         TurnReport r = run_turn(session, *model->tokenizer(), chat.end_of_turn(), max_new);
         r.turn = turn + 1;  // numbered from 1, as the window's timeline and conversation

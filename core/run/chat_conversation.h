@@ -1,7 +1,7 @@
 #pragma once
 // A chat conversation as a KV cache holds it: the model's chat template, its tokenizer, and the messages
 // rendered so far. It says which token ids each new user message appends to the cache — and, when the
-// template re-renders earlier turns, how much of the cache stays; the Session (append_turn, rewind_turn)
+// template re-renders earlier turns, how much of the cache stays; the Session (append_turn, with keep when it rolls back)
 // runs them. `kvscope chat` and the window both drive a chat through this class.
 //
 // What each turn appends. The cache holds the conversation as the model read and wrote it: the rendering
@@ -36,7 +36,7 @@
 //                            session's tokens (prompt then generated), reply = the last reply's tokens
 //                            (its generated part; empty for the first turn). Pure
 //   add(msg, reply)          record `msg` as sent and the reply before it (after next_turn and a successful
-//                            append_turn / rewind_turn)
+//                            append_turn, keep)
 //   truncate(n)              keep the first n user turns (the session stepped back across a turn or reset)
 //   n_turns()                user messages added so far
 //   reply(k)                 the text of user turn k's reply as rendered (k < n_turns() - 1)

@@ -130,7 +130,9 @@ void Session::fit_turn(int64_t n_total, int64_t chunk) {
         workspace_ = Workspace(parts_.model->config(), capacity, 1, capacity);
 }
 
-void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
+void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role, int64_t keep) {
+    if (keep >= 0 && !parts_.prompt.empty() && keep < int64_t(parts_.prompt.size() + parts_.generated.size()))
+        return rollback_turn(keep, std::move(tokens), max_new_tokens, std::move(role));
     const ModelConfig& cfg = parts_.model->config();
     if (max_new_tokens < 1) throw UsageError("max new tokens must be >= 1, got " + std::to_string(max_new_tokens));
     // A turn's reply limit is a cap, not a reservation: the reply stops at the model's context too, so a
@@ -177,7 +179,7 @@ void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, s
     parts_.turns.append(Turn{n_before, n_new, std::move(role), max_new_tokens}, std::move(undo));
 }
 
-void Session::rewind_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
+void Session::rollback_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
     const ModelConfig& cfg = parts_.model->config();
     const int64_t n_before = int64_t(parts_.prompt.size() + parts_.generated.size());
     if (parts_.prompt.empty() || keep >= n_before) return append_turn(std::move(tokens), max_new_tokens, std::move(role));

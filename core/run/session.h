@@ -32,7 +32,7 @@
 //                               On an empty session: set_prompt(ids) with N. parts().prompt then holds
 //                               every position before the new reply, parts().generated only the new
 //                               reply; parts().turns lists where each turn starts
-//   rewind_turn(keep, ids, N, role)   a chat turn after the template re-rendered earlier turns: the
+//   append_turn(ids, N, role, keep)   keep >= 0: a chat turn after the template re-rendered earlier turns: the
 //                               conversation's first `keep` positions stay (their cache rows reused, the
 //                               rest of the cache cut away), then ids follow as in append_turn and are
 //                               prefilled. The ring keeps its rows when every kept position still sits in
@@ -149,8 +149,7 @@ public:
 
     void set_source(std::vector<TokenId> source);
     void set_prompt(std::vector<TokenId> prompt);
-    void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
-    void rewind_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "");
+    void append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role = "", int64_t keep = -1);
     void use_prompt_cache(std::shared_ptr<const PromptCache> pc) { parts_.prompt_cache = std::move(pc); }
     void set_use_cache(bool on) { options_.use_cache = on; }
     Next next() const;
@@ -166,6 +165,7 @@ public:
     const SessionParts& parts() const { return parts_; }
 
 private:
+    void rollback_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role);
     friend void step_batch(std::span<Session* const> sessions, Workspace& ws);
     friend Workspace make_batch_workspace(std::span<Session* const> sessions);
     struct Undo {

@@ -156,7 +156,7 @@ void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens,
 
 void SessionGroup::rewind_turn(int64_t keep, std::vector<TokenId> ids, int64_t max_new_tokens, std::string role) {
     if (sessions_.size() != 1) throw UsageError("a chat runs one sequence: set sequences to 1");
-    sessions_[0]->rewind_turn(keep, std::move(ids), max_new_tokens, std::move(role));
+    sessions_[0]->append_turn(std::move(ids), max_new_tokens, std::move(role), keep);
 }
 
 const CacheEditRecord& SessionGroup::apply_edit(CacheEdit edit) {

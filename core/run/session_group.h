@@ -16,7 +16,7 @@
 //                                 after the prefill, (re)writes the prompt cache file
 //   append_turn(ids, N, role)     one sequence only: Session::append_turn (a chat's next turn); UsageError
 //                                 for a batch
-//   rewind_turn(keep, ids, N, role)   one sequence only: Session::rewind_turn (a chat turn that rolls the
+//   rewind_turn(keep, ids, N, role)   one sequence only: Session::append_turn with keep (a chat turn that rolls the
 //                                 cache back to `keep` positions)
 //   step_back()                   undo the last group step exactly (or the turn appended or the cache
 //                                 edit applied after it); false when none has run

@@ -8,7 +8,7 @@
 //   take_back()                 drop the newest turn; returns what it replaced (prompt size, reply, ...)
 //   keep_first()                back to the first turn alone (Session::reset)
 //   forget_undo()               no earlier turn can be taken back any more (a chat turn that rolled the
-//                               cache back: Session::rewind_turn)
+//                               cache back: Session::append_turn with keep)
 //   list() / size() / [i]       the turns, oldest first
 #include <cstddef>
 #include <cstdint>

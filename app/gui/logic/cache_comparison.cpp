@@ -91,8 +91,8 @@ void CacheComparison::append_turn(const std::vector<TokenId>& ids, int64_t max_n
 void CacheComparison::rewind_turn(int64_t keep, const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role) {
     if (!shadow_ || diverged_) return;
     if (twin_->parts().turns.size() != shadow_->parts().turns.size() || twin_->trace().size() != shadow_->trace().size()) return;
-    twin_->rewind_turn(keep, ids, max_new_tokens, role);
-    shadow_->rewind_turn(keep, ids, max_new_tokens, role);
+    twin_->append_turn(ids, max_new_tokens, role, keep);
+    shadow_->append_turn(ids, max_new_tokens, role, keep);
 }
 
 bool CacheComparison::run_both(bool main_cache_on, const StepRecord& main_step) {
