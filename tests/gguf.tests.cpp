@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "model/gguf.h"
 #include "model/gguf_tokenizer.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_config.h"
 #include "scratch_dir.h"
 #include "session_runs.h"
 
@@ -363,6 +365,16 @@ TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Huggi
     REQUIRE(std::system((std::string(kPython) + " " KVSCOPE_SOURCE_DIR "/tests/reference/gguf_reference.py tokenizer " +
                          hf + "/" + name + " " + gguf.string()).c_str()) == 0);
     const Tokenizer t = tokenizer_of(gguf);
+    {  // the chat template and end of text travel with the file (tokenizer.chat_template, eos_token_id)
+        const std::string folder = std::string(hf) + "/" + name;
+        std::ifstream config_file(folder + "/tokenizer_config.json", std::ios::binary);
+        const std::string config_text{std::istreambuf_iterator<char>(config_file), {}};
+        const TokenizerConfig want = parse_tokenizer_config(config_text, folder);
+        const TokenizerConfig got = parse_tokenizer_config(gguf_tokenizer_files(GgufFile(gguf.string()))->tokenizer_config_json, "gguf");
+        CHECK(got.chat_template == want.chat_template);
+        CHECK(got.eos_token == want.eos_token);
+        CHECK(t.end_of_text() == Tokenizer::load(folder).end_of_text());
+    }
     std::ifstream in(std::string(hf) + "/" + name + "_expected.jsonl", std::ios::binary);
     REQUIRE(in);
     int n_cases = 0, n_failed = 0;

@@ -55,7 +55,7 @@ std::string space_separated(const std::vector<TokenId>& ids) {
 int cli_tokenize(int argc, char** argv) {
     CliArgs args("tokenize", "Turn text into token ids with the model's BPE tokenizer (the tokenizer's BOS first, "
                              "where its tokenizer.json adds one).");
-    args.option("--model", "DIR", "folder with tokenizer.json, or vocab.json and merges.txt (default: the embedded model)");
+    args.option("--model", "DIR", "folder with tokenizer.json, or vocab.json and merges.txt, or a .gguf file with its tokenizer (default: the embedded model)");
     args.option("--text", "TEXT", "the text to encode; prints the ids space-separated on one line");
     args.option("--file", "FILE", "encode the bytes of FILE ('-' for stdin), same output as --text");
     args.option("--jsonl", "FILE", "one JSON object {\"text\": ...} per line ('-' for stdin); prints one "
@@ -105,7 +105,7 @@ constexpr const char* kExampleIds = "51,256,758";
 
 int cli_detokenize(int argc, char** argv) {
     CliArgs args("detokenize", "Turn token ids back into the bytes they stand for (written raw to stdout).");
-    args.option("--model", "DIR", "folder with tokenizer.json, or vocab.json and merges.txt (default: the embedded model)");
+    args.option("--model", "DIR", "folder with tokenizer.json, or vocab.json and merges.txt, or a .gguf file with its tokenizer (default: the embedded model)");
     args.option("--ids", "LIST", std::string("comma-separated token ids, e.g. ") + kExampleIds + " (\"The cat\" in the default model)");
     args.flag("--hex", "write the bytes as lowercase hex and a newline instead of raw");
     if (!args.parse(argc, argv)) return 0;

@@ -30,7 +30,10 @@ std::shared_ptr<const Model> Model::load(const std::string& dir, WeightFormat fo
         model->config_ = std::move(file.config);
         model->weights_ = load_weights(model->config_, std::move(file.checkpoint), format, placement);
         model->gguf_tensors_ = std::move(file.tensors);
-        if (file.tokenizer) model->tokenizer_ = std::make_unique<Tokenizer>(gguf_tokenizer(*file.tokenizer, dir));
+        if (file.tokenizer) {
+            model->tokenizer_ = std::make_unique<Tokenizer>(gguf_tokenizer(*file.tokenizer, dir));
+            model->gguf_tokenizer_config_ = file.tokenizer->tokenizer_config_json;
+        }
     } else {
         model->config_ = load_config((fs::path(dir) / "config.json").string());
         model->weights_ = load_weights(model->config_, Checkpoint::open_folder(dir), format, placement);

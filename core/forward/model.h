@@ -39,6 +39,9 @@ public:
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null: no tokenizer files in dir
     // A GGUF file's tensors as it stores them (llama.cpp's names, file types); empty for a folder
     const std::vector<GgufTensorSummary>& gguf_tensors() const { return gguf_tensors_; }
+    // A GGUF file's tokenizer keys as the tokenizer_config.json text a folder would carry (its chat
+    // template, bos and eos tokens); empty for a folder, which has the file itself
+    const std::string& gguf_tokenizer_config() const { return gguf_tokenizer_config_; }
     const std::vector<float>& rotary_inv_freq() const { return rotary_inv_freq_; }  // (D/2); empty: no rotary
     // (D/2) the frequencies of sliding layers when they have their own base (Gemma 3's
     // rope_local_base_freq, unscaled); empty: every layer uses rotary_inv_freq()
@@ -56,6 +59,7 @@ private:
     std::string dir_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::vector<GgufTensorSummary> gguf_tensors_;
+    std::string gguf_tokenizer_config_;
     std::vector<float> rotary_inv_freq_;
     std::vector<float> local_rotary_inv_freq_;
 };

@@ -7,6 +7,7 @@
 #include "base/utf8.h"
 #include "io/json.h"
 #include "io/read_file.h"
+#include "text/tokenizer_config.h"
 
 namespace kvscope {
 namespace {
@@ -85,10 +86,16 @@ ChatConversation ChatConversation::open(std::shared_ptr<const Model> model) {
     if (!tok) throw UsageError(model->dir() + " has no tokenizer files: a chat needs them to render and encode messages");
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (!fs::exists(fs::path(model->dir()) / "tokenizer_config.json", ec) && !fs::exists(fs::path(model->dir()) / "chat_template.jinja", ec))
+    const bool gguf = !model->gguf_tensors().empty();
+    if (gguf && !parse_tokenizer_config(model->gguf_tokenizer_config(), model->dir()).chat_template)
+        throw UsageError(model->dir() + " has no tokenizer.chat_template, so no chat template: a chat needs an "
+                         "instruction-tuned model's file");
+    if (!gguf && !fs::exists(fs::path(model->dir()) / "tokenizer_config.json", ec) &&
+        !fs::exists(fs::path(model->dir()) / "chat_template.jinja", ec))
         throw UsageError(model->dir() + " has no tokenizer_config.json or chat_template.jinja, so no chat template: a chat "
                          "needs an instruction-tuned model's folder");
-    ChatConversation c(model, ChatTemplate::load(model->dir()));
+    ChatConversation c(model, gguf ? ChatTemplate::from_config_json(model->gguf_tokenizer_config(), model->dir())
+                                   : ChatTemplate::load(model->dir()));
     std::vector<TokenId> stops;
     auto add = [&](TokenId id) {
         if (std::find(stops.begin(), stops.end(), id) == stops.end()) stops.push_back(id);
