@@ -238,6 +238,9 @@ void kv_header(PanelContext& c, const KvView& k) {
     const StepRecord* r = k.r;
     const int64_t layer = k.layer, S = k.S, D = k.D;
     const bool cross = k.cross;
+    // The slots this layer's ring has: a sliding layer keeps only its window plus the chunk being written.
+    const int64_t slots =
+        !cross && r && layer < int64_t(r->cache.layer_capacity.size()) ? r->cache.layer_capacity[size_t(layer)] : S;
     if (cross) {
         // Both caches of layer / head, each named with how it behaves; the maps below stand side by side.
         ImGui::Text("layer %lld, head %lld", (long long)layer, (long long)v.head);
@@ -249,9 +252,9 @@ void kv_header(PanelContext& c, const KvView& k) {
         dump_text("kv header", wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text],
                                             "layer %lld, K/V head %lld (read by query heads %lld..%lld): %lld slots x head_dim %lld",
                                             (long long)layer, (long long)kv, (long long)(kv * G), (long long)(kv * G + G - 1),
-                                            (long long)S, (long long)D));
+                                            (long long)slots, (long long)D));
     } else {
-        ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)S,
+        ImGui::Text("layer %lld, head %lld: %lld slots x head_dim %lld", (long long)layer, (long long)v.head, (long long)slots,
                     (long long)D);
     }
     if (!cross) {
