@@ -148,7 +148,7 @@ TEST_CASE("a three-turn chat computes only each turn's new tokens and ends with 
         conversation.insert(conversation.end(), kTurns[t].begin(), kTurns[t].end());
         REQUIRE(s.parts().turns.size() == t + 1);
         CHECK(s.parts().turns[t].first_position == before);
-        CHECK(s.parts().turns[t].n_appended == int64_t(kTurns[t].size()));
+        CHECK(s.parts().turns[t].n_appended() == int64_t(kTurns[t].size()));
         CHECK(s.parts().turns[t].role == "user");
         run_turn(s);
         REQUIRE(int64_t(s.parts().generated.size()) == kMaxNew[t]);

@@ -24,6 +24,7 @@
 #include "model/config.h"
 #include "model/random_model.h"
 #include "run/session.h"
+#include "text/chat_template.h"
 #include "session_runs.h"
 #include "test_models.h"
 
@@ -405,7 +406,7 @@ TEST_CASE("Controller: a chat appends turns; the cache-off shadow re-prefills th
     auto expected_rows = [](const std::vector<Turn>& turns) {
         std::vector<std::array<int64_t, 3>> rows;  // reused on, computed on, computed off
         for (size_t k = 0; k < turns.size(); ++k) {
-            const int64_t first = turns[k].first_position, n = turns[k].n_appended;
+            const int64_t first = turns[k].first_position, n = turns[k].n_appended();
             rows.push_back(k == 0 ? std::array<int64_t, 3>{0, n, n} : std::array<int64_t, 3>{first - 1, n + 1, first + n});
         }
         return rows;
@@ -441,6 +442,44 @@ TEST_CASE("Controller: a chat appends turns; the cache-off shadow re-prefills th
     // The same message again gives the same reply.
     run_ok(c, SendChat{messages[2]});
     CHECK(c.snapshot()->generated() == s->generated());
+}
+
+TEST_CASE("Controller: a turn that rolled the cache back is replayed by the comparison, rolled back the same way") {
+    // Qwen3's template drops a reply's <think> block when it renders the next turn: the cache rolls back to
+    // the common token prefix (chat_conversation.tests.cpp checks where). Forced tokens make the first reply think.
+    const std::shared_ptr<const Model> model =
+        Model::load(chatml_chat_folder("gui_controller", "qwen3-chat", std::string(chat_template_text(ChatFamily::Qwen3))));
+    SessionOptions o;
+    o.max_new_tokens = 32;
+    std::vector<TokenId> forced = encode_chat(*model->tokenizer(), "<think>\nr\n</think>\n\nans");
+    forced.push_back(764);  // <|im_end|>
+    o.forced_tokens = forced;
+    Controller c(model, o);
+    run_ok(c, SendChat{"u1"});
+    run_ok(c, SendChat{"u2"});
+    auto s = c.snapshot();
+    REQUIRE(s->turns.size() == 2);
+    const Turn& second = s->turns[1];
+    REQUIRE(s->chat.size() == 4);
+    REQUIRE(s->chat[1].text == "<think>\nr\n</think>\n\nans");  // the first reply, ended by <|im_end|>
+    REQUIRE(second.first_position < s->turns[0].n_appended() + int64_t(forced.size()));  // it rolled back
+    // cached: the kept prefix reused, the turn's tokens computed; uncached: everything up to the turn's end
+    const std::vector<std::array<int64_t, 3>> expected = {
+        {0, s->turns[0].n_appended(), s->turns[0].n_appended()},
+        {second.first_position, second.n_appended(), second.first_position + second.n_appended()}};
+    auto rows_of = [](const Snapshot& snap) {
+        std::vector<std::array<int64_t, 3>> rows;
+        REQUIRE(snap.shadow() != nullptr);
+        CHECK(snap.shadow()->size() == snap.trace().size());
+        for (const TurnCost& t : turn_costs(snap.trace(), *snap.shadow(), snap.step_timings))
+            rows.push_back({t.reused_on, t.computed_on, t.computed_off});
+        return rows;
+    };
+    CHECK(rows_of(*s) == expected);
+    // Switched off and on, the comparison replays both turns from the turn log, the rollback included.
+    run_ok(c, SetCompare{false});
+    run_ok(c, SetCompare{true});
+    CHECK(rows_of(*c.snapshot()) == expected);
 }
 
 TEST_CASE("Controller: a step that overflows float32 is a red status line naming the layer; step back still works") {

@@ -14,7 +14,8 @@ using namespace kvscope;
 namespace {
 
 // Three turns: prompts of 5, 3 and 2 tokens, replies of 4 and 6 tokens between them.
-const std::vector<Turn> kTurns = {Turn{0, 5, "user", 4}, Turn{5 + 4, 3, "user", 6}, Turn{5 + 4 + 3 + 6, 2, "tool", 1}};
+const std::vector<Turn> kTurns = {Turn{0, {1, 2, 3, 4, 5}, "user", 4}, Turn{5 + 4, {6, 7, 8}, "user", 6},
+                                  Turn{5 + 4 + 3 + 6, {9, 10}, "tool", 1}};
 
 TurnUndo undo_at(size_t n_steps, size_t n_prompt, std::vector<TokenId> generated, int64_t max_new) {
     return TurnUndo{n_steps, n_prompt, std::move(generated), int64_t(n_prompt), max_new};
@@ -32,7 +33,7 @@ TEST_CASE("turns are kept oldest first and taken back newest first", "[turn_log]
     REQUIRE(log.size() == 3);
     for (size_t i = 0; i < 3; ++i) {
         CHECK(log[i].first_position == kTurns[i].first_position);
-        CHECK(log[i].n_appended == kTurns[i].n_appended);
+        CHECK(log[i].ids == kTurns[i].ids);
         CHECK(log.list()[i].role == kTurns[i].role);
     }
     CHECK(log.back().first_position == 18);
@@ -60,7 +61,7 @@ TEST_CASE("keep_first drops later turns and what would take them back", "[turn_l
     CHECK(log.appended_at(5));
     log.keep_first();
     REQUIRE(log.size() == 1);
-    CHECK(log.front().n_appended == 5);
+    CHECK(log.front().n_appended() == 5);
     CHECK_FALSE(log.appended_at(3));
     log.start(kTurns[1]);  // a new prompt replaces the log
     CHECK(log.size() == 1);

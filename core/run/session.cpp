@@ -94,7 +94,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
     parts_.latest = StepRecord{};
     parts_.edits.clear();
     parts_.latest.prediction.top.reserve(size_t(options_.n_top));
-    parts_.turns.start(Turn{0, P, "", options_.max_new_tokens});
+    parts_.turns.start(Turn{0, parts_.prompt, "", options_.max_new_tokens});
     reset();
 }
 
@@ -176,7 +176,7 @@ void Session::append_turn(std::vector<TokenId> tokens, int64_t max_new_tokens, s
     parts_.generated.reserve(size_t(max_new_tokens));
     parts_.n_prompt_done = cache_.next_position();
     options_.max_new_tokens = max_new_tokens;
-    parts_.turns.append(Turn{n_before, n_new, std::move(role), max_new_tokens}, std::move(undo));
+    parts_.turns.append(Turn{n_before, std::move(tokens), std::move(role), max_new_tokens}, std::move(undo));
 }
 
 void Session::rollback_turn(int64_t keep, std::vector<TokenId> tokens, int64_t max_new_tokens, std::string role) {
@@ -229,7 +229,7 @@ void Session::rollback_turn(int64_t keep, std::vector<TokenId> tokens, int64_t m
     options_.max_new_tokens = max_new_tokens;
     undo_.clear();
     parts_.turns.forget_undo();
-    parts_.turns.append(Turn{keep, n_new, std::move(role), max_new_tokens}, std::nullopt);
+    parts_.turns.append(Turn{keep, std::move(tokens), std::move(role), max_new_tokens}, std::nullopt);
 }
 
 bool stopped_by_token(const Session& s) {
@@ -240,7 +240,7 @@ bool stopped_by_token(const Session& s) {
 
 void Session::reset() {
     if (parts_.turns.size() > 1) {
-        parts_.prompt.resize(size_t(parts_.turns.front().n_appended));
+        parts_.prompt.resize(size_t(parts_.turns.front().n_appended()));
         options_.max_new_tokens = parts_.turns.front().max_new_tokens;
     }
     parts_.turns.keep_first();

@@ -149,12 +149,7 @@ void SessionGroup::decide_prompt_cache_file() {
     file_->written_positions = int64_t(s.parts().prompt.size());
 }
 
-void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role) {
-    if (sessions_.size() != 1) throw UsageError("a chat runs one sequence: set sequences to 1");
-    sessions_[0]->append_turn(std::move(ids), max_new_tokens, std::move(role));
-}
-
-void SessionGroup::rewind_turn(int64_t keep, std::vector<TokenId> ids, int64_t max_new_tokens, std::string role) {
+void SessionGroup::append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role, int64_t keep) {
     if (sessions_.size() != 1) throw UsageError("a chat runs one sequence: set sequences to 1");
     sessions_[0]->append_turn(std::move(ids), max_new_tokens, std::move(role), keep);
 }

@@ -14,10 +14,8 @@
 //   next()                        Prefill if any sequence prefills, else Decode if any decodes, else Done
 //   step()                        one step of every sequence not done (step_batch for N > 1);
 //                                 after the prefill, (re)writes the prompt cache file
-//   append_turn(ids, N, role)     one sequence only: Session::append_turn (a chat's next turn); UsageError
-//                                 for a batch
-//   rewind_turn(keep, ids, N, role)   one sequence only: Session::append_turn with keep (a chat turn that rolls the
-//                                 cache back to `keep` positions)
+//   append_turn(ids, N, role, keep)   one sequence only: Session::append_turn (a chat's next turn; keep >= 0
+//                                 rolls the cache back to `keep` positions first); UsageError for a batch
 //   step_back()                   undo the last group step exactly (or the turn appended or the cache
 //                                 edit applied after it); false when none has run
 //   apply_edit(edit)              one sequence only: Session::apply_edit (cache_edit.h); UsageError for a batch
@@ -103,8 +101,7 @@ public:
     void set_prompts(std::vector<std::vector<TokenId>> prompts, std::vector<TokenId> source = {});
     Session::Next next() const;
     void step();
-    void append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role);
-    void rewind_turn(int64_t keep, std::vector<TokenId> ids, int64_t max_new_tokens, std::string role);
+    void append_turn(std::vector<TokenId> ids, int64_t max_new_tokens, std::string role, int64_t keep = -1);
     const CacheEditRecord& apply_edit(CacheEdit edit);
     bool step_back();
     void reset();

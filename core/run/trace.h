@@ -59,14 +59,16 @@ struct StepId {
 };
 
 // One turn of a conversation in one cache: the tokens appended at once (Session::set_prompt or
-// append_turn), then the reply decoded after them. The reply runs from first_position + n_appended to
+// append_turn), then the reply decoded after them. The reply runs from first_position + n_appended() to
 // the next turn's first_position (or the end); its last token enters the cache with the next turn's
-// first prefill step, the first to read it.
+// first prefill step, the first to read it. A turn that rolled the cache back (append_turn with keep)
+// starts before the previous turn's end: the prompt no longer holds what it overwrote, the turns still do.
 struct Turn {
     int64_t first_position = 0;          // absolute position of the first appended token
-    int64_t n_appended = 0;              // tokens appended: the turn's prompt (a chat: the rendered message)
+    std::vector<TokenId> ids;            // the tokens appended: the turn's prompt (a chat: the rendered message)
     std::string role;                    // who wrote them: "user", "system"...; "" when not a chat
     int64_t max_new_tokens = 0;          // the reply's budget
+    int64_t n_appended() const { return int64_t(ids.size()); }
 };
 
 // What the step computed, what it took instead of computing, and the time and flops it spent. The

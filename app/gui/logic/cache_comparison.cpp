@@ -50,45 +50,32 @@ void CacheComparison::sync(const Session& main, const std::function<void(std::st
     twin_ = std::move(twin);
     if (main.parts().prompt.empty()) return;
     // A chat replays turn by turn: the first turn's tokens as the prompt, later ones appended where main
-    // appended them (before the first step of their turn).
+    // appended them (before the first step of their turn), a turn that rolled the cache back rolling back
+    // to the same position.
     const std::vector<Turn>& turns = main.parts().turns.list();
-    for (size_t k = 1; k < turns.size(); ++k)  // a turn rolled the cache back: earlier turns' tokens are gone, no replay
-        if (turns[k].first_position < turns[k - 1].first_position + turns[k - 1].n_appended) return;
-    auto turn_tokens = [&](size_t k) {
-        const auto from = main.parts().prompt.begin() + turns[k].first_position;
-        return std::vector<TokenId>(from, from + turns[k].n_appended);
-    };
     for (Session* s : {twin_.get(), shadow_.get()}) {
         if (main.model().config().encoder_decoder) {
             // The session's prompt begins with the decoder start token, which set_prompt adds again.
             s->set_source(main.parts().source);
             s->set_prompt(std::vector<TokenId>(main.parts().prompt.begin() + 1, main.parts().prompt.end()));
-        } else if (turns.size() > 1) {
-            s->set_prompt(turn_tokens(0));
         } else {
-            s->set_prompt(main.parts().prompt);
+            s->set_prompt(turns[0].ids);
         }
     }
+    auto replay_turn = [&](size_t k) {
+        append_turn(turns[k].ids, turns[k].max_new_tokens, turns[k].role, turns[k].first_position);
+    };
     const Trace& t = main.trace();
     if (t.size() > 0 && activity) activity("replaying " + std::to_string(t.size()) + " step(s) both ways for the comparison");
     size_t turn = 0;
     for (size_t i = 0; i < t.size(); ++i) {
-        for (; int64_t(turn) < t[i].id.turn && turn + 1 < turns.size(); ++turn)
-            append_turn(turn_tokens(turn + 1), turns[turn + 1].max_new_tokens, turns[turn + 1].role);
+        for (; int64_t(turn) < t[i].id.turn && turn + 1 < turns.size(); ++turn) replay_turn(turn + 1);
         if (!run_both(t[i].id.cache_on, t[i])) return;
     }
-    for (; turn + 1 < turns.size(); ++turn)  // appended, not stepped yet
-        append_turn(turn_tokens(turn + 1), turns[turn + 1].max_new_tokens, turns[turn + 1].role);
+    for (; turn + 1 < turns.size(); ++turn) replay_turn(turn + 1);  // appended, not stepped yet
 }
 
-void CacheComparison::append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role) {
-    if (!shadow_ || diverged_) return;
-    if (twin_->parts().turns.size() != shadow_->parts().turns.size() || twin_->trace().size() != shadow_->trace().size()) return;
-    twin_->append_turn(ids, max_new_tokens, role);
-    shadow_->append_turn(ids, max_new_tokens, role);
-}
-
-void CacheComparison::rewind_turn(int64_t keep, const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role) {
+void CacheComparison::append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role, int64_t keep) {
     if (!shadow_ || diverged_) return;
     if (twin_->parts().turns.size() != shadow_->parts().turns.size() || twin_->trace().size() != shadow_->trace().size()) return;
     twin_->append_turn(ids, max_new_tokens, role, keep);

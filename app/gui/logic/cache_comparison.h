@@ -14,9 +14,9 @@
 //   sync(main, activity)     fresh twin and shadow that replay main's steps; activity(label) names the
 //                            replay for the progress indicator
 //   follow(step)             run the step main just ran, both ways, and time it
-//   append_turn(ids, N, role) main appended a chat turn: both append it (cache off: the turn's first step
-//                            then recomputes the whole conversation)
-//   rewind_turn(keep, ids, N, role)   main rolled the cache back to keep positions for a chat turn: both do
+//   append_turn(ids, N, role, keep)   main appended a chat turn (keep >= 0: after rolling the cache back to
+//                            keep positions, Session::append_turn): both do (cache off: the turn's first
+//                            step then recomputes the whole conversation)
 //   back(n_steps, n_turns)   after main stepped back to n_steps and n_turns: undo the extra steps and turns
 //   n_turns()                turns the shadow holds
 //   clear()                  no shadow (a batch, or the comparison switched off)
@@ -50,8 +50,7 @@ class CacheComparison {
 public:
     void sync(const Session& main, const std::function<void(std::string)>& activity);
     void follow(const StepRecord& main_step);
-    void append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role);
-    void rewind_turn(int64_t keep, const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role);
+    void append_turn(const std::vector<TokenId>& ids, int64_t max_new_tokens, const std::string& role, int64_t keep = -1);
     void back(size_t n_steps, size_t n_turns);
     size_t n_turns() const { return shadow_ ? shadow_->parts().turns.size() : 0; }
     void clear() { shadow_.reset(), twin_.reset(), timings_.clear(), diverged_ = false; }

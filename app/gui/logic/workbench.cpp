@@ -181,7 +181,7 @@ std::shared_ptr<const Snapshot> Workbench::snapshot() const {
         const std::vector<TokenId>& stops = chat_->stop_tokens();
         for (size_t k = 0; k < chat_sent_.size() && k < turns.size(); ++k) {
             s->chat.push_back({int64_t(k) + 1, "user", chat_sent_[k], true});
-            const size_t from = size_t(turns[k].first_position + turns[k].n_appended);
+            const size_t from = size_t(turns[k].first_position + turns[k].n_appended());
             const size_t to = k + 1 < turns.size() ? size_t(turns[k + 1].first_position) : all.size();
             std::vector<TokenId> reply(all.begin() + int64_t(std::min(from, all.size())),
                                        all.begin() + int64_t(std::min(std::max(from, to), all.size())));
@@ -579,12 +579,11 @@ void Workbench::operator()(const SendChat& c) {
     const int64_t first = int64_t(conversation.size());
     const std::vector<TokenId> copy = turn.ids;
     try {
-        group_->rewind_turn(turn.keep, std::move(turn.ids), max_new, "user");  // refused before anything changes
+        group_->append_turn(std::move(turn.ids), max_new, "user", turn.keep);  // refused before anything changes
     } catch (const UsageError& e) {
         throw UsageError(std::string("the message was not sent: ") + e.what());
     }
-    if (turn.rolled_back) comparison_.rewind_turn(turn.keep, copy, max_new, "user");
-    else comparison_.append_turn(copy, max_new, "user");
+    comparison_.append_turn(copy, max_new, "user", turn.keep);
     chat_->add(message, reply);
     chat_sent_.push_back(c.text);
     chat_rolled_back_ |= turn.rolled_back;

@@ -15,7 +15,7 @@ TurnMarks::TurnMarks(const Snapshot& s) {
         const Turn& t = s.turns[k];
         // Numbered from 1 as a reader counts turns (and as `chat --json` does); Session::turns() from 0.
         marks_.push_back({t.first_position, int64_t(k) + 1, t.role.empty() ? "user" : t.role});
-        const int64_t reply = t.first_position + t.n_appended;
+        const int64_t reply = t.first_position + t.n_appended();
         // The reply's first token sits at `reply` once sampled (the last prompt token predicts it).
         if (reply < n_tokens) marks_.push_back({reply, int64_t(k) + 1, "assistant"});
     }
