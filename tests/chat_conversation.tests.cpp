@@ -251,4 +251,11 @@ TEST_CASE("stop tokens come from the folder: the template's end of turn, generat
     fs::remove(dir / "generation_config.json");
     kvtest::write_text(dir / "chat_template.jinja", "{% for m in messages %}{{ m.content }}\n\n{% endfor %}");
     CHECK(ChatConversation::open(Model::load(dir.string())).stop_tokens() == std::vector<TokenId>{767});
+    // and a vocabulary without <|endoftext|>: nothing would end a reply but --max-new-tokens; refused
+    std::string vocab = kvtest::read_text(dir / "vocab.json");
+    const size_t at = vocab.find("\"<|endoftext|>\"");
+    REQUIRE(at != std::string::npos);
+    vocab.replace(at, 15, "\"<|plain767|>\"");
+    kvtest::write_text(dir / "vocab.json", vocab);
+    CHECK_THROWS_WITH(ChatConversation::open(Model::load(dir.string())), Catch::Contains("no token ends a reply"));
 }
