@@ -574,7 +574,6 @@ void draw_status(PanelContext& c) {
     if (boxed) wrapped_disabled("the last action failed: see the red box");
     else wrapped_text(s.status_error ? ImVec4(1.0f, 0.6f, 0.5f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", s.status.c_str());
     dump_text("status", boxed ? "the last action failed: see the red box" : s.status);
-    ImGui::TextDisabled("drop a model folder on the window to load it");
 }
 
 }  // namespace
