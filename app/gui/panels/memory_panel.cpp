@@ -124,6 +124,33 @@ void memory_legend(int64_t N, ImDrawList* dl) {
     dump_item("memory legend");
 }
 
+// Above the pool: Save figure and the legend, then what sharing saved; the details on a line of their own
+// when the panel is tall enough for them and the pool (1920x1080), else in the (?) after the figures.
+void memory_header(PanelContext& c, const PoolView& m) {
+    const int64_t N = int64_t(m.tables.size());
+    const float font = ImGui::GetFontSize();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImGui::BeginGroup();
+    figure_button(c, Panel::Memory);
+    memory_legend(N, dl);
+    const int64_t mapped = m.n_mapped(), unshared = m.n_unshared();
+    int64_t n_shared = 0;
+    for (const auto& k : m.blocks) n_shared += k.seqs.size() > 1;
+    ImGui::Text("%s in use, %lld without sharing:", count_of(mapped, "block").c_str(), (long long)unshared);
+    ImGui::SameLine(0, 6);
+    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld = %s", (long long)(unshared - mapped),
+                       human_bytes(double((unshared - mapped) * m.bytes_per_block)).c_str());
+    char details[256];
+    std::snprintf(details, sizeof details, "%s, %s | prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
+                  count_of(N, "sequence").c_str(), count_of(n_shared, "shared block").c_str(),
+                  (long long)m.positions_adopted, (long long)m.copies_on_write,
+                  m.group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m.group_step)).c_str());
+    if (ImGui::GetContentRegionAvail().y > font * 13) wrapped_disabled("%s", details);
+    else help_marker(details);
+    ImGui::EndGroup();
+    dump_item("memory header");
+}
+
 }  // namespace
 
 void draw_memory(PanelContext& c) {
@@ -136,29 +163,7 @@ void draw_memory(PanelContext& c) {
     const Model& model = s.model();
     const int64_t N = int64_t(m->tables.size()), B = m->block_size;
     const float font = ImGui::GetFontSize();
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-
-    ImGui::BeginGroup();
-    figure_button(c, Panel::Memory);
-    memory_legend(N, dl);
-    // Figures: what sharing saved; the details on a line of their own when the panel is tall enough for
-    // them and the pool (1920x1080), else in the (?) after the figures.
-    const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
-    int64_t n_shared = 0;
-    for (const auto& k : m->blocks) n_shared += k.seqs.size() > 1;
-    ImGui::Text("%s in use, %lld without sharing:", count_of(mapped, "block").c_str(), (long long)unshared);
-    ImGui::SameLine(0, 6);
-    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld = %s", (long long)(unshared - mapped),
-                       human_bytes(double((unshared - mapped) * m->bytes_per_block)).c_str());
-    char details[256];
-    std::snprintf(details, sizeof details, "%s, %s | prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
-                  count_of(N, "sequence").c_str(), count_of(n_shared, "shared block").c_str(),
-                  (long long)m->positions_adopted, (long long)m->copies_on_write,
-                  m->group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->group_step)).c_str());
-    if (ImGui::GetContentRegionAvail().y > font * 13) wrapped_disabled("%s", details);
-    else help_marker(details);
-    ImGui::EndGroup();
-    dump_item("memory header");
+    memory_header(c, *m);
 
     // Pool grid on the left, block tables on the right.
     // The tables take what their longest row needs (leaving the grid 12 font heights), the grid the rest;
