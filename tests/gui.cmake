@@ -91,9 +91,13 @@
 #   gui.figures_input  the KV cache panel's Save figure button clicked in the interactive window (xdotool):
 #              the line beside it names the K and V files written; a file of another kind in the way is
 #              refused in that line and kept; tests/gui/check_figures_input.py
-#   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
-#              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
-#              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
+#   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, paged
+#              batches of 3 and 6, the encoder-decoder, a chat, the Cache lab, a Gemma 3 ids-only folder with
+#              the Rotary tab, the help overlay): windows inside the viewport and not overlapping, every panel
+#              a window or a tab, named items not cut off by their window; the Memory pool, every lab row, the
+#              Model panel's picker, Open folder, shape line and chips wholly on screen; chat turn labels and
+#              the timeline's colour notes drawn over nothing; the help lists every declared shortcut and
+#              panel; tests/gui/check_layout.py
 #   gui.feedback  at 1280x720: unapplied option edits shown as pending while steps use the applied options;
 #              a failed model load / export shown in the Model / Export panel in the window's words, the
 #              previous export no longer shown as the result, dismissed; tests/gui/check_feedback.py
