@@ -104,6 +104,8 @@
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace;
 #              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
+#   gui.help_input  F1, ?, Escape and the Controls' "?" button open and close the help overlay; a ? typed into
+#              the prompt box stays there; tests/gui/check_help_input.py
 #
 # Every script takes --kvscope BIN --work DIR (+ the arguments given below) and shares tests/gui/guitest.py
 # (arguments, xvfb-run at a size, script runs, PNG and JSON reading, one-line failures); it exits 77 (skipped)
@@ -149,6 +151,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(layer_windows_input check_layer_windows_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat check_chat 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(help_input check_help_input 300)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)
