@@ -1,3 +1,4 @@
+// The help overlay (see help.h): the shortcut table and the list of panels, drawn over the window.
 #include "window/help.h"
 
 #include <imgui.h>
