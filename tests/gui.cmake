@@ -91,15 +91,21 @@
 #   gui.figures_input  the KV cache panel's Save figure button clicked in the interactive window (xdotool):
 #              the line beside it names the K and V files written; a file of another kind in the way is
 #              refused in that line and kept; tests/gui/check_figures_input.py
-#   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, a paged
-#              batch, the encoder-decoder): windows inside the viewport and not overlapping, every panel a
-#              window or a tab, named items not cut off by their window; tests/gui/check_layout.py
+#   gui.layout every panel reachable and legible at 1280x720 and 1920x1080 (a decoder-only session, paged
+#              batches of 3 and 6, the encoder-decoder, a chat, the Cache lab, a Gemma 3 ids-only folder with
+#              the Rotary tab, the help overlay): windows inside the viewport and not overlapping, every panel
+#              a window or a tab, named items not cut off by their window; the Memory pool, every lab row, the
+#              Model panel's picker, Open folder, shape line and chips wholly on screen; chat turn labels and
+#              the timeline's colour notes drawn over nothing; the help lists every declared shortcut and
+#              panel; tests/gui/check_layout.py
 #   gui.feedback  at 1280x720: unapplied option edits shown as pending while steps use the applied options;
 #              a failed model load / export shown in the Model / Export panel in the window's words, the
 #              previous export no longer shown as the result, dismissed; tests/gui/check_feedback.py
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace;
 #              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
+#   gui.help_input  F1, ?, Escape and the Controls' "?" button open and close the help overlay; a ? typed into
+#              the prompt box stays there; tests/gui/check_help_input.py
 #
 # Every script takes --kvscope BIN --work DIR (+ the arguments given below) and shares tests/gui/guitest.py
 # (arguments, xvfb-run at a size, script runs, PNG and JSON reading, one-line failures); it exits 77 (skipped)
@@ -145,6 +151,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(layer_windows_input check_layer_windows_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat check_chat 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(help_input check_help_input 300)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)

@@ -14,6 +14,7 @@
 
 #include "base/errors.h"
 #include "run/options.h"
+#include "widgets/shortcuts.h"
 
 namespace kvscope::gui {
 namespace {
@@ -454,9 +455,14 @@ void draw_step_buttons(PanelContext& c) {
 // Steps run on the applied options: say so where the step buttons are, in the one line the key hint takes
 // otherwise. A note of its own pushed every option box below it down as soon as an edit made an option
 // pending, so the next click, aimed at the box just seen, landed on the one above it.
-void draw_key_hint_or_pending(const std::string& pending) {
+void draw_key_hint_or_pending(PanelContext& c, const std::string& pending) {
     if (pending.empty()) {
-        ImGui::TextDisabled("Space = step  Backspace = step back  R = reset");
+        if (ImGui::SmallButton("?")) c.prefs.help_open = true;
+        dump_item("help button");
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Help: every keyboard shortcut and what each panel shows (F1)");
+        ImGui::SameLine();
+        dump_text("key hint", wrapped_disabled("%s", shortcut_hint().c_str()));  // the shortcut table's, as the help lists it
+        dump_item("key hint");
         return;
     }
     std::string line = "Not applied yet: " + pending;
@@ -574,7 +580,6 @@ void draw_status(PanelContext& c) {
     if (boxed) wrapped_disabled("the last action failed: see the red box");
     else wrapped_text(s.status_error ? ImVec4(1.0f, 0.6f, 0.5f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", s.status.c_str());
     dump_text("status", boxed ? "the last action failed: see the red box" : s.status);
-    ImGui::TextDisabled("drop a model folder on the window to load it");
 }
 
 }  // namespace
@@ -594,7 +599,7 @@ void draw_controls(PanelContext& c) {
     ImGui::Separator();
     draw_step_buttons(c);
     problem_box(c, Place::Controls);
-    draw_key_hint_or_pending(pending);
+    draw_key_hint_or_pending(c, pending);
     if (s.sequences.size() > 1) draw_sequence_choice(c);
     ImGui::Separator();
     draw_cache_switch(c);

@@ -68,13 +68,16 @@ void series_chart(const char* title, const std::vector<std::vector<double>>& ys,
 
 void draw_lab(PanelContext& c) {
     if (!begin_panel(Panel::Lab)) return;
-    figure_button(c, Panel::Lab);
     const Snapshot& s = c.snap;
     const int64_t n_tokens = int64_t(s.prompt().size() + s.generated().size());
-    ImGui::SetNextItemWidth(-ImGui::CalcTextSize("configurations (?)").x - 16);
-    ImGui::InputTextWithHint("configurations", "full; window=32; window=32,sinks=4; int8; fp8; int4,g=32", &c.prefs.lab_specs);
-    dump_item("lab configurations");
-    help_marker(lab_config_grammar());
+    const std::shared_ptr<const LabReport>& lab = s.lab;
+    // A short panel (1280x720) shows the table or the curves, each at full height; a tall one both. The
+    // controls take two lines (the Measure button, Save figure, the view switch and what was scored; the
+    // configurations), so every row of the table fits at 1280x720.
+    static int shown = 0;  // 0 table, 1 curves
+    const float row_h = ImGui::GetTextLineHeight() + 2;  // compact table rows (cell padding 1)
+    const float controls_h = ImGui::GetFrameHeightWithSpacing() * 2;
+    const bool both = lab && ImGui::GetContentRegionAvail().y - controls_h > row_h * float(lab->runs.size() + 1) + 140;
     const bool usable = !s.encoder_decoder() && n_tokens >= 2;
     ImGui::BeginDisabled(!usable || c.progress.running);
     char label[96];
@@ -86,34 +89,60 @@ void draw_lab(PanelContext& c) {
                 "token per step as generation would (teacher forcing), and compares every position's next-token "
                 "distribution with the full float32 cache's: loss = -ln p(the next token of the text), KL(full || "
                 "configuration), top-1 agreement. The same numbers as `kvscope lab --text-ids ...`.");
+    ImGui::SameLine();
+    figure_button(c, Panel::Lab);
+    if (lab && !both) {
+        const ImGuiStyle& st = ImGui::GetStyle();
+        const float radios = ImGui::GetFrameHeight() * 2 + ImGui::CalcTextSize("tablecurves").x + st.ItemInnerSpacing.x * 2 +
+                             st.ItemSpacing.x * 2;
+        ImGui::SameLine();
+        if (ImGui::GetContentRegionAvail().x < radios) ImGui::NewLine();
+        ImGui::RadioButton("table", &shown, 0);
+        ImGui::SameLine();
+        ImGui::RadioButton("curves", &shown, 1);
+        dump_item("lab view");
+    }
+    // The configurations box, and after it what the table scored.
+    std::string header;
+    bool same = true;
+    if (lab) {
+        std::vector<TokenId> now = s.prompt();
+        now.insert(now.end(), s.generated().begin(), s.generated().end());
+        same = now == lab->tokens;
+        header = std::to_string(lab->tokens.size() - 1) + " positions scored (" +
+                 (same ? "this sequence's tokens)" : "the sequence has changed since: measure again)");
+    }
+    const float header_w = header.empty() ? 0.0f : ImGui::CalcTextSize(header.c_str()).x + 8;
+    const float input_w = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("(?)").x - 16;
+    const bool header_beside = input_w - header_w >= ImGui::GetFontSize() * 12;  // else on a line of its own
+    ImGui::SetNextItemWidth(header_beside ? input_w - header_w : input_w);
+    ImGui::InputTextWithHint("##configurations", "configurations: full; window=32; window=32,sinks=4; int8; fp8; int4,g=32",
+                             &c.prefs.lab_specs);
+    dump_item("lab configurations");
+    if (ImGui::IsItemHovered() && !c.prefs.lab_specs.empty()) ImGui::SetTooltip("%s", c.prefs.lab_specs.c_str());
+    help_marker(lab_config_grammar());
+    if (lab) {
+        if (header_beside) ImGui::SameLine();
+        ImGui::AlignTextToFramePadding();
+        ImGui::TextColored(same ? ImGui::GetStyle().Colors[ImGuiCol_TextDisabled] : ImVec4(1.0f, 0.75f, 0.35f, 1), "%s",
+                           header.c_str());
+        dump_item("lab header");
+        dump_text("lab header", header);
+    }
     if (!usable)
         ImGui::TextDisabled("%s", s.encoder_decoder() ? "the lab runs decoder-only models" : "needs at least 2 tokens: set a prompt");
     problem_box(c, Place::Lab);
-    const std::shared_ptr<const LabReport>& lab = s.lab;
     if (!lab) {
         end_panel();
         return;
     }
-    const int64_t N = int64_t(lab->tokens.size()) - 1;
-    std::vector<TokenId> now = s.prompt();
-    now.insert(now.end(), s.generated().begin(), s.generated().end());
-    dump_text("lab header", wrapped_disabled("%lld positions scored (%s)", (long long)N,
-                                             now == lab->tokens ? "this sequence's tokens"
-                                                                : "the sequence has changed since: measure again"));
-    // A short panel (1280x720) shows the table or the curves, each at full height; a tall one both.
-    static int shown = 0;  // 0 table, 1 curves
-    const float row_h = ImGui::GetTextLineHeightWithSpacing() + 2;
-    const bool both = ImGui::GetContentRegionAvail().y > row_h * float(lab->runs.size() + 1) + 140;
-    if (!both) {
-        ImGui::RadioButton("table", &shown, 0);
-        ImGui::SameLine();
-        ImGui::RadioButton("curves over the positions", &shown, 1);
-        dump_item("lab view");
-    }
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit |
                                   (both ? 0 : ImGuiTableFlags_ScrollY);
     const ImVec2 table_size = {0, both ? 0.0f : ImGui::GetContentRegionAvail().y};  // short panel: the table scrolls
-    if ((both || shown == 0) && ImGui::BeginTable("lab table", 6, flags, table_size)) {
+    ImGui::PushStyleVar(ImGuiStyleVar_CellPadding, {ImGui::GetStyle().CellPadding.x, 1});
+    const bool table = (both || shown == 0) && ImGui::BeginTable("lab table", 6, flags, table_size);
+    ImGui::PopStyleVar();
+    if (table) {
         ImGui::TableSetupScrollFreeze(0, 1);
         for (const char* h : {"configuration", "bytes/token", "loss", "dloss", "KL mean", "top-1"})
             ImGui::TableSetupColumn(h);
@@ -125,6 +154,7 @@ void draw_lab(PanelContext& c) {
             ImGui::TableNextColumn();
             ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_colour(i)), "%s%s", r.config.name.c_str(),
                                i == lab->reference ? " (reference)" : "");
+            dump_item(("lab row " + std::to_string(i)).c_str());
             ImGui::TableNextColumn();
             ImGui::Text("%.1f", t.bytes_per_token);
             ImGui::TableNextColumn();

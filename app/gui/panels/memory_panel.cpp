@@ -90,11 +90,12 @@ void block_tooltip(const Model& model, const PoolView& m, int32_t id) {
     ImGui::EndTooltip();
 }
 
-// The legend: one line a new user reads before anything else (a swatch per sequence, then what the
-// stripes and outlines mean).
+// The legend: one line a new user reads before anything else (a swatch per sequence, then the outlines
+// of this step's changes), beside the Save figure button; what stripes and grey mean is in its (?).
 void memory_legend(int64_t N, ImDrawList* dl) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     auto fits = [&](const char* text) {
+        ImGui::SameLine(0, 12);
         if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text).x + ImGui::GetTextLineHeight() + 8 > right) ImGui::NewLine();
     };
     auto swatch = [&](ImU32 fill, ImU32 outline, const char* label) {
@@ -106,21 +107,48 @@ void memory_legend(int64_t N, ImDrawList* dl) {
         ImGui::Dummy({h, h});
         ImGui::SameLine(0, 4);
         ImGui::TextUnformatted(label);
-        ImGui::SameLine(0, 12);
     };
     for (int64_t i = 0; i < N && i < 8; ++i) {
         char label[24];
         std::snprintf(label, sizeof label, "seq %lld", (long long)i);
         swatch(seq_colour(i), 0, label);
     }
-    const char* middle = "stripes xN = shared by N, grey = free; outlined = this step:";
-    fits(middle);
-    ImGui::TextDisabled("%s", middle);
-    ImGui::SameLine(0, 8);
+    fits("this step:");
+    ImGui::TextDisabled("this step:");
     swatch(kFree, kNew, "new");
     swatch(kFree, kShared, "shared");
     swatch(kFree, kCopied, "copied on write");
-    ImGui::NewLine();
+    help_marker("A cell is a pool block, coloured by the sequence whose block table maps it; stripes and xN = "
+                "shared by N sequences (stored once); grey = free (brown: kept only so Step back can restore "
+                "it). Outlined: what this step did to the block (allocated, shared, copied on write).");
+    dump_item("memory legend");
+}
+
+// Above the pool: Save figure and the legend, then what sharing saved; the details on a line of their own
+// when the panel is tall enough for them and the pool (1920x1080), else in the (?) after the figures.
+void memory_header(PanelContext& c, const PoolView& m) {
+    const int64_t N = int64_t(m.tables.size());
+    const float font = ImGui::GetFontSize();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImGui::BeginGroup();
+    figure_button(c, Panel::Memory);
+    memory_legend(N, dl);
+    const int64_t mapped = m.n_mapped(), unshared = m.n_unshared();
+    int64_t n_shared = 0;
+    for (const auto& k : m.blocks) n_shared += k.seqs.size() > 1;
+    ImGui::Text("%s in use, %lld without sharing:", count_of(mapped, "block").c_str(), (long long)unshared);
+    ImGui::SameLine(0, 6);
+    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld = %s", (long long)(unshared - mapped),
+                       human_bytes(double((unshared - mapped) * m.bytes_per_block)).c_str());
+    char details[256];
+    std::snprintf(details, sizeof details, "%s, %s | prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
+                  count_of(N, "sequence").c_str(), count_of(n_shared, "shared block").c_str(),
+                  (long long)m.positions_adopted, (long long)m.copies_on_write,
+                  m.group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m.group_step)).c_str());
+    if (ImGui::GetContentRegionAvail().y > font * 13) wrapped_disabled("%s", details);
+    else help_marker(details);
+    ImGui::EndGroup();
+    dump_item("memory header");
 }
 
 }  // namespace
@@ -135,36 +163,28 @@ void draw_memory(PanelContext& c) {
     const Model& model = s.model();
     const int64_t N = int64_t(m->tables.size()), B = m->block_size;
     const float font = ImGui::GetFontSize();
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-
-    figure_button(c, Panel::Memory);
-    memory_legend(N, dl);
-    // Figures.
-    const int64_t mapped = m->n_mapped(), unshared = m->n_unshared();
-    int64_t n_shared = 0;
-    for (const auto& k : m->blocks) n_shared += k.seqs.size() > 1;
-    ImGui::Text("%s in use, %lld without sharing:", count_of(mapped, "block").c_str(), (long long)unshared);
-    ImGui::SameLine(0, 6);
-    ImGui::TextColored({0.55f, 0.9f, 0.55f, 1}, "saved %lld = %s", (long long)(unshared - mapped),
-                       human_bytes(double((unshared - mapped) * m->bytes_per_block)).c_str());
-    wrapped_disabled("%s, %s | prefill positions adopted, not computed: %lld | copies on write: %lld | %s",
-                     count_of(N, "sequence").c_str(), count_of(n_shared, "shared block").c_str(),
-                     (long long)m->positions_adopted, (long long)m->copies_on_write,
-                     m->group_step < 0 ? "before the first step" : ("after batch step " + std::to_string(m->group_step)).c_str());
+    memory_header(c, *m);
 
     // Pool grid on the left, block tables on the right.
-    // The tables take what their longest row needs (up to 60%), the grid the rest; cells shrink until the
-    // whole pool fits the height.
+    // The tables take what their longest row needs (leaving the grid 12 font heights), the grid the rest;
+    // cells shrink until the whole pool fits the height.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     size_t longest = 1;
+    int64_t most_adopted = 0;
     for (const auto& t : m->tables) longest = std::max(longest, t.size());
+    for (int64_t a : m->adopted) most_adopted = std::max(most_adopted, a);
     const float ew = std::round(font * 2.2f), head_w = ImGui::CalcTextSize("seq 00 ").x + 8;
-    const float tables_w = std::min(avail.x * 0.6f, head_w + float(longest) * (ew + 3) + ImGui::CalcTextSize("000 adopted").x + 24);
-    const float grid_w = std::max(font * 10, avail.x - tables_w);
+    // A row: the outline's room (3), the head, the cells, then "N adopted" after an 8-pixel gap; and room for
+    // the child's vertical scrollbar.
+    const float adopted_w = most_adopted > 0 ? 8 + ImGui::CalcTextSize((std::to_string(most_adopted) + " adopted").c_str()).x : 0;
+    const float tables_w = std::min(avail.x - font * 12, 3 + head_w + float(longest) * (ew + 3) + adopted_w +
+                                                           ImGui::GetStyle().ScrollbarSize + 4);
+    const float grid_w = std::max(font * 10, avail.x - tables_w - ImGui::GetStyle().ItemSpacing.x);  // the tables take the rest
     float cell_w = std::round(font * 2.6f), cell_h = std::round(font * 1.9f);
-    const float gap = 4, grid_h = avail.y - ImGui::GetTextLineHeightWithSpacing() - 4;
+    // The pool child holds its title line, then rows of cells (cell_h + gap each), above the window's padding.
+    const float gap = 4, grid_h = avail.y - ImGui::GetTextLineHeightWithSpacing() - 6 - gap;
     auto n_cols = [&] { return std::max(1, int((grid_w - 8 + gap) / (cell_w + gap))); };
-    while (cell_w > font * 1.7f && float((int(m->blocks.size()) + n_cols() - 1) / n_cols()) * (cell_h + gap) > grid_h) {
+    while (cell_w > font * 1.4f && float((int(m->blocks.size()) + n_cols() - 1) / n_cols()) * (cell_h + gap) > grid_h) {
         cell_w = std::round(cell_w * 0.9f);
         cell_h = std::round(cell_h * 0.92f);
     }
@@ -255,6 +275,7 @@ void draw_memory(PanelContext& c) {
             if (size_t(i) < m->adopted.size() && m->adopted[size_t(i)] > 0) {
                 ImGui::SameLine(0, 8);
                 ImGui::TextDisabled("%lld adopted", (long long)m->adopted[size_t(i)]);
+                dump_item(("memory adopted " + std::to_string(i)).c_str());
             }
         }
         dump_item("memory tables");

@@ -88,10 +88,30 @@ void load(Controller& ctl, const std::string& path) {
     ctl.push(LoadModel{path});
 }
 
+// The path box and its Load button: the one way a typed folder is loaded, in the drop-down and in the
+// Open folder popup. True when it pushed the load (the caller closes its popup).
+bool path_loader(Controller& ctl) {
+    ImGui::SetNextItemWidth(std::max(ImGui::GetFontSize() * 16, ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("Load").x -
+                                                                      ImGui::GetStyle().FramePadding.x * 2 - ImGui::GetStyle().ItemSpacing.x));
+    const bool enter = ImGui::InputTextWithHint("##model path", "a model folder: path, Enter", &picker.typed,
+                                                ImGuiInputTextFlags_EnterReturnsTrue);
+    dump_item("Model path");
+    ImGui::SameLine();
+    ImGui::BeginDisabled(picker.typed.empty());
+    const bool load_now = (ImGui::Button("Load") || enter) && !picker.typed.empty();
+    ImGui::EndDisabled();
+    ImGui::TextDisabled("or drop a model folder on the window");
+    if (load_now) load(ctl, picker.typed);
+    return load_now;
+}
+
 void draw_picker(PanelContext& c) {
     const std::string& current = c.snap.model().dir();
     const std::string shown = fs::path(current).filename().string();
-    ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 1.6f);
+    const ImGuiStyle& st = ImGui::GetStyle();
+    const char* open_label = "Open folder...";
+    const float open_w = ImGui::CalcTextSize(open_label).x + st.FramePadding.x * 2;
+    ImGui::SetNextItemWidth(-(open_w + ImGui::CalcTextSize("(?)").x + st.ItemSpacing.x * 2 + 2));
     ImGui::SetNextWindowSizeConstraints({ImGui::GetFontSize() * 30, 0}, {FLT_MAX, FLT_MAX});
     if (ImGui::BeginCombo("##model picker", shown.empty() ? current.c_str() : shown.c_str())) {
         if (ImGui::IsWindowAppearing()) scan_assets();
@@ -107,46 +127,89 @@ void draw_picker(PanelContext& c) {
         }
         if (picker.folders.empty()) ImGui::TextDisabled("no model folders in %s", KVSCOPE_ASSETS_DIR);
         ImGui::Separator();
-        ImGui::SetNextItemWidth(-ImGui::CalcTextSize("Load").x - ImGui::GetStyle().FramePadding.x * 2 -
-                                ImGui::GetStyle().ItemSpacing.x);
-        const bool enter = ImGui::InputTextWithHint("##model path", "or any model folder: path, Enter",
-                                                    &picker.typed, ImGuiInputTextFlags_EnterReturnsTrue);
-        ImGui::SameLine();
-        ImGui::BeginDisabled(picker.typed.empty());
-        if ((ImGui::Button("Load") || enter) && !picker.typed.empty()) {
-            load(c.ctl, picker.typed);
-            ImGui::CloseCurrentPopup();
-        }
-        ImGui::EndDisabled();
+        if (path_loader(c.ctl)) ImGui::CloseCurrentPopup();
         ImGui::EndCombo();
     }
     dump_item("Model picker");
     help_marker("Example folders shipped in assets/ (assets/README.md says which reference system each one "
-                "rebuilds), or any folder by path; dropping a folder on the window loads it too. The prompt "
-                "and the session options are kept; if the folder cannot be loaded, the current model stays.");
+                "rebuilds), or any folder by path (Open folder...); dropping a folder on the window loads it too. "
+                "The prompt and the session options are kept; if the folder cannot be loaded, the current model stays.");
+    ImGui::SameLine();
+    if (ImGui::Button(open_label)) ImGui::OpenPopup("open model folder");
+    dump_item("Open folder");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Load any model folder by its path (or drop the folder on the window)");
+    if (ImGui::BeginPopup("open model folder")) {
+        ImGui::TextUnformatted("Open a model folder (config.json and the weights)");
+        if (path_loader(c.ctl)) ImGui::CloseCurrentPopup();
+        ImGui::EndPopup();
+    }
 }
 
-// One small chip per architecture key; keys where the model is not GPT-2 stand out.
+// One small chip per architecture key; keys where the model is not GPT-2 stand out. The chips fill the
+// rows the panel has left; when they need more, the last one is "+N more", naming the rest in its tooltip
+// (the whole table shows when the panel is dragged taller), so no chip is cut at the panel's edge.
 void key_chips(const std::vector<ArchLine>& lines) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const ImGuiStyle& st = ImGui::GetStyle();
-    for (size_t i = 0; i < lines.size(); ++i) {
+    const float row_h = ImGui::GetFontSize() + st.ItemSpacing.y;  // a small button is one text line tall
+    const int rows_fit = std::max(1, int((ImGui::GetContentRegionAvail().y + st.ItemSpacing.y) / row_h));
+    auto width = [&](const std::string& label) { return ImGui::CalcTextSize(label.c_str()).x + st.FramePadding.x * 2; };
+    // How many chips fit in rows_fit rows, leaving room for a "+N more" chip after them when not all do.
+    auto fit = [&](float more_w) {
+        const float x0 = ImGui::GetCursorScreenPos().x;
+        float x = x0;
+        int row = 1;
+        size_t n = 0;
+        for (; n < lines.size(); ++n) {
+            const float w = width(lines[n].label);
+            if (x > x0 && x + w > right) ++row, x = x0;
+            if (row > rows_fit) break;
+            x += w + 4;
+        }
+        if (n == lines.size() || more_w == 0) return n;
+        while (n > 0) {  // take chips back until "+N more" fits on the last row
+            x = x0, row = 1;
+            for (size_t i = 0; i < n; ++i) {
+                const float w = width(lines[i].label);
+                if (x > x0 && x + w > right) ++row, x = x0;
+                x += w + 4;
+            }
+            if (x > x0 && x + more_w > right) ++row;
+            if (row <= rows_fit) break;
+            --n;
+        }
+        return n;
+    };
+    size_t shown = fit(0);
+    if (shown < lines.size()) shown = fit(width("+" + std::to_string(lines.size()) + " more"));
+    for (size_t i = 0; i <= shown && i < lines.size(); ++i) {
+        const bool more = i == shown;
         const ArchLine& l = lines[i];
-        const float w = ImGui::CalcTextSize(l.label.c_str()).x + st.FramePadding.x * 2;
+        const std::string label = more ? "+" + std::to_string(lines.size() - shown) + " more" : l.label;
+        const float w = width(label);
         if (i > 0) {
             ImGui::SameLine(0, 4);
             if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
         }
-        ImGui::PushStyleColor(ImGuiCol_Button, l.differs ? ImVec4(0.55f, 0.36f, 0.10f, 1) : ImVec4(0.20f, 0.22f, 0.27f, 1));
-        ImGui::PushStyleColor(ImGuiCol_ButtonHovered, l.differs ? ImVec4(0.65f, 0.44f, 0.14f, 1) : ImVec4(0.28f, 0.31f, 0.38f, 1));
+        const bool differs = !more && l.differs;
+        ImGui::PushStyleColor(ImGuiCol_Button, differs ? ImVec4(0.55f, 0.36f, 0.10f, 1) : ImVec4(0.20f, 0.22f, 0.27f, 1));
+        ImGui::PushStyleColor(ImGuiCol_ButtonHovered, differs ? ImVec4(0.65f, 0.44f, 0.14f, 1) : ImVec4(0.28f, 0.31f, 0.38f, 1));
         ImGui::PushStyleColor(ImGuiCol_ButtonActive, ImGui::GetStyleColorVec4(ImGuiCol_ButtonHovered));
         ImGui::PushID(int(i));
-        ImGui::SmallButton(l.label.c_str());
+        ImGui::SmallButton(label.c_str());
         ImGui::PopID();
         ImGui::PopStyleColor(3);
-        if (ImGui::IsItemHovered())
+        if (more) {
+            dump_item("Model more keys");
+            std::string rest;
+            for (size_t k = shown; k < lines.size(); ++k)
+                rest += (rest.empty() ? "" : "\n") + lines[k].label + ": " + lines[k].key + " = " + lines[k].value;
+            dump_text("Model more keys", rest);
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n(drag the panel taller for the table of every key)", rest.c_str());
+        } else if (ImGui::IsItemHovered()) {
             ImGui::SetTooltip("%s%s = %s\n%s\n%s", l.key, l.extension ? " (kvscope key)" : "", l.value.c_str(),
                               l.meaning.c_str(), l.differs ? "GPT-2 does otherwise" : "as in GPT-2");
+        }
     }
 }
 
@@ -180,12 +243,12 @@ void draw_config(const Model& model) {
     std::snprintf(shape, sizeof shape, "L=%lld H=%lld D=%lld C=%lld  V=%lld P=%lld", (long long)cfg.n_layer,
                   (long long)cfg.n_head, (long long)cfg.head_dim(), (long long)cfg.n_embd, (long long)cfg.n_vocab,
                   (long long)cfg.n_ctx);
+    ImGui::BeginGroup();
     if (cfg.encoder_decoder) text_after(ImGui::GetStyle().Colors[ImGuiCol_Text], shape);
     else wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", shape);
-    if (!model.tokenizer()) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("ids only");
-    }
+    if (!model.tokenizer()) text_after(ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], "ids only");  // wraps, never cut
+    ImGui::EndGroup();
+    dump_item("Model shape");
     // The cache holds K and V of every layer's K/V heads for each position, in bfloat16 when the weights
     // are kept in bfloat16 (--dtype bf16), else float32.
     const bool bf16 = model.weights().bf16;
@@ -212,7 +275,9 @@ void draw_config(const Model& model) {
                      human_bytes(per_source * double(cfg.n_ctx)) + ").").c_str());
     }
     const std::vector<ArchLine> lines = architecture(cfg);
+    ImGui::BeginGroup();
     key_chips(lines);
+    ImGui::EndGroup();
     dump_item("Model keys");
     // Taller than the first-start layout (the user dragged it open): the whole table with its sentences.
     if (ImGui::GetContentRegionAvail().y > ImGui::GetTextLineHeightWithSpacing() * 4) {

@@ -12,6 +12,7 @@ namespace kvscope::gui {
 struct PanelModule {
     Panel panel;
     const char* title;                                   // its window's title or its tab's name
+    const char* shows;                                   // what it shows, one line (the help overlay lists it)
     void (*draw)(PanelContext& c);
     const char* figure_name = nullptr;                   // "kv-cache", ...: the script's and the files' name
     Figure (*figure)(const Snapshot& s, const ViewPrefs& v) = nullptr;  // nullptr: nothing to save

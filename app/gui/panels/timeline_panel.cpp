@@ -354,22 +354,16 @@ void draw_chip(const Strip& t, int64_t p, float x, float y, float w, float chip_
 }
 
 // The cache fill bar under the strip (it stays put when the strip scrolls), and colours a new user has not
-// met elsewhere named at its right end.
+// met elsewhere named beside it, never over it: the bar shrinks (down to its own text) to make room, and a
+// note that still does not fit is left out.
 void fill_bar(const Strip& t, ImDrawList* dl, float bar_y, float line) {
     const StepRecord* r = t.r;
     const Snapshot& s = t.s;
     const size_t step_index = t.step_index;
     const KeyRange& visible = t.visible;
-    const float bw = std::max(200.0f, ImGui::GetContentRegionAvail().x - 10);
-    const float fw = bw * float(r->cache.used) / float(std::max<int64_t>(1, r->cache.capacity));
-    const float bx = ImGui::GetWindowPos().x + 4;  // the bar stays put when the strip scrolls
-    dl->AddRectFilled({bx, bar_y}, {bx + bw, bar_y + line + 2}, IM_COL32(50, 50, 58, 255), 3);
-    dl->AddRectFilled({bx, bar_y}, {bx + fw, bar_y + line + 2}, IM_COL32(50, 110, 170, 255), 3);
     char fill[96];
     std::snprintf(fill, sizeof fill, "cache fill: %lld / %lld slots", (long long)r->cache.used,
                   (long long)r->cache.capacity);
-    dl->AddText({bx + 6, bar_y + 1}, IM_COL32(230, 230, 235, 255), fill);
-    // Colours a new user has not met elsewhere, named at the bar's right end (it does not scroll).
     bool shared = false, cached = false;
     for (size_t i = 0; i <= step_index; ++i) {
         const StepCost& c = s.trace()[i].cost;
@@ -381,13 +375,29 @@ void fill_bar(const Strip& t, ImDrawList* dl, float bar_y, float line) {
         {cached, {"purple = K/V loaded from a prompt cache", IM_COL32(190, 150, 250, 255)}},
         {shared, {"teal = K/V mapped from another sequence", IM_COL32(110, 215, 220, 255)}},
     };
-    float nx = bx + bw - 6;
+    const float gap = 14, avail = std::max(200.0f, ImGui::GetContentRegionAvail().x - 10);
+    const float min_bar = ImGui::CalcTextSize(fill).x + 16;
+    float notes_w = 0;  // the notes that fit beside a bar at least as wide as its text
+    std::vector<const std::pair<const char*, ImU32>*> shown;
     for (const auto& [on, note] : notes) {
-        if (!on) continue;
-        nx -= ImGui::CalcTextSize(note.first).x;
-        if (nx < bx + ImGui::CalcTextSize(fill).x + 16) break;
-        dl->AddText({nx, bar_y + 1}, note.second, note.first);
-        nx -= 14;
+        const float w = ImGui::CalcTextSize(note.first).x + gap;
+        if (!on || min_bar + notes_w + w > avail) continue;
+        notes_w += w;
+        shown.push_back(&note);
+    }
+    const float bw = std::max(min_bar, avail - notes_w);
+    const float fw = bw * float(r->cache.used) / float(std::max<int64_t>(1, r->cache.capacity));
+    const float bx = ImGui::GetWindowPos().x + 4;  // the bar stays put when the strip scrolls
+    dl->AddRectFilled({bx, bar_y}, {bx + bw, bar_y + line + 2}, IM_COL32(50, 50, 58, 255), 3);
+    dl->AddRectFilled({bx, bar_y}, {bx + fw, bar_y + line + 2}, IM_COL32(50, 110, 170, 255), 3);
+    dl->AddText({bx + 6, bar_y + 1}, IM_COL32(230, 230, 235, 255), fill);
+    dump_box("timeline fill bar", bx, bar_y, bx + bw, bar_y + line + 2);
+    float nx = bx + bw + gap;
+    for (size_t i = 0; i < shown.size(); ++i) {
+        const float w = ImGui::CalcTextSize(shown[i]->first).x;
+        dl->AddText({nx, bar_y + 1}, shown[i]->second, shown[i]->first);
+        dump_box(("timeline fill note " + std::to_string(i)).c_str(), nx, bar_y + 1, nx + w, bar_y + 1 + line);
+        nx += w + gap;
     }
 }
 

@@ -33,31 +33,54 @@ void TurnMarks::place(int64_t p, float x) {
 }
 
 void TurnMarks::draw(ImDrawList* dl, float y) const {
-    const float h = height();
-    // The turn the leftmost visible chip belongs to stays named at the strip's left edge when its own
-    // mark has scrolled out of view (marks are in position order, so their x grows).
+    const float h = height(), gap = 6;
+    // Labels never overlap: each runs from its tick towards the next placed mark and takes the longest form
+    // that fits there ("assistant 1", then "a1"), or none (the tick stays, and its tooltip names it). The
+    // turn the leftmost visible chip belongs to stays named at the strip's left edge when its own mark has
+    // scrolled out of view (marks are in position order, so their x grows).
     const float left = ImGui::GetWindowPos().x + 2;
+    std::vector<const Mark*> placed;
     const Mark* scrolled = nullptr;
-    const Mark* next = nullptr;
     for (const Mark& m : marks_) {
         if (!m.placed) continue;
         if (m.x < left) scrolled = &m;
-        else if (!next) next = &m;
+        else placed.push_back(&m);
     }
-    if (scrolled) {
-        const bool user = scrolled->role != "assistant";
-        const std::string label = "< " + scrolled->role + " " + std::to_string(scrolled->turn);
-        if (!next || next->x > left + ImGui::CalcTextSize(label.c_str()).x + 12)
-            dl->AddText({left + 2, y}, user ? IM_COL32(120, 180, 255, 170) : IM_COL32(120, 220, 140, 170), label.c_str());
+    auto colour = [](const Mark& m, int alpha) {
+        return m.role != "assistant" ? IM_COL32(120, 180, 255, alpha) : IM_COL32(120, 220, 140, alpha);
+    };
+    // The widest form of m's label that fits in [x0, x1), "" if none does.
+    auto fitting = [&](const Mark& m, const std::string& prefix, float x0, float x1) {
+        const std::string turn = std::to_string(m.turn);
+        for (const std::string& label : {prefix + m.role + " " + turn, prefix + m.role.substr(0, 1) + turn})
+            if (x0 + ImGui::CalcTextSize(label.c_str()).x <= x1) return label;
+        return std::string();
+    };
+    int n_label = 0;
+    auto label_at = [&](const Mark& m, float x0, float x1, const std::string& prefix, int alpha) {
+        const std::string label = fitting(m, prefix, x0, x1);
+        if (label.empty()) return;
+        dl->AddText({x0, y}, colour(m, alpha), label.c_str());
+        dump_box(("timeline turn label " + std::to_string(n_label++)).c_str(), x0, y, x0 + ImGui::CalcTextSize(label.c_str()).x,
+                 y + ImGui::GetTextLineHeight());
+    };
+    const float no_limit = 1e30f;
+    if (scrolled) label_at(*scrolled, left + 2, placed.empty() ? no_limit : placed[0]->x - gap, "< ", 170);
+    for (size_t i = 0; i < placed.size(); ++i) {
+        const Mark& m = *placed[i];
+        dl->AddLine({m.x, y}, {m.x, y + h + 2}, colour(m, 255), 2);
+        label_at(m, m.x + 4, i + 1 < placed.size() ? placed[i + 1]->x - gap : no_limit, "", 255);
     }
-    for (const Mark& m : marks_) {
-        if (!m.placed) continue;
-        const bool user = m.role != "assistant";
-        const ImU32 col = user ? IM_COL32(120, 180, 255, 255) : IM_COL32(120, 220, 140, 255);
-        dl->AddLine({m.x, y}, {m.x, y + h + 2}, col, 2);
-        const std::string label = m.role + " " + std::to_string(m.turn);
-        dl->AddText({m.x + 4, y}, col, label.c_str());
-    }
+    // Hovering a tick names every mark within a few pixels of it (marks at one position share a tick).
+    if (!ImGui::IsWindowHovered()) return;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    if (mouse.y < y || mouse.y > y + h + 2) return;
+    std::string tip;
+    for (const Mark* m : placed)
+        if (mouse.x >= m->x - 4 && mouse.x <= m->x + 4)
+            tip += (tip.empty() ? "" : "\n") + m->role + " " + std::to_string(m->turn) + " starts at position " +
+                   std::to_string(m->position);
+    if (!tip.empty()) ImGui::SetTooltip("%s", tip.c_str());
 }
 
 }  // namespace kvscope::gui

@@ -7,8 +7,11 @@
 //   TurnMarks(snap)          the marks of a chat (none for a plain prompt); nothing drawn yet
 //   height()                 room to leave above the chips (0 without marks)
 //   place(p, x)              the chip of position p starts at x (called for every position, drawn or not)
-//   draw(dl, y)              ticks and labels in the band [y, y + height()); the turn of the leftmost visible
-//                            chip is named at the left edge when its own mark has scrolled away
+//   draw(dl, y)              ticks and labels in the band [y, y + height()); labels never overlap (each is
+//                            shortened, "a1", or left out where the next mark follows too closely; a tick's
+//                            tooltip names its marks); the turn of the leftmost visible chip is named at the left
+//                            edge when its own mark has scrolled away. Each label drawn is dumped as
+//                            "timeline turn label N"
 #include <cstdint>
 #include <string>
 #include <vector>

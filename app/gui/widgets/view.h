@@ -62,6 +62,7 @@ struct ViewPrefs {
     // The Cache edits tab's boxes: the position, layer and K/V head an edit targets (-1 = all), the patch prompt.
     int64_t edit_position = 0, edit_layer = -1, edit_head = -1;
     std::string patch_text;
+    bool help_open = false;       // the help overlay (F1, ?, the Controls' "?" button, script `help on`)
 };
 
 // The step the panels show, or nullptr before the first step.

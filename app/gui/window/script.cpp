@@ -95,6 +95,7 @@ const Spec kSpecs[] = {
     {"lab", 0, 12, "lab [SPEC; SPEC ...]", "the Cache lab tab's Measure button: configurations separated by ';' (none: the default list)"},
     {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quant tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
+    {"help", 1, 1, "help on|off", "the help overlay (F1 or ?): every keyboard shortcut and what each panel shows"},
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
 
@@ -192,7 +193,8 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                     bad("expected a number or all, got '" + l.words[size_t(i)] + "'");
         }
         if (cmd == "run" && l.words[1] != "end" && (!to_int(l.words[1], x) || x < 1)) bad("expected N >= 1 or 'end'");
-        if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm") && !on_off(l.words[1], b)) bad("expected on or off");
+        if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm" || cmd == "help") && !on_off(l.words[1], b))
+            bad("expected on or off");
         if (cmd == "view" && l.words[1] != "one-head" && l.words[1] != "all-heads") bad("expected one-head or all-heads");
         if (cmd == "values" && l.words[1] != "weights" && l.words[1] != "scores") bad("expected weights or scores");
         if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
@@ -242,6 +244,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
+                             cmd == "help" ||
                              cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "export-dir" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
@@ -399,6 +402,9 @@ bool apply_view_line(LineRun& r) {
     } else if (cmd == "panel") {
         Panel p;
         if (panel_named(r.rest(), p)) show_tab(p);
+        r.fx.frames = 2;
+    } else if (cmd == "help") {
+        v.help_open = arg == "on";
         r.fx.frames = 2;
     } else if (cmd == "dismiss") {
         v.dismissed_problem = r.snap.problem.id;

@@ -23,6 +23,8 @@
 #include "panels/panel_list.h"
 #include "report/export.h"
 #include "widgets/gl.h"
+#include "widgets/shortcuts.h"
+#include "window/help.h"
 #include "window/script.h"
 #include "window/window.h"
 
@@ -42,12 +44,17 @@ void on_drop(GLFWwindow*, int n, const char** paths) {
     if (n > 0) dropped.emplace_back(paths[0]);  // one model folder at a time
 }
 
-// Step keys in the order they were pressed. ImGui 1.86 keeps only the state of a key at the frame, so
-// a press and release inside one slow frame (both cores busy) would be lost; GLFW reports each one here.
-std::vector<int> pressed_keys;
+// Shortcuts (widgets/shortcuts.h) in the order they were pressed. ImGui 1.86 keeps only the state of a
+// key at the frame, so a press and release inside one slow frame (both cores busy) would be lost; GLFW
+// reports each one here. A character shortcut ('?') comes through the character callback, whatever keys
+// the keyboard layout types it with.
+std::vector<const gui::Shortcut*> pressed_keys;
 void on_key(GLFWwindow*, int key, int, int action, int) {
-    if (action == GLFW_PRESS && (key == GLFW_KEY_SPACE || key == GLFW_KEY_BACKSPACE || key == GLFW_KEY_R))
-        pressed_keys.push_back(key);
+    if (action != GLFW_PRESS) return;
+    if (const gui::Shortcut* s = gui::shortcut_for_key(key)) pressed_keys.push_back(s);
+}
+void on_char(GLFWwindow*, unsigned codepoint) {
+    if (const gui::Shortcut* s = gui::shortcut_for_char(codepoint)) pressed_keys.push_back(s);
 }
 
 std::string config_dir() {
@@ -134,7 +141,8 @@ GLFWwindow* open_window(const Model& model, const WindowOptions& o) {
     glfwMakeContextCurrent(window);
     glfwSwapInterval(o.scripted ? 0 : 1);
     glfwSetDropCallback(window, on_drop);
-    glfwSetKeyCallback(window, on_key);  // before ImGui's backend, which chains to it
+    glfwSetKeyCallback(window, on_key);  // before ImGui's backend, which chains to them
+    glfwSetCharCallback(window, on_char);
     return window;
 }
 
@@ -339,8 +347,14 @@ void draw_frame(GLFWwindow* window, Controller& ctl, const Snapshot& snap, const
     // Keys never wait for the worker: each press queues its intent in order (a step pressed during a
     // run follows it; step back and reset end it). Typing in a text box keeps its keys.
     if (!io.WantTextInput)
-        for (int key : pressed_keys)
-            ctl.push(key == GLFW_KEY_SPACE ? Command(Step{}) : key == GLFW_KEY_BACKSPACE ? Command(Back{1}) : Command(Reset{}));
+        for (const Shortcut* key : pressed_keys) switch (key->action) {
+            case ShortcutAction::Step: ctl.push(Step{}); break;
+            case ShortcutAction::Back: ctl.push(Back{1}); break;
+            case ShortcutAction::Reset: ctl.push(Reset{}); break;
+            case ShortcutAction::Help: prefs.help_open = !prefs.help_open; break;
+            case ShortcutAction::CloseHelp: prefs.help_open = false; break;
+            case ShortcutAction::InTextBox: break;
+        }
     pressed_keys.clear();
     begin_dump_frame();
     PanelContext pc{ctl, snap, progress, prefs, maps, io.DisplaySize};
@@ -349,6 +363,7 @@ void draw_frame(GLFWwindow* window, Controller& ctl, const Snapshot& snap, const
         for (Panel p : slot.panels) panel_module(p).draw(pc);
         end_slot();
     }
+    draw_help(prefs.help_open);
     ImGui::Render();
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
