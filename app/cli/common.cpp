@@ -142,6 +142,11 @@ void apply_threads(const CliArgs& args) {
     ThreadPool::global().set_threads(int(args.integer("--threads", default_thread_count(), 1, 256)));
 }
 
+CliArgs& add_prompt_options(CliArgs& args) {
+    return args.option("--prompt", "TEXT", "prompt text (needs the model's tokenizer files)", true)
+        .option("--prompt-ids", "1,2,3", "prompt as token ids", true);
+}
+
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special,
                                                bool starts_text) {
     std::vector<std::vector<TokenId>> prompts;

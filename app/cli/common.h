@@ -52,6 +52,8 @@ void add_bench_model_options(CliArgs& args);
 std::string bench_model_dir(const CliArgs& args, OutputSet& outputs);
 void apply_threads(const CliArgs& args);
 
+// --prompt TEXT and --prompt-ids 1,2,3, both repeatable (generate: a batch; heads: probes averaged).
+CliArgs& add_prompt_options(CliArgs& args);
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).
 // starts_text: the tokenizer's BOS goes first (false for prompts that follow a --system text)
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special,
