@@ -14,7 +14,8 @@
 namespace kvscope {
 
 std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL or assets/default
-void add_model_option(CliArgs& args);                  // --model DIR, --dtype f32|bf16
+void add_model_option(CliArgs& args,                   // --model DIR, --dtype f32|bf16; model_help: --model's
+                      const std::string& model_help = "");  // own help (a command without the default)
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 WeightPlacement weight_placement_from(const CliArgs& args);  // --map-weights
 void add_threads_option(CliArgs& args);                // --threads N
