@@ -84,6 +84,22 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_chat.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/chat)
   set_tests_properties(cli.chat PROPERTIES TIMEOUT 180)
+  # tools/make_llama_model.py's folders (a tiny Llama with SmolLM2-135M's vocabulary size, a tiny Gemma 3): the
+  # tokenizer it writes against transformers.js (@lenml/tokenizers from the npm fixture, when node is found), its
+  # chat template against python3-jinja2, text prompts, heads, chat and lab on them; chat without --model.
+  find_program(KVSCOPE_NODE node)
+  find_program(KVSCOPE_NPM npm)
+  if(KVSCOPE_NODE AND KVSCOPE_NPM)
+    add_test(NAME cli.made_model
+             COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_made_model.py --kvscope $<TARGET_FILE:kvscope>
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/made_model --node-modules ${CMAKE_BINARY_DIR}/npm/node_modules)
+    set_tests_properties(cli.made_model PROPERTIES FIXTURES_REQUIRED tokenizer_npm)
+  else()
+    add_test(NAME cli.made_model
+             COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_made_model.py --kvscope $<TARGET_FILE:kvscope>
+                     --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/made_model)
+  endif()
+  set_tests_properties(cli.made_model PROPERTIES TIMEOUT 300)
   # Without the window (sanitizer builds) the gui cases are skipped.
   set(kvscope_cli_no_gui "")
   if(NOT KVSCOPE_GUI)

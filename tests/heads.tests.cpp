@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "analysis/heads.h"
+#include "base/errors.h"
 #include "forward/model.h"
 #include "run/session.h"
 #include "text/corpus.h"
@@ -66,6 +67,50 @@ TEST_CASE("head scores: all-zero attention weights give uniform attention, score
     }
     CHECK(scores[1].layer == 0);
     CHECK(scores[1].head == 1);
+}
+
+TEST_CASE("head scores on given prompts: uniform attention matches the closed form, no tokenizer needed") {
+    // The uniform model of the case above, without tokenizer files: prompts of 12 and 30 token ids. Each
+    // is the previous-token text (query t spreads 1/(t+1), t = 1..n-1) and, repeated once, the induction
+    // span (query n+i reads 1/(n+i+1) at position i+1, i = 0..n-2); the two prompts are averaged.
+    ModelConfig c;
+    c.n_vocab = 768, c.n_ctx = 64, c.n_embd = 16, c.n_head = 2, c.n_layer = 1, c.n_inner = 32;
+    std::vector<float> params = init_params(c, 3);
+    for (const ParamInfo& p : param_layout(c))
+        if (p.name.find("c_attn") != std::string::npos) std::fill(params.begin() + p.offset, params.begin() + p.offset + p.size, 0.0f);
+    const auto dir = std::filesystem::path(KVSCOPE_TEST_WORK) / "heads" / "uniform_ids";
+    std::filesystem::create_directories(dir);
+    save_model(dir.string(), c, params, "");
+    for (const char* name : {"vocab.json", "merges.txt"}) std::filesystem::remove(dir / name);
+    const auto model = Model::load(dir.string());
+    REQUIRE(!model->tokenizer());
+
+    HeadProbeOptions o;
+    for (int n : {12, 30}) {
+        std::vector<TokenId> p;
+        for (int i = 0; i < n; ++i) p.push_back(TokenId((i * 37 + 5) % 768));
+        o.prompts.push_back(p);
+    }
+    double prev = 0, induction = 0;
+    for (int n : {12, 30}) {
+        for (int t = 1; t < n; ++t) prev += 1.0 / (t + 1) / (n - 1) / 2;
+        for (int i = 0; i + 1 < n; ++i) induction += 1.0 / (n + i + 1) / (n - 1) / 2;
+    }
+    const std::vector<HeadScore> scores = head_scores(model, o);
+    REQUIRE(scores.size() == 2);
+    for (const HeadScore& s : scores) {
+        CHECK(s.previous_token == Approx(prev).epsilon(1e-5));
+        CHECK(s.induction == Approx(induction).epsilon(1e-5));
+    }
+    // A prompt repeated must fit max_position_embeddings (64): 31 tokens make 62 positions, 32 make 64.
+    o.prompts = {std::vector<TokenId>(31, 7)};
+    CHECK_NOTHROW(head_scores(model, o));
+    o.prompts = {std::vector<TokenId>(32, 7)};
+    CHECK_THROWS_WITH(head_scores(model, o), Catch::Contains("give at most 31"));
+    o.prompts = {{7}};
+    CHECK_THROWS_WITH(head_scores(model, o), Catch::Contains("2 or more tokens"));
+    o.prompts.clear();  // generated probes are text: the tokenizer is needed
+    CHECK_THROWS_AS(head_scores(model, o), LoadError);
 }
 
 TEST_CASE("default model: a previous-token head (> 0.8) and an induction head (> 0.5)", "[acceptance]") {

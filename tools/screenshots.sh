@@ -101,7 +101,7 @@ S
 # 8. Grouped-query attention: random weights with SmolLM2's head layout (9 query heads, 3 K/V heads) and
 #    llama-gqa's tokenizer; the KV cache panel's groups and bytes, all heads grouped, query head 4 selected.
 /usr/bin/python3 "$repo/tools/make_llama_model.py" "$work/gqa_9x3" --vocab 768 --hidden 72 --inner 96 --layers 2 \
-  --heads 9 --kv-heads 3 --seed 21 >/dev/null
+  --heads 9 --kv-heads 3 --seed 21 --no-tokenizer >/dev/null
 cp "$repo/assets/llama-gqa/vocab.json" "$repo/assets/llama-gqa/merges.txt" "$work/gqa_9x3/"
 cat > "$work/kv_groups.txt" <<S
 model $work/gqa_9x3

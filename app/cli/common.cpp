@@ -21,8 +21,9 @@ std::string default_model_dir() {
     return std::string(KVSCOPE_ASSETS_DIR) + "/default";
 }
 
-void add_model_option(CliArgs& args) {
-    args.option("--model", "DIR", "model folder: config.json and model.safetensors (or model.safetensors.index.json "
+void add_model_option(CliArgs& args, const std::string& model_help) {
+    args.option("--model", "DIR", !model_help.empty() ? model_help :
+                                  "model folder: config.json and model.safetensors (or model.safetensors.index.json "
                                   "and its shards); the tokenizer files (tokenizer.json, or vocab.json and merges.txt) "
                                   "are optional (without them, prompts are token ids); or a GGUF file of llama, qwen2 or qwen3 "
                                   "(docs/models.md) (default: assets/default)");
@@ -140,6 +141,11 @@ std::shared_ptr<const Model> load_model_from(const CliArgs& args) {
 
 void apply_threads(const CliArgs& args) {
     ThreadPool::global().set_threads(int(args.integer("--threads", default_thread_count(), 1, 256)));
+}
+
+CliArgs& add_prompt_options(CliArgs& args) {
+    return args.option("--prompt", "TEXT", "prompt text (needs the model's tokenizer files)", true)
+        .option("--prompt-ids", "1,2,3", "prompt as token ids", true);
 }
 
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special,

@@ -14,7 +14,8 @@
 namespace kvscope {
 
 std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL or assets/default
-void add_model_option(CliArgs& args);                  // --model DIR, --dtype f32|bf16
+void add_model_option(CliArgs& args,                   // --model DIR, --dtype f32|bf16; model_help: --model's
+                      const std::string& model_help = "");  // own help (a command without the default)
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError
 WeightPlacement weight_placement_from(const CliArgs& args);  // --map-weights
 void add_threads_option(CliArgs& args);                // --threads N
@@ -52,6 +53,8 @@ void add_bench_model_options(CliArgs& args);
 std::string bench_model_dir(const CliArgs& args, OutputSet& outputs);
 void apply_threads(const CliArgs& args);
 
+// --prompt TEXT and --prompt-ids 1,2,3, both repeatable (generate: a batch; heads: probes averaged).
+CliArgs& add_prompt_options(CliArgs& args);
 // Every --prompt / --prompt-ids, in command-line order, as token ids (text needs the tokenizer).
 // starts_text: the tokenizer's BOS goes first (false for prompts that follow a --system text)
 std::vector<std::vector<TokenId>> prompts_from(const CliArgs& args, const Model& model, bool allow_special,

@@ -122,8 +122,7 @@ void print_eviction_report(const std::vector<const Session*>& all, const Evictio
 CliArgs generate_args() {
     CliArgs args("generate", "Prefill a prompt, then decode tokens one at a time with (or without) the KV cache.");
     add_model_option(args);
-    args.option("--prompt", "TEXT", "prompt text (needs the model's tokenizer files)", true)
-        .option("--prompt-ids", "1,2,3", "prompt as token ids", true)
+    add_prompt_options(args)
         .option("--source", "TEXT", "encoder-decoder models: the encoder's input text")
         .option("--source-ids", "1,2,3", "encoder-decoder models: the encoder's input as token ids");
     add_options(args, kCliGenerate, OptionSection::Run);

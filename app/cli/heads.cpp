@@ -19,16 +19,25 @@ int cli_heads(int argc, char** argv) {
     add_threads_option(args);
     add_option(args, "seed", "seed of the probe prompts (default 7)");
     args.option("--prompts", "N", "probe prompts of each kind, averaged (default 4)");
+    add_prompt_options(args);
     args.flag("--json", "print {\"heads\": [{\"layer\", \"head\", \"previous_token\", \"induction\"}, ...]}");
+    args.epilogue("With --prompt or --prompt-ids the probes are yours instead: previous-token on each prompt, "
+                  "induction on it repeated once, averaged over the prompts given (token ids need no tokenizer files).");
     if (!args.parse(argc, argv)) return 0;
     apply_threads(args);
+    const bool own_prompts = args.has("--prompt") || args.has("--prompt-ids");
+    if (own_prompts && (args.has("--seed") || args.has("--prompts")))
+        throw UsageError(std::string(args.has("--seed") ? "--seed" : "--prompts") +
+                         " shapes the generated probe prompts; with --prompt or --prompt-ids leave it out");
     HeadProbeOptions o;
     o.seed = uint64_t(option_integer(args, "seed", 7));
     o.n_prompts = args.integer("--prompts", 4, 1, 1000);
     auto model = load_model_from(args);
-    if (!model->tokenizer())  // the model is fine; the probes are text: a refused request, like --prompt TEXT
+    if (own_prompts) o.prompts = prompts_from(args, *model, /*allow_special=*/false);
+    else if (!model->tokenizer())  // the model is fine; the probes are text: a refused request, like --prompt TEXT
         throw UsageError("heads: the probe prompts are text and " + model->dir() +
-                         " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt)");
+                         " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt): give token ids "
+                         "with --prompt-ids");
     const std::vector<HeadScore> scores = head_scores(model, o);
     if (args.has("--json")) {
         // Scores print to 4 decimals: they are averages over a few prompts, more digits would be noise.
