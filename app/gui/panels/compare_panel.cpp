@@ -152,7 +152,7 @@ void turn_table(const Snapshot& s, const Trace& shadow) {
 }
 
 // A line on this step when its numbers need a reason, said from the numbers themselves, and its details
-// (a help marker): both ways did the same work (a prefill from an empty cache), or the FLOPs differ far more
+// (shown on hover): both ways did the same work (a prefill from an empty cache), or the FLOPs differ far more
 // than the times (the cached step is bound by reading the weights, which every step does once whatever the
 // cache does). Empty when neither holds.
 struct StepNote {
