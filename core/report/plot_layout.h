@@ -8,8 +8,9 @@
 //   shorten(text, n)               text cut to n characters (code points) with ".." marking the cut
 //   text_rects(s, x, y)            the glyphs of s in that font, top-left corner at (x, y), as filled
 //                                  rectangles {x0, y0, x1, y1} for the PNG rasteriser
-//   nice_ticks(lo, hi, target)     about `target` round values (1, 2 or 5 times a power of ten apart) in
-//                                  [lo, hi]: the ticks of the figures' charts and of the window's charts
+//   nice_ticks(lo, hi, target)     round values in [lo, hi], a step apart: the first of 2, 5 or 10 times a
+//                                  power of ten above (hi - lo) / target, so at most about target + 1 of them;
+//                                  the ticks of the figures' charts and of the window's charts
 //   tick_text(v)                   a short label for an axis value ("0.5", "120", "1e-03")
 //   PlotTick                       one tick: its pixel along the axis and its label
 //   check_heatmap_plot(path, plot)  UsageError naming path unless the plot has rows and columns
