@@ -28,6 +28,11 @@
 #   gui.logit_lens  the Logit lens tab on assets/llama-gqa at both sizes: for a selected position, every
 #              depth's five tokens and probabilities equal numpy's final norm and output layer over the
 #              residual stream `generate --trace` exports; tests/gui/check_logit_lens.py
+#   gui.compare  the Cache on vs off panel on the default model at both sizes: both charts' value and step
+#              ticks label what is plotted; the FLOPs plotted equal `generate --trace`'s with and without the
+#              cache; the prefill (the same work both ways) is one time, the faster median, and said so; the
+#              reason line shows exactly when the step's FLOPs and times disagree, with their ratios and the
+#              weights' bytes of `inspect --json`; tests/gui/check_compare.py
 #   gui.kv_quant  the K/V quant tab on the default model at both sizes: for int8, fp8 and int4 (G 8, R 4)
 #              its largest K error, V error, score change and weight change equal numpy's reconstruction
 #              (tests/reference/kv_quant_reference.py) of the rows `generate --trace` exports; an int8 session is named
@@ -138,6 +143,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(rotary check_rotary 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(rotary_input check_rotary_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(logit_lens check_logit_lens 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(compare check_compare 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_quant check_kv_quant 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(figures check_figures 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(figures_input check_figures_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)

@@ -200,6 +200,46 @@ TEST_CASE("axis and hatch names replace the defaults in the SVG and the PNG layo
     CHECK_FALSE(has("query position"));
 }
 
+TEST_CASE("a colour-bar title longer than the bar's labels widens the image; show_masked = false drops the hatch", "[svg][png]") {
+    const fs::path dir = work_dir("bar_title");
+    Map m(2, 3, 2);  // every cell visible
+    m.plot.title = "t";
+    m.plot.value_label = "probability of the token";
+    const HeatmapLayout l = heatmap_layout(m.plot);
+    // The title sits at the bar's left edge: all of it inside the image, with the layout's 8 px to spare.
+    CHECK(l.area.image_width >= int64_t(l.bar_x) + text_width(m.plot.value_label) + 8);
+    CHECK(l.hatch);
+    m.plot.show_masked = false;
+    const HeatmapLayout bare = heatmap_layout(m.plot);
+    CHECK_FALSE(bare.hatch);
+    CHECK(bare.area.x == l.area.x);  // the cells do not move
+    const fs::path svg = dir / "bare.svg", png = dir / "bare.png";
+    write_heatmap_plot_svg(svg.string(), m.plot);
+    write_heatmap_plot(png.string(), m.plot, {PlotFormat::Png, 1});
+    // No pixel of the hatch's two greys anywhere: the sample is gone and no cell is masked.
+    const Png img = read_png(png.string());
+    int64_t hatch_pixels = 0;
+    for (int64_t i = 0; i + 2 < int64_t(img.rgb.size()); i += 3) {
+        const Rgb c{img.rgb[size_t(i)], img.rgb[size_t(i + 1)], img.rgb[size_t(i + 2)]};
+        hatch_pixels += c == masked_dark || c == masked_light;
+    }
+    CHECK(hatch_pixels == 0);
+    const auto s = summary(svg);
+    if (!s) return;
+    std::vector<std::string> texts = (*s)["texts"];
+    CHECK(std::find(texts.begin(), texts.end(), "masked") == texts.end());
+    CHECK(std::find(texts.begin(), texts.end(), "probability of the token") != texts.end());
+}
+
+TEST_CASE("nice_ticks: the step is the first of 2, 5 or 10 times a power of ten above span / target", "[svg]") {
+    CHECK(nice_ticks(0, 10) == std::vector<double>{0, 5, 10});    // 10 / 5 = 2: the next step up is 5
+    CHECK(nice_ticks(0, 10, 2) == std::vector<double>{0, 10});    // 10 / 2 = 5: the next step up is 10
+    CHECK(nice_ticks(0, 9, 5) == std::vector<double>{0, 2, 4, 6, 8});  // 9 / 5 = 1.8: step 2
+    CHECK(nice_ticks(-2, 2, 4) == std::vector<double>{-2, 0, 2});
+    const std::vector<double> big = nice_ticks(0, 18.57e6, 4);  // the FLOPs axis of a decode chart
+    CHECK(big == std::vector<double>{0, 5e6, 10e6, 15e6});
+}
+
 TEST_CASE("a grid with a text in every cell: cells grow to fit, ink contrasts with the cell", "[svg][png]") {
     const fs::path dir = work_dir("cell_texts");
     Map m(2, 3, 5);  // all visible (row 0 sees keys <= 5)

@@ -7,7 +7,7 @@ set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-}
 [ $# -gt 0 ] && shift
-names=${*:-overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context chat cache_lab_window}
+names=${*:-overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context chat cache_lab_window logit_lens}
 if [ -z "$bin" ]; then
   for b in "$repo/build/app/kvscope" "$repo/build-gui/app/kvscope"; do [ -x "$b" ] && bin=$b && break; done
 fi
@@ -151,6 +151,14 @@ quant-view int4 8 4
 panel K/V quant
 lab
 panel Cache lab
+S
+# 12. The default model's prompt, the Logit lens tab at ' at' (position 5): the embeddings row names the input
+#     token itself, the first layer moves towards ' school', the full model's choice.
+cat > "$work/logit_lens.txt" <<'S'
+prompt Tom saw the cookie at school. Tom saw the
+prefill
+select 5 0
+panel Logit lens
 S
 # Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
 # (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.

@@ -132,7 +132,7 @@ PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
         c.text(x - text_width(t.sub) / 2, int(a.y + a.height) + 28, t.sub, ink);
     }
     c.text(l.x_label_x, l.x_label_y, l.x_label, ink);
-    // pass 3: the colour bar, hi at the top, and a sample of the masked hatch
+    // pass 3: the colour bar, hi at the top, and a sample of the masked hatch (unless none can be)
     c.text(l.bar_x, l.y_label_y, p.value_label, ink);
     for (int y = 0; y < l.bar_h; ++y) {
         const float t = p.hi - (p.hi - p.lo) * float(y) / float(std::max(1, l.bar_h - 1));
@@ -140,9 +140,11 @@ PlotArea heatmap_png(const std::string& path, const HeatmapPlot& p, int scale) {
     }
     c.text(l.bar_x + l.bar_w + 6, l.bar_y - 2, l.hi_text, ink);
     c.text(l.bar_x + l.bar_w + 6, l.bar_y + l.bar_h - 12, l.lo_text, ink);
-    for (int y = 0; y < l.hatch_h; ++y)
-        for (int x = 0; x < l.bar_w; ++x) c.pixel(l.bar_x + x, l.hatch_y + y, masked_color(x, y));
-    c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text, ink);
+    if (l.hatch) {
+        for (int y = 0; y < l.hatch_h; ++y)
+            for (int x = 0; x < l.bar_w; ++x) c.pixel(l.bar_x + x, l.hatch_y + y, masked_color(x, y));
+        c.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text, ink);
+    }
 
     a.scale = png_scale(a.image_width, a.image_height, scale);
     write_png(path, c, a.scale);

@@ -7,13 +7,14 @@
 //       axes with ticks and labels, one line per series, a legend; log_y plots log10(y) (y > 0);
 //       markers: a dot per point
 //   HeatmapPlot { title, value_label, rows, cols, values, visible, lo, hi, table, row_positions, col_positions,
-//                 row_labels, col_labels, x_label, y_label, masked_label }   (labels: token text beside the ticked
-//                 positions, shortened to fit; x_label / y_label name the axes, by default key and query
-//                 position; masked_label says what a hatched cell is, by default "masked"; cell_texts: a
+//                 row_labels, col_labels, x_label, y_label, masked_label, show_masked }   (labels: token text
+//                 beside the ticked positions, shortened to fit; x_label / y_label name the axes, by default key
+//                 and query position; masked_label says what a hatched cell is, by default "masked", and
+//                 show_masked = false leaves the hatch sample out where no cell can be hidden; cell_texts: a
 //                 grid with a text in every cell, e.g. the logit lens's tokens)
 //       an attention map with a title, the query position of each row down the left, the key position of
-//       each column along the bottom (ticks at cell centres), a colour bar with its range and the masked
-//       hatch. Cells are >= 8 px wide (heatmap_cell_px) and rows at least heatmap_plot_min_height_px / rows
+//       each column along the bottom (ticks at cell centres), a colour bar with its range and title (the
+//       image is wide enough for the title) and the masked hatch. Cells are >= 8 px wide (heatmap_cell_px) and rows at least heatmap_plot_min_height_px / rows
 //       tall, so a one-row decode map is a readable band, not a strip.
 //   PlotFormat, PlotOutput { format, scale }   png | svg; scale 1..8 multiplies a PNG's pixels (nearest
 //                                  neighbour, so each cell stays one flat colour); SVG ignores it
@@ -67,6 +68,7 @@ struct HeatmapPlot {
     std::vector<std::string> col_labels;  // (cols) or empty: each column's token text, under its position
     std::string x_label, y_label;         // the axes' names; empty = "key position" / "query position"
     std::string masked_label;             // beside the hatch sample; empty = "masked" (e.g. "empty slot")
+    bool show_masked = true;              // false: no hatch sample (no cell of this plot can be hidden)
     std::vector<std::string> cell_texts;  // (rows, cols) or empty: a short text centred in each cell (a logit
                                           // lens's tokens); the cells grow to fit them
 };

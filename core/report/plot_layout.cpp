@@ -17,16 +17,6 @@
 namespace kvscope {
 namespace {
 
-// About five round tick values covering [lo, hi].
-std::vector<double> ticks(double lo, double hi) {
-    const double span = hi - lo > 0 ? hi - lo : 1;
-    const double raw = span / 5, mag = std::pow(10, std::floor(std::log10(raw)));
-    const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
-    std::vector<double> out;
-    for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push_back(v);
-    return out;
-}
-
 // Tick indices along an axis of n cells drawn over `length` pixels: a round step of positions so that
 // labels `label_px` apart fit, always including the first and last cell when they do.
 std::vector<int64_t> cell_ticks(const std::vector<int64_t>& positions, int64_t length, int64_t label_px) {
@@ -57,6 +47,15 @@ std::string font_text(const std::string& s) {
 }
 
 }  // namespace
+
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+    const double span = hi - lo > 0 ? hi - lo : 1;
+    const double raw = span / std::max(1, target), mag = std::pow(10, std::floor(std::log10(raw)));
+    const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+    std::vector<double> out;
+    for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push_back(v);
+    return out;
+}
 
 int text_width(const std::string& s) {
     std::string copy = font_text(s);
@@ -131,7 +130,9 @@ HeatmapLayout heatmap_layout(const HeatmapPlot& p) {
     if (row_labels && int64_t(p.row_positions.size()) == p.rows)
         for (int64_t i = 0; i < p.rows; ++i) left = std::max(left, text_width(row_text(i)) + 24);
     const int top = 56, bottom = col_labels ? 78 : 60, bar_gap = 24;
-    const int bar_labels = std::max(80, 6 + text_width(l.masked_text));  // the hatch's label (6 px after the bar) fits
+    l.hatch = p.show_masked;
+    // Right of the bar: the hatch's label (6 px after the bar) and the bar's title (over the bar) fit.
+    const int bar_labels = std::max({80, l.hatch ? 6 + text_width(l.masked_text) : 0, text_width(p.value_label) - l.bar_w + 8});
     a.x = left;
     a.y = top;
     const int64_t min_w = std::max<int64_t>({text_width(p.title) + 16, text_width(l.x_label) + left + 16, 360});
@@ -221,9 +222,9 @@ ChartLayout chart_layout(const LineChart& chart, int ox, int width, int height) 
     y_hi += (y_hi - y_lo) * 0.05;
     l.x_lo = x_lo, l.x_hi = x_hi, l.y_lo = y_lo, l.y_hi = y_hi;
 
-    for (double v : ticks(x_lo, x_hi)) l.x_ticks.push_back({l.px(v), tick_text(v)});
+    for (double v : nice_ticks(x_lo, x_hi)) l.x_ticks.push_back({l.px(v), tick_text(v)});
     // On a log axis, ticks at 1, 2 and 5 times powers of ten (whole decades when there are many).
-    std::vector<double> y_ticks = ticks(y_lo, y_hi);
+    std::vector<double> y_ticks = nice_ticks(y_lo, y_hi);
     if (l.log_y) {
         y_ticks.clear();
         const bool many = y_hi - y_lo > 3;

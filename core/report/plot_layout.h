@@ -8,6 +8,9 @@
 //   shorten(text, n)               text cut to n characters (code points) with ".." marking the cut
 //   text_rects(s, x, y)            the glyphs of s in that font, top-left corner at (x, y), as filled
 //                                  rectangles {x0, y0, x1, y1} for the PNG rasteriser
+//   nice_ticks(lo, hi, target)     round values in [lo, hi], a step apart: the first of 2, 5 or 10 times a
+//                                  power of ten above (hi - lo) / target, so at most about target + 1 of them;
+//                                  the ticks of the figures' charts and of the window's charts
 //   tick_text(v)                   a short label for an axis value ("0.5", "120", "1e-03")
 //   PlotTick                       one tick: its pixel along the axis and its label
 //   check_heatmap_plot(path, plot)  UsageError naming path unless the plot has rows and columns
@@ -29,6 +32,7 @@ namespace kvscope {
 
 int text_width(const std::string& s);
 std::vector<std::array<int, 4>> text_rects(const std::string& s, int x, int y);
+std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 std::string tick_text(double v);
 std::string shorten(const std::string& text, size_t n);
 
@@ -52,6 +56,7 @@ struct HeatmapLayout {
     std::vector<PlotTick> col_ticks;      // x of each tick at a column centre, label = key position
     int bar_x = 0, bar_y = 0, bar_w = 18, bar_h = 0;  // the colour bar, hi at the top
     int hatch_y = 0, hatch_h = 16;        // the masked-hatch sample under the bar
+    bool hatch = true;                    // draw it (HeatmapPlot::show_masked)
     std::string hi_text, lo_text;         // the bar's range labels
     std::string masked_text = "masked";   // beside the hatch sample
 };

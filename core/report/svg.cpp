@@ -227,8 +227,10 @@ PlotArea write_heatmap_plot_svg(const std::string& path, const HeatmapPlot& p) {
     svg.rect(l.bar_x, l.bar_y, l.bar_w, l.bar_h, "url(#bar)");
     svg.text(l.bar_x + l.bar_w + 6, l.bar_y - 2, l.hi_text);
     svg.text(l.bar_x + l.bar_w + 6, l.bar_y + l.bar_h - 12, l.lo_text);
-    svg.rect(l.bar_x, l.hatch_y, l.bar_w, l.hatch_h, "url(#masked)");
-    svg.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text);
+    if (l.hatch) {
+        svg.rect(l.bar_x, l.hatch_y, l.bar_w, l.hatch_h, "url(#masked)");
+        svg.text(l.bar_x + l.bar_w + 6, l.hatch_y + 2, l.masked_text);
+    }
     svg.s += "</g>\n";
     svg.write(path);
     return a;

@@ -7,7 +7,11 @@ recomputes, from config.json and the exported q.npy / k.npy: each pair's inverse
 and llama3 rules), the angles at both positions, the key and query turned back to before rotation, the
 score as the model computed it, and the score of the same content at every distance. The panel's Save
 figure (script `save-figure rotary`, SVG) must draw the same numbers: each chart's line is an affine image
-of numpy's values (frequencies on a log axis), and the marker sits at the scored distance.
+of numpy's values (frequencies on a log axis), and the marker sits at the scored distance. The tab as drawn at
+1280x720 and 1920x1080 (layout dumps of widgets/chart.h): all four charts inside the window, each with ticks
+on both axes that label what is plotted (numpy's values), the key chart's "before" / "cached" legend above its
+bars, and the score chart (tab and figure) over distances 0 .. max(32, 2 x the query's position), the scored
+distance inside that range rather than on its border.
 """
 import json
 import os
@@ -16,7 +20,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from guitest import arguments, fail, read_json, run, script
+from guitest import arguments, check_chart, fail, read_json, run, script, window
 
 PROMPT = "The quick brown fox jumps over the lazy dog and the cat"
 LAYER, HEAD, KEY = 1, 2, 4
@@ -96,9 +100,58 @@ def check(kvscope, model, work, label):
         print("  %-10s %-22s max |diff| %.2e (bound %.0e)" % (label, name, err, bound))
         if not err <= bound:
             fail("%s: %s differs from numpy by %g" % (label, name, err))
+    last = min(len(by_distance) - 1, max(32, 2 * qpos, 2 * (qpos - KEY)))  # the distances the tab shows
     check_figure(os.path.join(work, "export", "figures", "fig.svg"), label, freq, unscaled,
-                 np.mod(qa.astype(np.float64), 2 * np.pi), k0, k, by_distance, qpos - KEY)
+                 np.mod(qa.astype(np.float64), 2 * np.pi), k0, k, by_distance[:last + 1], qpos - KEY)
+    sizes = ((1280, 720), (1920, 1080)) if label == "default" else ((1280, 720),)
+    for size in sizes:
+        check_tab(kvscope, model, work, label, size, len(steps), qpos, freq, unscaled,
+                  np.mod(qa.astype(np.float64), 2 * np.pi), k0, k, by_distance[:last + 1])
     return freq, unscaled
+
+
+def check_tab(kvscope, model, work, label, size, n_steps, qpos, freq, unscaled, query_angle, key_before, key_cached,
+              by_distance):
+    """The tab as drawn (widgets/chart.h dumps): every chart ticked on both axes with its data where the ticks say,
+    numpy's values plotted, all four charts inside the window, the key's legend above its bars, the score chart's
+    distances 0 .. max(32, 2 x query position) with the scored distance inside."""
+    name = "%s %dx%d" % (label, size[0], size[1])
+    d = window(kvscope, model, work, "tab_%dx%d" % size, size,
+               ["prompt " + PROMPT, "prefill", "decode %d" % (n_steps - 1), "layer %d" % LAYER, "head %d" % HEAD,
+                "select %d %d" % (qpos, KEY), "panel Rotary"])
+    charts = {
+        "rotary frequencies": (lambda t: np.log10(float(t)),
+                               {"frequency": np.log10(freq)} | ({"unscaled": np.log10(unscaled)} if np.any(freq != unscaled) else {})),
+        "rotary angles": (float, {"angle": query_angle}),
+        "rotary key": (float, {"before": key_before, "cached": key_cached}),
+        "rotary score by distance": (float, {"score": by_distance}),
+    }
+    vx, vy = d["viewport"]
+    for chart, (reads, want) in charts.items():
+        c = check_chart(d, chart, reads)
+        if sorted(c["series"]) != sorted(want):
+            fail("%s %s: series %s, want %s" % (name, chart, sorted(c["series"]), sorted(want)))
+        for series, values in want.items():
+            got = np.array([v for v, _ in c["series"][series]])
+            if len(got) != len(values) or np.max(np.abs(got - values)) > 1e-5:
+                fail("%s %s: %s plotted %s, numpy %s" % (name, chart, series, got[:8], values[:8]))
+        x0, y0, x1, y1 = d["widgets"][chart]
+        cx0, cy0, cx1, cy1 = d["clips"][chart]
+        if x0 < cx0 - 1 or y0 < cy0 - 1 or x1 > cx1 + 1 or y1 > cy1 + 1 or x1 > vx or y1 > vy:
+            fail("%s: %s at %s is cut by its window %s: not all four charts show" % (name, chart, d["widgets"][chart],
+                                                                                      d["clips"][chart]))
+    key = check_chart(d, "rotary key")
+    for item in ("before", "cached"):
+        box = key["legend"].get(item)
+        if box is None or box[3] > key["plot"][1]:
+            fail("%s: the key chart's %r label %s is not above its bars %s" % (name, item, box, key["plot"]))
+    last, distance = len(by_distance) - 1, qpos - KEY
+    xs = [v for v, _, _ in check_chart(d, "rotary score by distance")["x"]]
+    if d["texts"].get("rotary distances") != "0..%d" % last or xs[0] != 0 or xs[-1] > last or not 0 < distance < last:
+        fail("%s: score chart over %r with ticks %s; want 0..%d around distance %d" % (
+            name, d["texts"].get("rotary distances"), xs, last, distance))
+    print("  %-10s tab %dx%d: four charts ticked and in view, numpy's values plotted, legend above the key's bars, "
+          "distances 0..%d around %d" % (label, size[0], size[1], last, distance))
 
 
 def check_figure(path, label, freq, unscaled, query_angle, key_before, key_cached, by_distance, distance):

@@ -17,6 +17,12 @@
                                a JSON file; a PNG as a (H, W, 3) uint8 RGB array
   prompt_length(kvscope, model, text)
                                tokens `kvscope tokenize` gives for text
+  chart(dump, name)            a chart's dump (app/gui/widgets/chart.h): plot rectangle, x and y ticks as
+                               (value, label, pixel), series {label: [(value, pixel_y)]}, legend boxes
+  check_chart(dump, name, label_value)
+                               fails unless the chart has two or more ticks on each axis, in order, inside its
+                               plot, each label reading its value (label_value(label) on the value axis), the pixels an affine
+                               image of the values, and every plotted point where the value ticks put it
   gemma3_folder(assets, work)  WORK/gemma3: a Gemma 3 folder of tools/make_llama_model.py's gemma3-tiny shape
                                (vocab 768, seed 31) with assets/llama-gqa's tokenizer; the CLI scripts use it too
 
@@ -126,6 +132,53 @@ def read_png(path):
 
 def prompt_length(kvscope, model, text):
     return len(run([kvscope, "tokenize", "--model", model, "--text", text], timeout=60).stdout.split())
+
+
+def chart(d, name):
+    t, w = d.get("texts", {}), d.get("widgets", {})
+    if name + " plot" not in w:
+        fail("no chart %r in the layout dump (charts: %s)" % (name, sorted(k[:-5] for k in w if k.endswith(" plot"))))
+
+    def ticks(text):
+        return [(float(v), label, float(px)) for v, label, px in (x.split("|") for x in text.split("; "))] if text else []
+
+    series = {}
+    for line in t.get(name + " series", "").splitlines():
+        label, _, points = line.partition(":")
+        series[label] = [(float(v), float(py)) for v, py in (x.split("@") for x in points.split())]
+    legend = {k[len(name) + 8:]: r for k, r in w.items() if k.startswith(name + " legend ")}
+    return {"plot": w[name + " plot"], "x": ticks(t.get(name + " x ticks", "")), "y": ticks(t.get(name + " y ticks", "")),
+            "series": series, "legend": legend}
+
+
+def check_chart(d, name, label_value=float):  # label_value reads the value axis's labels
+    import numpy as np
+    c = chart(d, name)
+    x0, y0, x1, y1 = c["plot"]
+    for axis, lo, hi, along in (("x", x0, x1, 1), ("y", y0, y1, -1)):
+        ts = c[axis]
+        if len(ts) < 2:
+            fail("%s: %d %s ticks %s, want two or more" % (name, len(ts), axis, ts))
+        values, pixels = np.array([v for v, _, _ in ts]), np.array([p for _, _, p in ts])
+        if np.any(np.diff(values) <= 0) or np.any(along * np.diff(pixels) <= 0):
+            fail("%s: %s ticks out of order %s" % (name, axis, ts))
+        if pixels.min() < lo - 1 or pixels.max() > hi + 1:
+            fail("%s: %s ticks %s outside the plot [%s, %s]" % (name, axis, list(pixels), lo, hi))
+        for v, label, _ in ts:
+            read = label_value(label) if axis == "y" else float(label)
+            if abs(read - v) > 1e-6 * max(1.0, abs(v)):
+                fail("%s: %s tick %r reads %s, its value is %s" % (name, axis, label, read, v))
+        slope, icpt = np.polyfit(values, pixels, 1)
+        if np.max(np.abs(pixels - (slope * values + icpt))) > 0.6:
+            fail("%s: %s tick pixels %s are not an affine image of their values %s" % (name, axis, list(pixels), list(values)))
+        c[axis + "_map"] = (slope, icpt)
+    slope, icpt = c["y_map"]
+    for label, points in c["series"].items():
+        for v, py in points:
+            want = min(max(slope * v + icpt, y0), y1)  # a value off the axis is drawn at its edge
+            if abs(py - want) > 1.0:
+                fail("%s: series %r value %g drawn at y %.1f, where the ticks put it: %.1f" % (name, label, v, py, want))
+    return c
 
 
 def gemma3_folder(assets, work):

@@ -20,6 +20,36 @@
 namespace kvscope::gui {
 namespace {
 LensCache lens_cache;  // logic/derived_views.h: by (step record, query position)
+
+// What the "embeddings" row is, for this model, and what it names here. The row reads the residual stream
+// entering layer 0 — the input token's embedding as the model feeds it in — through the same final norm and
+// output layer as the last layer's output; nothing trains that reading to name any token, so whether it names
+// the input token (often, with a tied output layer) is said from the numbers, not assumed. Returns the text drawn.
+std::string embeddings_caption(const Model& model, const LensDepth& embeddings, const StepRecord& r,
+                               const std::vector<TokenId>& all_tokens, int64_t q_pos) {
+    const ModelConfig& cfg = model.config();
+    std::string what = "the input token's embedding";
+    if (cfg.embedding_scale != 1.0) what += " (times " + std::to_string(cfg.embedding_scale).substr(0, 6) + ")";
+    if (cfg.family != Family::Llama) what += " plus its position vector";
+    const std::string readout = cfg.final_layer_norm ? "the final norm and output layer" : "the output layer";
+    const TokenProbability& top = embeddings.top.front();
+    // The step's own tokens first (a step without the cache recomputes earlier positions: those are the session's).
+    const int64_t k = q_pos - r.id.first_position;
+    const TokenId input = k >= 0 && k < int64_t(r.id.tokens.size()) ? r.id.tokens[size_t(k)]
+                          : q_pos >= 0 && q_pos < int64_t(all_tokens.size()) ? all_tokens[size_t(q_pos)]
+                                                                              : -1;
+    char here[160];
+    if (top.id == input)
+        std::snprintf(here, sizeof here, "here it names the input token itself, '%s' (%.0f%%)",
+                      short_token(model, top.id, 12).c_str(), 100.0 * double(top.probability));
+    else
+        std::snprintf(here, sizeof here, "here it names '%s' (%.0f%%), not the input '%s'",
+                      short_token(model, top.id, 12).c_str(), 100.0 * double(top.probability),
+                      input >= 0 ? short_token(model, input, 12).c_str() : "?");
+    const std::string text = "Row 'embeddings': " + what + " before any layer, through " + readout +
+                             ". Nothing trains it to predict a token; " + here + ".";
+    return wrapped_disabled("%s", text.c_str());
+}
 }  // namespace
 
 void draw_logit_lens(PanelContext& c) {
@@ -44,6 +74,7 @@ void draw_logit_lens(PanelContext& c) {
                                           (long long)q_pos, step, short_token(model, final_top, 12).c_str()));
     help_marker("The residual stream entering each layer goes through the model's final norm and output layer, "
                 "as the last layer's output does. Select a cell in the attention map to choose the position.");
+    dump_text("lens embeddings", embeddings_caption(model, lens.depths.front(), *r, fig::tokens_of(s), q_pos));
     const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                   ImGuiTableFlags_SizingStretchSame;
     // As many token columns as fit legibly ("token 100%"); the layout dump always gets all five.
@@ -129,6 +160,7 @@ Figure lens_figure(const Snapshot& s, const ViewPrefs& v) {
               " '" + token_label(model, tokens, q_pos) + "' (the full model's choice: '" +
               short_token(model, answer, plot_label_chars) + "')";
     p.value_label = "probability";
+    p.show_masked = false;  // every cell holds a token
     p.rows = depths, p.cols = kLensTop;
     p.lo = 0, p.hi = 1;
     p.row_positions = iota(depths);

@@ -12,27 +12,129 @@
 #include "analysis/rotary_view.h"
 #include "logic/derived_views.h"
 #include "panels/figures.h"
+#include "widgets/chart.h"
 
 namespace kvscope::gui {
 namespace {
 
 RotaryCache rotary_cache;  // logic/derived_views.h: by (step record, layer, head, query, key, sink shift)
 
-// Two series over the same x as lines in one frame: scaled (yellow) and unscaled (grey) frequencies.
-void two_lines(const char* id, const std::vector<float>& a, const std::vector<float>& b, ImVec2 size) {
-    ImGui::InvisibleButton(id, size);
-    const ImVec2 p0 = ImGui::GetItemRectMin(), p1 = ImGui::GetItemRectMax();
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    dl->AddRectFilled(p0, p1, ImGui::GetColorU32(ImGuiCol_FrameBg));
-    float lo = std::min(*std::min_element(a.begin(), a.end()), *std::min_element(b.begin(), b.end()));
-    float hi = std::max(*std::max_element(a.begin(), a.end()), *std::max_element(b.begin(), b.end()));
-    if (hi <= lo) hi = lo + 1;
-    auto at = [&](size_t i, float v) {
-        const float x = a.size() > 1 ? float(i) / float(a.size() - 1) : 0.5f;
-        return ImVec2(p0.x + 4 + x * (p1.x - p0.x - 8), p1.y - 4 - (v - lo) / (hi - lo) * (p1.y - p0.y - 8));
+constexpr ImU32 kYellow = IM_COL32(240, 200, 40, 255), kGrey = IM_COL32(150, 150, 150, 255),
+                kMarker = IM_COL32(90, 220, 255, 255);
+
+// The distances the score chart shows: every distance this context holds (0 .. the query's position) and as
+// many again beyond it, at least 0 .. 32, within the table rotary_view computed (up to 4095). The marker
+// then sits inside the range, not on its border.
+int64_t last_shown_distance(const RotaryView& v) {
+    const int64_t table_end = int64_t(v.score_by_distance.size()) - 1;
+    return std::min(table_end, std::max<int64_t>({32, 2 * v.query_position, 2 * v.scored_distance}));
+}
+
+std::string log10_label(double v) {  // a tick of a log10 axis as the value it stands for
+    char b[32];
+    if (std::fabs(v - std::round(v)) < 1e-9) std::snprintf(b, sizeof b, "1e%d", int(std::round(v)));
+    else std::snprintf(b, sizeof b, "%.2g", std::pow(10.0, v));
+    return b;
+}
+
+float lowest(const std::vector<float>& a) { return *std::min_element(a.begin(), a.end()); }
+float highest(const std::vector<float>& a) { return *std::max_element(a.begin(), a.end()); }
+
+void hover_text(const Chart& chart, const std::string& text) {
+    if (!chart.hovered()) return;
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
+    ImGui::TextUnformatted(text.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+}
+
+// The four charts, two by two when each gets 170 px of width, else in one column; as tall as the panel
+// allows (at least a few lines each; below that the panel scrolls), so all four show at once.
+void draw_charts(const RotaryPlots& plots) {
+    const RotaryView& v = plots.view;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const ImVec2 gap = ImGui::GetStyle().ItemSpacing;
+    const int per_row = avail.x >= 2 * 170 + gap.x ? 2 : 1;
+    const float cw = (avail.x - gap.x * float(per_row - 1)) / float(per_row);
+    const float ch = std::max(ImGui::GetFontSize() * 5.5f, (avail.y - gap.y * float(4 / per_row - 1)) / float(4 / per_row) - 1);
+    int drawn = 0;
+    auto place = [&] {  // the next chart beside the last one, or below it
+        if (drawn++ % per_row) ImGui::SameLine();
     };
-    for (size_t i = 1; i < b.size(); ++i) dl->AddLine(at(i - 1, b[i - 1]), at(i, b[i]), IM_COL32(150, 150, 150, 255), 2);
-    for (size_t i = 1; i < a.size(); ++i) dl->AddLine(at(i - 1, a[i - 1]), at(i, a[i]), IM_COL32(240, 200, 40, 255), 2);
+
+    const RotaryPairView& slow = v.pairs.back();
+    const bool scaled = slow.inv_freq != slow.inv_freq_unscaled;
+    const int64_t q_pos = v.query_position, k_pos = v.key_position, distance = v.scored_distance;
+    const int64_t n_pairs = int64_t(v.pairs.size()), D = int64_t(v.key_rotated.size());
+    place();
+    {
+        Chart chart("##freq", {cw, ch}, {0, double(std::max<int64_t>(n_pairs - 1, 1)), nullptr, true},
+                    {std::min(lowest(plots.log_freq), lowest(plots.log_freq_unscaled)),
+                     std::max(highest(plots.log_freq), highest(plots.log_freq_unscaled)), log10_label},
+                    "frequency by pair",
+                    scaled ? std::vector<LegendItem>{{"rope_scaling", kYellow}, {"without", kGrey}} : std::vector<LegendItem>{});
+        if (scaled) chart.line("unscaled", plots.log_freq_unscaled, kGrey);
+        chart.line("frequency", plots.log_freq, kYellow);
+        dump_item("rotary frequencies");
+        chart.dump("rotary frequencies");
+        char text[320];
+        std::snprintf(text, sizeof text,
+                      "Radians per position of each dimension pair (log scale), fast to slow%s. Pair 0 turns once "
+                      "every %.1f positions, pair %lld once every %.0f.",
+                      scaled ? "; yellow with rope_scaling, grey without: the slow pairs are stretched" : "",
+                      v.pairs.front().wavelength, (long long)(n_pairs - 1), slow.wavelength);
+        hover_text(chart, text);
+    }
+    place();
+    {
+        char title[64];
+        std::snprintf(title, sizeof title, "angle at position %lld", (long long)q_pos);
+        Chart chart("##angle", {cw, ch}, {-0.5, double(n_pairs) - 0.5, nullptr, true}, {0, 6.2831853}, title);
+        chart.bars("angle", plots.query_angle, kYellow);
+        dump_item("rotary angles");
+        chart.dump("rotary angles");
+        hover_text(chart, "The angle (radians, 0 .. 2 pi) each dimension pair of the query has turned by at its "
+                          "position: position x the pair's frequency, modulo a full turn.");
+    }
+    place();
+    {
+        float span = 1e-6f;
+        for (float x : plots.key_before) span = std::max(span, std::abs(x));
+        for (float x : plots.key_after) span = std::max(span, std::abs(x));
+        char title[64];
+        std::snprintf(title, sizeof title, "key at position %lld", (long long)k_pos);
+        Chart chart("##key", {cw, ch}, {-0.5, double(D) - 0.5, nullptr, true}, {-span, span}, title,
+                    {{"before", kGrey}, {"cached", kYellow}});
+        chart.bars("before", plots.key_before, kGrey, 0, 0, 2);
+        chart.bars("cached", plots.key_after, kYellow, 0, 1, 2);
+        dump_item("rotary key");
+        chart.dump("rotary key");
+        hover_text(chart, "Each dimension of the key: before rotation (grey, what k_proj made) and as the cache holds "
+                          "it (yellow, each pair turned by the key's position).");
+    }
+    place();
+    {
+        const int64_t last = last_shown_distance(v);
+        const std::vector<float> shown(plots.by_distance.begin(), plots.by_distance.begin() + last + 1);
+        char title[64];
+        std::snprintf(title, sizeof title, "score by distance 0..%lld", (long long)last);
+        Chart chart("##distance", {cw, ch}, {0, double(last), nullptr, true}, {lowest(shown), highest(shown)}, title,
+                    {{"scored at " + std::to_string(distance), kMarker}});
+        if (distance <= last) chart.vline(double(distance), kMarker);
+        chart.line("score", shown, kYellow);
+        dump_item("rotary score by distance");
+        chart.dump("rotary score by distance");
+        char text[400];
+        std::snprintf(text, sizeof text,
+                      "The score of this query's and this key's content at every distance 0 .. %lld (the context's "
+                      "distances, 0 .. %lld, and as many beyond; rotary-json writes all %zu), the marker at the "
+                      "distance the model scored them at: a rotary score depends on how far apart two tokens are, not "
+                      "on where they sit.",
+                      (long long)last, (long long)q_pos, plots.by_distance.size());
+        hover_text(chart, text);
+        dump_text("rotary distances", "0.." + std::to_string(last));
+    }
 }
 
 }  // namespace
@@ -77,48 +179,11 @@ void draw_rotary(PanelContext& c) {
                                               "sinks at cache positions: this sink was scored at distance %lld, as "
                                               "if it sat just before the window (the query turned back by %lld)",
                                               (long long)distance, (long long)turned_back));
-    dump_text("rotary score", wrapped_disabled("score q·k·scale = %.4f, as the model computed it from the cached rows",
-                                               v.score));
-    help_marker("Select a cell in the attention map to choose the query (row) and key (column).");
-    const float w = ImGui::GetContentRegionAvail().x, font = ImGui::GetFontSize();
-    const ImVec2 chart = {w, std::max(font * 3.5f, 40.0f)};
+    dump_text("rotary score", wrapped_disabled("score q·k·scale = %.4f, as the model computed it", v.score));
+    help_marker("The score is the model's own, from the cached (rotated) rows. Select a cell in the attention map "
+                "to choose the query (row) and key (column). Hover a chart for what it shows.");
 
-    const RotaryPairView& slow = v.pairs.back();
-    const bool scaled = slow.inv_freq != slow.inv_freq_unscaled;
-    wrapped_disabled(scaled ? "frequency of each dimension pair (log10 radians per position): yellow with "
-                              "rope_scaling, grey without; the slow pairs are stretched"
-                            : "frequency of each dimension pair (log10 radians per position), fast to slow");
-    two_lines("##freq", plots.log_freq, plots.log_freq_unscaled, chart);
-    dump_item("rotary frequencies");
-    wrapped_disabled("pair 0 turns once every %.1f positions, pair %zu once every %.0f", v.pairs.front().wavelength,
-                     v.pairs.size() - 1, slow.wavelength);
-
-    wrapped_disabled("angle of each pair at the query's position %lld (0 .. 2π)", (long long)q_pos);
-    ImGui::PlotHistogram("##angle", plots.query_angle.data(), int(plots.query_angle.size()), 0, nullptr, 0.0f,
-                         6.2831853f, chart);
-    dump_item("rotary angles");
-
-    float span = 1e-6f;
-    for (float x : plots.key_before) span = std::max(span, std::abs(x));
-    for (float x : plots.key_after) span = std::max(span, std::abs(x));
-    wrapped_disabled("key of position %lld before rotation (what k_proj made) and as cached (turned by its position)",
-                     (long long)k_pos);
-    ImGui::PlotHistogram("##before", plots.key_before.data(), int(plots.key_before.size()), 0, "before", -span, span,
-                         {w, chart.y * 0.7f});
-    ImGui::PlotHistogram("##after", plots.key_after.data(), int(plots.key_after.size()), 0, "cached", -span, span,
-                         {w, chart.y * 0.7f});
-    dump_item("rotary key");
-
-    wrapped_disabled("score of this query's and key's content at every distance 0 .. %zu (the marker: the one it was scored at)",
-                     plots.by_distance.size() - 1);
-    ImGui::PlotLines("##distance", plots.by_distance.data(), int(plots.by_distance.size()), 0, nullptr, FLT_MAX,
-                     FLT_MAX, chart);
-    dump_item("rotary score by distance");
-    if (distance < int64_t(plots.by_distance.size())) {
-        const ImVec2 p0 = ImGui::GetItemRectMin(), p1 = ImGui::GetItemRectMax();
-        const float x = p0.x + (p1.x - p0.x) * float(distance) / float(std::max<size_t>(1, plots.by_distance.size() - 1));
-        ImGui::GetWindowDrawList()->AddLine({x, p0.y}, {x, p1.y}, IM_COL32(90, 220, 255, 255), 2);
-    }
+    draw_charts(plots);
     end_panel();
 }
 
@@ -144,10 +209,12 @@ Figure rotary_figure(const Snapshot& s, const ViewPrefs& v) {
     angles.series.push_back(series("query at " + std::to_string(shown.query_position), 0, angle));
     LineChart key{at + ": key at position " + std::to_string(shown.key_position), "dimension", "value", {}};
     key.series = {series("before rotation", 1, rv.key_unrotated), series("as cached", 0, rv.key_rotated)};
-    LineChart by_distance{at + ": score q.k by distance", "distance", "score", {}};
-    by_distance.series.push_back(series("q . k . scale", 0, rv.score_by_distance));
-    if (rv.scored_distance < int64_t(rv.score_by_distance.size())) {  // where the model scored them
-        const auto [lo, hi] = std::minmax_element(rv.score_by_distance.begin(), rv.score_by_distance.end());
+    const int64_t last = last_shown_distance(rv);  // the distances the tab shows
+    const std::vector<double> scores(rv.score_by_distance.begin(), rv.score_by_distance.begin() + last + 1);
+    LineChart by_distance{at + ": score q.k by distance 0.." + std::to_string(last), "distance", "score", {}};
+    by_distance.series.push_back(series("q . k . scale", 0, scores));
+    if (rv.scored_distance <= last) {  // where the model scored them
+        const auto [lo, hi] = std::minmax_element(scores.begin(), scores.end());
         by_distance.series.push_back({"scored at distance " + std::to_string(rv.scored_distance), kSeries[1],
                                       {double(rv.scored_distance), double(rv.scored_distance)}, {*lo, *hi}});
     }
