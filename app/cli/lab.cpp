@@ -177,7 +177,7 @@ int cli_lab(int argc, char** argv) {
                         "each costs: next-token loss, KL to the full cache, top-1 agreement, cache bytes, time per step.");
     add_bench_model_options(args);
     args.option("--config", "SPEC", "a configuration to measure, e.g. full, window=64,sinks=4, int8, int4,g=32,r=32 "
-                                    "(grammar below; default: full, window=32, window=32,sinks=4, int8, fp8, int4)", true)
+                                    "(grammar below; default: full, window=32, window=32,sinks=4, int8, fp8, int4; a model with its own sliding layers: policy=h2o,budget=32 for the two windows)", true)
         .option("--text", "FILE", "the text to read (default: a built-in text the default model knows)")
         .option("--text-ids", "1,2,3", "the text as token ids (models without tokenizer files)")
         .option("--max-tokens", "N", "read at most the first N tokens (default and limit: the model's n_positions)")

@@ -236,7 +236,11 @@ const std::string& lab_builtin_text() {
 
 std::vector<std::string> lab_default_specs(const ModelConfig& cfg) {
     const std::string w = "32";
-    std::vector<std::string> specs = {"full", "window=" + w, "window=" + w + ",sinks=4", "int8", "fp8"};
+    // A model with its own sliding layers keeps its windows; a lab window on top is refused (as --window
+    // is), so its defaults try H2O's budget instead.
+    std::vector<std::string> specs = cfg.has_sliding_layers()
+                                         ? std::vector<std::string>{"full", "policy=h2o,budget=" + w, "int8", "fp8"}
+                                         : std::vector<std::string>{"full", "window=" + w, "window=" + w + ",sinks=4", "int8", "fp8"};
     for (int64_t g : {32, 16, 8, 4, 2})
         if (cfg.head_dim() % g == 0) {
             specs.push_back("int4,g=" + std::to_string(g));

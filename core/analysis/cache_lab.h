@@ -65,8 +65,9 @@ struct LabConfig {
 
 LabConfig parse_lab_config(const std::string& spec);
 std::vector<std::string> split_lab_specs(const std::string& text);
-// full, a window of 32 with and without 4 sinks, and each row format; int4's group is the largest of 32,
-// 16, 8, 4, 2 that divides head_dim. What `kvscope lab` and the window's Cache lab tab run by default.
+// full, a window of 32 with and without 4 sinks (a model with its own sliding layers: H2O with a budget of
+// 32 instead), and each row format; int4's group is the largest of 32, 16, 8, 4, 2 that divides head_dim.
+// What `kvscope lab` and the window's Cache lab tab run by default.
 std::vector<std::string> lab_default_specs(const ModelConfig& cfg);
 const char* lab_config_grammar();
 const std::string& lab_builtin_text();

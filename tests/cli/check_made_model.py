@@ -186,9 +186,16 @@ def check_features(kvscope, model, name, work):
         lines = [json.loads(x) for x in r.stdout.splitlines()]
         check([x["turn"] for x in lines] == [1, 2], "%s: chat ran two turns" % name)
         check(all(x["stop"] in ("end_of_turn", "max_new_tokens") for x in lines), "%s: replies end at <|im_end|> or the cap" % name)
-    # lab's default configurations include a session window, which a model with its own windows (Gemma 3) refuses
-    own_windows = ["--config", "full", "--config", "int8"] if name == "gemma3" else []
-    ok(["lab", "--model", model, "--json"] + own_windows, "lab (built-in text)")
+    # lab's default configurations: a model with its own windows (Gemma 3) refuses a session window on top,
+    # so its defaults try H2O in the windows' place
+    r = ok(["lab", "--model", model, "--json"], "lab (built-in text, default configurations)")
+    if r.returncode == 0:
+        specs = [c["spec"] for c in json.loads(r.stdout)["configs"]]
+        windows = [s for s in specs if s.startswith("window=")]
+        if name == "gemma3":
+            check(not windows and "policy=h2o,budget=32" in specs, "%s: lab's defaults trade the windows for H2O: %s" % (name, specs))
+        else:
+            check(windows == ["window=32", "window=32,sinks=4"], "%s: lab's defaults include the two windows: %s" % (name, specs))
 
 
 def main():
