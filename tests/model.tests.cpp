@@ -300,7 +300,7 @@ TEST_CASE("bench shapes are the published models, and their random folders load 
         if (c.family != Family::Llama) continue;
         c.n_vocab = 64;  // the real widths and head layout, fewer rows and layers
         c.n_layer = 2;
-        const std::string dir = std::string(KVSCOPE_TEST_WORK) + "/bench-shape-" + name;
+        const std::string dir = kvtest::process_dir("model", "bench-shape-" + name).string();
         write_random_model(dir, c, 5);
         const auto model = Model::load(dir);
         CHECK(model->weights().n_parameters == llama_parameters(c));
