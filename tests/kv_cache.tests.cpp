@@ -349,6 +349,43 @@ TEST_CASE("a larger chunk than expected grows the sliding layer's slots, keeping
     CHECK(c.view().layer_held == std::vector<int64_t>{3, 9});
 }
 
+TEST_CASE("after a prefill the first decode step gives the sliding layer's extra slots back; step back regrows them", "[kv_cache][sliding]") {
+    // Hugging Face's DynamicSlidingWindowLayer keeps W - 1 positions between steps: a 10-token prefill holds
+    // W - 1 + 10 while it is written, a decode step W - 1 + 1 = W.
+    constexpr int64_t S = 40, W = 4, P = 10;
+    KvCache c(L, H, D, S, 0, 0, false, {}, SlidingLayers{{W, 0}, P});
+    KvCacheCheckpoint prefill = c.checkpoint(P);
+    write_chunk(c, P);
+    CHECK(c.view().layer_capacity == std::vector<int64_t>{W - 1 + P, S});
+    CHECK(c.view().layer_held == std::vector<int64_t>{P, P});
+    std::vector<KvCacheCheckpoint> decode;
+    for (int64_t n = P + 1; n <= P + 3; ++n) {
+        decode.push_back(c.checkpoint(1));
+        write_chunk(c, 1);
+        INFO("after " << n << " positions");
+        CHECK(c.view().layer_capacity == std::vector<int64_t>{W, S});
+        CHECK(c.view().layer_held == std::vector<int64_t>{W, n});
+        CHECK(c.view().bytes_used == (W + n) * 2 * H * D * 4);
+        for (int64_t p = n - W; p < n; ++p) CHECK(layer_holds_rows(c, 0, p));
+        CHECK_FALSE(stores(c, 0, n - W - 1));
+    }
+    // Back over the decode steps: the first one regrows the ring and puts back the prefill's rows.
+    while (!decode.empty()) {
+        c.restore(decode.back());
+        decode.pop_back();
+    }
+    CHECK(c.next_position() == P);
+    CHECK(c.view().layer_capacity == std::vector<int64_t>{W - 1 + P, S});
+    CHECK(c.view().layer_held == std::vector<int64_t>{P, P});
+    for (int64_t p = 0; p < P; ++p) CHECK(layer_holds_rows(c, 0, p));
+    // and forward again, exactly as before
+    write_chunk(c, 1);
+    CHECK(c.view().layer_held == std::vector<int64_t>{W, P + 1});
+    for (int64_t p = P + 1 - W; p <= P; ++p) CHECK(layer_holds_rows(c, 0, p));
+    c.restore(prefill);  // back before the prefill: nothing held
+    CHECK(c.view().layer_held == std::vector<int64_t>{0, 0});
+}
+
 TEST_CASE("int4 and a session window keep every position in every layer", "[kv_cache][sliding]") {
     const KvCache windowed(L, H, D, 10, 5, 0, false, {}, SlidingLayers{{3, 0}, 1});
     CHECK(windowed.view().layer_window.empty());

@@ -70,8 +70,8 @@ void require_fits(const KvCache& cache, int64_t n_new) {
 
 void KvCache::prepare(const TokenId* tokens, int64_t n_new) {
     require_fits(*this, n_new);
-    if (!layer_window_.empty() && n_new > chunk_) {  // a larger chunk: the sliding layers need W - 1 + n slots
-        chunk_ = n_new;
+    if (!layer_window_.empty() && n_new > 0 && n_new != chunk_) {  // the sliding layers keep W - 1 + n slots
+        chunk_ = n_new;  // a smaller chunk gives back the slots of positions no query reads again
         ring_.set_layer_limits(layer_limits());
     }
     if (format_.int4()) int4_.ensure(next_position_ + n_new - int4_.n_quantized(), next_position_);
@@ -193,6 +193,12 @@ KvCacheCheckpoint KvCache::checkpoint(int64_t n_new) const {
         return c;
     }
     ring_.save(next_position_, n_new, c.ring);
+    if (!layer_window_.empty() && n_new > 0 && n_new < chunk_) {
+        // prepare() shrinks the sliding layers' rings: keep every row they hold (a superset of what the
+        // shrink drops and the chunk overwrites), put back after regrowing them on restore
+        c.chunk = chunk_;
+        ring_.save_layers(layer_limits(), next_position_, c.ring);
+    }
     for (int64_t slot : c.ring.slots) flags_.save_slot(slot, c.slot_evicted);
     if (format_.int4()) int4_.save(next_position_, n_new, c.int4);  // the float32 rows the chunk's advance() packs
     return c;
@@ -204,6 +210,10 @@ void KvCache::restore(KvCacheCheckpoint& c) {
         next_position_ = c.next_position;
         flags_.drop_dead([&](int64_t s) { return slot_positions()[size_t(s)] >= 0 && slot_positions()[size_t(s)] < next_position_; });
         return;
+    }
+    if (c.chunk > 0 && c.chunk != chunk_) {  // the sliding layers' rings as they were sized before the chunk
+        chunk_ = c.chunk;
+        ring_.set_layer_limits(layer_limits());
     }
     // Slots written after the checkpoint that held nothing before become empty again.
     ring_.forget_from(c.next_position, next_position_);

@@ -16,8 +16,9 @@
 // itself alive at once: `fits(n)` checks that before anything is written. Positions stay absolute.
 //
 // A model's sliding layers store only their window (SlidingLayers): layer il with window W_l keeps
-// W_l - 1 + C slots, C = the largest chunk written so far (Hugging Face's DynamicSlidingWindowLayer: W - 1
-// positions between steps, plus the chunk attention reads them with), full layers every position. The
+// W_l - 1 + C slots, C = the chunk being written (Hugging Face's DynamicSlidingWindowLayer: W - 1 positions
+// between steps, plus the chunk attention reads them with): prepare() resizes the ring to each chunk, so
+// after a prefill of P tokens the first decode step gives back P - 1 slots; full layers every position. The
 // whole-sequence record (slot_positions, alive, the eviction flags) is unchanged; stores(cache, il, p) says
 // what a layer still has. int4 KIVI, a session window and paged caches keep every position in every layer
 // (key groups span consecutive positions; the session window's ring is sized for it; one block table
@@ -101,6 +102,8 @@ struct KvCacheCheckpoint {
     PagedCheckpoint paged;                // paged: the block table, its blocks held
     Int4Checkpoint int4;                  // int4: the residual rows the chunk packs
     std::vector<uint8_t> slot_evicted;    // eviction: the flags of ring.slots, (slots, L, H); empty while none
+    int64_t chunk = 0;                    // sliding layers sized for a larger chunk before it (their rows in
+                                          // ring, to regrow and refill on restore); 0: no resize
 };
 
 // What a cache holds at one moment, as plain values (llama.cpp's llama_kv_cache_view): a StepRecord
@@ -132,7 +135,7 @@ struct KvCacheView {
 // A model's own windows, for a ring cache whose sliding layers store only them (the top of this file).
 struct SlidingLayers {
     std::vector<int64_t> window;         // (L) 0 = full attention; empty: no sliding layer
-    int64_t chunk = 1;                   // the largest chunk expected; a larger one grows the sliding layers
+    int64_t chunk = 1;                   // the first chunk expected; prepare() resizes to each chunk
 };
 
 // (L, H, D) of a cache: layers, K/V heads, head dim.
@@ -244,7 +247,7 @@ private:
     Int4Rows int4_;                       // int4 only: key groups and the float32 residual
     EvictionFlags flags_;                 // (L·H, S)
     std::vector<int64_t> layer_window_;   // (L) the model's own windows when sliding layers store only them
-    int64_t chunk_ = 0;                   // the largest chunk the sliding layers' slots were sized for
+    int64_t chunk_ = 0;                   // the chunk the sliding layers' slots are sized for: the last one
 };
 // The compiler's moves hand a paged cache's block references over (PagedStorage's move: the target's own go
 // back to the pool first, the source is left holding none); PagedStorage also makes copying impossible.

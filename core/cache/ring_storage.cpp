@@ -48,6 +48,23 @@ void RingStorage::save(int64_t next, int64_t n_new, RingCheckpoint& c) const {
         }
 }
 
+void RingStorage::save_layers(const std::vector<int64_t>& limits, int64_t next, RingCheckpoint& c) const {
+    for (int64_t il = 0; il < n_layer_; ++il) {
+        if (il >= int64_t(limits.size()) || limits[size_t(il)] <= 0) continue;
+        for (int64_t p : layers_[size_t(il)].positions) {
+            if (p < 0 || p >= next) continue;
+            c.layer_entries.insert(c.layer_entries.end(), {il, p});
+            for (int kv = 0; kv < 2; ++kv) {
+                const int64_t bytes = kv ? value_bytes_ : key_bytes_;
+                for (int64_t h = 0; h < n_head_; ++h) {
+                    const unsigned char* r = row(kv, il, h, p);
+                    c.rows.insert(c.rows.end(), r, r + bytes);
+                }
+            }
+        }
+    }
+}
+
 void RingStorage::relayout(const std::vector<int64_t>& capacities) {
     // A ring that wrapped keeps position p in slot sinks + (p - sinks) % (S_l - sinks): with a new S_l the
     // slot changes, so each live position's rows are copied to the slot slot_of() gives it afterwards. A

@@ -25,6 +25,8 @@
 //   row(kv, il, h, p)            the stored bytes of p's K (kv 0) or V (kv 1) row
 //   fits(next, n, oldest_needed) a chunk of n at next keeps every position from oldest_needed alive
 //   slots_needed(next, n, oldest_needed)   what fits() compares with S
+//   save_layers(limits, next, c) the rows of every position below next the layers with a limit hold (before
+//                                their rings shrink)
 //   save(next, n, c) / restore(next_now, c)   the slots a chunk of n overwrites: positions and rows (per
 //                                layer: a sliding layer's checkpoint keeps the rows its ring overwrites, so
 //                                step back works while the ring holds only the window)
@@ -87,6 +89,7 @@ public:
         return next + n_new <= capacity_ || slots_needed(next, n_new, oldest_needed) <= capacity_;
     }
     void save(int64_t next, int64_t n_new, RingCheckpoint& c) const;
+    void save_layers(const std::vector<int64_t>& limits, int64_t next, RingCheckpoint& c) const;
     template <class OnSlot>
     void restore(const RingCheckpoint& c, OnSlot on_slot);
     void grow(int64_t capacity);

@@ -50,7 +50,7 @@ public:
 
     // A ring cache; bfloat16 rows when the matrices are bfloat16 (--dtype bf16), else float32; packed
     // rows when `quant` names a format (kv_quant.h). A model's sliding layers store only their window
-    // plus the chunk being written; chunk = the largest chunk expected (a larger one grows them).
+    // plus the chunk being written; chunk = the first chunk expected (KvCache resizes them to each chunk).
     KvCache make_cache(int64_t capacity, int64_t window, int64_t sinks = 0, KvQuantSpec quant = {}, int64_t chunk = 1) const;
 
 private:

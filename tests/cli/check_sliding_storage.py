@@ -8,12 +8,14 @@ head_dim x 4, float32) and, after N positions written C at a time, what the cach
 
     sum over layers of min(N, held_l) x bytes per layer position,  held_l = W_l - 1 + C (sliding), N (full)
 
-(Hugging Face's DynamicSlidingWindowLayer: W - 1 positions between steps, plus the chunk being written).
+(Hugging Face's DynamicSlidingWindowLayer: W - 1 positions between steps, plus the chunk being written;
+C is the last step's chunk: after a decode step 1, however large the prefill was).
 It asserts that number against
   - `inspect --json --positions N --chunk C`: kv_bytes_held.bytes and .layer_positions;
   - `generate --json --prefill-chunk C`: kv.bytes_held and kv.layer_positions_held after the run's N
-    positions (the prompt, then the new tokens but the last, which is sampled and not yet written), and
-    the positions per layer on generate's kv line;
+    positions (the prompt, then the new tokens but the last, which is sampled and not yet written; the
+    last step a decode step, so C = 1 there whatever the prefill's chunk), and the positions per layer on
+    generate's kv line;
   - `lab --json` (one position at a time, C = 1): the last entry of the full configuration's cache_bytes.
 On today's main every layer stores every position and none of these equals the formula.
 
@@ -74,7 +76,7 @@ def check_model(a, name, model, failures):
     new = 9
     n = 11 + new - 1
     for chunk in (11, 4):
-        held, want = expected(cfg, n, chunk)
+        held, want = expected(cfg, n, 1)  # the last step decoded one token
         j, _ = run_json([a.kvscope, "generate", "--model", model, "--prompt-ids", prompt, "--max-new-tokens", str(new),
                          "--prefill-chunk", str(chunk), "--json"], failures)
         kv = j.get("kv", {})
