@@ -3,6 +3,9 @@
 // broken files laid out byte by byte here, each refused with one LoadError naming what is wrong.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -259,6 +262,11 @@ struct TokenizerKeys {
         for (const std::string& s : items) b.str(s);
         return ++n, *this;
     }
+    TokenizerKeys& f32s(const std::string& key, const std::vector<float>& items) {
+        b.str(key).u32(9).u32(6).u64(items.size());
+        for (float v : items) b.s.append(reinterpret_cast<const char*>(&v), 4);
+        return ++n, *this;
+    }
     TokenizerKeys& i32s(const std::string& key, const std::vector<int32_t>& items) {
         b.str(key).u32(9).u32(5).u64(items.size());
         for (int32_t v : items) b.u32(uint32_t(v));
@@ -283,6 +291,36 @@ TokenizerKeys small_tokenizer(const std::string& pre = "gpt-2") {
     TokenizerKeys k;
     k.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", pre).strings("tokenizer.ggml.tokens", tokens);
     k.i32s("tokenizer.ggml.token_type", types).strings("tokenizer.ggml.merges", {"a b"});
+    return k;
+}
+
+// A SentencePiece vocabulary: <unk> <s> </s> (0..2), the 256 byte pieces <0x00>.. (3..258), then "▁" "a"
+// "b" "▁a" "ab" (259..263) scored `score_marker_a` and `score_ab` (the rest -10), then `extra` pieces of
+// `extra_type` (a user-defined one scored -1000, as llama.cpp's converter writes it).
+TokenizerKeys spm_tokenizer(float score_marker_a, float score_ab, const std::vector<std::string>& extra = {},
+                            int32_t extra_type = 1) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    char name[8];
+    for (int c = 0; c < 256; ++c) {
+        std::snprintf(name, sizeof name, "<0x%02X>", c);
+        tokens.push_back(name);
+        types.push_back(6);
+    }
+    for (const char* piece : {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab"}) {
+        tokens.push_back(piece);
+        types.push_back(1);
+    }
+    tokens.insert(tokens.end(), extra.begin(), extra.end());
+    types.resize(tokens.size(), extra_type);  // the extra pieces
+    std::vector<float> scores(tokens.size(), extra_type == 4 ? -1000.0f : -10.0f);
+    std::fill(scores.begin(), scores.begin() + 264, -10.0f);
+    scores[262] = score_marker_a;
+    scores[263] = score_ab;
+    TokenizerKeys k;
+    k.string("tokenizer.ggml.model", "llama").string("tokenizer.ggml.pre", "default").strings("tokenizer.ggml.tokens", tokens);
+    k.f32s("tokenizer.ggml.scores", scores).i32s("tokenizer.ggml.token_type", types);
+    k.u32("tokenizer.ggml.bos_token_id", 1).u32("tokenizer.ggml.eos_token_id", 2);
     return k;
 }
 
@@ -325,8 +363,6 @@ TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, ba
     CHECK(t.decode({256, 'c'}) == "abc");
 
     CHECK(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "none"), "none") == "(no tokenizer)");
-    CHECK_THAT(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "llama"), "spm"),
-               Catch::Contains("tokenizer.ggml.model is \"llama\""));
     CHECK_THAT(tokenizer_refusal(small_tokenizer("default"), "pre"),
                Catch::Contains("tokenizer.ggml.pre is \"default\", a pre-tokenizer kvscope does not know"));
     CHECK_THAT(tokenizer_refusal(small_tokenizer().u32("tokenizer.ggml.bos_token_id", 258), "bos"),
@@ -360,7 +396,7 @@ TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, ba
 TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Hugging Face does", "[.][gguf_hf]") {
     const char* hf = std::getenv("KVSCOPE_HF_DIR");
     if (!hf) FAIL("set KVSCOPE_HF_DIR (see tests/tokenizer.cmake)");
-    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "gpt2_digits");
+    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "gpt2_digits", "llama2", "gemma3");
     const fs::path gguf = test::fresh_dir("gguf", "tokenizer_" + name) / (name + ".gguf");
     REQUIRE(std::system((std::string(kPython) + " " KVSCOPE_SOURCE_DIR "/tests/reference/gguf_reference.py tokenizer " +
                          hf + "/" + name + " " + gguf.string()).c_str()) == 0);
@@ -375,9 +411,21 @@ TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Huggi
         CHECK(got.eos_token == want.eos_token);
         CHECK(t.end_of_text() == Tokenizer::load(folder).end_of_text());
     }
+    // llama.cpp's converter types Gemma's <unusedN> and <mask> CONTROL (does_token_look_special) where
+    // tokenizer.json says not special: llama.cpp, and kvscope reading the file, match them in the text only
+    // when special tokens are allowed, so on texts holding one only ids_special can equal Hugging Face's.
+    std::vector<std::string> retyped;
+    {
+        const std::vector<int64_t> types = GgufFile(gguf.string()).find("tokenizer.ggml.token_type")->integers;
+        std::ifstream tj(std::string(hf) + "/" + name + "/tokenizer.json", std::ios::binary);
+        const Json doc = Json::parse(std::string{std::istreambuf_iterator<char>(tj), {}});
+        for (const Json& a : doc.find("added_tokens")->as_array())
+            if (!a.find("special")->as_bool() && types[size_t(a.find("id")->as_integer())] == 3)
+                retyped.push_back(a.find("content")->as_string());
+    }
     std::ifstream in(std::string(hf) + "/" + name + "_expected.jsonl", std::ios::binary);
     REQUIRE(in);
-    int n_cases = 0, n_failed = 0;
+    int n_cases = 0, n_failed = 0, n_retyped = 0;
     std::string line, first;
     while (std::getline(in, line)) {
         if (line.empty()) continue;
@@ -388,14 +436,64 @@ TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Huggi
             for (const Json& v : a.as_array()) out.push_back(TokenId(v.as_integer()));
             return out;
         };
+        const bool plain_comparable = std::none_of(retyped.begin(), retyped.end(),
+                                                   [&](const std::string& r) { return text.find(r) != std::string::npos; });
+        n_retyped += !plain_comparable;
         const std::vector<TokenId> got_special = t.encode(text, true);
-        const bool ok = t.encode(text) == ids(*row.find("ids")) && got_special == ids(*row.find("ids_special")) &&
+        const bool ok = (!plain_comparable || t.encode(text) == ids(*row.find("ids"))) && got_special == ids(*row.find("ids_special")) &&
                         t.decode(got_special) == row.find("decoded")->as_string();
         ++n_cases;
         if (!ok && n_failed++ == 0) first = display_bytes(text);
     }
-    WARN(name << ": " << n_cases << " strings compared, " << n_failed << " differ");
+    WARN(name << ": " << n_cases << " strings compared, " << n_failed << " differ; " << n_retyped
+              << " hold a token llama.cpp's converter types control (plain ids not compared)");
     CHECK(n_cases >= 300);
+    CHECK(n_retyped <= 2);
     INFO(name << " first mismatch: '" << first << "'");
     CHECK(n_failed == 0);
+}
+
+TEST_CASE("GGUF SentencePiece keys: merges follow the scores, bytes fall back, bad keys are refused by name", "[gguf]") {
+    const fs::path dir = test::fresh_dir("gguf", "tokenizer_spm");
+    auto load = [&](const TokenizerKeys& keys, const std::string& name) {
+        test::write_bytes(dir / (name + ".gguf"), keys.file());
+        return tokenizer_of(dir / (name + ".gguf"));
+    };
+    // "ab" is "▁ a b" once the space prefix is added: the higher-scored of "▁a" and "ab" merges first, and
+    // no piece joins the other two.
+    const Tokenizer marker_first = load(spm_tokenizer(-1, -2), "marker_first");
+    CHECK(marker_first.encode("ab") == std::vector<TokenId>{1, 262, 261});
+    CHECK(marker_first.decode({262, 261}) == "ab");  // the prefix space is stripped again
+    const Tokenizer ab_first = load(spm_tokenizer(-2, -1), "ab_first");
+    CHECK(ab_first.encode("ab") == std::vector<TokenId>{1, 259, 263});
+    CHECK(ab_first.encode("a\xc3\xa9", true) == std::vector<TokenId>{1, 262, 3 + 0xC3, 3 + 0xA9});  // é: bytes
+    CHECK(ab_first.encode("b</s>", true) == std::vector<TokenId>{1, 259, 261, 2});
+    CHECK(ab_first.end_of_text() == std::optional<TokenId>(2));
+    // Gemma: no space prefix, no begin-of-text
+    const Tokenizer gemma = load(spm_tokenizer(-1, -2).boolean("tokenizer.ggml.add_space_prefix", false)
+                                     .boolean("tokenizer.ggml.add_bos_token", false), "no_prefix");
+    CHECK(gemma.encode("ab a") == std::vector<TokenId>{263, 262});
+    // llama.cpp writes a user-defined "▁▁" as two spaces scored -1000; undone, it is "▁▁" scored 0 (merged
+    // first), as Hugging Face's tokenizer.json has it, and not matched against the spaces of the text
+    const Tokenizer user = load(spm_tokenizer(-1, -2, {"  "}, 4), "user_defined");
+    CHECK(user.encode("a  b") == std::vector<TokenId>{1, 262, 264, 261});
+    CHECK(user.encode(" a") == std::vector<TokenId>{1, 264, 260});  // "▁▁a": "▁▁" outranks "▁a"
+
+    CHECK_THAT(tokenizer_refusal(spm_tokenizer(-1, -2, {"xy"}), "unigram"),
+               Catch::Contains("tokenizer.ggml.tokens[264] \"xy\" is no two other pieces merged: a SentencePiece unigram vocabulary"));
+    TokenizerKeys no_scores;
+    no_scores.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a"});
+    CHECK_THAT(tokenizer_refusal(no_scores, "no_scores"), Catch::Contains("tokenizer.ggml.scores is missing"));
+    TokenizerKeys few_scores;
+    few_scores.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a", "b"}).f32s("tokenizer.ggml.scores", {0});
+    CHECK_THAT(tokenizer_refusal(few_scores, "few_scores"), Catch::Contains("tokenizer.ggml.scores has 1 entries for 2 tokens"));
+    TokenizerKeys spm_pre;
+    spm_pre.string("tokenizer.ggml.model", "llama").string("tokenizer.ggml.pre", "llama-bpe");
+    CHECK_THAT(tokenizer_refusal(spm_pre, "spm_pre"),
+               Catch::Contains("tokenizer.ggml.pre is \"llama-bpe\" for a SentencePiece vocabulary"));
+    TokenizerKeys nan_score;
+    nan_score.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a"}).f32s("tokenizer.ggml.scores", {NAN});
+    CHECK_THAT(tokenizer_refusal(nan_score, "nan"), Catch::Contains("tokenizer.ggml.scores[0] is not a finite number"));
+    CHECK_THAT(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "bert"), "bert"),
+               Catch::Contains("tokenizer.ggml.model is \"bert\", a tokenizer kvscope does not read"));
 }

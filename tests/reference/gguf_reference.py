@@ -17,7 +17,9 @@ layouts (ggml-common.h's block structs). kvscope's C++ reader and dequantizers a
                                         FOLDER/tokenizer.json, its tokenizer.* keys too (as below)
   gguf_reference.py tokenizer FOLDER OUT.gguf
                                         only the tokenizer.* keys llama.cpp's converter writes for FOLDER's
-                                        byte-level BPE tokenizer.json + tokenizer_config.json (its gpt2 path)
+                                        tokenizer.json + tokenizer_config.json: a byte-level BPE one as its gpt2
+                                        path does, a SentencePiece one (Llama 2, Gemma 3) as its sentencepiece
+                                        path does, with the scores rebuilt from the merges (spm_scores)
 """
 import json
 import os
@@ -399,12 +401,50 @@ def pre_name(pre):
     return "unknown"
 
 
-def tokenizer_metadata(folder, vocab_size=0):
-    """The tokenizer.* keys llama.cpp's converter writes for a byte-level BPE tokenizer.json (its gpt2 path):
-    every id below vocab_size, added tokens CONTROL (special) or USER_DEFINED, missing ids "[PAD<id>]" UNUSED."""
+def read_tokenizer(folder):
     tok = json.load(open(os.path.join(folder, "tokenizer.json"), encoding="utf-8"))
     config_path = os.path.join(folder, "tokenizer_config.json")
     config = json.load(open(config_path, encoding="utf-8")) if os.path.exists(config_path) else {}
+    return tok, config
+
+
+def is_sentencepiece(tok):
+    """gguf-py's LlamaHfVocab test: a BPE tokenizer.json with byte_fallback and a decoder Sequence is a
+    SentencePiece model that Hugging Face converted (Llama 2, Mistral, Gemma)."""
+    model = tok["model"]
+    return model["type"] == "BPE" and model.get("byte_fallback", False) and (tok.get("decoder") or {}).get("type") == "Sequence"
+
+
+def tokenizer_metadata(folder, vocab_size=0):
+    tok, config = read_tokenizer(folder)
+    if is_sentencepiece(tok):
+        return spm_tokenizer_metadata(tok, config, vocab_size)
+    return bpe_tokenizer_metadata(tok, config, vocab_size)
+
+
+def token_of(value):
+    return value["content"] if isinstance(value, dict) else value
+
+
+def special_metadata(config, ids, names=("bos", "eos")):
+    """tokenizer.ggml.<name>_token_id from tokenizer_config.json (gguf-py's SpecialVocab)."""
+    out = []
+    for name in names:
+        if config.get(name + "_token") is not None:
+            out.append(("tokenizer.ggml.%s_token_id" % name, "u32", ids[token_of(config[name + "_token"])]))
+    return out
+
+
+def chat_template_metadata(config):
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        template = {t["name"]: t["template"] for t in template}.get("default")
+    return [] if template is None else [("tokenizer.chat_template", "string", template)]
+
+
+def bpe_tokenizer_metadata(tok, config, vocab_size):
+    """The tokenizer.* keys llama.cpp's converter writes for a byte-level BPE tokenizer.json (its gpt2 path):
+    every id below vocab_size, added tokens CONTROL (special) or USER_DEFINED, missing ids "[PAD<id>]" UNUSED."""
     model = tok["model"]
     ids = dict(model["vocab"])
     special = {}
@@ -423,9 +463,6 @@ def tokenizer_metadata(folder, vocab_size=0):
             types.append((3 if special[i] else 4) if i in special else 1)
     merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
 
-    def token_of(value):
-        return value["content"] if isinstance(value, dict) else value
-
     single = (tok.get("post_processor") or {}).get("single") or []
     add_bos = config.get("add_bos_token", bool(single) and "SpecialToken" in single[0])
     meta = [("tokenizer.ggml.model", "string", "gpt2"),
@@ -433,16 +470,82 @@ def tokenizer_metadata(folder, vocab_size=0):
             ("tokenizer.ggml.tokens", ("array", "string"), tokens),
             ("tokenizer.ggml.token_type", ("array", "i32"), types),
             ("tokenizer.ggml.merges", ("array", "string"), merges)]
-    for key, name in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id")):
-        if config.get(key) is not None:
-            meta.append(("tokenizer.ggml." + name, "u32", ids[token_of(config[key])]))
+    meta += special_metadata(config, ids)
     meta.append(("tokenizer.ggml.add_bos_token", "bool", bool(add_bos)))
-    template = config.get("chat_template")
-    if isinstance(template, list):
-        template = {t["name"]: t["template"] for t in template}.get("default")
-    if template is not None:
-        meta.append(("tokenizer.chat_template", "string", template))
-    return meta
+    return meta + chat_template_metadata(config)
+
+
+def spm_scores(vocab, merges):
+    """SentencePiece scores for the pieces of a converted tokenizer.json, which keeps the merges but not the
+    scores they were made from. Hugging Face's converter (convert_slow_tokenizer.generate_merges) lists every
+    split of every piece into two pieces, ordered by the piece's score (highest first), then the left and
+    right lengths (longest first), then piece id and the sides' ids. Walking the merges in order, a merge
+    stays on the score of the one before it while that order holds, and starts a lower score where it
+    breaks. Pieces no merge makes get scores below every merged piece (SentencePiece's BPE lists single
+    characters last)."""
+    score, level, prev = {}, 0, None
+    for left, right in merges:
+        piece = left + right
+        key = (-len(left), -len(right), vocab[piece], vocab[left], vocab[right])
+        if prev is not None and key <= prev:
+            level += 1
+        prev = key
+        score.setdefault(piece, -float(level))
+    return [score.get(p, -float(level + 1 + i)) for p, i in sorted(vocab.items(), key=lambda kv: kv[1])]
+
+
+def does_token_look_special(text):
+    """llama.cpp's converter types these CONTROL although Gemma's tokenizer_config.json says not special."""
+    return (text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (text.startswith("<|") and text.endswith("|>"))
+            or (text.startswith("<\uff5c") and text.endswith("\uff5c>"))
+            or (text.startswith("<unused") and text.endswith(">")))
+
+
+def spm_tokenizer_metadata(tok, config, vocab_size):
+    """The tokenizer.* keys llama.cpp's converter writes for a SentencePiece model (_create_vocab_sentencepiece),
+    from the tokenizer.json Hugging Face made of it: the pieces by id with their scores (see spm_scores) and
+    types (UNKNOWN for model.unk_token, CONTROL for special added tokens, BYTE for <0xNN>, NORMAL), then
+    tokenizer_config.json's added_tokens_decoder as llama.cpp applies it: special (or looking special) ->
+    CONTROL, otherwise USER_DEFINED with "\u2581" written as a space; both score -1000."""
+    model = tok["model"]
+    vocab = dict(model["vocab"])
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    n = max([vocab_size, len(vocab)] + [a["id"] + 1 for a in tok.get("added_tokens", [])])
+    tokens = ["[PAD%d]" % i for i in range(n)]
+    scores = [-10000.0] * n
+    types = [5] * n
+    special = {a["content"] for a in tok.get("added_tokens", []) if a.get("special")}
+    for i, (piece, s) in enumerate(zip(sorted(vocab, key=vocab.get), spm_scores(vocab, merges))):
+        tokens[i], scores[i] = piece, s
+        types[i] = (2 if piece == model.get("unk_token") else 3 if piece in special
+                    else 6 if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">") else 1)
+    for key, data in config.get("added_tokens_decoder", {}).items():
+        i, text = int(key), data["content"]
+        if i >= n:
+            continue
+        if data.get("special") or does_token_look_special(text):
+            types[i] = 3
+        else:
+            types[i] = 4
+            text = text.replace("\u2581", " ")
+        tokens[i], scores[i] = text, -1000.0
+    meta = [("tokenizer.ggml.model", "string", "llama"), ("tokenizer.ggml.pre", "string", "default"),
+            ("tokenizer.ggml.tokens", ("array", "string"), tokens),
+            ("tokenizer.ggml.scores", ("array", "f32"), scores),
+            ("tokenizer.ggml.token_type", ("array", "i32"), types)]
+    meta += special_metadata(config, {**vocab, **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}},
+                             ("bos", "eos", "unk", "pad"))
+    for key in ("add_bos_token", "add_eos_token"):
+        if key in config:
+            meta.append(("tokenizer.ggml." + key, "bool", bool(config[key])))
+    # Gemma's converter writes add_space_prefix false; Llama's only when tokenizer_config.json says
+    # add_prefix_space. A tokenizer.json without a Prepend normalizer is Gemma's.
+    normalizers = (tok.get("normalizer") or {}).get("normalizers") or [tok.get("normalizer") or {}]
+    if "add_prefix_space" in config:
+        meta.append(("tokenizer.ggml.add_space_prefix", "bool", bool(config["add_prefix_space"])))
+    elif not any(step.get("type") == "Prepend" for step in normalizers):
+        meta.append(("tokenizer.ggml.add_space_prefix", "bool", False))
+    return meta + chat_template_metadata(config)
 
 
 def convert_tokenizer(folder, out):
