@@ -215,13 +215,22 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
     options.max_new_tokens = 6;
     options.prefill_chunk = 3;
     const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7};
-    // llama: Q/K rows permuted in the file; qwen2: q/k/v biases; qwen3: q/k norms. Rows of 256 for the K types.
-    for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+    // llama: Q/K rows permuted in the file; qwen2: q/k/v biases; qwen3: q/k norms; gemma3: norms stored + 1,
+    // a window of 4 on two layers in three, queries scaled by 1 / sqrt(24) (attention.scale); gpt2: Conv1D
+    // matrices transposed, output.weight a copy of the embedding. Rows of 256 for the K types.
+    const std::string llama_shape = " --hidden 256 --inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 3 ";
+    const std::vector<std::pair<std::string, std::string>> makers = {
+        {"llama", "make_llama_model.py --model-type llama" + llama_shape},
+        {"qwen2", "make_llama_model.py --model-type qwen2" + llama_shape},
+        {"qwen3", "make_llama_model.py --model-type qwen3" + llama_shape},
+        {"gemma3", "make_llama_model.py --shape gemma3-tiny" + llama_shape},
+        {"gpt2", "make_model.py --n-embd 256 --n-head 4 --n-layer 2 --vocab 300 --seed 3 "},
+    };
+    for (const auto& [arch, maker] : makers) {
         const fs::path folder = dir / arch;
-        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/make_llama_model.py --model-type " + arch +
-                             " --hidden 256 --inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 3 " +
-                             folder.string() + " >/dev/null").c_str()) == 0);
-        const kvtest::Run original = kvtest::run_to_end(Model::load(folder.string()), options, prompt);
+        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/" + maker + folder.string() + " >/dev/null").c_str()) == 0);
+        const auto from_folder = Model::load(folder.string());
+        const kvtest::Run original = kvtest::run_to_end(from_folder, options, prompt);
         for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
             INFO(arch << " " << type);
             const fs::path gguf = dir / (arch + "_" + type + ".gguf");
@@ -230,7 +239,9 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
                                  folder.string() + " " + gguf.string() + " " + type + " " + dequantized.string())
                                     .c_str()) == 0);
             const auto from_file = Model::load(gguf.string());
-            CHECK(from_file->config().n_kv_head == 2);
+            CHECK(from_file->config().kv_heads() == from_folder->config().kv_heads());
+            CHECK(from_file->config().layer_window == from_folder->config().layer_window);
+            CHECK(from_file->config().attention_scale() == from_folder->config().attention_scale());
             const kvtest::Run got = kvtest::run_to_end(from_file, options, prompt);
             kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));
             if (std::string(type) == "F32") kvtest::require_identical(got, original);
@@ -260,6 +271,15 @@ struct TokenizerKeys {
     TokenizerKeys& strings(const std::string& key, const std::vector<std::string>& items) {
         b.str(key).u32(9).u32(8).u64(items.size());
         for (const std::string& s : items) b.str(s);
+        return ++n, *this;
+    }
+    TokenizerKeys& f32(const std::string& key, float value) {
+        b.str(key).u32(6).s.append(reinterpret_cast<const char*>(&value), 4);
+        return ++n, *this;
+    }
+    TokenizerKeys& bools(const std::string& key, const std::vector<bool>& items) {
+        b.str(key).u32(9).u32(7).u64(items.size());
+        for (bool v : items) b.s += char(v);
         return ++n, *this;
     }
     TokenizerKeys& f32s(const std::string& key, const std::vector<float>& items) {
@@ -496,4 +516,48 @@ TEST_CASE("GGUF SentencePiece keys: merges follow the scores, bytes fall back, b
     CHECK_THAT(tokenizer_refusal(nan_score, "nan"), Catch::Contains("tokenizer.ggml.scores[0] is not a finite number"));
     CHECK_THAT(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "bert"), "bert"),
                Catch::Contains("tokenizer.ggml.model is \"bert\", a tokenizer kvscope does not read"));
+}
+
+namespace {
+
+// A model file of `arch` with `keys` and one F32 token_embd (vocab 4, width 8), as Model::load reads it.
+std::string model_refusal(const std::string& arch, const TokenizerKeys& keys, const std::string& name) {
+    Bytes b = header(1, keys.n + 1);
+    b.str("general.architecture").u32(8).str(arch);
+    b.s += keys.b.s;
+    tensor_info(b, "token_embd.weight", {8, 4}).pad(32).raw(128, '\0');
+    const fs::path p = test::fresh_dir("gguf", "models_broken") / (name + ".gguf");
+    test::write_bytes(p, b.s);
+    try {
+        Model::load(p.string());
+    } catch (const LoadError& e) {
+        return e.what_is_wrong;
+    }
+    return "(opened)";
+}
+
+TokenizerKeys shape_keys(const std::string& arch) {
+    TokenizerKeys k;
+    k.u32(arch + ".block_count", 2).u32(arch + ".embedding_length", 8).u32(arch + ".feed_forward_length", 16);
+    k.u32(arch + ".attention.head_count", 2).u32(arch + ".context_length", 32);
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("gemma3 and gpt2 keys: what kvscope cannot read as a folder's config is refused by name", "[gguf]") {
+    CHECK_THAT(model_refusal("falcon", shape_keys("falcon"), "falcon"), Catch::Contains("architecture falcon is not supported"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").u32("gemma3.attention.sliding_window", 4)
+                                           .bools("gemma3.attention.sliding_window_pattern", {true, false, true}), "pattern"),
+               Catch::Contains("gemma3.attention.sliding_window_pattern must be a count or one bool per layer"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").f32("gemma3.attention.scale", -1), "scale"),
+               Catch::Contains("gemma3.attention.scale must be a positive number"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").string("gemma3.rope.scaling.type", "yarn"), "yarn"),
+               Catch::Contains("gemma3.rope.scaling.type is set"));
+    TokenizerKeys no_context;
+    no_context.u32("gpt2.block_count", 2).u32("gpt2.embedding_length", 8).u32("gpt2.attention.head_count", 2);
+    CHECK_THAT(model_refusal("gpt2", no_context, "gpt2_context"), Catch::Contains("gpt2.context_length is missing"));
+    // a file with the keys right but no weights: the first missing tensor, by its Hugging Face name
+    CHECK_THAT(model_refusal("gpt2", shape_keys("gpt2"), "gpt2_weights"), Catch::Contains("wpe.weight"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3"), "gemma3_weights"), Catch::Contains("model.layers.0.input_layernorm.weight"));
 }
