@@ -217,7 +217,8 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
     const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7};
     // llama: Q/K rows permuted in the file; qwen2: q/k/v biases; qwen3: q/k norms; gemma3: norms stored + 1,
     // a window of 4 on two layers in three, queries scaled by 1 / sqrt(24) (attention.scale); gpt2: Conv1D
-    // matrices transposed, output.weight a copy of the embedding. Rows of 256 for the K types.
+    // matrices transposed, output.weight a copy of the embedding; llama_rope_linear: rope.scaling.type linear,
+    // factor 4. Rows of 256 for the K types.
     const std::string llama_shape = " --hidden 256 --inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 3 ";
     const std::vector<std::pair<std::string, std::string>> makers = {
         {"llama", "make_llama_model.py --model-type llama" + llama_shape},
@@ -225,20 +226,30 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
         {"qwen3", "make_llama_model.py --model-type qwen3" + llama_shape},
         {"gemma3", "make_llama_model.py --shape gemma3-tiny" + llama_shape},
         {"gpt2", "make_model.py --n-embd 256 --n-head 4 --n-layer 2 --vocab 300 --seed 3 "},
+        {"llama_rope_linear", "make_llama_model.py --model-type llama" + llama_shape},
     };
     for (const auto& [arch, maker] : makers) {
         const fs::path folder = dir / arch;
-        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/" + maker + folder.string() + " >/dev/null").c_str()) == 0);
+        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/" + maker + "'" + folder.string() + "' >/dev/null").c_str()) == 0);
+        if (arch == "llama_rope_linear") {  // rope.scaling.type / factor in the file
+            std::ifstream in(folder / "config.json", std::ios::binary);
+            std::string config{std::istreambuf_iterator<char>(in), {}};
+            const std::string none = "\"rope_scaling\": null";
+            REQUIRE(config.find(none) != std::string::npos);
+            config.replace(config.find(none), none.size(), R"("rope_scaling": {"rope_type": "linear", "factor": 4.0})");
+            test::write_bytes(folder / "config.json", config);
+        }
         const auto from_folder = Model::load(folder.string());
         const kvtest::Run original = kvtest::run_to_end(from_folder, options, prompt);
         for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
             INFO(arch << " " << type);
             const fs::path gguf = dir / (arch + "_" + type + ".gguf");
             const fs::path dequantized = dir / (arch + "_" + type);
-            REQUIRE(std::system((std::string(kPython) + " " + tools + "/tests/reference/gguf_reference.py convert " +
-                                 folder.string() + " " + gguf.string() + " " + type + " " + dequantized.string())
+            REQUIRE(std::system((std::string(kPython) + " " + tools + "/tests/reference/gguf_reference.py convert '" +
+                                 folder.string() + "' '" + gguf.string() + "' " + type + " '" + dequantized.string() + "'")
                                     .c_str()) == 0);
             const auto from_file = Model::load(gguf.string());
+            CHECK(from_file->config().rope.factor == from_folder->config().rope.factor);
             CHECK(from_file->config().kv_heads() == from_folder->config().kv_heads());
             CHECK(from_file->config().layer_window == from_folder->config().layer_window);
             CHECK(from_file->config().attention_scale() == from_folder->config().attention_scale());
@@ -553,7 +564,11 @@ TEST_CASE("gemma3 and gpt2 keys: what kvscope cannot read as a folder's config i
     CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").f32("gemma3.attention.scale", -1), "scale"),
                Catch::Contains("gemma3.attention.scale must be a positive number"));
     CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").string("gemma3.rope.scaling.type", "yarn"), "yarn"),
-               Catch::Contains("gemma3.rope.scaling.type is set"));
+               Catch::Contains("gemma3.rope.scaling.type is \"yarn\", a rope scaling kvscope does not read from GGUF"));
+    CHECK_THAT(model_refusal("llama", shape_keys("llama").string("llama.rope.scaling.type", "linear"), "no_factor"),
+               Catch::Contains("llama.rope.scaling.factor is missing"));
+    CHECK_THAT(model_refusal("llama", shape_keys("llama").f32("llama.rope.scaling.factor", 2), "no_type"),
+               Catch::Contains("llama.rope.scaling.factor is set without rope.scaling.type"));
     TokenizerKeys no_context;
     no_context.u32("gpt2.block_count", 2).u32("gpt2.embedding_length", 8).u32("gpt2.attention.head_count", 2);
     CHECK_THAT(model_refusal("gpt2", no_context, "gpt2_context"), Catch::Contains("gpt2.context_length is missing"));

@@ -113,6 +113,24 @@ std::string number(double x) {
     return buf;
 }
 
+// rope.scaling.type "linear" + rope.scaling.factor -> rope_scaling {"rope_type": "linear", "factor": f}
+// (LlamaModel / Gemma3Model write them so); absent or "none" -> null. Other kinds (yarn, longrope) are
+// refused by name; so is Llama 3's scaling, which llama.cpp's converter writes as a rope_freqs tensor of
+// per-frequency factors rather than keys.
+std::string rope_scaling_json(const GgufFile& f, const Metadata& m, const std::string& arch) {
+    const GgufValue* type = f.find(arch + ".rope.scaling.type");
+    const GgufValue* factor = f.find(arch + ".rope.scaling.factor");
+    if (type && type->type != GgufValueType::String) m.fail(arch + ".rope.scaling.type must be a string");
+    if (!type || type->text == "none") {
+        if (factor) m.fail(arch + ".rope.scaling.factor is set without rope.scaling.type");
+        return "null";
+    }
+    if (type->text != "linear")
+        m.fail(arch + ".rope.scaling.type is \"" + type->text + "\", a rope scaling kvscope does not read from GGUF");
+    if (!factor) m.fail(arch + ".rope.scaling.type is linear but " + arch + ".rope.scaling.factor is missing");
+    return "{\"rope_type\": \"linear\", \"factor\": " + number(m.real("rope.scaling.factor", 0)) + "}";
+}
+
 // Gemma 3's keys beyond Llama's (Gemma3TextConfig). llama.cpp's converter writes attention.sliding_window
 // only; its loader then slides five layers in six with base 10000 and scales queries by 1 / sqrt(head_dim)
 // (1 / sqrt(n_embd / n_head) for the 62-layer 27B). attention.sliding_window_pattern (a count, or one bool
@@ -152,11 +170,9 @@ void add_gemma3_keys(const GgufFile& f, const Metadata& m, std::string& j) {
 std::string config_json(const GgufFile& f, const std::string& arch) {
     const Metadata m(f, arch);
     const bool gemma3 = arch == "gemma3";
-    std::vector<std::string> refused = {"rope.scaling.type"};
-    if (!gemma3) refused.push_back("attention.sliding_window");
-    for (const std::string& key : refused)
-        if (const GgufValue* v = f.find(arch + "." + key); v && !(v->type == GgufValueType::String && v->text == "none"))
-            m.fail(arch + "." + key + " is set; kvscope does not read GGUF files with it yet");
+    if (!gemma3)
+        if (const GgufValue* v = f.find(arch + ".attention.sliding_window"); v && !(v->type == GgufValueType::String && v->text == "none"))
+            m.fail(arch + ".attention.sliding_window is set; kvscope does not read GGUF files with it yet");
     if (f.tensor("rope_freqs.weight"))
         m.fail("holds rope_freqs.weight (Llama 3.1-style rope scaling); kvscope does not read GGUF files with it yet");
     const GgufTensor* embedding = f.tensor("token_embd.weight");
@@ -179,6 +195,7 @@ std::string config_json(const GgufFile& f, const std::string& arch) {
     add("rms_norm_eps", number(m.real("attention.layer_norm_rms_epsilon", 1e-6)));
     add("rope_theta", number(m.real("rope.freq_base", gemma3 ? 1000000.0 : 10000.0)));  // Gemma3Model's default
     add("tie_word_embeddings", f.tensor("output.weight") ? "false" : "true");
+    add("rope_scaling", rope_scaling_json(f, m, arch));
     if (arch == "llama") add("attention_bias", f.tensor("blk.0.attn_q.bias") ? "true" : "false");
     if (gemma3) add_gemma3_keys(f, m, j);
     return j + "}";

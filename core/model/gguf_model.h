@@ -17,8 +17,9 @@
 // rounds them.
 // Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3, gemma3 (its
 // window, pattern, local rope base and query scale: llama.cpp's defaults unless the keys
-// attention.sliding_window_pattern, rope.freq_base_swa, attention.scale say otherwise), gpt2. Anything
-// else (another architecture, rope scaling, a tensor kvscope does not know or cannot read) is refused by name.
+// attention.sliding_window_pattern, rope.freq_base_swa, attention.scale say otherwise), gpt2. Linear rope
+// scaling (rope.scaling.type + factor) is read. Anything else (another architecture, other rope scaling,
+// Llama 3's rope_freqs tensor, a tensor kvscope does not know or cannot read) is refused by name.
 #include <memory>
 #include <optional>
 #include <string>

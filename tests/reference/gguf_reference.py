@@ -587,6 +587,10 @@ def llama_metadata(arch, cfg, name):
         (arch + ".attention.layer_norm_rms_epsilon", "f32", cfg.get("rms_norm_eps", 1e-6)),
         (arch + ".rope.freq_base", "f32", cfg.get("rope_theta", 1000000.0 if gemma3 else 10000.0)),
     ]
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("rope_type", scaling.get("type")) == "linear":  # LlamaModel / Gemma3Model
+        meta += [(arch + ".rope.scaling.type", "string", "linear"),
+                 (arch + ".rope.scaling.factor", "f32", scaling["factor"])]
     if not gemma3:
         meta.append((arch + ".rope.dimension_count", "u32", head_dim))
         return meta
