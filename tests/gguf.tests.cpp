@@ -522,6 +522,8 @@ TEST_CASE("GGUF SentencePiece keys: merges follow the scores, bytes fall back, b
     spm_pre.string("tokenizer.ggml.model", "llama").string("tokenizer.ggml.pre", "llama-bpe");
     CHECK_THAT(tokenizer_refusal(spm_pre, "spm_pre"),
                Catch::Contains("tokenizer.ggml.pre is \"llama-bpe\" for a SentencePiece vocabulary"));
+    CHECK_THAT(tokenizer_refusal(spm_tokenizer(-1, -2, {std::string(5000, 'a')}), "long"),
+               Catch::Contains("tokenizer.ggml.tokens[264] is 5000 bytes long"));
     TokenizerKeys nan_score;
     nan_score.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a"}).f32s("tokenizer.ggml.scores", {NAN});
     CHECK_THAT(tokenizer_refusal(nan_score, "nan"), Catch::Contains("tokenizer.ggml.scores[0] is not a finite number"));

@@ -130,6 +130,7 @@ std::string tokenizer_json(const Keys& k, const PreTokenizer& pre, const std::ve
 // --- SentencePiece ("llama") vocabularies ---
 
 constexpr std::string_view k_marker = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+constexpr size_t k_max_piece_bytes = 4096;
 
 std::string replace_spaces(std::string s) {
     for (size_t at = 0; (at = s.find(' ', at)) != std::string::npos; at += k_marker.size()) s.replace(at, 1, k_marker);
@@ -209,6 +210,10 @@ std::string spm_tokenizer_json(const Keys& k, const std::vector<std::string>& to
     for (size_t id = 0; id < tokens.size(); ++id) {
         if (!valid_utf8(tokens[id])) k.fail("tokenizer.ggml.tokens[" + std::to_string(id) + "] is not valid UTF-8");
         if (!std::isfinite(scores[id])) k.fail("tokenizer.ggml.scores[" + std::to_string(id) + "] is not a finite number");
+        // Every split of a piece is looked up (quadratic in its length); real pieces are under 100 bytes.
+        if (tokens[id].size() > k_max_piece_bytes)
+            k.fail("tokenizer.ggml.tokens[" + std::to_string(id) + "] is " + std::to_string(tokens[id].size()) +
+                   " bytes long; kvscope reads SentencePiece pieces of at most " + std::to_string(k_max_piece_bytes));
         const int64_t type = types.empty() ? Normal : types[id];
         if (type < Normal || type > Byte)
             k.fail("tokenizer.ggml.token_type[" + std::to_string(id) + "] is " + std::to_string(type) + ", not a token type (1..6)");
