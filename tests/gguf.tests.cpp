@@ -3,6 +3,9 @@
 // broken files laid out byte by byte here, each refused with one LoadError naming what is wrong.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -212,22 +215,44 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
     options.max_new_tokens = 6;
     options.prefill_chunk = 3;
     const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7};
-    // llama: Q/K rows permuted in the file; qwen2: q/k/v biases; qwen3: q/k norms. Rows of 256 for the K types.
-    for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+    // llama: Q/K rows permuted in the file; qwen2: q/k/v biases; qwen3: q/k norms; gemma3: norms stored + 1,
+    // a window of 4 on two layers in three, queries scaled by 1 / sqrt(24) (attention.scale); gpt2: Conv1D
+    // matrices transposed, output.weight a copy of the embedding; llama_rope_linear: rope.scaling.type linear,
+    // factor 4. Rows of 256 for the K types.
+    const std::string llama_shape = " --hidden 256 --inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 3 ";
+    const std::vector<std::pair<std::string, std::string>> makers = {
+        {"llama", "make_llama_model.py --model-type llama" + llama_shape},
+        {"qwen2", "make_llama_model.py --model-type qwen2" + llama_shape},
+        {"qwen3", "make_llama_model.py --model-type qwen3" + llama_shape},
+        {"gemma3", "make_llama_model.py --shape gemma3-tiny" + llama_shape},
+        {"gpt2", "make_model.py --n-embd 256 --n-head 4 --n-layer 2 --vocab 300 --seed 3 "},
+        {"llama_rope_linear", "make_llama_model.py --model-type llama" + llama_shape},
+    };
+    for (const auto& [arch, maker] : makers) {
         const fs::path folder = dir / arch;
-        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/make_llama_model.py --model-type " + arch +
-                             " --hidden 256 --inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 3 " +
-                             folder.string() + " >/dev/null").c_str()) == 0);
-        const kvtest::Run original = kvtest::run_to_end(Model::load(folder.string()), options, prompt);
+        REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/" + maker + "'" + folder.string() + "' >/dev/null").c_str()) == 0);
+        if (arch == "llama_rope_linear") {  // rope.scaling.type / factor in the file
+            std::ifstream in(folder / "config.json", std::ios::binary);
+            std::string config{std::istreambuf_iterator<char>(in), {}};
+            const std::string none = "\"rope_scaling\": null";
+            REQUIRE(config.find(none) != std::string::npos);
+            config.replace(config.find(none), none.size(), R"("rope_scaling": {"rope_type": "linear", "factor": 4.0})");
+            test::write_bytes(folder / "config.json", config);
+        }
+        const auto from_folder = Model::load(folder.string());
+        const kvtest::Run original = kvtest::run_to_end(from_folder, options, prompt);
         for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
             INFO(arch << " " << type);
             const fs::path gguf = dir / (arch + "_" + type + ".gguf");
             const fs::path dequantized = dir / (arch + "_" + type);
-            REQUIRE(std::system((std::string(kPython) + " " + tools + "/tests/reference/gguf_reference.py convert " +
-                                 folder.string() + " " + gguf.string() + " " + type + " " + dequantized.string())
+            REQUIRE(std::system((std::string(kPython) + " " + tools + "/tests/reference/gguf_reference.py convert '" +
+                                 folder.string() + "' '" + gguf.string() + "' " + type + " '" + dequantized.string() + "'")
                                     .c_str()) == 0);
             const auto from_file = Model::load(gguf.string());
-            CHECK(from_file->config().n_kv_head == 2);
+            CHECK(from_file->config().rope.factor == from_folder->config().rope.factor);
+            CHECK(from_file->config().kv_heads() == from_folder->config().kv_heads());
+            CHECK(from_file->config().layer_window == from_folder->config().layer_window);
+            CHECK(from_file->config().attention_scale() == from_folder->config().attention_scale());
             const kvtest::Run got = kvtest::run_to_end(from_file, options, prompt);
             kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));
             if (std::string(type) == "F32") kvtest::require_identical(got, original);
@@ -259,6 +284,20 @@ struct TokenizerKeys {
         for (const std::string& s : items) b.str(s);
         return ++n, *this;
     }
+    TokenizerKeys& f32(const std::string& key, float value) {
+        b.str(key).u32(6).s.append(reinterpret_cast<const char*>(&value), 4);
+        return ++n, *this;
+    }
+    TokenizerKeys& bools(const std::string& key, const std::vector<bool>& items) {
+        b.str(key).u32(9).u32(7).u64(items.size());
+        for (bool v : items) b.s += char(v);
+        return ++n, *this;
+    }
+    TokenizerKeys& f32s(const std::string& key, const std::vector<float>& items) {
+        b.str(key).u32(9).u32(6).u64(items.size());
+        for (float v : items) b.s.append(reinterpret_cast<const char*>(&v), 4);
+        return ++n, *this;
+    }
     TokenizerKeys& i32s(const std::string& key, const std::vector<int32_t>& items) {
         b.str(key).u32(9).u32(5).u64(items.size());
         for (int32_t v : items) b.u32(uint32_t(v));
@@ -283,6 +322,36 @@ TokenizerKeys small_tokenizer(const std::string& pre = "gpt-2") {
     TokenizerKeys k;
     k.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", pre).strings("tokenizer.ggml.tokens", tokens);
     k.i32s("tokenizer.ggml.token_type", types).strings("tokenizer.ggml.merges", {"a b"});
+    return k;
+}
+
+// A SentencePiece vocabulary: <unk> <s> </s> (0..2), the 256 byte pieces <0x00>.. (3..258), then "▁" "a"
+// "b" "▁a" "ab" (259..263) scored `score_marker_a` and `score_ab` (the rest -10), then `extra` pieces of
+// `extra_type` (a user-defined one scored -1000, as llama.cpp's converter writes it).
+TokenizerKeys spm_tokenizer(float score_marker_a, float score_ab, const std::vector<std::string>& extra = {},
+                            int32_t extra_type = 1) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    char name[8];
+    for (int c = 0; c < 256; ++c) {
+        std::snprintf(name, sizeof name, "<0x%02X>", c);
+        tokens.push_back(name);
+        types.push_back(6);
+    }
+    for (const char* piece : {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab"}) {
+        tokens.push_back(piece);
+        types.push_back(1);
+    }
+    tokens.insert(tokens.end(), extra.begin(), extra.end());
+    types.resize(tokens.size(), extra_type);  // the extra pieces
+    std::vector<float> scores(tokens.size(), extra_type == 4 ? -1000.0f : -10.0f);
+    std::fill(scores.begin(), scores.begin() + 264, -10.0f);
+    scores[262] = score_marker_a;
+    scores[263] = score_ab;
+    TokenizerKeys k;
+    k.string("tokenizer.ggml.model", "llama").string("tokenizer.ggml.pre", "default").strings("tokenizer.ggml.tokens", tokens);
+    k.f32s("tokenizer.ggml.scores", scores).i32s("tokenizer.ggml.token_type", types);
+    k.u32("tokenizer.ggml.bos_token_id", 1).u32("tokenizer.ggml.eos_token_id", 2);
     return k;
 }
 
@@ -325,8 +394,6 @@ TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, ba
     CHECK(t.decode({256, 'c'}) == "abc");
 
     CHECK(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "none"), "none") == "(no tokenizer)");
-    CHECK_THAT(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "llama"), "spm"),
-               Catch::Contains("tokenizer.ggml.model is \"llama\""));
     CHECK_THAT(tokenizer_refusal(small_tokenizer("default"), "pre"),
                Catch::Contains("tokenizer.ggml.pre is \"default\", a pre-tokenizer kvscope does not know"));
     CHECK_THAT(tokenizer_refusal(small_tokenizer().u32("tokenizer.ggml.bos_token_id", 258), "bos"),
@@ -360,7 +427,7 @@ TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, ba
 TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Hugging Face does", "[.][gguf_hf]") {
     const char* hf = std::getenv("KVSCOPE_HF_DIR");
     if (!hf) FAIL("set KVSCOPE_HF_DIR (see tests/tokenizer.cmake)");
-    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "gpt2_digits");
+    const std::string name = GENERATE(as<std::string>{}, "llama3", "qwen3", "gpt2_digits", "llama2", "gemma3");
     const fs::path gguf = test::fresh_dir("gguf", "tokenizer_" + name) / (name + ".gguf");
     REQUIRE(std::system((std::string(kPython) + " " KVSCOPE_SOURCE_DIR "/tests/reference/gguf_reference.py tokenizer " +
                          hf + "/" + name + " " + gguf.string()).c_str()) == 0);
@@ -375,9 +442,21 @@ TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Huggi
         CHECK(got.eos_token == want.eos_token);
         CHECK(t.end_of_text() == Tokenizer::load(folder).end_of_text());
     }
+    // llama.cpp's converter types Gemma's <unusedN> and <mask> CONTROL (does_token_look_special) where
+    // tokenizer.json says not special: llama.cpp, and kvscope reading the file, match them in the text only
+    // when special tokens are allowed, so on texts holding one only ids_special can equal Hugging Face's.
+    std::vector<std::string> retyped;
+    {
+        const std::vector<int64_t> types = GgufFile(gguf.string()).find("tokenizer.ggml.token_type")->integers;
+        std::ifstream tj(std::string(hf) + "/" + name + "/tokenizer.json", std::ios::binary);
+        const Json doc = Json::parse(std::string{std::istreambuf_iterator<char>(tj), {}});
+        for (const Json& a : doc.find("added_tokens")->as_array())
+            if (!a.find("special")->as_bool() && types[size_t(a.find("id")->as_integer())] == 3)
+                retyped.push_back(a.find("content")->as_string());
+    }
     std::ifstream in(std::string(hf) + "/" + name + "_expected.jsonl", std::ios::binary);
     REQUIRE(in);
-    int n_cases = 0, n_failed = 0;
+    int n_cases = 0, n_failed = 0, n_retyped = 0;
     std::string line, first;
     while (std::getline(in, line)) {
         if (line.empty()) continue;
@@ -388,14 +467,114 @@ TEST_CASE("GGUF tokenizers written as llama.cpp's converter does encode as Huggi
             for (const Json& v : a.as_array()) out.push_back(TokenId(v.as_integer()));
             return out;
         };
+        const bool plain_comparable = std::none_of(retyped.begin(), retyped.end(),
+                                                   [&](const std::string& r) { return text.find(r) != std::string::npos; });
+        n_retyped += !plain_comparable;
         const std::vector<TokenId> got_special = t.encode(text, true);
-        const bool ok = t.encode(text) == ids(*row.find("ids")) && got_special == ids(*row.find("ids_special")) &&
+        const bool ok = (!plain_comparable || t.encode(text) == ids(*row.find("ids"))) && got_special == ids(*row.find("ids_special")) &&
                         t.decode(got_special) == row.find("decoded")->as_string();
         ++n_cases;
         if (!ok && n_failed++ == 0) first = display_bytes(text);
     }
-    WARN(name << ": " << n_cases << " strings compared, " << n_failed << " differ");
+    WARN(name << ": " << n_cases << " strings compared, " << n_failed << " differ; " << n_retyped
+              << " hold a token llama.cpp's converter types control (plain ids not compared)");
     CHECK(n_cases >= 300);
+    CHECK(n_retyped <= 2);
     INFO(name << " first mismatch: '" << first << "'");
     CHECK(n_failed == 0);
+}
+
+TEST_CASE("GGUF SentencePiece keys: merges follow the scores, bytes fall back, bad keys are refused by name", "[gguf]") {
+    const fs::path dir = test::fresh_dir("gguf", "tokenizer_spm");
+    auto load = [&](const TokenizerKeys& keys, const std::string& name) {
+        test::write_bytes(dir / (name + ".gguf"), keys.file());
+        return tokenizer_of(dir / (name + ".gguf"));
+    };
+    // "ab" is "▁ a b" once the space prefix is added: the higher-scored of "▁a" and "ab" merges first, and
+    // no piece joins the other two.
+    const Tokenizer marker_first = load(spm_tokenizer(-1, -2), "marker_first");
+    CHECK(marker_first.encode("ab") == std::vector<TokenId>{1, 262, 261});
+    CHECK(marker_first.decode({262, 261}) == "ab");  // the prefix space is stripped again
+    const Tokenizer ab_first = load(spm_tokenizer(-2, -1), "ab_first");
+    CHECK(ab_first.encode("ab") == std::vector<TokenId>{1, 259, 263});
+    CHECK(ab_first.encode("a\xc3\xa9", true) == std::vector<TokenId>{1, 262, 3 + 0xC3, 3 + 0xA9});  // é: bytes
+    CHECK(ab_first.encode("b</s>", true) == std::vector<TokenId>{1, 259, 261, 2});
+    CHECK(ab_first.end_of_text() == std::optional<TokenId>(2));
+    // Gemma: no space prefix, no begin-of-text
+    const Tokenizer gemma = load(spm_tokenizer(-1, -2).boolean("tokenizer.ggml.add_space_prefix", false)
+                                     .boolean("tokenizer.ggml.add_bos_token", false), "no_prefix");
+    CHECK(gemma.encode("ab a") == std::vector<TokenId>{263, 262});
+    // llama.cpp writes a user-defined "▁▁" as two spaces scored -1000; undone, it is "▁▁" scored 0 (merged
+    // first), as Hugging Face's tokenizer.json has it, and not matched against the spaces of the text
+    const Tokenizer user = load(spm_tokenizer(-1, -2, {"  "}, 4), "user_defined");
+    CHECK(user.encode("a  b") == std::vector<TokenId>{1, 262, 264, 261});
+    CHECK(user.encode(" a") == std::vector<TokenId>{1, 264, 260});  // "▁▁a": "▁▁" outranks "▁a"
+
+    CHECK_THAT(tokenizer_refusal(spm_tokenizer(-1, -2, {"xy"}), "unigram"),
+               Catch::Contains("tokenizer.ggml.tokens[264] \"xy\" is no two other pieces merged: a SentencePiece unigram vocabulary"));
+    TokenizerKeys no_scores;
+    no_scores.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a"});
+    CHECK_THAT(tokenizer_refusal(no_scores, "no_scores"), Catch::Contains("tokenizer.ggml.scores is missing"));
+    TokenizerKeys few_scores;
+    few_scores.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a", "b"}).f32s("tokenizer.ggml.scores", {0});
+    CHECK_THAT(tokenizer_refusal(few_scores, "few_scores"), Catch::Contains("tokenizer.ggml.scores has 1 entries for 2 tokens"));
+    TokenizerKeys spm_pre;
+    spm_pre.string("tokenizer.ggml.model", "llama").string("tokenizer.ggml.pre", "llama-bpe");
+    CHECK_THAT(tokenizer_refusal(spm_pre, "spm_pre"),
+               Catch::Contains("tokenizer.ggml.pre is \"llama-bpe\" for a SentencePiece vocabulary"));
+    CHECK_THAT(tokenizer_refusal(spm_tokenizer(-1, -2, {std::string(5000, 'a')}), "long"),
+               Catch::Contains("tokenizer.ggml.tokens[264] is 5000 bytes long"));
+    TokenizerKeys nan_score;
+    nan_score.string("tokenizer.ggml.model", "llama").boolean("tokenizer.ggml.add_bos_token", false).strings("tokenizer.ggml.tokens", {"a"}).f32s("tokenizer.ggml.scores", {NAN});
+    CHECK_THAT(tokenizer_refusal(nan_score, "nan"), Catch::Contains("tokenizer.ggml.scores[0] is not a finite number"));
+    CHECK_THAT(tokenizer_refusal(TokenizerKeys().string("tokenizer.ggml.model", "bert"), "bert"),
+               Catch::Contains("tokenizer.ggml.model is \"bert\", a tokenizer kvscope does not read"));
+}
+
+namespace {
+
+// A model file of `arch` with `keys` and one F32 token_embd (vocab 4, width 8), as Model::load reads it.
+std::string model_refusal(const std::string& arch, const TokenizerKeys& keys, const std::string& name) {
+    Bytes b = header(1, keys.n + 1);
+    b.str("general.architecture").u32(8).str(arch);
+    b.s += keys.b.s;
+    tensor_info(b, "token_embd.weight", {8, 4}).pad(32).raw(128, '\0');
+    const fs::path p = test::fresh_dir("gguf", "models_broken") / (name + ".gguf");
+    test::write_bytes(p, b.s);
+    try {
+        Model::load(p.string());
+    } catch (const LoadError& e) {
+        return e.what_is_wrong;
+    }
+    return "(opened)";
+}
+
+TokenizerKeys shape_keys(const std::string& arch) {
+    TokenizerKeys k;
+    k.u32(arch + ".block_count", 2).u32(arch + ".embedding_length", 8).u32(arch + ".feed_forward_length", 16);
+    k.u32(arch + ".attention.head_count", 2).u32(arch + ".context_length", 32);
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("gemma3 and gpt2 keys: what kvscope cannot read as a folder's config is refused by name", "[gguf]") {
+    CHECK_THAT(model_refusal("falcon", shape_keys("falcon"), "falcon"), Catch::Contains("architecture falcon is not supported"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").u32("gemma3.attention.sliding_window", 4)
+                                           .bools("gemma3.attention.sliding_window_pattern", {true, false, true}), "pattern"),
+               Catch::Contains("gemma3.attention.sliding_window_pattern must be a count or one bool per layer"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").f32("gemma3.attention.scale", -1), "scale"),
+               Catch::Contains("gemma3.attention.scale must be a positive number"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3").string("gemma3.rope.scaling.type", "yarn"), "yarn"),
+               Catch::Contains("gemma3.rope.scaling.type is \"yarn\", a rope scaling kvscope does not read from GGUF"));
+    CHECK_THAT(model_refusal("llama", shape_keys("llama").string("llama.rope.scaling.type", "linear"), "no_factor"),
+               Catch::Contains("llama.rope.scaling.factor is missing"));
+    CHECK_THAT(model_refusal("llama", shape_keys("llama").f32("llama.rope.scaling.factor", 2), "no_type"),
+               Catch::Contains("llama.rope.scaling.factor is set without rope.scaling.type"));
+    TokenizerKeys no_context;
+    no_context.u32("gpt2.block_count", 2).u32("gpt2.embedding_length", 8).u32("gpt2.attention.head_count", 2);
+    CHECK_THAT(model_refusal("gpt2", no_context, "gpt2_context"), Catch::Contains("gpt2.context_length is missing"));
+    // a file with the keys right but no weights: the first missing tensor, by its Hugging Face name
+    CHECK_THAT(model_refusal("gpt2", shape_keys("gpt2"), "gpt2_weights"), Catch::Contains("wpe.weight"));
+    CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3"), "gemma3_weights"), Catch::Contains("model.layers.0.input_layernorm.weight"));
 }

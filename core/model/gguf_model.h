@@ -5,14 +5,21 @@
 //
 //   open_gguf_model(path)       throws LoadError naming the file and the key, tensor or type at fault
 //
-// What llama.cpp's converter changed is undone here: tensor names (blk.N.attn_q.weight ->
-// model.layers.N.self_attn.q_proj.weight, ...); dimensions stored innermost first; for the "llama"
-// architecture the rows of Q and K permuted so that each head's rotary pairs sit side by side (Qwen2 and
-// Qwen3 files keep Hugging Face's halves); the vocabulary size taken from token_embd; no output.weight
-// means tied embeddings. F32 / F16 / BF16 tensors are used in place from the mapping unless they were
-// permuted; quantized ones are dequantized to float32 once (gguf_quants.h) — --dtype bf16 then rounds them.
-// Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3. Anything else
-// (another architecture, rope scaling, a tensor kvscope does not know or cannot read) is refused by name.
+// What llama.cpp's converter changed is undone here, one named function per change: tensor names
+// (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, blk.N.attn_qkv.weight -> h.N.attn.c_attn.weight,
+// ...); dimensions stored innermost first; for the "llama" architecture the rows of Q and K permuted so
+// that each head's rotary pairs sit side by side (unpermute_rows; Qwen2, Qwen3 and Gemma 3 files keep
+// Hugging Face's halves); Gemma's norm weights stored as 1 + weight (undo_norm_shift); GPT-2's Conv1D
+// matrices c_attn, c_proj, c_fc stored transposed (transpose), and output.weight written as a copy of the
+// embedding (tied again when the bytes match); the vocabulary size taken from token_embd; no output.weight
+// means tied embeddings. F32 / F16 / BF16 tensors are used in place from the mapping unless one of those
+// changes applies; quantized ones are dequantized to float32 once (gguf_quants.h) — --dtype bf16 then
+// rounds them.
+// Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3, gemma3 (its
+// window, pattern, local rope base and query scale: llama.cpp's defaults unless the keys
+// attention.sliding_window_pattern, rope.freq_base_swa, attention.scale say otherwise), gpt2. Linear rope
+// scaling (rope.scaling.type + factor) is read. Anything else (another architecture, other rope scaling,
+// Llama 3's rope_freqs tensor, a tensor kvscope does not know or cannot read) is refused by name.
 #include <memory>
 #include <optional>
 #include <string>

@@ -8,16 +8,20 @@ layouts (ggml-common.h's block structs). kvscope's C++ reader and dequantizers a
                                         (what the metadata holds) and OUT_DIR/<tensor>.f32 (each tensor
                                         dequantized by numpy, float32, row-major)
   gguf_reference.py convert FOLDER OUT.gguf TYPE [DEQUANTIZED_FOLDER]
-                                        a Llama / Qwen2 / Qwen3 model folder (config.json, model.safetensors) as
-                                        llama.cpp's converter lays it out: its metadata keys, its tensor names,
-                                        Q and K rows permuted for the "llama" architecture; 2-D weights in TYPE
+                                        a Llama / Qwen2 / Qwen3 / Gemma 3 / GPT-2 model folder (config.json,
+                                        model.safetensors) as llama.cpp's converter lays it out: its metadata
+                                        keys, its tensor names, Q and K rows permuted for the "llama"
+                                        architecture, Gemma's norm weights + 1, GPT-2's Conv1D matrices
+                                        transposed and output.weight a copy of token_embd; 2-D weights in TYPE
                                         (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K; K types need
                                         rows of 256). DEQUANTIZED_FOLDER: the same model with every weight
                                         as numpy dequantizes it, F32, in Hugging Face's layout; with
                                         FOLDER/tokenizer.json, its tokenizer.* keys too (as below)
   gguf_reference.py tokenizer FOLDER OUT.gguf
                                         only the tokenizer.* keys llama.cpp's converter writes for FOLDER's
-                                        byte-level BPE tokenizer.json + tokenizer_config.json (its gpt2 path)
+                                        tokenizer.json + tokenizer_config.json: a byte-level BPE one as its gpt2
+                                        path does, a SentencePiece one (Llama 2, Gemma 3) as its sentencepiece
+                                        path does, with the scores rebuilt from the merges (spm_scores)
 """
 import json
 import os
@@ -399,12 +403,50 @@ def pre_name(pre):
     return "unknown"
 
 
-def tokenizer_metadata(folder, vocab_size=0):
-    """The tokenizer.* keys llama.cpp's converter writes for a byte-level BPE tokenizer.json (its gpt2 path):
-    every id below vocab_size, added tokens CONTROL (special) or USER_DEFINED, missing ids "[PAD<id>]" UNUSED."""
+def read_tokenizer(folder):
     tok = json.load(open(os.path.join(folder, "tokenizer.json"), encoding="utf-8"))
     config_path = os.path.join(folder, "tokenizer_config.json")
     config = json.load(open(config_path, encoding="utf-8")) if os.path.exists(config_path) else {}
+    return tok, config
+
+
+def is_sentencepiece(tok):
+    """gguf-py's LlamaHfVocab test: a BPE tokenizer.json with byte_fallback and a decoder Sequence is a
+    SentencePiece model that Hugging Face converted (Llama 2, Mistral, Gemma)."""
+    model = tok["model"]
+    return model["type"] == "BPE" and model.get("byte_fallback", False) and (tok.get("decoder") or {}).get("type") == "Sequence"
+
+
+def tokenizer_metadata(folder, vocab_size=0):
+    tok, config = read_tokenizer(folder)
+    if is_sentencepiece(tok):
+        return spm_tokenizer_metadata(tok, config, vocab_size)
+    return bpe_tokenizer_metadata(tok, config, vocab_size)
+
+
+def token_of(value):
+    return value["content"] if isinstance(value, dict) else value
+
+
+def special_metadata(config, ids, names=("bos", "eos")):
+    """tokenizer.ggml.<name>_token_id from tokenizer_config.json (gguf-py's SpecialVocab)."""
+    out = []
+    for name in names:
+        if config.get(name + "_token") is not None:
+            out.append(("tokenizer.ggml.%s_token_id" % name, "u32", ids[token_of(config[name + "_token"])]))
+    return out
+
+
+def chat_template_metadata(config):
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        template = {t["name"]: t["template"] for t in template}.get("default")
+    return [] if template is None else [("tokenizer.chat_template", "string", template)]
+
+
+def bpe_tokenizer_metadata(tok, config, vocab_size):
+    """The tokenizer.* keys llama.cpp's converter writes for a byte-level BPE tokenizer.json (its gpt2 path):
+    every id below vocab_size, added tokens CONTROL (special) or USER_DEFINED, missing ids "[PAD<id>]" UNUSED."""
     model = tok["model"]
     ids = dict(model["vocab"])
     special = {}
@@ -423,9 +465,6 @@ def tokenizer_metadata(folder, vocab_size=0):
             types.append((3 if special[i] else 4) if i in special else 1)
     merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
 
-    def token_of(value):
-        return value["content"] if isinstance(value, dict) else value
-
     single = (tok.get("post_processor") or {}).get("single") or []
     add_bos = config.get("add_bos_token", bool(single) and "SpecialToken" in single[0])
     meta = [("tokenizer.ggml.model", "string", "gpt2"),
@@ -433,34 +472,110 @@ def tokenizer_metadata(folder, vocab_size=0):
             ("tokenizer.ggml.tokens", ("array", "string"), tokens),
             ("tokenizer.ggml.token_type", ("array", "i32"), types),
             ("tokenizer.ggml.merges", ("array", "string"), merges)]
-    for key, name in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id")):
-        if config.get(key) is not None:
-            meta.append(("tokenizer.ggml." + name, "u32", ids[token_of(config[key])]))
+    meta += special_metadata(config, ids)
     meta.append(("tokenizer.ggml.add_bos_token", "bool", bool(add_bos)))
-    template = config.get("chat_template")
-    if isinstance(template, list):
-        template = {t["name"]: t["template"] for t in template}.get("default")
-    if template is not None:
-        meta.append(("tokenizer.chat_template", "string", template))
-    return meta
+    return meta + chat_template_metadata(config)
+
+
+def spm_scores(vocab, merges):
+    """SentencePiece scores for the pieces of a converted tokenizer.json, which keeps the merges but not the
+    scores they were made from. Hugging Face's converter (convert_slow_tokenizer.generate_merges) lists every
+    split of every piece into two pieces, ordered by the piece's score (highest first), then the left and
+    right lengths (longest first), then piece id and the sides' ids. Walking the merges in order, a merge
+    stays on the score of the one before it while that order holds, and starts a lower score where it
+    breaks. Pieces no merge makes get scores below every merged piece (SentencePiece's BPE lists single
+    characters last)."""
+    score, level, prev = {}, 0, None
+    for left, right in merges:
+        piece = left + right
+        key = (-len(left), -len(right), vocab[piece], vocab[left], vocab[right])
+        if prev is not None and key <= prev:
+            level += 1
+        prev = key
+        score.setdefault(piece, -float(level))
+    return [score.get(p, -float(level + 1 + i)) for p, i in sorted(vocab.items(), key=lambda kv: kv[1])]
+
+
+def does_token_look_special(text):
+    """llama.cpp's converter types these CONTROL although Gemma's tokenizer_config.json says not special."""
+    return (text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (text.startswith("<|") and text.endswith("|>"))
+            or (text.startswith("<\uff5c") and text.endswith("\uff5c>"))
+            or (text.startswith("<unused") and text.endswith(">")))
+
+
+def spm_tokenizer_metadata(tok, config, vocab_size):
+    """The tokenizer.* keys llama.cpp's converter writes for a SentencePiece model (_create_vocab_sentencepiece),
+    from the tokenizer.json Hugging Face made of it: the pieces by id with their scores (see spm_scores) and
+    types (UNKNOWN for model.unk_token, CONTROL for special added tokens, BYTE for <0xNN>, NORMAL), then
+    tokenizer_config.json's added_tokens_decoder as llama.cpp applies it: special (or looking special) ->
+    CONTROL, otherwise USER_DEFINED with "\u2581" written as a space; both score -1000."""
+    model = tok["model"]
+    vocab = dict(model["vocab"])
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    n = max([vocab_size, len(vocab)] + [a["id"] + 1 for a in tok.get("added_tokens", [])])
+    tokens = ["[PAD%d]" % i for i in range(n)]
+    scores = [-10000.0] * n
+    types = [5] * n
+    special = {a["content"] for a in tok.get("added_tokens", []) if a.get("special")}
+    for i, (piece, s) in enumerate(zip(sorted(vocab, key=vocab.get), spm_scores(vocab, merges))):
+        tokens[i], scores[i] = piece, s
+        types[i] = (2 if piece == model.get("unk_token") else 3 if piece in special
+                    else 6 if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">") else 1)
+    for key, data in config.get("added_tokens_decoder", {}).items():
+        i, text = int(key), data["content"]
+        if i >= n:
+            continue
+        if data.get("special") or does_token_look_special(text):
+            types[i] = 3
+        else:
+            types[i] = 4
+            text = text.replace("\u2581", " ")
+        tokens[i], scores[i] = text, -1000.0
+    meta = [("tokenizer.ggml.model", "string", "llama"), ("tokenizer.ggml.pre", "string", "default"),
+            ("tokenizer.ggml.tokens", ("array", "string"), tokens),
+            ("tokenizer.ggml.scores", ("array", "f32"), scores),
+            ("tokenizer.ggml.token_type", ("array", "i32"), types)]
+    meta += special_metadata(config, {**vocab, **{a["content"]: a["id"] for a in tok.get("added_tokens", [])}},
+                             ("bos", "eos", "unk", "pad"))
+    for key in ("add_bos_token", "add_eos_token"):
+        if key in config:
+            meta.append(("tokenizer.ggml." + key, "bool", bool(config[key])))
+    # Gemma's converter writes add_space_prefix false; Llama's only when tokenizer_config.json says
+    # add_prefix_space. A tokenizer.json without a Prepend normalizer is Gemma's.
+    normalizers = (tok.get("normalizer") or {}).get("normalizers") or [tok.get("normalizer") or {}]
+    if "add_prefix_space" in config:
+        meta.append(("tokenizer.ggml.add_space_prefix", "bool", bool(config["add_prefix_space"])))
+    elif not any(step.get("type") == "Prepend" for step in normalizers):
+        meta.append(("tokenizer.ggml.add_space_prefix", "bool", False))
+    return meta + chat_template_metadata(config)
 
 
 def convert_tokenizer(folder, out):
     write_gguf(out, [("general.architecture", "string", "llama")] + tokenizer_metadata(folder), [])
 
 
-def convert(folder, out, tname, dequantized_folder=None):
-    cfg = json.load(open(os.path.join(folder, "config.json")))
-    model_type = cfg.get("model_type")
-    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}.get(model_type)
-    if arch is None:
-        sys.exit("convert: model_type %r is not one this writer converts" % model_type)
-    weights = read_safetensors(os.path.join(folder, "model.safetensors"))
+GEMMA3_LAYER_NAMES = dict(LAYER_NAMES, **{
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
+
+GPT2_LAYER_NAMES = {
+    "ln_1.weight": "attn_norm.weight", "ln_1.bias": "attn_norm.bias",
+    "attn.c_attn.weight": "attn_qkv.weight", "attn.c_attn.bias": "attn_qkv.bias",
+    "attn.c_proj.weight": "attn_output.weight", "attn.c_proj.bias": "attn_output.bias",
+    "ln_2.weight": "ffn_norm.weight", "ln_2.bias": "ffn_norm.bias",
+    "mlp.c_fc.weight": "ffn_up.weight", "mlp.c_fc.bias": "ffn_up.bias",
+    "mlp.c_proj.weight": "ffn_down.weight", "mlp.c_proj.bias": "ffn_down.bias",
+}
+
+
+def llama_metadata(arch, cfg, name):
     n_head, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_head
-    metadata = [
+    gemma3 = arch == "gemma3"
+    meta = [
         ("general.architecture", "string", arch),
-        ("general.name", "string", os.path.basename(os.path.normpath(folder))),
+        ("general.name", "string", name),
         (arch + ".context_length", "u32", cfg["max_position_embeddings"]),
         (arch + ".embedding_length", "u32", cfg["hidden_size"]),
         (arch + ".block_count", "u32", cfg["num_hidden_layers"]),
@@ -469,36 +584,115 @@ def convert(folder, out, tname, dequantized_folder=None):
         (arch + ".attention.head_count_kv", "u32", n_kv),
         (arch + ".attention.key_length", "u32", head_dim),
         (arch + ".attention.value_length", "u32", head_dim),
-        (arch + ".rope.dimension_count", "u32", head_dim),
         (arch + ".attention.layer_norm_rms_epsilon", "f32", cfg.get("rms_norm_eps", 1e-6)),
-        (arch + ".rope.freq_base", "f32", cfg.get("rope_theta", 10000.0)),
+        (arch + ".rope.freq_base", "f32", cfg.get("rope_theta", 1000000.0 if gemma3 else 10000.0)),
     ]
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("rope_type", scaling.get("type")) == "linear":  # LlamaModel / Gemma3Model
+        meta += [(arch + ".rope.scaling.type", "string", "linear"),
+                 (arch + ".rope.scaling.factor", "f32", scaling["factor"])]
+    if not gemma3:
+        meta.append((arch + ".rope.dimension_count", "u32", head_dim))
+        return meta
+    # Gemma3Model writes the window; llama.cpp's loader assumes the rest (five sliding layers in six, local
+    # base 10000, queries scaled by 1 / sqrt(head_dim)). Where the folder differs, the keys kvscope reads
+    # say so: attention.sliding_window_pattern (a count, or a bool per layer from layer_types),
+    # rope.freq_base_swa, attention.scale, final_logit_softcapping.
+    meta.append(("gemma3.attention.sliding_window", "u32", cfg.get("sliding_window") or 4096))
+    if cfg.get("layer_types"):
+        meta.append(("gemma3.attention.sliding_window_pattern", ("array", "bool"),
+                     [t == "sliding_attention" for t in cfg["layer_types"]]))
+    elif cfg.get("sliding_window_pattern", 6) != 6:
+        meta.append(("gemma3.attention.sliding_window_pattern", "u32", cfg["sliding_window_pattern"]))
+    if cfg.get("rope_local_base_freq", 10000.0) != 10000.0:
+        meta.append(("gemma3.rope.freq_base_swa", "f32", cfg["rope_local_base_freq"]))
+    scalar = cfg.get("query_pre_attn_scalar", 256)
+    if scalar != head_dim:
+        meta.append(("gemma3.attention.scale", "f32", float(np.float32(scalar ** -0.5))))
+    if cfg.get("final_logit_softcapping") is not None:
+        meta.append(("gemma3.final_logit_softcapping", "f32", cfg["final_logit_softcapping"]))
+    return meta
+
+
+def gpt2_metadata(cfg, name):
+    n_embd = cfg["n_embd"]
+    return [
+        ("general.architecture", "string", "gpt2"),
+        ("general.name", "string", name),
+        ("gpt2.block_count", "u32", cfg["n_layer"]),
+        ("gpt2.context_length", "u32", cfg.get("n_ctx", cfg["n_positions"])),
+        ("gpt2.embedding_length", "u32", n_embd),
+        ("gpt2.feed_forward_length", "u32", cfg.get("n_inner") or 4 * n_embd),
+        ("gpt2.attention.head_count", "u32", cfg["n_head"]),
+        ("gpt2.attention.layer_norm_epsilon", "f32", cfg.get("layer_norm_epsilon", 1e-5)),
+    ]
+
+
+def convert(folder, out, tname, dequantized_folder=None):
+    """What llama.cpp's converter does to each tensor, and back: the dequantized folder holds what a reader
+    that undoes it all (Q/K permutation, Gemma's norm + 1, GPT-2's transposes) must find."""
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    model_type = cfg.get("model_type", "gpt2")
+    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3",
+            "gpt2": "gpt2"}.get(model_type)
+    if arch is None:
+        sys.exit("convert: model_type %r is not one this writer converts" % model_type)
+    weights = read_safetensors(os.path.join(folder, "model.safetensors"))
+    name = os.path.basename(os.path.normpath(folder))
+    metadata = gpt2_metadata(cfg, name) if arch == "gpt2" else llama_metadata(arch, cfg, name)
+    n_head = cfg.get("num_attention_heads", cfg.get("n_head"))
+    n_kv = cfg.get("num_key_value_heads", n_head)
     if os.path.exists(os.path.join(folder, "tokenizer.json")):
         metadata += tokenizer_metadata(folder, cfg["vocab_size"])
     tensors, deq = [], {}
 
     def add(gguf_name, hf_name, w, quantized):
+        permuted = arch == "llama" and gguf_name.endswith(("attn_q.weight", "attn_k.weight"))
+        transposed = arch == "gpt2" and gguf_name.endswith(("attn_qkv.weight", "attn_output.weight", "ffn_up.weight",
+                                                            "ffn_down.weight"))
+        shifted = arch == "gemma3" and gguf_name.endswith("norm.weight")
+        if permuted:
+            w = permute_rows(w, n_head if "attn_q" in gguf_name else n_kv)
+        if transposed:
+            w = np.ascontiguousarray(w.T)
+        if shifted:
+            w = (w + np.float32(1)).astype(np.float32)
         t = tname if quantized and w.ndim == 2 else "F32"
         raw = quantize(t, w)
         tensors.append((gguf_name, t, list(w.shape), raw))
         back = dequantize(t, raw, w.size).reshape(w.shape)
-        if arch == "llama" and gguf_name.endswith(("attn_q.weight", "attn_k.weight")):
+        if permuted:
             back = unpermute_rows(back, n_head if "attn_q" in gguf_name else n_kv)
-        deq[hf_name] = back
+        if transposed:
+            back = np.ascontiguousarray(back.T)
+        if shifted:
+            back = (back - np.float32(1)).astype(np.float32)
+        if hf_name is not None:
+            deq[hf_name] = back
+        return raw
 
-    add("token_embd.weight", "model.embed_tokens.weight", weights["model.embed_tokens.weight"], True)
-    for i in range(cfg["num_hidden_layers"]):
-        for hf, gg in LAYER_NAMES.items():
-            name = "model.layers.%d.%s" % (i, hf)
-            if name not in weights:
-                continue
-            w = weights[name]
-            if arch == "llama" and hf in ("self_attn.q_proj.weight", "self_attn.k_proj.weight"):
-                w = permute_rows(w, n_head if "q_proj" in hf else n_kv)
-            add("blk.%d.%s" % (i, gg), name, w, True)
-    add("output_norm.weight", "model.norm.weight", weights["model.norm.weight"], False)
-    if "lm_head.weight" in weights and not cfg.get("tie_word_embeddings", False):
-        add("output.weight", "lm_head.weight", weights["lm_head.weight"], True)
+    if arch == "gpt2":
+        raw = add("token_embd.weight", "wte.weight", weights["wte.weight"], True)
+        add("position_embd.weight", "wpe.weight", weights["wpe.weight"], True)
+        for i in range(cfg["n_layer"]):
+            for hf, gg in GPT2_LAYER_NAMES.items():
+                if "h.%d.%s" % (i, hf) in weights:
+                    add("blk.%d.%s" % (i, gg), "h.%d.%s" % (i, hf), weights["h.%d.%s" % (i, hf)], True)
+        add("output_norm.weight", "ln_f.weight", weights["ln_f.weight"], False)
+        add("output_norm.bias", "ln_f.bias", weights["ln_f.bias"], False)
+        # GPT2Model: "output is tied to (same as) wte": the embedding's bytes again, as output.weight
+        tensors.append(("output.weight",) + tensors[0][1:3] + (raw,))
+    else:
+        names = GEMMA3_LAYER_NAMES if arch == "gemma3" else LAYER_NAMES
+        add("token_embd.weight", "model.embed_tokens.weight", weights["model.embed_tokens.weight"], True)
+        for i in range(cfg["num_hidden_layers"]):
+            for hf, gg in names.items():
+                if "model.layers.%d.%s" % (i, hf) in weights:
+                    add("blk.%d.%s" % (i, gg), "model.layers.%d.%s" % (i, hf), weights["model.layers.%d.%s" % (i, hf)], True)
+        add("output_norm.weight", "model.norm.weight", weights["model.norm.weight"], False)
+        # Gemma3Model skips lm_head (tied)
+        if "lm_head.weight" in weights and not cfg.get("tie_word_embeddings", False) and arch != "gemma3":
+            add("output.weight", "lm_head.weight", weights["lm_head.weight"], True)
     write_gguf(out, metadata, tensors)
     if dequantized_folder:
         os.makedirs(dequantized_folder, exist_ok=True)
