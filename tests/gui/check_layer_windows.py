@@ -4,9 +4,10 @@
 A Gemma 3 folder of tools/make_llama_model.py's gemma3-tiny shape (6 layers, sliding window 4, every third
 layer full; assets/llama-gqa's tokenizer) runs a prompt and five decode steps. From the final frame's
 --layout-dump, with N positions stored:
-  - the KV cache panel's per-layer fill: a sliding layer stores min(N, 4 - 1 + P) positions (its window
-    plus the chunk being written, the prompt of P tokens prefilled whole) in as many slots and its last
-    query saw min(N, 4) of them, a full layer stores and saw N;
+  - the KV cache panel's per-layer fill: a sliding layer stores min(N, 4 - 1 + C) positions (its window
+    plus the chunk being written: C = 1 on the last step, a decode step, although the prompt's P tokens
+    were prefilled whole) in as many slots and its last query saw min(N, 4) of them, a full layer stores
+    and saw N;
   - the bytes it states as stored: sum over layers of the positions stored x 2 * K/V heads * head_dim * 4;
   - the timeline's note for the selected layer (a sliding one, then a full one): the keys its last query
     saw, q - 3 .. q or 0 .. q;
@@ -37,11 +38,12 @@ def main():
     sliding = [(i + 1) % pattern != 0 for i in range(L)]  # Gemma3TextConfig's layer pattern
     per_layer_token = 2 * cfg["num_key_value_heads"] * cfg["head_dim"] * 4
     P = prompt_length(a.kvscope, model, PROMPT)
-    n = P + 5  # the prompt, then five decode steps: past the sliding layers' W - 1 + P slots
+    n = P + 5  # the prompt, then five decode steps: past the sliding layers' W slots
     if n <= W:
         fail("the prompt is too short to fill a window of %d" % W)
 
-    stored = [min(n, W - 1 + P) if s else n for s in sliding]
+    C = 1  # the last step decoded one token: the ring gave the prefill's extra slots back
+    stored = [min(n, W - 1 + C) if s else n for s in sliding]
     want_seen = " ".join("%d/%d" % (min(st, W) if s else st, st) for s, st in zip(sliding, stored))
     want_bytes = "bytes=%d" % (sum(stored) * per_layer_token)
 
@@ -50,7 +52,7 @@ def main():
         if len(parts) != L + 1 or parts[-1] != want_bytes:
             return False
         for (st, sl), s, want in zip((x.split("/") for x in parts[:-1]), sliding, stored):
-            if int(st) != want or (s and int(sl) != W - 1 + P) or (not s and int(sl) < n):
+            if int(st) != want or (s and int(sl) != W - 1 + C) or (not s and int(sl) < n):
                 return False
         return True
     for layer in (0, sliding.index(False)):
@@ -63,7 +65,7 @@ def main():
                 fail("%s: per-layer fill %r, expected %r" % (label, t.get("layer windows"), want_seen))
             if not stored_ok(t.get("layer stored")):
                 fail("%s: stored/slots %r, expected stored %s in %d slots per sliding layer, %s" %
-                     (label, t.get("layer stored"), stored, W - 1 + P, want_bytes))
+                     (label, t.get("layer stored"), stored, W - 1 + C, want_bytes))
             q = n - 1
             want_note = ("layer %d slides (window %d): its last query saw keys %d..%d" % (layer, W, q - W + 1, q)
                          if sliding[layer] else "layer %d: full attention, keys 0..%d" % (layer, q))

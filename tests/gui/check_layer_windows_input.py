@@ -6,8 +6,8 @@ by xdotool.
 Type a prompt, click "Prefill step" and "Decode step" twice, then step through the layers with the
 attention panel's "layer +" / "layer -" buttons. For each layer reached, the timeline's note names the
 keys the last query saw (q - 3 .. q on a sliding layer, 0 .. q on a full one) and the KV cache panel's
-per-layer fill reads min(N, 4) or N of the N positions stored: both from config.json's layer pattern, not
-from the window. Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
+per-layer fill reads, seen/stored, min(N, 4) of the min(N, 4 - 1 + 1) a sliding layer stores after a decode
+step, or N of N: both from config.json's layer pattern, not from the window. Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
 """
 import json
 import os
@@ -52,7 +52,8 @@ def inner(a):
         app.wait("decode 1", lambda s: s["steps"] == 2)
         app.click("Decode step")
         app.wait("decode 2", lambda s: s["steps"] == 3)
-        want_seen = " ".join("%d/%d" % (min(n, W) if s else n, n) for s in sliding)
+        # a sliding layer stores its window plus the chunk being written: W - 1 + 1 after a decode step
+        want_seen = " ".join("%d/%d" % ((min(n, W), min(n, W)) if s else (n, n)) for s in sliding)
         wait_text(app, "layer windows", want_seen, "per-layer fill, seen/stored")
         full = sliding.index(False)
         route = [("layer +", layer) for layer in range(1, full + 1)] + [("layer -", full - 1)]
