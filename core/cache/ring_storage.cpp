@@ -24,6 +24,17 @@ int64_t RingStorage::held(int64_t il, int64_t next) const {
     return n;
 }
 
+void RingStorage::save_entry(int64_t il, int64_t position, RingCheckpoint& c) const {
+    c.layer_entries.insert(c.layer_entries.end(), {il, position});
+    for (int kv = 0; kv < 2; ++kv) {
+        const int64_t bytes = kv ? value_bytes_ : key_bytes_;
+        for (int64_t h = 0; h < n_head_; ++h) {
+            const unsigned char* r = row(kv, il, h, position);
+            c.rows.insert(c.rows.end(), r, r + bytes);
+        }
+    }
+}
+
 void RingStorage::save(int64_t next, int64_t n_new, RingCheckpoint& c) const {
     for (int64_t p = next; p < next + n_new && p - next < capacity_; ++p) {
         const int64_t slot = slot_of(p);
@@ -37,14 +48,7 @@ void RingStorage::save(int64_t next, int64_t n_new, RingCheckpoint& c) const {
             if (p - next >= l.capacity) continue;
             const int64_t old = l.positions[size_t(slot_in(l.capacity, p))];
             if (old < 0) continue;
-            c.layer_entries.insert(c.layer_entries.end(), {il, old});
-            for (int kv = 0; kv < 2; ++kv) {
-                const int64_t bytes = kv ? value_bytes_ : key_bytes_;
-                for (int64_t h = 0; h < n_head_; ++h) {
-                    const unsigned char* r = row(kv, il, h, old);
-                    c.rows.insert(c.rows.end(), r, r + bytes);
-                }
-            }
+            save_entry(il, old, c);
         }
 }
 
@@ -53,14 +57,7 @@ void RingStorage::save_layers(const std::vector<int64_t>& limits, int64_t next, 
         if (il >= int64_t(limits.size()) || limits[size_t(il)] <= 0) continue;
         for (int64_t p : layers_[size_t(il)].positions) {
             if (p < 0 || p >= next) continue;
-            c.layer_entries.insert(c.layer_entries.end(), {il, p});
-            for (int kv = 0; kv < 2; ++kv) {
-                const int64_t bytes = kv ? value_bytes_ : key_bytes_;
-                for (int64_t h = 0; h < n_head_; ++h) {
-                    const unsigned char* r = row(kv, il, h, p);
-                    c.rows.insert(c.rows.end(), r, r + bytes);
-                }
-            }
+            save_entry(il, p, c);
         }
     }
 }

@@ -109,6 +109,7 @@ private:
         return sinks_ + (position - sinks_) % (capacity - sinks_);
     }
     void relayout(const std::vector<int64_t>& capacities);  // (L) new S_l, live rows moved
+    void save_entry(int64_t il, int64_t position, RingCheckpoint& c) const;  // its K then V rows, as stored
 
     int64_t n_layer_ = 0, n_head_ = 0, capacity_ = 0, sinks_ = 0, key_bytes_ = 0, value_bytes_ = 0;
     HugePageVector<unsigned char> k_, v_;  // per layer (H, S_l, key_bytes) and (H, S_l, value_bytes), layer after layer

@@ -39,6 +39,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import chat_template_reference as ref  # noqa: E402
+import transformers_js  # noqa: E402
 
 DATE = "2024-07-26"  # what the reference's strftime_now() formats
 failures = []
@@ -56,18 +57,7 @@ def token_text(v):
 
 def encode_all(node_modules, model, texts):
     """transformers.js's ids for each text, special tokens matched, no BOS added (apply_chat_template's)."""
-    script = (
-        "const fs = require('fs'); const path = require('path');"
-        "const { TokenizerLoader } = require(path.join(process.argv[1], '@lenml', 'tokenizers'));"
-        "const dir = process.argv[2];"
-        "const t = TokenizerLoader.fromPreTrained({tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')),"
-        " tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'))});"
-        "const texts = JSON.parse(fs.readFileSync(0, 'utf8'));"
-        "console.log(JSON.stringify(texts.map((x) => t.encode(x, {add_special_tokens: false}))));")
-    r = subprocess.run(["node", "-e", script, node_modules, model], input=json.dumps(texts), capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return transformers_js.encode(node_modules, model, texts, add_special_tokens=False)
 
 
 def make_folder(tokenizer_dir, template, out):

@@ -32,6 +32,7 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 TOOL = os.path.join(REPO, "tools", "make_llama_model.py")
 sys.path.insert(0, os.path.join(REPO, "tests", "reference"))
 import chat_template_reference  # noqa: E402  (jinja2, as transformers sets it up)
+import transformers_js  # noqa: E402
 
 MINE = [
     "The cat sat on the mat.", " the", "the cache", "  two  spaces   and a tab\there", "\n\nnew\r\nlines\n",
@@ -100,21 +101,6 @@ def check_files(model, name):
     return {i: bytes(decoder[c] for c in s) for s, i in vocab.items() if s not in ids}
 
 
-def transformers_js(node_modules, model, texts):
-    script = (
-        "const fs = require('fs'); const path = require('path');"
-        "const { TokenizerLoader } = require(path.join(process.argv[1], '@lenml', 'tokenizers'));"
-        "const dir = process.argv[2];"
-        "const t = TokenizerLoader.fromPreTrained({tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')),"
-        " tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'))});"
-        "const texts = JSON.parse(fs.readFileSync(0, 'utf8'));"
-        "console.log(JSON.stringify(texts.map((x) => t.encode(x))));")
-    r = subprocess.run(["node", "-e", script, node_modules, model], input=json.dumps(texts), capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
 def check_tokenizer(kvscope, model, name, texts, node_modules, work):
     token_bytes = check_files(model, name)
     jsonl = os.path.join(work, name + "_texts.jsonl")
@@ -126,7 +112,7 @@ def check_tokenizer(kvscope, model, name, texts, node_modules, work):
     got = [json.loads(line)["ids"] for line in r.stdout.splitlines()]
     check(len(got) == len(texts), "%s: one line of ids per text" % name)
     if node_modules:
-        expected = transformers_js(node_modules, model, texts)
+        expected = transformers_js.encode(node_modules, model, texts)
         bad = [(t, g, e) for t, g, e in zip(texts, got, expected) if g != e]
         check(not bad, "%s: kvscope tokenize == transformers.js on %d texts; first of %d mismatches: %r" %
               (name, len(texts), len(bad), bad[:1]))
