@@ -45,8 +45,12 @@ else
 fi
 mkdir -p "$build"
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
-cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+# -O1 with line tables (-g1): what libFuzzer's docs suggest, and half the build time of -O2 -g.
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS=$sanitize" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
     -DKVSCOPE_FUZZ=ON -DKVSCOPE_GUI=OFF -DBUILD_TESTING=OFF -DKVSCOPE_NATIVE=OFF >"$build/configure.log" 2>&1 \
     || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"

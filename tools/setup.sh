@@ -9,7 +9,8 @@ mode=${1:-run}
 run_packages=(build-essential cmake pkg-config libeigen3-dev catch2 libimgui-dev libglfw3-dev libepoxy-dev
               libstb-dev nlohmann-json3-dev fonts-dejavu-core)
 test_packages=(python3-torch python3-numpy python3-pil python3-jinja2 clang libclang-rt-14-dev xvfb xauth xdotool imagemagick
-               libtsan2)  # ThreadSanitizer runtime for GCC 12 (the TSan stage; gcc-12 usually brings it)
+               libtsan2   # ThreadSanitizer runtime for GCC 12 (the TSan stage; gcc-12 usually brings it)
+               ccache)    # tools/test.sh's compiler cache: a rerun recompiles only what changed
 packages=("${run_packages[@]}")
 [ "$mode" = test ] && packages+=("${test_packages[@]}")
 # Node.js and npm for the tokenizer oracle (npm tiktoken); keep a newer node if one is installed.
