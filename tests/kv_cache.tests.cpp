@@ -396,4 +396,14 @@ TEST_CASE("int4 and a session window keep every position in every layer", "[kv_c
     CHECK(full.view().layer_window.empty());
     const KvCache sliding(L, H, D, 10, 0, 0, false, {}, SlidingLayers{{3, 0}, 1});
     CHECK(sliding.view().layer_capacity == std::vector<int64_t>{3, 10});
+    // The views say why a model's sliding layers are kept whole: int4 and paged do; a ring of float32 does not.
+    CHECK(int4.view().sliding_kept_whole != nullptr);
+    CHECK(std::string(int4.view().sliding_kept_whole).find("int4") != std::string::npos);
+    CHECK(full.view().sliding_kept_whole == nullptr);
+    CHECK(sliding.view().sliding_kept_whole == nullptr);
+    auto pool = std::make_shared<BlockPool>(L, H, D, 4, 8);
+    const KvCache paged_sliding(pool, 16, 0, 0, -1, true), paged_full(pool, 16, 0, 0, -1, false);
+    REQUIRE(paged_sliding.view().sliding_kept_whole != nullptr);
+    CHECK(std::string(paged_sliding.view().sliding_kept_whole).find("block table") != std::string::npos);
+    CHECK(paged_full.view().sliding_kept_whole == nullptr);
 }

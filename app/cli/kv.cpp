@@ -38,6 +38,8 @@ JsonOut kv_report_json(const SessionGroup& group) {
             // stored now: a sliding layer only its window plus the chunk being written (per layer for sequence 0)
             {"bytes_held", f.bytes_held},
             {"layer_positions_held", f.layer_positions_held},
+            // the paged cache and int4 keep a model's sliding layers whole: why (null when they store their window)
+            {"sliding_layers_keep_every_position", f.sliding_kept_whole.empty() ? JsonOut() : JsonOut(f.sliding_kept_whole)},
             {"bytes_unshared", f.bytes_unshared},
             {"bytes_saved", f.bytes_unshared - f.bytes},
             {"prefill_positions_shared", f.shared_positions},
@@ -70,6 +72,9 @@ void print_kv_report(const SessionGroup& group) {
         std::fprintf(stderr, "kv: sliding layers store only their window plus the chunk being written: %s held "
                              "(positions per layer: %s)\n", mb(f.bytes_held).c_str(), held.c_str());
     }
+    if (!f.sliding_kept_whole.empty())
+        std::fprintf(stderr, "kv: the sliding layers keep every position in this cache (only the mask slides): %s\n",
+                     f.sliding_kept_whole.c_str());
     if (f.paged) {
         std::fprintf(stderr, "kv: %s, %s in blocks of %lld: %s (%s) hold what %s (%s) would; %lld shared, %s saved; "
                              "%s taken from shared blocks; %s on write\n",

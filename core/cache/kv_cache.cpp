@@ -20,11 +20,14 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capa
 }
 
 KvCache::KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks,
-                 int32_t sequence)
+                 int32_t sequence, bool model_slides)
     : shape_{pool->n_layer(), pool->n_head(), pool->head_dim()}, window_(window, sinks),
       format_(pool->head_dim(), pool->bf16(), {}), paged_(std::move(pool), max_positions),
       flags_(shape_.n_layer * shape_.n_head, max_positions) {
     paged_.set_sequence(sequence);
+    if (model_slides)
+        sliding_kept_whole_ = "one block table serves every layer: a block holds all layers' rows of its positions, so it "
+                              "stays while a full layer needs it";
 }
 
 void KvCache::store_windows(SlidingLayers sliding) {
@@ -32,6 +35,8 @@ void KvCache::store_windows(SlidingLayers sliding) {
     // sinks on top (a session refuses those with a model's own windows).
     bool any = false;
     for (int64_t w : sliding.window) any |= w > 0;
+    if (any && format_.int4())
+        sliding_kept_whole_ = "int4 KIVI packs each key group from consecutive positions and keeps every group";
     if (!any || format_.int4() || window_.window > 0 || window_.sinks > 0 || int64_t(sliding.window.size()) != shape_.n_layer)
         return;
     layer_window_ = std::move(sliding.window);
@@ -258,6 +263,7 @@ KvCacheView KvCache::view(KvCacheView out) const {
     out.bytes_capacity = bytes_capacity();
     out.slot_positions.assign(slot_positions().begin(), slot_positions().end());
     out.layer_window.assign(layer_window_.begin(), layer_window_.end());
+    out.sliding_kept_whole = sliding_kept_whole_;
     out.layer_held.resize(size_t(shape_.n_layer));
     out.layer_capacity.resize(size_t(shape_.n_layer));
     for (int64_t il = 0; il < shape_.n_layer; ++il) {

@@ -22,14 +22,16 @@
 // whole-sequence record (slot_positions, alive, the eviction flags) is unchanged; stores(cache, il, p) says
 // what a layer still has. int4 KIVI, a session window and paged caches keep every position in every layer
 // (key groups span consecutive positions; the session window's ring is sized for it; one block table
-// serves all layers): their sliding layers narrow only the mask, as before.
+// serves all layers): their sliding layers narrow only the mask, as llama.cpp's --swa-full keeps them, and
+// view().sliding_kept_whole says why.
 //
 // L = layers, H = K/V heads, D = head dim, S = capacity (ring: slots; paged: the most positions it may map)
 //   KvCache(L, H, D, S, W, sinks, bf16, quant, sliding)   ring; W = 0: no window (every earlier position
 //                               stays visible); quant: int8 / fp8 packed rows, int4 KIVI (needs W = 0);
 //                               sliding: the model's own window per layer and the chunk expected (below)
-//   KvCache(pool, max_positions, W, sinks, sequence)   paged over a shared pool (its dtype is the pool's);
-//                               sequence: the id the pool's events name for this cache (-1: none)
+//   KvCache(pool, max_positions, W, sinks, sequence, model_slides)   paged over a shared pool (its dtype is
+//                               the pool's); sequence: the id the pool's events name for this cache (-1: none);
+//                               model_slides: the model has sliding layers (kept whole here)
 //   A cache moves (a paged one's block references go with it) and is never copied.
 //   visibility() / format() / ring() / pages() / eviction()   the parts, read-only
 //   shape()                     (L, H, D) as .n_layer, .n_head, .head_dim
@@ -120,6 +122,8 @@ struct KvCacheView {
     std::vector<int64_t> layer_window;   // (L) the model's own window per layer, 0 = full; empty: none stored apart
     std::vector<int64_t> layer_held;     // (L) positions each layer stores now (a sliding layer: at most its slots)
     std::vector<int64_t> layer_capacity; // (L) slots each layer has (S for a full layer)
+    const char* sliding_kept_whole = nullptr;  // why the model's sliding layers keep every position here
+                                         // (paged, int4); nullptr: they store only their window, or none slides
     std::vector<int64_t> slot_positions; // (S) absolute position per slot, -1 = empty
     // paged: this sequence's block table and the pool it draws on
     int64_t block_size = 0;              // B
@@ -177,7 +181,7 @@ public:
     KvCache(int64_t n_layer, int64_t n_head, int64_t head_dim, int64_t capacity, int64_t window, int64_t sinks = 0,
             bool bf16 = false, KvQuantSpec quant = {}, SlidingLayers sliding = {});
     KvCache(std::shared_ptr<BlockPool> pool, int64_t max_positions, int64_t window, int64_t sinks = 0,
-            int32_t sequence = -1);
+            int32_t sequence = -1, bool model_slides = false);
 
     const CacheWindow& visibility() const { return window_; }
     const RowFormat& format() const { return format_; }
@@ -248,6 +252,7 @@ private:
     EvictionFlags flags_;                 // (L·H, S)
     std::vector<int64_t> layer_window_;   // (L) the model's own windows when sliding layers store only them
     int64_t chunk_ = 0;                   // the chunk the sliding layers' slots are sized for: the last one
+    const char* sliding_kept_whole_ = nullptr;  // KvCacheView::sliding_kept_whole
 };
 // The compiler's moves hand a paged cache's block references over (PagedStorage's move: the target's own go
 // back to the pool first, the source is left holding none); PagedStorage also makes copying impossible.

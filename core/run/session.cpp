@@ -79,7 +79,7 @@ void Session::set_prompt(std::vector<TokenId> prompt) {
         else if (pool->n_layer() != cfg.n_layer || pool->n_head() != cfg.kv_heads() || pool->head_dim() != cfg.head_dim() ||
                  pool->block_size() != options_.block_size || pool->bf16() != parts_.model->weights().bf16)
             throw UsageError("the shared block pool was made for another model shape, block size or KV dtype");
-        cache_ = KvCache(std::move(pool), n_total, window_, sinks_, setup_.sequence);
+        cache_ = KvCache(std::move(pool), n_total, window_, sinks_, setup_.sequence, cfg.has_sliding_layers());
         cache_.set_sink_positions(options_.sink_positions);
     } else {
         capacity = chunk_capacity(n_total, chunk);

@@ -240,6 +240,7 @@ GroupMemory SessionGroup::memory() const {
         if (s == sessions_.front()) {
             m.layer_window = view.layer_window;
             m.layer_positions_held = view.layer_held;
+            if (view.sliding_kept_whole) m.sliding_kept_whole = view.sliding_kept_whole;
         }
         if (m.kv_format == "int4") {  // what bytes_capacity holds beyond the packed rows (row_format.h Int4Rows)
             const int64_t residual = view.bytes_capacity - s->cache().capacity() * view.bytes_per_position;

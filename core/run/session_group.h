@@ -83,6 +83,7 @@ struct GroupMemory {
     int64_t bytes_held = 0;
     std::vector<int64_t> layer_window;   // (L) the model's own window per layer when sliding layers store only it
     std::vector<int64_t> layer_positions_held;  // (L) positions each layer of sequence 0 stores now
+    std::string sliding_kept_whole;      // why the model's sliding layers keep every position (paged, int4); "" = not so
     int64_t shared_positions = 0;        // prefill positions mapped from other sequences' blocks
     int64_t cache_file_positions = 0;    // prefill positions loaded from the prompt cache file
     int64_t copies_on_write = 0;

@@ -16,7 +16,9 @@ It asserts that number against
     positions (the prompt, then the new tokens but the last, which is sampled and not yet written; the
     last step a decode step, so C = 1 there whatever the prefill's chunk), and the positions per layer on
     generate's kv line;
-  - `lab --json` (one position at a time, C = 1): the last entry of the full configuration's cache_bytes.
+  - `lab --json` (one position at a time, C = 1): the last entry of the full configuration's cache_bytes;
+  - the paged cache and int4, which keep every position in every layer (llama.cpp's --swa-full): generate --json
+    says why in kv.sliding_layers_keep_every_position and holds N positions per layer; the ring says null.
 On today's main every layer stores every position and none of these equals the formula.
 
     check_sliding_storage.py --kvscope BIN --work DIR
@@ -89,6 +91,19 @@ def check_model(a, name, model, failures):
         if not any(x.startswith("kv: sliding layers store only their window") and x.endswith(want_line)
                    for x in t.stderr.splitlines()):
             failures.append(f"{name}: generate's kv line does not end {want_line!r}: {t.stderr.strip()}")
+    # The paged cache and int4 keep every position in every layer (one block table for all layers; key groups of
+    # consecutive positions) and say so; the ring says nothing of the kind.
+    all_layers = [n] * cfg["num_hidden_layers"]
+    for extra, whole in (([], False), (["--block-size", "4"], True), (["--kv-quant", "int4", "--kv-group", "8"], True)):
+        j, _ = run_json([a.kvscope, "generate", "--model", model, "--prompt-ids", prompt, "--max-new-tokens", str(new),
+                         "--json"] + extra, failures)
+        kv = j.get("kv", {})
+        why = kv.get("sliding_layers_keep_every_position")
+        if whole and (not why or kv.get("layer_positions_held") != all_layers):
+            failures.append(f"{name}: generate {' '.join(extra)}: sliding_layers_keep_every_position {why!r}, "
+                            f"layer_positions_held {kv.get('layer_positions_held')}, expected a reason and {all_layers}")
+        if not whole and why is not None:
+            failures.append(f"{name}: generate (ring): sliding_layers_keep_every_position {why!r}, expected null")
     # lab: one position at a time through the ids.
     ids = ",".join(str(3 + 11 * i % 250) for i in range(24))
     j, _ = run_json([a.kvscope, "lab", "--model", model, "--text-ids", ids, "--config", "full", "--json"], failures)

@@ -12,7 +12,8 @@ layer full; assets/llama-gqa's tokenizer) runs a prompt and five decode steps. F
   - the timeline's note for the selected layer (a sliding one, then a full one): the keys its last query
     saw, q - 3 .. q or 0 .. q;
   - the Mask panel's rule for that layer: "window 4" for a sliding one, "causal" for a full one (issue 43);
-  - the Controls header's D: config.json's head_dim (16), not hidden_size / heads (8).
+  - the Controls header's D: config.json's head_dim (16), not hidden_size / heads (8);
+  - with a paged cache (`options block=4`) every layer stores all N positions and the panel says so.
 """
 import json
 import os
@@ -78,7 +79,18 @@ def main():
             want_shape = "L=%d H=%d D=%d " % (L, cfg["num_attention_heads"], cfg["head_dim"])
             if not t.get("controls shape", "").startswith(want_shape):
                 fail("%s: Controls header %r, expected %r" % (label, t.get("controls shape"), want_shape))
+            if "keeps every position in every layer" in t.get("layer stored text", ""):
+                fail("%s: the ring cache says it keeps every position: %r" % (label, t.get("layer stored text")))
             print("  ok %s: seen/stored %s; stored/slots %s; %s" % (label, t["layer windows"], t["layer stored"], want_note))
+    # A paged cache keeps every position in every layer (one block table for all layers) and says so.
+    d = window(a.kvscope, model, a.work, "paged", (1280, 720), ["options block=4", "prompt " + PROMPT, "prefill", "decode 5"])
+    t = d["texts"]
+    held = [int(x.split("/")[0]) for x in (t.get("layer stored") or "").split()[:-1]]
+    if held != [n] * L:
+        fail("paged: positions stored per layer %r, expected %d in every layer" % (t.get("layer stored"), n))
+    if "keeps every position in every layer" not in t.get("layer stored text", ""):
+        fail("paged: the fill text does not say the sliding layers are kept whole: %r" % t.get("layer stored text"))
+    print("  ok paged: every layer stores %d positions, and the panel says why" % n)
     print("ok: per-layer windows in the KV cache panel and the timeline match config.json")
 
 

@@ -193,6 +193,9 @@ void kv_bytes_meter(const ModelConfig& cfg, bool bf16, int64_t positions_held, c
                                                       "being written (every position in every layer: %s)",
                                                       human_bytes(double(cache.bytes_used)).c_str(),
                                                       human_bytes(double(f.per_token * positions_held)).c_str()));
+    if (cache.sliding_kept_whole)  // the paged cache and int4 keep the sliding layers whole (kv_cache.h)
+        dump_text("kv sliding kept whole", wrapped_disabled("the sliding layers keep every position in this cache, only "
+                                                            "their mask slides: %s", cache.sliding_kept_whole));
     dump_text("kv bytes", "per_token=" + std::to_string(f.per_token) + " multi_head=" + std::to_string(f.per_token_mha) +
                               " multi_query=" + std::to_string(f.per_token_mqa) + " held=" + std::to_string(positions_held));
 }
@@ -330,7 +333,11 @@ void fill_overview(const KvView& k) {
                 dl->AddLine({tx, p.y - 2}, {tx, p.y + h + 2}, IM_COL32(235, 130, 210, 255), 2);
             }
             if (ImGui::IsMouseHoveringRect({x, p.y}, {x + lw, p.y + h})) {
-                if (W > 0)
+                if (W > 0 && r->cache.sliding_kept_whole)
+                    ImGui::SetTooltip("layer %lld (sliding window %lld): this cache keeps all %lld positions; the step's last "
+                                      "query (position %lld) saw %lld of them", (long long)il, (long long)W, (long long)stored,
+                                      (long long)last, (long long)seen);
+                else if (W > 0)
                     ImGui::SetTooltip("layer %lld (sliding window %lld): stores %lld positions in %lld slots (W - 1 + the chunk "
                                       "being written); the step's last query (position %lld) saw %lld of them",
                                       (long long)il, (long long)W, (long long)stored, (long long)room, (long long)last,
@@ -355,11 +362,17 @@ void fill_overview(const KvView& k) {
             for (int64_t il = 0; il < cfg.n_layer; ++il) n_sliding += r->rows.window_of(il) > 0;
             dump_text("layer windows", seen_text);
             dump_text("layer stored", held_text + " bytes=" + std::to_string(r->cache.bytes_used));
-            dump_text("layer stored text", wrapped_disabled(
-                "%lld of %lld layers slide (%s): each stores only its window plus the chunk being written (W - 1 + C "
-                "slots, as Hugging Face's DynamicSlidingWindowLayer), a full layer every position. Step back takes "
-                "the rows a step overwrote from the undo log, which is the tool's, not the model's.",
-                (long long)n_sliding, (long long)cfg.n_layer, cfg.describe_windows().c_str()));
+            if (r->cache.sliding_kept_whole)  // paged, int4: every layer keeps every position, the mask slides
+                dump_text("layer stored text", wrapped_disabled(
+                    "%lld of %lld layers slide (%s), but this cache keeps every position in every layer (llama.cpp's "
+                    "--swa-full): %s. Only the mask slides.",
+                    (long long)n_sliding, (long long)cfg.n_layer, cfg.describe_windows().c_str(), r->cache.sliding_kept_whole));
+            else
+                dump_text("layer stored text", wrapped_disabled(
+                    "%lld of %lld layers slide (%s): each stores only its window plus the chunk being written (W - 1 + C "
+                    "slots, as Hugging Face's DynamicSlidingWindowLayer), a full layer every position. Step back takes "
+                    "the rows a step overwrote from the undo log, which is the tool's, not the model's.",
+                    (long long)n_sliding, (long long)cfg.n_layer, cfg.describe_windows().c_str()));
         }
     }
 }
