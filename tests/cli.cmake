@@ -72,6 +72,13 @@ if(KVSCOPE_CLI_PYTHON)
            COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_sliding_storage.py --kvscope $<TARGET_FILE:kvscope>
                    --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sliding_storage)
   set_tests_properties(cli.sliding_storage PROPERTIES TIMEOUT 180)
+  # A GGUF file where a folder would go (issue 45): inspect's bits per weight and per-tensor types from the
+  # file's own tensor infos, chat-template against python3-jinja2, a prompt cache written and read back, a
+  # file without a template refused in one line; files from the independent numpy writer (Q8_0, Q4_K).
+  add_test(NAME cli.gguf_file
+           COMMAND ${KVSCOPE_CLI_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_gguf_file.py --kvscope $<TARGET_FILE:kvscope>
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/gguf_file)
+  set_tests_properties(cli.gguf_file PROPERTIES TIMEOUT 180)
   # Figures for papers: --format svg heatmaps are well-formed XML with a rect per cell, hatched where
   # mask.npy is 0; --scale 2 PNGs are twice the size of --scale 1 ones (numpy and xml.etree only).
   add_test(NAME cli.svg_export

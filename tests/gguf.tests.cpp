@@ -146,6 +146,23 @@ TEST_CASE("the type table: block sizes and bits per weight as ggml defines them"
     CHECK_FALSE(ggml_type_info(GgmlType::Q3_K).readable);
 }
 
+TEST_CASE("summarize_types: tensors and weights per type, the file's bits per weight from the block sizes", "[gguf]") {
+    // A Q4_K_M-like mix, worked out by hand: 2 x 256x64 Q4_K (4.5 bits), one 256x32 Q6_K (210 bytes per 256
+    // = 6.5625 bits), one 64-element F32 norm.
+    const std::vector<GgufTensorSummary> tensors = {{"a", "", GgmlType::Q4_K, {256, 64}},
+                                                    {"n", "", GgmlType::F32, {64}},
+                                                    {"b", "", GgmlType::Q6_K, {32, 256}},
+                                                    {"c", "", GgmlType::Q4_K, {64, 256}}};
+    const GgufTypeSummary s = summarize_types(tensors);
+    REQUIRE(s.types.size() == 3);
+    CHECK((s.types[0].type == GgmlType::Q4_K && s.types[0].tensors == 2 && s.types[0].weights == 2 * 16384));
+    CHECK((s.types[1].type == GgmlType::Q6_K && s.types[1].tensors == 1 && s.types[1].weights == 8192));
+    CHECK((s.types[2].type == GgmlType::F32 && s.types[2].tensors == 1 && s.types[2].weights == 64));
+    CHECK(s.weights == 2 * 16384 + 8192 + 64);
+    const double bytes = 2 * 16384 / 256 * 144 + 8192 / 256 * 210 + 64 * 4;
+    CHECK(s.bits_per_weight == Approx(bytes * 8 / double(s.weights)).epsilon(1e-12));
+}
+
 TEST_CASE("broken files: one LoadError each, naming what is wrong", "[gguf]") {
     // A good minimal file first, so each case below changes one thing.
     Bytes good = header(1, 1);

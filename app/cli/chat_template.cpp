@@ -10,6 +10,8 @@
 #include "io/json.h"
 #include "io/json_write.h"
 #include "io/read_file.h"
+#include "model/gguf.h"
+#include "model/gguf_tokenizer.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
 #include "text/tokenizer.h"
@@ -24,10 +26,27 @@ struct Source {
     std::string bos, eos;
 };
 
+bool is_gguf_file(const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec) && looks_like_gguf(path);
+}
+
+// A GGUF file: tokenizer.chat_template and the BOS / EOS pieces, read from its keys as tokenizer_config.json
+// (gguf_tokenizer.h); the weights are not loaded.
+Source from_gguf(const std::string& path) {
+    const std::optional<GgufTokenizerFiles> files = gguf_tokenizer_files(GgufFile(path));
+    const std::optional<TokenizerConfig> config =
+        files ? std::optional<TokenizerConfig>(parse_tokenizer_config(files->tokenizer_config_json, path)) : std::nullopt;
+    if (!config || !config->chat_template)
+        throw UsageError(path + ": no chat template (the file has no tokenizer.chat_template key)");
+    return Source{*config->chat_template, path, config->bos_token.value_or(""), config->eos_token.value_or("")};
+}
+
 // transformers reads chat_template.jinja beside tokenizer_config.json in preference to the config's key.
 Source from_model(const std::string& dir) {
     namespace fs = std::filesystem;
-    if (!fs::is_directory(dir)) throw LoadError(dir, "no such folder", "--model wants a model folder with tokenizer_config.json");
+    if (is_gguf_file(dir)) return from_gguf(dir);
+    if (!fs::is_directory(dir)) throw LoadError(dir, "no such folder", "--model wants a model folder with tokenizer_config.json, or a .gguf file");
     Source s;
     const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
     const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
@@ -76,7 +95,8 @@ int cli_chat_template(int argc, char** argv) {
                                   "transformers' apply_chat_template(tokenize=False) renders it; prints the text "
                                   "exactly (no newline added).");
     args.option("--model", "DIR", "model folder: chat_template.jinja, else tokenizer_config.json's chat_template; "
-                                  "bos_token and eos_token from tokenizer_config.json");
+                                  "bos_token and eos_token from tokenizer_config.json (a .gguf file: its "
+                                  "tokenizer.chat_template and BOS / EOS tokens)");
     args.option("--template", "FILE", "a template file instead of --model");
     args.option("--messages", "FILE", "a JSON array of messages ({\"role\", \"content\", ...}; '-' for stdin)");
     args.option("--tools", "FILE", "a JSON array of tool definitions, passed as `tools` (default: undefined)");
@@ -102,8 +122,10 @@ int cli_chat_template(int argc, char** argv) {
     if (args.has("--eos-token")) src.eos = *args.text("--eos-token");
     const jinja::RenderOptions options = parse_template_date(args.text("--date"), "chat-template");
     const bool want_ids = args.has("--json");
-    if (want_ids && !(args.has("--model") && has_tokenizer_files(*args.text("--model"))))
-        throw UsageError("chat-template: --json gives token ids, which need --model DIR with tokenizer files");
+    const std::optional<std::string> model_path = args.text("--model");
+    const bool gguf = model_path && is_gguf_file(*model_path);
+    if (want_ids && !(model_path && (gguf || has_tokenizer_files(*model_path))))
+        throw UsageError("chat-template: --json gives token ids, which need --model DIR with tokenizer files (or a .gguf file)");
 
     const std::string messages_path = *args.text("--messages");
     jinja::Dict vars = jinja::chat_variables(read_input_bounded(messages_path, k_text_file), args.has("--add-generation-prompt"),
@@ -124,7 +146,9 @@ int cli_chat_template(int argc, char** argv) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         return 0;
     }
-    const Tokenizer tokenizer = Tokenizer::load(*args.text("--model"));
+    std::optional<Tokenizer> from_file = gguf ? gguf_file_tokenizer(*model_path) : std::nullopt;
+    if (gguf && !from_file) throw UsageError(*model_path + ": --json gives token ids, and the file has no tokenizer.* keys");
+    const Tokenizer tokenizer = gguf ? std::move(*from_file) : Tokenizer::load(*model_path);
     const std::string out = json_text(JsonOut{{"text", text}, {"ids", encode_chat(tokenizer, text)}}) + "\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;

@@ -1,4 +1,5 @@
 // kvscope inspect: what a model folder (or GGUF file) holds — config, parameters, tensors, KV cache cost.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -101,6 +102,9 @@ int cli_inspect(int argc, char** argv) {
             {"weight_files", weight_files},
             {"sharded", w.checkpoint->sharded()},
             {"converted_bytes", w.converted_bytes},
+            // a GGUF file: its tensors' bits per weight, block scales included (null for a folder)
+            {"file_bits_per_weight", model->gguf_tensors().empty() ? JsonOut()
+                                                                   : JsonOut(summarize_types(model->gguf_tensors()).bits_per_weight)},
             {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
             {"matrix_bytes", w.matrix_bytes},
             {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},
@@ -174,6 +178,13 @@ int cli_inspect(int argc, char** argv) {
                     bytes_text(double(cross_per_source_token)).c_str(), (long long)c.n_layer, (long long)c.n_embd);
     std::printf("\n");
     if (!model->gguf_tensors().empty()) {  // a GGUF file: what it stores, and what kvscope computes with
+        const GgufTypeSummary types = summarize_types(model->gguf_tensors());
+        std::printf("file types   %.2f bits per weight:", types.bits_per_weight);
+        for (size_t i = 0; i < types.types.size(); ++i)
+            std::printf("%s %s %lld tensor%s (%.1f%% of weights)", i ? "," : "", ggml_type_info(types.types[i].type).name,
+                        (long long)types.types[i].tensors, types.types[i].tensors == 1 ? "" : "s",
+                        100.0 * double(types.types[i].weights) / double(std::max<int64_t>(1, types.weights)));
+        std::printf("\n\n");
         std::printf("%-46s %-5s %-14s %-26s %s\n", "tensor", "dtype", "shape", "in the file", "bits per weight");
         for (const TensorInfo& t : w.tensors) {
             const GgufTensorSummary* g = gguf_tensor(*model, t.name);

@@ -2,6 +2,7 @@
 // their Hugging Face names and layouts back.
 #include "model/gguf_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -343,6 +344,24 @@ GgufModel open_gguf_model(const std::string& path) {
         views.push_back(std::move(v));
     }
     out.checkpoint = Checkpoint::of_tensors(path, std::move(views), owned);
+    return out;
+}
+
+GgufTypeSummary summarize_types(const std::vector<GgufTensorSummary>& tensors) {
+    GgufTypeSummary out;
+    double bits = 0;
+    for (const GgufTensorSummary& t : tensors) {
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        auto it = std::find_if(out.types.begin(), out.types.end(), [&](const GgufTypeShare& s) { return s.type == t.type; });
+        if (it == out.types.end()) it = out.types.insert(out.types.end(), GgufTypeShare{t.type, 0, 0});
+        ++it->tensors;
+        it->weights += n;
+        out.weights += n;
+        bits += double(n) * ggml_type_info(t.type).bits_per_weight();
+    }
+    std::stable_sort(out.types.begin(), out.types.end(), [](const GgufTypeShare& a, const GgufTypeShare& b) { return a.weights > b.weights; });
+    out.bits_per_weight = out.weights > 0 ? bits / double(out.weights) : 0;
     return out;
 }
 

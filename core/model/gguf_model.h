@@ -4,6 +4,8 @@
 // parser), and a Checkpoint holding each tensor under its Hugging Face name and layout.
 //
 //   open_gguf_model(path)       throws LoadError naming the file and the key, tensor or type at fault
+//   summarize_types(tensors)    the file's types at a glance: per type the tensors and weights it holds, most
+//                               weights first, and the bits per weight of the whole file (block scales included)
 //
 // What llama.cpp's converter changed is undone here, one named function per change: tensor names
 // (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, blk.N.attn_qkv.weight -> h.N.attn.c_attn.weight,
@@ -49,5 +51,18 @@ struct GgufModel {
 };
 
 GgufModel open_gguf_model(const std::string& path);
+
+struct GgufTypeShare {
+    GgmlType type = GgmlType::F32;
+    int64_t tensors = 0, weights = 0;
+};
+
+struct GgufTypeSummary {
+    std::vector<GgufTypeShare> types;     // most weights first
+    int64_t weights = 0;                  // every tensor's elements
+    double bits_per_weight = 0;           // the tensors' bytes in the file x 8 / weights
+};
+
+GgufTypeSummary summarize_types(const std::vector<GgufTensorSummary>& tensors);
 
 }  // namespace kvscope

@@ -16,6 +16,7 @@
 #include "base/errors.h"
 #include "cache/kv_footprint.h"
 #include "model/architecture.h"
+#include "model/gguf_model.h"
 #include "run/options.h"
 
 namespace kvscope::gui {
@@ -93,14 +94,14 @@ void load(Controller& ctl, const std::string& path) {
 bool path_loader(Controller& ctl) {
     ImGui::SetNextItemWidth(std::max(ImGui::GetFontSize() * 16, ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("Load").x -
                                                                       ImGui::GetStyle().FramePadding.x * 2 - ImGui::GetStyle().ItemSpacing.x));
-    const bool enter = ImGui::InputTextWithHint("##model path", "a model folder: path, Enter", &picker.typed,
+    const bool enter = ImGui::InputTextWithHint("##model path", "a model folder or .gguf file: path, Enter", &picker.typed,
                                                 ImGuiInputTextFlags_EnterReturnsTrue);
     dump_item("Model path");
     ImGui::SameLine();
     ImGui::BeginDisabled(picker.typed.empty());
     const bool load_now = (ImGui::Button("Load") || enter) && !picker.typed.empty();
     ImGui::EndDisabled();
-    ImGui::TextDisabled("or drop a model folder on the window");
+    ImGui::TextDisabled("or drop a model folder or .gguf file on the window");
     if (load_now) load(ctl, picker.typed);
     return load_now;
 }
@@ -132,14 +133,14 @@ void draw_picker(PanelContext& c) {
     }
     dump_item("Model picker");
     help_marker("Example folders shipped in assets/ (assets/README.md says which reference system each one "
-                "rebuilds), or any folder by path (Open folder...); dropping a folder on the window loads it too. "
+                "rebuilds), or any folder or .gguf file by path (Open folder...); dropping one on the window loads it too. "
                 "The prompt and the session options are kept; if the folder cannot be loaded, the current model stays.");
     ImGui::SameLine();
     if (ImGui::Button(open_label)) ImGui::OpenPopup("open model folder");
     dump_item("Open folder");
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Load any model folder by its path (or drop the folder on the window)");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Load any model folder or GGUF file by its path (or drop it on the window)");
     if (ImGui::BeginPopup("open model folder")) {
-        ImGui::TextUnformatted("Open a model folder (config.json and the weights)");
+        ImGui::TextUnformatted("Open a model folder (config.json and the weights) or a .gguf file");
         if (path_loader(c.ctl)) ImGui::CloseCurrentPopup();
         ImGui::EndPopup();
     }
@@ -233,6 +234,55 @@ void key_table(const std::vector<ArchLine>& lines) {
     ImGui::EndTable();
 }
 
+// A GGUF file: the types its tensors are stored in (a quantized file mixes several), the bits per weight
+// they cost, and every tensor's type on request; kvscope computes with them dequantized at load.
+void gguf_types(const Model& model) {
+    auto fixed = [](double v, int digits) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+        return std::string(buf);
+    };
+    const GgufTypeSummary s = summarize_types(model.gguf_tensors());
+    std::string line = "GGUF, " + fixed(s.bits_per_weight, 2) + " bits per weight:";
+    for (size_t i = 0; i < s.types.size(); ++i)
+        line += std::string(i ? "," : "") + " " + ggml_type_info(s.types[i].type).name + " " +
+                fixed(100.0 * double(s.types[i].weights) / double(std::max<int64_t>(1, s.weights)), 1) + "%";
+    wrapped_text(ImGui::GetStyle().Colors[ImGuiCol_Text], "%s", line.c_str());
+    dump_item("Model gguf types");
+    dump_text("Model gguf types", line);
+    help_marker((std::string("The weights as the file stores them, by share of weights. A quantized type keeps blocks of "
+                             "small integers with a float16 scale per block (Q4_K: 256 weights in 144 bytes = 4.5 bits; "
+                             "Q6_K: 6.56; Q8_0: 8.5). kvscope dequantizes them once at load and computes in ") +
+                 (model.weights().bf16 ? "bfloat16" : "float32") + ", so the cache and the maps are those of the file's weights.")
+                    .c_str());
+    if (ImGui::TreeNode("tensors in the file")) {
+        const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollY;
+        const float h = std::min(ImGui::GetTextLineHeightWithSpacing() * float(model.gguf_tensors().size() + 1),
+                                 std::max(ImGui::GetTextLineHeightWithSpacing() * 4, ImGui::GetContentRegionAvail().y));
+        if (ImGui::BeginTable("gguf tensors", 3, flags, {0, h})) {
+            ImGui::TableSetupScrollFreeze(0, 1);
+            ImGui::TableSetupColumn("tensor");
+            ImGui::TableSetupColumn("type");
+            ImGui::TableSetupColumn("bits / weight");
+            ImGui::TableHeadersRow();
+            for (const GgufTensorSummary& t : model.gguf_tensors()) {
+                const GgmlTypeInfo& info = ggml_type_info(t.type);
+                ImGui::TableNextRow();
+                ImGui::TableNextColumn();
+                ImGui::TextUnformatted(t.name.c_str());
+                if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", t.hf_name.c_str());
+                ImGui::TableNextColumn();
+                ImGui::TextUnformatted(info.name);
+                ImGui::TableNextColumn();
+                ImGui::Text("%.2f", info.bits_per_weight());
+            }
+            ImGui::EndTable();
+        }
+        ImGui::TreePop();
+    }
+    dump_item("Model gguf tensors");
+}
+
 void draw_config(const Model& model) {
     const ModelConfig& cfg = model.config();
     if (cfg.encoder_decoder) {
@@ -274,6 +324,7 @@ void draw_config(const Model& model) {
                      "n_positions = " + std::to_string(cfg.n_ctx) + " tokens takes " +
                      human_bytes(per_source * double(cfg.n_ctx)) + ").").c_str());
     }
+    if (!model.gguf_tensors().empty()) gguf_types(model);
     const std::vector<ArchLine> lines = architecture(cfg);
     ImGui::BeginGroup();
     key_chips(lines);
