@@ -13,6 +13,7 @@ layer full; assets/llama-gqa's tokenizer) runs a prompt and five decode steps. F
     saw, q - 3 .. q or 0 .. q;
   - the Mask panel's rule for that layer: "window 4" for a sliding one, "causal" for a full one (issue 43);
   - the Controls header's D: config.json's head_dim (16), not hidden_size / heads (8);
+  - the KV maps' legend names the rows a sliding layer no longer stores (drawn near black), a full layer's does not;
   - with a paged cache (`options block=4`) every layer stores all N positions and the panel says so.
 """
 import json
@@ -79,6 +80,10 @@ def main():
             want_shape = "L=%d H=%d D=%d " % (L, cfg["num_attention_heads"], cfg["head_dim"])
             if not t.get("controls shape", "").startswith(want_shape):
                 fail("%s: Controls header %r, expected %r" % (label, t.get("controls shape"), want_shape))
+            dropped_legend = "near black = no longer stored by this layer" in t.get("kv legend", "")
+            if dropped_legend != sliding[layer]:
+                fail("%s: the KV maps' legend %s the rows the layer no longer stores: %r" %
+                     (label, "does not name" if sliding[layer] else "names", t.get("kv legend")))
             if "keeps every position in every layer" in t.get("layer stored text", ""):
                 fail("%s: the ring cache says it keeps every position: %r" % (label, t.get("layer stored text")))
             print("  ok %s: seen/stored %s; stored/slots %s; %s" % (label, t["layer windows"], t["layer stored"], want_note))

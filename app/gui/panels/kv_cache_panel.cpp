@@ -414,6 +414,9 @@ void kv_overlays(const KvView& k, const HeatmapResult& hk, const HeatmapResult& 
         // outside the window: kept in the slot but no longer attended
         runs([&](int64_t slot) { return dimmed(position_of(slot)); },
              [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(0, 0, 0, 150)); });
+        // no longer stored by this sliding layer (the row shown is the step record's): nearly black
+        runs([&](int64_t slot) { return k.dropped(position_of(slot)); },
+             [&](float y0, float y1) { dl->AddRectFilled({h->p0.x, y0}, {h->p1.x, y1}, IM_COL32(12, 12, 16, 200)); });
         // an attention sink: a bar in the gutter left of the map
         runs([&](int64_t slot) { return sink(position_of(slot)); },
              [&](float y0, float y1) { dl->AddRectFilled({h->p0.x - 7, y0}, {h->p0.x - 3, y1}, IM_COL32(220, 100, 190, 255)); });
@@ -514,6 +517,8 @@ void draw_kv_cache(PanelContext& c) {
     const int64_t layer = std::min(v.layer, r->rows.n_layer - 1);  // the Attention panel may show a deeper encoder layer
     KvView k{s, model, v, r, step, layer, r->cache.capacity, r->rows.head_dim, r->rows.encoder != nullptr, s.prompt(),
              r->visible_keys(r->cache.next_position), 0, -1, {}};
+    // A layer with its own sliding window: the next query of this layer sees only its last W positions.
+    if (const int64_t W = r->rows.window_of(layer); W > 0) k.visible.lo = std::max(k.visible.lo, r->cache.next_position - W + 1);
     k.tokens.insert(k.tokens.end(), s.generated().begin(), s.generated().end());
     k.written_lo = r->cost.first_computed_position, k.written_hi = k.written_lo + r->cost.n_rows_computed - 1;
     if (!r->eviction.policy.empty())
@@ -576,10 +581,12 @@ void draw_kv_cache(PanelContext& c) {
         bottom = std::max(bottom, cross_maps(c, *r, ran, layer, v.head, {cx, top.y}, label_w, map_w, gap, map_h + title_h));
     }
     ImGui::SetCursorScreenPos({top.x, bottom + 4});
-    wrapped_disabled("yellow frame and bar = rows written this step, arrow = write pointer, dark = outside the window%s%s%s",
+    const bool drops = !r->cache.layer_window.empty() && r->rows.window_of(layer) > 0;  // this layer's ring holds its window
+    dump_text("kv legend", wrapped_disabled("yellow frame and bar = rows written this step, arrow = write pointer, dark = outside the window%s%s%s%s",
+                        drops ? ", near black = no longer stored by this layer (the step record's row)" : "",
                         visible.n_sink > 0 ? ", magenta bar = attention sink (stays visible)" : "",
                         evicted.empty() ? "" : ", red = evicted by the eviction policy (hover: the score that decided it)",
-                        cross ? "; right: the cross cache, one row per source token" : "");
+                        cross ? "; right: the cross cache, one row per source token" : ""));
     end_panel();
 }
 
