@@ -640,8 +640,8 @@ std::string model_refusal(const std::string& arch, const TokenizerKeys& keys, co
     return "(opened)";
 }
 
-// The same with a rope_freqs.weight of `values` after the embedding (F32, or their bytes as another `type`).
-// shape_keys give head_dim 8 / 2 = 4: two frequencies.
+// The same with a rope_freqs.weight of `values` after the embedding: F32, or their bytes as another `type`;
+// a list unless `dims` (innermost first) say otherwise. shape_keys give head_dim 8 / 2 = 4: two frequencies.
 std::string rope_freqs_refusal(const std::string& arch, const TokenizerKeys& keys, const std::vector<float>& values,
                                const std::string& name, uint32_t type = 0, std::vector<uint64_t> dims = {}) {
     Bytes b = header(2, keys.n + 1);
