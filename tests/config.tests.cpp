@@ -378,6 +378,31 @@ TEST_CASE("rope_scaling linear and llama3 are read; other kinds are refused by n
                Catch::Contains("low_freq_factor"));
 }
 
+// A GGUF file's rope_freqs.weight lands in the config as per-frequency divisors; config_to_json writes them
+// (prompt-cache fingerprints, inspect --json) under kvscope's own rope_type, which reads back.
+TEST_CASE("rope_scaling rope_freqs: per-frequency divisors round trip through config_to_json, wrong ones are refused") {
+    ModelConfig a = parse_config(llama_with(R"("head_dim": 6)"), "c");
+    a.rope.scaling = RopeScaling::Frequencies;
+    a.rope.freq_factors = {1.0f, 3.2922628f, 32.0f};
+    const std::string text = config_to_json(a);
+    CHECK_THAT(text, Catch::Contains("\"rope_type\": \"rope_freqs\""));
+    const ModelConfig b = parse_config(text, "c");
+    CHECK(b.rope.scaling == RopeScaling::Frequencies);
+    CHECK(b.rope.freq_factors == a.rope.freq_factors);  // bit for bit
+    CHECK(config_to_json(b) == text);
+    for (const ArchLine& line : architecture(b))
+        if (std::string(line.key) == "rope_scaling") {
+            CHECK(line.value == "rope_freqs");
+            CHECK(line.meaning == "3 per-frequency divisors from the GGUF file, 1 .. 32");
+        }
+    CHECK_THAT(load_error(llama_with(R"("head_dim": 6, "rope_scaling": {"rope_type": "rope_freqs", "factors": [1, 2]})")),
+               Catch::Contains("rope_scaling.factors has 2 entries, not head_dim / 2 = 3"));
+    CHECK_THAT(load_error(llama_with(R"("head_dim": 6, "rope_scaling": {"rope_type": "rope_freqs", "factors": [1, 0, 2]})")),
+               Catch::Contains("rope_scaling.factors[1] must be a finite number from 0.001 to 10000, found 0"));
+    CHECK_THAT(load_error(llama_with(R"("rope_scaling": {"rope_type": "rope_freqs"})")),
+               Catch::Contains("rope_scaling (rope_freqs) needs factors, a list of numbers"));
+}
+
 TEST_CASE("Llama configs that cannot be computed are errors naming the keys") {
     CHECK_THAT(load_error(llama_with(R"("num_key_value_heads": 3)")),
                Catch::Contains("num_attention_heads (4) is not divisible by num_key_value_heads (3)"));

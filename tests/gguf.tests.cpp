@@ -279,6 +279,97 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
 
 namespace {
 
+// The largest |a - b| over every prediction's logits of two runs that generated the same tokens.
+double max_logit_difference(const kvtest::Run& a, const kvtest::Run& b) {
+    REQUIRE(a.generated == b.generated);
+    REQUIRE(a.logits.size() == b.logits.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.logits.size(); ++i) {
+        REQUIRE(a.logits[i].size() == b.logits[i].size());
+        for (size_t j = 0; j < a.logits[i].size(); ++j) worst = std::max(worst, std::abs(double(a.logits[i][j]) - b.logits[i][j]));
+    }
+    return worst;
+}
+
+}  // namespace
+
+// Llama 3.1 / 3.2 files: llama.cpp's converter writes rope_scaling {"rope_type": "llama3"} as rope_freqs.weight,
+// one float32 divisor per frequency, computed here by the numpy writer from the folder's config. kvscope
+// divides Hugging Face's float32 frequencies by them; from the folder it computes the llama3 bands itself, in
+// double. The two agree to the rounding of the divisor, not bit for bit.
+TEST_CASE("a Llama 3 folder converted with rope_freqs.weight runs as the folder does, to float32 rounding", "[gguf]") {
+    if (!have_numpy()) {
+        WARN("skipped: /usr/bin/python3 with numpy not found (apt install python3-numpy)");
+        return;
+    }
+    const fs::path dir = test::fresh_dir("gguf", "rope_freqs");
+    const std::string tools = KVSCOPE_SOURCE_DIR;
+    const fs::path folder = dir / "llama3";
+    REQUIRE(std::system((std::string(kPython) + " " + tools + "/tools/make_llama_model.py --model-type llama --hidden 256 "
+                         "--inner 512 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 --seed 5 '" + folder.string() +
+                         "' >/dev/null").c_str()) == 0);
+    SessionOptions options;
+    options.max_new_tokens = 10;
+    options.prefill_chunk = 16;
+    std::vector<int32_t> prompt;  // 40 positions, then 10 more: past original_max_position_embeddings (32)
+    for (int32_t i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 300);
+    const kvtest::Run unscaled = kvtest::run_to_end(Model::load(folder.string()), options, prompt);
+
+    // With theta 10000 and D = 64, wavelengths run from 6.3 to ~47000 positions: under 32 / 4 = 8 the
+    // divisor is 1, over 32 it is 8, and five pairs fall between.
+    std::string config = test::read_bytes(folder / "config.json");
+    const std::string none = "\"rope_scaling\": null";
+    REQUIRE(config.find(none) != std::string::npos);
+    config.replace(config.find(none), none.size(), R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32})");
+    test::write_bytes(folder / "config.json", config);
+    const auto from_folder = Model::load(folder.string());
+    REQUIRE(from_folder->config().rope.scaling == RopeScaling::Llama3);
+    const fs::path gguf = dir / "llama3_F32.gguf";
+    REQUIRE(std::system((std::string(kPython) + " " + tools + "/tests/reference/gguf_reference.py convert '" +
+                         folder.string() + "' '" + gguf.string() + "' F32").c_str()) == 0);
+    const auto from_file = Model::load(gguf.string());
+    const RopeSpec& rope = from_file->config().rope;
+    REQUIRE(rope.scaling == RopeScaling::Frequencies);
+    REQUIRE(rope.freq_factors.size() == 32);
+    CHECK(rope.freq_factors.front() == 1.0f);
+    CHECK(rope.freq_factors.back() == 8.0f);
+    CHECK(std::count_if(rope.freq_factors.begin(), rope.freq_factors.end(), [](float x) { return x > 1 && x < 8; }) == 5);
+    CHECK_FALSE(config_to_json(from_file->config()).find("\"rope_type\": \"rope_freqs\"") == std::string::npos);
+
+    // Frequency by frequency: the numpy divisor is a few float32 roundings (2^-24 relative each) from the
+    // exact one, then divided once more, so each inverse frequency agrees with the folder's to a few units in
+    // the last place (measured: at most 1, 8.4e-8); 1e-6 is about 8 of them.
+    const std::vector<float>& want = from_folder->rotary_inv_freq();
+    const std::vector<float>& got = from_file->rotary_inv_freq();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        INFO("frequency " << i);
+        CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
+    }
+    // Logits: an angle (position < 50, frequency <= 1) then differs by under 50 * 1e-6 radians, and each
+    // rotated q and k by that much relative to its size; through two layers the logits move by about as much
+    // relative to the largest. Tolerance: 1e-5 of the largest |logit| (measured: 1.2e-5 absolute against
+    // logits up to 16, 13x inside). The folder without rope_scaling, which is what ignoring the divisors
+    // computes, is more than 1000 tolerances away (measured: 23).
+    const kvtest::Run scaled = kvtest::run_to_end(from_folder, options, prompt);
+    double largest = 0;
+    for (const auto& row : scaled.logits) for (float x : row) largest = std::max(largest, double(std::abs(x)));
+    const double tolerance = 1e-5 * largest;
+    INFO("largest |logit| " << largest << ", tolerance " << tolerance);
+    const double difference = max_logit_difference(kvtest::run_to_end(from_file, options, prompt), scaled);
+    INFO("largest logit difference, GGUF vs folder: " << difference);
+    CHECK(difference < tolerance);
+    double unscaled_difference = 0;
+    for (size_t i = 0; i < scaled.logits.size() && i < unscaled.logits.size(); ++i)
+        for (size_t j = 0; j < scaled.logits[i].size(); ++j)
+            unscaled_difference = std::max(unscaled_difference, std::abs(double(scaled.logits[i][j]) - unscaled.logits[i][j]));
+    INFO("largest logit difference, folder with and without rope_scaling: " << unscaled_difference);
+    CHECK(unscaled_difference > 1000 * tolerance);
+}
+
+namespace {
+
 // A GGUF holding only tokenizer keys: general.architecture, then `keys` (already laid out), no tensors.
 struct TokenizerKeys {
     Bytes b;
@@ -566,6 +657,28 @@ std::string model_refusal(const std::string& arch, const TokenizerKeys& keys, co
     return "(opened)";
 }
 
+// The same with a rope_freqs.weight of `values` after the embedding: F32, or their bytes as another `type`;
+// a list unless `dims` (innermost first) say otherwise. shape_keys give head_dim 8 / 2 = 4: two frequencies.
+std::string rope_freqs_refusal(const std::string& arch, const TokenizerKeys& keys, const std::vector<float>& values,
+                               const std::string& name, uint32_t type = 0, std::vector<uint64_t> dims = {}) {
+    Bytes b = header(2, keys.n + 1);
+    b.str("general.architecture").u32(8).str(arch);
+    b.s += keys.b.s;
+    tensor_info(b, "token_embd.weight", {8, 4});
+    const uint64_t n = type == 1 ? values.size() * 2 : values.size();  // F16: the bytes of `values` read as halves
+    tensor_info(b, "rope_freqs.weight", dims.empty() ? std::vector<uint64_t>{n} : dims, type, 128).pad(32).raw(128, '\0');
+    b.s.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    b.pad(32);
+    const fs::path p = test::fresh_dir("gguf", "models_broken") / (name + ".gguf");
+    test::write_bytes(p, b.s);
+    try {
+        Model::load(p.string());
+    } catch (const LoadError& e) {
+        return e.what_is_wrong;
+    }
+    return "(opened)";
+}
+
 TokenizerKeys shape_keys(const std::string& arch) {
     TokenizerKeys k;
     k.u32(arch + ".block_count", 2).u32(arch + ".embedding_length", 8).u32(arch + ".feed_forward_length", 16);
@@ -574,6 +687,28 @@ TokenizerKeys shape_keys(const std::string& arch) {
 }
 
 }  // namespace
+
+TEST_CASE("rope_freqs.weight: one F32 divisor per frequency, in range, in a llama file without rope.scaling keys", "[gguf]") {
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {1, 8}, "rope_freqs_good"),
+               Catch::Contains("model.layers.0.input_layernorm.weight"));  // read; the weights are what is missing
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {1, 8, 8}, "rope_freqs_length"),
+               Catch::Contains("tensor rope_freqs.weight holds 3 values, not a list of one per frequency (head_dim / 2 = 2)"));
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {1, 8, 8, 8}, "rope_freqs_matrix", 0, {2, 2}),
+               Catch::Contains("tensor rope_freqs.weight holds 4 values in 2 dimensions, not a list"));
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {1, 0}, "rope_freqs_zero"),
+               Catch::Contains("tensor rope_freqs.weight[1] is 0, not a divisor from 0.001 to 10000"));
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {NAN, 8}, "rope_freqs_nan"),
+               Catch::Contains("tensor rope_freqs.weight[0] is nan, not a divisor"));
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {-1, 8}, "rope_freqs_negative"),
+               Catch::Contains("tensor rope_freqs.weight[0] is -1, not a divisor"));
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama"), {1, 8}, "rope_freqs_f16", 1),
+               Catch::Contains("tensor rope_freqs.weight is F16, not F32"));
+    CHECK_THAT(rope_freqs_refusal("llama", shape_keys("llama").string("llama.rope.scaling.type", "linear")
+                                               .f32("llama.rope.scaling.factor", 2), {1, 8}, "rope_freqs_linear"),
+               Catch::Contains("holds rope_freqs.weight and llama.rope.scaling.type: two rope scalings, kvscope reads one"));
+    CHECK_THAT(rope_freqs_refusal("qwen2", shape_keys("qwen2"), {1, 8}, "rope_freqs_qwen2"),
+               Catch::Contains("holds rope_freqs.weight; kvscope reads it for the llama architecture only"));
+}
 
 TEST_CASE("gemma3 and gpt2 keys: what kvscope cannot read as a folder's config is refused by name", "[gguf]") {
     CHECK_THAT(model_refusal("falcon", shape_keys("falcon"), "falcon"), Catch::Contains("architecture falcon is not supported"));

@@ -85,6 +85,23 @@ TEST_CASE("rotary view: frequencies, llama3 bands, vectors turned back and the s
     CHECK(v.score == Approx(v.score_by_distance[size_t(q_pos - k_pos)]).margin(1e-4));
 }
 
+// A GGUF file's rope_freqs.weight: pair i's frequency is Hugging Face's float32 one over divisor i.
+TEST_CASE("rotary view: per-frequency divisors from a GGUF file scale each pair by its own") {
+    ModelConfig c = llama_config("null");
+    c.rope.scaling = RopeScaling::Frequencies;
+    c.rope.freq_factors = {1, 1, 1.5f, 3.25f, 8, 8, 8, 8};
+    const std::vector<float> x(16, 0.5f);
+    const RotaryView v = rotary_view(c, 0, x.data(), 9, x.data(), 2, 0.25, 4);
+    REQUIRE(v.pairs.size() == 8);
+    for (size_t i = 0; i < 8; ++i) {
+        INFO("pair " << i);
+        const float base = float(1.0 / std::pow(500000.0, 2.0 * double(i) / 16.0));
+        CHECK(v.pairs[i].inv_freq_unscaled == Approx(base).epsilon(1e-6));
+        CHECK(v.pairs[i].inv_freq == Approx(base / c.rope.freq_factors[i]).epsilon(1e-6));
+    }
+    CHECK(v.pairs[0].inv_freq == v.pairs[0].inv_freq_unscaled);
+}
+
 TEST_CASE("rotary view: a query turned back by a sink shift is scored at the shorter distance") {
     const ModelConfig c = llama_config("null");
     std::vector<double> freq(8);

@@ -1,6 +1,7 @@
 // The config keys that shape the forward pass, each with a sentence on what its value does.
 #include "model/architecture.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kvscope {
@@ -14,6 +15,14 @@ std::string number_text(double x) {
 
 const char* flag(bool b) { return b ? "true" : "false"; }
 
+// "32 per-frequency divisors from the GGUF file, 1 .. 8": frequency i is divided by factors[i].
+std::string describe_freq_factors(const std::vector<float>& factors) {
+    const auto [lo, hi] = std::minmax_element(factors.begin(), factors.end());
+    if (lo == factors.end()) return "no per-frequency divisors";
+    return std::to_string(factors.size()) + " per-frequency divisors from the GGUF file, " + number_text(*lo) + " .. " +
+           number_text(*hi);
+}
+
 }  // namespace
 
 namespace {
@@ -22,9 +31,10 @@ namespace {
 std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
     const int64_t group = c.n_head / c.kv_heads();
     const std::string kv = std::to_string(c.kv_heads());
-    const char* rope_kind = c.rope.scaling == RopeScaling::Linear ? "linear"
-                            : c.rope.scaling == RopeScaling::Llama3 ? "llama3"
-                                                                    : nullptr;
+    const char* rope_kind = c.rope.scaling == RopeScaling::Linear        ? "linear"
+                            : c.rope.scaling == RopeScaling::Llama3      ? "llama3"
+                            : c.rope.scaling == RopeScaling::Frequencies ? "rope_freqs"
+                                                                         : nullptr;
     const std::string act = c.activation == Activation::Silu ? "silu" : "gelu_pytorch_tanh";
     const char* family = c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3"
                        : c.model_type == "mistral" ? "Mistral" : c.model_type == "gemma3_text" ? "Gemma 3" : "Llama";
@@ -55,9 +65,10 @@ std::vector<ArchLine> llama_architecture(const ModelConfig& c) {
         // rope_scaling: null (or absent) reads "null" in its value; its chip says what that means
         {"rope_scaling", false, rope_kind ? rope_kind : "null", rope_kind ? rope_kind : "RoPE unscaled",
          c.rope.scaling == RopeScaling::None ? "frequencies 1 / theta^(2i/D)"
-         : c.rope.scaling == RopeScaling::Linear ? "frequencies divided by " + number_text(c.rope.factor)
-                                                 : "llama3: long wavelengths divided by " + number_text(c.rope.factor) +
-                                                       ", short kept, smoothed between",
+         : c.rope.scaling == RopeScaling::Linear      ? "frequencies divided by " + number_text(c.rope.factor)
+         : c.rope.scaling == RopeScaling::Frequencies ? describe_freq_factors(c.rope.freq_factors)
+                                                      : "llama3: long wavelengths divided by " + number_text(c.rope.factor) +
+                                                            ", short kept, smoothed between",
          c.rope.scaling != RopeScaling::None},
         {"tie_word_embeddings", false, flag(c.tie_word_embeddings), c.tie_word_embeddings ? "tied head" : "untied head",
          c.tie_word_embeddings ? "one table: the output layer is embed_tokens transposed"

@@ -169,7 +169,19 @@ std::vector<int64_t> layer_windows(const Reader& r, int64_t n_layer, int64_t win
     return out;
 }
 
-// rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3", ...}.
+// rope_scaling "rope_freqs" (kvscope's own: config_to_json writes it for a GGUF file's rope_freqs.weight, so
+// the text reads back): "factors", one divisor per frequency. The count is checked against head_dim later.
+std::vector<float> parse_freq_factors(const Reader& r, const Json& s) {
+    const Json* list = s.find("factors");
+    if (!list || !list->is_array()) r.fail("rope_scaling (rope_freqs) needs factors, a list of numbers");
+    std::vector<float> out;
+    for (size_t i = 0; i < list->as_array().size(); ++i)
+        out.push_back(float(r.real_in_value("rope_scaling.factors[" + std::to_string(i) + "]", list->as_array()[i], 1e-3,
+                                            1e4, false, "Llama 3's are 1 to 32")));
+    return out;
+}
+
+// rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3" | "rope_freqs", ...}.
 // Other kinds (dynamic, yarn, longrope, ...) change more than the frequencies: refused by name.
 RopeSpec parse_rope(const Reader& r, const Json& root) {
     RopeSpec rope;
@@ -182,6 +194,11 @@ RopeSpec parse_rope(const Reader& r, const Json& root) {
     if (!kind || !kind->is_string()) r.fail("rope_scaling has no rope_type string", "kvscope reads \"linear\" and \"llama3\"");
     const std::string& k = kind->as_string();
     if (k == "default") return rope;
+    if (k == "rope_freqs") {
+        rope.scaling = RopeScaling::Frequencies;
+        rope.freq_factors = parse_freq_factors(r, *s);
+        return rope;
+    }
     if (k != "linear" && k != "llama3")
         r.fail("rope_scaling type " + json_escape(k) + " is not supported", "kvscope reads \"linear\" and \"llama3\"");
     auto number = [&](const char* key) {
@@ -285,6 +302,9 @@ ModelConfig parse_llama(const Reader& r, const Json& root, const std::string& mo
                std::to_string(c.n_head) + ") and there is no head_dim");
     if (c.head_dim() % 2 != 0)
         r.fail("head_dim " + std::to_string(c.head_dim()) + " is odd; rotary embeddings rotate pairs of dimensions");
+    if (c.rope.scaling == RopeScaling::Frequencies && int64_t(c.rope.freq_factors.size()) != c.head_dim() / 2)
+        r.fail("rope_scaling.factors has " + std::to_string(c.rope.freq_factors.size()) + " entries, not head_dim / 2 = " +
+               std::to_string(c.head_dim() / 2));
     __int128 C = c.n_embd, F = c.n_inner, L = c.n_layer, Q = c.q_width(), KV = c.kv_width();
     __int128 per_layer = 2 * C + C * Q + 2 * C * KV + Q * C + 3 * C * F + (Q + 2 * KV + C) + (2 * F + C);
     __int128 params = __int128(c.n_vocab) * C * (c.tie_word_embeddings ? 1 : 2) + L * per_layer + C;
@@ -436,8 +456,11 @@ std::string config_to_json(const ModelConfig& c) {
         j["rope_theta"] = double(c.rope.theta);
         if (c.rope.scaling != RopeScaling::None) {
             JsonOut s;
-            s["rope_type"] = c.rope.scaling == RopeScaling::Linear ? "linear" : "llama3";
-            s["factor"] = double(c.rope.factor);
+            s["rope_type"] = c.rope.scaling == RopeScaling::Linear   ? "linear"
+                             : c.rope.scaling == RopeScaling::Llama3 ? "llama3"
+                                                                     : "rope_freqs";
+            if (c.rope.scaling == RopeScaling::Frequencies) s["factors"] = c.rope.freq_factors;
+            else s["factor"] = double(c.rope.factor);
             if (c.rope.scaling == RopeScaling::Llama3) {
                 s["low_freq_factor"] = double(c.rope.low_freq_factor);
                 s["high_freq_factor"] = double(c.rope.high_freq_factor);

@@ -22,7 +22,9 @@ namespace kvscope {
 
 enum class Family { Gpt2, Llama };
 enum class Activation { GeluTanh, GeluErf, Relu, Silu };    // "gelu_new" | "gelu" | "relu" | "silu"
-enum class RopeScaling { None, Linear, Llama3 };             // rope_scaling.rope_type: absent | "linear" | "llama3"
+// rope_scaling.rope_type: absent | "linear" | "llama3" | "rope_freqs" (kvscope's name for a GGUF file's
+// rope_freqs.weight: one divisor per frequency, as llama.cpp's converter writes Llama 3's scaling)
+enum class RopeScaling { None, Linear, Llama3, Frequencies };
 
 // Rotary position embeddings of Llama-family models (HF ROPE_INIT_FUNCTIONS).
 struct RopeSpec {
@@ -32,6 +34,7 @@ struct RopeSpec {
     double low_freq_factor = 1.0;         // llama3
     double high_freq_factor = 4.0;        // llama3
     int64_t original_max_positions = 0;   // llama3: original_max_position_embeddings
+    std::vector<float> freq_factors{};    // frequencies: (D/2) divisors, inv_freq[i] = 1 / theta^(2i/D) / factor[i]
 };
 enum class NormPosition { Pre, Post };                        // "pre" | "post"
 enum class PositionEmbedding { Learned, Sinusoidal };         // "learned" | "sinusoidal"

@@ -116,8 +116,8 @@ std::string number(double x) {
 
 // rope.scaling.type "linear" + rope.scaling.factor -> rope_scaling {"rope_type": "linear", "factor": f}
 // (LlamaModel / Gemma3Model write them so); absent or "none" -> null. Other kinds (yarn, longrope) are
-// refused by name; so is Llama 3's scaling, which llama.cpp's converter writes as a rope_freqs tensor of
-// per-frequency factors rather than keys.
+// refused by name. Llama 3's scaling has no keys: llama.cpp's converter writes it as the rope_freqs tensor
+// (read_rope_freqs).
 std::string rope_scaling_json(const GgufFile& f, const Metadata& m, const std::string& arch) {
     const GgufValue* type = f.find(arch + ".rope.scaling.type");
     const GgufValue* factor = f.find(arch + ".rope.scaling.factor");
@@ -174,8 +174,11 @@ std::string config_json(const GgufFile& f, const std::string& arch) {
     if (!gemma3)
         if (const GgufValue* v = f.find(arch + ".attention.sliding_window"); v && !(v->type == GgufValueType::String && v->text == "none"))
             m.fail(arch + ".attention.sliding_window is set; kvscope does not read GGUF files with it yet");
-    if (f.tensor("rope_freqs.weight"))
-        m.fail("holds rope_freqs.weight (Llama 3.1-style rope scaling); kvscope does not read GGUF files with it yet");
+    if (f.tensor("rope_freqs.weight")) {
+        if (arch != "llama") m.fail("holds rope_freqs.weight; kvscope reads it for the llama architecture only");
+        if (const GgufValue* type = f.find(arch + ".rope.scaling.type"); type && !(type->type == GgufValueType::String && type->text == "none"))
+            m.fail("holds rope_freqs.weight and " + arch + ".rope.scaling.type: two rope scalings, kvscope reads one");
+    }
     const GgufTensor* embedding = f.tensor("token_embd.weight");
     if (!embedding || embedding->dims.size() != 2) m.fail("tensor token_embd.weight is missing or not a matrix");
     const int64_t heads = m.size("attention.head_count");
@@ -222,6 +225,36 @@ std::string gpt2_config_json(const GgufFile& f, bool tied) {
     add("tie_word_embeddings", tied ? "true" : "false");
     add("qkv_bias", f.tensor("blk.0.attn_qkv.bias") ? "true" : "false");
     return j + "}";
+}
+
+// Llama 3's rope scaling as llama.cpp's converter writes it (LlamaModel.generate_extra_tensors): rope_freqs.weight,
+// F32, one divisor per frequency (1 for short wavelengths, factor for long ones, smoothed between), which
+// ggml's rope applies as theta_i = pos * base^(-2i/D) / rope_freqs[i]. The factors must read back from
+// config_to_json's text, so they are held to parse_config's range for them.
+void read_rope_freqs(const GgufFile& f, ModelConfig& c) {
+    const GgufTensor* t = f.tensor("rope_freqs.weight");
+    if (!t) return;
+    const int64_t half = c.head_dim() / 2;
+    if (t->type != GgmlType::F32)
+        throw LoadError(f.path(), std::string("tensor rope_freqs.weight is ") + ggml_type_info(t->type).name +
+                                      ", not F32 (llama.cpp writes its per-frequency divisors as F32)");
+    if (t->dims.size() != 1 || t->dims[0] != half)
+        throw LoadError(f.path(), "tensor rope_freqs.weight holds " + std::to_string(t->n_elements()) + " values" +
+                                      (t->dims.size() == 1 ? "" : " in " + std::to_string(t->dims.size()) + " dimensions") +
+                                      ", not a list of one per frequency (head_dim / 2 = " + std::to_string(half) + ")");
+    std::vector<float> factors(static_cast<size_t>(half));  // (D/2)
+    std::memcpy(factors.data(), t->data, factors.size() * sizeof(float));
+    for (int64_t i = 0; i < half; ++i) {
+        const float x = factors[size_t(i)];
+        if (std::isfinite(x) && x >= 1e-3f && x <= 1e4f) continue;
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", double(x));
+        throw LoadError(f.path(), "tensor rope_freqs.weight[" + std::to_string(i) + "] is " + shown +
+                                      ", not a divisor from 0.001 to 10000",
+                        "Llama 3's are 1 to 32; is the file damaged?");
+    }
+    c.rope.scaling = RopeScaling::Frequencies;
+    c.rope.freq_factors = std::move(factors);
 }
 
 // Undo llama.cpp's Q/K row permutation: in the file, row 2i + part of a head holds Hugging Face's row
@@ -294,6 +327,7 @@ GgufModel open_gguf_model(const std::string& path) {
                         "kvscope reads GGUF files of llama, qwen2, qwen3, gemma3 and gpt2");
     const bool tied_gpt2 = arch == "gpt2" && gpt2_output_is_embedding(*file);
     out.config = parse_config(arch == "gpt2" ? gpt2_config_json(*file, tied_gpt2) : config_json(*file, arch), path);
+    read_rope_freqs(*file, out.config);
     out.tokenizer = gguf_tokenizer_files(*file);
     const ModelConfig& c = out.config;
 
@@ -301,6 +335,10 @@ GgufModel open_gguf_model(const std::string& path) {
     owned->file = file;
     std::vector<TensorView> views;
     for (const GgufTensor& t : file->tensors()) {
+        if (t.name == "rope_freqs.weight") {  // in the config (read_rope_freqs), not a weight
+            out.tensors.push_back({t.name, "", t.type, t.shape()});
+            continue;
+        }
         const std::string name = hf_name(arch, t.name);
         if (name.empty())
             throw LoadError(path, "tensor " + t.name + " is not one kvscope knows for architecture " + arch);

@@ -20,8 +20,10 @@
 // Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3, gemma3 (its
 // window, pattern, local rope base and query scale: llama.cpp's defaults unless the keys
 // attention.sliding_window_pattern, rope.freq_base_swa, attention.scale say otherwise), gpt2. Linear rope
-// scaling (rope.scaling.type + factor) is read. Anything else (another architecture, other rope scaling,
-// Llama 3's rope_freqs tensor, a tensor kvscope does not know or cannot read) is refused by name.
+// scaling (rope.scaling.type + factor) is read, and for llama Llama 3's scaling as the converter writes it:
+// rope_freqs.weight, one divisor per frequency (RopeScaling::Frequencies). Anything else (another
+// architecture, other rope scaling, rope_freqs beside rope.scaling keys, a tensor kvscope does not know or
+// cannot read) is refused by name.
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +39,8 @@ namespace kvscope {
 // One tensor as the file stores it, for `inspect` and the Model panel.
 struct GgufTensorSummary {
     std::string name;             // llama.cpp's name: blk.0.attn_v.weight
-    std::string hf_name;          // what kvscope calls it: model.layers.0.self_attn.v_proj.weight
+    std::string hf_name;          // what kvscope calls it: model.layers.0.self_attn.v_proj.weight; "" for
+                                  // rope_freqs.weight, read into config.rope rather than used as a weight
     GgmlType type = GgmlType::F32;
     std::vector<int64_t> shape;   // outer to inner
 };

@@ -14,6 +14,9 @@ std::vector<float> rotary_inv_freq(const RopeSpec& rope, int64_t D) {
         double f = 1.0 / double(std::pow(float(rope.theta), exponent));
         if (rope.scaling == RopeScaling::Linear) {
             f /= rope.factor;
+        } else if (rope.scaling == RopeScaling::Frequencies) {
+            // HF's float32 frequency over the file's divisor (ggml's rope: theta_i / freq_factors[i]), rounded once
+            f = double(float(f)) / double(rope.freq_factors[size_t(i)]);
         } else if (rope.scaling == RopeScaling::Llama3) {
             const double old = double(rope.original_max_positions);
             const double low_wavelen = old / rope.low_freq_factor, high_wavelen = old / rope.high_freq_factor;

@@ -4,7 +4,8 @@
 //
 //   rotary_inv_freq(rope, D)        (D/2) inverse frequencies: 1 / theta^(2i/D), then rope_scaling —
 //                                   "linear" divides by factor, "llama3" is HF's
-//                                   _compute_llama3_parameters (per-wavelength bands, smoothed between)
+//                                   _compute_llama3_parameters (per-wavelength bands, smoothed between),
+//                                   "rope_freqs" divides pair i by freq_factors[i] (D/2 of them)
 //   rotary_angles(cos, sin, inv_freq, position, half)   (D/2) cos and sin of position · inv_freq[i]
 //   apply_rotary(x, cos, sin, D)    one head's row in place, rotate-half layout (HF rotate_half):
 //                                   pairs (i, i + D/2), not interleaved (2i, 2i + 1)

@@ -12,7 +12,8 @@ layouts (ggml-common.h's block structs). kvscope's C++ reader and dequantizers a
                                         model.safetensors) as llama.cpp's converter lays it out: its metadata
                                         keys, its tensor names, Q and K rows permuted for the "llama"
                                         architecture, Gemma's norm weights + 1, GPT-2's Conv1D matrices
-                                        transposed and output.weight a copy of token_embd; 2-D weights in TYPE
+                                        transposed and output.weight a copy of token_embd, Llama 3's
+                                        rope_scaling as rope_freqs.weight; 2-D weights in TYPE
                                         (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K; K types need
                                         rows of 256). DEQUANTIZED_FOLDER: the same model with every weight
                                         as numpy dequantizes it, F32, in Hugging Face's layout; with
@@ -614,6 +615,25 @@ def llama_metadata(arch, cfg, name):
     return meta
 
 
+def llama3_rope_freqs(cfg, head_dim):
+    """Llama 3's rope_scaling as the tensor LlamaModel.generate_extra_tensors writes (rope_freqs.weight, F32):
+    per frequency a divisor, 1 for wavelengths under original / high_freq_factor, factor over original /
+    low_freq_factor, 1 / ((1 - smooth) / factor + smooth) between. float32 throughout as the converter's
+    torch tensors are. original_max_position_embeddings comes from rope_scaling, as Hugging Face reads it (the
+    converter looks for it at the top level and falls back to 8192, which every released Llama 3.x has)."""
+    scaling = cfg["rope_scaling"]
+    f32 = np.float32
+    base, factor = f32(cfg.get("rope_theta", 10000.0)), f32(scaling.get("factor", 8.0))
+    low, high = f32(scaling.get("low_freq_factor", 1.0)), f32(scaling.get("high_freq_factor", 4.0))
+    old = f32(scaling.get("original_max_position_embeddings", 8192))
+    freqs = f32(1) / base ** (np.arange(0, head_dim, 2, dtype=np.float32) / f32(head_dim))
+    wavelen = f32(2 * np.pi) / freqs
+    smooth = (old / wavelen - low) / f32(float(high) - float(low))
+    between = f32(1) / ((f32(1) - smooth) / factor + smooth)
+    divisors = np.where(wavelen < old / high, f32(1), np.where(wavelen > old / low, factor, between))
+    return divisors.astype(np.float32)
+
+
 def gpt2_metadata(cfg, name):
     n_embd = cfg["n_embd"]
     return [
@@ -683,6 +703,13 @@ def convert(folder, out, tname, dequantized_folder=None):
         # GPT2Model: "output is tied to (same as) wte": the embedding's bytes again, as output.weight
         tensors.append(("output.weight",) + tensors[0][1:3] + (raw,))
     else:
+        scaling = cfg.get("rope_scaling") or {}
+        if scaling.get("rope_type", scaling.get("type")) == "llama3":  # no metadata keys: one tensor, first
+            if arch != "llama":
+                sys.exit("convert: llama3 rope_scaling is written for the llama architecture only")
+            head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_head
+            factors = llama3_rope_freqs(cfg, head_dim)
+            tensors.append(("rope_freqs.weight", "F32", list(factors.shape), factors.astype("<f4").tobytes()))
         names = GEMMA3_LAYER_NAMES if arch == "gemma3" else LAYER_NAMES
         add("token_embd.weight", "model.embed_tokens.weight", weights["model.embed_tokens.weight"], True)
         for i in range(cfg["num_hidden_layers"]):
