@@ -1,20 +1,38 @@
-// The Llama-family trainer's ops (core/train/llama_ops.h): every op's backward against double-precision
-// central differences of its own forward, every forward against plain loops written here.
+// The Llama-family trainer (core/train/llama_ops.h, llama_model.h): every op's backward against
+// double-precision central differences of its own forward, every forward against plain loops written
+// here; the whole model's loss, logits and every parameter's gradient against PyTorch autograd
+// (tests/reference/llama_train_reference.py, float64, written from Hugging Face's modeling_llama rules);
+// the engine's logits on a saved model against the trainer's; 1 vs 2 threads bit for bit; the configs refused.
 //
 // How the goldens are made: finite differences (f(x+h) - f(x-h)) / 2h with h = 1e-6 of a random projection
-// of the op's outputs; loops in this file for the forwards; the engine's own rotary functions for RoPE.
+// of the op's outputs; loops in this file for the forwards; the PyTorch script for the whole model (it reads
+// the parameters and the batch this test writes and shares no code with core/); kvscope's inference forward
+// pass (forward/model.cpp, which shares no code with the trainer) for the engine parity.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 
+#include "base/errors.h"
+#include "base/thread_pool.h"
+#include "forward/model.h"
 #include "model/rotary.h"
+#include "text/tokenizer.h"
+#include "train/llama_model.h"
 #include "train/llama_ops.h"
+#include "train/train.h"
+
+#include "scratch_dir.h"
 
 using namespace kvscope;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -190,3 +208,319 @@ TEST_CASE("grouped-query attention with a window: forward matches loops, backwar
     check_grad("dv", v, dv, f);
 }
 
+namespace {
+
+// 2 layers, 4 query heads over 2 K/V heads of 8 dims (Q = 32 != C = 16), vocab 50. qwen3: QK-norm and
+// layer 0 sliding a window of 3; mistral: both layers slide 3; llama: full attention.
+ModelConfig tiny_llama(const std::string& model_type, bool tied) {
+    ModelConfig c;
+    c.family = Family::Llama;
+    c.model_type = model_type;
+    c.n_vocab = 50, c.n_ctx = 64, c.n_embd = 16, c.n_inner = 24, c.n_layer = 2;
+    c.n_head = 4, c.n_kv_head = 2, c.explicit_head_dim = 8;
+    c.activation = Activation::Silu;
+    c.layer_norm_epsilon = 1e-6;
+    c.rope.theta = 100.0;  // every pair turns noticeably within 12 positions
+    c.tie_word_embeddings = tied;
+    c.qkv_bias = c.attention_bias = false;
+    c.qk_norm = model_type == "qwen3";
+    if (model_type == "qwen3") c.layer_window = {3, 0};
+    if (model_type == "mistral") c.layer_window = {3, 3};
+    return c;
+}
+
+// Random values everywhere (not the init: unit norm weights would hide their gradients' errors less well).
+std::vector<double> random_params(const ModelConfig& c, uint32_t seed) {
+    std::vector<double> params(size_t(n_params(c)));
+    const std::vector<double> r = randn(params.size(), seed, 0.3);
+    for (const ParamInfo& p : param_layout(c))
+        for (int64_t i = 0; i < p.size; ++i)
+            params[size_t(p.offset + i)] = p.decay ? r[size_t(p.offset + i)] : 1.0 + r[size_t(p.offset + i)];
+    return params;
+}
+
+struct Batch {
+    int64_t B = 2, T = 12;
+    std::vector<int32_t> tokens, targets;  // (B, T) each; one target is -1 (not scored)
+};
+Batch random_batch(int64_t V, uint32_t seed) {
+    Batch b;
+    std::mt19937 gen(seed);
+    std::vector<int32_t> ids(size_t(b.B * (b.T + 1)));
+    for (int32_t& t : ids) t = int32_t(gen() % uint32_t(V));
+    for (int64_t s = 0; s < b.B; ++s)
+        for (int64_t t = 0; t < b.T; ++t) {
+            b.tokens.push_back(ids[size_t(s * (b.T + 1) + t)]);
+            b.targets.push_back(ids[size_t(s * (b.T + 1) + t + 1)]);
+        }
+    b.targets[5] = -1;
+    return b;
+}
+
+template <typename T> std::vector<T> read_raw(const fs::path& p) {
+    const std::string bytes = kvscope::test::read_bytes(p);
+    std::vector<T> v(bytes.size() / sizeof(T));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+    return v;
+}
+
+std::string json_list(const std::vector<int32_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+// Writes the case for tests/reference/llama_train_reference.py into `work`.
+void write_case(const fs::path& work, const ModelConfig& c, const std::vector<double>& params, const Batch& b) {
+    std::ostringstream j;
+    j.precision(17);
+    j << "{\"config\": {\"vocab_size\": " << c.n_vocab << ", \"hidden_size\": " << c.n_embd
+      << ", \"intermediate_size\": " << c.n_inner << ", \"num_hidden_layers\": " << c.n_layer
+      << ", \"num_attention_heads\": " << c.n_head << ", \"num_key_value_heads\": " << c.kv_heads()
+      << ", \"head_dim\": " << c.head_dim() << ", \"rms_norm_eps\": " << c.layer_norm_epsilon
+      << ", \"rope_theta\": " << c.rope.theta << ", \"tie_word_embeddings\": " << (c.tie_word_embeddings ? "true" : "false")
+      << ", \"qk_norm\": " << (c.qk_norm ? "true" : "false") << ", \"layer_windows\": [";
+    for (int64_t il = 0; il < c.n_layer; ++il) j << (il ? "," : "") << c.window_of(il);
+    j << "]}, \"layout\": [";
+    bool first = true;
+    for (const ParamInfo& p : param_layout(c)) {
+        j << (first ? "" : ", ") << "{\"name\": \"" << p.name << "\", \"offset\": " << p.offset << ", \"shape\": [";
+        for (size_t i = 0; i < p.shape.size(); ++i) j << (i ? "," : "") << p.shape[i];
+        j << "]}";
+        first = false;
+    }
+    j << "], \"B\": " << b.B << ", \"T\": " << b.T << ", \"tokens\": " << json_list(b.tokens)
+      << ", \"targets\": " << json_list(b.targets) << "}\n";
+    kvscope::test::write_bytes(work / "case.json", j.str());
+    kvscope::test::write_bytes(work / "params.f64", std::string(reinterpret_cast<const char*>(params.data()),
+                                                                params.size() * sizeof(double)));
+}
+
+bool have_torch() {
+    return std::system("/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null") == 0;
+}
+
+}  // namespace
+
+TEST_CASE("whole model: loss, logits and every parameter's gradient equal PyTorch autograd (float64)") {
+    if (!have_torch()) {
+        WARN("skipped: /usr/bin/python3 with torch and numpy not found (apt install python3-torch)");
+        return;
+    }
+    // tied and untied, with and without QK-norm, no window, one sliding layer, every layer sliding
+    const std::vector<std::pair<std::string, bool>> kinds = {
+        {"llama", true}, {"llama", false}, {"qwen3", true}, {"qwen3", false}, {"mistral", false}};
+    const Batch b = random_batch(50, 7);
+    auto name = [](const std::string& model_type, bool tied) { return "reference_" + model_type + (tied ? "_tied" : ""); };
+    std::string dirs;
+    for (const auto& [model_type, tied] : kinds) {
+        const ModelConfig c = tiny_llama(model_type, tied);
+        const fs::path work = kvscope::test::fresh_dir("llama_train", name(model_type, tied));
+        write_case(work, c, random_params(c, 61), b);
+        dirs += " " + work.string();
+    }
+    const std::string script = KVSCOPE_SOURCE_DIR "/tests/reference/llama_train_reference.py";
+    REQUIRE(std::system(("/usr/bin/python3 " + script + dirs).c_str()) == 0);
+
+    for (const auto& [model_type, tied] : kinds) {
+        INFO(model_type << (tied ? ", tied" : ", untied"));
+        const ModelConfig c = tiny_llama(model_type, tied);
+        const fs::path work = fs::path(KVSCOPE_TEST_WORK) / "llama_train" / name(model_type, tied);
+        TrainModel<double> model(c, b.B, b.T);
+        model.params = random_params(c, 61);
+        const double loss = model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, false);
+        std::ifstream loss_file(work / "loss.txt");
+        double ref_loss = 0;
+        loss_file >> ref_loss;
+        CHECK(loss == Approx(ref_loss).epsilon(1e-12));
+        const std::vector<double> ref_logits = read_raw<double>(work / "logits.f64");
+        REQUIRE(ref_logits.size() == size_t(b.B * b.T * c.n_vocab));
+        for (size_t i = 0; i < ref_logits.size(); ++i) {
+            INFO("logit " << i);
+            REQUIRE(model.forward_logits()[i] == Approx(ref_logits[i]).margin(1e-12));
+        }
+
+        model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, true);
+        const std::vector<double> ref = read_raw<double>(work / "grads.f64");
+        REQUIRE(ref.size() == model.grads.size());
+        // Within 1e-4 relative, element by element; an element far below its tensor's largest gradient is
+        // compared with 1% of that largest value instead (relative error of a near-zero is noise).
+        for (const ParamInfo& p : model.layout()) {
+            double scale = 0, worst = 0;
+            int64_t worst_i = 0;
+            for (int64_t i = 0; i < p.size; ++i) scale = std::max(scale, std::abs(ref[size_t(p.offset + i)]));
+            for (int64_t i = 0; i < p.size; ++i) {
+                const double r = ref[size_t(p.offset + i)], g = model.grads[size_t(p.offset + i)];
+                const double err = std::abs(g - r) / std::max(std::abs(r), 0.01 * scale);
+                if (err > worst) worst = err, worst_i = i;
+            }
+            INFO(p.name << ": worst element " << worst_i << " (" << model.grads[size_t(p.offset + worst_i)] << " vs "
+                        << ref[size_t(p.offset + worst_i)] << "), relative error " << worst << ", largest gradient "
+                        << scale);
+            CHECK(scale > 0);
+            CHECK(worst < 1e-4);
+        }
+    }
+}
+
+TEST_CASE("whole model: every parameter's gradient matches finite differences (QK-norm, a sliding layer, untied)") {
+    const ModelConfig c = tiny_llama("qwen3", false);
+    const Batch b = random_batch(c.n_vocab, 8);
+    TrainModel<double> model(c, b.B, b.T);
+    model.params = random_params(c, 67);
+    model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, true);
+    const std::vector<double> grads = model.grads;
+    for (const ParamInfo& p : model.layout()) {
+        std::vector<double> slice(model.params.begin() + p.offset, model.params.begin() + p.offset + p.size);
+        std::vector<double> g(grads.begin() + p.offset, grads.begin() + p.offset + p.size);
+        auto f = [&] {
+            std::copy(slice.begin(), slice.end(), model.params.begin() + p.offset);
+            return model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, false);
+        };
+        check_grad(p.name, slice, g, f);
+        std::copy(slice.begin(), slice.end(), model.params.begin() + p.offset);
+    }
+}
+
+TEST_CASE("a saved Llama-family model loads in the engine, whose logits equal the trainer's forward") {
+    const auto [model_type, tied] =
+        GENERATE(table<std::string, bool>({{"llama", true}, {"qwen3", false}, {"mistral", true}}));
+    INFO(model_type);
+    const ModelConfig c = tiny_llama(model_type, tied);
+    const std::vector<double> pd = random_params(c, 71);
+    const std::vector<float> params(pd.begin(), pd.end());
+    const fs::path dir = kvscope::test::fresh_dir("llama_train", "engine_" + model_type);
+    save_model(dir.string(), c, params, "");
+    const auto model = Model::load(dir.string());
+    CHECK(model->config().model_type == model_type);
+    CHECK(model->config().qk_norm == c.qk_norm);
+    CHECK(model->config().layer_window == c.layer_window);
+    CHECK(model->config().tie_word_embeddings == tied);
+
+    const int64_t T = 12;
+    TrainModel<float> tm(c, 1, T);
+    tm.params = params;
+    for (uint32_t seed : {1u, 2u, 3u}) {
+        const Batch b = random_batch(c.n_vocab, seed);  // its first sequence
+        tm.loss(b.tokens.data(), b.targets.data(), 1, T, false);
+        KvCache cache = model->make_cache(T, 0);
+        Workspace ws(model->config(), 1, 1, T);
+        for (int64_t t = 0; t < T; ++t) {  // one token at a time: the logits of every position
+            std::vector<float> logits(size_t(c.n_vocab));
+            Chunk ch;
+            ch.cache = &cache;
+            ch.tokens = b.tokens.data() + t;
+            ch.n_tokens = 1;
+            ch.logits = logits.data();
+            forward(*model, std::span<Chunk>(&ch, 1), ws);
+            for (int64_t j = 0; j < c.n_vocab; ++j) {
+                INFO("sequence " << seed << ", position " << t << ", logit " << j);
+                REQUIRE(logits[size_t(j)] == Approx(tm.forward_logits()[size_t(t * c.n_vocab + j)]).margin(1e-4));
+            }
+        }
+    }
+}
+
+TEST_CASE("Llama-family gradients are bit-identical on 1 and 2 threads (float)") {
+    ModelConfig c = tiny_llama("qwen3", false);
+    c.n_vocab = 300, c.n_embd = 64, c.n_inner = 96;  // 4 × 64 rows: every matmul splits into blocks
+    c.n_head = 8;  // groups of 4 query heads: their sum into dk, dv has an order that could vary
+    const int64_t B = 4, T = 64;
+    std::mt19937 gen(5);
+    std::vector<int32_t> tok(size_t(B * T + 1));
+    for (int32_t& t : tok) t = int32_t(gen() % 300);
+    auto run = [&](int threads) {
+        ThreadPool::global().set_threads(threads);
+        TrainModel<float> m(c, B, T);
+        m.params = init_params(c, 3);
+        const double loss = m.loss(tok.data(), tok.data() + 1, B, T, true);
+        return std::make_pair(loss, m.grads);
+    };
+    const auto two = run(2), one = run(1);
+    ThreadPool::global().set_threads(default_thread_count());
+    CHECK(two.first == one.first);
+    REQUIRE(two.second.size() == one.second.size());
+    CHECK(std::memcmp(two.second.data(), one.second.data(), one.second.size() * sizeof(float)) == 0);
+    double norm = 0;
+    for (float g : one.second) norm += double(g) * g;
+    CHECK(norm > 0);
+}
+
+TEST_CASE("Llama-family layout and initialisation: Hugging Face names and shapes, N(0, 0.02), norms 1") {
+    const ModelConfig c = tiny_llama("qwen3", false);
+    const std::vector<ParamInfo> l = param_layout(c);
+    REQUIRE(l.size() == size_t(1 + 11 * c.n_layer + 2));
+    CHECK(l[0].name == "model.embed_tokens.weight");
+    CHECK(l[2].name == "model.layers.0.self_attn.q_proj.weight");
+    CHECK(l[2].shape == std::vector<int64_t>{32, 16});  // (H·D, C): nn.Linear (out, in)
+    CHECK(l[3].shape == std::vector<int64_t>{16, 16});  // k_proj (K·D, C)
+    CHECK(l[5].name == "model.layers.0.self_attn.q_norm.weight");
+    CHECK(l[7].shape == std::vector<int64_t>{16, 32});  // o_proj (C, H·D)
+    CHECK(l[10].shape == std::vector<int64_t>{24, 16});  // up_proj (F, C)
+    CHECK(l.back().name == "lm_head.weight");
+    CHECK(param_layout(tiny_llama("llama", true)).back().name == "model.norm.weight");
+    const std::vector<float> p = init_params(c, 5);
+    double s2 = 0;
+    for (int64_t i = 0; i < l[0].size; ++i) s2 += double(p[size_t(i)]) * p[size_t(i)];
+    CHECK(std::sqrt(s2 / double(l[0].size)) == Approx(0.02).epsilon(0.1));
+    for (const ParamInfo& t : l)
+        if (!t.decay)
+            CHECK(std::all_of(p.begin() + t.offset, p.begin() + t.offset + t.size, [](float x) { return x == 1.0f; }));
+    CHECK(init_params(c, 5) == p);
+    CHECK(init_params(c, 6) != p);
+    InitOptions seeded;
+    seeded.circuit_gain = 1;
+    CHECK_THROWS_AS(init_params(c, 5, seeded), UsageError);
+}
+
+TEST_CASE("check_trainable refuses, by name, the Llama-family configs the trainer does not handle") {
+    auto refused = [](ModelConfig c, const std::string& word) {
+        INFO(word);
+        CHECK_THROWS_WITH(check_trainable(c), Catch::Contains(word));
+    };
+    CHECK_NOTHROW(check_trainable(tiny_llama("llama", true)));
+    CHECK_NOTHROW(check_trainable(tiny_llama("qwen3", false)));
+    CHECK_NOTHROW(check_trainable(tiny_llama("mistral", true)));
+    ModelConfig c = tiny_llama("llama", true);
+    c.model_type = "gemma3_text";
+    refused(c, "gemma3_text");
+    c = tiny_llama("llama", true), c.model_type = "qwen2";
+    refused(c, "qwen2");
+    c = tiny_llama("llama", true), c.attention_bias = c.qkv_bias = true;
+    refused(c, "biases");
+    c = tiny_llama("llama", true), c.mlp_bias = true;
+    refused(c, "biases");
+    c = tiny_llama("llama", true), c.activation = Activation::GeluTanh;
+    refused(c, "silu");
+    c = tiny_llama("llama", true), c.layer_window = {3, 0};
+    refused(c, "sliding window on llama");
+    c = tiny_llama("mistral", true), c.layer_window = {3, 0};
+    refused(c, "differ by layer");
+    c = tiny_llama("llama", true), c.qk_norm = true;
+    refused(c, "QK-norm");
+    c = tiny_llama("qwen3", true), c.norm_plus_one = true;
+    refused(c, "(1 + w)");
+    c = tiny_llama("llama", true), c.n_kv_head = 3;
+    refused(c, "num_key_value_heads");
+}
+
+TEST_CASE("train() runs a Llama-family config: the loss goes down, equal on 1 and 2 threads") {
+    // The corpus is made of tokens, so the default model's tokenizer gives the vocabulary (768).
+    const Tokenizer tok = Tokenizer::load(std::string(KVSCOPE_ASSETS_DIR) + "/default");
+    TrainOptions o;
+    o.config = tiny_llama("qwen3", true);
+    o.config.n_embd = 32, o.config.n_inner = 64;
+    o.steps = 30, o.batch = 4, o.seq_len = 32, o.warmup = 3, o.lr = 3e-3;
+    ThreadPool::global().set_threads(2);
+    const TrainResult a = train(o, tok);
+    o.steps = 3;
+    const TrainResult b = train(o, tok);
+    ThreadPool::global().set_threads(1);
+    const TrainResult c = train(o, tok);
+    ThreadPool::global().set_threads(default_thread_count());
+    INFO("first loss " << a.losses[0] << ", last " << a.losses.back());
+    CHECK(a.losses[0] == Approx(std::log(double(tok.n_vocab()))).epsilon(0.05));  // uniform guess at the start
+    CHECK(a.losses.back() < a.losses[0] - 1.0);
+    CHECK(b.params == c.params);
+    CHECK(b.losses == c.losses);
+}
