@@ -1,7 +1,8 @@
 #pragma once
 // Forward and backward of the Llama-family building blocks, for training (the GPT-2 ones are in
 // train_ops.h, whose conventions hold here too): S = float for training, double for the gradient tests;
-// outputs first, sizes explicit, nothing allocated inside; backward functions ADD into parameter
+// outputs first, sizes explicit, nothing allocated inside (but the attention backward's (T, T) scratch
+// per task, as train_ops.h's, and rope_table's set-up); backward functions ADD into parameter
 // gradients, and into dx where the comment says "+="; "=" means overwritten. Every reduction has one
 // fixed order, and work is split over the pool by shape only, so results do not depend on the thread count.
 // N = rows (B sequences × T positions), C = hidden size, F = MLP width, H = query heads, K = K/V heads,
