@@ -19,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "base/errors.h"
 #include "base/thread_pool.h"
@@ -210,14 +211,14 @@ TEST_CASE("grouped-query attention with a window: forward matches loops, backwar
 
 namespace {
 
-// 2 layers, 4 query heads over 2 K/V heads of 8 dims (Q = 32 != C = 16), vocab 50. qwen3: QK-norm and
+// 2 layers, 4 query heads over K = 2 K/V heads of 8 dims (Q = 32 != C = 16), vocab 50. qwen3: QK-norm and
 // layer 0 sliding a window of 3; mistral: both layers slide 3; llama: full attention.
-ModelConfig tiny_llama(const std::string& model_type, bool tied) {
+ModelConfig tiny_llama(const std::string& model_type, bool tied, int64_t K = 2) {
     ModelConfig c;
     c.family = Family::Llama;
     c.model_type = model_type;
     c.n_vocab = 50, c.n_ctx = 64, c.n_embd = 16, c.n_inner = 24, c.n_layer = 2;
-    c.n_head = 4, c.n_kv_head = 2, c.explicit_head_dim = 8;
+    c.n_head = 4, c.n_kv_head = K, c.explicit_head_dim = 8;
     c.activation = Activation::Silu;
     c.layer_norm_epsilon = 1e-6;
     c.rope.theta = 100.0;  // every pair turns noticeably within 12 positions
@@ -307,25 +308,29 @@ TEST_CASE("whole model: loss, logits and every parameter's gradient equal PyTorc
         WARN("skipped: /usr/bin/python3 with torch and numpy not found (apt install python3-torch)");
         return;
     }
-    // tied and untied, with and without QK-norm, no window, one sliding layer, every layer sliding
-    const std::vector<std::pair<std::string, bool>> kinds = {
-        {"llama", true}, {"llama", false}, {"qwen3", true}, {"qwen3", false}, {"mistral", false}};
+    // tied and untied, with and without QK-norm, no window, one sliding layer, every layer sliding; groups
+    // of 2 query heads, and one K/V head for all 4 (multi-query) or one per query head (multi-head)
+    const std::vector<std::tuple<std::string, bool, int64_t>> kinds = {
+        {"llama", true, 2}, {"llama", false, 2}, {"qwen3", true, 2}, {"qwen3", false, 2},
+        {"mistral", false, 2}, {"qwen3", false, 1}, {"llama", true, 4}};
     const Batch b = random_batch(50, 7);
-    auto name = [](const std::string& model_type, bool tied) { return "reference_" + model_type + (tied ? "_tied" : ""); };
+    auto name = [](const std::string& model_type, bool tied, int64_t K) {
+        return "reference_" + model_type + (tied ? "_tied_" : "_") + std::to_string(K);
+    };
     std::string dirs;
-    for (const auto& [model_type, tied] : kinds) {
-        const ModelConfig c = tiny_llama(model_type, tied);
-        const fs::path work = kvscope::test::fresh_dir("llama_train", name(model_type, tied));
+    for (const auto& [model_type, tied, K] : kinds) {
+        const ModelConfig c = tiny_llama(model_type, tied, K);
+        const fs::path work = kvscope::test::fresh_dir("llama_train", name(model_type, tied, K));
         write_case(work, c, random_params(c, 61), b);
         dirs += " " + work.string();
     }
     const std::string script = KVSCOPE_SOURCE_DIR "/tests/reference/llama_train_reference.py";
     REQUIRE(std::system(("/usr/bin/python3 " + script + dirs).c_str()) == 0);
 
-    for (const auto& [model_type, tied] : kinds) {
-        INFO(model_type << (tied ? ", tied" : ", untied"));
-        const ModelConfig c = tiny_llama(model_type, tied);
-        const fs::path work = fs::path(KVSCOPE_TEST_WORK) / "llama_train" / name(model_type, tied);
+    for (const auto& [model_type, tied, K] : kinds) {
+        INFO(model_type << (tied ? ", tied" : ", untied") << ", " << K << " K/V heads");
+        const ModelConfig c = tiny_llama(model_type, tied, K);
+        const fs::path work = fs::path(KVSCOPE_TEST_WORK) / "llama_train" / name(model_type, tied, K);
         TrainModel<double> model(c, b.B, b.T);
         model.params = random_params(c, 61);
         const double loss = model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, false);
@@ -523,4 +528,50 @@ TEST_CASE("train() runs a Llama-family config: the loss goes down, equal on 1 an
     CHECK(a.losses.back() < a.losses[0] - 1.0);
     CHECK(b.params == c.params);
     CHECK(b.losses == c.losses);
+}
+
+TEST_CASE("Llama-family attention-only forward: the MLPs get no gradient, the loss is the MLP-free model's") {
+    const ModelConfig c = tiny_llama("qwen3", false);
+    const Batch b = random_batch(c.n_vocab, 9);
+    TrainModel<double> model(c, b.B, b.T);
+    model.params = random_params(c, 73);
+    model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, true);  // the MLP buffers hold a full pass's values
+    model.mlp = false;
+    const double loss = model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, true);
+    for (const ParamInfo& p : model.layout()) {
+        const bool mlp_part = p.name.find("mlp.") != std::string::npos ||
+                              p.name.find("post_attention") != std::string::npos;
+        const bool any = std::any_of(model.grads.begin() + p.offset, model.grads.begin() + p.offset + p.size,
+                                     [](double g) { return g != 0.0; });
+        INFO(p.name);
+        CHECK(any != mlp_part);
+    }
+    // Independently: with every down_proj zeroed the full model's MLPs add exactly nothing.
+    model.mlp = true;
+    for (const ParamInfo& p : model.layout())
+        if (p.name.find("down_proj") != std::string::npos)
+            std::fill(model.params.begin() + p.offset, model.params.begin() + p.offset + p.size, 0.0);
+    CHECK(model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, false) == Approx(loss).epsilon(1e-12));
+}
+
+TEST_CASE("Llama-family float gradients equal double gradients at a shape whose matmuls split into blocks") {
+    ModelConfig c = tiny_llama("qwen3", false);
+    c.n_vocab = 300, c.n_embd = 64, c.n_inner = 96, c.n_head = 8;
+    const int64_t B = 4, T = 64;
+    TrainModel<float> f(c, B, T);
+    TrainModel<double> d(c, B, T);
+    f.params = init_params(c, 9);
+    d.params.assign(f.params.begin(), f.params.end());
+    std::mt19937 gen(4);
+    std::vector<int32_t> tok(size_t(B * T + 1));
+    for (int32_t& t : tok) t = int32_t(gen() % 300);
+    const double lf = f.loss(tok.data(), tok.data() + 1, B, T, true);
+    CHECK(lf == Approx(d.loss(tok.data(), tok.data() + 1, B, T, true)).epsilon(1e-6));
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < f.grads.size(); ++i) {
+        worst = std::max(worst, std::abs(double(f.grads[i]) - d.grads[i]));
+        scale = std::max(scale, std::abs(d.grads[i]));
+    }
+    INFO("max |float - double| gradient " << worst << " of max " << scale);
+    CHECK(worst < 1e-4 * scale);
 }
