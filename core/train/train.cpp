@@ -14,6 +14,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "text/corpus.h"
+#include "train/llama_model.h"
 #include "train/train_ops.h"
 
 namespace kvscope {
@@ -26,6 +27,7 @@ int64_t lp(int64_t il, LayerParam k) { return 2 + il * kPerLayer + k; }
 }  // namespace
 
 void check_trainable(const ModelConfig& c) {
+    if (c.family == Family::Llama) return check_llama_trainable(c);
     auto no = [](const std::string& what) { throw UsageError("train: the trainer supports GPT-2's defaults only: " + what); };
     if (c.n_vocab < 2 || c.n_ctx < 2 || c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_inner < 1)
         no("every size must be positive");
@@ -38,6 +40,7 @@ void check_trainable(const ModelConfig& c) {
 }
 
 std::vector<ParamInfo> param_layout(const ModelConfig& c) {
+    if (c.family == Family::Llama) return llama_param_layout(c);
     const int64_t V = c.n_vocab, C = c.n_embd, F = c.n_inner, P = c.n_ctx;
     std::vector<ParamInfo> out;
     int64_t offset = 0;
@@ -196,6 +199,13 @@ void seed_induction_circuit(const ModelConfig& c, const std::vector<ParamInfo>& 
 }  // namespace
 
 std::vector<float> init_params(const ModelConfig& c, uint64_t seed, const InitOptions& init) {
+    if (c.family == Family::Llama) {
+        const InitOptions plain;
+        if (init.attn_std != plain.attn_std || init.tok_std != plain.tok_std || init.pos_rms != plain.pos_rms ||
+            init.prev_head_gain > 0 || init.circuit_gain > 0 || init.split_stream)
+            throw UsageError("train: the initialisation options (seeded heads, stds, positions) are GPT-2's only");
+        return llama_init_params(c, seed);
+    }
     const std::vector<ParamInfo> layout = param_layout(c);
     std::vector<float> params(size_t(n_params(c)), 0.0f);
     Rng rng(mix_seed(seed, 0x696E6974));
@@ -229,6 +239,12 @@ TrainModel<S>::TrainModel(const ModelConfig& config, int64_t max_batch, int64_t 
     : config_(config), layout_(param_layout(config)), max_rows_(max_batch * seq_len) {
     check_trainable(config);
     if (seq_len > config.n_ctx) throw UsageError("train: sequence length exceeds n_positions");
+    if (config.family == Family::Llama) {
+        params.assign(size_t(n_params(config)), S(0));
+        grads.assign(params.size(), S(0));
+        llama_ = std::make_shared<LlamaPass<S>>(config, layout_, max_batch, seq_len);
+        return;
+    }
     const size_t N = size_t(max_rows_), C = size_t(config.n_embd), F = size_t(config.n_inner);
     const size_t V = size_t(config.n_vocab), H = size_t(config.n_head), T = size_t(seq_len);
     params.assign(size_t(n_params(config)), S(0));
@@ -260,6 +276,10 @@ double TrainModel<S>::loss(const int32_t* tokens, const int32_t* targets, int64_
     for (int64_t i = 0; i < N; ++i)
         if (tokens[i] < 0 || tokens[i] >= V || targets[i] < -1 || targets[i] >= V)
             throw UsageError("train: token id outside the vocabulary");
+    if (llama_) {
+        if (backward) std::fill(grads.begin(), grads.end(), S(0));
+        return llama_->loss(params.data(), grads.data(), tokens, targets, B, T, backward, mlp);
+    }
     const int64_t ln_f = 2 + L * kPerLayer;
 
     // forward
@@ -322,6 +342,10 @@ double TrainModel<S>::loss(const int32_t* tokens, const int32_t* targets, int64_
     }
     embedding_backward(g(kWte), g(kWpe), dres.data(), tokens, B, T, C);
     return loss_value;
+}
+
+template <typename S> const std::vector<S>& TrainModel<S>::forward_logits() const {
+    return llama_ ? llama_->logits() : logits;
 }
 
 template class TrainModel<float>;
@@ -394,7 +418,7 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
         }
         const double lr = learning_rate(step, o);
         for (const ParamInfo& p : model.layout()) {
-            const bool tok = p.name == "wte.weight", pos = p.name == "wpe.weight";
+            const bool tok = p.name == "wte.weight" || p.name == "model.embed_tokens.weight", pos = p.name == "wpe.weight";
             const double scale = tok ? o.tok_lr : pos ? o.pos_lr : 1.0;
             if (scale == 0) continue;  // frozen: not even weight decay
             const double wd = p.decay && (o.emb_decay || !(tok || pos)) ? o.adamw.weight_decay : 0.0;

@@ -1,15 +1,19 @@
 #pragma once
-// Training the architecture the engine runs: GPT-2 with pre-LN, learned positions, gelu_new, tied
-// embeddings and biases on (the GPT-2 defaults of ModelConfig). Other configs are refused.
+// Training the architectures the engine runs: GPT-2 with pre-LN, learned positions, gelu_new, tied
+// embeddings and biases on (the GPT-2 defaults of ModelConfig), and the Llama family (llama_model.h:
+// RMSNorm, rotary positions, SwiGLU, grouped-query attention, sliding layers, QK-norm, tied or not).
+// Other configs are refused by name.
 //
-//   param_layout(config)          every tensor in safetensors order: GPT-2 name, shape, offset in the flat
-//                                 parameter vector, whether weight decay applies (matrices only)
+//   param_layout(config)          every tensor in safetensors order: GPT-2 (or HF Llama) name, shape, offset
+//                                 in the flat parameter vector, whether weight decay applies (matrices only)
 //   init_params(config, seed, i)  GPT-2's initialisation: N(0, 0.02), residual projections scaled by
 //                                 1/√(2L), biases 0, layer-norm gains 1; positions: the sinusoidal table;
-//                                 InitOptions can seed a previous-token head (a prior, then trained)
+//                                 InitOptions can seed a previous-token head (a prior, then trained).
+//                                 Llama family: llama_init_params (InitOptions other than the defaults refused)
 //   TrainModel<S>                 flat params + grads and every activation of one batch;
 //                                 loss(tokens, targets, B, T, backward) = mean cross-entropy, and
-//                                 (when backward) grads = ∂loss/∂params. S = float, or double for tests
+//                                 (when backward) grads = ∂loss/∂params. S = float, or double for tests;
+//                                 forward_logits() after loss(..., false): the (B·T, V) logits
 //   adamw_step(...)               one AdamW update of one tensor (PyTorch's AdamW)
 //   learning_rate(step, opts)     linear warm-up, then cosine decay to min_lr_ratio·lr
 //   train(opts, tokenizer, cb)    the loop: corpus batch, loss, backward, clip, AdamW; cb after each step
@@ -19,6 +23,7 @@
 // reduction has a fixed order whatever the thread count (train_ops.h), so equal options give equal bytes.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +54,8 @@ struct InitOptions {
 };
 std::vector<float> init_params(const ModelConfig& config, uint64_t seed, const InitOptions& init = {});
 
+template <typename S> class LlamaPass;  // llama_model.h
+
 template <typename S> class TrainModel {
 public:
     TrainModel(const ModelConfig& config, int64_t max_batch, int64_t seq_len);  // seq_len <= n_ctx
@@ -58,6 +65,7 @@ public:
     std::vector<S> params;       // (n_params)
     std::vector<S> grads;        // (n_params), zeroed and filled by loss(..., backward = true)
     bool mlp = true;             // false: every MLP is skipped (out = mid), an attention-only model
+    const std::vector<S>& forward_logits() const;  // (B·T, V) of the last loss(..., false); dlogits after backward
 
 private:
     struct Layer {
@@ -75,6 +83,7 @@ private:
     ModelConfig config_;
     std::vector<ParamInfo> layout_;
     int64_t max_rows_;
+    std::shared_ptr<LlamaPass<S>> llama_;       // Family::Llama: its buffers and passes (those below stay empty)
     std::vector<S> x0;                          // (N, C) embeddings
     std::vector<Layer> layers_;                 // L
     std::vector<S> lnf, lnf_mean, lnf_rstd;     // (N, C), (N), (N)
@@ -135,8 +144,8 @@ struct TrainResult {
 TrainResult train(const TrainOptions& opts, const Tokenizer& tokenizer,
                   const std::function<void(const TrainProgress&)>& on_step = {});
 
-// Writes dir/config.json and dir/model.safetensors (F32); copies vocab.json and merges.txt from
-// tokenizer_dir when it is not empty. Throws LoadError when a file cannot be written.
+// Writes dir/config.json and dir/model.safetensors (F32, param_layout's names); copies vocab.json and
+// merges.txt from tokenizer_dir when it is not empty. Throws LoadError when a file cannot be written.
 void save_model(const std::string& dir, const ModelConfig& config, const std::vector<float>& params,
                 const std::string& tokenizer_dir);
 
