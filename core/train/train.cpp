@@ -198,14 +198,17 @@ void seed_induction_circuit(const ModelConfig& c, const std::vector<ParamInfo>& 
 
 }  // namespace
 
+void check_init(const ModelConfig& c, const InitOptions& init) {
+    const InitOptions plain;
+    if (c.family == Family::Llama &&
+        (init.attn_std != plain.attn_std || init.tok_std != plain.tok_std || init.pos_rms != plain.pos_rms ||
+         init.prev_head_gain > 0 || init.circuit_gain > 0 || init.split_stream))
+        throw UsageError("train: the initialisation options (seeded heads, stds, positions) are GPT-2's only");
+}
+
 std::vector<float> init_params(const ModelConfig& c, uint64_t seed, const InitOptions& init) {
-    if (c.family == Family::Llama) {
-        const InitOptions plain;
-        if (init.attn_std != plain.attn_std || init.tok_std != plain.tok_std || init.pos_rms != plain.pos_rms ||
-            init.prev_head_gain > 0 || init.circuit_gain > 0 || init.split_stream)
-            throw UsageError("train: the initialisation options (seeded heads, stds, positions) are GPT-2's only");
-        return llama_init_params(c, seed);
-    }
+    check_init(c, init);
+    if (c.family == Family::Llama) return llama_init_params(c, seed);
     const std::vector<ParamInfo> layout = param_layout(c);
     std::vector<float> params(size_t(n_params(c)), 0.0f);
     Rng rng(mix_seed(seed, 0x696E6974));

@@ -10,6 +10,7 @@
 //                                 1/√(2L), biases 0, layer-norm gains 1; positions: the sinusoidal table;
 //                                 InitOptions can seed a previous-token head (a prior, then trained).
 //                                 Llama family: llama_init_params (InitOptions other than the defaults refused)
+//   check_init(config, init)      that refusal alone, for callers checking options before they train
 //   TrainModel<S>                 flat params + grads and every activation of one batch;
 //                                 loss(tokens, targets, B, T, backward) = mean cross-entropy, and
 //                                 (when backward) grads = ∂loss/∂params. S = float, or double for tests;
@@ -53,6 +54,7 @@ struct InitOptions {
     bool split_stream = false;   // the circuit's residual layout only (positions, empty slice, tokens), no heads
 };
 std::vector<float> init_params(const ModelConfig& config, uint64_t seed, const InitOptions& init = {});
+void check_init(const ModelConfig& config, const InitOptions& init);  // UsageError: init options the family lacks
 
 template <typename S> class LlamaPass;  // llama_model.h
 
