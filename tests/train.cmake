@@ -50,3 +50,12 @@ if(KVSCOPE_PROBE_PYTHON AND NOT kvscope_probe_no_numpy)
 else()
   message(STATUS "train.default_copies_any_tokens skipped: /usr/bin/python3 with numpy not found (apt install python3-numpy)")
 endif()
+# kvscope train --family llama / qwen3: the loss goes down, inspect reports the shape asked for, a run on one
+# thread writes the same bytes, the folder's logits equal the parity reference's (tools/kvscope_reference),
+# and bad combinations of the family options exit 2 with one line (tests/cli/check_train_llama.py).
+if(KVSCOPE_TORCH_PYTHON AND NOT kvscope_torch_missing)
+  add_test(NAME train.llama_family
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/check_train_llama.py
+                   $<TARGET_FILE:kvscope> ${kvscope_train_work}/llama_family)
+  set_tests_properties(train.llama_family PROPERTIES TIMEOUT 300)
+endif()

@@ -1,4 +1,5 @@
-// kvscope train: train a small GPT-2 on the generated corpus (core/text/corpus.h) and write a model folder.
+// kvscope train: train a small GPT-2 or Llama-family model on the generated corpus (core/text/corpus.h) and
+// write a model folder.
 #include <cmath>
 #include <algorithm>
 #include <charconv>
@@ -66,6 +67,22 @@ void add_run_options(CliArgs& args) {
     args.option("--n-head", "N", "heads per layer (default 4)");
     args.option("--n-embd", "N", "model width C (default 128)");
     args.option("--n-positions", "N", "context length of the model (default 256, >= --seq)");
+}
+
+// The family and the shape only a Llama-family model has (core/train/llama_model.h trains them).
+void add_family_options(CliArgs& args) {
+    args.option("--family", "NAME", "gpt2, llama, qwen3 (QK-norm, sliding layers) or mistral (one window on every "
+                                    "layer) (default gpt2)");
+    args.option("--n-kv-head", "K", "llama family: K/V heads, each shared by --n-head / K query heads "
+                                     "(default --n-head)");
+    args.option("--head-dim", "D", "llama family: width of each head, free of --n-embd (default --n-embd / --n-head)");
+    args.option("--intermediate", "F", "llama family: SwiGLU width (default 4 x --n-embd)");
+    args.option("--rope-theta", "X", "llama family: rotary base frequency (default 10000)");
+    args.option("--sliding-window", "W", "qwen3, mistral: a query attends to the W latest positions on sliding layers");
+    args.option("--sliding-layers", "N[,N...]", "qwen3: the layers that slide --sliding-window (default: every layer; "
+                                                "mistral slides every layer)");
+    args.flag("--tied", "the output layer is the token embedding (the default)");
+    args.flag("--untied", "llama family: a separate lm_head.weight");
 }
 
 void add_data_and_init_options(CliArgs& args) {
@@ -226,6 +243,61 @@ std::vector<int64_t> read_save_at(const CliArgs& args, int64_t steps) {
     return save_at;
 }
 
+const char* const k_llama_only[] = {"--n-kv-head", "--head-dim", "--intermediate", "--rope-theta",
+                                    "--sliding-window", "--sliding-layers"};
+
+// --sliding-layers N[,N...]: the layer indices that slide, each below n_layer.
+std::vector<int64_t> read_sliding_layers(const std::string& list, int64_t n_layer) {
+    std::vector<int64_t> layers;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        const std::string item = list.substr(start, comma - start);
+        long il = -1;
+        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), il);
+        if (item.empty() || ec != std::errc() || end != item.data() + item.size() || il < 0 || il >= n_layer)
+            throw UsageError("train: --sliding-layers wants layer numbers between 0 and --n-layer - 1, comma-separated "
+                             "(got \"" + item + "\")");
+        layers.push_back(il);
+        start = comma + 1;
+    }
+    return layers;
+}
+
+// --family and its shape into the config; what the trainer cannot train is check_trainable's to refuse.
+void read_family(const CliArgs& args, ModelConfig& c) {
+    const std::string family = args.text("--family").value_or("gpt2");
+    if (family != "gpt2" && family != "llama" && family != "qwen3" && family != "mistral")
+        throw UsageError("train: --family wants gpt2, llama, qwen3 or mistral (got \"" + family + "\")");
+    if (args.has("--tied") && args.has("--untied")) throw UsageError("train: give --tied or --untied, not both");
+    c.tie_word_embeddings = !args.has("--untied");
+    if (family == "gpt2") {
+        std::string given;
+        for (const char* flag : k_llama_only)
+            if (args.has(flag)) given += (given.empty() ? "" : ", ") + std::string(flag);
+        if (!given.empty()) throw UsageError("train: " + given + " need --family llama, qwen3 or mistral");
+        return;
+    }
+    c.family = Family::Llama;
+    c.model_type = family;
+    c.activation = Activation::Silu;
+    c.layer_norm_epsilon = 1e-6;  // rms_norm_eps of LlamaConfig, Qwen3Config and MistralConfig
+    c.qkv_bias = false;
+    c.qk_norm = family == "qwen3";
+    c.n_kv_head = args.integer("--n-kv-head", c.n_head, 1, 4096);
+    c.explicit_head_dim = args.integer("--head-dim", c.n_embd / c.n_head, 1, 4096);
+    c.n_inner = args.integer("--intermediate", 4 * c.n_embd, 1, 1 << 20);
+    c.rope.theta = args.real("--rope-theta", 10000.0);
+    if (!(c.rope.theta > 1)) throw UsageError("train: --rope-theta must be > 1");
+    if (args.has("--sliding-layers") && !args.has("--sliding-window"))
+        throw UsageError("train: --sliding-layers needs --sliding-window");
+    if (!args.has("--sliding-window")) return;
+    const int64_t window = args.integer("--sliding-window", 0, 1, 1 << 20);
+    c.layer_window.assign(size_t(c.n_layer), args.has("--sliding-layers") ? 0 : window);
+    if (auto list = args.text("--sliding-layers"))
+        for (int64_t il : read_sliding_layers(*list, c.n_layer)) c.layer_window[size_t(il)] = window;
+}
+
 // Span switches, the embeddings' learning rates and the model's shape.
 void read_model_shape(const CliArgs& args, TrainOptions& o) {
     o.mix.distinct = args.has("--distinct");
@@ -242,8 +314,14 @@ void read_model_shape(const CliArgs& args, TrainOptions& o) {
     o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);
     o.config.n_ctx = args.integer("--n-positions", 256, 2, 8192);
     o.config.n_inner = 4 * o.config.n_embd;
-    if (o.config.n_embd % o.config.n_head) throw UsageError("train: --n-embd must be a multiple of --n-head");
+    if (o.config.n_embd % o.config.n_head && !args.has("--head-dim"))
+        throw UsageError("train: --n-embd must be a multiple of --n-head");
+    read_family(args, o.config);
     if (o.seq_len > o.config.n_ctx) throw UsageError("train: --seq must be <= --n-positions");
+    ModelConfig probe = o.config;  // n_vocab comes with the tokenizer; refused shapes before any folder is made
+    probe.n_vocab = 2;
+    check_trainable(probe);
+    check_init(probe, o.init);
 }
 
 // Where training writes: --out, the --save-at folders beside it, the loss chart.
@@ -332,9 +410,11 @@ void write_loss_chart(const std::string& path, const std::vector<double>& losses
 }  // namespace
 
 int cli_train(int argc, char** argv) {
-    CliArgs args("train", "Train a small GPT-2 on kvscope's generated corpus (grammar sentences, copied spans, "
-                          "repeated random letter/digit spans) and write a model folder.");
+    CliArgs args("train", "Train a small GPT-2 (or Llama, Qwen3, Mistral: --family) on kvscope's generated corpus "
+                          "(grammar sentences, copied spans, repeated random letter/digit spans) and write a model "
+                          "folder.");
     add_run_options(args);
+    add_family_options(args);
     add_data_and_init_options(args);
     add_output_options(args);
     if (!args.parse(argc, argv)) return 0;
