@@ -41,18 +41,7 @@ void check_llama_trainable(const ModelConfig& c) {
 std::vector<ParamInfo> llama_param_layout(const ModelConfig& c) {
     const int64_t V = c.n_vocab, C = c.n_embd, F = c.n_inner, Q = c.q_width(), KV = c.kv_width(), D = c.head_dim();
     std::vector<ParamInfo> out;
-    int64_t offset = 0;
-    auto add = [&](std::string name, std::vector<int64_t> shape) {
-        ParamInfo p;
-        p.name = std::move(name);
-        p.size = 1;
-        for (int64_t d : shape) p.size *= d;
-        p.decay = shape.size() == 2;
-        p.shape = std::move(shape);
-        p.offset = offset;
-        offset += p.size;
-        out.push_back(std::move(p));
-    };
+    auto add = [&](std::string name, std::vector<int64_t> shape) { add_param(out, std::move(name), std::move(shape)); };
     add("model.embed_tokens.weight", {V, C});
     for (int64_t il = 0; il < c.n_layer; ++il) {
         const std::string p = "model.layers." + std::to_string(il) + ".";

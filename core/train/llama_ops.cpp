@@ -4,22 +4,15 @@
 #include <cmath>
 #include <vector>
 
-// Eigen's AVX-512 paths make GCC 12 report its own intrinsics' undefined lanes as uninitialised.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <Eigen/Core>
-
 #include "base/thread_pool.h"
 #include "model/rotary.h"
+#include "train/matrix_maps.h"
 #include "train/train_ops.h"
 
 namespace kvscope {
 namespace {
 
-template <typename S> using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename S> using MapM = Eigen::Map<Mat<S>>;
-template <typename S> using CMapM = Eigen::Map<const Mat<S>>;
-template <typename S> using Strided = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
-template <typename S> using CStrided = Eigen::Map<const Mat<S>, 0, Eigen::OuterStride<>>;
+using namespace train_maps;
 
 // The first key a query at t sees (HF masking_utils: sliding_window_overlay keeps kv_idx > q_idx - W).
 int64_t first_key(int64_t t, int64_t window) { return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0; }

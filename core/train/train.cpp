@@ -39,22 +39,22 @@ void check_trainable(const ModelConfig& c) {
     if (!c.qkv_bias || !c.final_layer_norm || c.embedding_scale != 1.0) no("qkv bias, final layer norm, no embedding scale");
 }
 
+void add_param(std::vector<ParamInfo>& layout, std::string name, std::vector<int64_t> shape) {
+    ParamInfo p;
+    p.name = std::move(name);
+    p.size = 1;
+    for (int64_t d : shape) p.size *= d;
+    p.decay = shape.size() == 2;
+    p.shape = std::move(shape);
+    p.offset = layout.empty() ? 0 : layout.back().offset + layout.back().size;
+    layout.push_back(std::move(p));
+}
+
 std::vector<ParamInfo> param_layout(const ModelConfig& c) {
     if (c.family == Family::Llama) return llama_param_layout(c);
     const int64_t V = c.n_vocab, C = c.n_embd, F = c.n_inner, P = c.n_ctx;
     std::vector<ParamInfo> out;
-    int64_t offset = 0;
-    auto add = [&](std::string name, std::vector<int64_t> shape) {
-        ParamInfo p;
-        p.name = std::move(name);
-        p.size = 1;
-        for (int64_t d : shape) p.size *= d;
-        p.decay = shape.size() == 2;
-        p.shape = std::move(shape);
-        p.offset = offset;
-        offset += p.size;
-        out.push_back(std::move(p));
-    };
+    auto add = [&](std::string name, std::vector<int64_t> shape) { add_param(out, std::move(name), std::move(shape)); };
     add("wte.weight", {V, C});
     add("wpe.weight", {P, C});
     for (int64_t il = 0; il < c.n_layer; ++il) {

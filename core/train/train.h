@@ -41,6 +41,8 @@ struct ParamInfo {
     bool decay = false;
 };
 std::vector<ParamInfo> param_layout(const ModelConfig& config);
+// Appends a tensor after the last one of `layout` (its offset follows); matrices (2-D) take weight decay.
+void add_param(std::vector<ParamInfo>& layout, std::string name, std::vector<int64_t> shape);
 int64_t n_params(const ModelConfig& config);
 void check_trainable(const ModelConfig& config);  // throws UsageError for what the trainer cannot train
 struct InitOptions {

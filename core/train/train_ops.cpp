@@ -3,20 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-// Eigen's AVX-512 paths make GCC 12 report its own intrinsics' undefined lanes as uninitialised.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <Eigen/Core>
-
 #include "base/thread_pool.h"
+#include "train/matrix_maps.h"
 
 namespace kvscope {
 namespace {
 
-template <typename S> using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename S> using MapM = Eigen::Map<Mat<S>>;
-template <typename S> using CMapM = Eigen::Map<const Mat<S>>;
-template <typename S> using Strided = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
-template <typename S> using CStrided = Eigen::Map<const Mat<S>, 0, Eigen::OuterStride<>>;
+using namespace train_maps;
 
 // Blocks of output rows for the pool: a function of the shape only (see the header).
 int64_t n_blocks(int64_t rows) { return std::clamp<int64_t>(rows / 64, 1, 8); }
