@@ -128,11 +128,20 @@ void add_data_and_init_options(CliArgs& args) {
     args.flag("--score-copies-only", "the loss skips what no model can predict in whole-vocabulary segments (the "
                                      "first span, the gaps, the first id of each copy)");
     args.option("--copy-vocab", "P", "the same probability during --copy-phase (default 0: letter/digit spans)");
+    args.option("--text-repeat", "P", "each sentence of a text segment is, with probability P, one said earlier in the "
+                                      "sequence, so copying pays off inside prose (default 0)");
+    args.option("--mix-chat", "P", "probability of a chat segment in the ChatML template: facts, questions, answers "
+                                   "from the earlier turn (needs <|im_start|> and <|im_end|> in the tokenizer; "
+                                   "default 0)");
+    args.option("--init-from", "DIR", "start from the weights of the F32 model folder DIR (a fine-tune) instead of "
+                                      "random ones; the shape comes from DIR/config.json, the tokenizer from DIR "
+                                      "unless --tokenizer");
 }
 
 void add_output_options(CliArgs& args) {
     args.option("--save-at", "N[,N...]", "also save the model as it is after step N into OUT-stepN (a folder beside "
                                          "--out), e.g. before and after the induction head forms");
+    args.option("--save-prefix", "PATH", "the --save-at folders are PATH-stepN (default: --out)");
     args.option("--log-every", "N", "when stderr is not a terminal, one progress line every N steps (default 50)");
     args.option("--checkpoint-every", "N", "also write --out every N steps (default 0: at the end only)");
     args.flag("--force", "--out (and the --save-at folders) may be existing folders kvscope did not write, such as "
@@ -156,8 +165,12 @@ void read_schedule_and_init(const CliArgs& args, TrainOptions& o) {
     o.mix.text = args.real("--mix-text", o.mix.text);
     o.mix.copy = args.real("--mix-copy", o.mix.copy);
     o.mix.vocab = args.real("--mix-vocab", 0);
-    if (!(o.mix.text >= 0 && o.mix.copy >= 0 && o.mix.vocab >= 0 && o.mix.text + o.mix.copy + o.mix.vocab <= 1))
-        throw UsageError("train: --mix-text, --mix-copy and --mix-vocab must be >= 0 with a sum <= 1");
+    o.mix.chat = args.real("--mix-chat", 0);
+    if (!(o.mix.text >= 0 && o.mix.copy >= 0 && o.mix.vocab >= 0 && o.mix.chat >= 0 &&
+          o.mix.text + o.mix.copy + o.mix.vocab + o.mix.chat <= 1))
+        throw UsageError("train: --mix-text, --mix-copy, --mix-vocab and --mix-chat must be >= 0 with a sum <= 1");
+    o.mix.text_repeat = args.real("--text-repeat", 0);
+    if (!(o.mix.text_repeat >= 0 && o.mix.text_repeat <= 1)) throw UsageError("train: --text-repeat must be in [0, 1]");
     o.mix.min_span = args.integer("--span-min", o.mix.min_span, 1, 4096);
     o.mix.max_span = args.integer("--span-max", o.mix.max_span, o.mix.min_span, 4096);
     o.mix.min_repeat = args.integer("--min-repeat", 0, 0, 1 << 20);
@@ -309,6 +322,19 @@ void read_model_shape(const CliArgs& args, TrainOptions& o) {
     if (!(o.tok_lr >= 0 && o.tok_lr <= 100 && o.pos_lr >= 0 && o.pos_lr <= 100))
         throw UsageError("train: --tok-lr and --pos-lr must be in [0, 100]");
     o.emb_decay = !args.has("--no-emb-decay");
+    if (auto dir = args.text("--init-from")) {
+        for (const char* shape : {"--n-layer", "--n-head", "--n-embd", "--n-positions", "--family", "--n-kv-head",
+                                  "--head-dim", "--intermediate", "--rope-theta", "--sliding-window",
+                                  "--sliding-layers", "--tied", "--untied"})
+            if (args.has(shape))
+                throw UsageError(std::string("train: ") + shape + " with --init-from: the shape comes from " + *dir +
+                                 "/config.json");
+        o.config = load_config((std::filesystem::path(*dir) / "config.json").string());
+        if (o.seq_len > o.config.n_ctx) throw UsageError("train: --seq must be <= the model's context length");
+        check_trainable(o.config);
+        check_init(o.config, o.init);
+        return;
+    }
     o.config.n_layer = args.integer("--n-layer", 2, 1, 64);
     o.config.n_head = args.integer("--n-head", 4, 1, 64);
     o.config.n_embd = args.integer("--n-embd", 128, 1, 4096);
@@ -340,9 +366,11 @@ TrainOutputs prepare_outputs(const CliArgs& args, std::vector<int64_t> save_at) 
     w.log_every = args.integer("--log-every", 50, 1, 10'000'000);
     w.checkpoint_every = args.integer("--checkpoint-every", 0, 0, 10'000'000);
     w.out = args.text("--out").value_or("trained-model");
-    w.tok_dir = args.text("--tokenizer").value_or(default_model_dir());
+    w.tok_dir = args.text("--tokenizer").value_or(args.text("--init-from").value_or(default_model_dir()));
     const bool out_existed = std::filesystem::exists(w.out);
-    w.out_base = w.out;  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
+    if (args.has("--save-prefix") && w.save_at.empty())
+        throw UsageError("--save-prefix names the --save-at folders: give --save-at too");
+    w.out_base = args.text("--save-prefix").value_or(w.out);  // "runs/x/" saves "runs/x-step300", not "runs/x/-step300"
     while (w.out_base.size() > 1 && w.out_base.back() == '/') w.out_base.pop_back();
     const bool force = args.has("--force");
     for (int64_t step : w.save_at) {
@@ -429,6 +457,12 @@ int cli_train(int argc, char** argv) {
 
     const Tokenizer tokenizer = Tokenizer::load(w.tok_dir);
     ModelConfig config = o.config;
+    if (auto dir = args.text("--init-from")) {
+        if (config.n_vocab != tokenizer.n_vocab())
+            throw UsageError("train: " + *dir + " has " + std::to_string(config.n_vocab) + " token rows, the tokenizer " +
+                             std::to_string(tokenizer.n_vocab()) + " ids");
+        o.start_params = load_params(*dir, config);
+    }
     config.n_vocab = tokenizer.n_vocab();
     const TrainResult result = train_with_progress(o, tokenizer, config, w);
     save_model(w.out, config, result.params, w.tok_dir);

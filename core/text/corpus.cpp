@@ -70,6 +70,10 @@ const char* const kTimes[] = {"Yesterday", "Today", "In the morning", "At night"
                               "On Sunday", "Every day"};
 const char* const kDets[] = {"the", "a", "the", "my", "her", "his", "our"};
 
+std::vector<std::string> strings(std::initializer_list<const char*> items) { return {items.begin(), items.end()}; }
+
+const char* const kAcks[] = {"OK.", "I see.", "Got it.", "Nice."};
+
 std::string noun_phrase(Rng& r) {
     std::string s = pick(r, kDets);
     if (r.below(2)) s += std::string(" ") + pick(r, kAdjs);
@@ -129,6 +133,26 @@ std::string sentence(Rng& r) {
     }
 }
 
+const std::vector<std::string>& ChatWorld::names() {
+    static const std::vector<std::string> v(std::begin(kNames), std::end(kNames));
+    return v;
+}
+const std::vector<std::string>& ChatWorld::things() {
+    static const std::vector<std::string> v = strings({"ball", "book", "apple", "box", "hat", "cup", "kite", "boat",
+        "lamp", "pencil", "basket", "candle", "flower", "cookie", "shoe", "duck", "cat", "dog", "bird", "fox",
+        "rabbit", "mouse", "frog", "owl", "fish"});
+    return v;
+}
+const std::vector<std::string>& ChatWorld::adjectives() {  // consonant sounds only: "a ..." stays English
+    static const std::vector<std::string> v = strings({"little", "big", "red", "blue", "green", "small", "yellow",
+        "purple", "shiny", "funny", "sleepy", "heavy", "dark", "warm"});
+    return v;
+}
+const std::vector<std::string>& ChatWorld::places() {
+    static const std::vector<std::string> v(std::begin(kPlaces), std::end(kPlaces));
+    return v;
+}
+
 std::vector<TokenId> ordinary_tokens(const Tokenizer& tokenizer) {
     std::vector<TokenId> ids;
     const char* alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -147,9 +171,21 @@ Corpus::Corpus(const Tokenizer& tokenizer, uint64_t seed, CorpusMix mix)
                          " single-token letters/digits (\" a\", \" 7\"); random spans need at least 10");
     const std::vector<TokenId> nl = tokenizer.encode_continuation("\n");
     newline_ = nl.at(0);
-    const std::optional<TokenId> eot = tokenizer.end_of_text();
+    if (mix_.chat > 0) {
+        const std::vector<TokenId> a = tokenizer.encode_continuation("<|im_start|>", true);
+        const std::vector<TokenId> b = tokenizer.encode_continuation("<|im_end|>", true);
+        if (a.size() != 1 || b.size() != 1)
+            throw UsageError("corpus: chat segments need a tokenizer with the special tokens <|im_start|> and "
+                             "<|im_end|> (tools/make_chat_tokenizer.py adds them to a GPT-2 tokenizer)");
+        im_start_ = a[0], im_end_ = b[0];
+    }
+    std::vector<TokenId> special;  // never drawn as a random id
+    if (const std::optional<TokenId> eot = tokenizer.end_of_text()) special.push_back(*eot);
+    for (const char* name : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"})
+        if (const std::vector<TokenId> id = tokenizer.encode_continuation(name, true); id.size() == 1)
+            special.push_back(id[0]);
     for (TokenId id = 0; id < TokenId(tokenizer.n_vocab()); ++id)
-        if (!eot || id != *eot) all_.push_back(id);
+        if (std::find(special.begin(), special.end(), id) == special.end()) all_.push_back(id);
 }
 
 std::vector<TokenId> Corpus::pooled_vocab_span(Rng& rng, int64_t n, int64_t pool) const {
@@ -159,11 +195,82 @@ std::vector<TokenId> Corpus::pooled_vocab_span(Rng& rng, int64_t n, int64_t pool
     return span;
 }
 
-std::vector<TokenId> Corpus::paragraph(Rng& rng) const {
+std::vector<TokenId> Corpus::paragraph(Rng& rng, std::vector<std::string>* said) const {
     std::string text;
     const int64_t n = 1 + int64_t(rng.below(4));
-    for (int64_t i = 0; i < n; ++i) text += (i ? " " : "") + sentence(rng);
+    for (int64_t i = 0; i < n; ++i) {
+        // draws nothing when text_repeat is 0: sequences stay byte-identical
+        const bool repeat = mix_.text_repeat > 0 && said && !said->empty() && rng.uniform() < mix_.text_repeat;
+        const std::string s = repeat ? (*said)[rng.below(said->size())] : sentence(rng);
+        if (said && !repeat) said->push_back(s);
+        text += (i ? " " : "") + s;
+    }
     return tokenizer_.encode(text);
+}
+
+void Corpus::chat(Rng& rng, std::vector<TokenId>& seq, std::vector<uint8_t>& flags) const {
+    const std::vector<std::string>&names = ChatWorld::names(), &things = ChatWorld::things(),
+                                   &adjs = ChatWorld::adjectives(), &places = ChatWorld::places();
+    struct Fact { size_t name; bool has; std::string statement, question; };
+    std::vector<Fact> facts;
+    std::vector<size_t> used_names, used_things, used_adjs;
+    auto fresh = [&](const std::vector<std::string>& from, std::vector<size_t>& used) {
+        size_t i;
+        do i = rng.below(from.size()); while (std::find(used.begin(), used.end(), i) != used.end());
+        used.push_back(i);
+        return i;
+    };
+    const int64_t n_facts = 2 + int64_t(rng.below(2));
+    while (int64_t(facts.size()) < n_facts) {
+        const size_t n = fresh(names, used_names);
+        Fact f{n, rng.uniform() < 0.7, "", ""};
+        if (f.has) {
+            size_t t;
+            do t = rng.below(things.size());
+            while (ChatWorld::held_out_thing(n, t) || std::find(used_things.begin(), used_things.end(), t) != used_things.end());
+            used_things.push_back(t);
+            f.statement = names[n] + " has a " + adjs[fresh(adjs, used_adjs)] + " " + things[t] + ".";
+            f.question = "What does " + names[n] + " have?";
+        } else {
+            size_t p;
+            do p = rng.below(places.size()); while (ChatWorld::held_out_place(n, p));
+            f.statement = names[n] + " is " + places[p] + ".";
+            f.question = "Where is " + names[n] + "?";
+        }
+        facts.push_back(std::move(f));
+    }
+    auto text = [&](const std::string& t, uint8_t flag) {
+        const std::vector<TokenId> ids = tokenizer_.encode_continuation(t);
+        seq.insert(seq.end(), ids.begin(), ids.end());
+        flags.resize(seq.size(), flag);
+    };
+    auto turn = [&](const char* role, const std::string& content) {
+        const bool user = role[0] == 'u';
+        seq.push_back(im_start_);
+        flags.resize(seq.size(), 1);
+        text(std::string(role) + "\n", 1);
+        text(content, user ? 0 : 1);
+        seq.push_back(im_end_);
+        flags.resize(seq.size(), 1);
+        text("\n", 1);
+    };
+    std::string told;
+    for (const Fact& f : facts) told += (told.empty() ? "" : " ") + f.statement;
+    turn("user", told);
+    turn("assistant", pick(rng, kAcks));
+    if (rng.below(2)) {
+        turn("user", sentence(rng));
+        turn("assistant", pick(rng, kAcks));
+    }
+    const int64_t n_questions = 1 + int64_t(rng.below(2));
+    std::vector<size_t> asked;
+    for (int64_t q = 0; q < n_questions; ++q) {
+        size_t i;
+        do i = rng.below(facts.size()); while (std::find(asked.begin(), asked.end(), i) != asked.end());
+        asked.push_back(i);
+        turn("user", facts[i].question);
+        turn("assistant", facts[i].statement);
+    }
 }
 
 std::vector<TokenId> Corpus::random_span(Rng& rng, int64_t n) const {
@@ -186,6 +293,7 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, st
     seq.reserve(size_t(n + 2 * mix_.max_span + 64));
     auto span_length = [&] { return mix_.min_span + int64_t(rng.below(uint64_t(mix_.max_span - mix_.min_span + 1))); };
     bool after_span = false;
+    std::vector<std::string> said;  // sentences of this sequence's text so far (text_repeat)
     if (mix_.vocab_prefix > 0) {  // draws nothing when off: sequences stay byte-identical
         const std::vector<TokenId> prefix = vocab_span(rng, int64_t(rng.below(uint64_t(mix_.vocab_prefix + 1))));
         seq.insert(seq.end(), prefix.begin(), prefix.end());
@@ -197,12 +305,15 @@ std::vector<TokenId> Corpus::sequence(int64_t step, int64_t index, int64_t n, st
         after_span = false;
         const double k = rng.uniform();
         if (k < mix_.text) {
-            const std::vector<TokenId> p = paragraph(rng);
+            const std::vector<TokenId> p = paragraph(rng, &said);
             seq.insert(seq.end(), p.begin(), p.end());
         } else if (k < mix_.text + mix_.copy && seq.size() >= 16) {
             const int64_t len = std::min<int64_t>(span_length(), int64_t(seq.size()) - 1);
             const int64_t from = int64_t(rng.below(uint64_t(int64_t(seq.size()) - len)));
             for (int64_t i = 0; i < len; ++i) seq.push_back(seq[size_t(from + i)]);
+        } else if (k >= mix_.text + mix_.copy + mix_.vocab && k < mix_.text + mix_.copy + mix_.vocab + mix_.chat) {
+            flag_to(1);
+            chat(rng, seq, flags);
         } else if (k >= mix_.text + mix_.copy && k < mix_.text + mix_.copy + mix_.vocab) {
             // span, 0..vocab_gap filler ids, span again: a period no fixed offset can know
             const int64_t len = mix_.vocab_min_span +

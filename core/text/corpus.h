@@ -13,6 +13,13 @@
 //             but <|endoftext|>), then 0-vocab_gap more such ids, then the span once more: the period varies
 //             from segment to segment (vocab_repeats > 2: more copies, each after its own gap), so no fixed look-back offset predicts the copy; only a head that finds
 //             the earlier occurrence of the current token and reads the token after it (an induction head) does
+//   chat      a conversation in the ChatML template (<|im_start|>role\n...<|im_end|>\n): the user states 2-3 facts
+//             of the story world ("Anna has a small duck. Ben is by the river."), the assistant acknowledges,
+//             maybe a turn of small talk, then 1-2 questions ("What does Anna have?") each answered from the
+//             first turn ("Anna has a small duck."). Fact pairs chat_held_out() names never occur: they are
+//             left for evaluation. Needs a tokenizer with <|im_start|> and <|im_end|>
+//   Text segments may repeat a sentence said earlier in the sequence (CorpusMix::text_repeat), so copying
+//   pays off inside prose too.
 //
 //   Rng                            splitmix64; also seeds the trainer's initial weights
 //   sentence(rng)                  one grammar sentence
@@ -22,7 +29,7 @@
 //   Corpus::sequence(step, i, n)   n tokens of training sequence i of step `step` (optionally which are predictable)
 //   Corpus::text(seed, n)          n tokens of text segments only (previous-token probes)
 //   Corpus::random_span(rng, n)    n ordinary tokens drawn uniformly (induction and copy probes)
-//   Corpus::vocab_span(rng, n)     n ids drawn uniformly from the whole vocabulary but <|endoftext|>
+//   Corpus::vocab_span(rng, n)     n ids drawn uniformly from the whole vocabulary but its special tokens
 //   Corpus::pooled_vocab_span      n ids drawn uniformly from a pool of ids drawn from the whole vocabulary
 #include <cstdint>
 #include <string>
@@ -73,7 +80,22 @@ struct CorpusMix {
     int64_t vocab_pool_min = 6, vocab_pool_max = 32;  // vocab_pool_min..max ids of the whole vocabulary: ids then
                                         // repeat inside the span, and one id of context no longer says where the
                                         // copy is; the id before it does (a two-token match)
+    double text_repeat = 0;             // each sentence of a text segment is, with this probability, one said earlier
+                                        // in the same sequence (when there is one): "Tom saw the cookie. Tom saw the"
+    double chat = 0;                    // probability of a chat segment (after the vocab share; see above)
 };
+
+// The story world of chat segments, and which facts training never states (evaluation's held-out pairs):
+// a "has" fact pairs chat_names()[n] with chat_things()[t], a "where" fact chat_names()[n] with chat_places()[p].
+struct ChatWorld {
+    static const std::vector<std::string>& names();
+    static const std::vector<std::string>& things();     // "duck", "ball", ... (after "a ADJECTIVE")
+    static const std::vector<std::string>& adjectives();
+    static const std::vector<std::string>& places();     // "by the river", ...
+    static bool held_out_thing(size_t name, size_t thing) { return (name * 5 + thing) % 9 == 0; }
+    static bool held_out_place(size_t name, size_t place) { return (name * 3 + place) % 7 == 0; }
+};
+
 
 class Corpus {
 public:
@@ -82,7 +104,7 @@ public:
     std::vector<TokenId> sequence(int64_t step, int64_t index, int64_t n,
                                   std::vector<uint8_t>* predictable = nullptr) const;  // predictable: (n) flags,
                                   // 0 for the ids of a vocab segment no model can predict (its first span, its
-                                  // gaps, the first id of each copy), 1 elsewhere
+                                  // gaps, the first id of each copy) and a chat's user messages, 1 elsewhere
     std::vector<TokenId> text(uint64_t seed, int64_t n) const;
     std::vector<TokenId> random_span(Rng& rng, int64_t n) const;
     std::vector<TokenId> vocab_span(Rng& rng, int64_t n) const;
@@ -90,13 +112,15 @@ public:
     const std::vector<TokenId>& ordinary() const { return ordinary_; }
 
 private:
-    std::vector<TokenId> paragraph(Rng& rng) const;
+    std::vector<TokenId> paragraph(Rng& rng, std::vector<std::string>* said = nullptr) const;
+    void chat(Rng& rng, std::vector<TokenId>& seq, std::vector<uint8_t>& flags) const;  // appends one chat segment
     const Tokenizer& tokenizer_;
     uint64_t seed_;
     CorpusMix mix_;
     std::vector<TokenId> ordinary_;
     TokenId newline_;
-    std::vector<TokenId> all_;          // every id but <|endoftext|> (vocab segments)
+    std::vector<TokenId> all_;          // every id but the special ones (vocab segments)
+    TokenId im_start_ = -1, im_end_ = -1;  // chat segments' special tokens (mix.chat > 0)
 };
 
 }  // namespace kvscope

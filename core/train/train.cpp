@@ -387,7 +387,10 @@ TrainResult train(const TrainOptions& o, const Tokenizer& tokenizer,
     const int64_t copy_seq = o.copy_seq > 0 ? std::min(o.copy_seq, o.seq_len) : o.seq_len;
     const int64_t copy_batch = std::max<int64_t>(1, o.batch * o.seq_len / copy_seq);
     TrainModel<float> model(config, o.batch, o.seq_len);
-    model.params = init_params(config, o.seed, o.init);
+    if (!o.start_params.empty() && o.start_params.size() != size_t(n_params(config)))
+        throw UsageError("train: " + std::to_string(o.start_params.size()) + " start weights for a model of " +
+                         std::to_string(n_params(config)) + " parameters");
+    model.params = o.start_params.empty() ? init_params(config, o.seed, o.init) : o.start_params;
     std::vector<float> m(model.params.size(), 0.0f), v(model.params.size(), 0.0f);
     std::vector<int32_t> tokens(size_t(o.batch * o.seq_len)), targets(tokens.size());
 
@@ -466,9 +469,29 @@ void save_model(const std::string& dir, const ModelConfig& config, const std::ve
     write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
     write_file_atomic((fs::path(dir) / "config.json").string(), config_to_json(config));
     if (tokenizer_dir.empty() || fs::equivalent(tokenizer_dir, dir, ec)) return;
-    for (const char* name : {"vocab.json", "merges.txt"})  // copied through the writer that records them
-        write_file_atomic((fs::path(dir) / name).string(),
+    const bool json = fs::exists(fs::path(tokenizer_dir) / "tokenizer.json", ec);  // what Tokenizer::load reads
+    const std::vector<std::string> names = json ? std::vector<std::string>{"tokenizer.json", "tokenizer_config.json"}
+                                                : std::vector<std::string>{"vocab.json", "merges.txt"};
+    for (const std::string& name : names) {
+        if (json && !fs::exists(fs::path(tokenizer_dir) / name, ec)) continue;  // tokenizer_config.json is optional
+        write_file_atomic((fs::path(dir) / name).string(),  // through the writer that records them
                           read_file_bounded((fs::path(tokenizer_dir) / name).string(), k_tokenizer_file));
+    }
+}
+
+std::vector<float> load_params(const std::string& dir, const ModelConfig& config) {
+    const std::string path = (std::filesystem::path(dir) / "model.safetensors").string();
+    const SafetensorsFile file(path);
+    std::vector<float> params(size_t(n_params(config)));
+    for (const ParamInfo& p : param_layout(config)) {
+        const TensorView* t = file.find(p.name);
+        if (!t) throw LoadError(path, "has no tensor " + p.name + ", which a model of this config.json has");
+        if (t->dtype != Dtype::F32 || t->shape != p.shape)
+            throw LoadError(path, p.name + " is " + to_string(t->dtype) + " " + shape_text(t->shape) +
+                                      "; training starts from F32 " + shape_text(p.shape));
+        std::memcpy(params.data() + p.offset, t->data, size_t(p.size) * sizeof(float));
+    }
+    return params;
 }
 
 }  // namespace kvscope

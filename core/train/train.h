@@ -128,6 +128,7 @@ struct TrainOptions {
     double tok_lr = 1, pos_lr = 1;  // learning-rate factors of wte and wpe (0 freezes the table)
     bool emb_decay = true;       // weight decay on wte and wpe too (GPT-2 style: every matrix)
     AdamWOptions adamw;
+    std::vector<float> start_params;  // (n_params) weights to start from (a fine-tune); empty: init_params
     bool score_predictable_only = false;  // the loss skips the ids of vocab segments no model can predict
                                           // (first span, gaps, first id of each copy): only copies carry gradient
 };
@@ -148,8 +149,12 @@ struct TrainResult {
 TrainResult train(const TrainOptions& opts, const Tokenizer& tokenizer,
                   const std::function<void(const TrainProgress&)>& on_step = {});
 
+// The F32 weights of model folder `dir` in param_layout(config)'s order; LoadError when a tensor is missing,
+// not F32 or of another shape.
+std::vector<float> load_params(const std::string& dir, const ModelConfig& config);
+
 // Writes dir/config.json and dir/model.safetensors (F32, param_layout's names); copies vocab.json and
-// merges.txt from tokenizer_dir when it is not empty. Throws LoadError when a file cannot be written.
+// merges.txt (or tokenizer.json and tokenizer_config.json) from tokenizer_dir when it is not empty. Throws LoadError when a file cannot be written.
 void save_model(const std::string& dir, const ModelConfig& config, const std::vector<float>& params,
                 const std::string& tokenizer_dir);
 
