@@ -1,15 +1,28 @@
-# kvscope train is reproducible: two short runs of the recipe that made assets/default
-# (tools/train_default_model.sh --quick: the same options for 16 steps, through both curriculum phases)
-# must write byte-identical model folders, one of them on a single thread. The full reproduction
-# (assets/default/README.md) takes minutes and is documented, not run here.
+# kvscope train is reproducible: two short runs of the recipes that made assets/default and assets/chat
+# (tools/train_default_model.sh --quick: the same options for 16 steps, then 8 steps of its fine-tune;
+# tools/train_chat_model.sh --quick: 16 steps) must write byte-identical model folders, one of them on a single
+# thread. The full reproductions (the assets' READMEs) take tens of minutes and are documented, not run here.
 set(kvscope_train_work ${CMAKE_CURRENT_BINARY_DIR}/train_work)
 add_test(NAME train.reproducible
-         COMMAND sh -c "set -e; rm -rf \"$1/a\" \"$1/b\"; mkdir -p \"$1\"
+         COMMAND sh -c "set -e; rm -rf \"$1\"/a \"$1\"/a-step* \"$1\"/b \"$1\"/b-step*; mkdir -p \"$1\"
                         sh \"$2\" \"$0\" \"$1/a\" --quick
                         sh \"$2\" \"$0\" \"$1/b\" --quick --threads 1
-                        for f in config.json model.safetensors vocab.json merges.txt; do cmp \"$1/a/$f\" \"$1/b/$f\"; done"
+                        for d in '' -step16 -step8; do for f in config.json model.safetensors vocab.json merges.txt; do
+                          cmp \"$1/a$d/$f\" \"$1/b$d/$f\"; done; done
+                        if cmp -s \"$1/a/model.safetensors\" \"$1/a-step16/model.safetensors\"; then exit 1; fi"
                  $<TARGET_FILE:kvscope> ${kvscope_train_work} ${CMAKE_SOURCE_DIR}/tools/train_default_model.sh)
 set_tests_properties(train.reproducible PROPERTIES TIMEOUT 300)
+add_test(NAME train.chat_reproducible
+         COMMAND sh -c "set -e; rm -rf \"$1\"/chat-a* \"$1\"/chat-b*; mkdir -p \"$1\"
+                        sh \"$2\" \"$0\" \"$1/chat-a\" --quick
+                        sh \"$2\" \"$0\" \"$1/chat-b\" --quick --threads 1
+                        for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+                          cmp \"$1/chat-a/$f\" \"$1/chat-b/$f\"; done
+                        cmp \"$1/chat-a/tokenizer.json\" \"$3/tokenizer.json\"
+                        cmp \"$1/chat-a/tokenizer_config.json\" \"$3/tokenizer_config.json\""
+                 $<TARGET_FILE:kvscope> ${kvscope_train_work} ${CMAKE_SOURCE_DIR}/tools/train_chat_model.sh
+                 ${CMAKE_SOURCE_DIR}/assets/chat)
+set_tests_properties(train.chat_reproducible PROPERTIES TIMEOUT 300)
 # --save-at N writes the model after step N beside --out (OUT-stepN): a loadable folder whose weights differ
 # from the final ones (two more steps changed them), with the same tokenizer files.
 add_test(NAME train.save_at
@@ -25,7 +38,8 @@ set_tests_properties(train.save_at PROPERTIES TIMEOUT 120)
 foreach(bad "--save-at;0" "--save-at;2,x" "--save-at;9" "--vocab-span;5-3" "--vocab-span;4" "--mix-vocab;0.9"
             "--copy-vocab;2" "--vocab-repeats;1" "--vocab-pool;0.5" "--vocab-pool;0,6-32" "--vocab-pool;0.5,9-4"
             "--vocab-span;4-40x" "--vocab-span;4-+40" "--copy-span;+3-4" "--copy-span;6-12-" "--vocab-pool;0.5,6-32,"
-            "--vocab-pool;0.5x,6-32" "--vocab-pool;,6-32")
+            "--vocab-pool;0.5x,6-32" "--vocab-pool;,6-32" "--text-repeat;2" "--mix-chat;0.9" "--mix-chat;-0.1"
+            "--save-prefix;x")
   string(REPLACE ";" "_" bad_name "${bad}")
   list(GET bad 0 bad_option)
   add_test(NAME train.bad_${bad_name}
