@@ -21,7 +21,7 @@ namespace kvscope {
 namespace {
 
 constexpr const char* k_chat_model_hint =
-    "tools/make_llama_model.py --shape smollm2-135m DIR writes one with random weights and a ChatML template";
+    "tools/make_llama_model.py --shape smollm2-135m DIR writes a larger one with random weights and a ChatML template";
 
 // Where the user messages come from: a file read and checked whole before the first turn runs (a bad line
 // 2 is refused before turn 1 prints), or stdin line by line (a person can type).
@@ -156,7 +156,8 @@ int cli_chat(int argc, char** argv) {
     CliArgs args("chat", "A multi-turn chat in one KV cache: each user message is rendered with the model's chat "
                          "template and appended to the cache; only its tokens are computed, then the reply is "
                          "decoded until the end of the turn.");
-    add_model_option(args, std::string("model folder (or GGUF file) with tokenizer files and a chat template; required, ") +
+    add_model_option(args, std::string("model folder (or GGUF file) with tokenizer files and a chat template (default: "
+                                       "assets/chat, a small model trained to answer from earlier turns); ") +
                                k_chat_model_hint);
     args.option("--turns", "FILE|-", "user messages, one per line (- = stdin, the default); a FILE ending in .jsonl "
                                      "holds one {\"role\": \"user\", \"content\": \"...\"} per line (a \"system\" "
@@ -187,12 +188,11 @@ int cli_chat(int argc, char** argv) {
     check_options(run, read_options(args, kCliChat, run));
     const int64_t max_new = options.max_new_tokens;
     TurnSource source(args.text("--turns").value_or("-"));
-    // The default model (assets/default) has no chat template: chat has no default, it says where one comes from.
-    if (!args.has("--model"))
-        throw UsageError(std::string("chat needs a model folder with a chat template: give --model DIR; ") + k_chat_model_hint);
     apply_threads(args);
 
-    auto model = load_model_from(args);
+    // The default model (assets/default) has no chat template: chat opens the trained chat model instead.
+    auto model = Model::load(args.text("--model").value_or(chat_model_dir()), weight_format_from(args),
+                             weight_placement_from(args));
     ChatConversation chat = ChatConversation::open(model);
     const jinja::RenderOptions date = parse_template_date(args.text("--date"), "chat");
     chat.chat_template_mut().set_date(date.year, date.month, date.day);

@@ -21,6 +21,11 @@ std::string default_model_dir() {
     return std::string(KVSCOPE_ASSETS_DIR) + "/default";
 }
 
+std::string chat_model_dir() {
+    if (const char* env = std::getenv("KVSCOPE_CHAT_MODEL"); env && *env) return env;
+    return std::string(KVSCOPE_ASSETS_DIR) + "/chat";
+}
+
 void add_model_option(CliArgs& args, const std::string& model_help) {
     args.option("--model", "DIR", !model_help.empty() ? model_help :
                                   "model folder: config.json and model.safetensors (or model.safetensors.index.json "

@@ -14,6 +14,7 @@
 namespace kvscope {
 
 std::string default_model_dir();                       // $KVSCOPE_DEFAULT_MODEL or assets/default
+std::string chat_model_dir();                          // $KVSCOPE_CHAT_MODEL or assets/chat: what chat opens
 void add_model_option(CliArgs& args,                   // --model DIR, --dtype f32|bf16; model_help: --model's
                       const std::string& model_help = "");  // own help (a command without the default)
 WeightFormat weight_format_from(const CliArgs& args);  // --dtype; throws UsageError

@@ -271,6 +271,11 @@ def main():
         check(r.returncode == code, "%s: exit %d, expected %d (%s)" % (what, r.returncode, code, r.stderr.strip()))
         check(len(errors) == 1 and lines[-1] == errors[0], "%s: one 'error:' line last on stderr, got %r" % (what, lines))
         check(bool(errors) and needle in errors[0], "%s: the error names %r: %r" % (what, needle, errors))
+    # Without --model, chat opens assets/chat, the trained chat model: it answers from the first turn.
+    r = run(a.kvscope, ["chat", "--max-new-tokens", "16"],
+            stdin="Anna has a small duck. Tom is by the river.\nWhere is Tom?\nWhat does Anna have?\n")
+    check(r.returncode == 0 and r.stdout.splitlines()[1:] == ["Tom is by the river.", "Anna has a small duck."],
+          "chat without --model answers from the first turn (exit %d): %r %s" % (r.returncode, r.stdout, r.stderr.strip()))
     # A turns file is checked whole before the first turn: a bad line 2 leaves no turn 1 on stdout or stderr.
     r = run(a.kvscope, ["chat", "--model", model, "--turns", bad_second, "--max-new-tokens", "2", "--json"])
     check(r.returncode == 2 and r.stdout == "" and "rows reused" not in r.stderr,

@@ -57,7 +57,7 @@ std::string summary_of(const ModelConfig& c) {
     return buf;
 }
 
-// Folders holding a config.json directly under assets/, sorted by name (default first).
+// Folders holding a config.json directly under assets/: default, the chat model, then the rest by name.
 void scan_assets() {
     picker.folders.clear();
     std::error_code ec;
@@ -74,8 +74,9 @@ void scan_assets() {
         }
         picker.folders.push_back(std::move(f));
     }
-    std::sort(picker.folders.begin(), picker.folders.end(), [](const Folder& a, const Folder& b) {
-        return (a.name != "default") < (b.name != "default") || ((a.name != "default") == (b.name != "default") && a.name < b.name);
+    auto rank = [](const Folder& f) { return f.name == "default" ? 0 : f.name == "chat" ? 1 : 2; };  // then by name
+    std::sort(picker.folders.begin(), picker.folders.end(), [&](const Folder& a, const Folder& b) {
+        return rank(a) != rank(b) ? rank(a) < rank(b) : a.name < b.name;
     });
 }
 
