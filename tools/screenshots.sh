@@ -86,30 +86,25 @@ attention cross
 rownorm on
 show-step 0
 S
-# 7. A rotary model (assets/llama-gqa): the Rotary tab for layer 1 head 2, the query at position 29 and
-#    the key at position 4 selected in the attention map.
+# 7. The trained chat model (assets/chat): the Rotary tab for layer 0 head 5, its previous-token head (its
+#    score by distance peaks at distance 1 within its window), the query "by" (position 10) and the key "is" (9).
 cat > "$work/rotary.txt" <<S
-model $repo/assets/llama-gqa
-prompt The quick brown fox jumps over the lazy dog and the cat
+model $repo/assets/chat
+prompt Anna has a small duck. Tom is by the river.
 prefill
-decode 2
-layer 1
-head 2
-select 29 4
+layer 0
+head 5
+select 10 9
 panel Rotary
 S
-# 8. Grouped-query attention: random weights with SmolLM2's head layout (9 query heads, 3 K/V heads) and
-#    llama-gqa's tokenizer; the KV cache panel's groups and bytes, all heads grouped, query head 4 selected.
-/usr/bin/python3 "$repo/tools/make_llama_model.py" "$work/gqa_9x3" --vocab 768 --hidden 72 --inner 96 --layers 2 \
-  --heads 9 --kv-heads 3 --seed 21 --no-tokenizer >/dev/null
-cp "$repo/assets/llama-gqa/vocab.json" "$repo/assets/llama-gqa/merges.txt" "$work/gqa_9x3/"
+# 8. Grouped-query attention on the trained chat model (8 query heads over 2 K/V heads): layer 0, all heads
+#    grouped, query head 5 selected: heads 4-7 read the same keys and values and do different things.
 cat > "$work/kv_groups.txt" <<S
-model $work/gqa_9x3
-prompt The quick brown fox jumps over the lazy dog and the cat
+model $repo/assets/chat
+prompt Anna has a small duck. Tom is by the river. Anna has a small duck.
 prefill
-decode 2
-layer 1
-head 4
+layer 0
+head 5
 view all-heads
 kv-heads open
 S
@@ -129,17 +124,19 @@ layer 1
 head 2
 scale log
 S
-# 10. A three-turn chat on assets/llama-gqa with a Llama 3 chat template (built as tests/cli/check_chat.py
-#    builds it): the conversation in Controls, the turn marks on the timeline, per-turn rows with the cache
-#    on and off.
-/usr/bin/python3 -c "import sys; sys.path.insert(0, '$repo/tests/cli'); from check_chat import make_chat_folder; make_chat_folder('$work', 'llama3')"
+# 10. A three-turn chat on the trained chat model (assets/chat): facts, then two questions. The step where the
+#     third answer's " is" (position 98) picks " by": every head of layer 2 looks back at the first turn's " by"
+#     (position 15; head 3 with 0.885 of its weight).
 cat > "$work/chat.txt" <<S
-model $work/llama3-chat
-options max-new=8
-chat Hello there
-chat What is a cat?
-chat Thanks
-panel Cache on vs off
+model $repo/assets/chat
+options max-new=16
+chat Anna has a small duck. Tom is by the river. Ben has a red kite.
+chat What does Anna have?
+chat Where is Tom?
+layer 2
+head 3
+show-step 17
+view all-heads
 S
 # 11. The default model's prefill of a repeated sentence, layer 1: the K/V quant tab (int4, G 8, R 4) and the
 #     Cache lab tab's table for the default configurations on the sequence's own tokens.
