@@ -12,7 +12,8 @@ checked against an independent computation or an invariant between two different
   cache     a folder whose config.json differs in one key the forward pass reads is refused (exit 1,
             one line), nothing written
   example   assets/llama-gqa (tools/make_llama_example.py) against the reference; `heads` scores its
-            L x H query heads
+            L x H query heads; assets/chat (trained by tools/train_chat_model.sh: qwen3, a sliding layer of
+            window 8, 8 query heads over 2 K/V heads) against the reference on prompts past its window
 
     llama_features.py --kvscope BIN --work DIR
 """
@@ -207,6 +208,7 @@ def prompt_cache_refused(kvscope, work, key):
 
 
 ASSET = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "assets", "llama-gqa"))
+CHAT = os.path.join(os.path.dirname(ASSET), "chat")
 
 
 def heads_case(kvscope):
@@ -229,6 +231,8 @@ def cases(kvscope, work):
     yield lambda: check_case(kvscope, ASSET, [prompt(540, 9, vocab=768)], 8)
     yield lambda: check_case(kvscope, ASSET, [prompt(541, 12, vocab=768)], 6, chunk=5, no_cache=False)
     yield lambda: heads_case(kvscope)
+    yield lambda: check_case(kvscope, CHAT, [prompt(542, 40, vocab=770)], 8)
+    yield lambda: check_case(kvscope, CHAT, [prompt(543, 30, vocab=770)], 6, chunk=7, no_cache=False)
     for name in MODELS:
         m = model_dir(work, name)
         yield lambda m=m: trace_case(kvscope, m, None)
