@@ -12,7 +12,8 @@ so the filler tokens are written too) and a tiny Gemma 3 (its bos/eos ids swappe
   (c) generate with a text prompt, heads with --prompt-ids, with --prompt and with its own text probes,
       chat with two scripted turns (each reply ending at <|im_end|> or the cap), lab on its built-in text:
       exit 0
-  (d) chat without --model: one 'error:' line naming --model and the tool, exit 2
+  (d) chat without --model opens $KVSCOPE_CHAT_MODEL (else assets/chat): set to a folder without a chat
+      template (the made folder without its tokenizer_config.json), one 'error:' line saying so, exit 2
   (e) the tool refuses a vocabulary too small for a tokenizer in one line, writing nothing;
       --no-tokenizer writes none and removes the ones an earlier run wrote; on that folder heads runs
       with --prompt-ids and refuses its text probes (exit 2)
@@ -207,14 +208,17 @@ def main():
         check_template(a.kvscope, model, name, a.work)
         check_features(a.kvscope, model, name, a.work)
 
-    # (d) chat without --model
-    env = dict(os.environ)
-    env.pop("KVSCOPE_DEFAULT_MODEL", None)
+    # (d) chat without --model, $KVSCOPE_CHAT_MODEL pointing at a folder without a chat template
+    plain = os.path.join(a.work, "no-template")
+    shutil.rmtree(plain, ignore_errors=True)
+    shutil.copytree(llama, plain, ignore=shutil.ignore_patterns("tokenizer_config.json", "chat_template.jinja"))
+    env = dict(os.environ, KVSCOPE_CHAT_MODEL=plain)
     r = subprocess.run([a.kvscope, "chat"], input="hi\n", capture_output=True, text=True, timeout=60, env=env)
     lines = r.stderr.splitlines()
-    check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "--model DIR" in lines[0]
-          and "tools/make_llama_model.py --shape smollm2-135m DIR" in lines[0],
-          "chat without --model: one line naming --model and the tool, exit 2: exit %d, %r" % (r.returncode, r.stderr))
+    check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and plain in lines[0]
+          and "no chat template" in lines[0],
+          "chat without --model on $KVSCOPE_CHAT_MODEL without a template: one line, exit 2: exit %d, %r"
+          % (r.returncode, r.stderr))
     check(r.stdout == "", "chat without --model prints nothing on stdout")
 
     # (e) too small a vocabulary; --no-tokenizer
