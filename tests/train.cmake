@@ -72,4 +72,12 @@ if(KVSCOPE_TORCH_PYTHON AND NOT kvscope_torch_missing)
            COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/check_train_llama.py
                    $<TARGET_FILE:kvscope> ${kvscope_train_work}/llama_family)
   set_tests_properties(train.llama_family PROPERTIES TIMEOUT 300)
+  # tools/induction_probe.py on a Llama-family folder (a 30-step qwen3 with a sliding layer, the chat model's
+  # tokenizer.json): its report's structure, the same report from tokenizer.json as from vocab.json, and
+  # --remove-head / --window-override equal to the same ablation written into the weights / config.json;
+  # windows around ind's distance on a tiny GPT-2 too (tests/cli/check_induction_probe_llama.py).
+  add_test(NAME train.induction_probe_llama
+           COMMAND ${KVSCOPE_TORCH_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/check_induction_probe_llama.py
+                   $<TARGET_FILE:kvscope> ${kvscope_train_work}/induction_probe_llama)
+  set_tests_properties(train.induction_probe_llama PROPERTIES TIMEOUT 300)
 endif()
