@@ -519,6 +519,14 @@ TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, ba
     bad_utf8.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "qwen2");
     bad_utf8.strings("tokenizer.ggml.tokens", {"a", "\xff"}).strings("tokenizer.ggml.merges", {});
     CHECK_THAT(tokenizer_refusal(bad_utf8, "utf8"), Catch::Contains("tokenizer.ggml.tokens[1] is not valid UTF-8"));
+    // merges and the chat template are not valid UTF-8: refused by key (written into JSON text, the bad bytes
+    // became U+FFFD: a merge of another piece, a template rendering other text)
+    TokenizerKeys bad_merge;
+    bad_merge.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "gpt-2");
+    bad_merge.strings("tokenizer.ggml.tokens", {"a", "b"}).strings("tokenizer.ggml.merges", {"a b", "\xc3 b"});
+    CHECK_THAT(tokenizer_refusal(bad_merge, "utf8_merge"), Catch::Contains("tokenizer.ggml.merges[1] is not valid UTF-8"));
+    CHECK_THAT(tokenizer_refusal(small_tokenizer().string("tokenizer.chat_template", "{{ bos_token }}\xff"), "utf8_template"),
+               Catch::Contains("tokenizer.chat_template is not valid UTF-8"));
     TokenizerKeys twice;
     twice.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "smollm");
     twice.strings("tokenizer.ggml.tokens", {"a", "a"}).strings("tokenizer.ggml.merges", {});
