@@ -519,6 +519,14 @@ TEST_CASE("GGUF tokenizer keys: a hand-made vocabulary encodes as worked out, ba
     bad_utf8.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "qwen2");
     bad_utf8.strings("tokenizer.ggml.tokens", {"a", "\xff"}).strings("tokenizer.ggml.merges", {});
     CHECK_THAT(tokenizer_refusal(bad_utf8, "utf8"), Catch::Contains("tokenizer.ggml.tokens[1] is not valid UTF-8"));
+    // merges and the chat template are not valid UTF-8: refused by key (written into JSON text, the bad bytes
+    // became U+FFFD: a merge of another piece, a template rendering other text)
+    TokenizerKeys bad_merge;
+    bad_merge.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "gpt-2");
+    bad_merge.strings("tokenizer.ggml.tokens", {"a", "b"}).strings("tokenizer.ggml.merges", {"a b", "\xc3 b"});
+    CHECK_THAT(tokenizer_refusal(bad_merge, "utf8_merge"), Catch::Contains("tokenizer.ggml.merges[1] is not valid UTF-8"));
+    CHECK_THAT(tokenizer_refusal(small_tokenizer().string("tokenizer.chat_template", "{{ bos_token }}\xff"), "utf8_template"),
+               Catch::Contains("tokenizer.chat_template is not valid UTF-8"));
     TokenizerKeys twice;
     twice.string("tokenizer.ggml.model", "gpt2").string("tokenizer.ggml.pre", "smollm");
     twice.strings("tokenizer.ggml.tokens", {"a", "a"}).strings("tokenizer.ggml.merges", {});
@@ -726,6 +734,22 @@ TEST_CASE("gemma3 and gpt2 keys: what kvscope cannot read as a folder's config i
     TokenizerKeys no_context;
     no_context.u32("gpt2.block_count", 2).u32("gpt2.embedding_length", 8).u32("gpt2.attention.head_count", 2);
     CHECK_THAT(model_refusal("gpt2", no_context, "gpt2_context"), Catch::Contains("gpt2.context_length is missing"));
+    // block_count is held to kvscope's layer limit before anything is made per layer: a gemma3 file without
+    // attention.sliding_window spells out each layer's type, which for 2^32 - 1 layers ran out of time and memory
+    // (fuzz_gguf_model on a crafted file); 4097 is one past the limit, refused by its GGUF key
+    for (const std::string arch : {"gemma3", "llama", "gpt2"}) {
+        TokenizerKeys many;
+        many.u32(arch + ".block_count", 4097).u32(arch + ".embedding_length", 8).u32(arch + ".feed_forward_length", 16);
+        many.u32(arch + ".attention.head_count", 2).u32(arch + ".context_length", 32);
+        CHECK_THAT(model_refusal(arch, many, arch + "_layers"),
+                   Catch::Contains(arch + ".block_count (4097) is larger than kvscope supports (4096)"));
+    }
+    // a real that config.json cannot hold is refused by its key (it was "not valid JSON at 1:...", about a
+    // config.json the user never wrote)
+    CHECK_THAT(model_refusal("llama", shape_keys("llama").f32("llama.rope.freq_base", INFINITY), "inf_theta"),
+               Catch::Contains("llama.rope.freq_base must be a finite number, found inf"));
+    CHECK_THAT(model_refusal("gpt2", shape_keys("gpt2").f32("gpt2.attention.layer_norm_epsilon", NAN), "nan_epsilon"),
+               Catch::Contains("gpt2.attention.layer_norm_epsilon must be a finite number, found nan"));
     // a file with the keys right but no weights: the first missing tensor, by its Hugging Face name
     CHECK_THAT(model_refusal("gpt2", shape_keys("gpt2"), "gpt2_weights"), Catch::Contains("wpe.weight"));
     CHECK_THAT(model_refusal("gemma3", shape_keys("gemma3"), "gemma3_weights"), Catch::Contains("model.layers.0.input_layernorm.weight"));

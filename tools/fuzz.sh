@@ -227,13 +227,79 @@ cat >"$dict" <<'DICT'
 "\"embedding_scale\""
 DICT
 
-# GGUF seeds: the independent writer's fixture (every metadata type, every readable tensor type), when the
-# Python with numpy is at hand
-mkdir -p "$seeds/fuzz_gguf"
+# GGUF seeds, when the Python with numpy is at hand (tests/reference/gguf_reference.py): the independent
+# writer's fixture (every metadata type, every readable tensor type); tiny models of every architecture, three
+# with a tokenizer (fuzz_gguf_model); tokenizer-only files of each byte-level pre-tokenizer and of SentencePiece
+# (fuzz_gguf_tokenizer). The reader, fuzz_gguf, starts from all of them. Each file is a few kilobytes.
+mkdir -p "$seeds/fuzz_gguf" "$seeds/fuzz_gguf_model" "$seeds/fuzz_gguf_tokenizer"
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
-    /usr/bin/python3 "$root/tests/reference/gguf_reference.py" fixture "$build/gguf-seed" >/dev/null &&
+    gguf_reference="$root/tests/reference/gguf_reference.py"
+    /usr/bin/python3 "$gguf_reference" fixture "$build/gguf-seed" >/dev/null &&
         cp "$build/gguf-seed/fixture.gguf" "$seeds/fuzz_gguf/fixture.gguf"
+    if /usr/bin/python3 "$gguf_reference" seeds "$build/gguf-seeds" >/dev/null; then
+        cp "$build"/gguf-seeds/model/*.gguf "$seeds/fuzz_gguf_model/"
+        cp "$build"/gguf-seeds/tokenizer/*.gguf "$seeds/fuzz_gguf_tokenizer/"
+        cp "$build"/gguf-seeds/model/*.gguf "$build"/gguf-seeds/tokenizer/*.gguf "$seeds/fuzz_gguf/"
+    fi
 fi
+# GGUF key and tensor names, architectures and pre-tokenizers: strings in GGUF carry their length, so these
+# help most where they overwrite a word of the same length ("qwen2" for "llama").
+gguf_dict="$build/gguf.dict"
+cat >"$gguf_dict" <<'DICT'
+"general.architecture"
+"llama"
+"qwen2"
+"qwen3"
+"gemma3"
+"gpt2"
+"block_count"
+"embedding_length"
+"feed_forward_length"
+"context_length"
+"attention.head_count"
+"attention.head_count_kv"
+"attention.key_length"
+"attention.value_length"
+"attention.layer_norm_rms_epsilon"
+"attention.sliding_window"
+"attention.sliding_window_pattern"
+"attention.scale"
+"rope.freq_base"
+"rope.freq_base_swa"
+"rope.scaling.type"
+"rope.scaling.factor"
+"linear"
+"none"
+"rope_freqs.weight"
+"token_embd.weight"
+"position_embd.weight"
+"output_norm.weight"
+"output.weight"
+"blk.0."
+"blk.1."
+"attn_q.weight"
+"attn_k.weight"
+"attn_qkv.weight"
+"attn_norm.weight"
+"ffn_norm.weight"
+"post_ffw_norm.weight"
+"tokenizer.ggml.model"
+"tokenizer.ggml.pre"
+"llama-bpe"
+"smollm"
+"gpt-2"
+"default"
+"tokenizer.ggml.tokens"
+"tokenizer.ggml.merges"
+"tokenizer.ggml.scores"
+"tokenizer.ggml.token_type"
+"tokenizer.ggml.bos_token_id"
+"tokenizer.ggml.add_bos_token"
+"tokenizer.ggml.add_space_prefix"
+"tokenizer.chat_template"
+"\xe2\x96\x81"
+"<0x41>"
+DICT
 
 # pass 4: run each target for the given time
 status=0
@@ -247,6 +313,7 @@ for t in "${targets[@]}"; do
     dict_flag=()
     case "$t" in fuzz_checkpoint_index|fuzz_config|fuzz_safetensors|fuzz_tokenizer_json) dict_flag=("-dict=$dict") ;; esac
     [ "$t" = fuzz_jinja ] && dict_flag=("-dict=$jinja_dict")
+    case "$t" in fuzz_gguf|fuzz_gguf_model|fuzz_gguf_tokenizer) dict_flag=("-dict=$gguf_dict") ;; esac
     log="$build/$t.log"
     echo "fuzz: $t for ${seconds}s"
     if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

@@ -77,6 +77,10 @@ std::string hf_name(const std::string& arch, const std::string& name) {
     return (gpt2 ? "h." : "model.layers.") + std::to_string(layer) + "." + it->second;
 }
 
+// parse_config's limit on num_hidden_layers / n_layer (config.cpp): block_count is held to it before
+// anything is made per layer, so a damaged count is refused by its key instead of filling memory.
+constexpr int64_t k_max_layers = int64_t(1) << 12;
+
 class Metadata {
 public:
     Metadata(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
@@ -91,10 +95,20 @@ public:
             fail(arch_ + "." + key + " must be a positive integer, found " + shown(*v));
         return v->integer;
     }
+    // {arch}.block_count, held to parse_config's limit before anything is made per layer
+    int64_t layers() const {
+        const int64_t n = size("block_count");
+        if (n > k_max_layers)
+            fail(arch_ + ".block_count (" + std::to_string(n) + ") is larger than kvscope supports (" +
+                 std::to_string(k_max_layers) + ")");
+        return n;
+    }
     double real(const std::string& key, double fallback) const {
         const GgufValue* v = f_.find(arch_ + "." + key);
         if (!v) return fallback;
         if (!v->is_real()) fail(arch_ + "." + key + " must be a number, found " + shown(*v));
+        // config.json has no NaN or infinity: refused here by the key, not as JSON the user never wrote
+        if (!std::isfinite(v->real)) fail(arch_ + "." + key + " must be a finite number, found " + std::to_string(v->real));
         return v->real;
     }
     [[noreturn]] void fail(const std::string& what) const { throw LoadError(f_.path(), what); }
@@ -139,7 +153,7 @@ std::string rope_scaling_json(const GgufFile& f, const Metadata& m, const std::s
 void add_gemma3_keys(const GgufFile& f, const Metadata& m, std::string& j) {
     auto add = [&](const char* key, const std::string& value) { j += std::string(", \"") + key + "\": " + value; };
     add("hidden_activation", "\"gelu_pytorch_tanh\"");
-    const int64_t n_layer = m.size("block_count");
+    const int64_t n_layer = m.layers();
     if (f.find("gemma3.attention.sliding_window")) {
         add("sliding_window", std::to_string(m.size("attention.sliding_window")));
         const GgufValue* pattern = f.find("gemma3.attention.sliding_window_pattern");
@@ -186,7 +200,7 @@ std::string config_json(const GgufFile& f, const std::string& arch) {
     auto add = [&](const char* key, const std::string& value) { j += std::string(", \"") + key + "\": " + value; };
     add("vocab_size", std::to_string(embedding->dims[1]));
     add("hidden_size", std::to_string(m.size("embedding_length")));
-    add("num_hidden_layers", std::to_string(m.size("block_count")));
+    add("num_hidden_layers", std::to_string(m.layers()));
     add("intermediate_size", std::to_string(m.size("feed_forward_length")));
     add("num_attention_heads", std::to_string(heads));
     add("num_key_value_heads", std::to_string(m.size("attention.head_count_kv", heads)));
@@ -217,7 +231,7 @@ std::string gpt2_config_json(const GgufFile& f, bool tied) {
     add("vocab_size", std::to_string(embedding->dims[1]));
     add("n_positions", std::to_string(m.size("context_length")));
     add("n_embd", std::to_string(n_embd));
-    add("n_layer", std::to_string(m.size("block_count")));
+    add("n_layer", std::to_string(m.layers()));
     add("n_head", std::to_string(m.size("attention.head_count")));
     add("n_inner", std::to_string(m.size("feed_forward_length", 4 * n_embd)));
     add("layer_norm_epsilon", number(m.real("attention.layer_norm_epsilon", 1e-5)));

@@ -295,14 +295,19 @@ std::optional<GgufTokenizerFiles> gguf_tokenizer_files(const GgufFile& file) {
         out.tokenizer_json = spm_tokenizer_json(k, tokens, scores, types, o);
     } else {
         const std::vector<std::string>& merges = k.array("tokenizer.ggml.merges", GgufValueType::String).texts;
+        // JSON text cannot carry these bytes: written out they would become U+FFFD, a different merge
+        for (size_t i = 0; i < merges.size(); ++i)
+            if (!valid_utf8(merges[i])) k.fail("tokenizer.ggml.merges[" + std::to_string(i) + "] is not valid UTF-8");
         out.tokenizer_json = tokenizer_json(k, *pre, tokens, types, merges, bos, add_bos);
     }
     std::string& c = out.tokenizer_config_json;
     c = R"({"add_bos_token": )" + std::string(add_bos ? "true" : "false");
     if (bos) c += R"(, "bos_token": )" + json_escape(tokens[size_t(*bos)]);
     if (eos) c += R"(, "eos_token": )" + json_escape(tokens[size_t(*eos)]);
-    if (const GgufValue* t = k.find("tokenizer.chat_template", GgufValueType::String))
+    if (const GgufValue* t = k.find("tokenizer.chat_template", GgufValueType::String)) {
+        if (!valid_utf8(t->text)) k.fail("tokenizer.chat_template is not valid UTF-8");
         c += R"(, "chat_template": )" + json_escape(t->text);
+    }
     c += "}";
     return out;
 }

@@ -23,6 +23,9 @@ layouts (ggml-common.h's block structs). kvscope's C++ reader and dequantizers a
                                         tokenizer.json + tokenizer_config.json: a byte-level BPE one as its gpt2
                                         path does, a SentencePiece one (Llama 2, Gemma 3) as its sentencepiece
                                         path does, with the scores rebuilt from the merges (spm_scores)
+  gguf_reference.py seeds OUT_DIR       the fuzz targets' seeds (tools/fuzz.sh): OUT_DIR/model/*.gguf, tiny random
+                                        models of every architecture, some with a tokenizer; OUT_DIR/tokenizer/*.gguf,
+                                        tokenizer keys only, each byte-level pre-tokenizer and SentencePiece
 """
 import json
 import os
@@ -652,18 +655,30 @@ def convert(folder, out, tname, dequantized_folder=None):
     """What llama.cpp's converter does to each tensor, and back: the dequantized folder holds what a reader
     that undoes it all (Q/K permutation, Gemma's norm + 1, GPT-2's transposes) must find."""
     cfg = json.load(open(os.path.join(folder, "config.json")))
+    weights = read_safetensors(os.path.join(folder, "model.safetensors"))
+    name = os.path.basename(os.path.normpath(folder))
+    tokenizer = tokenizer_metadata(folder, cfg["vocab_size"]) if os.path.exists(os.path.join(folder, "tokenizer.json")) else []
+    metadata, tensors, deq = convert_weights(cfg, weights, tname, name, tokenizer)
+    write_gguf(out, metadata, tensors)
+    if dequantized_folder:
+        os.makedirs(dequantized_folder, exist_ok=True)
+        write_safetensors(os.path.join(dequantized_folder, "model.safetensors"), deq)
+        with open(os.path.join(dequantized_folder, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+
+
+def convert_weights(cfg, weights, tname, name, tokenizer):
+    """convert's work on a config.json dict and its {Hugging Face name: float32 array}: -> (metadata, tensors
+    as write_gguf takes them, {Hugging Face name: the weight as numpy dequantizes it})."""
     model_type = cfg.get("model_type", "gpt2")
     arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3",
             "gpt2": "gpt2"}.get(model_type)
     if arch is None:
         sys.exit("convert: model_type %r is not one this writer converts" % model_type)
-    weights = read_safetensors(os.path.join(folder, "model.safetensors"))
-    name = os.path.basename(os.path.normpath(folder))
     metadata = gpt2_metadata(cfg, name) if arch == "gpt2" else llama_metadata(arch, cfg, name)
     n_head = cfg.get("num_attention_heads", cfg.get("n_head"))
     n_kv = cfg.get("num_key_value_heads", n_head)
-    if os.path.exists(os.path.join(folder, "tokenizer.json")):
-        metadata += tokenizer_metadata(folder, cfg["vocab_size"])
+    metadata += tokenizer
     tensors, deq = [], {}
 
     def add(gguf_name, hf_name, w, quantized):
@@ -720,21 +735,185 @@ def convert(folder, out, tname, dequantized_folder=None):
         # Gemma3Model skips lm_head (tied)
         if "lm_head.weight" in weights and not cfg.get("tie_word_embeddings", False) and arch != "gemma3":
             add("output.weight", "lm_head.weight", weights["lm_head.weight"], True)
-    write_gguf(out, metadata, tensors)
-    if dequantized_folder:
-        os.makedirs(dequantized_folder, exist_ok=True)
-        write_safetensors(os.path.join(dequantized_folder, "model.safetensors"), deq)
-        with open(os.path.join(dequantized_folder, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=1)
+    return metadata, tensors, deq
+
+
+# --- fuzz seeds: tiny valid files of every architecture and tokenizer kind (tests/fuzz/, tools/fuzz.sh) ---
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+BOS_TEMPLATE = "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content | trim }}{{ eos_token }}{% endfor %}"
+
+
+def byte_level_chars():
+    """GPT-2's bytes_to_unicode: the character each byte is written as in a byte-level vocabulary."""
+    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    chars, n = {b: chr(b) for b in printable}, 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + n)
+            n += 1
+    return [chars[b] for b in range(256)]
+
+
+def seed_bpe_tokenizer(pre):
+    """A byte-level BPE tokenizer.json (as a dict) and its tokenizer_config.json for tokenizer.ggml.pre `pre`:
+    the 256 byte characters, four merges, two special added tokens and one that is not."""
+    vocab = {c: i for i, c in enumerate(byte_level_chars())}
+    space = byte_level_chars()[ord(" ")]
+    merges = [("a", "b"), (space, "a"), ("ab", "c"), (space + "a", "b"), ("1", "2")]
+    for left, right in merges:
+        vocab.setdefault(left + right, len(vocab))
+    n = len(vocab)
+    added = [{"id": n, "content": "<|bos|>", "special": True}, {"id": n + 1, "content": "<|im_end|>", "special": True},
+             {"id": n + 2, "content": "<t>", "special": False}]
+    split = {"Regex": {"llama-bpe": LLAMA3_REGEX, "qwen2": QWEN2_REGEX}.get(pre, "")}
+    steps = {"llama-bpe": [{"type": "Split", "pattern": split}, {"type": "ByteLevel"}],
+             "qwen2": [{"type": "Split", "pattern": split}, {"type": "ByteLevel"}],
+             "smollm": [{"type": "Digits"}, {"type": "ByteLevel"}], "gpt-2": [{"type": "ByteLevel"}]}[pre]
+    bos = pre == "llama-bpe"
+    tok = {"added_tokens": added, "pre_tokenizer": {"type": "Sequence", "pretokenizers": steps},
+           "post_processor": {"single": [{"SpecialToken": {"id": "<|bos|>"}}, {"Sequence": {"id": "A"}}]} if bos else None,
+           "model": {"type": "BPE", "vocab": vocab, "merges": [" ".join(m) for m in merges]}}
+    config = {"eos_token": "<|im_end|>", "chat_template": CHATML}
+    if bos:
+        config["bos_token"] = "<|bos|>"
+    return tok, config
+
+
+def seed_spm_tokenizer(prefix):
+    """A SentencePiece tokenizer.json (as Hugging Face converts one) and its tokenizer_config.json: <unk> <s> </s>,
+    the 256 byte pieces, six merged pieces; prefix: Llama 2's Prepend normalizer, else Gemma's none, with a
+    user-defined "▁▁" (llama.cpp's converter writes it as two spaces)."""
+    pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + ["\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"]
+    vocab = {p: i for i, p in enumerate(pieces)}
+    added = [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True},
+             {"id": 2, "content": "</s>", "special": True}]
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, replace]} if prefix else replace
+    config = {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True, "chat_template": BOS_TEMPLATE}
+    if not prefix:
+        added.append({"id": len(vocab), "content": "\u2581\u2581", "special": False})
+        config["added_tokens_decoder"] = {str(len(vocab)): {"content": "\u2581\u2581", "special": False}}
+    tok = {"added_tokens": added, "normalizer": normalizer, "decoder": {"type": "Sequence"},
+           "model": {"type": "BPE", "vocab": vocab, "merges": ["\u2581 a", "a b", "\u2581a b"], "byte_fallback": True,
+                     "unk_token": "<unk>"}}
+    return tok, config
+
+
+def seed_tokenizer_metadata(kind):
+    """kind: a byte-level tokenizer.ggml.pre name, "spm" (Llama 2) or "spm-gemma"."""
+    if kind.startswith("spm"):
+        tok, config = seed_spm_tokenizer(kind == "spm")
+        return spm_tokenizer_metadata(tok, config, 0)
+    tok, config = seed_bpe_tokenizer(kind)
+    return bpe_tokenizer_metadata(tok, config, 0)
+
+
+def seed_config(model_type, hidden, layers, vocab, **extra):
+    """A config.json dict of tiny shapes: 2 heads (1 K/V head), head_dim hidden / 2, 16 positions."""
+    if model_type == "gpt2":
+        cfg = {"model_type": "gpt2", "vocab_size": vocab, "n_positions": 16, "n_embd": hidden, "n_layer": layers,
+               "n_head": 2, "layer_norm_epsilon": 1e-5}
+    else:
+        cfg = {"model_type": model_type, "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": hidden,
+               "num_hidden_layers": layers, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": hidden // 2,
+               "max_position_embeddings": 16, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+               "tie_word_embeddings": model_type == "gemma3_text"}
+    cfg.update(extra)
+    return cfg
+
+
+def seed_weights(cfg, rng):
+    """Random weights of every tensor the config's model has, by Hugging Face name."""
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    def norm(n):
+        return (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    vocab = cfg["vocab_size"]
+    if cfg["model_type"] == "gpt2":
+        c = cfg["n_embd"]
+        out = {"wte.weight": w(vocab, c), "wpe.weight": w(cfg["n_positions"], c), "ln_f.weight": norm(c), "ln_f.bias": w(c)}
+        for i in range(cfg["n_layer"]):
+            shapes = {"ln_1.weight": None, "ln_1.bias": (c,), "attn.c_attn.weight": (c, 3 * c), "attn.c_attn.bias": (3 * c,),
+                      "attn.c_proj.weight": (c, c), "attn.c_proj.bias": (c,), "ln_2.weight": None, "ln_2.bias": (c,),
+                      "mlp.c_fc.weight": (c, 4 * c), "mlp.c_fc.bias": (4 * c,), "mlp.c_proj.weight": (4 * c, c),
+                      "mlp.c_proj.bias": (c,)}
+            for name, shape in shapes.items():
+                out["h.%d.%s" % (i, name)] = norm(c) if shape is None else w(*shape)
+        return out
+    c, f, d = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
+    q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    out = {"model.embed_tokens.weight": w(vocab, c), "model.norm.weight": norm(c)}
+    if not cfg["tie_word_embeddings"]:
+        out["lm_head.weight"] = w(vocab, c)
+    for i in range(cfg["num_hidden_layers"]):
+        shapes = {"input_layernorm.weight": None, "post_attention_layernorm.weight": None,
+                  "self_attn.q_proj.weight": (q, c), "self_attn.k_proj.weight": (kv, c), "self_attn.v_proj.weight": (kv, c),
+                  "self_attn.o_proj.weight": (c, q), "mlp.gate_proj.weight": (f, c), "mlp.up_proj.weight": (f, c),
+                  "mlp.down_proj.weight": (c, f)}
+        if cfg["model_type"] == "qwen2":
+            shapes.update({"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,), "self_attn.v_proj.bias": (kv,)})
+        if cfg["model_type"] in ("qwen3", "gemma3_text"):
+            shapes.update({"self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,)})
+        if cfg["model_type"] == "gemma3_text":
+            shapes.update({"pre_feedforward_layernorm.weight": None, "post_feedforward_layernorm.weight": None})
+        for name, shape in shapes.items():
+            out["model.layers.%d.%s" % (i, name)] = norm(c) if shape is None else w(*shape)
+    return out
+
+
+def seeds(out):
+    """OUT/model/*.gguf: every architecture (Llama also with Llama 3's rope_freqs and with linear scaling), in
+    F32/F16/BF16 at width 8 and in the 32-weight block types at width 32, and three with a tokenizer;
+    OUT/tokenizer/*.gguf: tokenizer keys only, byte-level BPE with each pre-tokenizer kvscope knows and
+    SentencePiece with and without the space prefix. Each file is a few kilobytes."""
+    rng = np.random.default_rng(11)
+    gemma = dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=8)
+    models = [
+        ("llama_F32", "F32", seed_config("llama", 8, 2, 8), None),
+        ("llama_rope_freqs_F32", "F32", seed_config("llama", 8, 1, 8, rope_scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8}), None),
+        ("llama_linear_BF16", "BF16", seed_config("llama", 8, 1, 8, tie_word_embeddings=True,
+                                                  rope_scaling={"rope_type": "linear", "factor": 2.0}), None),
+        ("qwen2_F16", "F16", seed_config("qwen2", 8, 1, 8), None),
+        ("qwen3_F32", "F32", seed_config("qwen3", 8, 1, 8), None),
+        ("gemma3_F32", "F32", seed_config("gemma3_text", 8, 2, 8, **gemma), None),
+        ("gpt2_F32", "F32", seed_config("gpt2", 8, 1, 8), None),
+        ("llama_Q8_0", "Q8_0", seed_config("llama", 32, 1, 8), None),
+        ("qwen2_Q4_0", "Q4_0", seed_config("qwen2", 32, 1, 8), None),
+        ("qwen3_Q5_0", "Q5_0", seed_config("qwen3", 32, 1, 8), None),
+        ("gemma3_Q5_1", "Q5_1", seed_config("gemma3_text", 32, 1, 8, sliding_window=4), None),
+        ("gpt2_Q4_1", "Q4_1", seed_config("gpt2", 32, 1, 8), None),
+        ("llama_llama-bpe_F16", "F16", seed_config("llama", 8, 1, 0), "llama-bpe"),
+        ("qwen2_qwen2_F16", "F16", seed_config("qwen2", 8, 1, 0), "qwen2"),
+        ("gemma3_spm_F16", "F16", seed_config("gemma3_text", 8, 1, 0, **dict(gemma, layer_types=["sliding_attention"])),
+         "spm-gemma"),
+    ]
+    os.makedirs(os.path.join(out, "model"), exist_ok=True)
+    for name, tname, cfg, tokenizer in models:
+        meta = seed_tokenizer_metadata(tokenizer) if tokenizer else []
+        if tokenizer:
+            cfg["vocab_size"] = len(meta[2][2])  # one embedding row per token
+        metadata, tensors, _ = convert_weights(cfg, seed_weights(cfg, rng), tname, name, meta)
+        write_gguf(os.path.join(out, "model", name + ".gguf"), metadata, tensors)
+    os.makedirs(os.path.join(out, "tokenizer"), exist_ok=True)
+    for kind in ("llama-bpe", "qwen2", "smollm", "gpt-2", "spm", "spm-gemma"):
+        write_gguf(os.path.join(out, "tokenizer", kind + ".gguf"),
+                   [("general.architecture", "string", "llama")] + seed_tokenizer_metadata(kind), [])
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "fixture":
         fixture(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "seeds":
+        seeds(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "tokenizer":
         convert_tokenizer(*sys.argv[2:])
     elif len(sys.argv) in (5, 6) and sys.argv[1] == "convert":
         convert(*sys.argv[2:])
     else:
         sys.exit("usage: gguf_reference.py fixture OUT_DIR | convert FOLDER OUT.gguf TYPE [DEQUANTIZED_FOLDER]"
-                 " | tokenizer FOLDER OUT.gguf")
+                 " | tokenizer FOLDER OUT.gguf | seeds OUT_DIR")
