@@ -93,14 +93,15 @@ def make(name, out, node_modules):
         make_model.write(out, vocab=50257, n_embd=256, n_layer=2, n_head=4, n_positions=1024, hf_style=True,
                          seed=7)
         gpt2_tokenizer(node_modules, out)
-    else:
-        sys.exit(f"folders.py: unknown folder '{name}' (llama, qwen2 or gpt2)")
 
 
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     out_dir, node_modules = argv[0], argv[1]
+    unknown = [name for name in argv[2:] if name not in ("llama", "qwen2", "gpt2")]
+    if unknown:
+        sys.exit(f"folders.py: unknown folder '{unknown[0]}' (llama, qwen2 or gpt2)")
     for name in argv[2:]:
         out = os.path.join(out_dir, name)
         os.makedirs(out, exist_ok=True)

@@ -11,8 +11,9 @@ transformers and this machine no PyPI). Nothing here is kvscope's code.
       .decode(ids)                          kvscope's tokenizer tests compare with; KVSCOPE_NODE_MODULES names its
                                             node_modules folder
 
-The converter names the pre-tokenizer by hashing encode() of a check text; a wrong encoding gives an
-unknown hash and the converter stops, so the hash also checks this encoder on that text.
+The converter names the pre-tokenizer by hashing encode() of a check text, so the name it writes also checks
+this encoder on that text: a wrong encoding gives an unknown hash (the converter stops) or another model's
+(leaving out Llama 3's BOS gives Smaug's "smaug-bpe", which kvscope then refuses by name).
 """
 import atexit
 import json
