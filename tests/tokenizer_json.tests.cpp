@@ -149,6 +149,19 @@ TEST_CASE("a small byte-level tokenizer.json: merges as strings or pairs, BOS, a
     }
 }
 
+TEST_CASE("an added token marked normalized loads without a normalizer (GPT-2's file), is refused with one") {
+    const std::string normalized = R"([{"id": 256, "content": "<|endoftext|>", "special": true, "normalized": true}])";
+    const std::string plain = R"([{"id": 256, "content": "<|endoftext|>", "special": true, "normalized": false}])";
+    const std::string gpt2_pre = R"({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})";
+    const Tokenizer a = Tokenizer::from_tokenizer_json(byte_level_json({}, "[]", gpt2_pre, "null", normalized), "", "");
+    const Tokenizer b = Tokenizer::from_tokenizer_json(byte_level_json({}, "[]", gpt2_pre, "null", plain), "", "");
+    CHECK(a.encode("hi<|endoftext|>", true) == std::vector<TokenId>{'h', 'i', 256});
+    CHECK(a.encode("hi<|endoftext|>", true) == b.encode("hi<|endoftext|>", true));
+    std::string with_nfc = byte_level_json({}, "[]", gpt2_pre, "null", normalized);
+    with_nfc.replace(with_nfc.find(R"("normalizer": null)"), 18, R"("normalizer": {"type": "NFC"})");
+    CHECK_THAT(load_error(with_nfc), Catch::Contains("added token \"<|endoftext|>\" with normalized is not supported"));
+}
+
 TEST_CASE("SentencePiece-style BPE: Prepend puts a marker before every segment, Metaspace only when none is there") {
     // ids: 0 <unk>, 1 <s>, 2.. the 256 <0xNN>, then ▁ a b ▁a ab ▁ab
     std::string vocab = R"({"<unk>": 0, "<s>": 1)";

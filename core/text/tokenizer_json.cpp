@@ -8,7 +8,8 @@
 //                   | Sequence[Split(Regex, Isolated), ByteLevel(use_regex false)] with a regex
 //                     pretokenizer.h knows | Split(" ", MergedWithPrevious) after spaces became "▁" (no-op)
 //   model           BPE: vocab, merges ("a b" or ["a", "b"]), byte_fallback, ignore_merges, unk_token
-//   added_tokens    matched as whole strings in the raw text (lstrip/rstrip/single_word/normalized refused)
+//   added_tokens    matched as whole strings in the raw text (lstrip/rstrip/single_word refused; normalized only
+//                   without a normalizer, where it changes nothing: GPT-2's own file marks <|endoftext|> so)
 //   post_processor  null | ByteLevel | TemplateProcessing "<bos> $A" or "$A" | Sequence of those
 //   decoder         ByteLevel | Metaspace | Sequence of Replace("▁" -> " "), ByteFallback, Fuse, Strip
 // tokenizer_config.json: eos_token names end_of_text().
@@ -280,7 +281,8 @@ struct TokenIds {
     std::vector<std::optional<std::string>> id_text;       // (n_vocab) as written in the file
 };
 
-TokenIds claim_ids(const Reader& r, const Json& vocab, const Json* added_json, Tokenizer::Impl& t) {
+TokenIds claim_ids(const Reader& r, const Json& vocab, const Json* added_json, bool identity_normalizer,
+                   Tokenizer::Impl& t) {
     TokenIds out;
     auto claim = [&](const std::string& text, int64_t id, const char* where) {
         if (id < 0 || id >= INT32_MAX) r.fail(std::string(where) + " token " + json_escape(text) + " has id " + std::to_string(id));
@@ -300,7 +302,7 @@ TokenIds claim_ids(const Reader& r, const Json& vocab, const Json* added_json, T
             const Json& id = r.member(a, "id", "added token " + json_escape(content));
             if (!id.is_integer()) r.fail("added token " + json_escape(content) + " has an id of kind " + id.kind_name());
             for (const char* key : {"lstrip", "rstrip", "single_word", "normalized"})
-                if (r.flag(a, key, false))
+                if (r.flag(a, key, false) && !(identity_normalizer && std::string_view(key) == "normalized"))
                     r.unsupported("added token " + json_escape(content), std::string("with ") + key);
             claim(content, id.as_integer(), "added_tokens");
             Tokenizer::Impl::AddedToken token{content, TokenId(id.as_integer())};
@@ -361,7 +363,8 @@ std::unordered_map<std::string, TokenId> read_vocab(const Reader& r, const Json&
     const Json* added_json = doc.find("added_tokens");
     if (added_json && !added_json->is_array()) r.fail("added_tokens is not an array");
 
-    TokenIds ids = claim_ids(r, vocab, added_json, t);
+    // matching the normalized text is matching the raw text when no normalizer changes it
+    TokenIds ids = claim_ids(r, vocab, added_json, part_of(doc, "normalizer").is_null(), t);
     fill_token_bytes(r, vocab, ids.id_text, byte_fallback, t);
     const bool sentencepiece = t.model == Tokenizer::Impl::Model::SentencePiece;
     const Json* unk = model.find("unk_token");
