@@ -111,6 +111,11 @@
 #              widgets found through --layout-dump; tests/gui/check_input.py
 #   gui.help_input  F1, ?, Escape and the Controls' "?" button open and close the help overlay; a ? typed into
 #              the prompt box stays there; tests/gui/check_help_input.py
+#   gui.workspaces_input  keys 1-5 and the bar switch workspaces without changing the session (steps, prompt,
+#              status, shown step, layer, head); a digit typed into the prompt stays there; closed by SIGTERM,
+#              the window leaves settings.json with its workspace and size, and a second window opens there;
+#              a settings.json the user wrote is honoured and kept byte for byte, a bad one gives the
+#              defaults, each with one warning line; tests/gui/check_workspaces_input.py
 #
 # Every script takes --kvscope BIN --work DIR (+ the arguments given below) and shares tests/gui/guitest.py
 # (arguments, xvfb-run at a size, script runs, PNG and JSON reading, one-line failures); it exits 77 (skipped)
@@ -158,6 +163,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(chat check_chat 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(help_input check_help_input 300)
+    kvscope_gui_test(workspaces_input check_workspaces_input 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)

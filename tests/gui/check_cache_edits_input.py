@@ -39,6 +39,7 @@ def inner(a):
     try:
         app.wait("first frames", lambda s: s["frames"] > 3)
         app.prefill(PROMPT)
+        app.workspace("Lab")
         app.click("tab Cache edits")
         wait_text(app, "edits pending", "0")
         app.screenshot("cache edits tab")

@@ -94,14 +94,16 @@ def main():
     # B. A typed source and prompt; the maps the panel shows.
     print("B. source '%s', prompt '%s', prefill + %d decode steps:" % (SOURCE, PROMPT, N_DECODE))
     dump, shot = w("main.json"), w("main.png")
-    script(a.kvscope, a.work, "main", [
-        "source " + SOURCE, "prompt " + PROMPT, "prefill", "decode %d" % N_DECODE,
-        "layer %d" % LAYER, "head %d" % HEAD, "attention cross", "attention-json " + w("cross_last.json"),
-        "show-step 0", "attention-json " + w("cross_first.json"),
-        "attention encoder", "layer 0", "attention-json " + w("encoder_l0.json"),
-        "layer 1", "attention-json " + w("encoder_l1.json"),
-        "view all-heads", "frames 2", "view one-head", "layer %d" % LAYER,
-        "attention cross", "show-step newest"], (W, H), model=ed_model)
+    lines = ["source " + SOURCE, "prompt " + PROMPT, "prefill", "decode %d" % N_DECODE,
+             "layer %d" % LAYER, "head %d" % HEAD, "attention cross", "attention-json " + w("cross_last.json"),
+             "show-step 0", "attention-json " + w("cross_first.json"),
+             "attention encoder", "layer 0", "attention-json " + w("encoder_l0.json"),
+             "layer 1", "attention-json " + w("encoder_l1.json"),
+             "view all-heads", "frames 2", "view one-head", "layer %d" % LAYER,
+             "attention cross", "show-step newest"]
+    script(a.kvscope, a.work, "main", lines, (W, H), model=ed_model)
+    # The same session in the Cache workspace: both caches in the KV cache panel.
+    script(a.kvscope, a.work, "main_cache", lines + ["workspace Cache"], (W, H), model=ed_model)
 
     trace = w("trace")
     run([a.kvscope, "generate", "--model", ed_model, "--source", SOURCE, "--prompt", PROMPT,
@@ -143,6 +145,7 @@ def main():
 
     # What was drawn: the widgets of both caches, the source box, the start chip, the timeline note.
     widgets = read_json(dump)["widgets"]
+    widgets.update({n: r for n, r in read_json(w("main_cache.json"))["widgets"].items() if n not in widgets})
     state = read_json(dump)["state"]
     if state["steps"] != N_DECODE + 1 or state["attention"] != "cross" or state["source"] != SOURCE:
         fail("layout dump state %s" % state)

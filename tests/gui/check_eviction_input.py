@@ -135,6 +135,7 @@ def inner(a):
                  % (len(gone), n_pos, BUDGET, n_pos - BUDGET))
 
         # 3. hover every row of the K map that holds a position (slots as the export's cache_state lists them).
+        app.workspace("Cache")
         cache = json.load(open(os.path.join(out, doc["steps"][-1]["folder"], "meta.json")))["cache_state"]
         S, slots = cache["capacity"], cache["slot_positions"]
         x0, y0, x1, y1 = app.state()["widgets"]["kv K map"]
@@ -188,10 +189,12 @@ def inner(a):
         # The last step's query saw every position so far, itself included, less what the steps before it evicted.
         n_keys = n_pos
         before = sum(1 for ev in events[:-1] for e in ev if e["layer"] == 0 and e["kv_head"] == 0)
+        app.workspace("Step")
         count = app.state()["texts"].get("mask count", "")
         want_count = "%d of %d cells: %d visible, %d evicted" % (n_keys, n_keys, n_keys - before, before)
         if not count.startswith(want_count):
             fail("the Mask panel says %r, expected %r" % (count, want_count))
+        app.workspace("Chat")  # it has the Cache on vs off panel in its own window
         note = app.state()["texts"].get("compare note", "")
         if not note.startswith("No comparison under h2o:") or "\n" in note:
             fail("the Cache on vs off panel under h2o says %r" % note)

@@ -29,7 +29,7 @@ PROMPT = "The cat sat on the mat because"
 
 
 def run(work, name, lines):
-    """The final frame's layout dump of `lines`; no saved imgui.ini moves the panels."""
+    """The final frame's layout dump of `lines` (scripts neither read nor write the remembered settings)."""
     env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
     script(KVSCOPE, work, name, lines, (W, H), env=env, timeout=280)
     return read_json(os.path.join(work, name + ".json"))
@@ -147,6 +147,8 @@ def main():
     # 3. words on a one-token step
     d = run(work, "words", start + ["step"])
     t, s = d["texts"], d["state"]
+    # The KV cache panel's line, from the Cache workspace (every other text here is in Step).
+    t = dict(run(work, "words_cache", start + ["step", "workspace Cache"])["texts"], **t)
     print("words:", {k: t[k] for k in ("attention header", "mask header", "kv written", "step range", "status") if k in t})
     want = {
         "attention header": "1 query (rows, position ",

@@ -40,6 +40,7 @@ def inner(a):
     try:
         app.wait("first frames", lambda s: s["frames"] > 3)
         app.prefill(PROMPT)
+        app.workspace("Cache")
         app.click("save figure kv-cache")
         text = wait_status(app, lambda t: t.startswith("saved"), "first click")
         if "kv_cache_step0_l0_h0_K.png" not in text or "kv_cache_step0_l0_h0_V.png" not in text:

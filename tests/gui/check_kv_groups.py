@@ -52,9 +52,10 @@ def main():
     want_groups = " | ".join("KV%d:%s" % (j, "".join(" h%d" % h for h in range(H) if h // G == j)) for j in range(K))
     for size in ((1280, 720), (1920, 1080)):
         label = "%dx%d" % size
-        d = window(a.kvscope, gqa, a.work, "gqa_" + label, size,
-                   ["prompt " + PROMPT, "prefill", "head 4", "view all-heads", "kv-heads open"])
-        t, boxes = d["texts"], d["widgets"]
+        lines = ["prompt " + PROMPT, "prefill", "head 4", "view all-heads", "kv-heads open"]
+        # The KV cache panel in the Cache workspace; the all-heads attention view in Step.
+        t = window(a.kvscope, gqa, a.work, "gqa_" + label, size, lines + ["workspace Cache"])["texts"]
+        boxes = window(a.kvscope, gqa, a.work, "gqa_step_" + label, size, lines)["widgets"]
         checks = {
             "kv groups": "grouped-query attention: %d K/V heads, each read by %d query heads" % (K, G),
             "kv group heads": want_groups,
@@ -84,10 +85,14 @@ def main():
                                                                         t["kv bytes"], K))
 
     cfg, mha = model(a.work, "mha_4x4", 4, 4, a.assets)
-    d = window(a.kvscope, mha, a.work, "mha", (1280, 720), ["prompt " + PROMPT, "prefill", "view all-heads", "kv-heads open"])
+    lines = ["prompt " + PROMPT, "prefill", "view all-heads", "kv-heads open"]
+    d = window(a.kvscope, mha, a.work, "mha", (1280, 720), lines + ["workspace Cache"])
+    step = window(a.kvscope, mha, a.work, "mha_step", (1280, 720), lines)
     if d["texts"].get("kv groups") != "multi-head attention: each query head has its own K/V head":
         fail("multi-head model: kv groups reads %r" % d["texts"].get("kv groups"))
-    if "kv group heads" in d["texts"] or any(k.startswith("kv group ") for k in d["widgets"]):
+    if not any(k.startswith("head map ") for k in step["widgets"]):
+        fail("multi-head model: the all-heads view drew no head maps")
+    if "kv group heads" in d["texts"] or any(k.startswith("kv group ") for k in step["widgets"]):
         fail("multi-head model: groups shown where there are none")
     per_head = 2 * cfg["num_hidden_layers"] * (cfg["hidden_size"] // 4) * 4
     if not d["texts"].get("kv bytes", "").startswith("per_token=%d multi_head=%d " % (4 * per_head, 4 * per_head)):

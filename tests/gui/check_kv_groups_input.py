@@ -43,6 +43,7 @@ def inner(a):
 
         clicks = [("kv query h%d" % (H - 1), H - 1), ("kv head KV0", 0), ("kv head KV%d" % (K - 1), (K - 1) * G),
                   ("kv query h%d" % ((K - 1) * G + 1), (K - 1) * G + 1), ("kv head KV%d" % (K - 1), (K - 1) * G + 1)]
+        app.workspace("Cache")
         for name, head in clicks:
             app.click(name)
             expect(head, "%s selects query head %d" % (name, head))

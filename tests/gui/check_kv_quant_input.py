@@ -74,6 +74,7 @@ def inner(a):
         app.click("head +")
         app.click("head +")
         app.wait("layer 1, head 2", lambda s: s["layer"] == LAYER and s["head"] == HEAD)
+        app.workspace("Cache")
         app.click("tab " + TAB)
         app.wait_dump("the tab's maps", lambda d: "quant K error" in d["widgets"])
         for fmt, radio in (("fp8", "quant fp8"), ("int8", "quant int8")):

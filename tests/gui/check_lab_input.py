@@ -35,7 +35,7 @@ def inner(a):
     with App(a.kvscope, work, ["--model", model]) as app:
         app.wait("first frames", lambda s: s["frames"] > 3)
         app.type_prompt(PROMPT)
-        app.click("tab Cache lab")
+        app.workspace("Lab")
         app.wait_dump("the lab tab", lambda d: "Measure lab" in d["widgets"])
         app.type_into("lab configurations", " ; ".join(CONFIGS))
         app.click_empty()
@@ -76,6 +76,7 @@ def inner(a):
                                      text=True, timeout=60).stdout.split()[0])
         if gen != newline:
             fail("the CLI predicts %d after the prompt, not the newline %d: pick a prompt that ends a line" % (gen, newline))
+        app.workspace("Step")
         shown = app.state()["texts"].get("next token chosen")
         if shown != "chosen: %d '\u21b5'" % newline:
             fail("the Next token header for a newline reads %r" % shown)

@@ -60,9 +60,15 @@ def main():
     for layer in (0, sliding.index(False)):
         for size in ((1280, 720), (1920, 1080)):
             label = "layer %d at %dx%d" % (layer, size[0], size[1])
-            d = window(a.kvscope, model, a.work, "layer%d_%dx%d" % (layer, size[0], size[1]), size,
-                       ["prompt " + PROMPT, "prefill", "decode 5", "layer %d" % layer])
-            t = d["texts"]
+            lines = ["prompt " + PROMPT, "prefill", "decode 5", "layer %d" % layer]
+            name = "layer%d_%dx%d" % (layer, size[0], size[1])
+            # The KV cache panel's fill in the Cache workspace; the Mask panel's rule in Step (the timeline: both).
+            t = window(a.kvscope, model, a.work, name, size, lines + ["workspace Cache"])["texts"]
+            step = window(a.kvscope, model, a.work, name + "_step", size, lines)["texts"]
+            if step.get("timeline layer window") != t.get("timeline layer window"):
+                fail("%s: the timeline's note differs between workspaces: %r, %r" % (
+                    label, step.get("timeline layer window"), t.get("timeline layer window")))
+            t["mask rule"] = step.get("mask rule", "")
             if t.get("layer windows") != want_seen:
                 fail("%s: per-layer fill %r, expected %r" % (label, t.get("layer windows"), want_seen))
             if not stored_ok(t.get("layer stored")):
@@ -88,7 +94,8 @@ def main():
                 fail("%s: the ring cache says it keeps every position: %r" % (label, t.get("layer stored text")))
             print("  ok %s: seen/stored %s; stored/slots %s; %s" % (label, t["layer windows"], t["layer stored"], want_note))
     # A paged cache keeps every position in every layer (one block table for all layers) and says so.
-    d = window(a.kvscope, model, a.work, "paged", (1280, 720), ["options block=4", "prompt " + PROMPT, "prefill", "decode 5"])
+    d = window(a.kvscope, model, a.work, "paged", (1280, 720),
+               ["options block=4", "prompt " + PROMPT, "prefill", "decode 5", "workspace Cache"])
     t = d["texts"]
     held = [int(x.split("/")[0]) for x in (t.get("layer stored") or "").split()[:-1]]
     if held != [n] * L:

@@ -53,6 +53,7 @@ def inner(a):
         app.click("Decode step")
         app.wait("decode 2", lambda s: s["steps"] == 3)
         # a sliding layer stores its window plus the chunk being written: W - 1 + 1 after a decode step
+        app.workspace("Cache")  # the KV cache panel's per-layer fill
         want_seen = " ".join("%d/%d" % ((min(n, W), min(n, W)) if s else (n, n)) for s in sliding)
         wait_text(app, "layer windows", want_seen, "per-layer fill, seen/stored")
         full = sliding.index(False)

@@ -1,16 +1,21 @@
 #!/usr/bin/python3
-"""Layout test: every panel reachable and legible at 1280x720 and at 1920x1080.
+"""Layout test: every panel reachable and legible at 1280x720 and at 1920x1080, in every workspace.
 
 For each window size and each case, `kvscope gui --script` runs under Xvfb with --layout-dump, and the
-dump of the final frame is checked. The cases: a decoder-only session with the cache comparison; paged
-batches of three and of six sequences with the Memory panel; the encoder-decoder model; a chat of three turns viewed at its
-first step (where a reply's mark and the next message's share a position); the Cache lab tab after a
-measurement of the default configurations; a Gemma 3 folder without a tokenizer (ids only) with the Model
-panel and the Rotary tab in front; the help overlay.
+dump of the final frame is checked. The cases: a decoder-only session shown in each of the five workspaces
+(Step, Cache, Memory, Lab, Chat); paged batches of three and of six sequences (the Memory workspace, which
+a paged batch opens by itself); the encoder-decoder model; a chat of three turns viewed at its first step
+(where a reply's mark and the next message's share a position); the Cache lab tab after a measurement of
+the default configurations; a Gemma 3 folder without a tokenizer (ids only) with the Model panel and the
+Rotary tab in front; the help overlay.
 
-  1. every top-level window (a panel, or a window holding several panels as tabs) lies inside the
-     viewport, and no two of them overlap;
-  2. every panel the case needs is reachable: its own window, or a tab of a window;
+  0. what each workspace shows is what the issue asked of it (WORKSPACES below, written here, not read from
+     the layout code): the frame (Controls, Export, the timeline, the Model panel) and its panels, every
+     declared panel in at least one workspace; the bar names the five workspaces and marks the one shown;
+     in Step the attention map takes at least 45 % of the window's width;
+  1. every top-level window (a panel, a window holding several panels as tabs, the menu bar) lies inside
+     the viewport, and no two of them overlap;
+  2. every panel the workspace shows is reachable: its own window, or a tab of a window;
   3. every named item (buttons, steppers, chips, notes) lies inside the visible part of its window
      (unless that window scrolls that way: then it can be scrolled to);
   4. what a case is about is wholly on screen, scrolling or not (issue 43, finding 11): the Memory panel's
@@ -18,8 +23,8 @@ panel and the Rotary tab in front; the help overlay.
      the Model panel's picker, "Open folder..." button, shape line (with "ids only") and key chips;
   5. nothing drawn over something else: the chat's turn labels never overlap one another, the timeline's
      colour notes never overlap its cache fill bar;
-  6. the paged batch opens the Memory tab by itself, `panel NAME` brings a tab to the front, and a cell
-     selected in the attention map is also outlined in the Mask panel;
+  6. the paged batch opens the Memory workspace by itself, `panel NAME` shows the first workspace holding
+     the panel with its tab in front, and a cell selected in the attention map is also outlined in the Mask panel;
   7. the help overlay (script `help on`, as F1, ? or the Controls' "?" button) lists every shortcut
      declared in app/gui/widgets/shortcuts.cpp with its text, and every panel of app/gui/panels/panel_list.cpp
      with its line; the Controls' key hint is the table's hint words.
@@ -45,7 +50,6 @@ layer 1
 head 0
 show-step 0
 select 10 4
-panel Cache on vs off
 """
 PAGED = """options block=4 share=1 seqs=3 temperature=0.8 max-new=3
 prompt Be kind and brief.
@@ -91,8 +95,41 @@ attention cross
 rownorm on
 show-step 0
 """
-BASE_PANELS = ["Controls", "Heads", "Export", "Token timeline", "Model", "Attention", "KV cache", "Mask",
-               "Next token", "Cache on vs off"]
+FRAME = ["Controls", "Export", "Token timeline", "Model"]
+WORKSPACES = {"Step": ["Attention", "Mask", "Next token", "Cache on vs off", "Heads"],
+              "Cache": ["KV cache", "Rotary", "K/V quant"],
+              "Memory": ["Memory"],
+              "Lab": ["Cache lab", "Cache edits", "Logit lens", "Cache on vs off"],
+              "Chat": ["Attention", "Cache on vs off", "Next token"]}
+WORKSPACE_CASE = """prompt Tom saw the cookie at school. Tom saw the
+prefill
+decode 2
+workspace {workspace}
+"""
+
+
+def panels_of(workspace):
+    return FRAME + WORKSPACES[workspace]
+
+
+def check_workspace(name, dump, size, workspace):
+    """0. The bar and the workspace's main view."""
+    if dump["state"].get("workspace") != workspace:
+        fail("%s: the window shows workspace %r, expected %r" % (name, dump["state"].get("workspace"), workspace))
+    widgets = dump["widgets"]
+    bar = dump["windows"].get("menu bar")
+    if not bar or bar[1] > 1:
+        fail("%s: no menu bar at the top of the window (windows %s)" % (name, sorted(dump["windows"])))
+    for w in WORKSPACES:
+        item = widgets.get("workspace " + w)
+        if not item or not (bar[0] - 1 <= item[0] and item[2] <= bar[2] + 1 and bar[1] - 1 <= item[1] and item[3] <= bar[3] + 1):
+            fail("%s: the bar's '%s' %s is not inside the bar %s" % (name, w, item, bar))
+    if workspace == "Step":
+        att = dump["windows"]["Attention"]
+        share = (att[2] - att[0]) / size[0]
+        if share < 0.45:
+            fail("%s: the attention map's window is %.0f%% of the width, expected at least 45%%" % (name, 100 * share))
+        print("  %-26s the attention map takes %.0f%% of the width" % (name, 100 * share))
 
 
 def overlap(a, b):
@@ -209,6 +246,15 @@ def declared_panels():
     return out
 
 
+def declared_workspaces():
+    """(name, what it is for) of each workspace in app/gui/logic/workspace.cpp, read from the source."""
+    text = open(os.path.join(SOURCE, "app", "gui", "logic", "workspace.cpp"), encoding="utf-8").read()
+    out = re.findall(r'\{Workspace::\w+, "([^"]+)",\s*"([^"]+)"\}', text)
+    if [w for w, _ in out] != list(WORKSPACES):
+        fail("app/gui/logic/workspace.cpp declares the workspaces %s, expected %s" % ([w for w, _ in out], list(WORKSPACES)))
+    return out
+
+
 def check_help(name, dump, size):
     """7. The overlay lists the declared shortcuts and panels; the Controls' hint is the table's."""
     t = dump["texts"]
@@ -217,6 +263,10 @@ def check_help(name, dump, size):
     if t.get("help shortcuts") != want:
         fail("%s: the help lists the shortcuts\n%s\nexpected (app/gui/widgets/shortcuts.cpp)\n%s" % (
             name, t.get("help shortcuts"), want))
+    want = "\n".join("%d %s: %s" % (i + 1, w, d) for i, (w, d) in enumerate(declared_workspaces()))
+    if t.get("help workspaces") != want:
+        fail("%s: the help lists the workspaces\n%s\nexpected (app/gui/logic/workspace.cpp)\n%s" % (
+            name, t.get("help workspaces"), want))
     want = "\n".join("%s: %s" % p for p in declared_panels())
     if t.get("help panels") != want:
         fail("%s: the help lists the panels\n%s\nexpected (app/gui/panels/panel_list.cpp)\n%s" % (name, t.get("help panels"), want))
@@ -241,13 +291,23 @@ def main():
     for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
         if os.path.exists(os.path.join(ids_model, f)):
             os.remove(os.path.join(ids_model, f))
-    cases = [("decoder", DECODER, BASE_PANELS, None), ("paged", PAGED, BASE_PANELS + ["Memory"], None),
-             ("paged6", PAGED6, BASE_PANELS + ["Memory"], None),
-             ("encoder_decoder", ENCODER_DECODER.format(assets=os.path.abspath(a.assets)), BASE_PANELS, None),
-             ("chat", CHAT, BASE_PANELS, chat_model), ("lab", LAB, BASE_PANELS + ["Cache lab"], None),
-             ("model", MODEL, BASE_PANELS + ["Rotary"], ids_model), ("help", HELP, BASE_PANELS, None)]
+    declared = {t for t, _ in declared_panels()}
+    shown = set(FRAME).union(*WORKSPACES.values())
+    if declared != shown:
+        fail("panels in no workspace: %s; in a workspace but not declared: %s" % (
+            sorted(declared - shown), sorted(shown - declared)))
+    # (case, script, the workspace its last frame shows, model folder)
+    cases = [("ws_" + w.lower(), WORKSPACE_CASE.format(workspace=w), w, None) for w in WORKSPACES]
+    # `panel NAME` from a workspace without it: the first workspace that has it, its tab in front.
+    cases += [("panel_switch", WORKSPACE_CASE.format(workspace="Step") + "panel Logit lens\n", "Lab", None),
+              ("panel_here", WORKSPACE_CASE.format(workspace="Step") + "panel Cache on vs off\n", "Step", None)]
+    cases += [("decoder", DECODER, "Step", None), ("paged", PAGED, "Memory", None), ("paged6", PAGED6, "Memory", None),
+              ("encoder_decoder", ENCODER_DECODER.format(assets=os.path.abspath(a.assets)), "Step", None),
+              ("chat", CHAT + "workspace Chat\n", "Chat", chat_model), ("lab", LAB, "Lab", None),
+              ("model", MODEL, "Cache", ids_model), ("help", HELP, "Step", None)]
     only = os.environ.get("KVSCOPE_LAYOUT_CASES")  # a comma-separated subset, for a quick look
-    for case, text, panels, model in cases:
+    for case, text, workspace, model in cases:
+        panels = panels_of(workspace)
         if only and case not in only.split(","):
             continue
         for W, H in SIZES:
@@ -256,6 +316,7 @@ def main():
             script(a.kvscope, a.work, name, text.splitlines(), (W, H), model=model, env=env, timeout=280)
             dump = read_json(os.path.join(a.work, name + ".json"))
             check(name, dump, (W, H), panels)
+            check_workspace(name, dump, (W, H), workspace)
             widgets = dump["widgets"]
             # 4, 5. what the case is about is wholly on screen, and nothing is drawn over anything else
             if case == "paged":
@@ -284,7 +345,9 @@ def main():
                 fail("%s: the Memory tab was not opened when the batch became paged" % name)
             if case == "decoder" and "mask selected cell" not in widgets:
                 fail("%s: the cell selected in the attention map (query 10, key 4) is not outlined in the Mask panel" % name)
-            if case == "decoder" and "Cache on vs off" not in widgets:
+            if case == "panel_switch" and "Logit lens" not in widgets:
+                fail("%s: 'panel Logit lens' did not bring the lens to the front" % name)
+            if case == "panel_here" and "Cache on vs off" not in widgets:
                 fail("%s: 'panel Cache on vs off' did not bring the comparison to the front" % name)
             if case == "decoder":
                 m, cell = widgets["mask map"], widgets["mask selected cell"]

@@ -150,7 +150,13 @@ def inner(a):
         img = read_png(shot).astype(np.int32)
         quarter = img[y0 + 2:(y0 + y1) // 2, x0 + 2:(x0 + x1) // 2]
         colours = len(np.unique(quarter.reshape(-1, 3), axis=0))
-        runs = np.mean([1 + np.count_nonzero(np.abs(np.diff(row, axis=0)).sum(1) > 0) for row in quarter])
+        # Runs of one colour at least 3 px long: cells of 7 px or more get a 1 px darker border
+        # (shaders/heatmap.frag), which is not a cell.
+        def runs_of(row):
+            cuts = np.flatnonzero(np.abs(np.diff(row, axis=0)).sum(1) > 0) + 1
+            lengths = np.diff(np.concatenate(([0], cuts, [len(row)])))
+            return np.count_nonzero(lengths >= 3)
+        runs = np.mean([runs_of(row) for row in quarter])
         if colours < 20 or not (shown / 8 <= runs <= shown / 2 + 1):  # half the cells across are in the quarter
             fail("the zoomed screenshot's map: %d colours, %.1f colour runs a row (%g cells across): %s" % (
                 colours, runs, shown, shot))

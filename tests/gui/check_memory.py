@@ -114,7 +114,7 @@ def case(a, title, prompt, suffixes, work):
     lines += ["prefill", "memory-json " + j("prefill"), "export-dir " + fig_dir, "export-format svg",
               "save-figure memory mem", "decode 5", "memory-json " + j("decode5"),
               "back 2", "memory-json " + j("back2"), "show-step 0", "sequence 1", "memory-json " + j("shown0")]
-    script(a.kvscope, work, "memory", lines, (W, H), model=a.model, dump=False)
+    script(a.kvscope, work, "memory", lines, (W, H), model=a.model)
     shot = os.path.join(work, "memory.png")
     print("%s: prompt lengths %s" % (title, [len(p) for p in prompts]))
     got = {n: read_json(j(n)) for n in ("prefill", "decode5", "back2", "shown0")}
@@ -135,10 +135,13 @@ def case(a, title, prompt, suffixes, work):
     if got["shown0"] != got["prefill"]:
         fail("viewing step 0 of sequence 1 should show the pool as after the prefill step")
     img = read_png(shot)
-    # The Memory panel (app/gui/panels/layout.cpp): from the next-token column to the right edge, bottom 31%.
-    left = 0.23 * W
-    x0, y0 = int(left + (W - left) * 0.30), int(0.69 * H)
-    region = img[y0 + 4:H - 4, x0 + 4:W - 4].reshape(-1, 3).astype(int)
+    # The batch became paged, so the window shows the Memory workspace: its panel, where the layout dump says.
+    layout = read_json(os.path.join(work, "memory.json"))
+    if layout["state"].get("workspace") != "Memory" or "Memory" not in layout["windows"]:
+        fail("the paged batch did not open the Memory workspace (workspace %r, windows %s)" % (
+            layout["state"].get("workspace"), sorted(layout["windows"])))
+    x0, y0, x1, y1 = (int(v) for v in layout["windows"]["Memory"])
+    region = img[y0 + 4:y1 - 4, x0 + 4:x1 - 4].reshape(-1, 3).astype(int)
     busy = np.mean(np.abs(region - np.array([28, 28, 33])).sum(axis=1) > 24)
     print("  memory panel: %.1f%% non-background" % (100 * busy))
     if busy < 0.05:

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Real-input test of the Rotary tab: the interactive window on assets/llama-gqa driven by xdotool.
 
-Type a prompt, click "Prefill step", click the "Rotary" tab, click a cell of the attention map: the tab
+Type a prompt, click "Prefill step", click a cell of the attention map (Step workspace), then the Cache
+workspace and its "Rotary" tab: the tab
 then names the clicked query and key positions, and the score it shows equals q·k/sqrt(D) computed by
 numpy from the rows `kvscope generate --trace` exports for the same prompt, layer 0 and head 0.
 Needs what guitest.App needs (xvfb-run, xdotool, ImageMagick's import).
@@ -27,14 +28,16 @@ def inner(a):
     try:
         app.wait("first frames", lambda s: s["frames"] > 3)
         app.prefill(PROMPT)
-        app.click("tab Rotary")
-        app.screenshot("rotary tab")
-        # A cell two thirds down and one third across the map: a query late in the prompt, an earlier key.
+        # A cell two thirds down and one third across the Step workspace's map: a query late in the prompt,
+        # an earlier key. The selection is the window's, so the Cache workspace's Rotary tab shows it.
         x0, y0, x1, y1 = app.state()["widgets"]["attention map"]
         x, y = int(x0 + (x1 - x0) / 3), int(y0 + (y1 - y0) * 2 / 3)
         app.xdo(["mousemove", "--window", app.wid, str(x), str(y)])
         time.sleep(0.3)
         app.press_release()
+        app.screenshot("cell selected")
+        app.workspace("Cache")
+        app.click("tab Rotary")
         t0 = time.time()
         header = None
         while time.time() - t0 < TIMEOUT:

@@ -195,13 +195,16 @@ class App:
     """The interactive window under the current X display. Widgets are found by name in the JSON the app
     keeps updated with --layout-dump (rectangles of named widgets plus state: steps, idle, status, frames)."""
 
-    def __init__(self, kvscope, work, extra_args=(), size=SIZE):
+    def __init__(self, kvscope, work, extra_args=(), size=SIZE, config=None):
+        """config: the XDG config folder (what the window remembers); default a new empty one. size None: the
+        window picks its size (the remembered one, if any)."""
         self.work = work
         self.dump = os.path.join(work, "layout.json")
-        self.config = tempfile.mkdtemp(prefix="xdg_", dir=work)  # no saved imgui.ini can move the panels
+        self.config = config or tempfile.mkdtemp(prefix="xdg_", dir=work)  # no remembered workspace or window size
         env = dict(os.environ, XDG_CONFIG_HOME=self.config)
         self.log = open(os.path.join(work, "kvscope.log"), "w")
-        self.proc = subprocess.Popen([kvscope, "gui", "--size", size, "--layout-dump", self.dump, *extra_args], cwd=work, env=env,
+        sized = ["--size", size] if size else []
+        self.proc = subprocess.Popen([kvscope, "gui", *sized, "--layout-dump", self.dump, *extra_args], cwd=work, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         out = self.xdo(["search", "--sync", "--onlyvisible", "--name", "kvscope"], timeout=TIMEOUT)
         self.wid = out.split()[0]
@@ -277,12 +280,17 @@ class App:
         time.sleep(0.2)
 
     def click_empty(self):
-        """Click where there is no widget (the bottom of the Next token panel): the text box loses focus."""
-        x0, y0, x1, y1 = self.state()["widgets"]["Next token"]
-        self.xdo(["mousemove", "--window", self.wid, str(int(x0 + 20)), str(int(y1 - 12))])
+        """Click where there is no widget (the empty right end of the menu bar): the text box loses focus."""
+        x0, y0, x1, y1 = self.state()["windows"]["menu bar"]
+        self.xdo(["mousemove", "--window", self.wid, str(int(x1 - 12)), str(int((y0 + y1) / 2))])
         time.sleep(0.15)
         self.xdo(["click", "1"])
         time.sleep(0.2)
+
+    def workspace(self, name):
+        """Click workspace `name` in the bar at the top; returns once a frame shows it."""
+        self.click("workspace " + name)
+        self.wait_dump("workspace %s" % name, lambda d: d["state"].get("workspace") == name, frames=1)
 
     def key(self, k):
         # Held for a few frames: ImGui 1.86 polls key state once per frame, so a press and release

@@ -503,10 +503,14 @@ void kv_tooltip(const KvView& k, const HeatmapResult& hk, const HeatmapResult& h
 
 void draw_kv_cache(PanelContext& c) {
     if (!begin_panel(Panel::KvCache)) return;
-    figure_button(c, Panel::KvCache);
     const Snapshot& s = c.snap;
     const Model& model = c.snap.model();
     ViewPrefs& v = c.prefs;
+    // The layer and head shown, as the Attention panel picks them (the Cache workspace has no Attention panel).
+    stepper("layer", v.layer, 0, model.config().n_layer - 1);
+    ImGui::SameLine(0, 16);
+    stepper("head", v.head, 0, model.config().n_head - 1);
+    figure_button(c, Panel::KvCache);
     size_t step = 0;
     const StepRecord* r = viewed_step(s, v, &step);
     if (!r) {

@@ -1,7 +1,9 @@
-// Where the panels go, and small helpers shared by them. Controls in a left column, the timeline across
-// the top, attention and the KV cache side by side in the middle, mask / next token / cache comparison
-// along the bottom; panels that would not fit legibly side by side become tabs of one window, so every
-// panel stays reachable at 1280x720 as at 1920x1080.
+// Where the panels go, and small helpers shared by them. Every workspace (widgets/workspace.h) keeps the
+// same frame: Controls down the left with Export below it, the timeline and the Model panel across the top;
+// between them each workspace gives its main view most of the room and puts the panels it works with beside
+// it, stacked as tabs where two would not be legible side by side. A panel may appear in several workspaces.
+// Panels are docked: each frame puts them in their places (switching workspaces and resizing the window lay
+// them out again); what is remembered between runs is the workspace (window/settings.h).
 #include <algorithm>
 #include <cstdarg>
 #include <string_view>
@@ -21,14 +23,26 @@ namespace {
 struct Arrangement {
     std::vector<Slot> slots;
     ImVec2 display = {0, 0};
-    bool paged = false;
-    ImGuiCond cond = ImGuiCond_FirstUseEver;
-    bool select_memory = false;   // the Memory tab was just added: show it once
+    float bar = -1;
+    Workspace workspace = Workspace::Step;
     int select = -1;              // a Panel whose tab show_tab asked for
+    int highlight = -1;           // a Panel highlight_panel asked to outline this frame
     const Slot* open = nullptr;   // the slot being drawn
     bool tabs_visible = false;    // its tab bar is open
 };
 Arrangement a;
+
+// Flags of a docked panel window: placed by the layout, never moved, resized or folded by the mouse.
+constexpr ImGuiWindowFlags kDocked = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                                     ImGuiWindowFlags_NoBringToFrontOnFocus;
+
+// The outline highlight_panel asked for, around the window being drawn.
+void outline_if_highlighted(Panel p) {
+    if (a.highlight != int(p)) return;
+    ImDrawList* dl = ImGui::GetForegroundDrawList();
+    const ImVec2 lo = ImGui::GetWindowPos(), hi = {lo.x + ImGui::GetWindowWidth(), lo.y + ImGui::GetWindowHeight()};
+    dl->AddRect({lo.x + 1, lo.y + 1}, {hi.x - 1, hi.y - 1}, IM_COL32(255, 196, 60, 255), 0, 0, 3);
+}
 
 }  // namespace
 
@@ -41,68 +55,89 @@ bool panel_named(const std::string& title, Panel& out) {
 }
 
 void show_tab(Panel p) { a.select = int(p); }
+void highlight_panel(Panel p) { a.highlight = int(p); }
 
-std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
+std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w) {
     const float font = ImGui::GetFontSize();
-    // Wide: every panel has its own window except Memory, a tab beside the cache comparison. Narrower
-    // screens keep the maps large and stack the smaller panels as tabs.
-    const bool wide = d.x >= 1560 && d.y >= 900;
-    const float left = std::round(std::max(d.x * 0.23f, std::min(360.0f, d.x * 0.4f)));
-    const float top = std::round(std::max(d.y * 0.16f, font * 9.8f)), bottom = std::round(d.y * 0.69f);
-    const float mid = std::round(left + (d.x - left) * 0.55f);
-    // The Model panel shares the top row with the timeline, at least 19 font heights wide.
-    const float model_left = std::round(std::min(left + (d.x - left) * 0.74f, d.x - font * 19));
-    // The Export panel keeps room for its box, format row, buttons and one line of result (about 10 font heights).
-    const float export_top = std::round(std::min(d.y * 0.87f, d.y - font * 10)), heads_top = std::round(d.y * 0.73f);
     auto slot = [](ImVec2 pos, ImVec2 end, std::vector<Panel> panels) {
         return Slot{pos, {end.x - pos.x, end.y - pos.y}, std::move(panels)};
     };
+    // The frame: the left column, the top row.
+    const float left = std::round(std::max(d.x * 0.23f, std::min(360.0f, d.x * 0.4f)));
+    const float top = bar + std::round(std::max(d.y * 0.16f, font * 9.8f));
+    // The Model panel shares the top row with the timeline, at least 19 font heights wide; Export keeps room
+    // for its box, format row, buttons and one line of result (about 10 font heights).
+    const float model_left = std::round(std::min(left + (d.x - left) * 0.74f, d.x - font * 19));
+    const float export_top = std::round(d.y - std::max(font * 11, d.y * 0.13f));
     std::vector<Slot> s;
-    s.push_back(slot({left, 0}, {model_left, top}, {Panel::Timeline}));
-    s.push_back(slot({model_left, 0}, {d.x, top}, {Panel::Model}));
-    s.push_back(slot({left, top}, {mid, bottom}, {Panel::Attention}));
-    s.push_back(slot({mid, top}, {d.x, bottom}, {Panel::KvCache, Panel::Rotary, Panel::Lens, Panel::Quant, Panel::Edits}));
-    std::vector<Panel> last = {Panel::Compare, Panel::Lab};
-    if (paged) last.push_back(Panel::Memory);
-    if (wide) {
-        const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.58f);
-        s.push_back(slot({0, 0}, {left, heads_top}, {Panel::Controls}));
-        s.push_back(slot({0, heads_top}, {left, export_top}, {Panel::Heads}));
-        s.push_back(slot({0, export_top}, {left, d.y}, {Panel::Export}));
-        s.push_back(slot({left, bottom}, {b1, d.y}, {Panel::Mask}));
-        s.push_back(slot({b1, bottom}, {b2, d.y}, {Panel::NextToken}));
-        s.push_back(slot({b2, bottom}, d, last));
-    } else {
-        const float b1 = std::round(left + (d.x - left) * 0.32f), lower = std::round(font * 12);
-        s.push_back(slot({0, 0}, {left, d.y - lower}, {Panel::Controls}));
-        s.push_back(slot({0, d.y - lower}, {left, d.y}, {Panel::Export, Panel::Heads}));
-        s.push_back(slot({left, bottom}, {b1, d.y}, {Panel::Mask}));
-        last.insert(last.begin(), Panel::NextToken);
-        s.push_back(slot({b1, bottom}, d, last));
+    s.push_back(slot({0, bar}, {left, export_top}, {Panel::Controls}));
+    s.push_back(slot({0, export_top}, {left, d.y}, {Panel::Export}));
+    s.push_back(slot({left, bar}, {model_left, top}, {Panel::Timeline}));
+    s.push_back(slot({model_left, bar}, {d.x, top}, {Panel::Model}));
+    // The main area, split into a main view on the left and a column of one or two places on the right.
+    const float x0 = left, y0 = top, width = d.x - left, height = d.y - top;  // the main area
+    auto split = [&](float main_share, std::vector<Panel> main, float upper_share, std::vector<Panel> upper,
+                     std::vector<Panel> lower) {
+        const float xm = std::round(x0 + width * main_share), ym = std::round(y0 + height * upper_share);
+        s.push_back(slot({x0, y0}, {xm, d.y}, std::move(main)));
+        if (lower.empty()) {
+            s.push_back(slot({xm, y0}, d, std::move(upper)));
+            return;
+        }
+        s.push_back(slot({xm, y0}, {d.x, ym}, std::move(upper)));
+        s.push_back(slot({xm, ym}, d, std::move(lower)));
+    };
+    switch (w) {
+        case Workspace::Step:  // the attention map at least 45 % of the window's width at 1280x720
+            split(0.64f, {Panel::Attention}, 0.5f, {Panel::Mask}, {Panel::NextToken, Panel::Compare, Panel::Heads});
+            break;
+        case Workspace::Cache:
+            split(0.55f, {Panel::KvCache}, 1, {Panel::Rotary, Panel::Quant}, {});
+            break;
+        case Workspace::Memory:  // the pool grid and the block tables side by side need the width
+            s.push_back(slot({x0, y0}, d, {Panel::Memory}));
+            break;
+        case Workspace::Lab:
+            split(0.52f, {Panel::Lab}, 1, {Panel::Edits, Panel::Lens, Panel::Compare}, {});
+            break;
+        case Workspace::Chat:
+            split(0.58f, {Panel::Attention}, 0.55f, {Panel::Compare}, {Panel::NextToken});
+            break;
     }
     return s;
 }
 
-const std::vector<Slot>& arrange_panels(ImVec2 display, bool paged) {
-    // A new window size lays every panel out again (a user's own arrangement is kept otherwise).
-    const bool resized = a.display.x != 0 && (a.display.x != display.x || a.display.y != display.y);
-    a.cond = resized ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
-    a.select_memory = paged && !a.paged;
-    a.display = display;
-    a.paged = paged;
-    a.slots = layout_slots(display, paged);
+Workspace workspace_holding(Panel p, Workspace current) {
+    auto holds = [&](Workspace w) {
+        for (const Slot& slot : layout_slots({1280, 720}, 0, w))
+            if (std::find(slot.panels.begin(), slot.panels.end(), p) != slot.panels.end()) return true;
+        return false;
+    };
+    if (holds(current)) return current;
+    for (const WorkspaceInfo& w : workspaces())
+        if (holds(w.workspace)) return w.workspace;
+    return current;
+}
+
+const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w) {
+    if (a.display.x != display.x || a.display.y != display.y || a.bar != bar || a.workspace != w || a.slots.empty()) {
+        a.slots = layout_slots(display, bar, w);
+        a.display = display;
+        a.bar = bar;
+        a.workspace = w;
+    }
     return a.slots;
 }
 
 void begin_slot(const Slot& slot) {
     a.open = &slot;
-    ImGui::SetNextWindowPos(slot.pos, a.cond);
-    ImGui::SetNextWindowSize(slot.size, a.cond);
+    ImGui::SetNextWindowPos(slot.pos, ImGuiCond_Always);
+    ImGui::SetNextWindowSize(slot.size, ImGuiCond_Always);
     if (slot.panels.size() == 1) return;
     // Several panels in one place: a window of tabs, named after what it holds.
     std::string name;
     for (Panel p : slot.panels) name += std::string(name.empty() ? "" : " | ") + panel_title(p);
-    const bool shown = ImGui::Begin(name.c_str(), nullptr, ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar);
+    const bool shown = ImGui::Begin(name.c_str(), nullptr, kDocked | ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar);
     dump_panel_window(name.c_str());
     a.tabs_visible = shown && ImGui::BeginTabBar("panels");
 }
@@ -119,21 +154,23 @@ void end_slot() {
 bool begin_panel(Panel p) {
     const char* title = panel_title(p);
     if (!a.open || a.open->panels.size() == 1) {
-        if (!ImGui::Begin(title)) {
+        if (!ImGui::Begin(title, nullptr, kDocked)) {
             ImGui::End();
             return false;
         }
         dump_window(title);
         dump_panel_window(title);
+        outline_if_highlighted(p);
         return true;
     }
     if (!a.tabs_visible) return false;
-    const bool select = (p == Panel::Memory && a.select_memory) || a.select == int(p);
-    if (a.select == int(p)) a.select = -1;
+    const bool select = a.select == int(p);
+    if (select) a.select = -1;
     const ImGuiTabItemFlags flags = select ? ImGuiTabItemFlags_SetSelected : 0;
     const bool open = ImGui::BeginTabItem(title, nullptr, flags);
     dump_item((std::string("tab ") + title).c_str());
     if (!open) return false;
+    outline_if_highlighted(p);
     ImGui::BeginChild(title, {0, 0}, false);
     dump_window(title);
     return true;
@@ -147,6 +184,8 @@ void end_panel() {
     ImGui::EndChild();
     ImGui::EndTabItem();
 }
+
+void end_layout_frame() { a.highlight = -1; }
 
 std::string short_token(const Model& model, TokenId id, size_t max_chars) {
     std::string t = token_text(model, id);

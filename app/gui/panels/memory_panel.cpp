@@ -155,8 +155,28 @@ void memory_header(PanelContext& c, const PoolView& m) {
 
 void draw_memory(PanelContext& c) {
     const Snapshot& s = c.snap;
-    if (s.pool_views.empty()) return;  // contiguous caches: nothing pooled (Controls > Batch and memory turns it on)
     if (!begin_panel(Panel::Memory)) return;
+    if (s.pool_views.empty()) {  // contiguous caches: nothing pooled; say how to see a pool
+        wrapped_disabled("This session's cache is one contiguous ring per sequence: there is no block pool to show.");
+        wrapped_text({0.85f, 0.85f, 0.9f, 1}, "To page it: Controls > Batch and memory, set a block size (e.g. 4), tick "
+                     "prefix sharing, give 3 sequences suffixes, Apply, then Prefill. The pool, each sequence's block "
+                     "table and the blocks they share appear here.");
+        dump_item("memory not paged");
+        // The same options in one click (they show in Controls, where they can be changed back).
+        if (ImGui::Button("Page it: 3 sequences share this prompt, blocks of 4")) {
+            SessionOptions o = s.options();
+            o.block_size = 4;
+            o.share_prefix = true;
+            BatchOptions b = s.batch;
+            b.n_seq = 3;
+            b.suffixes = {"", " Why?", " Who sat?"};
+            c.ctl.push(SetOptions{o, b});
+            c.ctl.push(Prefill{});
+        }
+        dump_item("memory page it");
+        end_panel();
+        return;
+    }
     size_t step = 0;
     const StepRecord* r = viewed_step(s, c.prefs, &step);
     const PoolView* m = s.pool_at(r ? int64_t(step) : -1);

@@ -7,8 +7,10 @@
 //   PanelContext        what a panel's draw function gets: the controller (only to push intents), the snapshot,
 //                       the worker's progress, the view toggles, the map/texture cache
 //   Panel               one value per panel, in panel_modules() order (panel_list.h)
-//   layout_slots        where each panel goes for a window size, tabs where panels would not fit side by side
-//   begin_panel / end_panel   a panel's window or tab (layout.cpp); show_tab, panel_named for the script
+//   layout_slots        where each panel of a workspace goes for a window size, tabs where panels would not
+//                       fit side by side; workspace_holding: where a panel is shown
+//   begin_panel / end_panel   a panel's window or tab (layout.cpp); show_tab, panel_named for the script,
+//                       highlight_panel for lessons
 //   short_token, human_bytes, human_count, help_marker, wrapped_text, text_after, problem_box, stepper:
 //                       shared bits of panel drawing (layout.cpp)
 #include <imgui.h>
@@ -29,7 +31,7 @@ struct PanelContext {
     const Progress& progress;
     ViewPrefs& prefs;
     MapCache& maps;
-    ImVec2 display;  // window size in ImGui units, for the first-start layout
+    ImVec2 display;  // window size in ImGui units
 };
 
 enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab,
@@ -42,17 +44,22 @@ struct Slot {
     ImVec2 pos, size;
     std::vector<Panel> panels;  // drawn in this order; more than one = tabs
 };
-std::vector<Slot> layout_slots(ImVec2 display, bool paged);  // paged: the Memory panel has a place
-// Each frame: the slots (laid out again when the window size changed), then per slot begin_slot, the
-// slot's panels, end_slot. A panel draws between begin_panel (its window, or its tab) and end_panel;
-// when begin_panel returns false there is nothing to draw and nothing to end.
-const std::vector<Slot>& arrange_panels(ImVec2 display, bool paged);
+// The places of workspace w's panels in a window of size `display` whose top `bar` pixels the menu bar takes.
+std::vector<Slot> layout_slots(ImVec2 display, float bar, Workspace w);
+// w itself when it shows panel p, else the first workspace that does.
+Workspace workspace_holding(Panel p, Workspace w);
+// Each frame: the slots (laid out again when the window size or the workspace changed), then per slot
+// begin_slot, the slot's panels, end_slot, and end_layout_frame. A panel draws between begin_panel (its
+// window, or its tab) and end_panel; when begin_panel returns false there is nothing to draw and nothing to end.
+const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w);
 void begin_slot(const Slot& slot);
 void end_slot();
 bool begin_panel(Panel p);
-void show_tab(Panel p);  // bring a panel that is a tab to the front on the next frame (script `panel NAME`)
-bool panel_named(const std::string& title, Panel& out);  // "Cache on vs off" -> Panel::Compare
 void end_panel();
+void end_layout_frame();
+void show_tab(Panel p);  // bring a panel that is a tab to the front on the next frame (script `panel NAME`)
+void highlight_panel(Panel p);  // outline p's window (or tab) this frame: what a lesson's step is about
+bool panel_named(const std::string& title, Panel& out);  // "Cache on vs off" -> Panel::Compare
 
 // Shared bits of panel drawing.
 std::string short_token(const Model& model, TokenId id, size_t max_chars = 12);

@@ -13,6 +13,8 @@ const std::vector<Shortcut>& shortcuts() {
         {"F1", "show or hide this help", ShortcutAction::Help, GLFW_KEY_F1},
         {"?", "show or hide this help", ShortcutAction::Help, -1, '?'},
         {"Escape", "close this help", ShortcutAction::CloseHelp, GLFW_KEY_ESCAPE},
+        {"1-5", "show a workspace: 1 Step, 2 Cache, 3 Memory, 4 Lab, 5 Chat (the session stays as it is)",
+         ShortcutAction::Workspace, GLFW_KEY_1, 0, nullptr, 5},
         {"Enter", "in the chat's message box: send the message; in the model path box: load the folder",
          ShortcutAction::InTextBox},
     };
@@ -21,7 +23,9 @@ const std::vector<Shortcut>& shortcuts() {
 
 const Shortcut* shortcut_for_key(int glfw_key) {
     for (const Shortcut& s : shortcuts())
-        if (s.action != ShortcutAction::InTextBox && s.glfw_key >= 0 && s.glfw_key == glfw_key) return &s;
+        if (s.action != ShortcutAction::InTextBox && s.glfw_key >= 0 && glfw_key >= s.glfw_key &&
+            glfw_key < s.glfw_key + s.n_keys)
+            return &s;
     return nullptr;
 }
 

@@ -26,6 +26,7 @@
 #include "logic/snapshot.h"
 #include "report/plot.h"
 #include "run/trace.h"
+#include "logic/workspace.h"
 
 namespace kvscope::gui {
 
@@ -63,6 +64,7 @@ struct ViewPrefs {
     int64_t edit_position = 0, edit_layer = -1, edit_head = -1;
     std::string patch_text;
     bool help_open = false;       // the help overlay (F1, ?, the Controls' "?" button, script `help on`)
+    Workspace workspace = Workspace::Step;  // the layout shown (the bar, keys 1-5, script `workspace NAME`)
 };
 
 // The step the panels show, or nullptr before the first step.

@@ -9,6 +9,7 @@
 #include "panels/panel_list.h"
 #include "widgets/shortcuts.h"
 #include "widgets/test_dumps.h"
+#include "logic/workspace.h"
 
 namespace kvscope::gui {
 
@@ -44,6 +45,20 @@ void draw_help(bool& open) {
         keys += std::string(keys.empty() ? "" : "\n") + s.keys + ": " + s.what;
     }
     dump_text("help shortcuts", keys);
+    ImGui::Spacing();
+    ImGui::TextColored({0.95f, 0.80f, 0.40f, 1}, "Workspaces");
+    ImGui::TextDisabled("(the bar at the top, or keys 1-5: each shows the panels of one task over the same session)");
+    std::string spaces;
+    for (size_t i = 0; i < workspaces().size(); ++i) {
+        const WorkspaceInfo& w = workspaces()[i];
+        ImGui::Text("%zu %s", i + 1, w.name);
+        ImGui::SameLine(key_w);
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", w.for_);
+        ImGui::PopTextWrapPos();
+        spaces += std::string(spaces.empty() ? "" : "\n") + std::to_string(i + 1) + " " + w.name + ": " + w.for_;
+    }
+    dump_text("help workspaces", spaces);
     ImGui::Spacing();
     ImGui::TextColored({0.95f, 0.80f, 0.40f, 1}, "Panels");
     ImGui::TextDisabled("(a panel sharing its place with others is a tab of that window)");

@@ -96,7 +96,8 @@ const Spec kSpecs[] = {
     {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quant tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"help", 1, 1, "help on|off", "the help overlay (F1 or ?): every keyboard shortcut and what each panel shows"},
-    {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
+    {"panel", 1, 4, "panel NAME", "show a panel: its workspace (unless the one shown has it), and its tab in front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
+    {"workspace", 1, 1, "workspace NAME", "show a workspace, as the bar at the top or keys 1-5 do: Step, Cache, Memory, Lab or Chat (or 1-5)"},
 };
 
 bool on_off(const std::string& s, bool& out) {
@@ -208,6 +209,8 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
                                             "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quant, Cache lab, Cache edits)");
         }
+        if (Workspace w; cmd == "workspace" && !workspace_named(l.words[1], w))
+            bad("no workspace '" + l.words[1] + "' (Step, Cache, Memory, Lab, Chat or 1-5)");
         if (cmd == "quant-view") {
             if (l.words[1] != "int8" && l.words[1] != "fp8" && l.words[1] != "int4") bad("expected int8, fp8 or int4");
             for (int i = 2; i <= n_args; ++i)
@@ -401,7 +404,13 @@ bool apply_view_line(LineRun& r) {
         v.center = {float(u), float(w)};
     } else if (cmd == "panel") {
         Panel p;
-        if (panel_named(r.rest(), p)) show_tab(p);
+        if (panel_named(r.rest(), p)) {
+            v.workspace = workspace_holding(p, v.workspace);
+            show_tab(p);
+        }
+        r.fx.frames = 2;
+    } else if (cmd == "workspace") {
+        workspace_named(arg, v.workspace);
         r.fx.frames = 2;
     } else if (cmd == "help") {
         v.help_open = arg == "on";
@@ -433,12 +442,14 @@ bool apply_output_line(LineRun& r) {
     } else if (cmd == "attention-json") {
         if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": attention-json: no step yet");
         v.attention_json = arg;
+        v.workspace = workspace_holding(Panel::Attention, v.workspace);  // the panel writes what it draws
         r.fx.frames = 2;  // the panel writes it on the next frame that has the map
     } else if (cmd == "rotary-json") {
         if (snap.trace().empty()) throw UsageError("line " + std::to_string(l.line) + ": rotary-json: no step yet");
         if (snap.model().config().family != Family::Llama)
             throw UsageError("line " + std::to_string(l.line) + ": rotary-json: the model has no rotary positions");
         v.rotary_json = arg;
+        v.workspace = workspace_holding(Panel::Rotary, v.workspace);
         show_tab(Panel::Rotary);
         r.fx.frames = 3;  // the tab comes to the front, then the panel writes it
     } else if (cmd == "export-dir") {

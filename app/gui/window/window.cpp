@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cfloat>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,10 @@
 #include "panels/panel_list.h"
 #include "report/export.h"
 #include "widgets/gl.h"
+#include "logic/window_settings.h"
 #include "widgets/shortcuts.h"
 #include "window/help.h"
+#include "window/menu_bar.h"
 #include "window/script.h"
 #include "window/window.h"
 
@@ -48,19 +52,17 @@ void on_drop(GLFWwindow*, int n, const char** paths) {
 // key at the frame, so a press and release inside one slow frame (both cores busy) would be lost; GLFW
 // reports each one here. A character shortcut ('?') comes through the character callback, whatever keys
 // the keyboard layout types it with.
-std::vector<const gui::Shortcut*> pressed_keys;
+struct PressedKey {
+    const gui::Shortcut* shortcut;
+    int index;  // which key of the shortcut's run (1-5: the workspace)
+};
+std::vector<PressedKey> pressed_keys;
 void on_key(GLFWwindow*, int key, int, int action, int) {
     if (action != GLFW_PRESS) return;
-    if (const gui::Shortcut* s = gui::shortcut_for_key(key)) pressed_keys.push_back(s);
+    if (const gui::Shortcut* s = gui::shortcut_for_key(key)) pressed_keys.push_back({s, key - s->glfw_key});
 }
 void on_char(GLFWwindow*, unsigned codepoint) {
-    if (const gui::Shortcut* s = gui::shortcut_for_char(codepoint)) pressed_keys.push_back(s);
-}
-
-std::string config_dir() {
-    if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/kvscope";
-    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.config/kvscope";
-    return "";
+    if (const gui::Shortcut* s = gui::shortcut_for_char(codepoint)) pressed_keys.push_back({s, 0});
 }
 
 std::string shaders_dir() {
@@ -113,14 +115,28 @@ struct Glfw {
     ~Glfw() { glfwTerminate(); }
 };
 
+// Ctrl-C in the terminal or a SIGTERM closes the interactive window as its close button does: the loop ends between
+// frames and what the window remembers is saved. The previous handlers come back when the window closes.
+volatile std::sig_atomic_t close_requested = 0;
+void on_close_signal(int) { close_requested = 1; }
+struct CloseSignals {
+    void (*old_int)(int) = std::signal(SIGINT, on_close_signal);
+    void (*old_term)(int) = std::signal(SIGTERM, on_close_signal);
+    ~CloseSignals() {
+        std::signal(SIGINT, old_int);
+        std::signal(SIGTERM, old_term);
+    }
+};
+
 }  // namespace
 
 namespace gui {
 namespace {
 
 // The OS window with an OpenGL 3.3 context, sized to fit the screen unless the size was given.
-GLFWwindow* open_window(const Model& model, const WindowOptions& o) {
+GLFWwindow* open_window(const Model& model, const WindowOptions& o, const WindowSettings& remembered) {
     int width = o.width, height = o.height;
+    if (!o.scripted && !o.size_given && remembered.width > 0) width = remembered.width, height = remembered.height;
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -146,20 +162,13 @@ GLFWwindow* open_window(const Model& model, const WindowOptions& o) {
     return window;
 }
 
-// ImGui on the window: the user's layout file (none when scripted), the font and style at the screen's
-// scale, the backends and the heatmap shaders.
-void start_imgui(GLFWwindow* window, bool scripted, std::string& ini_path) {
+// ImGui on the window: the font and style at the screen's scale, the backends and the heatmap shaders.
+// No imgui.ini: the workspaces place every panel, and what is remembered is in logic/window_settings.h.
+void start_imgui(GLFWwindow* window) {
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
-    if (scripted) {
-        io.IniFilename = nullptr;  // screenshots always show the first-start layout
-    } else if (std::string dir = config_dir(); !dir.empty()) {
-        std::error_code ec;
-        std::filesystem::create_directories(dir, ec);
-        ini_path = dir + "/imgui.ini";
-        io.IniFilename = ini_path.c_str();
-    }
+    io.IniFilename = nullptr;
     float xscale = 1, yscale = 1;
     glfwGetWindowContentScale(window, &xscale, &yscale);
     const float scale = std::clamp(std::max(xscale, yscale), 1.0f, 4.0f);
@@ -205,6 +214,7 @@ void write_layout_state(const std::string& path, const Snapshot& snap, const Vie
                                           {"shown", snap.problem.id != 0 && snap.problem.id != prefs.dismissed_problem}}},
                              {"last_export", snap.last_export},
                              {"eviction", eviction_policy_name(snap.options().eviction.kind)},
+                             {"workspace", workspace_info(prefs.workspace).name},
                              {"kv_budget", snap.options().eviction.budget}});
 }
 
@@ -347,22 +357,27 @@ void draw_frame(GLFWwindow* window, Controller& ctl, const Snapshot& snap, const
     // Keys never wait for the worker: each press queues its intent in order (a step pressed during a
     // run follows it; step back and reset end it). Typing in a text box keeps its keys.
     if (!io.WantTextInput)
-        for (const Shortcut* key : pressed_keys) switch (key->action) {
+        for (const auto& [key, index] : pressed_keys) switch (key->action) {
             case ShortcutAction::Step: ctl.push(Step{}); break;
             case ShortcutAction::Back: ctl.push(Back{1}); break;
             case ShortcutAction::Reset: ctl.push(Reset{}); break;
             case ShortcutAction::Help: prefs.help_open = !prefs.help_open; break;
             case ShortcutAction::CloseHelp: prefs.help_open = false; break;
+            case ShortcutAction::Workspace:
+                if (size_t(index) < workspaces().size()) prefs.workspace = workspaces()[size_t(index)].workspace;
+                break;
             case ShortcutAction::InTextBox: break;
         }
     pressed_keys.clear();
     begin_dump_frame();
     PanelContext pc{ctl, snap, progress, prefs, maps, io.DisplaySize};
-    for (const Slot& slot : arrange_panels(io.DisplaySize, !snap.pool_views.empty())) {
+    const float bar = draw_menu_bar(pc);
+    for (const Slot& slot : arrange_panels(io.DisplaySize, bar, prefs.workspace)) {
         begin_slot(slot);
         for (Panel p : slot.panels) panel_module(p).draw(pc);
         end_slot();
     }
+    end_layout_frame();
     draw_help(prefs.help_open);
     ImGui::Render();
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
@@ -379,9 +394,24 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
     glfwSetErrorCallback(on_glfw_error);
     if (!glfwInit()) throw UsageError("cannot open a window (" + glfw_error + "); try xvfb-run or the CLI: kvscope generate");
     Glfw glfw_guard;
-    GLFWwindow* window = open_window(*model, o);
-    std::string ini_path;
-    start_imgui(window, scripted, ini_path);
+    // What the last interactive run left: its workspace and window size (scripts start from the defaults).
+    const std::string settings_file = scripted ? "" : settings_path();
+    std::string settings_note;
+    WindowSettings settings = load_settings(settings_file, settings_note);
+    if (!settings_note.empty()) std::fprintf(stderr, "warning: %s\n", settings_note.c_str());
+    GLFWwindow* window = open_window(*model, o, settings);
+    start_imgui(window);
+    // Saved when they change (never for a script); a file kvscope did not write, or one it could not read,
+    // is kept, said once.
+    bool settings_refused = !settings_note.empty();
+    auto remember = [&](const WindowSettings& now) {
+        if (scripted || settings_file.empty() || settings_refused || now == settings) return;
+        if (!save_settings(settings_file, now, settings_note)) {
+            std::fprintf(stderr, "warning: the window's settings are not remembered: %s\n", settings_note.c_str());
+            settings_refused = true;
+        }
+        settings = now;
+    };
 
     SessionOptions options;  // max_new_tokens: the same default as `kvscope generate` (SessionOptions)
     options.n_top = 10;
@@ -390,6 +420,8 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         Controller ctl(model, options);
         ctl.set_wake([] { glfwPostEmptyEvent(); });  // a published step redraws at once
         ViewPrefs prefs;
+        prefs.workspace = settings.workspace;
+        bool paged = false;  // the session's cache was paged last frame
         MapCache maps;
         if (!scripted && model->tokenizer()) {
             ctl.push(SetPrompt{"Tom saw the cookie at school. Tom saw the"});  // a repeat: the induction head shows
@@ -398,7 +430,9 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         ScriptRun run{o};
         double frame_start = now_s();
         double frame_begin = now_s();
-        while (!glfwWindowShouldClose(window)) {
+        std::optional<CloseSignals> signals;  // a script stopped by a signal is not a finished script: it dies as usual
+        if (!scripted) signals.emplace();
+        while (!glfwWindowShouldClose(window) && !close_requested) {
             wait_for_frame(scripted, ctl.busy(), run.measure_left > 0, maps, frame_begin);
             for (const std::string& path : dropped) ctl.push(LoadModel{path});
             dropped.clear();
@@ -416,6 +450,10 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                 glfwSetWindowTitle(window, ("kvscope - " + snap->model().dir()).c_str());
             }
 
+            // A batch that became paged shows its pool (the Memory workspace) once; the user may leave it.
+            if (!snap->pool_views.empty() && !paged) prefs.workspace = Workspace::Memory;
+            paged = !snap->pool_views.empty();
+
             const double t0 = now_s();
             frame_begin = t0;
             int fb_w = 0, fb_h = 0;
@@ -428,8 +466,16 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
                 run.finish(*snap, fb_w, fb_h);
                 break;
             }
+            WindowSettings now = settings;
+            now.workspace = prefs.workspace;
+            remember(now);
             frame_start = now_s();
             glfwSwapBuffers(window);
+        }
+        if (!scripted) {
+            WindowSettings last = settings;
+            glfwGetWindowSize(window, &last.width, &last.height);
+            remember(last);
         }
         exit_code = run.exit_code;
         // The controller's destructor waits for a step in progress: close the window at once meanwhile.
