@@ -68,14 +68,14 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
         const float b1 = std::round(left + (d.x - left) * 0.30f), b2 = std::round(left + (d.x - left) * 0.58f);
         s.push_back(slot({0, 0}, {left, heads_top}, {Panel::Controls}));
         s.push_back(slot({0, heads_top}, {left, export_top}, {Panel::Heads}));
-        s.push_back(slot({0, export_top}, {left, d.y}, {Panel::Export}));
+        s.push_back(slot({0, export_top}, {left, d.y}, {Panel::Export, Panel::Lesson}));
         s.push_back(slot({left, bottom}, {b1, d.y}, {Panel::Mask}));
         s.push_back(slot({b1, bottom}, {b2, d.y}, {Panel::NextToken}));
         s.push_back(slot({b2, bottom}, d, last));
     } else {
         const float b1 = std::round(left + (d.x - left) * 0.32f), lower = std::round(font * 12);
         s.push_back(slot({0, 0}, {left, d.y - lower}, {Panel::Controls}));
-        s.push_back(slot({0, d.y - lower}, {left, d.y}, {Panel::Export, Panel::Heads}));
+        s.push_back(slot({0, d.y - lower}, {left, d.y}, {Panel::Export, Panel::Heads, Panel::Lesson}));
         s.push_back(slot({left, bottom}, {b1, d.y}, {Panel::Mask}));
         last.insert(last.begin(), Panel::NextToken);
         s.push_back(slot({b1, bottom}, d, last));

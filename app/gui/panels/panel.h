@@ -33,7 +33,7 @@ struct PanelContext {
 };
 
 enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab,
-                   Edits };
+                   Edits, Lesson };
 
 struct Figure;  // figures.h: what a panel's "Save figure" writes
 

@@ -23,6 +23,7 @@
 #include <imgui.h>
 
 #include "analysis/map_overview.h"
+#include "logic/lesson.h"
 #include "logic/snapshot.h"
 #include "report/plot.h"
 #include "run/trace.h"
@@ -63,6 +64,7 @@ struct ViewPrefs {
     int64_t edit_position = 0, edit_layer = -1, edit_head = -1;
     std::string patch_text;
     bool help_open = false;       // the help overlay (F1, ?, the Controls' "?" button, script `help on`)
+    LessonRun lesson;             // the open guided lesson (Learn menu, script `lesson N`, gui --lesson N)
 };
 
 // The step the panels show, or nullptr before the first step.

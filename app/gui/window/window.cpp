@@ -20,6 +20,7 @@
 #include "base/errors.h"
 #include "io/json_write.h"
 #include "panels/controls_panel.h"
+#include "panels/lesson_panel.h"
 #include "panels/panel_list.h"
 #include "report/export.h"
 #include "widgets/gl.h"
@@ -394,6 +395,8 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         if (!scripted && model->tokenizer()) {
             ctl.push(SetPrompt{"Tom saw the cookie at school. Tom saw the"});  // a repeat: the induction head shows
         }
+        if (o.lesson > 0)
+            for (const Command& c : open_lesson(*ctl.snapshot(), prefs, o.lesson - 1)) ctl.push(c);
         uint64_t generation = ctl.snapshot()->generation;
         ScriptRun run{o};
         double frame_start = now_s();
