@@ -109,6 +109,11 @@
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace;
 #              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
+#   gui.lessons every guided lesson (assets/lessons/) end to end in script mode (lesson N, lesson-do, lesson-next),
+#              the values its checks compared against tokenize, generate --trace + numpy, config.json, the
+#              Memory dump and lab --json; each lesson's first step drawn at 1280x720; lesson 4 on random weights
+#              fails with its message, an early Next, a bad lesson file and --lesson 99 refused in one line;
+#              tests/gui/check_lessons.py
 #   gui.help_input  F1, ?, Escape and the Controls' "?" button open and close the help overlay; a ? typed into
 #              the prompt box stays there; tests/gui/check_help_input.py
 #
@@ -158,6 +163,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(chat check_chat 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(help_input check_help_input 300)
+    kvscope_gui_test(lessons check_lessons 900 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)

@@ -405,8 +405,8 @@ CheckResult check_induction(const LessonCheck& c, const Snapshot& s, const StepR
                                   num(double(best_h));
     if (w >= c.min) {
         out.state = State::Passed;
-        out.message = where + " puts " + num(w) + " of the last " + quoted(s, tok[size_t(q)]) + "'s attention on the earlier " +
-                      key_text + " (position " + num(double(key)) + ")";
+        out.message = where + " puts " + num(w) + " of the attention of the last " + quoted(s, tok[size_t(q)]) +
+                      " on the earlier " + key_text + " (position " + num(double(key)) + ")";
     } else {
         out.state = State::Failed;
         out.message = "expected an induction head" + (named ? " (" + where + ")" : std::string()) + " with weight >= " +

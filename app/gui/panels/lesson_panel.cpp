@@ -56,11 +56,14 @@ bool same_folder(const std::string& a, const std::string& b) {
     return !ea && !eb ? ca == cb : a == b;
 }
 
-// The step's panel to the front (a tab) and its view settings, when the step opens.
+// Tabs to bring to the front, one a frame (show_tab holds one): the Lesson tab, then the step's panel.
+std::vector<Panel> tabs_to_show;
+
+// The step's panel to the front (a tab), when the step opens.
 void enter_step(const Lesson& l, ViewPrefs& v) {
     const LessonStep& st = l.steps[size_t(v.lesson.step)];
     Panel p;
-    if (!st.panel.empty() && panel_named(st.panel, p)) show_tab(p);
+    if (!st.panel.empty() && panel_named(st.panel, p)) tabs_to_show.push_back(p);
     v.lesson.result = {};
 }
 
@@ -100,8 +103,8 @@ std::vector<Command> open_lesson(const Snapshot& snap, ViewPrefs& prefs, int64_t
     prefs.lesson = LessonRun{};
     prefs.lesson.lesson = index;
     const Lesson& l = all[size_t(index)];
+    tabs_to_show = {Panel::Lesson};
     enter_step(l, prefs);
-    show_tab(Panel::Lesson);
     const std::string dir = lesson_model_dir(l);
     if (!dir.empty() && !same_folder(dir, snap.model().dir())) return {LoadModel{dir}};
     return {};
@@ -112,8 +115,10 @@ std::vector<Command> lesson_step_intents(const Snapshot& snap, ViewPrefs& prefs)
     if (!l || prefs.lesson.finished) return {};
     const LessonStep& st = l->steps[size_t(prefs.lesson.step)];
     std::vector<Command> out;
-    for (const LessonAction& a : st.actions)
+    for (const LessonAction& a : st.actions) {
         for (Command& c : lesson_intents(a, snap)) out.push_back(std::move(c));
+        if (a.op == "lab") prefs.lab_specs = a.text;  // the Cache lab tab's box shows what was measured
+    }
     const LessonView lv = lesson_view(st.actions);
     if (lv.layer >= 0) prefs.layer = lv.layer;
     if (lv.head >= 0) prefs.head = lv.head;
@@ -157,6 +162,10 @@ void draw_lesson(PanelContext& c) {
     const Lesson* l = open_one(v);
     Panel lit;
     if (l && !v.lesson.finished && panel_named(l->steps[size_t(v.lesson.step)].panel, lit)) highlight_panel(lit);
+    if (!tabs_to_show.empty()) {
+        show_tab(tabs_to_show.front());
+        tabs_to_show.erase(tabs_to_show.begin());
+    }
     if (!begin_panel(Panel::Lesson)) return;
     if (!l) {
         wrapped_disabled("No lesson open. Each lesson runs the engine and checks what it shows:");
@@ -166,6 +175,17 @@ void draw_lesson(PanelContext& c) {
     }
     const LessonStep& st = l->steps[size_t(v.lesson.step)];
     if (!c.progress.busy) refresh_check(c.snap, v, *l);
+    const CheckResult& r = v.lesson.result;
+    const bool passed = r.state == CheckResult::State::Passed, failed = r.state == CheckResult::State::Failed;
+    std::string state = v.lesson.finished ? "Lesson done."
+                        : c.progress.busy ? "the engine is working..."
+                                          : std::string(passed ? "Check passed: " : failed ? "Not yet: " : "Waiting: ") + r.message;
+    // The check and the buttons stay at the bottom; the explanation above them scrolls when the place is small.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float width = ImGui::GetContentRegionAvail().x;
+    const float footer = ImGui::CalcTextSize(state.c_str(), nullptr, false, width).y + ImGui::GetTextLineHeight() +
+                         ImGui::GetFrameHeight() + style.ItemSpacing.y * 3;
+    ImGui::BeginChild("lesson body", {0, -footer}, false);
     ImGui::TextUnformatted(l->title.c_str());
     text_after({0.6f, 0.6f, 0.6f, 1}, "step " + std::to_string(v.lesson.step + 1) + " of " + std::to_string(l->steps.size()));
     dump_item("lesson title");
@@ -175,15 +195,12 @@ void draw_lesson(PanelContext& c) {
         wrapped_text({0.55f, 0.8f, 1, 1}, "Look at: %s", st.look.c_str());
         dump_item("lesson look");
     }
-    const CheckResult& r = v.lesson.result;
-    const ImVec4 color = r.state == CheckResult::State::Passed ? ImVec4{0.45f, 0.85f, 0.45f, 1}
-                         : r.state == CheckResult::State::Failed ? ImVec4{1, 0.45f, 0.4f, 1}
-                                                                  : ImVec4{0.85f, 0.75f, 0.4f, 1};
-    if (v.lesson.finished) wrapped_text({0.45f, 0.85f, 0.45f, 1}, "Lesson done.");
-    else if (c.progress.busy) wrapped_disabled("the engine is working...");
-    else wrapped_text(color, "%s: %s", r.state == CheckResult::State::Passed ? "Check passed"
-                                        : r.state == CheckResult::State::Failed ? "Not yet" : "Waiting",
-                      r.message.c_str());
+    ImGui::EndChild();
+    ImGui::Separator();
+    const ImVec4 color = v.lesson.finished || passed ? ImVec4{0.45f, 0.85f, 0.45f, 1}
+                         : failed                    ? ImVec4{1, 0.45f, 0.4f, 1}
+                                                     : ImVec4{0.85f, 0.75f, 0.4f, 1};
+    wrapped_text(color, "%s", state.c_str());
     dump_item("lesson check");
     ImGui::BeginDisabled(st.actions.empty() || v.lesson.finished || c.progress.busy);
     if (ImGui::Button("Do it for me"))
@@ -199,12 +216,13 @@ void draw_lesson(PanelContext& c) {
     }
     ImGui::EndDisabled();
     ImGui::SameLine();
-    ImGui::BeginDisabled(!r.passed() || v.lesson.finished || c.progress.busy);
+    ImGui::BeginDisabled(!passed || v.lesson.finished || c.progress.busy);
     if (ImGui::Button(size_t(v.lesson.step) + 1 == l->steps.size() ? "Finish" : "Next")) lesson_next(c.snap, v);
     dump_item("lesson next");
     ImGui::EndDisabled();
     ImGui::SameLine();
     if (ImGui::Button("Close")) v.lesson = LessonRun{};
+    dump_item("lesson close");
     end_panel();
 }
 
