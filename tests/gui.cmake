@@ -114,6 +114,9 @@
 #              Memory dump and lab --json; each lesson's first step drawn at 1280x720; lesson 4 on random weights
 #              fails with its message, an early Next, a bad lesson file and --lesson 99 refused in one line;
 #              tests/gui/check_lessons.py
+#   gui.lessons_input  the interactive window opened with --lesson 1 (xdotool): Next disabled until the check
+#              passes, Do it for me / Next / Finish by mouse through all three steps (the check's row count =
+#              `kvscope tokenize`'s), Close; tests/gui/check_lessons_input.py
 #   gui.help_input  F1, ?, Escape and the Controls' "?" button open and close the help overlay; a ? typed into
 #              the prompt box stays there; tests/gui/check_help_input.py
 #
@@ -164,6 +167,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(help_input check_help_input 300)
     kvscope_gui_test(lessons check_lessons 900 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(lessons_input check_lessons_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)

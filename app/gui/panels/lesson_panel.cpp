@@ -168,8 +168,8 @@ void draw_lesson(PanelContext& c) {
     }
     if (!begin_panel(Panel::Lesson)) return;
     if (!l) {
-        wrapped_disabled("No lesson open. Each lesson runs the engine and checks what it shows:");
-        draw_learn_menu(c);  // the Learn menu's items, until the menu bar holds them
+        wrapped_disabled("No lesson open: pick one in the Learn menu (or kvscope gui --lesson N).");
+        dump_text("lesson title", "");
         end_panel();
         return;
     }
@@ -186,9 +186,11 @@ void draw_lesson(PanelContext& c) {
     const float footer = ImGui::CalcTextSize(state.c_str(), nullptr, false, width).y + ImGui::GetTextLineHeight() +
                          ImGui::GetFrameHeight() + style.ItemSpacing.y * 3;
     ImGui::BeginChild("lesson body", {0, -footer}, false);
+    const std::string of = "step " + std::to_string(v.lesson.step + 1) + " of " + std::to_string(l->steps.size());
     ImGui::TextUnformatted(l->title.c_str());
-    text_after({0.6f, 0.6f, 0.6f, 1}, "step " + std::to_string(v.lesson.step + 1) + " of " + std::to_string(l->steps.size()));
+    text_after({0.6f, 0.6f, 0.6f, 1}, of);
     dump_item("lesson title");
+    dump_text("lesson title", l->title + ", " + of);
     wrapped_text({0.92f, 0.92f, 0.92f, 1}, "%s", st.text.c_str());
     dump_item("lesson text");
     if (!st.look.empty()) {
@@ -202,6 +204,7 @@ void draw_lesson(PanelContext& c) {
                                                      : ImVec4{0.85f, 0.75f, 0.4f, 1};
     wrapped_text(color, "%s", state.c_str());
     dump_item("lesson check");
+    dump_text("lesson check", state);
     ImGui::BeginDisabled(st.actions.empty() || v.lesson.finished || c.progress.busy);
     if (ImGui::Button("Do it for me"))
         for (const Command& cmd : lesson_step_intents(c.snap, v)) c.ctl.push(cmd);
