@@ -1,9 +1,9 @@
 """Every guided lesson (assets/lessons/*.json) run end to end in script mode, its checks' values against
 independent computations, and lessons made to fail on purpose.
 
-  1. Each lesson: `lesson N`, then per step `lesson-do`, `lesson-json`, `lesson-next` (which fails the script
-     unless the step's check passes on the engine's record). The values each check compared are then
-     recomputed here:
+  1. Every lesson in one window, in order (so each must start afresh whatever the last one left): `lesson N`,
+     then per step `lesson-do`, `lesson-json`, `lesson-next` (which fails the script unless the step's check
+     passes on the engine's record). The values each check compared are then recomputed here:
        prefill vs decode   cache rows = `kvscope tokenize`'s count after the prefill, + 4 after four decodes
        cache saves work    FLOPs with and without the cache = the `flops` of `kvscope generate --trace` with
                            and without --no-cache; rows recomputed without it = every position
@@ -34,24 +34,29 @@ LAB_TEXT = "Tom saw the cookie at school. Tom saw the cookie at home. Tom saw th
 SIZE = (1280, 720)
 
 
-def run_lesson(a, n, extra=()):
-    """Lesson n end to end; returns the lesson-json state of each step (after its action, before Next)."""
+def run_lessons(a, extra):
+    """Every lesson end to end in one window, in order (each must start afresh whatever the one before left:
+    a window, the cache off, a batch); returns {n: the lesson-json state of each step, after its action}."""
     files = sorted(glob.glob(os.path.join(a.assets, "lessons", "*.json")))
-    n_steps = len(json.load(open(files[n - 1]))["steps"])
-    lines = ["lesson %d" % n]
-    for k in range(1, n_steps + 1):
-        lines += ["lesson-do"] + [l % k for l in extra] + [
-            "lesson-json " + os.path.join(a.work, "l%d_s%d.json" % (n, k)), "lesson-next"]
-    lines.append("lesson-json " + os.path.join(a.work, "l%d_end.json" % n))
-    script(a.kvscope, a.work, "lesson%d" % n, lines, SIZE, dump=False, shot=False)
-    end = read_json(os.path.join(a.work, "l%d_end.json" % n))
-    if not end["finished"]:
-        fail("lesson %d: not finished after every step's Next: %s" % (n, end))
-    states = [read_json(os.path.join(a.work, "l%d_s%d.json" % (n, k))) for k in range(1, n_steps + 1)]
-    for k, s in enumerate(states, 1):
-        if s["state"] != "passed" or s["step"] != k:
-            fail("lesson %d step %d: %s" % (n, k, s))
-    return states
+    lines, n_steps = [], {}
+    for n in range(1, len(files) + 1):
+        n_steps[n] = len(json.load(open(files[n - 1]))["steps"])
+        lines.append("lesson %d" % n)
+        for k in range(1, n_steps[n] + 1):
+            lines += ["lesson-do"] + [l % k for l in extra.get(n, [])] + [
+                "lesson-json " + os.path.join(a.work, "l%d_s%d.json" % (n, k)), "lesson-next"]
+        lines.append("lesson-json " + os.path.join(a.work, "l%d_end.json" % n))
+    script(a.kvscope, a.work, "lessons", lines, SIZE, dump=False, shot=False, timeout=600)
+    out = {}
+    for n in n_steps:
+        end = read_json(os.path.join(a.work, "l%d_end.json" % n))
+        if not end["finished"]:
+            fail("lesson %d: not finished after every step's Next: %s" % (n, end))
+        out[n] = [read_json(os.path.join(a.work, "l%d_s%d.json" % (n, k))) for k in range(1, n_steps[n] + 1)]
+        for k, s in enumerate(out[n], 1):
+            if s["state"] != "passed" or s["step"] != k or s["lesson"] != n:
+                fail("lesson %d step %d: %s" % (n, k, s))
+    return out
 
 
 def value(state, name, index=0):
@@ -81,13 +86,14 @@ def token_ids(a, model, text):
 def lessons_end_to_end(a):
     default, gqa = os.path.join(a.assets, "default"), os.path.join(a.assets, "llama-gqa")
     P = prompt_length(a.kvscope, default, PROMPT)
+    runs = run_lessons(a, {7: ["memory-json " + os.path.join(a.work, "memory_%d.json")]})
 
-    s = run_lesson(a, 1)
+    s = runs[1]
     near("lesson 1 cache rows after the prefill", value(s[0], "cache_rows"), P)
     near("lesson 1 cache rows after four decodes", value(s[2], "cache_rows"), P + 4)
     near("lesson 1 rows a decode computes", value(s[2], "rows_computed"), 1)
 
-    s = run_lesson(a, 2)
+    s = runs[2]
     on = trace(a, default, "on", PROMPT, 2)
     off = trace(a, default, "off", PROMPT, 2, ["--no-cache"])
     near("lesson 2 FLOPs with the cache", value(s[1], "flops_saved.flops_on"), on[1][0]["flops"])
@@ -95,13 +101,13 @@ def lessons_end_to_end(a):
     near("lesson 2 rows without the cache", value(s[1], "flops_saved.rows_off"), P + 1)
     near("lesson 2 rows with the cache off", value(s[2], "rows_computed"), P + 2)
 
-    s = run_lesson(a, 3)
+    s = runs[3]
     q = P - 1
     for k, (W, S) in enumerate(((0, 0), (4, 0), (4, 1))):
         want = sum(1 for key in range(q + 1) if W == 0 or key > q - W or key < S)
         near("lesson 3 step %d keys seen (W %d, S %d)" % (k + 1, W, S), value(s[k], "visible_keys"), want)
 
-    s = run_lesson(a, 4)
+    s = runs[4]
     steps = trace(a, default, "induction", PROMPT, 1)
     meta, d = steps[0]
     D = meta["model"]["head_dim"]
@@ -121,7 +127,7 @@ def lessons_end_to_end(a):
         fail("lesson 4: numpy's weight %.3f is under the lesson's 0.5: the lesson claims too much" % w[key])
     near("lesson 4 predicted token", value(s[1], "copies.token"), ids[key])
 
-    s = run_lesson(a, 5)
+    s = runs[5]
     cfg = json.load(open(os.path.join(gqa, "config.json")))
     Dg = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     near("lesson 5 bytes per token", value(s[0], "kv_bytes_per_token.bytes_per_token"),
@@ -129,7 +135,7 @@ def lessons_end_to_end(a):
     near("lesson 5 bytes with a K/V head per query head", value(s[0], "kv_bytes_per_token.every_head"),
          2 * cfg["num_hidden_layers"] * cfg["num_attention_heads"] * Dg * 4)
 
-    s = run_lesson(a, 6)
+    s = runs[6]
     steps = trace(a, gqa, "rotary", PROMPT, 2)
     keys, queries = {}, {}
     group = cfg["num_attention_heads"] // cfg["num_key_value_heads"]
@@ -146,13 +152,13 @@ def lessons_end_to_end(a):
         near("lesson 6 step %d layer %d head %d score" % (k + 1, layer, head), value(s[k], "rotary_score.score", index), want)
         near("lesson 6 step %d score by distance" % (k + 1), [v for v in s[k]["values"] if v["name"] == "rotary_score.score"][index]["expected"], want)
 
-    s = run_lesson(a, 7, ["memory-json " + os.path.join(a.work, "memory_%d.json")])
+    s = runs[7]
     for k in (1, 2):
         mem = read_json(os.path.join(a.work, "memory_%d.json" % k))
         near("lesson 7 step %d shared blocks (Memory dump)" % k, value(s[k - 1], "blocks_shared.blocks_shared"), mem["shared_blocks"])
         near("lesson 7 step %d shared blocks (prompt / 4)" % k, value(s[k - 1], "blocks_shared.blocks_shared"), P // 4)
 
-    s = run_lesson(a, 8)
+    s = runs[8]
     # The window's lab reads the shown sequence's tokens so far: the prompt and the token its prefill chose.
     meta = trace(a, default, "lab_text", LAB_TEXT, 1)[0][0]
     ids = meta["tokens"]["ids"] + [meta["chosen"]["id"] if isinstance(meta["chosen"], dict) else meta["chosen"]]

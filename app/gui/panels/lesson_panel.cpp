@@ -105,9 +105,15 @@ std::vector<Command> open_lesson(const Snapshot& snap, ViewPrefs& prefs, int64_t
     const Lesson& l = all[size_t(index)];
     tabs_to_show = {Panel::Lesson};
     enter_step(l, prefs);
+    prefs.view_step = -1;
+    std::vector<Command> out;
     const std::string dir = lesson_model_dir(l);
-    if (!dir.empty() && !same_folder(dir, snap.model().dir())) return {LoadModel{dir}};
-    return {};
+    if (!dir.empty() && !same_folder(dir, snap.model().dir())) out.push_back(LoadModel{dir});
+    // Every lesson starts from the default options: the window, cache switch or batch another lesson (or
+    // the learner) set must not change what this one shows.
+    out.push_back(SetOptions{SessionOptions{}, BatchOptions{}, {}});
+    out.push_back(SetCache{true});  // the switch is not one of the options
+    return out;
 }
 
 std::vector<Command> lesson_step_intents(const Snapshot& snap, ViewPrefs& prefs) {

@@ -7,8 +7,8 @@
 //
 //   lesson_library()              the lessons of lessons_dir(), read once; LoadError for a bad file
 //   draw_learn_menu(c)            one MenuItem per lesson (call inside ImGui::BeginMenu("Learn"))
-//   open_lesson(snap, prefs, i)   open lesson i (0-based) at its first step; returns the intents to push
-//                                 (LoadModel when the lesson needs another model folder)
+//   open_lesson(snap, prefs, i)   open lesson i (0-based) at its first step; returns the intents to push:
+//                                 LoadModel when the lesson needs another model folder, the default options, the cache on
 //   lesson_step_intents(snap, prefs)   "Do it for me": the step's intents; its view settings applied to prefs
 //   lesson_next(snap, prefs)      evaluate the step's check; passed: go on (the last step finishes the
 //                                 lesson) and return ""; else the check's message
