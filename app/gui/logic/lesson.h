@@ -3,17 +3,16 @@
 // before the learner goes on. A lesson is data, one JSON file in assets/lessons/ (docs/gui.md "Lessons"
 // lists every field); its actions are a fixed vocabulary that maps onto the intents of commands.h and the
 // view settings, and its checks a fixed vocabulary of predicates over the Snapshot evaluated here. A new
-// lesson is a new file, never code.
+// lesson is a new file, never code. The checks are lesson_checks.h's.
 //
-//   Lesson, LessonStep, LessonAction, LessonCheck   a lesson as read
+//   Lesson, LessonStep, LessonAction   a lesson as read
 //   parse_lesson(text, file)        one lesson; LoadError naming the file and the field on anything wrong
 //   load_lessons(dir)               every *.json of dir in name order; LoadError for the first bad one
 //   lessons_dir()                   $KVSCOPE_LESSONS, else assets/lessons
 //   lesson_model_dir(lesson)        the model folder the lesson needs as a path ("" = any model)
 //   lesson_intents(action, snap)    the intents an action pushes (view actions push none)
 //   LessonView, lesson_view(actions)  the view settings the actions ask for (layer, head, step...)
-//   CheckResult                     waiting / passed / failed, one line saying why, the values compared
-//   check_step(step, snap)          every check of a step against the snapshot (the first that is not passed wins)
+//   check_step(step, snap)          check_all of the step's checks (lesson_checks.h)
 //   LessonRun                       which lesson is open, its step, the last check (held by ViewPrefs)
 //   lesson_json(run, lesson)        the state as JSON (script `lesson-json FILE`)
 //
@@ -24,6 +23,7 @@
 
 #include "io/json_write.h"
 #include "logic/commands.h"
+#include "logic/lesson_checks.h"
 #include "logic/snapshot.h"
 
 namespace kvscope::gui {
@@ -38,16 +38,6 @@ struct LessonAction {
     int64_t n = 1;                  // decode, step, back, layer, head, show-step, suffix (the index)
     bool on = true;                 // cache, compare, heads-view (true = all heads)
     std::vector<std::string> set;   // options: "key=value" each
-};
-
-// One predicate over the snapshot (`is`); the fields it reads are listed with each in lesson.cpp's kChecks.
-struct LessonCheck {
-    std::string is;
-    std::string phase;              // phase: "prefill" | "decode"
-    std::string equals;             // cache_rows, rows_computed, visible_keys: a number or a reference name
-    int64_t layer = -1, head = -1;  // induction, visible_keys, rotary_score: -1 = search every (layer) head
-    double min = 0;                 // induction (weight), flops_saved (ratio), blocks_shared (count)
-    std::string config;             // lab_tradeoff: the lab configuration's name
 };
 
 struct LessonStep {
@@ -81,18 +71,6 @@ struct LessonView {
 };
 LessonView lesson_view(const std::vector<LessonAction>& actions);
 
-struct CheckValue {
-    std::string name;
-    double actual = 0, expected = 0;
-};
-struct CheckResult {
-    enum class State { Waiting, Passed, Failed };
-    State state = State::Waiting;
-    std::string message;            // waiting: what to do; passed: what the record shows; failed: expected vs shown
-    std::vector<CheckValue> values; // what was compared
-    bool passed() const { return state == State::Passed; }
-};
-const char* check_state_name(CheckResult::State s);  // "waiting" | "passed" | "failed"
 CheckResult check_step(const LessonStep& step, const Snapshot& snap);
 
 struct LessonRun {
