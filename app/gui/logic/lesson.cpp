@@ -46,7 +46,7 @@ std::string names(const Vocab* begin, const Vocab* end) {
 struct Reader {
     const std::string& file;
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-        throw LoadError(file, field + ": " + what, "docs/gui.md \"Lessons\" lists the fields");
+        throw LoadError(file, field + ": " + what, "docs/window.md \"Lessons\" lists the fields");
     }
     const Json& member(const Json& obj, const std::string& at, const char* key, Json::Kind kind) const {
         const Json* v = obj.find(key);
@@ -167,7 +167,7 @@ Lesson parse_lesson(const std::string& text, const std::string& file) {
     if (!root.is_object()) r.fail("(top)", "expected an object with title and steps");
     r.only(root, "", {"title", "model", "summary", "steps"});
     Lesson l;
-    l.file = file;
+    l.file = fs::path(file).filename().string();
     l.title = r.text(root, "", "title", true);
     l.model = r.text(root, "", "model", false);
     l.summary = r.text(root, "", "summary", false);
@@ -204,7 +204,7 @@ std::vector<Lesson> load_lessons(const std::string& dir) {
     std::sort(files.begin(), files.end());
     std::vector<Lesson> out;
     for (const std::string& f : files)
-        out.push_back(parse_lesson(read_file_bounded(f, k_lesson_file), fs::path(f).filename().string()));
+        out.push_back(parse_lesson(read_file_bounded(f, k_lesson_file), f));
     if (out.empty()) throw LoadError(dir, "no lesson files (*.json)");
     return out;
 }

@@ -1,12 +1,12 @@
 #pragma once
 // Guided lessons: short walks through one idea each that drive the real engine and check its record
-// before the learner goes on. A lesson is data, one JSON file in assets/lessons/ (docs/gui.md "Lessons"
+// before the learner goes on. A lesson is data, one JSON file in assets/lessons/ (docs/window.md "Lessons"
 // lists every field); its actions are a fixed vocabulary that maps onto the intents of commands.h and the
-// view settings, and its checks a fixed vocabulary of predicates over the Snapshot evaluated here. A new
-// lesson is a new file, never code. The checks are lesson_checks.h's.
+// view settings, and its checks a fixed vocabulary of predicates over the Snapshot (lesson_checks.h). A
+// new lesson is a new file, never code.
 //
 //   Lesson, LessonStep, LessonAction   a lesson as read
-//   parse_lesson(text, file)        one lesson; LoadError naming the file and the field on anything wrong
+//   parse_lesson(text, path)        one lesson; LoadError naming the path and the field on anything wrong
 //   load_lessons(dir)               every *.json of dir in name order; LoadError for the first bad one
 //   lessons_dir()                   $KVSCOPE_LESSONS, else assets/lessons
 //   lesson_model_dir(lesson)        the model folder the lesson needs as a path ("" = any model)
@@ -49,7 +49,7 @@ struct LessonStep {
 };
 
 struct Lesson {
-    std::string file;               // the file's name, for messages
+    std::string file;               // the file's name (without its folder)
     std::string title;
     std::string model;              // "assets/default" or a path; "" = whatever model is open
     std::string summary;            // one line for the Learn menu
