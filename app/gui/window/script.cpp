@@ -98,7 +98,8 @@ const Spec kSpecs[] = {
     {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quant tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"help", 1, 1, "help on|off", "the help overlay (F1 or ?): every keyboard shortcut and what each panel shows"},
-    {"lesson", 1, 1, "lesson N", "open guided lesson N (the Learn menu's N-th, assets/lessons/); loads the model folder it names"},
+    {"lesson", 1, 1, "lesson N", "open guided lesson N (the Learn menu's N-th, assets/lessons/): loads the model folder it names, "
+                                   "restores the default options and the cache switch"},
     {"lesson-do", 0, 0, "lesson-do", "the open lesson's \"Do it for me\": the step's intents and view settings"},
     {"lesson-next", 0, 0, "lesson-next", "the lesson's Next: the step's check must pass against the engine's record, else the "
                                          "line fails with the lesson's message (expected vs what the record shows)"},
