@@ -16,7 +16,7 @@ namespace kvscope::gui {
 // block at merge. A border around the place the panel has in the current layout, this frame.
 void highlight_panel(Panel p) {
     const ImGuiIO& io = ImGui::GetIO();
-    for (const Slot& s : layout_slots(io.DisplaySize, false))
+    for (const Slot& s : layout_slots(io.DisplaySize, true))  // paged: every panel has a place, the same
         for (Panel q : s.panels)
             if (q == p)
                 ImGui::GetForegroundDrawList()->AddRect(
