@@ -109,6 +109,14 @@
 #   gui.input  the interactive window driven by real X events (xdotool: typing, clicks, Space, Backspace;
 #              Space+Backspace tapped faster than a frame with both cores busy; a hover tooltip),
 #              widgets found through --layout-dump; tests/gui/check_input.py
+#   gui.lessons every guided lesson (assets/lessons/) end to end in script mode (lesson N, lesson-do, lesson-next),
+#              the values its checks compared against tokenize, generate --trace + numpy, config.json, the
+#              Memory dump and lab --json; each lesson's first step drawn at 1280x720; lesson 4 on random weights
+#              fails with its message, an early Next, a bad lesson file and --lesson 99 refused in one line;
+#              tests/gui/check_lessons.py
+#   gui.lessons_input  the interactive window opened with --lesson 1 (xdotool): Next disabled until the check
+#              passes, Do it for me / Next / Finish by mouse through all three steps (the check's row count =
+#              `kvscope tokenize`'s), Close; tests/gui/check_lessons_input.py
 #   gui.help_input  F1, ?, Escape and the Controls' "?" button open and close the help overlay; a ? typed into
 #              the prompt box stays there; tests/gui/check_help_input.py
 #   gui.workspaces_input  keys 1-5 and the bar switch workspaces without changing the session (steps, prompt,
@@ -164,6 +172,8 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(help_input check_help_input 300)
     kvscope_gui_test(workspaces_input check_workspaces_input 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(lessons check_lessons 900 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(lessons_input check_lessons_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows check_layer_windows 300 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(sink_positions check_sink_positions 300 --assets ${CMAKE_SOURCE_DIR}/assets)

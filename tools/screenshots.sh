@@ -7,7 +7,7 @@ set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-}
 [ $# -gt 0 ] && shift
-names=${*:-overview window cache_off memory sinks encoder_decoder rotary kv_groups long_context chat cache_lab_window logit_lens}
+names=${*:-overview window cache_off memory sinks encoder_decoder rotary kv_cache kv_groups long_context chat cache_lab_window logit_lens}
 if [ -z "$bin" ]; then
   for b in "$repo/build/app/kvscope" "$repo/build-gui/app/kvscope"; do [ -x "$b" ] && bin=$b && break; done
 fi
@@ -17,7 +17,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 
-# 1. Prefill then four decode steps, viewing the prefill step of the default model's strongest induction
+# Each script ends in the workspace its picture is about (the bar at the top: Step, Cache, Memory, Lab, Chat).
+# 1. Step: prefill then four decode steps, viewing the prefill step of the default model's strongest induction
 #    head (layer 1 head 2): the repeated words look at the word after their first occurrence.
 cat > "$work/overview.txt" <<'S'
 prompt Tom saw the cookie at school. Tom saw the
@@ -64,13 +65,13 @@ decode 2
 sequence 1
 show-step 0
 S
-# 5. Window 5 with 2 attention sinks: kept, sunk (magenta) and evicted positions in the KV cache, the
-#    mask's rule and the attention row's sink columns.
+# 5. Cache: window 5 with 2 attention sinks: kept, sunk (magenta) and evicted positions in the KV cache.
 cat > "$work/sinks.txt" <<'S'
 options window=5 sinks=2 chunk=4 max-new=8
 prompt The cat sat on the mat because it was
 run end
 show-step 2
+workspace Cache
 S
 # 6. The encoder-decoder (assets/encoder-decoder), loaded as the Model panel's picker does, at the step
 #    that ran the encoder: the source pane and 'encoder ran here', cross-attention of the prefill's decoder
@@ -96,6 +97,17 @@ layer 0
 head 5
 select 10 9
 panel Rotary
+S
+# 8a. Cache: the trained chat model's cache after a prefill, layer 0 (it slides a window of 8: the rows it no
+#     longer stores are dark), its K/V heads section open (8 query heads over 2 K/V heads, bytes per token).
+cat > "$work/kv_cache.txt" <<S
+model $repo/assets/chat
+prompt Anna has a small duck. Tom is by the river. Anna has a small duck.
+prefill
+layer 0
+head 5
+kv-heads open
+workspace Cache
 S
 # 8. Grouped-query attention on the trained chat model (8 query heads over 2 K/V heads): layer 0, all heads
 #    grouped, query head 5 selected: heads 4-7 read the same keys and values and do different things.
@@ -137,6 +149,7 @@ layer 2
 head 3
 show-step 17
 view all-heads
+workspace Chat
 S
 # 11. The default model's prefill of a repeated sentence, layer 1: the K/V quant tab (int4, G 8, R 4) and the
 #     Cache lab tab's table for the default configurations on the sequence's own tokens.
@@ -157,8 +170,8 @@ prefill
 select 5 0
 panel Logit lens
 S
-# Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): the layout adapts
-# (tabs where panels would not fit side by side), and both sizes should be looked at after a layout change.
+# Each picture at 1920x1080 (NAME.png, the README's) and at 1280x720 (NAME_1280x720.png): both sizes should
+# be looked at after a layout change.
 for name in $names; do
   [ -f "$work/$name.txt" ] || { echo "error: no picture named $name" >&2; exit 1; }
   for size in 1920x1080 1280x720; do

@@ -10,6 +10,7 @@
 #include "common.h"
 #include "io/output_path.h"
 #ifdef KVSCOPE_WITH_GUI
+#include "gui/panels/lesson_panel.h"
 #include "gui/window/script.h"
 #include "gui/window/window.h"
 #endif
@@ -42,6 +43,7 @@ int cli_gui(int argc, char** argv) {
     args.option("--script", "FILE", "run the commands in FILE, listed below (prompt, prefill, decode N, back, ...)")
         .option("--screenshot", "OUT.png", "after the script, render, save the window as PNG and exit")
         .option("--size", "WxH", "window size in pixels (default 1600x1000)")
+        .option("--lesson", "N", "open guided lesson N at start (assets/lessons/, the Learn menu's N-th)")
         .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)")
         .epilogue(script_help());
     if (!args.parse(argc, argv)) return 0;
@@ -58,6 +60,10 @@ int cli_gui(int argc, char** argv) {
     o.scripted = args.has("--script") || args.has("--screenshot");
     o.screenshot = args.text("--screenshot").value_or("");
     o.layout_dump = args.text("--layout-dump").value_or("");
+    if (args.has("--lesson")) {
+        const size_t n = gui::lesson_library().size();  // a bad lesson file: one LoadError line naming it
+        o.lesson = args.integer("--lesson", 1, 1, int64_t(n));
+    }
     // Every output is checked before the window opens (core/io/output_path.h), not after the script ran.
     OutputSet outputs;
     if (!o.screenshot.empty()) outputs.add_file("--screenshot", o.screenshot, OutputKind::Png);

@@ -9,7 +9,7 @@ a paged batch opens by itself); the encoder-decoder model; a chat of three turns
 the default configurations; a Gemma 3 folder without a tokenizer (ids only) with the Model panel and the
 Rotary tab in front; the help overlay.
 
-  0. what each workspace shows is what the issue asked of it (WORKSPACES below, written here, not read from
+  0. what each workspace shows is what the issue asked of it (and, with a lesson open, the Lesson panel) (WORKSPACES below, written here, not read from
      the layout code): the frame (Controls, Export, the timeline, the Model panel) and its panels, every
      declared panel in at least one workspace; the bar names the five workspaces and marks the one shown;
      in Step the attention map takes at least 45 % of the window's width;
@@ -101,6 +101,10 @@ WORKSPACES = {"Step": ["Attention", "Mask", "Next token", "Cache on vs off", "He
               "Memory": ["Memory"],
               "Lab": ["Cache lab", "Cache edits", "Logit lens", "Cache on vs off"],
               "Chat": ["Attention", "Cache on vs off", "Next token"]}
+LESSON = ["Lesson"]  # in every workspace while a lesson is open, in front of Export
+LESSON_CASE = """lesson 1
+lesson-do
+"""
 WORKSPACE_CASE = """prompt Tom saw the cookie at school. Tom saw the
 prefill
 decode 2
@@ -292,7 +296,7 @@ def main():
         if os.path.exists(os.path.join(ids_model, f)):
             os.remove(os.path.join(ids_model, f))
     declared = {t for t, _ in declared_panels()}
-    shown = set(FRAME).union(*WORKSPACES.values())
+    shown = set(FRAME).union(*WORKSPACES.values()).union(LESSON)
     if declared != shown:
         fail("panels in no workspace: %s; in a workspace but not declared: %s" % (
             sorted(declared - shown), sorted(shown - declared)))
@@ -306,8 +310,10 @@ def main():
               ("chat", CHAT + "workspace Chat\n", "Chat", chat_model), ("lab", LAB, "Lab", None),
               ("model", MODEL, "Cache", ids_model), ("help", HELP, "Step", None)]
     only = os.environ.get("KVSCOPE_LAYOUT_CASES")  # a comma-separated subset, for a quick look
+    # A lesson open: its panel beside Controls, in the workspace of its first step's panel (KV cache).
+    cases += [("lesson", LESSON_CASE, "Cache", None)]
     for case, text, workspace, model in cases:
-        panels = panels_of(workspace)
+        panels = panels_of(workspace) + (LESSON if case == "lesson" else [])
         if only and case not in only.split(","):
             continue
         for W, H in SIZES:
@@ -338,6 +344,8 @@ def main():
                 wholly_visible(name, dump, ["Measure lab", "lab configurations", "lab header"] + rows)
             if case == "model":
                 wholly_visible(name, dump, ["Model picker", "Open folder", "Model shape", "Model keys"])
+            if case == "lesson":
+                wholly_visible(name, dump, ["lesson title", "lesson check", "lesson do", "lesson next", "lesson close"])
             if case == "help":
                 check_help(name, dump, (W, H))
             # 6. what the case is about is on screen

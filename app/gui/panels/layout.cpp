@@ -25,6 +25,7 @@ struct Arrangement {
     ImVec2 display = {0, 0};
     float bar = -1;
     Workspace workspace = Workspace::Step;
+    bool lesson = false;          // a lesson is open: its panel has a place
     int select = -1;              // a Panel whose tab show_tab asked for
     int highlight = -1;           // a Panel highlight_panel asked to outline this frame
     const Slot* open = nullptr;   // the slot being drawn
@@ -57,7 +58,7 @@ bool panel_named(const std::string& title, Panel& out) {
 void show_tab(Panel p) { a.select = int(p); }
 void highlight_panel(Panel p) { a.highlight = int(p); }
 
-std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w) {
+std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w, bool lesson) {
     const float font = ImGui::GetFontSize();
     auto slot = [](ImVec2 pos, ImVec2 end, std::vector<Panel> panels) {
         return Slot{pos, {end.x - pos.x, end.y - pos.y}, std::move(panels)};
@@ -68,10 +69,12 @@ std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w) {
     // The Model panel shares the top row with the timeline, at least 19 font heights wide; Export keeps room
     // for its box, format row, buttons and one line of result (about 10 font heights).
     const float model_left = std::round(std::min(left + (d.x - left) * 0.74f, d.x - font * 19));
-    const float export_top = std::round(d.y - std::max(font * 11, d.y * 0.13f));
+    // An open lesson takes Export's place and more (its text, the check and its buttons), Export a tab behind it.
+    const float export_top = std::round(d.y - (lesson ? std::max(font * 17, d.y * 0.42f) : std::max(font * 11, d.y * 0.13f)));
     std::vector<Slot> s;
     s.push_back(slot({0, bar}, {left, export_top}, {Panel::Controls}));
-    s.push_back(slot({0, export_top}, {left, d.y}, {Panel::Export}));
+    s.push_back(slot({0, export_top}, {left, d.y}, lesson ? std::vector<Panel>{Panel::Lesson, Panel::Export}
+                                                         : std::vector<Panel>{Panel::Export}));
     s.push_back(slot({left, bar}, {model_left, top}, {Panel::Timeline}));
     s.push_back(slot({model_left, bar}, {d.x, top}, {Panel::Model}));
     // The main area, split into a main view on the left and a column of one or two places on the right.
@@ -109,7 +112,7 @@ std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w) {
 
 Workspace workspace_holding(Panel p, Workspace current) {
     auto holds = [&](Workspace w) {
-        for (const Slot& slot : layout_slots({1280, 720}, 0, w))
+        for (const Slot& slot : layout_slots({1280, 720}, 0, w, true))
             if (std::find(slot.panels.begin(), slot.panels.end(), p) != slot.panels.end()) return true;
         return false;
     };
@@ -119,12 +122,14 @@ Workspace workspace_holding(Panel p, Workspace current) {
     return current;
 }
 
-const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w) {
-    if (a.display.x != display.x || a.display.y != display.y || a.bar != bar || a.workspace != w || a.slots.empty()) {
-        a.slots = layout_slots(display, bar, w);
+const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w, bool lesson) {
+    if (a.display.x != display.x || a.display.y != display.y || a.bar != bar || a.workspace != w || a.lesson != lesson ||
+        a.slots.empty()) {
+        a.slots = layout_slots(display, bar, w, lesson);
         a.display = display;
         a.bar = bar;
         a.workspace = w;
+        a.lesson = lesson;
     }
     return a.slots;
 }

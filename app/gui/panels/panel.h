@@ -35,7 +35,7 @@ struct PanelContext {
 };
 
 enum class Panel { Controls, Heads, Export, Timeline, Model, Attention, KvCache, Mask, NextToken, Compare, Memory, Rotary, Lens, Quant, Lab,
-                   Edits };
+                   Edits, Lesson };
 
 struct Figure;  // figures.h: what a panel's "Save figure" writes
 
@@ -44,14 +44,15 @@ struct Slot {
     ImVec2 pos, size;
     std::vector<Panel> panels;  // drawn in this order; more than one = tabs
 };
-// The places of workspace w's panels in a window of size `display` whose top `bar` pixels the menu bar takes.
-std::vector<Slot> layout_slots(ImVec2 display, float bar, Workspace w);
+// The places of workspace w's panels in a window of size `display` whose top `bar` pixels the menu bar takes;
+// lesson: a lesson is open, and its panel has a place in every workspace.
+std::vector<Slot> layout_slots(ImVec2 display, float bar, Workspace w, bool lesson);
 // w itself when it shows panel p, else the first workspace that does.
 Workspace workspace_holding(Panel p, Workspace w);
 // Each frame: the slots (laid out again when the window size or the workspace changed), then per slot
 // begin_slot, the slot's panels, end_slot, and end_layout_frame. A panel draws between begin_panel (its
 // window, or its tab) and end_panel; when begin_panel returns false there is nothing to draw and nothing to end.
-const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w);
+const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w, bool lesson);
 void begin_slot(const Slot& slot);
 void end_slot();
 bool begin_panel(Panel p);

@@ -14,6 +14,7 @@
 #include "panels/kv_cache_panel.h"
 #include "panels/kv_quant_panel.h"
 #include "panels/lab_panel.h"
+#include "panels/lesson_panel.h"
 #include "panels/logit_lens_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/memory_panel.h"
@@ -74,6 +75,9 @@ const std::vector<PanelModule>& panel_modules() {
         {Panel::Edits, "Cache edits",
          "evict, restore or patch positions of the cache and see the next prediction before and after",
          draw_cache_edits},
+        {Panel::Lesson, "Lesson",
+         "the open guided lesson: its step, what to look at, and whether the engine's record shows it yet (Learn menu)",
+         draw_lesson},
     };
     return modules;
 }

@@ -23,6 +23,7 @@
 #include <imgui.h>
 
 #include "analysis/map_overview.h"
+#include "logic/lesson.h"
 #include "logic/snapshot.h"
 #include "report/plot.h"
 #include "run/trace.h"
@@ -65,6 +66,7 @@ struct ViewPrefs {
     std::string patch_text;
     bool help_open = false;       // the help overlay (F1, ?, the Controls' "?" button, script `help on`)
     Workspace workspace = Workspace::Step;  // the layout shown (the bar, keys 1-5, script `workspace NAME`)
+    LessonRun lesson;             // the open guided lesson (Learn menu, script `lesson N`, gui --lesson N)
 };
 
 // The step the panels show, or nullptr before the first step.

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "panels/lesson_panel.h"
 #include "widgets/test_dumps.h"
 #include "logic/workspace.h"
 
@@ -25,6 +26,11 @@ float draw_menu_bar(PanelContext& c) {
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s (key %zu)", w.for_, i + 1);
     }
     ImGui::Separator();
+    if (ImGui::BeginMenu("Learn")) {
+        draw_learn_menu(c);
+        ImGui::EndMenu();
+    }
+    dump_item("menu Learn");
     if (ImGui::MenuItem("Help", "F1", c.prefs.help_open)) c.prefs.help_open = !c.prefs.help_open;
     dump_item("menu Help");
     ImGui::EndMainMenuBar();

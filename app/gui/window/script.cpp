@@ -8,7 +8,9 @@
 #include "base/errors.h"
 #include "io/read_file.h"
 #include "panels/controls_panel.h"
+#include "io/atomic_file.h"
 #include "panels/figures.h"
+#include "panels/lesson_panel.h"
 #include "panels/panel.h"
 
 namespace kvscope::gui {
@@ -96,6 +98,13 @@ const Spec kSpecs[] = {
     {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quant tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"help", 1, 1, "help on|off", "the help overlay (F1 or ?): every keyboard shortcut and what each panel shows"},
+    {"lesson", 1, 1, "lesson N", "open guided lesson N (the Learn menu's N-th, assets/lessons/): loads the model folder it names, "
+                                   "restores the default options and the cache switch"},
+    {"lesson-do", 0, 0, "lesson-do", "the open lesson's \"Do it for me\": the step's intents and view settings"},
+    {"lesson-next", 0, 0, "lesson-next", "the lesson's Next: the step's check must pass against the engine's record, else the "
+                                         "line fails with the lesson's message (expected vs what the record shows)"},
+    {"lesson-json", 1, 1, "lesson-json FILE", "write the open lesson's state as JSON: lesson, step, check state and message, "
+                                              "and the values the check compared (name, actual, expected)", ScriptOutput::JsonFile},
     {"panel", 1, 4, "panel NAME", "show a panel: its workspace (unless the one shown has it), and its tab in front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
     {"workspace", 1, 1, "workspace NAME", "show a workspace, as the bar at the top or keys 1-5 do: Step, Cache, Memory, Lab or Chat (or 1-5)"},
 };
@@ -184,6 +193,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         auto bad = [&](const std::string& why) {
             throw UsageError(where(path, n) + cmd + ": " + why + " (usage: " + spec->usage + "; see kvscope gui --help)");
         };
+        if (cmd == "lesson" && (!to_int(l.words[1], x) || x < 1)) bad("expected a lesson number >= 1, got '" + l.words[1] + "'");
         if ((cmd == "decode" || cmd == "step" || cmd == "back" || cmd == "layer" || cmd == "head" || cmd == "frames" ||
              cmd == "measure" || cmd == "sequence" || cmd == "suffix") && n_args >= 1 && (!to_int(l.words[1], x) || x < 0))
             bad("expected a number >= 0, got '" + l.words[1] + "'");
@@ -207,7 +217,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
             for (size_t i = 1; i < l.words.size(); ++i) title += (i > 1 ? " " : "") + l.words[i];
             Panel p;
             if (!panel_named(title, p)) bad("no panel '" + title + "' (Controls, Heads, Export, Token timeline, Model, "
-                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quant, Cache lab, Cache edits)");
+                                            "Attention, KV cache, Mask, Next token, Cache on vs off, Memory, Rotary, Logit lens, K/V quant, Cache lab, Cache edits, Lesson)");
         }
         if (Workspace w; cmd == "workspace" && !workspace_named(l.words[1], w))
             bad("no workspace '" + l.words[1] + "' (Step, Cache, Memory, Lab, Chat or 1-5)");
@@ -247,7 +257,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "help" ||
+                             cmd == "help" || cmd == "lesson" || cmd == "lesson-do" || cmd == "lesson-next" || cmd == "lesson-json" ||
                              cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "export-dir" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
@@ -477,11 +487,45 @@ bool apply_output_line(LineRun& r) {
     return true;
 }
 
+// Guided lessons: open, do a step, go on when its check passes, write the state.
+bool apply_lesson_line(LineRun& r) {
+    const std::string& cmd = r.cmd;
+    const std::string line = "line " + std::to_string(r.l.line) + ": " + cmd + ": ";
+    try {
+        if (cmd == "lesson") {
+            for (const Command& c : open_lesson(r.snap, r.v, r.n - 1)) r.run(c);
+            r.fx.frames = 2;
+        } else if (cmd == "lesson-do") {
+            if (!r.v.lesson.open()) throw UsageError("no lesson is open (lesson N)");
+            for (const Command& c : lesson_step_intents(r.snap, r.v)) r.run(c);
+            r.fx.frames = 2;
+        } else if (cmd == "lesson-next") {
+            const std::string why = lesson_next(r.snap, r.v);
+            if (!why.empty()) throw UsageError(why);
+            r.fx.frames = 2;
+        } else if (cmd == "lesson-json") {
+            if (!r.v.lesson.open()) throw UsageError("no lesson is open (lesson N)");
+            const Lesson& l = lesson_library()[size_t(r.v.lesson.lesson)];
+            if (!r.v.lesson.finished) r.v.lesson.result = check_step(l.steps[size_t(r.v.lesson.step)], r.snap);
+            write_file_atomic(r.arg, json_text(lesson_json(r.v.lesson, l), 2) + "\n");
+        } else {
+            return false;
+        }
+    } catch (const UsageError& e) {
+        const std::string what = e.what();
+        throw UsageError(what.rfind("line ", 0) == 0 ? what : line + what);
+    } catch (const LoadError& e) {
+        throw UsageError(line + e.what());
+    }
+    return true;
+}
+
 }  // namespace
 
 ScriptEffect apply_script_line(const ScriptLine& l, Controller& ctl, const Snapshot& snap, ViewPrefs& v) {
     LineRun r(l, ctl, snap, v);
-    if (apply_step_line(r) || apply_options_line(r) || apply_view_line(r) || apply_output_line(r)) return r.fx;
+    if (apply_step_line(r) || apply_options_line(r) || apply_view_line(r) || apply_output_line(r) || apply_lesson_line(r))
+        return r.fx;
     if (r.cmd == "frames") r.fx.frames = int(r.n);
     else if (r.cmd == "measure") r.fx.measure = int(r.n);
     return r.fx;

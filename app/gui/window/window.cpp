@@ -22,6 +22,7 @@
 #include "base/errors.h"
 #include "io/json_write.h"
 #include "panels/controls_panel.h"
+#include "panels/lesson_panel.h"
 #include "panels/panel_list.h"
 #include "report/export.h"
 #include "widgets/gl.h"
@@ -372,7 +373,8 @@ void draw_frame(GLFWwindow* window, Controller& ctl, const Snapshot& snap, const
     begin_dump_frame();
     PanelContext pc{ctl, snap, progress, prefs, maps, io.DisplaySize};
     const float bar = draw_menu_bar(pc);
-    for (const Slot& slot : arrange_panels(io.DisplaySize, bar, prefs.workspace)) {
+    lesson_begin_frame(pc);
+    for (const Slot& slot : arrange_panels(io.DisplaySize, bar, prefs.workspace, prefs.lesson.open())) {
         begin_slot(slot);
         for (Panel p : slot.panels) panel_module(p).draw(pc);
         end_slot();
@@ -426,6 +428,8 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
         if (!scripted && model->tokenizer()) {
             ctl.push(SetPrompt{"Tom saw the cookie at school. Tom saw the"});  // a repeat: the induction head shows
         }
+        if (o.lesson > 0)
+            for (const Command& c : open_lesson(*ctl.snapshot(), prefs, o.lesson - 1)) ctl.push(c);
         uint64_t generation = ctl.snapshot()->generation;
         ScriptRun run{o};
         double frame_start = now_s();

@@ -22,6 +22,7 @@ struct WindowOptions {
     bool scripted = false;               // a script or a screenshot was asked for
     std::string screenshot;              // scripted mode: save the window as PNG after the script
     std::string layout_dump;             // keep this file updated with widget rectangles (UI tests)
+    int64_t lesson = 0;                  // > 0: open guided lesson N at start (gui --lesson N)
 };
 
 int run_window(std::shared_ptr<const Model> model, const WindowOptions& options);
