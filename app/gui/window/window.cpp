@@ -26,6 +26,7 @@
 #include "widgets/shortcuts.h"
 #include "window/help.h"
 #include "window/script.h"
+#include "window/ui_scale.h"
 #include "window/window.h"
 
 namespace kvscope {
@@ -66,35 +67,6 @@ std::string config_dir() {
 std::string shaders_dir() {
     if (const char* s = std::getenv("KVSCOPE_SHADERS"); s && *s) return s;
     return KVSCOPE_SHADERS_DIR;
-}
-
-void load_font(float scale) {
-    ImGuiIO& io = ImGui::GetIO();
-    // Latin, Latin extended, Greek, Cyrillic, punctuation, arrows, math, geometric shapes: enough for
-    // most token text; anything else shows as ImGui's fallback box (the tooltip also gives the bytes).
-    static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x206F,
-                                     0x2190, 0x21FF, 0x2200, 0x22FF, 0x25A0, 0x25FF, 0};
-    const std::string dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";  // tools/setup.sh installs it
-    if (std::filesystem::exists(dejavu) && io.Fonts->AddFontFromFileTTF(dejavu.c_str(), std::round(16.0f * scale), nullptr, ranges))
-        return;
-    ImFontConfig cfg;
-    cfg.SizePixels = std::round(13.0f * scale);
-    io.Fonts->AddFontDefault(&cfg);
-}
-
-void style(float scale) {
-    ImGui::StyleColorsDark();
-    ImGuiStyle& s = ImGui::GetStyle();
-    s.WindowRounding = 0;
-    s.FrameRounding = 3;
-    s.GrabRounding = 3;
-    s.WindowPadding = {8, 6};
-    s.ItemSpacing = {8, 5};
-    s.WindowBorderSize = 1;
-    s.Colors[ImGuiCol_WindowBg] = {0.11f, 0.11f, 0.13f, 1};
-    s.Colors[ImGuiCol_TitleBg] = {0.15f, 0.16f, 0.20f, 1};
-    s.Colors[ImGuiCol_TitleBgActive] = {0.20f, 0.26f, 0.38f, 1};
-    s.ScaleAllSizes(scale);
 }
 
 bool write_png(const std::string& path, int w, int h, const std::vector<uint8_t>& rgba) {
@@ -146,8 +118,18 @@ GLFWwindow* open_window(const Model& model, const WindowOptions& o) {
     return window;
 }
 
-// ImGui on the window: the user's layout file (none when scripted), the font and style at the screen's
-// scale, the backends and the heatmap shaders.
+// Framebuffer pixels per window coordinate (2 on a Retina Mac, 1 on X11).
+float framebuffer_scale(GLFWwindow* window) {
+    int w = 0, h = 0, fw = 0, fh = 0;
+    glfwGetWindowSize(window, &w, &h);
+    glfwGetFramebufferSize(window, &fw, &fh);
+    return w > 0 && fw > 0 ? float(fw) / float(w) : 0.0f;  // 0 (minimized): keep the last one
+}
+
+void on_content_scale(GLFWwindow*, float xscale, float yscale) { set_content_scale(std::max(xscale, yscale)); }
+
+// ImGui on the window: the user's layout file (none when scripted), the font and style at the UI scale
+// (window/ui_scale.h), the backends and the heatmap shaders.
 void start_imgui(GLFWwindow* window, bool scripted, std::string& ini_path) {
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
@@ -162,9 +144,9 @@ void start_imgui(GLFWwindow* window, bool scripted, std::string& ini_path) {
     }
     float xscale = 1, yscale = 1;
     glfwGetWindowContentScale(window, &xscale, &yscale);
-    const float scale = std::clamp(std::max(xscale, yscale), 1.0f, 4.0f);
-    load_font(scale);
-    style(scale);
+    set_content_scale(std::max(xscale, yscale));
+    glfwSetWindowContentScaleCallback(window, on_content_scale);  // moved to another monitor
+    apply_ui_scale(framebuffer_scale(window));
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
     if (!Gl::init(shaders_dir())) {
@@ -192,6 +174,10 @@ void write_layout_state(const std::string& path, const Snapshot& snap, const Vie
                              {"zoom_center", {prefs.center.x, prefs.center.y}},
                              {"shown_step", shown ? int64_t(shown->id.index) : int64_t(-1)},
                              {"frames", ImGui::GetFrameCount()},
+                             {"ui_scale", ui_scale()},                      // in effect (Auto resolved)
+                             {"ui_scale_setting", ui_scale_setting()},      // 0 = auto
+                             {"font_px", ui_font_px()},                     // framebuffer pixels
+                             {"framebuffer_scale", ImGui::GetIO().DisplayFramebufferScale.x},
                              {"status", snap.status},
                              {"prompt", in.prompt},
                              {"source", in.source},
@@ -381,6 +367,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
     Glfw glfw_guard;
     GLFWwindow* window = open_window(*model, o);
     std::string ini_path;
+    if (o.ui_scale) set_ui_scale_setting(*o.ui_scale);
     start_imgui(window, scripted, ini_path);
 
     SessionOptions options;  // max_new_tokens: the same default as `kvscope generate` (SessionOptions)
@@ -418,6 +405,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
 
             const double t0 = now_s();
             frame_begin = t0;
+            apply_ui_scale(framebuffer_scale(window));  // between frames: a new setting or another monitor
             int fb_w = 0, fb_h = 0;
             draw_frame(window, ctl, *snap, progress, prefs, maps, scripted, fb_w, fb_h);
             if (!o.layout_dump.empty()) write_layout_state(o.layout_dump, *snap, prefs, ctl, idle);
