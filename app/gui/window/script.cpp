@@ -10,6 +10,7 @@
 #include "panels/controls_panel.h"
 #include "panels/figures.h"
 #include "panels/panel.h"
+#include "window/ui_scale.h"
 
 namespace kvscope::gui {
 namespace {
@@ -96,6 +97,7 @@ const Spec kSpecs[] = {
     {"quant-view", 1, 3, "quant-view int8|fp8|int4 [G R]", "the K/V quant tab's format (int4: group G, residual R)"},
     {"kv-heads", 1, 1, "kv-heads open|closed", "open or close the KV cache panel's K/V heads section (groups, bytes per token)"},
     {"help", 1, 1, "help on|off", "the help overlay (F1 or ?): every keyboard shortcut and what each panel shows"},
+    {"ui-scale", 1, 1, "ui-scale S", "size of text and widgets: auto or a factor from 0.75 to 3 (the View menu; --ui-scale)"},
     {"panel", 1, 4, "panel NAME", "bring a panel that shares its place with others (a tab) to the front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
 };
 
@@ -195,6 +197,8 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (cmd == "run" && l.words[1] != "end" && (!to_int(l.words[1], x) || x < 1)) bad("expected N >= 1 or 'end'");
         if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm" || cmd == "help") && !on_off(l.words[1], b))
             bad("expected on or off");
+        float scale = 0;
+        if (cmd == "ui-scale" && !parse_ui_scale(l.words[1], scale)) bad("expected auto or a factor from 0.75 to 3");
         if (cmd == "view" && l.words[1] != "one-head" && l.words[1] != "all-heads") bad("expected one-head or all-heads");
         if (cmd == "values" && l.words[1] != "weights" && l.words[1] != "scores") bad("expected weights or scores");
         if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
@@ -244,7 +248,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "help" ||
+                             cmd == "help" || cmd == "ui-scale" ||
                              cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "export-dir" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
@@ -406,6 +410,11 @@ bool apply_view_line(LineRun& r) {
     } else if (cmd == "help") {
         v.help_open = arg == "on";
         r.fx.frames = 2;
+    } else if (cmd == "ui-scale") {
+        float scale = 0;
+        parse_ui_scale(arg, scale);
+        set_ui_scale_setting(scale);  // the window applies it before the next frame
+        r.fx.frames = 3;              // rebuilt fonts; wrapped text and scrollbars settle a frame later
     } else if (cmd == "dismiss") {
         v.dismissed_problem = r.snap.problem.id;
     } else if (cmd == "quant-view") {
