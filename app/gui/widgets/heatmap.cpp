@@ -30,6 +30,12 @@ ImVec2 heatmap_fit(int64_t rows, int64_t cols, ImVec2 avail, float min_row_px) {
     return {std::max(w, 1.0f), std::max(h, 1.0f)};
 }
 
+void heatmap_pixels(ImVec2 size, int64_t& px_rows, int64_t& px_cols) {
+    const ImVec2 fb = ImGui::GetIO().DisplayFramebufferScale;
+    px_rows = std::max<int64_t>(1, int64_t(std::ceil(size.y * std::max(fb.y, 1.0f))));
+    px_cols = std::max<int64_t>(1, int64_t(std::ceil(size.x * std::max(fb.x, 1.0f))));
+}
+
 void heatmap_view(const HeatmapZoom& zoom, ImVec2& uv0, ImVec2& uv1) {
     const float z = zoom.zoom ? std::max(1.0f, *zoom.zoom) : 1.0f;
     ImVec2 c = zoom.center ? *zoom.center : ImVec2(0.5f, 0.5f);
