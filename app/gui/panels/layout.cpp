@@ -45,9 +45,10 @@ void show_tab(Panel p) { a.select = int(p); }
 std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
     const float font = ImGui::GetFontSize();
     // Wide: every panel has its own window except Memory, a tab beside the cache comparison. Narrower
-    // screens keep the maps large and stack the smaller panels as tabs.
-    const bool wide = d.x >= 1560 && d.y >= 900;
-    const float left = std::round(std::max(d.x * 0.23f, std::min(360.0f, d.x * 0.4f)));
+    // screens keep the maps large and stack the smaller panels as tabs. Sizes in font heights (16 px at
+    // UI scale 1), so a screen at 150 % gets the arrangement of one at 100 % with two thirds of its pixels.
+    const bool wide = d.x >= font * 97.5f && d.y >= font * 56.25f;  // 1560 x 900 at 16 px
+    const float left = std::round(std::max(d.x * 0.23f, std::min(font * 22.5f, d.x * 0.4f)));
     const float top = std::round(std::max(d.y * 0.16f, font * 9.8f)), bottom = std::round(d.y * 0.69f);
     const float mid = std::round(left + (d.x - left) * 0.55f);
     // The Model panel shares the top row with the timeline, at least 19 font heights wide.
