@@ -12,9 +12,10 @@ Xft.dpi in the X resource database (set to 96*S on the Xvfb display before kvsco
       layout dump and the map's size (tokens; cache capacity x head dim from the trace): the tooltip names
       that cell (query / key positions; slot and channel) and its value equals numpy's, read from the
       files `kvscope generate --trace` exports for the same prompt;
-  (c) a runtime change: the View menu (when the window has one: the menu bar names it "menu View") is
-      clicked to 150 %, and the dump's font size follows; otherwise the script line `ui-scale 1.5` under
-      a scripted run of the same window changes the font size between two frames of one run.
+  (c) a runtime change: the script line `ui-scale 1.5` rebuilds the font between two frames of a scripted
+      run, and 1.5 -> 2 -> 1.5 lays the window out exactly as 1.5 (the style is never scaled twice); at
+      scale 2 the View menu (when the window has one: the menu bar dumps it as "menu View") is clicked to
+      150 %: the font follows and the attention map's hover read-back is checked again.
 Screenshots are left in the work folder (dpi_*.png). Needs xvfb-run, xdotool and ImageMagick's import.
 """
 import ctypes
@@ -174,13 +175,14 @@ def run_scale(a, scale, how, tr, n_head):
         att = check_attention(app, tr["weights"], label)
         kv = check_kv(app, k_rows, tr["cache"], label)
         menu = None
-        if how == "--ui-scale" and scale == 1 and "menu View" in app.state()["widgets"]:
+        if how == "--ui-scale" and scale == 2 and "menu View" in app.state()["widgets"]:
             app.click("menu View")
             app.wait_dump("the View menu open", lambda d: "view scale 150" in d["widgets"])
             app.click("view scale 150")
             app.wait_dump("the font at 150 %", lambda d: d["state"]["font_px"] == 24 and d["state"]["ui_scale"] == 1.5,
                           frames=2)
-            menu = "View menu 150 %: font 24 px"
+            app.wait_dump("the maps at 150 %", lambda d: "attention map" in d["widgets"], frames=3)
+            menu = "View menu 150 %%: font 24 px, %s" % check_attention(app, tr["weights"], label + " -> View 150 %")
         print("  ok %-24s font %2d px, title ink %2d px; %s; %s%s" % (
             label, s["font_px"], ink, att, kv, "; " + menu if menu else ""))
         return ink, menu
@@ -216,12 +218,28 @@ def runtime_script(a):
           % (h0, h1))
 
 
+def bad_inputs(a):
+    """A bad scale: one line on stderr naming the option (or script line), exit 2, before any window."""
+    bad = os.path.join(a.work, "bad.txt")
+    with open(bad, "w") as f:
+        f.write("ui-scale 3.5\n")
+    cases = [(["--ui-scale", v], "--ui-scale") for v in ("0.5", "3.01", "abc", "", "nan", "1e400", "500%")]
+    cases += [(["--ui-scale"], "--ui-scale"), (["--script", bad], "bad.txt:1: ui-scale")]
+    for args, want in cases:
+        p = subprocess.run([a.kvscope, "gui"] + args, capture_output=True, text=True, timeout=60)
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        if p.returncode != 2 or len(lines) != 1 or want not in lines[0]:
+            fail("kvscope gui %s: exit %d, stderr %r; want exit 2 and one line naming %s" % (" ".join(args), p.returncode, p.stderr, want))
+    print("  ok %d bad scales refused in one line each (exit 2)" % len(cases))
+
+
 def inner(a):
     os.makedirs(a.work, exist_ok=True)
     a.xres = XResources()
     model = os.path.join(a.assets, "default")
     n_head = read_json(os.path.join(model, "config.json"))["n_head"]
     tr = trace_of(a, a.work, model)
+    bad_inputs(a)
     runtime_script(a)
     inks = {}
     menu_seen = False

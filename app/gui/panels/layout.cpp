@@ -21,6 +21,7 @@ namespace {
 struct Arrangement {
     std::vector<Slot> slots;
     ImVec2 display = {0, 0};
+    float font = 0;               // the font size the slots were laid out for (the UI scale)
     bool paged = false;
     ImGuiCond cond = ImGuiCond_FirstUseEver;
     bool select_memory = false;   // the Memory tab was just added: show it once
@@ -85,11 +86,13 @@ std::vector<Slot> layout_slots(ImVec2 d, bool paged) {
 }
 
 const std::vector<Slot>& arrange_panels(ImVec2 display, bool paged) {
-    // A new window size lays every panel out again (a user's own arrangement is kept otherwise).
-    const bool resized = a.display.x != 0 && (a.display.x != display.x || a.display.y != display.y);
+    // A new window size or UI scale lays every panel out again (a user's own arrangement is kept otherwise).
+    const float font = ImGui::GetFontSize();
+    const bool resized = a.display.x != 0 && (a.display.x != display.x || a.display.y != display.y || a.font != font);
     a.cond = resized ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
     a.select_memory = paged && !a.paged;
     a.display = display;
+    a.font = font;
     a.paged = paged;
     a.slots = layout_slots(display, paged);
     return a.slots;
