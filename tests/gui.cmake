@@ -65,7 +65,8 @@
 #              attention map and the KV cache's K map are the cells under the pointer (from the map's
 #              rectangle and size) with numpy's weight / k from `generate --trace`; `ui-scale` at run time
 #              rebuilds the font, and 1.5 -> 2 -> 1.5 gives the layout of 1.5 (the style never scaled twice);
-#              the View menu to 150 % when the window has one; tests/gui/check_dpi.py
+#              the View menu to 150 % when the window has one; no widget less visible at 1.5 and 2 than at 1
+#              (first and other tabs); bad scales: one line, exit 2; tests/gui/check_dpi.py
 #   gui.lab_input  the Cache lab tab under real input: configurations typed (one an h2o budget), Measure clicked:
 #              every row equals `kvscope lab --json` on the same text; after Prefill the tab says the sequence
 #              changed; tests/gui/check_lab_input.py

@@ -16,6 +16,10 @@ Xft.dpi in the X resource database (set to 96*S on the Xvfb display before kvsco
       run, and 1.5 -> 2 -> 1.5 lays the window out exactly as 1.5 (the style is never scaled twice); at
       scale 2 the View menu (when the window has one: the menu bar dumps it as "menu View") is clicked to
       150 %: the font follows and the attention map's hover read-back is checked again.
+  (d) nothing clipped that is not clipped at 1: scripted runs at each scale (after Prefill and three
+      decodes; once with the first tab of each place in front, once with Heads, K/V quant and Cache on vs
+      off): no widget of the dump is less visible in its window than at scale 1, none missing.
+Bad scales (--ui-scale 3.5, abc, ...; a script's `ui-scale 3.5`): one line, exit 2.
 Screenshots are left in the work folder (dpi_*.png). Needs xvfb-run, xdotool and ImageMagick's import.
 """
 import ctypes
@@ -233,6 +237,43 @@ def bad_inputs(a):
     print("  ok %d bad scales refused in one line each (exit 2)" % len(cases))
 
 
+def clipping(a):
+    """Scripted runs on screens S times 1280x720 at UI scale S, with the first and then other tabs in front:
+    no widget is less visible in its window (clips) than at scale 1."""
+    def visible(d):
+        out = {}
+        for k, (x0, y0, x1, y1) in d["widgets"].items():
+            if k not in d["clips"] or x1 <= x0 or y1 <= y0:
+                continue
+            c = d["clips"][k]
+            w, h = max(0, min(x1, c[2]) - max(x0, c[0])), max(0, min(y1, c[3]) - max(y0, c[1]))
+            out[k] = w * h / ((x1 - x0) * (y1 - y0))
+        return out
+    steps = ["prompt " + PROMPT, "prefill", "decode 3"]
+    for name, extra in (("first tabs", []), ("other tabs", ["panel Heads", "panel K/V quant", "panel Cache on vs off"])):
+        seen = {}
+        for scale in SCALES:
+            path = os.path.join(a.work, "clip.txt")
+            with open(path, "w") as f:
+                f.write("".join(l + "\n" for l in steps + extra))
+            dump = os.path.join(a.work, "clip_%s_%g.json" % (name.split()[0], scale))
+            shot = os.path.join(a.work, "dpi_shot_%s_%g.png" % (name.split()[0], scale))
+            p = subprocess.run([a.kvscope, "gui", "--model", os.path.join(a.assets, "default"), "--script", path,
+                                "--size", "%dx%d" % (BASE[0] * scale, BASE[1] * scale), "--ui-scale", "%g" % scale,
+                                "--layout-dump", dump, "--screenshot", shot], capture_output=True, text=True, timeout=240)
+            if p.returncode != 0:
+                fail("the scripted run at scale %g failed: %s" % (scale, p.stderr.strip()))
+            seen[scale] = visible(read_json(dump))
+        base = seen[SCALES[0]]
+        for scale in SCALES[1:]:
+            worse = {k: "%.2f -> %.2f" % (base[k], v) for k, v in seen[scale].items() if k in base and v < base[k] - 0.02}
+            missing = sorted(set(base) - set(seen[scale]))
+            if worse or missing:
+                fail("%s at scale %g on %dx%d: less visible than at 1: %s; not drawn: %s" % (
+                    name, scale, BASE[0] * scale, BASE[1] * scale, worse, missing))
+        print("  ok %s: %d widgets, none less visible at 1.5 and 2 than at 1" % (name, len(base)))
+
+
 def inner(a):
     os.makedirs(a.work, exist_ok=True)
     a.xres = XResources()
@@ -241,6 +282,7 @@ def inner(a):
     tr = trace_of(a, a.work, model)
     bad_inputs(a)
     runtime_script(a)
+    clipping(a)
     inks = {}
     menu_seen = False
     for how in ("--ui-scale", "Xft.dpi"):
