@@ -59,6 +59,14 @@
 #              int8), cells of the K and V error maps hovered: each tooltip's position, channel and error equal
 #              numpy's reconstruction (tests/reference/kv_quant_reference.py) of the rows `generate --trace` exports;
 #              tests/gui/check_kv_quant_input.py
+#   gui.dpi    high-DPI under real input (xdotool) at UI scales 1, 1.5 and 2 on screens 1x, 1.5x, 2x 1280x720,
+#              the scale from --ui-scale and from the screen (Xft.dpi in the X resources): the dumped font is
+#              16*S px and a panel title's ink on the screenshot S times its height at 1; hovered cells of the
+#              attention map and the KV cache's K map are the cells under the pointer (from the map's
+#              rectangle and size) with numpy's weight / k from `generate --trace`; `ui-scale` at run time
+#              rebuilds the font, and 1.5 -> 2 -> 1.5 gives the layout of 1.5 (the style never scaled twice);
+#              the View menu to 150 % when the window has one; no widget less visible at 1.5 and 2 than at 1
+#              (first and other tabs); bad scales: one line, exit 2; tests/gui/check_dpi.py
 #   gui.lab_input  the Cache lab tab under real input: configurations typed (one an h2o budget), Measure clicked:
 #              every row equals `kvscope lab --json` on the same text; after Prefill the tab says the sequence
 #              changed; tests/gui/check_lab_input.py
@@ -166,6 +174,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(eviction_input check_eviction_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_quant_input check_kv_quant_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(lab_input check_lab_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(dpi check_dpi 1200 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_groups_input check_kv_groups_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(layer_windows_input check_layer_windows_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(chat check_chat 300 --assets ${CMAKE_SOURCE_DIR}/assets)

@@ -46,23 +46,28 @@ TEST_CASE("settings round-trip through the file, which holds what it says") {
     s.workspace = Workspace::Lab;
     s.width = 1500;
     s.height = 900;
+    s.ui_scale = 1.5f;
     REQUIRE(save_settings(path, s, error));  // the folder is made
     const Json doc = Json::parse(read_bytes(path));
     CHECK(doc.find("workspace")->as_string() == "Lab");
     CHECK(doc.find("width")->as_integer() == 1500);
     CHECK(doc.find("height")->as_integer() == 900);
+    CHECK(doc.find("ui_scale")->as_string() == "1.5");
     CHECK(load_settings(path, warning) == s);
     CHECK(warning.empty());
     s.workspace = Workspace::Chat;  // kvscope's own file is replaced
+    s.ui_scale = kUiScaleAuto;
     REQUIRE(save_settings(path, s, error));
-    CHECK(load_settings(path, warning).workspace == Workspace::Chat);
+    CHECK(load_settings(path, warning) == s);
+    CHECK(Json::parse(read_bytes(path)).find("ui_scale")->as_string() == "auto");
 }
 
 TEST_CASE("a bad settings file gives the defaults and one line naming it") {
     const auto dir = fresh_dir("window_settings", "bad");
     const std::string path = (dir / "settings.json").string();
     const char* bad[] = {"{", "[]", "{\"workspace\": \"Kitchen\"}", "{\"workspace\": 3}", "{\"width\": 800}",
-                         "{\"width\": 0, \"height\": 600}", "{\"width\": 1e9, \"height\": 600}", "{\"width\": 80.5, \"height\": 600}"};
+                         "{\"width\": 0, \"height\": 600}", "{\"width\": 1e9, \"height\": 600}", "{\"width\": 80.5, \"height\": 600}",
+                         "{\"ui_scale\": \"9\"}", "{\"ui_scale\": 1.5}", "{\"ui_scale\": \"0.5\"}"};
     for (const char* text : bad) {
         INFO(text);
         write_bytes(path, text);

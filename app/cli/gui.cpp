@@ -12,6 +12,7 @@
 #ifdef KVSCOPE_WITH_GUI
 #include "gui/panels/lesson_panel.h"
 #include "gui/window/script.h"
+#include "gui/window/ui_scale.h"
 #include "gui/window/window.h"
 #endif
 
@@ -45,6 +46,8 @@ int cli_gui(int argc, char** argv) {
         .option("--size", "WxH", "window size in pixels (default 1600x1000)")
         .option("--lesson", "N", "open guided lesson N at start (assets/lessons/, the Learn menu's N-th)")
         .option("--layout-dump", "FILE", "keep FILE updated with named widget rectangles as JSON (for UI tests)")
+        .option("--ui-scale", "S", "size of text and widgets: auto (the screen's content scale, the default) or a "
+                                   "factor from 0.75 to 3 (1.5 or 150%); the View menu changes it while running")
         .epilogue(script_help());
     if (!args.parse(argc, argv)) return 0;
 
@@ -54,6 +57,12 @@ int cli_gui(int argc, char** argv) {
             o.width > 8192 || o.height > 8192)
             throw UsageError("--size: expected WxH between 320x240 and 8192x8192, got '" + *size + "'");
         o.size_given = true;
+    }
+    if (auto scale = args.text("--ui-scale")) {
+        float s = 0;
+        if (!gui::parse_ui_scale(*scale, s))
+            throw UsageError("--ui-scale: expected auto or a factor from 0.75 to 3 (e.g. 1.5 or 150%), got '" + *scale + "'");
+        o.ui_scale = s;
     }
     o.script_path = args.text("--script").value_or("");
     if (!o.script_path.empty()) o.script = gui::parse_script(o.script_path);

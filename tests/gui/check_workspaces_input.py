@@ -5,7 +5,7 @@
      Chat, and switching never changes the session: the steps, the prompt, the status line, the shown
      step and the selected layer and head stay as they were;
   2. a digit typed into the prompt box goes into the prompt and leaves the workspace alone;
-  3. the window remembers the last workspace and its size: closed by SIGTERM (as Ctrl-C), it leaves
+  3. the window remembers the last workspace, its size and the UI scale (set in the View menu): closed by SIGTERM (as Ctrl-C), it leaves
      XDG_CONFIG_HOME/kvscope/settings.json saying so, and a second window with that config folder and no
      --size opens there, at that size;
   4. a settings.json the user wrote is read and honoured but never replaced (its bytes stay; one warning
@@ -86,26 +86,30 @@ def inner(a):
             fail("typing 3 into the prompt box switched to %r" % d["state"]["workspace"])
         print("  ok: a digit typed into the prompt box stays there")
         app.click_empty()
+        app.click("menu View")
+        app.wait_dump("the View menu open", lambda d: "view scale 125" in d["widgets"])
+        app.click("view scale 125")
+        app.wait_dump("the UI at 125 %", lambda d: d["state"]["ui_scale_setting"] == 1.25, frames=2)
         app.key("3")
         app.wait_dump("key 3: Memory", lambda d: d["state"]["workspace"] == "Memory", frames=2)
     finally:
         closed(app, "first window")
     saved = json.load(open(settings))
-    if saved != {"workspace": "Memory", "width": 1280, "height": 720}:
+    if saved != {"workspace": "Memory", "ui_scale": "1.25", "width": 1280, "height": 720}:
         fail("settings.json after the first window: %s" % saved)
     print("  ok: closed by SIGTERM, settings.json says %s" % saved)
 
     app = App(a.kvscope, run_dir(a.work, "second"), ["--model", model], size=None, config=config)
     try:
         d = app.wait_dump("first frames", lambda d: d["state"]["frames"] > 3)
-        if d["state"]["workspace"] != "Memory" or d["viewport"] != [1280, 720]:
-            fail("the second window opens on %r at %s, expected Memory at [1280, 720]" % (
-                d["state"]["workspace"], d["viewport"]))
+        if d["state"]["workspace"] != "Memory" or d["viewport"] != [1280, 720] or d["state"]["ui_scale_setting"] != 1.25:
+            fail("the second window opens on %r at %s, UI scale %s, expected Memory at [1280, 720], 1.25" % (
+                d["state"]["workspace"], d["viewport"], d["state"]["ui_scale_setting"]))
         if warnings(app):
             fail("the second window warns: %s" % warnings(app))
     finally:
         closed(app, "second window")
-    print("  ok: a second window opens on Memory at 1280x720")
+    print("  ok: a second window opens on Memory at 1280x720, UI scale 125 %")
 
     # 4. A file kvscope did not write: honoured, never replaced.
     foreign = os.path.join(a.work, "config_foreign")

@@ -1,6 +1,8 @@
 // The remembered window settings (see window_settings.h).
 #include "logic/window_settings.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -15,6 +17,19 @@ namespace kvscope::gui {
 
 namespace {
 constexpr int k_max_side = 16384;  // a remembered size beyond any screen is not a size
+}
+
+bool parse_ui_scale(const std::string& text, float& out) {
+    if (text == "auto") return out = kUiScaleAuto, true;
+    const bool percent = !text.empty() && text.back() == '%';
+    const std::string number = percent ? text.substr(0, text.size() - 1) : text;
+    if (number.empty()) return false;
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end) / (percent ? 100.0 : 1.0);
+    if (end != number.c_str() + number.size() || !std::isfinite(v) || v < kUiScaleMin - 1e-6 || v > kUiScaleMax + 1e-6)
+        return false;
+    out = float(v);
+    return true;
 }
 
 std::string settings_path() {
@@ -44,6 +59,10 @@ WindowSettings load_settings(const std::string& path, std::string& warning) {
         side(doc.find("width"), read.width);
         side(doc.find("height"), read.height);
         if ((read.width == 0) != (read.height == 0)) throw JsonError("width and height go together", std::string::npos);
+        if (const Json* u = doc.find("ui_scale"))
+            if (!parse_ui_scale(u->as_string(), read.ui_scale))
+                throw JsonError("ui_scale " + json_escape(u->as_string()) + " is not auto or a factor from 0.75 to 3",
+                                std::string::npos);
         return read;
     } catch (const std::exception& e) {
         warning = path + ": " + e.what() + "; the window starts with its defaults and leaves the file as it is";
@@ -54,7 +73,10 @@ WindowSettings load_settings(const std::string& path, std::string& warning) {
 bool save_settings(const std::string& path, const WindowSettings& s, std::string& error) {
     error.clear();
     if (path.empty()) return error = "no config folder (set XDG_CONFIG_HOME or HOME)", false;
-    JsonOut out = {{"workspace", workspace_info(s.workspace).name}};
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", double(s.ui_scale));
+    JsonOut out = {{"workspace", workspace_info(s.workspace).name},
+                   {"ui_scale", s.ui_scale == kUiScaleAuto ? std::string("auto") : std::string(scale)}};
     if (s.width > 0 && s.height > 0) {
         out["width"] = s.width;
         out["height"] = s.height;

@@ -1,9 +1,12 @@
 #pragma once
-// What the window remembers between runs: the workspace shown last and the window's size. One small
+// What the window remembers between runs: the workspace shown last, the window's size and the UI scale
+// setting (window/ui_scale.h applies it). One small
 // JSON file in the user's config folder, $XDG_CONFIG_HOME/kvscope/settings.json (else
 // ~/.config/kvscope/settings.json), never in the working directory; scripted runs neither read nor write it.
 //
 //   WindowSettings         the remembered values (width/height 0: not remembered)
+//   kUiScaleAuto, kUiScaleMin, kUiScaleMax   the UI scale setting: Auto (0) or a factor from 0.75 to 3
+//   parse_ui_scale(text, out)   "auto" or a factor in range (also "150%"): --ui-scale, the script, this file
 //   settings_path()        the file's path; "" when neither XDG_CONFIG_HOME nor HOME is set
 //   load_settings(path)    the file's values; a missing file gives the defaults; a file that is not valid
 //                          (bad JSON, an unknown workspace, a size out of range) gives the defaults and a
@@ -16,9 +19,13 @@
 
 namespace kvscope::gui {
 
+constexpr float kUiScaleAuto = 0, kUiScaleMin = 0.75f, kUiScaleMax = 3;
+bool parse_ui_scale(const std::string& text, float& out);
+
 struct WindowSettings {
     Workspace workspace = Workspace::Step;
     int width = 0, height = 0;  // the window's size in screen coordinates at the end of the last run
+    float ui_scale = kUiScaleAuto;
     bool operator==(const WindowSettings&) const = default;
 };
 

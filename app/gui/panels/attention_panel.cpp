@@ -352,8 +352,9 @@ void one_map(AttentionFrame& f, const MapLayout& ml, const MapWindow& whole, con
     if (v.zoom > 1) {
         int64_t r0, r1, c0, c1;
         view_cells({&v.zoom, &v.center}, m0.n_query, m0.n_key, r0, r1, c0, c1);
-        const MapWindow want = MapWindow::detail(m0.n_query, m0.n_key, r0, r1, c0, c1, int64_t(std::ceil(size.y)),
-                                                 int64_t(std::ceil(size.x)));
+        int64_t px_rows = 0, px_cols = 0;
+        heatmap_pixels(size, px_rows, px_cols);
+        const MapWindow want = MapWindow::detail(m0.n_query, m0.n_key, r0, r1, c0, c1, px_rows, px_cols);
         if (want.block_rows < whole.block_rows || want.block_cols < whole.block_cols) {
             const MapTile* fine = c.maps.covering(s.trace(), step, v.layer, v.head, kind, v.show_scores, v.row_norm,
                                                   want.block_rows, want.block_cols, r0, r1, c0, c1);
@@ -509,7 +510,9 @@ void draw_attention(PanelContext& c) {
 
     // Every tile this view needs: each head's whole map pooled to the pixels it is drawn on; they are
     // pooled off the UI thread, so the first frames may wait.
-    const MapWindow whole = MapWindow::whole(m0.n_query, m0.n_key, int64_t(std::ceil(size.y)), int64_t(std::ceil(size.x)));
+    int64_t px_rows = 0, px_cols = 0;
+    heatmap_pixels(size, px_rows, px_cols);
+    const MapWindow whole = MapWindow::whole(m0.n_query, m0.n_key, px_rows, px_cols);
     std::vector<const MapTile*> shown;
     int64_t n_ready = 0;
     for (int64_t hh = 0; hh < (v.all_heads ? H : 1); ++hh) {

@@ -263,7 +263,7 @@ void kv_header(PanelContext& c, const KvView& k) {
     if (!cross) {
         // Open at first on a tall window; on a short one the maps below come first.
         const KvFootprint f = kv_footprint(model.config(), model.weights().bf16);
-        ImGui::SetNextItemOpen(c.display.y >= 900, ImGuiCond_Once);
+        ImGui::SetNextItemOpen(c.display.y >= ImGui::GetFontSize() * 56.25f, ImGuiCond_Once);  // 900 px at 16 px
         if (v.kv_heads_open >= 0) ImGui::SetNextItemOpen(v.kv_heads_open == 1, ImGuiCond_Always);
         v.kv_heads_open = -1;
         char title[128];
@@ -494,6 +494,11 @@ void kv_tooltip(const KvView& k, const HeatmapResult& hk, const HeatmapResult& h
                 const int n = std::snprintf(tip, sizeof tip, "slot %lld position %lld", (long long)h->hover_row, (long long)p);
                 if (e) std::snprintf(tip + n, sizeof tip - size_t(n), " evicted score %.9g", double(e->score));
                 dump_text("kv tooltip", tip);
+                if (row) {
+                    std::snprintf(tip, sizeof tip, "%s channel %lld = %.9g", h == &hv ? "v" : "k", (long long)h->hover_col,
+                                  double(row[h->hover_col]));
+                    dump_text("kv tooltip value", tip);
+                }
             }
             if (h->clicked && p >= 0) v.sel_key = p;
         }

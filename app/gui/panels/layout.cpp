@@ -26,6 +26,7 @@ struct Arrangement {
     float bar = -1;
     Workspace workspace = Workspace::Step;
     bool lesson = false;          // a lesson is open: its panel has a place
+    float font = 0;               // the font size the slots were laid out for (the UI scale)
     int select = -1;              // a Panel whose tab show_tab asked for
     int highlight = -1;           // a Panel highlight_panel asked to outline this frame
     const Slot* open = nullptr;   // the slot being drawn
@@ -63,8 +64,9 @@ std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w, bool lesson) {
     auto slot = [](ImVec2 pos, ImVec2 end, std::vector<Panel> panels) {
         return Slot{pos, {end.x - pos.x, end.y - pos.y}, std::move(panels)};
     };
-    // The frame: the left column, the top row.
-    const float left = std::round(std::max(d.x * 0.23f, std::min(360.0f, d.x * 0.4f)));
+    // The frame: the left column, the top row. Sizes in font heights (16 px at UI scale 1), so a screen at
+    // 150 % gets the arrangement of one at 100 % with two thirds of its pixels.
+    const float left = std::round(std::max(d.x * 0.23f, std::min(font * 22.5f, d.x * 0.4f)));
     const float top = bar + std::round(std::max(d.y * 0.16f, font * 9.8f));
     // The Model panel shares the top row with the timeline, at least 19 font heights wide; Export keeps room
     // for its box, format row, buttons and one line of result (about 10 font heights).
@@ -123,9 +125,12 @@ Workspace workspace_holding(Panel p, Workspace current) {
 }
 
 const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w, bool lesson) {
+    // A new window size, UI scale, workspace or lesson lays the panels out again.
+    const float font = ImGui::GetFontSize();
     if (a.display.x != display.x || a.display.y != display.y || a.bar != bar || a.workspace != w || a.lesson != lesson ||
-        a.slots.empty()) {
+        a.font != font || a.slots.empty()) {
         a.slots = layout_slots(display, bar, w, lesson);
+        a.font = font;
         a.display = display;
         a.bar = bar;
         a.workspace = w;

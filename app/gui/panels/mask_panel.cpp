@@ -115,7 +115,9 @@ void draw_mask(PanelContext& c) {
     room.y = std::max(room.y, ImGui::GetFontSize() * 4);
     const ImVec2 size = heatmap_fit(m.n_query, m.n_key, room);
     // A mask-only tile: the same visibility, drawn flat; a block is visible when any of its cells is.
-    const MapWindow w = MapWindow::whole(m.n_query, m.n_key, int64_t(std::ceil(size.y)), int64_t(std::ceil(size.x)));
+    int64_t px_rows = 0, px_cols = 0;
+    heatmap_pixels(size, px_rows, px_cols);
+    const MapWindow w = MapWindow::whole(m.n_query, m.n_key, px_rows, px_cols);
     const MapTile* tile = c.maps.mask_tile(s.trace(), step, layer, w);
     HeatmapResult h = heatmap("mask", {HeatmapLayer{tile ? tile->tex : 0, w}}, m.n_query, m.n_key, size, st);
     dump_item("mask map");

@@ -21,13 +21,21 @@ ImVec2 heatmap_fit(int64_t rows, int64_t cols, ImVec2 avail, float min_row_px) {
     const float cw = avail.x / float(cols), ch = avail.y / float(rows);
     float s = std::min(cw, ch);
     float w = s * float(cols), h = s * float(rows);
-    // A wide, short map (a decode step: 1 query x P keys) would be a sliver: give rows more height.
-    const float min_h = std::min(avail.y, std::max(float(rows) * min_row_px, std::min(avail.y, 28.0f)));
+    // A wide, short map (a decode step: 1 query x P keys) would be a sliver: give rows more height, up to
+    // a row label's (28 px at 16 px text, so it grows with the UI scale).
+    const float row_max = ImGui::GetFontSize() * 1.75f;
+    const float min_h = std::min(avail.y, std::max(float(rows) * min_row_px, std::min(avail.y, row_max)));
     if (h < min_h) {
         w = avail.x;
-        h = std::min(avail.y, std::max(min_h, float(rows) * std::min(cw, 28.0f)));
+        h = std::min(avail.y, std::max(min_h, float(rows) * std::min(cw, row_max)));
     }
     return {std::max(w, 1.0f), std::max(h, 1.0f)};
+}
+
+void heatmap_pixels(ImVec2 size, int64_t& px_rows, int64_t& px_cols) {
+    const ImVec2 fb = ImGui::GetIO().DisplayFramebufferScale;
+    px_rows = std::max<int64_t>(1, int64_t(std::ceil(size.y * std::max(fb.y, 1.0f))));
+    px_cols = std::max<int64_t>(1, int64_t(std::ceil(size.x * std::max(fb.x, 1.0f))));
 }
 
 void heatmap_view(const HeatmapZoom& zoom, ImVec2& uv0, ImVec2& uv1) {

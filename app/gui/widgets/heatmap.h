@@ -34,6 +34,10 @@ struct HeatmapResult {
 // Size of a (rows, cols) map that fits `avail`: square cells when possible, rows at least min_row_px tall.
 ImVec2 heatmap_fit(int64_t rows, int64_t cols, ImVec2 avail, float min_row_px = 3.0f);
 
+// The framebuffer pixels (rows, cols) a map of `size` (ImGui units) is drawn on: what an overview is pooled
+// to, so a screen with more pixels per unit (DisplayFramebufferScale 2) gets a map as sharp as its pixels.
+void heatmap_pixels(ImVec2 size, int64_t& px_rows, int64_t& px_cols);
+
 struct HeatmapLayer {
     unsigned tex = 0;
     MapWindow window;  // the cells the texture holds, one texel per block

@@ -7,6 +7,7 @@
 
 #include "panels/lesson_panel.h"
 #include "widgets/test_dumps.h"
+#include "window/ui_scale.h"
 #include "logic/workspace.h"
 
 namespace kvscope::gui {
@@ -31,6 +32,12 @@ float draw_menu_bar(PanelContext& c) {
         ImGui::EndMenu();
     }
     dump_item("menu Learn");
+    const bool view = ImGui::BeginMenu("View");
+    dump_item("menu View");
+    if (view) {
+        draw_view_menu();
+        ImGui::EndMenu();
+    }
     if (ImGui::MenuItem("Help", "F1", c.prefs.help_open)) c.prefs.help_open = !c.prefs.help_open;
     dump_item("menu Help");
     ImGui::EndMainMenuBar();

@@ -12,6 +12,7 @@
 #include "panels/figures.h"
 #include "panels/lesson_panel.h"
 #include "panels/panel.h"
+#include "window/ui_scale.h"
 
 namespace kvscope::gui {
 namespace {
@@ -105,6 +106,7 @@ const Spec kSpecs[] = {
                                          "line fails with the lesson's message (expected vs what the record shows)"},
     {"lesson-json", 1, 1, "lesson-json FILE", "write the open lesson's state as JSON: lesson, step, check state and message, "
                                               "and the values the check compared (name, actual, expected)", ScriptOutput::JsonFile},
+    {"ui-scale", 1, 1, "ui-scale S", "size of text and widgets: auto or a factor from 0.75 to 3 (the View menu; --ui-scale)"},
     {"panel", 1, 4, "panel NAME", "show a panel: its workspace (unless the one shown has it), and its tab in front: \"panel Cache on vs off\", \"panel Memory\", \"panel Heads\""},
     {"workspace", 1, 1, "workspace NAME", "show a workspace, as the bar at the top or keys 1-5 do: Step, Cache, Memory, Lab or Chat (or 1-5)"},
 };
@@ -206,6 +208,8 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
         if (cmd == "run" && l.words[1] != "end" && (!to_int(l.words[1], x) || x < 1)) bad("expected N >= 1 or 'end'");
         if ((cmd == "cache" || cmd == "compare" || cmd == "rownorm" || cmd == "help") && !on_off(l.words[1], b))
             bad("expected on or off");
+        float scale = 0;
+        if (cmd == "ui-scale" && !parse_ui_scale(l.words[1], scale)) bad("expected auto or a factor from 0.75 to 3");
         if (cmd == "view" && l.words[1] != "one-head" && l.words[1] != "all-heads") bad("expected one-head or all-heads");
         if (cmd == "values" && l.words[1] != "weights" && l.words[1] != "scores") bad("expected weights or scores");
         if (cmd == "attention" && l.words[1] != "self" && l.words[1] != "cross" && l.words[1] != "encoder")
@@ -257,7 +261,7 @@ std::vector<ScriptLine> parse_script(const std::string& path) {
                              cmd == "values" || cmd == "scale" || cmd == "rownorm" || cmd == "select" ||
                              cmd == "show-step" || cmd == "zoom" || cmd == "memory-json" || cmd == "attention" ||
                              cmd == "attention-json" || cmd == "rotary-json" || cmd == "edit" || cmd == "dismiss" || cmd == "panel" ||
-                             cmd == "help" || cmd == "lesson" || cmd == "lesson-do" || cmd == "lesson-next" || cmd == "lesson-json" ||
+                             cmd == "help" || cmd == "ui-scale" || cmd == "lesson" || cmd == "lesson-do" || cmd == "lesson-next" || cmd == "lesson-json" ||
                              cmd == "kv-heads" || cmd == "export-format" || cmd == "save-figure" || cmd == "export-dir" || cmd == "quant-view"))
             bad("only intents for the worker can run in the background");
         out.push_back(std::move(l));
@@ -425,6 +429,11 @@ bool apply_view_line(LineRun& r) {
     } else if (cmd == "help") {
         v.help_open = arg == "on";
         r.fx.frames = 2;
+    } else if (cmd == "ui-scale") {
+        float scale = 0;
+        parse_ui_scale(arg, scale);
+        set_ui_scale_setting(scale);  // the window applies it before the next frame
+        r.fx.frames = 3;              // rebuilt fonts; wrapped text and scrollbars settle a frame later
     } else if (cmd == "dismiss") {
         v.dismissed_problem = r.snap.problem.id;
     } else if (cmd == "quant-view") {

@@ -31,6 +31,7 @@
 #include "window/help.h"
 #include "window/menu_bar.h"
 #include "window/script.h"
+#include "window/ui_scale.h"
 #include "window/window.h"
 
 namespace kvscope {
@@ -69,35 +70,6 @@ void on_char(GLFWwindow*, unsigned codepoint) {
 std::string shaders_dir() {
     if (const char* s = std::getenv("KVSCOPE_SHADERS"); s && *s) return s;
     return KVSCOPE_SHADERS_DIR;
-}
-
-void load_font(float scale) {
-    ImGuiIO& io = ImGui::GetIO();
-    // Latin, Latin extended, Greek, Cyrillic, punctuation, arrows, math, geometric shapes: enough for
-    // most token text; anything else shows as ImGui's fallback box (the tooltip also gives the bytes).
-    static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x206F,
-                                     0x2190, 0x21FF, 0x2200, 0x22FF, 0x25A0, 0x25FF, 0};
-    const std::string dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";  // tools/setup.sh installs it
-    if (std::filesystem::exists(dejavu) && io.Fonts->AddFontFromFileTTF(dejavu.c_str(), std::round(16.0f * scale), nullptr, ranges))
-        return;
-    ImFontConfig cfg;
-    cfg.SizePixels = std::round(13.0f * scale);
-    io.Fonts->AddFontDefault(&cfg);
-}
-
-void style(float scale) {
-    ImGui::StyleColorsDark();
-    ImGuiStyle& s = ImGui::GetStyle();
-    s.WindowRounding = 0;
-    s.FrameRounding = 3;
-    s.GrabRounding = 3;
-    s.WindowPadding = {8, 6};
-    s.ItemSpacing = {8, 5};
-    s.WindowBorderSize = 1;
-    s.Colors[ImGuiCol_WindowBg] = {0.11f, 0.11f, 0.13f, 1};
-    s.Colors[ImGuiCol_TitleBg] = {0.15f, 0.16f, 0.20f, 1};
-    s.Colors[ImGuiCol_TitleBgActive] = {0.20f, 0.26f, 0.38f, 1};
-    s.ScaleAllSizes(scale);
 }
 
 bool write_png(const std::string& path, int w, int h, const std::vector<uint8_t>& rgba) {
@@ -163,8 +135,18 @@ GLFWwindow* open_window(const Model& model, const WindowOptions& o, const Window
     return window;
 }
 
-// ImGui on the window: the font and style at the screen's scale, the backends and the heatmap shaders.
-// No imgui.ini: the workspaces place every panel, and what is remembered is in logic/window_settings.h.
+// Framebuffer pixels per window coordinate (2 on a Retina Mac, 1 on X11).
+float framebuffer_scale(GLFWwindow* window) {
+    int w = 0, h = 0, fw = 0, fh = 0;
+    glfwGetWindowSize(window, &w, &h);
+    glfwGetFramebufferSize(window, &fw, &fh);
+    return w > 0 && fw > 0 ? float(fw) / float(w) : 0.0f;  // 0 (minimized): keep the last one
+}
+
+void on_content_scale(GLFWwindow*, float xscale, float yscale) { set_content_scale(std::max(xscale, yscale)); }
+
+// ImGui on the window: the font and style at the UI scale (window/ui_scale.h), the backends and the heatmap
+// shaders. No imgui.ini: the workspaces place every panel, and what is remembered is in logic/window_settings.h.
 void start_imgui(GLFWwindow* window) {
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
@@ -172,9 +154,9 @@ void start_imgui(GLFWwindow* window) {
     io.IniFilename = nullptr;
     float xscale = 1, yscale = 1;
     glfwGetWindowContentScale(window, &xscale, &yscale);
-    const float scale = std::clamp(std::max(xscale, yscale), 1.0f, 4.0f);
-    load_font(scale);
-    style(scale);
+    set_content_scale(std::max(xscale, yscale));
+    glfwSetWindowContentScaleCallback(window, on_content_scale);  // moved to another monitor
+    apply_ui_scale(framebuffer_scale(window));
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
     if (!Gl::init(shaders_dir())) {
@@ -202,6 +184,10 @@ void write_layout_state(const std::string& path, const Snapshot& snap, const Vie
                              {"zoom_center", {prefs.center.x, prefs.center.y}},
                              {"shown_step", shown ? int64_t(shown->id.index) : int64_t(-1)},
                              {"frames", ImGui::GetFrameCount()},
+                             {"ui_scale", ui_scale()},                      // in effect (Auto resolved)
+                             {"ui_scale_setting", ui_scale_setting()},      // 0 = auto
+                             {"font_px", ui_font_px()},                     // framebuffer pixels
+                             {"framebuffer_scale", ImGui::GetIO().DisplayFramebufferScale.x},
                              {"status", snap.status},
                              {"prompt", in.prompt},
                              {"source", in.source},
@@ -402,6 +388,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
     WindowSettings settings = load_settings(settings_file, settings_note);
     if (!settings_note.empty()) std::fprintf(stderr, "warning: %s\n", settings_note.c_str());
     GLFWwindow* window = open_window(*model, o, settings);
+    set_ui_scale_setting(o.ui_scale ? *o.ui_scale : settings.ui_scale);  // --ui-scale over the remembered one
     start_imgui(window);
     // Saved when they change (never for a script); a file kvscope did not write, or one it could not read,
     // is kept, said once.
@@ -460,6 +447,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
 
             const double t0 = now_s();
             frame_begin = t0;
+            apply_ui_scale(framebuffer_scale(window));  // between frames: a new setting or another monitor
             int fb_w = 0, fb_h = 0;
             draw_frame(window, ctl, *snap, progress, prefs, maps, scripted, fb_w, fb_h);
             if (!o.layout_dump.empty()) write_layout_state(o.layout_dump, *snap, prefs, ctl, idle);
@@ -472,6 +460,7 @@ int run_window(std::shared_ptr<const Model> model, const WindowOptions& o) {
             }
             WindowSettings now = settings;
             now.workspace = prefs.workspace;
+            now.ui_scale = ui_scale_setting();
             remember(now);
             frame_start = now_s();
             glfwSwapBuffers(window);

@@ -6,6 +6,7 @@
 //   run_window(model, options)   open the window on `model` and run until it closes (or the script ends);
 //                                returns the process exit code; throws UsageError when no window can open
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct WindowOptions {
     std::string screenshot;              // scripted mode: save the window as PNG after the script
     std::string layout_dump;             // keep this file updated with widget rectangles (UI tests)
     int64_t lesson = 0;                  // > 0: open guided lesson N at start (gui --lesson N)
+    std::optional<float> ui_scale;       // --ui-scale: kUiScaleAuto or a factor (window/ui_scale.h); unset: keep the setting
 };
 
 int run_window(std::shared_ptr<const Model> model, const WindowOptions& options);
