@@ -132,6 +132,10 @@
 #              the window leaves settings.json with its workspace and size, and a second window opens there;
 #              a settings.json the user wrote is honoured and kept byte for byte, a bad one gives the
 #              defaults, each with one warning line; tests/gui/check_workspaces_input.py
+#   gui.first_minutes_input  a newcomer's first five minutes (xdotool): the Learn menu, lessons 1 and 2 followed
+#              by the learner's own keys and clicks (Space, Next, the cache switch), never "Do it for me": every
+#              check passes, the prompt's tokens as `kvscope tokenize` counts them, the FLOPs ratio >= 5;
+#              tests/gui/check_first_minutes_input.py (--shots DIR: the pictures of docs/window.md)
 #
 # Every script takes --kvscope BIN --work DIR (+ the arguments given below) and shares tests/gui/guitest.py
 # (arguments, xvfb-run at a size, script runs, PNG and JSON reading, one-line failures); it exits 77 (skipped)
@@ -181,6 +185,7 @@ if(KVSCOPE_GUI)
     kvscope_gui_test(chat_input check_chat_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(help_input check_help_input 300)
     kvscope_gui_test(workspaces_input check_workspaces_input 300 --assets ${CMAKE_SOURCE_DIR}/assets)
+    kvscope_gui_test(first_minutes_input check_first_minutes_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(lessons check_lessons 900 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(lessons_input check_lessons_input 600 --assets ${CMAKE_SOURCE_DIR}/assets)
     kvscope_gui_test(kv_groups check_kv_groups 300 --assets ${CMAKE_SOURCE_DIR}/assets)

@@ -19,13 +19,13 @@ mkdir -p "$out"
 
 # Each script ends in the workspace its picture is about (the bar at the top: Step, Cache, Memory, Lab, Chat).
 # 1. Step: prefill then four decode steps, viewing the prefill step of the default model's strongest induction
-#    head (layer 1 head 2): the repeated words look at the word after their first occurrence.
+#    head (layer 1 head 1, `kvscope heads`): the repeated words look at the word after their first occurrence.
 cat > "$work/overview.txt" <<'S'
 prompt Tom saw the cookie at school. Tom saw the
 prefill
 decode 4
 layer 1
-head 2
+head 1
 show-step 0
 select 10 4
 S
@@ -177,6 +177,8 @@ for name in $names; do
   for size in 1920x1080 1280x720; do
     file=$name.png
     [ "$size" = 1920x1080 ] || file=${name}_$size.png
+    # The picture this tool made last time (in git, so kvscope's ledger may not know it): replaced by name.
+    rm -f "$out/$file"
     xvfb-run -a -s "-screen 0 2000x1200x24" "$bin" gui --script "$work/$name.txt" --screenshot "$out/$file" --size $size
     echo "wrote $out/$file"
   done

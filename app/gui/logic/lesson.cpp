@@ -177,10 +177,11 @@ Lesson parse_lesson(const std::string& text, const std::string& file) {
         const Json& s = steps.as_array()[i];
         const std::string at = "steps[" + std::to_string(i) + "].";
         if (!s.is_object()) r.fail(at.substr(0, at.size() - 1), "expected an object");
-        r.only(s, at, {"text", "look", "panel", "do", "check"});
+        r.only(s, at, {"text", "try", "look", "panel", "do", "check"});
         LessonStep st;
         st.text = r.text(s, at, "text", true);
         st.look = r.text(s, at, "look", false);
+        st.try_it = r.text(s, at, "try", false);
         st.panel = r.text(s, at, "panel", false);
         if (s.find("do"))
             for (size_t k = 0; k < r.member(s, at, "do", Json::Kind::Array).as_array().size(); ++k)

@@ -42,6 +42,7 @@ struct LessonAction {
 
 struct LessonStep {
     std::string text;               // the explanation
+    std::string try_it;             // "try": what the learner does (the button or key), in words
     std::string look;               // what to look at
     std::string panel;              // the panel it concerns (a panel title, e.g. "KV cache"); "" = none
     std::vector<LessonAction> actions;  // "do"

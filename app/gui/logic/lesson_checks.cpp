@@ -186,9 +186,10 @@ CheckResult flops_saved(const LessonCheck& c, const Snapshot& s, const StepRecor
                   {"rows_on", double(on.cost.n_rows_computed), double(on.id.tokens.size())},
                   {"rows_off", double(off.cost.n_rows_computed), double(off.last_position() + 1)},
                   {"ratio", ratio, c.min}};
-    const std::string shown = "with the cache the step computed " + num(double(on.cost.n_rows_computed)) + " row(s) and " +
-                              num(on.cost.flops) + " FLOPs, without it " + num(double(off.cost.n_rows_computed)) +
-                              " rows and " + num(off.cost.flops) + " FLOPs (" + num(ratio) + "x)";
+    auto rows = [&](int64_t n) { return num(double(n)) + (n == 1 ? " row" : " rows"); };
+    const std::string shown = "with the cache the step computed " + rows(on.cost.n_rows_computed) + " and " +
+                              num(on.cost.flops) + " FLOPs, without it " + rows(off.cost.n_rows_computed) + " and " +
+                              num(off.cost.flops) + " FLOPs (" + num(ratio) + "x)";
     out.state = ratio >= c.min ? State::Passed : State::Failed;
     out.message = out.passed() ? shown : "expected at least " + num(c.min) + "x fewer FLOPs with the cache; " + shown;
     return out;

@@ -124,6 +124,19 @@ Workspace workspace_holding(Panel p, Workspace current) {
     return current;
 }
 
+Workspace workspace_for(Panel p) {
+    Workspace best = Workspace::Step;
+    float best_area = -1;
+    for (const WorkspaceInfo& w : workspaces())
+        for (const Slot& slot : layout_slots({1280, 720}, 0, w.workspace, true))
+            if (std::find(slot.panels.begin(), slot.panels.end(), p) != slot.panels.end() &&
+                slot.size.x * slot.size.y > best_area) {
+                best_area = slot.size.x * slot.size.y;
+                best = w.workspace;
+            }
+    return best;
+}
+
 const std::vector<Slot>& arrange_panels(ImVec2 display, float bar, Workspace w, bool lesson) {
     // A new window size, UI scale, workspace or lesson lays the panels out again.
     const float font = ImGui::GetFontSize();

@@ -51,7 +51,7 @@ void enter_step(const Lesson& l, ViewPrefs& v) {
     const LessonStep& st = l.steps[size_t(v.lesson.step)];
     Panel p;
     if (!st.panel.empty() && panel_named(st.panel, p)) {
-        v.workspace = workspace_holding(p, v.workspace);  // the workspace that shows it, unless this one does
+        v.workspace = workspace_for(p);  // the workspace that gives it the most room
         tabs_to_show.push_back(p);
     }
     v.lesson.result = {};
@@ -149,6 +149,7 @@ void draw_learn_menu(PanelContext& c) {
         const std::string label = std::to_string(i + 1) + ". " + lib.lessons[i].title;
         if (ImGui::MenuItem(label.c_str(), nullptr, c.prefs.lesson.lesson == int64_t(i)))
             for (const Command& cmd : open_lesson(c.snap, c.prefs, int64_t(i))) c.ctl.push(cmd);
+        dump_item(("learn " + std::to_string(i + 1)).c_str());
         if (!lib.lessons[i].summary.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", lib.lessons[i].summary.c_str());
     }
 }
@@ -194,6 +195,10 @@ void draw_lesson(PanelContext& c) {
     dump_text("lesson title", l->title + ", " + of);
     wrapped_text({0.92f, 0.92f, 0.92f, 1}, "%s", st.text.c_str());
     dump_item("lesson text");
+    if (!st.try_it.empty()) {
+        wrapped_text({1.0f, 0.84f, 0.45f, 1}, "Try: %s", st.try_it.c_str());
+        dump_item("lesson try");
+    }
     if (!st.look.empty()) {
         wrapped_text({0.55f, 0.8f, 1, 1}, "Look at: %s", st.look.c_str());
         dump_item("lesson look");

@@ -47,8 +47,10 @@ struct Slot {
 // The places of workspace w's panels in a window of size `display` whose top `bar` pixels the menu bar takes;
 // lesson: a lesson is open, and its panel has a place in every workspace.
 std::vector<Slot> layout_slots(ImVec2 display, float bar, Workspace w, bool lesson);
-// w itself when it shows panel p, else the first workspace that does.
+// w itself when it shows panel p, else the first workspace that does (script `panel NAME`).
 Workspace workspace_holding(Panel p, Workspace w);
+// The workspace that gives panel p the most room (a lesson's step shows its panel there).
+Workspace workspace_for(Panel p);
 // Each frame: the slots (laid out again when the window size or the workspace changed), then per slot
 // begin_slot, the slot's panels, end_slot, and end_layout_frame. A panel draws between begin_panel (its
 // window, or its tab) and end_panel; when begin_panel returns false there is nothing to draw and nothing to end.
