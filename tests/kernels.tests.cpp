@@ -9,6 +9,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
+#include "model/gguf_quants.h"
 
 using namespace kvscope;
 
@@ -287,6 +288,63 @@ TEST_CASE("matmul_nk_shared gives every matrix exactly its own matmul_nk result"
         for (size_t j = 0; j < widths.size(); ++j) {
             INFO("storage " << storage << " threads " << threads << " T " << T << " matrix " << j);
             CHECK(std::memcmp(shared[j].data(), alone[j].data(), shared[j].size() * sizeof(float)) == 0);
+        }
+    }
+    ThreadPool::global().set_threads(threads_before);
+}
+
+TEST_CASE("Q8_0 weights give the bits of their dequantized float32 copy, whatever the rows, threads and targets") {
+    // The kernels dequantize q · d in registers (decode), into a group's float copy (small batches) or into
+    // the packed panels (prefill); each is exact, so every path must equal matmul_nk on the float32 matrix
+    // the loader's reference dequantizer (gguf_quants.h, ggml's order) makes of the same blocks. Scales
+    // include float16 subnormals, the largest float16 and both zeros; K = 1088 runs two prefill spans.
+    std::mt19937 rng(48);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::uniform_int_distribution<int> q(-128, 127), pick(0, 9);
+    const uint16_t special[] = {0x0001, 0x03FF, 0x0200, 0x7BFF, 0x0000, 0x8000, 0x8001, 0x0400};
+    const int threads_before = ThreadPool::global().n_threads();
+    for (int64_t K : {32, 96, 576, 1088}) {
+        const int64_t N = 150, T_max = 31, KB = K / 32;
+        std::vector<BlockQ8_0> blocks(size_t(N * KB));
+        for (BlockQ8_0& b : blocks) {
+            const int p = pick(rng);
+            b.d = p < 2 ? special[std::uniform_int_distribution<int>(0, 7)(rng)]
+                        : uint16_t(0x1C00 + std::uniform_int_distribution<int>(0, 0x1FFF)(rng) + (p == 2 ? 0x8000 : 0));
+            for (int8_t& v : b.q) v = int8_t(q(rng));
+        }
+        std::vector<float> w(size_t(N * K)), x(size_t(T_max * K)), bias(static_cast<size_t>(N));
+        dequantize_row(GgmlType::Q8_0, reinterpret_cast<const std::byte*>(blocks.data()), N * K, w.data());
+        for (float& v : x) v = d(rng);
+        for (float& v : bias) v = d(rng);
+        for (int threads : {1, 2, 3})
+            for (int64_t T : {1, 2, 3, 5, 8, 23, 24, 25, 31})
+                for (bool with_bias : {false, true}) {
+                    ThreadPool::global().set_threads(threads);
+                    std::vector<float> want(size_t(T * N)), got(size_t(T * N), -1.0f);
+                    const float* b = with_bias ? bias.data() : nullptr;
+                    matmul_nk(want.data(), x.data(), WeightRef(w.data()), b, T, K, N);
+                    matmul_nk(got.data(), x.data(), WeightRef(blocks.data()), b, T, K, N);
+                    INFO("K " << K << " threads " << threads << " T " << T << " bias " << with_bias);
+                    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+                }
+        // Several Q8_0 matrices in one fork (q, k, v): each gets its own result.
+        ThreadPool::global().set_threads(2);
+        for (int64_t T : {1, 5, 24}) {
+            const int64_t widths[3] = {150, 37, 6};
+            std::vector<std::vector<float>> shared(3), alone(3);
+            std::vector<MatmulTarget> targets;
+            for (size_t j = 0; j < 3; ++j) {
+                shared[j].assign(size_t(T * widths[j]), -1.0f);
+                alone[j].assign(size_t(T * widths[j]), -2.0f);
+                const BlockQ8_0* rows = blocks.data() + int64_t(j) * 2 * KB;  // overlapping row ranges of one matrix
+                matmul_nk(alone[j].data(), x.data(), WeightRef(rows), bias.data(), T, K, std::min(widths[j], N - int64_t(j) * 2));
+                targets.push_back({shared[j].data(), WeightRef(rows), bias.data(), std::min(widths[j], N - int64_t(j) * 2)});
+            }
+            matmul_nk_shared(x.data(), T, K, targets);
+            for (size_t j = 0; j < 3; ++j) {
+                INFO("K " << K << " shared T " << T << " matrix " << j);
+                CHECK(std::memcmp(shared[j].data(), alone[j].data(), size_t(T * targets[j].N) * sizeof(float)) == 0);
+            }
         }
     }
     ThreadPool::global().set_threads(threads_before);

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -88,6 +89,24 @@ TEST_CASE("the finite scan finds the first NaN or infinity in every dtype, at an
     CHECK(all_finite(fine.data(), int64_t(fine.size())));
     std::vector<std::byte> f16 = encode(fine, Dtype::F16);  // clamped to ±7.9, all finite
     CHECK(first_non_finite(f16.data(), Dtype::F16, int64_t(fine.size())) == -1);
+}
+
+TEST_CASE("the finite scan of Q8_0 blocks: a block's weights are non-finite exactly when its float16 scale is",
+          "[numerics]") {
+    // 34-byte blocks (float16 d, 32 x int8 q): q · d is NaN or infinite for every q of a block whose d is
+    // (0 · inf is NaN), so the first such weight is the block's first.
+    for (uint16_t bad : {uint16_t(0x7C00), uint16_t(0xFC00), uint16_t(0x7E00), uint16_t(0x7C01)})
+        for (int64_t block : {int64_t(0), int64_t(3), int64_t(40)}) {
+            std::vector<std::byte> bytes(41 * 34 + 1);
+            for (int64_t b = 0; b < 41; ++b) {
+                const uint16_t d = b == block ? bad : b == 40 ? uint16_t(0x7C00) : uint16_t(0x7BFF);  // 65504: finite
+                std::memcpy(bytes.data() + 1 + b * 34, &d, 2);
+                for (int i = 0; i < 32; ++i) bytes[size_t(1 + b * 34 + 2 + i)] = std::byte(uint8_t(i * 7));
+            }
+            INFO("scale bits " << bad << " in block " << block);
+            CHECK(first_non_finite(bytes.data() + 1, Dtype::Q8_0, 41 * 32) == block * 32);
+            CHECK(first_non_finite(bytes.data() + 1, Dtype::Q8_0, 40 * 32) == (block < 40 ? block * 32 : -1));
+        }
 }
 
 TEST_CASE("a NaN or infinity in any weight, in any dtype, is a LoadError naming the tensor and the element",

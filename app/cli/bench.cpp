@@ -61,10 +61,12 @@ double decode_tokens_per_second(std::shared_ptr<const Model> model, int64_t batc
 int64_t decode_weight_bytes(const Model& model) {
     const ModelConfig& c = model.config();
     const Weights& w = model.weights();
-    const int64_t per_element = w.bf16 ? 2 : 4, matrix_elements = w.matrix_bytes / per_element;
     const int64_t positions = w.position_embedding && c.position_embedding == PositionEmbedding::Learned ? c.n_ctx * c.n_embd : 0;
-    const int64_t vectors = w.n_parameters - matrix_elements - positions;
-    const int64_t unread_embedding = c.tie_word_embeddings ? 0 : c.n_vocab * c.n_embd * per_element;
+    const int64_t vectors = w.n_parameters - w.matrix_elements - positions;
+    const int64_t embedding = c.n_vocab * c.n_embd;  // (V, C), as stored: Q8_0 blocks, bfloat16 or float32
+    const int64_t unread_embedding = c.tie_word_embeddings ? 0
+                                     : w.token_embedding.q8_0 ? embedding / 32 * 34
+                                                              : embedding * (w.bf16 ? 2 : 4);
     return w.matrix_bytes - unread_embedding + 4 * vectors;
 }
 
@@ -73,8 +75,7 @@ int64_t decode_weight_bytes(const Model& model) {
 double body_flops_per_token(const Model& model) {
     const ModelConfig& c = model.config();
     const Weights& w = model.weights();
-    const int64_t matrix_elements = w.matrix_bytes / (w.bf16 ? 2 : 4);
-    return 2.0 * double(matrix_elements - c.n_vocab * c.n_embd * (c.tie_word_embeddings ? 1 : 2));
+    return 2.0 * double(w.matrix_elements - c.n_vocab * c.n_embd * (c.tie_word_embeddings ? 1 : 2));
 }
 
 // Multiply-adds × 2 per prompt token in a P-token prefill's self-attention: each query head's q·k and
@@ -118,6 +119,7 @@ BenchModels load_bench_models(const BenchSettings& settings, BenchReport& r) {
     r.n_ctx = c.n_ctx;
     m.bf16 = Model::load(r.model_dir, WeightFormat::BF16, settings.placement);
     r.weight_bytes = decode_weight_bytes(*m.f32);
+    r.q8_0_matrices = m.f32->weights().q8_0_matrices;
     r.weight_bytes_bf16 = decode_weight_bytes(*m.bf16);
     r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * 4;
     r.flops_per_token = body_flops_per_token(*m.f32);

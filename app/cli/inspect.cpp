@@ -106,6 +106,9 @@ int cli_inspect(int argc, char** argv) {
             {"file_bits_per_weight", model->gguf_tensors().empty() ? JsonOut()
                                                                    : JsonOut(summarize_types(model->gguf_tensors()).bits_per_weight)},
             {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
+            // matrices kept as a GGUF file's Q8_0 blocks (the rest in matrix_dtype): read in place, computed
+            // exactly as their float32 copy
+            {"q8_0_matrices", w.q8_0_matrices},
             {"matrix_bytes", w.matrix_bytes},
             {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},
             {"kv_bytes_per_token", kv_per_token},
@@ -154,10 +157,14 @@ int cli_inspect(int argc, char** argv) {
                 bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
     if (w.checkpoint->sharded())
         std::printf("weights      %zu shards listed in model.safetensors.index.json\n", w.checkpoint->files().size());
-    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16), %s\n", w.bf16 ? "bfloat16" : "float32",
+    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16), %s\n",
+                w.q8_0_matrices > 0 ? (std::to_string(w.q8_0_matrices) + " as the file's Q8_0 blocks (computed exactly as "
+                                       "float32), the rest float32").c_str()
+                                    : w.bf16 ? "bfloat16" : "float32",
                 bytes_text(double(w.matrix_bytes)).c_str(),
-                w.mapped ? "used from the file's mapping where no conversion is needed (--map-weights)"
-                         : "copied into 2 MiB pages at load");
+                w.q8_0_matrices > 0 ? "the blocks read in place from the file's mapping"
+                : w.mapped          ? "used from the file's mapping where no conversion is needed (--map-weights)"
+                                    : "copied into 2 MiB pages at load");
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
                 w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_full_context)).c_str(), (long long)c.n_ctx);

@@ -4,6 +4,7 @@
 // its own copy, inlined as before, and no symbol is shared with a file compiled with other options.
 //
 //   as_f32(v)                 a float, or a bfloat16 widened exactly
+//   half_to_f32(h)            a float16 (Q8_0's scale) as float32, exactly
 //   lane_tree_sum(lanes)      16 lanes summed in a fixed tree: every build reduces its lanes alike
 //   AVX-512  tail_mask(r), load16(p), maskz_load16(m, p)    16 floats or widened bfloat16 values
 //   AVX2     load8(p)                                       8 floats or widened bfloat16 values
@@ -25,6 +26,27 @@ inline float as_f32(uint16_t bf16) {
     float v;
     std::memcpy(&v, &bits, sizeof v);
     return v;
+}
+
+inline float half_to_f32(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0x1Fu) bits = sign | 0x7F800000u | (mant << 13);  // infinity, NaN
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);
+    else if (mant == 0) bits = sign;  // zero
+    else {  // subnormal: normalise
+        int e = 0;  // one less per shift: the value is (m / 1024) * 2^(-14 - shifts)
+        uint32_t m = mant;
+        while (!(m & 0x400u)) m <<= 1, --e;
+        bits = sign | (uint32_t(e + 113) << 23) | ((m & 0x3FFu) << 13);
+    }
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+#endif
 }
 
 // The sum of one output's 16 lanes as a tree: lane i + lane i+8, then i + i+4, i + i+2, i + i+1, the

@@ -40,6 +40,7 @@ constexpr DtypeName kDtypes[] = {
 }  // namespace
 
 const char* to_string(Dtype d) {
+    if (d == Dtype::Q8_0) return "Q8_0";
     for (const DtypeName& n : kDtypes)
         if (n.dtype == d) return n.name;
     return "?";
@@ -52,6 +53,7 @@ std::string shape_text(const std::vector<int64_t>& shape, const char* sep) {
 }
 
 size_t dtype_size(Dtype d) {
+    if (d == Dtype::Q8_0) return 0;
     for (const DtypeName& n : kDtypes)
         if (n.dtype == d) return n.size;
     return 1;

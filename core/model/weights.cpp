@@ -38,7 +38,7 @@ public:
             throw LoadError(w_.checkpoint->path(), "tensor " + name + " is missing",
                             "expected shape " + shape_text(shape) + " for this config.json");
         }
-        if (!is_float_dtype(t->dtype))
+        if (!is_float_dtype(t->dtype) && t->dtype != Dtype::Q8_0)
             throw LoadError(w_.checkpoint->file_of(*t), "tensor " + name + " has dtype " + to_string(t->dtype) +
                                                  ", which kvscope does not compute with",
                             "kvscope reads F32, F16 and BF16 weights; convert the checkpoint");
@@ -58,6 +58,15 @@ public:
         const TensorView* t = view(short_name, shape, never_prefixed);
         const int64_t n = t->n_elements();
         const bool bf16 = format_ == WeightFormat::BF16;
+        w_.matrix_elements += n;
+        // A GGUF file's Q8_0 matrix stays in the file's blocks (no copy): matmul_nk computes on them exactly
+        // what it computes on their float32 copy, in a quarter of the bytes. bfloat16 asks for a conversion.
+        if (t->dtype == Dtype::Q8_0 && !bf16 && reinterpret_cast<uintptr_t>(t->data) % alignof(BlockQ8_0) == 0) {
+            refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
+            w_.matrix_bytes += n / 32 * int64_t(sizeof(BlockQ8_0));
+            ++w_.q8_0_matrices;
+            return reinterpret_cast<const BlockQ8_0*>(t->data);
+        }
         w_.matrix_bytes += n * (bf16 ? 2 : 4);
         const Dtype stored = bf16 ? Dtype::BF16 : Dtype::F32;
         const bool as_is = t->dtype == stored && reinterpret_cast<uintptr_t>(t->data) % (bf16 ? 2 : 4) == 0;
@@ -144,9 +153,15 @@ private:
         return out.data();
     }
 
-    // Element i of a float tensor (F32, F16 or BF16; any alignment), exactly as float32.
+    // Element i of a float tensor (F32, F16 or BF16; any alignment) or of Q8_0 blocks, exactly as float32.
     static float element(const TensorView& t, int64_t i) {
         const auto* bytes = reinterpret_cast<const unsigned char*>(t.data);
+        if (t.dtype == Dtype::Q8_0) {
+            const unsigned char* block = bytes + i / 32 * 34;
+            uint16_t d;
+            std::memcpy(&d, block, 2);
+            return float(int8_t(block[2 + i % 32])) * f16_to_f32(d);  // ggml's dequantize_row_q8_0
+        }
         if (t.dtype == Dtype::F32) {
             float f;
             std::memcpy(&f, bytes + 4 * i, 4);
@@ -185,6 +200,11 @@ std::vector<float> sinusoidal_positions(int64_t n_ctx, int64_t C) {
 const char* to_string(WeightFormat f) { return f == WeightFormat::BF16 ? "bf16" : "f32"; }
 
 void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {
+    if (const BlockQ8_0* row = w.token_embedding.q8_0 ? w.token_embedding.q8_0 + id * (C / 32) : nullptr) {
+        for (int64_t b = 0; b < C / 32; ++b)
+            for (int64_t i = 0; i < 32; ++i) out[b * 32 + i] = float(row[b].q[i]) * f16_to_f32(row[b].d);
+        return;
+    }
     if (w.token_embedding.f32) {
         std::memcpy(out, w.token_embedding.f32 + id * C, size_t(C) * sizeof(float));
         return;

@@ -92,10 +92,13 @@ struct Weights {
     int64_t converted_bytes = 0;                // conversions made at load (dtype, misaligned data); plain
                                                 // copies into 2 MiB pages are matrices->used()
     int64_t matrix_bytes = 0;                   // bytes of the matrices as stored for computing
+    int64_t matrix_elements = 0;                // their weights (Q8_0 blocks: 34 bytes per 32)
 
     std::shared_ptr<const Checkpoint> checkpoint;  // keeps the mappings alive
     std::vector<std::vector<float>> owned;      // converted vectors (biases, norms) and the sinusoidal table
     bool bf16 = false;                          // matrices stored as bfloat16
+    int64_t q8_0_matrices = 0;                  // matrices kept as a GGUF file's Q8_0 blocks, in the mapping
+                                                // (computed exactly as their float32 copy: matmul.h)
     std::shared_ptr<HugePageArena> matrices;    // the matrices copied or converted at load
     bool mapped = false;                        // WeightPlacement::Mapped: matrices that need no conversion
                                                 // point into the file's mapping
@@ -111,7 +114,7 @@ Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint
 Weights load_weights(const ModelConfig& config, const std::string& safetensors_path,
                      WeightFormat format = WeightFormat::F32, WeightPlacement placement = WeightPlacement::HugePages);
 
-// The token embedding row of `id` as float32 (exact for either storage). (C)
+// The token embedding row of `id` as float32 (exact for every storage). (C)
 void embedding_row(const Weights& w, int64_t C, int64_t id, float* out);
 
 // PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(t / 10000^(2i/C)); (n_ctx, C)

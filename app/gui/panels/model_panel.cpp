@@ -236,7 +236,8 @@ void key_table(const std::vector<ArchLine>& lines) {
 }
 
 // A GGUF file: the types its tensors are stored in (a quantized file mixes several), the bits per weight
-// they cost, and every tensor's type on request; kvscope computes with them dequantized at load.
+// they cost, and every tensor's type on request; Q8_0 matrices stay in the file's blocks, the rest is
+// dequantized at load.
 void gguf_types(const Model& model) {
     auto fixed = [](double v, int digits) {
         char buf[32];
@@ -253,8 +254,14 @@ void gguf_types(const Model& model) {
     dump_text("Model gguf types", line);
     help_marker((std::string("The weights as the file stores them, by share of weights. A quantized type keeps blocks of "
                              "small integers with a float16 scale per block (Q4_K: 256 weights in 144 bytes = 4.5 bits; "
-                             "Q6_K: 6.56; Q8_0: 8.5). kvscope dequantizes them once at load and computes in ") +
-                 (model.weights().bf16 ? "bfloat16" : "float32") + ", so the cache and the maps are those of the file's weights.")
+                             "Q6_K: 6.56; Q8_0: 8.5). ") +
+                 (model.weights().q8_0_matrices > 0
+                      ? std::to_string(model.weights().q8_0_matrices) + " Q8_0 matrices are read in place from the file, "
+                        "each weight q x d computed exactly in float32 as it is used; the other types are dequantized "
+                        "once at load. "
+                      : std::string("kvscope dequantizes them once at load. ")) +
+                 "It computes in " + (model.weights().bf16 ? "bfloat16" : "float32") +
+                 ", so the cache and the maps are those of the file's weights.")
                     .c_str());
     if (ImGui::TreeNode("tensors in the file")) {
         const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollY;
