@@ -35,6 +35,17 @@ std::string bytes_text(double b) {
     return buf;
 }
 
+// How the matrices are stored and where, and what a decode token reads of them.
+std::string matrices_line(const Weights& w) {
+    const std::string stored = w.q8_0_matrices > 0 ? std::to_string(w.q8_0_matrices) + " as the file's Q8_0 blocks "
+                                                     "(computed exactly as float32), the rest float32"
+                               : w.bf16 ? "bfloat16" : "float32";
+    const char* where = w.q8_0_matrices > 0 ? "the blocks read in place from the file's mapping"
+                        : w.mapped          ? "used from the file's mapping where no conversion is needed (--map-weights)"
+                                            : "copied into 2 MiB pages at load";
+    return stored + ", " + bytes_text(double(w.matrix_bytes)) + " read per decode token (--dtype f32|bf16), " + where;
+}
+
 const GgufTensorSummary* gguf_tensor(const Model& model, const std::string& name) {
     for (const GgufTensorSummary& g : model.gguf_tensors())
         if (g.hf_name == name) return &g;
@@ -157,14 +168,7 @@ int cli_inspect(int argc, char** argv) {
                 bytes_text(double(w.file_bytes)).c_str(), bytes_text(double(w.converted_bytes)).c_str());
     if (w.checkpoint->sharded())
         std::printf("weights      %zu shards listed in model.safetensors.index.json\n", w.checkpoint->files().size());
-    std::printf("matrices     %s, %s read per decode token (--dtype f32|bf16), %s\n",
-                w.q8_0_matrices > 0 ? (std::to_string(w.q8_0_matrices) + " as the file's Q8_0 blocks (computed exactly as "
-                                       "float32), the rest float32").c_str()
-                                    : w.bf16 ? "bfloat16" : "float32",
-                bytes_text(double(w.matrix_bytes)).c_str(),
-                w.q8_0_matrices > 0 ? "the blocks read in place from the file's mapping"
-                : w.mapped          ? "used from the file's mapping where no conversion is needed (--map-weights)"
-                                    : "copied into 2 MiB pages at load");
+    std::printf("matrices     %s\n", matrices_line(w).c_str());
     std::printf("KV cache     %s per token (2 x %lld layers x %lld %s), %s at full context (%lld positions)\n",
                 bytes_text(double(kv_per_token)).c_str(), (long long)c.n_layer, (long long)c.kv_width(),
                 w.bf16 ? "bfloat16" : "float32", bytes_text(double(kv_full_context)).c_str(), (long long)c.n_ctx);
