@@ -843,51 +843,50 @@ void tile_groups(const float* xs, int64_t T, int64_t K, std::span<const NkTarget
 // registers (rows_q8, group_rows_q8), and small batches (and the portable build) run tile_groups' kernels
 // on each group's float copy, laid at n0 = 0 with y, and bias shifted to the group. Each is a float32
 // kernel's arithmetic on the dequantized weights: a Q8_0 matrix gives its float32 copy's bits.
-void q8_rows(const float* x, int64_t K, std::span<const NkTarget<BlockQ8_0>> targets) {
+// Every target's groups of 4 Q8_0 rows, numbered one target after the other: each thread streams its own
+// run of groups, then takes pieces of about piece_bytes from the end of the other's (parallel_ranges), as
+// decode_groups and tile_groups do; group(target, n0, count) for each.
+template <class Group>
+void q8_groups(int64_t K, std::span<const NkTarget<BlockQ8_0>> targets, int64_t piece_bytes, const Group& group) {
     constexpr int CT = 4;
     std::array<int64_t, kMaxSharedTargets + 1> first_group{};  // target j's groups: [first_group[j], first_group[j + 1])
     for (size_t j = 0; j < targets.size(); ++j) first_group[j + 1] = first_group[j] + (targets[j].N + CT - 1) / CT;
-    const int64_t row_bytes = K / 32 * int64_t(sizeof(BlockQ8_0));
-    const int64_t piece_groups = std::max<int64_t>(1, (int64_t(32) << 10) / (CT * row_bytes));
-    ThreadPool::global().parallel_ranges(first_group[targets.size()], piece_groups, [&](int64_t begin, int64_t end) {
+    const int64_t group_bytes = CT * (K / 32) * int64_t(sizeof(BlockQ8_0));
+    ThreadPool::global().parallel_ranges(first_group[targets.size()], std::max<int64_t>(1, piece_bytes / group_bytes),
+                                         [&](int64_t begin, int64_t end) {
         size_t j = 0;
         for (int64_t g = begin; g < end; ++g) {
             while (g >= first_group[j + 1]) ++j;
-            const NkTarget<BlockQ8_0>& t = targets[j];
-            const int64_t n0 = (g - first_group[j]) * CT, count = std::min<int64_t>(CT, t.N - n0);
-#if KVSCOPE_AVX512
-            rows_q8(t.y, x, t.w, t.bias, K, n0, count);
-#elif KVSCOPE_AVX2
-            group_rows_q8(t.y, x, t.w, t.bias, K, n0, count);
-#else
-            float* rows = q8_group_scratch(K);
-            dequantize_q8_rows(rows, t.w, K, n0, count);
-            tile_nk<1, float>(t.y + n0, x, rows, t.bias ? t.bias + n0 : nullptr, K, t.N, 0, count);
-#endif
+            const int64_t n0 = (g - first_group[j]) * CT;
+            group(targets[j], n0, std::min<int64_t>(CT, targets[j].N - n0));
         }
     });
 }
 
+void q8_rows(const float* x, int64_t K, std::span<const NkTarget<BlockQ8_0>> targets) {
+    q8_groups(K, targets, int64_t(32) << 10, [&](const NkTarget<BlockQ8_0>& t, int64_t n0, int64_t count) {
+#if KVSCOPE_AVX512
+        rows_q8(t.y, x, t.w, t.bias, K, n0, count);
+#elif KVSCOPE_AVX2
+        group_rows_q8(t.y, x, t.w, t.bias, K, n0, count);
+#else
+        float* rows = q8_group_scratch(K);
+        dequantize_q8_rows(rows, t.w, K, n0, count);
+        tile_nk<1, float>(t.y + n0, x, rows, t.bias ? t.bias + n0 : nullptr, K, t.N, 0, count);
+#endif
+    });
+}
+
 void q8_tile_groups(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockQ8_0>> targets) {
-    constexpr int CT = 4;
-    std::array<int64_t, kMaxSharedTargets + 1> first_group{};
-    for (size_t j = 0; j < targets.size(); ++j) first_group[j + 1] = first_group[j] + (targets[j].N + CT - 1) / CT;
-    const int64_t row_bytes = K / 32 * int64_t(sizeof(BlockQ8_0));
-    const int64_t piece_groups = std::max<int64_t>(1, (int64_t(128) << 10) / (CT * row_bytes));
-    ThreadPool::global().parallel_ranges(first_group[targets.size()], piece_groups, [&](int64_t g0, int64_t g1) {
-        size_t j = 0;
-        for (int64_t g = g0; g < g1; ++g) {
-            while (g >= first_group[j + 1]) ++j;
-            const NkTarget<BlockQ8_0>& target = targets[j];
-            const int64_t N = target.N, n0 = (g - first_group[j]) * CT, count = std::min<int64_t>(CT, N - n0);
-            float* rows = q8_group_scratch(K);  // (4, K), then 8 rows of zeros
-            dequantize_q8_rows(rows, target.w, K, n0, count);
-            float* y = target.y + n0;
-            const float* bias = target.bias ? target.bias + n0 : nullptr;
-            int64_t t = batched_group_rows<float, false>(y, x, T, rows, bias, K, N, 0, count);
-            for (; t + 4 <= T; t += 4) tile_nk<4, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
-            for (; t < T; ++t) tile_nk<1, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
-        }
+    q8_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockQ8_0>& target, int64_t n0, int64_t count) {
+        const int64_t N = target.N;
+        float* rows = q8_group_scratch(K);  // (4, K), then 8 rows of zeros
+        dequantize_q8_rows(rows, target.w, K, n0, count);
+        float* y = target.y + n0;
+        const float* bias = target.bias ? target.bias + n0 : nullptr;
+        int64_t t = batched_group_rows<float, false>(y, x, T, rows, bias, K, N, 0, count);
+        for (; t + 4 <= T; t += 4) tile_nk<4, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
+        for (; t < T; ++t) tile_nk<1, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
     });
 }
 

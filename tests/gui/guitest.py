@@ -28,7 +28,7 @@
 
 Real-input tests (xdotool, the interactive window):
   App(kvscope, work, ...)      starts `kvscope gui` and drives it with X events; see its methods
-  input_main(script, inner, assets=True)
+  input_main(script, inner, assets=True, screen=SCREEN, timeout=600)
                                main() of a real-input test: reruns the script under its own Xvfb screen with
                                --inner, where inner(args) runs; returning None from inner prints OK
 """
@@ -362,7 +362,7 @@ class App:
         return False
 
 
-def input_main(script_path, inner, assets=True):
+def input_main(script_path, inner, assets=True, screen=SCREEN, timeout=600):
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvscope", required=True)
     if assets:
@@ -381,6 +381,6 @@ def input_main(script_path, inner, assets=True):
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     args = ["--kvscope", os.path.abspath(a.kvscope)] + (["--assets", os.path.abspath(a.assets)] if assets else [])
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 " + SCREEN, sys.executable, os.path.abspath(script_path), "--inner",
+    cmd = ["xvfb-run", "-a", "-s", "-screen 0 " + screen, sys.executable, os.path.abspath(script_path), "--inner",
            *args, "--work", os.path.abspath(a.work)]
-    return subprocess.run(cmd, timeout=600).returncode
+    return subprocess.run(cmd, timeout=timeout).returncode
