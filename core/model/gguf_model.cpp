@@ -381,7 +381,8 @@ GgufModel open_gguf_model(const std::string& path) {
                 v.n_bytes = t.n_bytes;
             } else {
                 std::vector<std::byte> moved(t.n_bytes);
-                unpermute_rows(t.data, moved.data(), heads, t.dims[1], t.n_bytes / size_t(t.dims[1]));
+                // a row: dims[0] / 32 blocks of 34 bytes (the reader checked dims[0] against the block size)
+                unpermute_rows(t.data, moved.data(), heads, t.dims[1], size_t(t.dims[0] / info.block_elements * info.block_bytes));
                 v.data = moved.data();
                 v.n_bytes = moved.size();
                 owned->buffers.push_back(std::move(moved));
