@@ -8,6 +8,7 @@
 
 #include "base/errors.h"
 #include "model/finite.h"
+#include "model/gguf_quants.h"
 
 namespace kvscope {
 namespace {
@@ -200,9 +201,8 @@ std::vector<float> sinusoidal_positions(int64_t n_ctx, int64_t C) {
 const char* to_string(WeightFormat f) { return f == WeightFormat::BF16 ? "bf16" : "f32"; }
 
 void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {
-    if (const BlockQ8_0* row = w.token_embedding.q8_0 ? w.token_embedding.q8_0 + id * (C / 32) : nullptr) {
-        for (int64_t b = 0; b < C / 32; ++b)
-            for (int64_t i = 0; i < 32; ++i) out[b * 32 + i] = float(row[b].q[i]) * f16_to_f32(row[b].d);
+    if (w.token_embedding.q8_0) {  // the row's C / 32 blocks, as the loader's reference dequantizer reads them
+        dequantize_row(GgmlType::Q8_0, reinterpret_cast<const std::byte*>(w.token_embedding.q8_0 + id * (C / 32)), C, out);
         return;
     }
     if (w.token_embedding.f32) {

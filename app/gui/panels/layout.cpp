@@ -112,28 +112,29 @@ std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w, bool lesson) {
     return s;
 }
 
+namespace {
+
+// The room panel p has in workspace w (its place's area at 1280x720, a lesson open); 0 when w does not show it.
+float room_of(Panel p, Workspace w) {
+    for (const Slot& slot : layout_slots({1280, 720}, 0, w, true))
+        if (std::find(slot.panels.begin(), slot.panels.end(), p) != slot.panels.end()) return slot.size.x * slot.size.y;
+    return 0;
+}
+
+}  // namespace
+
 Workspace workspace_holding(Panel p, Workspace current) {
-    auto holds = [&](Workspace w) {
-        for (const Slot& slot : layout_slots({1280, 720}, 0, w, true))
-            if (std::find(slot.panels.begin(), slot.panels.end(), p) != slot.panels.end()) return true;
-        return false;
-    };
-    if (holds(current)) return current;
+    if (room_of(p, current) > 0) return current;
     for (const WorkspaceInfo& w : workspaces())
-        if (holds(w.workspace)) return w.workspace;
+        if (room_of(p, w.workspace) > 0) return w.workspace;
     return current;
 }
 
 Workspace workspace_for(Panel p) {
     Workspace best = Workspace::Step;
-    float best_area = -1;
+    float best_room = 0;
     for (const WorkspaceInfo& w : workspaces())
-        for (const Slot& slot : layout_slots({1280, 720}, 0, w.workspace, true))
-            if (std::find(slot.panels.begin(), slot.panels.end(), p) != slot.panels.end() &&
-                slot.size.x * slot.size.y > best_area) {
-                best_area = slot.size.x * slot.size.y;
-                best = w.workspace;
-            }
+        if (const float room = room_of(p, w.workspace); room > best_room) best_room = room, best = w.workspace;
     return best;
 }
 
