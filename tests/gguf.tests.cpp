@@ -270,13 +270,15 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
             CHECK(from_file->config().kv_heads() == from_folder->config().kv_heads());
             CHECK(from_file->config().layer_window == from_folder->config().layer_window);
             CHECK(from_file->config().attention_scale() == from_folder->config().attention_scale());
-            // Q8_0 matrices stay as the file's blocks (GPT-2's transposed ones are dequantized): the run must still
-            // be the dequantized folder's, bit for bit (chunks of 3, then decode: two kernel paths).
-            if (std::string(type) == "Q8_0") {
+            // Quantized matrices stay as the file's blocks (GPT-2's transposed ones are dequantized): the run must
+            // still be the dequantized folder's, bit for bit (chunks of 3, then decode: two kernel paths).
+            const std::string t = type;
+            if (t != "F32" && t != "F16" && t != "BF16") {
                 const int64_t L = from_file->config().n_layer;
-                CHECK(from_file->weights().q8_0_matrices >= (arch == "gpt2" ? 1 : 7 * L + 1));
+                CHECK(from_file->weights().blocks_total() >= (arch == "gpt2" ? 1 : 7 * L + 1));
+                CHECK(from_file->weights().blocks_text().find(t) != std::string::npos);
             } else {
-                CHECK(from_file->weights().q8_0_matrices == 0);
+                CHECK(from_file->weights().blocks_total() == 0);
             }
             const kvtest::Run got = kvtest::run_to_end(from_file, options, prompt);
             kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));

@@ -9,7 +9,8 @@
 
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
-#include "model/gguf_quants.h"
+#include "kernels/quant_blocks.h"
+#include "model/finite.h"
 
 using namespace kvscope;
 
@@ -293,57 +294,102 @@ TEST_CASE("matmul_nk_shared gives every matrix exactly its own matmul_nk result"
     ThreadPool::global().set_threads(threads_before);
 }
 
-TEST_CASE("Q8_0 weights give the bits of their dequantized float32 copy, whatever the rows, threads and targets") {
-    // The kernels dequantize q · d in registers (decode), into a group's float copy (small batches) or into
-    // the packed panels (prefill); each is exact, so every path must equal matmul_nk on the float32 matrix
-    // the loader's reference dequantizer (gguf_quants.h, ggml's order) makes of the same blocks. Scales
-    // include float16 subnormals, the largest float16 and both zeros; K = 1088 runs two prefill spans.
+namespace {
+
+// n_blocks random blocks of format f: random integer bytes, and float16 scales (and minimums) that are
+// finite: normal values of either sign, and now and then a subnormal, the largest float16 or a zero.
+std::vector<std::byte> random_blocks(BlockFormat f, int64_t n_blocks, std::mt19937& rng) {
+    const BlockLayout layout = block_layout(f);
+    std::vector<std::byte> out(size_t(n_blocks * layout.bytes));
+    std::uniform_int_distribution<int> byte(0, 255), pick(0, 9), special_index(0, 7), normal(0, 0x1FFF);
+    const uint16_t special[] = {0x0001, 0x03FF, 0x0200, 0x7BFF, 0x0000, 0x8000, 0x8001, 0x0400};
+    const bool two = f == BlockFormat::Q4_1 || f == BlockFormat::Q5_1 || f == BlockFormat::Q4_K || f == BlockFormat::Q5_K;
+    const int64_t at = f == BlockFormat::Q6_K ? 208 : 0;
+    for (std::byte& v : out) v = std::byte(byte(rng));
+    for (int64_t b = 0; b < n_blocks; ++b)
+        for (int64_t s = 0; s < (two ? 2 : 1); ++s) {
+            const int p = pick(rng);
+            const uint16_t h = p < 2 ? special[special_index(rng)] : uint16_t(0x1C00 + normal(rng) + (p == 2 ? 0x8000 : 0));
+            std::memcpy(out.data() + b * layout.bytes + at + 2 * s, &h, 2);
+        }
+    return out;
+}
+
+constexpr BlockFormat kAllFormats[] = {BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q5_0, BlockFormat::Q5_1,
+                                       BlockFormat::Q8_0, BlockFormat::Q4_K, BlockFormat::Q5_K, BlockFormat::Q6_K};
+
+}  // namespace
+
+TEST_CASE("the vectorized block dequantizers give the reference's bits, block for block") {
+    // dequantize_blocks runs this build's AVX-512 or AVX2 kernel where there is one (Q8_0, Q5_0, Q4_K, Q6_K);
+    // dequantize_reference is ggml's reference order, checked against numpy in gguf.tests.cpp.
+    std::mt19937 rng(49);
+    for (BlockFormat f : kAllFormats) {
+        const int64_t n = 64 * block_layout(f).elements;
+        const std::vector<std::byte> blocks = random_blocks(f, 64, rng);
+        std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+        dequantize_reference(f, blocks.data(), n, want.data());
+        dequantize_blocks(f, blocks.data(), n, got.data());
+        INFO(block_layout(f).name);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        CHECK(first_non_finite_block(f, blocks.data(), n) == -1);
+        CHECK(all_finite(want.data(), n));
+    }
+}
+
+TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, whatever the rows, threads and targets") {
+    // The kernels dequantize into L1 (decode), into a group's float copy (small batches) or into the packed
+    // panels (prefill); each must equal matmul_nk on the float32 matrix the reference dequantizer makes of the
+    // same blocks. Scales include float16 subnormals, the largest float16 and both zeros; the longest K runs
+    // two prefill spans.
     std::mt19937 rng(48);
     std::normal_distribution<float> d(0.0f, 1.0f);
-    std::uniform_int_distribution<int> q(-128, 127), pick(0, 9);
-    const uint16_t special[] = {0x0001, 0x03FF, 0x0200, 0x7BFF, 0x0000, 0x8000, 0x8001, 0x0400};
     const int threads_before = ThreadPool::global().n_threads();
-    for (int64_t K : {32, 96, 576, 1088}) {
-        const int64_t N = 150, T_max = 31, KB = K / 32;
-        std::vector<BlockQ8_0> blocks(size_t(N * KB));
-        for (BlockQ8_0& b : blocks) {
-            const int p = pick(rng);
-            b.d = p < 2 ? special[std::uniform_int_distribution<int>(0, 7)(rng)]
-                        : uint16_t(0x1C00 + std::uniform_int_distribution<int>(0, 0x1FFF)(rng) + (p == 2 ? 0x8000 : 0));
-            for (int8_t& v : b.q) v = int8_t(q(rng));
-        }
-        std::vector<float> w(size_t(N * K)), x(size_t(T_max * K)), bias(static_cast<size_t>(N));
-        dequantize_row(GgmlType::Q8_0, reinterpret_cast<const std::byte*>(blocks.data()), N * K, w.data());
-        for (float& v : x) v = d(rng);
-        for (float& v : bias) v = d(rng);
-        for (int threads : {1, 2, 3})
-            for (int64_t T : {1, 2, 3, 5, 8, 23, 24, 25, 31})
-                for (bool with_bias : {false, true}) {
-                    ThreadPool::global().set_threads(threads);
-                    std::vector<float> want(size_t(T * N)), got(size_t(T * N), -1.0f);
-                    const float* b = with_bias ? bias.data() : nullptr;
-                    matmul_nk(want.data(), x.data(), WeightRef(w.data()), b, T, K, N);
-                    matmul_nk(got.data(), x.data(), WeightRef(blocks.data()), b, T, K, N);
-                    INFO("K " << K << " threads " << threads << " T " << T << " bias " << with_bias);
-                    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    for (BlockFormat f : kAllFormats) {
+        const BlockLayout layout = block_layout(f);
+        const std::vector<int64_t> widths = layout.elements == 32 ? std::vector<int64_t>{32, 96, 576, 1088}
+                                                                  : std::vector<int64_t>{256, 768, 1280};
+        for (int64_t K : widths) {
+            const int64_t N = 150, T_max = 31, row_bytes = K / layout.elements * layout.bytes;
+            const std::vector<std::byte> blocks = random_blocks(f, N * K / layout.elements, rng);
+            std::vector<float> w(size_t(N * K)), x(size_t(T_max * K)), bias(static_cast<size_t>(N));
+            dequantize_reference(f, blocks.data(), N * K, w.data());
+            for (float& v : x) v = d(rng);
+            for (float& v : bias) v = d(rng);
+            for (int threads : {1, 2, 3})
+                for (int64_t T : {1, 2, 3, 5, 8, 23, 24, 25, 31})
+                    for (bool with_bias : {false, true}) {
+                        ThreadPool::global().set_threads(threads);
+                        std::vector<float> want(size_t(T * N)), got(size_t(T * N), -1.0f);
+                        const float* b = with_bias ? bias.data() : nullptr;
+                        matmul_nk(want.data(), x.data(), WeightRef(w.data()), b, T, K, N);
+                        matmul_nk(got.data(), x.data(), WeightRef(BlockMatrix{f, blocks.data()}), b, T, K, N);
+                        INFO(layout.name << " K " << K << " threads " << threads << " T " << T << " bias " << with_bias);
+                        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+                    }
+            // Several matrices in one fork (q, k, v), this format and Q6_K mixed as Q4_K_M files mix them: each
+            // gets its own result.
+            ThreadPool::global().set_threads(2);
+            const std::vector<std::byte> other = random_blocks(BlockFormat::Q6_K, N * K / 256, rng);
+            for (int64_t T : {1, 5, 24}) {
+                const int64_t widths3[3] = {150, 37, 6};
+                std::vector<std::vector<float>> shared(3), alone(3);
+                std::vector<MatmulTarget> targets;
+                for (size_t j = 0; j < 3; ++j) {
+                    shared[j].assign(size_t(T * widths3[j]), -1.0f);
+                    alone[j].assign(size_t(T * widths3[j]), -2.0f);
+                    const int64_t rows_n = std::min(widths3[j], N - int64_t(j) * 2);
+                    // overlapping row ranges of one matrix; the middle one Q6_K where rows of 256 allow it
+                    const BlockMatrix m = j == 1 && K % 256 == 0 ? BlockMatrix{BlockFormat::Q6_K, other.data() + 2 * (K / 256) * 210}
+                                                                  : BlockMatrix{f, blocks.data() + int64_t(j) * 2 * row_bytes};
+                    matmul_nk(alone[j].data(), x.data(), WeightRef(m), bias.data(), T, K, rows_n);
+                    targets.push_back({shared[j].data(), WeightRef(m), bias.data(), rows_n});
                 }
-        // Several Q8_0 matrices in one fork (q, k, v): each gets its own result.
-        ThreadPool::global().set_threads(2);
-        for (int64_t T : {1, 5, 24}) {
-            const int64_t widths[3] = {150, 37, 6};
-            std::vector<std::vector<float>> shared(3), alone(3);
-            std::vector<MatmulTarget> targets;
-            for (size_t j = 0; j < 3; ++j) {
-                shared[j].assign(size_t(T * widths[j]), -1.0f);
-                alone[j].assign(size_t(T * widths[j]), -2.0f);
-                const BlockQ8_0* rows = blocks.data() + int64_t(j) * 2 * KB;  // overlapping row ranges of one matrix
-                matmul_nk(alone[j].data(), x.data(), WeightRef(rows), bias.data(), T, K, std::min(widths[j], N - int64_t(j) * 2));
-                targets.push_back({shared[j].data(), WeightRef(rows), bias.data(), std::min(widths[j], N - int64_t(j) * 2)});
-            }
-            matmul_nk_shared(x.data(), T, K, targets);
-            for (size_t j = 0; j < 3; ++j) {
-                INFO("K " << K << " shared T " << T << " matrix " << j);
-                CHECK(std::memcmp(shared[j].data(), alone[j].data(), size_t(T * targets[j].N) * sizeof(float)) == 0);
+                matmul_nk_shared(x.data(), T, K, targets);
+                for (size_t j = 0; j < 3; ++j) {
+                    INFO(layout.name << " K " << K << " shared T " << T << " matrix " << j);
+                    CHECK(std::memcmp(shared[j].data(), alone[j].data(), size_t(T * targets[j].N) * sizeof(float)) == 0);
+                }
             }
         }
     }

@@ -63,10 +63,11 @@ int64_t decode_weight_bytes(const Model& model) {
     const Weights& w = model.weights();
     const int64_t positions = w.position_embedding && c.position_embedding == PositionEmbedding::Learned ? c.n_ctx * c.n_embd : 0;
     const int64_t vectors = w.n_parameters - w.matrix_elements - positions;
-    const int64_t embedding = c.n_vocab * c.n_embd;  // (V, C), as stored: Q8_0 blocks, bfloat16 or float32
+    const int64_t embedding = c.n_vocab * c.n_embd;  // (V, C), as stored: blocks, bfloat16 or float32
+    const BlockMatrix& blocks = w.token_embedding.blocks;
     const int64_t unread_embedding = c.tie_word_embeddings ? 0
-                                     : w.token_embedding.q8_0 ? embedding / 32 * 34
-                                                              : embedding * (w.bf16 ? 2 : 4);
+                                     : blocks.data ? embedding / block_layout(blocks.format).elements * block_layout(blocks.format).bytes
+                                                   : embedding * (w.bf16 ? 2 : 4);
     return w.matrix_bytes - unread_embedding + 4 * vectors;
 }
 
@@ -119,7 +120,7 @@ BenchModels load_bench_models(const BenchSettings& settings, BenchReport& r) {
     r.n_ctx = c.n_ctx;
     m.bf16 = Model::load(r.model_dir, WeightFormat::BF16, settings.placement);
     r.weight_bytes = decode_weight_bytes(*m.f32);
-    r.q8_0_matrices = m.f32->weights().q8_0_matrices;
+    r.block_matrices = m.f32->weights().blocks_total();
     r.weight_bytes_bf16 = decode_weight_bytes(*m.bf16);
     r.kv_bytes_per_position = 2 * c.n_layer * c.kv_width() * 4;
     r.flops_per_token = body_flops_per_token(*m.f32);

@@ -37,10 +37,10 @@ std::string bytes_text(double b) {
 
 // How the matrices are stored and where, and what a decode token reads of them.
 std::string matrices_line(const Weights& w) {
-    const std::string stored = w.q8_0_matrices > 0 ? std::to_string(w.q8_0_matrices) + " as the file's Q8_0 blocks "
-                                                     "(computed exactly as float32), the rest float32"
+    const std::string stored = w.blocks_total() > 0 ? w.blocks_text() + " as the file's blocks "
+                                                      "(computed exactly as float32), the rest float32"
                                : w.bf16 ? "bfloat16" : "float32";
-    const char* where = w.q8_0_matrices > 0 ? "the blocks read in place from the file's mapping"
+    const char* where = w.blocks_total() > 0 ? "the blocks read in place from the file's mapping"
                         : w.mapped          ? "used from the file's mapping where no conversion is needed (--map-weights)"
                                             : "copied into 2 MiB pages at load";
     return stored + ", " + bytes_text(double(w.matrix_bytes)) + " read per decode token (--dtype f32|bf16), " + where;
@@ -117,9 +117,9 @@ int cli_inspect(int argc, char** argv) {
             {"file_bits_per_weight", model->gguf_tensors().empty() ? JsonOut()
                                                                    : JsonOut(summarize_types(model->gguf_tensors()).bits_per_weight)},
             {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
-            // matrices kept as a GGUF file's Q8_0 blocks (the rest in matrix_dtype): read in place, computed
+            // matrices kept as a GGUF file's blocks (the rest in matrix_dtype): read in place, computed
             // exactly as their float32 copy
-            {"q8_0_matrices", w.q8_0_matrices},
+            {"block_matrices", w.blocks_total()},
             {"matrix_bytes", w.matrix_bytes},
             {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},
             {"kv_bytes_per_token", kv_per_token},

@@ -353,7 +353,7 @@ void matmul_kn_impl(float* y, const float* x, const Wt* w, const float* bias, in
 }  // namespace
 
 void matmul_kn(float* y, const float* x, WeightRef w, const float* bias, int64_t T, int64_t K, int64_t N) {
-    assert(!w.q8_0 && "Q8_0 matrices are stored (N, K): matmul_nk's");
+    assert(!w.blocks.data && "matrices of blocks are stored (N, K): matmul_nk's");
     if (w.f32) matmul_kn_impl(y, x, w.f32, bias, T, K, N);
     else matmul_kn_impl(y, x, w.bf16, bias, T, K, N);
 }

@@ -1,5 +1,5 @@
 // matmul_nk: y(T, N) = x(T, K) · w(N, K)ᵀ + bias, the Linear layout (Llama-family projections, lm_head
-// and tied embeddings), float32, bfloat16 or Q8_0 weights, several matrices that read the same x in one fork
+// and tied embeddings), float32, bfloat16 or ggml's blocks, several matrices that read the same x in one fork
 // (matmul_nk_shared). Each output is tile_nk's: 16 lane chains over k ≡ lane (mod 16), then their tree
 // sum (lane_tree_sum, _mm512_reduce_add_ps's order), then the bias; every path below gives those bits.
 //
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/block_rows.h"
 #include "kernels/lanes.h"
 #include "kernels/simd.h"
 
@@ -34,38 +35,17 @@ struct NkTarget {
     int64_t N;
 };
 
-// Rows [n0, n0 + count) of a Q8_0 matrix (N, K) as float32 (count, K): q · d, exact (an int8 times a
-// float16's 11-bit significand fits float32's 24), so any kernel given these rows computes the bits it
-// computes on the dequantized matrix.
-void dequantize_q8_rows(float* out, const BlockQ8_0* w, int64_t K, int64_t n0, int64_t count) {
-    const int64_t KB = K / 32;
-    for (int64_t c = 0; c < count; ++c) {
-        const BlockQ8_0* row = w + (n0 + c) * KB;
-        float* to = out + c * K;
-        for (int64_t b = 0; b < KB; ++b, to += 32) {
-#if KVSCOPE_AVX512
-            const __m512 d = _mm512_set1_ps(half_to_f32(row[b].d));
-            for (int h = 0; h < 2; ++h) {
-                const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].q + 16 * h));
-                _mm512_storeu_ps(to + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
-            }
-#elif KVSCOPE_AVX2
-            const __m256 d = _mm256_set1_ps(half_to_f32(row[b].d));
-            for (int h = 0; h < 4; ++h) {
-                const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row[b].q + 8 * h));
-                _mm256_storeu_ps(to + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
-            }
-#else
-            const float d = half_to_f32(row[b].d);
-            for (int i = 0; i < 32; ++i) to[i] = float(row[b].q[i]) * d;
-#endif
-        }
-    }
+// Rows [n0, n0 + count) of a matrix of blocks (N, K) as float32 (count, K), the reference dequantizer's
+// bits (quant_blocks.h), so any kernel given these rows computes the bits it computes on the dequantized matrix.
+void dequantize_rows(float* out, BlockMatrix w, int64_t K, int64_t n0, int64_t count) {
+    const BlockLayout layout = block_layout(w.format);
+    const int64_t row_bytes = K / layout.elements * layout.bytes;
+    for (int64_t c = 0; c < count; ++c) dequantize_blocks(w.format, w.data + (n0 + c) * row_bytes, K, out + c * K);
 }
 
-// A thread's float copy of one group of 4 Q8_0 rows, with 8 rows of zeros after them: the float kernels
+// A thread's float copy of one group of 4 rows of blocks, with 8 rows of zeros after them: the float kernels
 // given a group at n0 = 0 ask the rows 8 to 11 after it into cache (tile_nk, group_rows_batched).
-float* q8_group_scratch(int64_t K) {
+float* block_group_scratch(int64_t K) {
     thread_local std::vector<float> storage;
     if (int64_t(storage.size()) < 12 * K) storage.assign(size_t(12 * K), 0.0f);
     return storage.data();
@@ -117,10 +97,10 @@ void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, in
     }
 }
 
-// Q8_0 rows packed as the float32 ones, from their exact float copy.
-void pack_w_group(float* out, const BlockQ8_0* w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
-    float* rows = q8_group_scratch(K);
-    dequantize_q8_rows(rows, w, K, n0, n_count);
+// Rows of blocks packed as the float32 ones, from their exact float copy.
+void pack_w_group(float* out, BlockMatrix w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
+    float* rows = block_group_scratch(K);
+    dequantize_rows(rows, w, K, n0, n_count);
     pack_w_group(out, static_cast<const float*>(rows), K, KS, 0, n_count);
 }
 
@@ -215,36 +195,6 @@ void rows_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
         }
         y[n] = reduce_add(acc) + (bias ? bias[n] : 0.0f);  // tile_nk adds a zero bias too
     }
-}
-
-// Decode over a group of 4 Q8_0 rows: rows_nk's sums on the weights dequantized in registers (q · d
-// exactly, 16 at a time), so the bits are rows_nk's on the dequantized matrix; a row is K / 32 blocks of 34
-// bytes. The four rows' chains run side by side (one row's chain alone waits on its fma latency), and the
-// bytes 16 KiB ahead are asked into L2: the blocks stream from the file's mapping in 4 KiB pages, where the
-// hardware prefetcher stops at every page. One matrix K 576 x N 49152 (32 MB) from memory, AMD EPYC Zen 5:
-// 1 thread 7.9 GB/s without the request, 27.4 with it; 2 threads 54.9 GB/s.
-void rows_q8(float* y, const float* x, const BlockQ8_0* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    const int64_t KB = K / 32;
-    const BlockQ8_0* r[4];
-    for (int c = 0; c < 4; ++c) r[c] = w + (n0 + (c < n_count ? c : 0)) * KB;  // a missing row reads row n0 again
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    // The bytes 16 KiB past this group asked into L2, 136 a block (the group's 4 rows are contiguous).
-    const char* ahead = reinterpret_cast<const char*>(w + n0 * KB) + (16 << 10);
-    for (int64_t b = 0; b < KB; ++b) {
-        _mm_prefetch(ahead + b * 136, _MM_HINT_T1);
-        _mm_prefetch(ahead + b * 136 + 64, _MM_HINT_T1);
-        _mm_prefetch(ahead + b * 136 + 128, _MM_HINT_T1);
-        const __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m512 d = _mm512_set1_ps(half_to_f32(r[c][b].d));
-            const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[c][b].q));
-            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[c][b].q + 16));
-            acc[c] = _mm512_fmadd_ps(x0, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), d), acc[c]);
-            acc[c] = _mm512_fmadd_ps(x1, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d), acc[c]);
-        }
-    }
-    for (int c = 0; c < n_count; ++c) y[n0 + c] = reduce_add(acc[c]) + (bias ? bias[n0 + c] : 0.0f);
 }
 
 // Many rows (prefill): tile_nk's arithmetic on packed operands. x is packed per block of 6 rows as
@@ -393,10 +343,10 @@ void pack_w_group(float* out, const Wt* w, int64_t K, int64_t KS, int64_t n0, in
         }
 }
 
-// Q8_0 rows packed as the float32 ones, from their exact float copy.
-void pack_w_group(float* out, const BlockQ8_0* w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
-    float* rows = q8_group_scratch(K);
-    dequantize_q8_rows(rows, w, K, n0, n_count);
+// Rows of blocks packed as the float32 ones, from their exact float copy.
+void pack_w_group(float* out, BlockMatrix w, int64_t K, int64_t KS, int64_t n0, int64_t n_count) {
+    float* rows = block_group_scratch(K);
+    dequantize_rows(rows, w, K, n0, n_count);
     pack_w_group(out, static_cast<const float*>(rows), K, KS, 0, n_count);
 }
 
@@ -482,46 +432,6 @@ void group_rows(float* y, const float* x, const Wt* w, const float* bias, int64_
         }
         _mm256_store_ps(lanes[c], lo);
         _mm256_store_ps(lanes[c] + 8, hi);
-    }
-    alignas(16) float sums[4];
-    _mm_store_ps(sums, lane_tree_sums4(lanes));
-    for (int64_t j = 0; j < n_count; ++j) y[n0 + j] = sums[j] + (bias ? bias[n0 + j] : 0.0f);
-}
-
-// Decode over a group of 4 Q8_0 rows: group_rows' sums (two 8-lane chains per row, then lane_tree_sums4)
-// on the weights dequantized in registers, q · d exactly: the bits of group_rows on the dequantized matrix.
-void group_rows_q8(float* y, const float* x, const BlockQ8_0* w, const float* bias, int64_t K, int64_t n0,
-                   int64_t n_count) {
-    const int64_t KB = K / 32;
-    const BlockQ8_0* r[4];
-    for (int c = 0; c < 4; ++c) r[c] = w + (n0 + (c < n_count ? c : 0)) * KB;  // a missing row reads row n0 again
-    __m256 lo[4], hi[4];
-    for (int c = 0; c < 4; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
-    // The four rows' chains side by side (one row's two chains alone wait on the fma latency), and the bytes
-    // 16 KiB past this group asked into L2, 136 a block (the group's 4 rows are contiguous).
-    const char* ahead = reinterpret_cast<const char*>(w + n0 * KB) + (16 << 10);
-    for (int64_t b = 0; b < KB; ++b) {
-        _mm_prefetch(ahead + b * 136, _MM_HINT_T1);
-        _mm_prefetch(ahead + b * 136 + 64, _MM_HINT_T1);
-        _mm_prefetch(ahead + b * 136 + 128, _MM_HINT_T1);
-        for (int h = 0; h < 2; ++h) {
-            const int64_t k = b * 32 + 16 * h;
-            const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) {
-                const __m256 d = _mm256_set1_ps(half_to_f32(r[c][b].d));
-                const int8_t* q = r[c][b].q + 16 * h;
-                const __m128i q0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-                const __m128i q1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8));
-                lo[c] = _mm256_fmadd_ps(x0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0)), d), lo[c]);
-                hi[c] = _mm256_fmadd_ps(x1, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1)), d), hi[c]);
-            }
-        }
-    }
-    alignas(32) float lanes[4][16];
-    for (int c = 0; c < 4; ++c) {
-        _mm256_store_ps(lanes[c], lo[c]);
-        _mm256_store_ps(lanes[c] + 8, hi[c]);
     }
     alignas(16) float sums[4];
     _mm_store_ps(sums, lane_tree_sums4(lanes));
@@ -762,8 +672,9 @@ int64_t batched_group_rows(float*, const float*, int64_t, const Wt*, const float
 
 #if !KVSCOPE_PORTABLE
 // Prefill (T >= 4 * kPackRows): packed operands.
-template <class Wt>
-void matmul_nk_packed(float* y, const float* x, const Wt* w, const float* bias, int64_t T, int64_t K, int64_t N) {
+// W: const float*, const uint16_t* or BlockMatrix (pack_w_group's overloads).
+template <class W>
+void matmul_nk_packed(float* y, const float* x, W w, const float* bias, int64_t T, int64_t K, int64_t N) {
     constexpr int CT = 4;
     const int64_t n_groups = (N + CT - 1) / CT;
     const int64_t n_threads = ThreadPool::global().n_threads();
@@ -839,19 +750,24 @@ void tile_groups(const float* xs, int64_t T, int64_t K, std::span<const NkTarget
     ThreadPool::global().parallel_ranges(n_groups, piece_groups, run_groups);
 }
 
-// Q8_0 weights (K % 32 == 0): prefill packs their exact float copy (pack_w_group), decode dequantizes in
-// registers (rows_q8, group_rows_q8), and small batches (and the portable build) run tile_groups' kernels
-// on each group's float copy, laid at n0 = 0 with y, and bias shifted to the group. Each is a float32
-// kernel's arithmetic on the dequantized weights: a Q8_0 matrix gives its float32 copy's bits.
-// Every target's groups of 4 Q8_0 rows, numbered one target after the other: each thread streams its own
-// run of groups, then takes pieces of about piece_bytes from the end of the other's (parallel_ranges), as
+// Matrices of blocks (quant_blocks.h; K a multiple of each format's elements): prefill packs their exact
+// float copy (pack_w_group), decode dequantizes a group's 4 rows as it goes (block_rows.h), and small batches (and the portable build's decode) run tile_groups' kernels on each
+// group's float copy, laid at n0 = 0 with y, and bias shifted to the group. Each is a float32 kernel's
+// arithmetic on the dequantized weights: a matrix of blocks gives its float32 copy's bits.
+
+// Every target's groups of 4 rows, numbered one target after the other: each thread streams its own run of
+// groups, then takes pieces of about piece_bytes from the end of the other's (parallel_ranges), as
 // decode_groups and tile_groups do; group(target, n0, count) for each.
 template <class Group>
-void q8_groups(int64_t K, std::span<const NkTarget<BlockQ8_0>> targets, int64_t piece_bytes, const Group& group) {
+void block_groups(int64_t K, std::span<const NkTarget<BlockMatrix>> targets, int64_t piece_bytes, const Group& group) {
     constexpr int CT = 4;
     std::array<int64_t, kMaxSharedTargets + 1> first_group{};  // target j's groups: [first_group[j], first_group[j + 1])
-    for (size_t j = 0; j < targets.size(); ++j) first_group[j + 1] = first_group[j] + (targets[j].N + CT - 1) / CT;
-    const int64_t group_bytes = CT * (K / 32) * int64_t(sizeof(BlockQ8_0));
+    int64_t group_bytes = 1;  // the largest of the targets' groups
+    for (size_t j = 0; j < targets.size(); ++j) {
+        first_group[j + 1] = first_group[j] + (targets[j].N + CT - 1) / CT;
+        const BlockLayout layout = block_layout(targets[j].w->format);
+        group_bytes = std::max(group_bytes, CT * (K / layout.elements) * layout.bytes);
+    }
     ThreadPool::global().parallel_ranges(first_group[targets.size()], std::max<int64_t>(1, piece_bytes / group_bytes),
                                          [&](int64_t begin, int64_t end) {
         size_t j = 0;
@@ -863,42 +779,29 @@ void q8_groups(int64_t K, std::span<const NkTarget<BlockQ8_0>> targets, int64_t 
     });
 }
 
-void q8_rows(const float* x, int64_t K, std::span<const NkTarget<BlockQ8_0>> targets) {
-    q8_groups(K, targets, int64_t(32) << 10, [&](const NkTarget<BlockQ8_0>& t, int64_t n0, int64_t count) {
-#if KVSCOPE_AVX512
-        rows_q8(t.y, x, t.w, t.bias, K, n0, count);
-#elif KVSCOPE_AVX2
-        group_rows_q8(t.y, x, t.w, t.bias, K, n0, count);
-#else
-        float* rows = q8_group_scratch(K);
-        dequantize_q8_rows(rows, t.w, K, n0, count);
-        tile_nk<1, float>(t.y + n0, x, rows, t.bias ? t.bias + n0 : nullptr, K, t.N, 0, count);
+void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
+#if !KVSCOPE_PORTABLE
+    if (T >= 4 * kPackRows) {  // prefill
+        for (const NkTarget<BlockMatrix>& t : targets) matmul_nk_packed(t.y, x, *t.w, t.bias, T, K, t.N);
+        return;
+    }
+    if (T == 1) {
+        block_groups(K, targets, int64_t(32) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
+            block_rows(t.y, x, *t.w, t.bias, K, n0, count);
+        });
+        return;
+    }
 #endif
-    });
-}
-
-void q8_tile_groups(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockQ8_0>> targets) {
-    q8_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockQ8_0>& target, int64_t n0, int64_t count) {
+    block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& target, int64_t n0, int64_t count) {
         const int64_t N = target.N;
-        float* rows = q8_group_scratch(K);  // (4, K), then 8 rows of zeros
-        dequantize_q8_rows(rows, target.w, K, n0, count);
+        float* rows = block_group_scratch(K);  // (4, K), then 8 rows of zeros
+        dequantize_rows(rows, *target.w, K, n0, count);
         float* y = target.y + n0;
         const float* bias = target.bias ? target.bias + n0 : nullptr;
         int64_t t = batched_group_rows<float, false>(y, x, T, rows, bias, K, N, 0, count);
         for (; t + 4 <= T; t += 4) tile_nk<4, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
         for (; t < T; ++t) tile_nk<1, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
     });
-}
-
-void matmul_nk_q8(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockQ8_0>> targets) {
-#if !KVSCOPE_PORTABLE
-    if (T >= 4 * kPackRows) {  // prefill
-        for (const NkTarget<BlockQ8_0>& t : targets) matmul_nk_packed(t.y, x, t.w, t.bias, T, K, t.N);
-        return;
-    }
-#endif
-    if (T == 1) q8_rows(x, K, targets);
-    else q8_tile_groups(x, T, K, targets);
 }
 
 // matmul_nk of up to kMaxSharedTargets matrices with the same storage: which kernel runs, per instruction set.
@@ -962,12 +865,14 @@ void matmul_nk_shared(const float* x, int64_t T, int64_t K, std::span<const Matm
     }
     const bool all_f32 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.f32; });
     const bool all_bf16 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.bf16; });
-    const bool all_q8 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.q8_0; });
-    if (all_q8) {
-        assert(K % 32 == 0 && "a Q8_0 row is whole blocks of 32");
-        std::array<NkTarget<BlockQ8_0>, kMaxSharedTargets> typed;
-        for (size_t j = 0; j < targets.size(); ++j) typed[j] = {targets[j].y, targets[j].w.q8_0, targets[j].bias, targets[j].N};
-        matmul_nk_q8(x, T, K, std::span<const NkTarget<BlockQ8_0>>(typed.data(), targets.size()));
+    const bool all_blocks = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.blocks.data; });
+    if (all_blocks) {  // of one format or several (Q4_K_M files mix Q4_K and Q6_K): one fork
+        std::array<NkTarget<BlockMatrix>, kMaxSharedTargets> typed;
+        for (size_t j = 0; j < targets.size(); ++j) {
+            assert(K % block_layout(targets[j].w.blocks.format).elements == 0 && "a row is whole blocks");
+            typed[j] = {targets[j].y, &targets[j].w.blocks, targets[j].bias, targets[j].N};
+        }
+        matmul_nk_blocks(x, T, K, std::span<const NkTarget<BlockMatrix>>(typed.data(), targets.size()));
         return;
     }
     if (!all_f32 && !all_bf16) {  // mixed storage: one fork per matrix

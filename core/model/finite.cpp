@@ -31,14 +31,10 @@ int64_t first_non_finite(const std::byte* data, Dtype dtype, int64_t n) {
     case Dtype::F32: return first_in<uint32_t, 0x7f800000u>(data, n);
     case Dtype::F16: return first_in<uint16_t, 0x7c00u>(data, n);
     case Dtype::BF16: return first_in<uint16_t, 0x7f80u>(data, n);
-    case Dtype::Q8_0:  // q · d is finite exactly when the block's float16 scale is: the block's first weight
-        for (int64_t b = 0; b < n / 32; ++b) {
-            uint16_t d;
-            std::memcpy(&d, data + b * 34, 2);
-            if ((d & 0x7c00u) == 0x7c00u) return b * 32;
-        }
-        return -1;
-    default: return -1;  // not a dtype kvscope computes with (weights.cpp refuses those by name)
+    default:
+        // A block's weights are finite exactly when its float16 scale (and minimum) are: its first weight.
+        if (const std::optional<BlockFormat> f = block_format(dtype)) return first_non_finite_block(*f, data, n);
+        return -1;  // not a dtype kvscope computes with (weights.cpp refuses those by name)
     }
 }
 

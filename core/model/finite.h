@@ -4,8 +4,8 @@
 // test exponent bits only (all ones = NaN or ±inf), so they vectorise and never trap.
 //
 //   first_non_finite(data, dtype, n)   index of the first NaN/±inf among n F32, F16 or BF16 values
-//                                      (any alignment), or -1 when all are finite; Q8_0: n weights in
-//                                      n / 32 blocks, a block's weights non-finite with its scale
+//                                      (any alignment), or -1 when all are finite; a block dtype: n
+//                                      weights in whole blocks, non-finite with their block's scales
 //   all_finite(x, n)                   no NaN or ±inf among n floats
 #include <cstddef>
 #include <cstdint>

@@ -371,17 +371,18 @@ GgufModel open_gguf_model(const std::string& path) {
             throw LoadError(path, "tensor " + t.name + " has " + std::to_string(t.dims[1]) + " rows, not " +
                                       std::to_string(heads) + " heads of an even size");
         const bool plain = t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16;
-        // A Q8_0 matrix goes on as its blocks (weights.cpp keeps them for matmul_nk); Q and K rows of a llama
-        // file are put back in Hugging Face's order a whole row (of blocks) at a time. GPT-2's transposed
+        // A quantized matrix goes on as its blocks (weights.cpp keeps them for matmul_nk); Q and K rows of a
+        // llama file are put back in Hugging Face's order a whole row (of blocks) at a time. GPT-2's transposed
         // matrices are dequantized as before: a block runs along the row the transpose would cut.
-        if (t.type == GgmlType::Q8_0 && t.dims.size() == 2 && !undo.transpose && !undo.norm_shift) {
-            v.dtype = Dtype::Q8_0;
+        const std::optional<BlockFormat> blocks = block_format(t.type);
+        if (blocks && t.dims.size() == 2 && !undo.transpose && !undo.norm_shift) {
+            v.dtype = block_dtype(*blocks);
             if (!undo.unpermute) {
                 v.data = t.data;
                 v.n_bytes = t.n_bytes;
             } else {
                 std::vector<std::byte> moved(t.n_bytes);
-                // a row: dims[0] / 32 blocks of 34 bytes (the reader checked dims[0] against the block size)
+                // a row: dims[0] / elements blocks (the reader checked dims[0] against the block size)
                 unpermute_rows(t.data, moved.data(), heads, t.dims[1], size_t(t.dims[0] / info.block_elements * info.block_bytes));
                 v.data = moved.data();
                 v.n_bytes = moved.size();

@@ -15,8 +15,8 @@
 // matrices c_attn, c_proj, c_fc stored transposed (transpose), and output.weight written as a copy of the
 // embedding (tied again when the bytes match); the vocabulary size taken from token_embd; no output.weight
 // means tied embeddings. F32 / F16 / BF16 tensors are used in place from the mapping unless one of those
-// changes applies; quantized ones are dequantized to float32 once (gguf_quants.h) — --dtype bf16 then
-// rounds them.
+// changes applies; quantized matrices stay in the file's blocks (kernels/quant_blocks.h), but for GPT-2's
+// transposed ones; other quantized tensors are dequantized to float32 once — --dtype bf16 rounds them all.
 // Architectures: llama (Llama, SmolLM2, TinyLlama, Mistral without a window), qwen2, qwen3, gemma3 (its
 // window, pattern, local rope base and query scale: llama.cpp's defaults unless the keys
 // attention.sliding_window_pattern, rope.freq_base_swa, attention.scale say otherwise), gpt2. Linear rope

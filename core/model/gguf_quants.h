@@ -8,19 +8,12 @@
 //                               types with `readable` set. Exact: the same float32 operations, in the same
 //                               order, as ggml's reference dequantizers (no fused multiply-add)
 //
-// Block layouts (bytes, in order; d, m, dmin are float16; QK = 32 for the small types, 256 for the K types):
-//   Q4_0  d, 16 x (two 4-bit q)             w = (q - 8) * d           low nibbles first half, high second
-//   Q4_1  d, m, 16 x (two 4-bit q)          w = q * d + m
-//   Q5_0  d, 32-bit high bits, 16 x nibbles w = (q | high << 4) - 16) * d
-//   Q5_1  d, m, high bits, 16 x nibbles     w = (q | high << 4) * d + m
-//   Q8_0  d, 32 x int8                      w = q * d
-//   Q4_K  d, dmin, 12 bytes of eight 6-bit (scale, min) pairs, 128 x nibbles:
-//         per 32 weights j: w = d * scale_j * q - dmin * min_j
-//   Q5_K  as Q4_K with 32 bytes of fifth bits before the nibbles
-//   Q6_K  128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales (one per 16 weights), d:
-//         w = d * scale * (q - 32)
+// The block layouts are kernels/quant_blocks.h's.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+
+#include "kernels/quant_blocks.h"
 
 namespace kvscope {
 
@@ -42,6 +35,9 @@ struct GgmlTypeInfo {
 
 const GgmlTypeInfo* ggml_type_info(uint32_t id);
 inline const GgmlTypeInfo& ggml_type_info(GgmlType t) { return *ggml_type_info(uint32_t(t)); }
+
+// The kernels' block format of a quantized type, or none (plain and unread types).
+std::optional<BlockFormat> block_format(GgmlType t);
 
 // n: a multiple of the type's block_elements; src holds n / block_elements blocks.
 void dequantize_row(GgmlType type, const std::byte* src, int64_t n, float* out);

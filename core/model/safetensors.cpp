@@ -39,8 +39,16 @@ constexpr DtypeName kDtypes[] = {
 
 }  // namespace
 
+std::optional<BlockFormat> block_format(Dtype d) {
+    if (int(d) < int(Dtype::Q4_0)) return std::nullopt;
+    return BlockFormat(int(d) - int(Dtype::Q4_0));
+}
+
+Dtype block_dtype(BlockFormat f) { return Dtype(int(Dtype::Q4_0) + int(f)); }
+static_assert(int(Dtype::Q6_K) - int(Dtype::Q4_0) == int(BlockFormat::Q6_K), "the block dtypes follow BlockFormat's order");
+
 const char* to_string(Dtype d) {
-    if (d == Dtype::Q8_0) return "Q8_0";
+    if (const std::optional<BlockFormat> f = block_format(d)) return block_layout(*f).name;
     for (const DtypeName& n : kDtypes)
         if (n.dtype == d) return n.name;
     return "?";
@@ -53,7 +61,7 @@ std::string shape_text(const std::vector<int64_t>& shape, const char* sep) {
 }
 
 size_t dtype_size(Dtype d) {
-    if (d == Dtype::Q8_0) return 0;
+    if (block_format(d)) return 0;
     for (const DtypeName& n : kDtypes)
         if (n.dtype == d) return n.size;
     return 1;

@@ -17,21 +17,27 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/mapped_file.h"
+#include "kernels/quant_blocks.h"
 
 namespace kvscope {
 
 // Every dtype the format defines. Files holding any of them open and validate; kvscope computes with
 // F32, F16 and BF16 only, and weights.cpp refuses a tensor it would use in another dtype. (Checkpoints
-// may carry integer or boolean buffers kvscope never reads.) Q8_0 is no safetensors dtype: a GGUF file's
-// Q8_0 matrix (gguf_model.h) passed on as its blocks (matmul.h's BlockQ8_0), which weights.cpp keeps as
-// they are for matmul_nk; a safetensors header naming it is refused like any unknown dtype.
-enum class Dtype { F32, F16, BF16, F64, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E5M2, F8_E4M3, Q8_0 };
-const char* to_string(Dtype d);      // the header's spelling: "F32", "BF16", "BOOL", ...; "Q8_0"
-size_t dtype_size(Dtype d);          // bytes per element (Q8_0: 0, it is 34 bytes per 32 elements)
+// may carry integer or boolean buffers kvscope never reads.) The block dtypes (Q4_0 ... Q6_K) are no
+// safetensors dtypes: a GGUF file's quantized matrix (gguf_model.h) is passed on as its blocks
+// (kernels/quant_blocks.h), which weights.cpp keeps as they are for matmul_nk; a safetensors header naming
+// one is refused like any unknown dtype.
+enum class Dtype { F32, F16, BF16, F64, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E5M2, F8_E4M3,
+                   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
+const char* to_string(Dtype d);      // the header's spelling: "F32", "BF16", "BOOL", ...; ggml's "Q4_K"
+size_t dtype_size(Dtype d);          // bytes per element (a block dtype: 0, its bytes come per block)
+std::optional<BlockFormat> block_format(Dtype d);  // the block dtypes' formats
+Dtype block_dtype(BlockFormat f);
 std::string shape_text(const std::vector<int64_t>& shape, const char* sep = ", ");  // "[768, 2304]"
 bool is_float_dtype(Dtype d);        // F32, F16 or BF16: the dtypes kvscope computes with
 

@@ -8,7 +8,6 @@
 
 #include "base/errors.h"
 #include "model/finite.h"
-#include "model/gguf_quants.h"
 
 namespace kvscope {
 namespace {
@@ -39,7 +38,7 @@ public:
             throw LoadError(w_.checkpoint->path(), "tensor " + name + " is missing",
                             "expected shape " + shape_text(shape) + " for this config.json");
         }
-        if (!is_float_dtype(t->dtype) && t->dtype != Dtype::Q8_0)
+        if (!is_float_dtype(t->dtype) && !block_format(t->dtype))
             throw LoadError(w_.checkpoint->file_of(*t), "tensor " + name + " has dtype " + to_string(t->dtype) +
                                                  ", which kvscope does not compute with",
                             "kvscope reads F32, F16 and BF16 weights; convert the checkpoint");
@@ -60,13 +59,14 @@ public:
         const int64_t n = t->n_elements();
         const bool bf16 = format_ == WeightFormat::BF16;
         w_.matrix_elements += n;
-        // A GGUF file's Q8_0 matrix stays in the file's blocks (no copy): matmul_nk computes on them exactly
-        // what it computes on their float32 copy, in a quarter of the bytes. bfloat16 asks for a conversion.
-        if (t->dtype == Dtype::Q8_0 && !bf16 && reinterpret_cast<uintptr_t>(t->data) % alignof(BlockQ8_0) == 0) {
+        // A GGUF file's quantized matrix stays in the file's blocks (no copy): matmul_nk computes on them
+        // exactly what it computes on their float32 copy, in 4.5-8.5 bits a weight. bfloat16 asks for a conversion.
+        if (const std::optional<BlockFormat> f = block_format(t->dtype); f && !bf16) {
             refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
-            w_.matrix_bytes += n / 32 * int64_t(sizeof(BlockQ8_0));
-            ++w_.q8_0_matrices;
-            return reinterpret_cast<const BlockQ8_0*>(t->data);
+            const BlockLayout layout = block_layout(*f);
+            w_.matrix_bytes += n / layout.elements * layout.bytes;
+            ++w_.block_matrices[int(*f)];
+            return BlockMatrix{*f, t->data};
         }
         w_.matrix_bytes += n * (bf16 ? 2 : 4);
         const Dtype stored = bf16 ? Dtype::BF16 : Dtype::F32;
@@ -96,7 +96,9 @@ public:
         } else if (bf16) {
             refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
             auto* to = reinterpret_cast<uint16_t*>(out);
-            for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(element(*t, i));  // round to nearest even
+            std::vector<float> wide(size_t(block_format(t->dtype) ? n : 0));  // (n) a matrix of blocks, dequantized
+            if (!wide.empty()) widen(*t, wide.data());
+            for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(wide.empty() ? element(*t, i) : wide[size_t(i)]);  // round to nearest even
             if (const int64_t i = first_non_finite(out, Dtype::BF16, n); i >= 0)
                 throw LoadError(w_.checkpoint->file_of(*t),
                                 "tensor " + t->name + " element " + std::to_string(i) + " (" + show_float(element(*t, i)) +
@@ -154,14 +156,14 @@ private:
         return out.data();
     }
 
-    // Element i of a float tensor (F32, F16 or BF16; any alignment) or of Q8_0 blocks, exactly as float32.
+    // Element i of a float tensor (F32, F16 or BF16; any alignment) or of blocks, exactly as float32.
     static float element(const TensorView& t, int64_t i) {
         const auto* bytes = reinterpret_cast<const unsigned char*>(t.data);
-        if (t.dtype == Dtype::Q8_0) {
-            const unsigned char* block = bytes + i / 32 * 34;
-            uint16_t d;
-            std::memcpy(&d, block, 2);
-            return float(int8_t(block[2 + i % 32])) * f16_to_f32(d);  // ggml's dequantize_row_q8_0
+        if (const std::optional<BlockFormat> f = block_format(t.dtype)) {
+            const BlockLayout layout = block_layout(*f);
+            float block[256];  // (elements) the block holding element i
+            dequantize_reference(*f, t.data + i / layout.elements * layout.bytes, layout.elements, block);
+            return block[i % layout.elements];
         }
         if (t.dtype == Dtype::F32) {
             float f;
@@ -174,6 +176,7 @@ private:
     }
 
     static void widen(const TensorView& t, float* out) {
+        if (const std::optional<BlockFormat> f = block_format(t.dtype)) return dequantize_reference(*f, t.data, t.n_elements(), out);
         for (int64_t i = 0; i < t.n_elements(); ++i) out[i] = element(t, i);
     }
 
@@ -200,9 +203,24 @@ std::vector<float> sinusoidal_positions(int64_t n_ctx, int64_t C) {
 
 const char* to_string(WeightFormat f) { return f == WeightFormat::BF16 ? "bf16" : "f32"; }
 
+int64_t Weights::blocks_total() const {
+    int64_t n = 0;
+    for (int64_t count : block_matrices) n += count;
+    return n;
+}
+
+std::string Weights::blocks_text() const {
+    std::string out;
+    for (int f = 0; f < kBlockFormats; ++f)
+        if (block_matrices[size_t(f)] > 0)
+            out += (out.empty() ? "" : ", ") + std::to_string(block_matrices[size_t(f)]) + " " + block_layout(BlockFormat(f)).name;
+    return out;
+}
+
 void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {
-    if (w.token_embedding.q8_0) {  // the row's C / 32 blocks, as the loader's reference dequantizer reads them
-        dequantize_row(GgmlType::Q8_0, reinterpret_cast<const std::byte*>(w.token_embedding.q8_0 + id * (C / 32)), C, out);
+    if (const BlockMatrix& b = w.token_embedding.blocks; b.data) {  // the row's blocks, as the reference reads them
+        const BlockLayout layout = block_layout(b.format);
+        dequantize_reference(b.format, b.data + id * (C / layout.elements * layout.bytes), C, out);
         return;
     }
     if (w.token_embedding.f32) {

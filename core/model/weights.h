@@ -19,6 +19,7 @@
 //                                rotary_emb.inv_freq) are ignored, for every family.
 //   load_weights(config, path, format)   the same for one .safetensors file
 //   Weights::tensors             what was found, for `inspect`: name, dtype, shape
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,13 +93,15 @@ struct Weights {
     int64_t converted_bytes = 0;                // conversions made at load (dtype, misaligned data); plain
                                                 // copies into 2 MiB pages are matrices->used()
     int64_t matrix_bytes = 0;                   // bytes of the matrices as stored for computing
-    int64_t matrix_elements = 0;                // their weights (Q8_0 blocks: 34 bytes per 32)
+    int64_t matrix_elements = 0;                // their weights (blocks: 4.5-8.5 bits a weight)
 
     std::shared_ptr<const Checkpoint> checkpoint;  // keeps the mappings alive
     std::vector<std::vector<float>> owned;      // converted vectors (biases, norms) and the sinusoidal table
     bool bf16 = false;                          // matrices stored as bfloat16
-    int64_t q8_0_matrices = 0;                  // matrices kept as a GGUF file's Q8_0 blocks, in the mapping
-                                                // (computed exactly as their float32 copy: matmul.h)
+    std::array<int64_t, kBlockFormats> block_matrices{};    // per BlockFormat: matrices kept as a GGUF file's blocks, in
+                                                // the mapping (computed exactly as their float32 copy: matmul.h)
+    int64_t blocks_total() const;               // all of them
+    std::string blocks_text() const;            // "7 Q4_K, 2 Q6_K", or "" 
     std::shared_ptr<HugePageArena> matrices;    // the matrices copied or converted at load
     bool mapped = false;                        // WeightPlacement::Mapped: matrices that need no conversion
                                                 // point into the file's mapping

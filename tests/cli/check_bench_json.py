@@ -40,7 +40,7 @@ BENCH = {
                   "decode_tokens_per_s_plain": float},
     "load_seconds": STATS,
     "weights_placement": str,
-    "q8_0_matrices": int,
+    "block_matrices": int,
     "peak_rss_mb": float,
     "kv_bytes_per_token": int,
     "kv_bytes_full_context": int,

@@ -255,10 +255,10 @@ void gguf_types(const Model& model) {
     help_marker((std::string("The weights as the file stores them, by share of weights. A quantized type keeps blocks of "
                              "small integers with a float16 scale per block (Q4_K: 256 weights in 144 bytes = 4.5 bits; "
                              "Q6_K: 6.56; Q8_0: 8.5). ") +
-                 (model.weights().q8_0_matrices > 0
-                      ? std::to_string(model.weights().q8_0_matrices) + " Q8_0 matrices are read in place from the file, "
-                        "each weight q x d computed exactly in float32 as it is used; the other types are dequantized "
-                        "once at load. "
+                 (model.weights().blocks_total() > 0
+                      ? "Matrices read in place from the file: " + model.weights().blocks_text() +
+                            "; each weight is dequantized exactly, as it is used, into float32. Vectors, and GPT-2's "
+                            "transposed matrices, are dequantized once at load. "
                       : std::string("kvscope dequantizes them once at load. ")) +
                  "It computes in " + (model.weights().bf16 ? "bfloat16" : "float32") +
                  ", so the cache and the maps are those of the file's weights.")

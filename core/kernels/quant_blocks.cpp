@@ -1,0 +1,248 @@
+// ggml's block formats: the reference dequantizers, written from the layouts in quant_blocks.h, and the
+// vectorized ones, which give their bits. Built with -ffp-contract=off: a fused multiply-add would round once
+// where the reference rounds twice (the vectorized kernels fuse only where the product is exact).
+#include "kernels/quant_blocks.h"
+
+#include <cstring>
+
+#include "kernels/lanes.h"
+#include "kernels/simd.h"
+
+namespace kvscope {
+
+namespace {
+
+constexpr BlockLayout kLayouts[] = {
+    {"Q4_0", 32, 18}, {"Q4_1", 32, 20}, {"Q5_0", 32, 22}, {"Q5_1", 32, 24},
+    {"Q8_0", 32, 34}, {"Q4_K", 256, 144}, {"Q5_K", 256, 176}, {"Q6_K", 256, 210},
+};
+
+float half(const unsigned char* p) { return half_to_f32(uint16_t(p[0] | p[1] << 8)); }
+
+// Q4_0 and Q4_1 (with_min), Q5_0 and Q5_1 (with_high): 32 weights; low nibbles are the first 16.
+void small_block(const unsigned char* b, bool with_min, bool with_high, float* out) {
+    const float d = half(b);
+    const float m = with_min ? half(b + 2) : 0.0f;
+    const unsigned char* p = b + (with_min ? 4 : 2);
+    uint32_t high = 0;
+    if (with_high) {
+        high = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+        p += 4;
+    }
+    const int offset = with_min ? 0 : (with_high ? 16 : 8);
+    for (int j = 0; j < 16; ++j) {
+        int lo = p[j] & 0x0F, hi = p[j] >> 4;
+        if (with_high) {
+            lo |= int((high >> j) & 1) << 4;
+            hi |= int((high >> (j + 16)) & 1) << 4;
+        }
+        if (with_min) {
+            out[j] = float(lo) * d + m;
+            out[j + 16] = float(hi) * d + m;
+        } else {
+            out[j] = float(lo - offset) * d;
+            out[j + 16] = float(hi - offset) * d;
+        }
+    }
+}
+
+// The j-th (scale, min) pair of a Q4_K / Q5_K super-block: eight 6-bit pairs in 12 bytes. Pairs 0-3 sit in
+// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 take their low 4 bits from bytes 8-11 and
+// their top 2 bits from the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
+void scale_min(const unsigned char* s, int j, int& scale, int& min) {
+    if (j < 4) {
+        scale = s[j] & 63;
+        min = s[j + 4] & 63;
+    } else {
+        scale = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        min = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+// Q4_K (five == false) and Q5_K.
+void k_block(const unsigned char* b, bool five, float* out) {
+    const float d = half(b), dmin = half(b + 2);
+    const unsigned char* scales = b + 4;
+    const unsigned char* qh = five ? b + 16 : nullptr;
+    const unsigned char* qs = b + (five ? 48 : 16);
+    for (int run = 0; run < 4; ++run) {
+        for (int half_index = 0; half_index < 2; ++half_index) {
+            int scale = 0, min = 0;
+            scale_min(scales, 2 * run + half_index, scale, min);
+            const float dl = d * float(scale), ml = dmin * float(min);
+            for (int l = 0; l < 32; ++l) {
+                int q = half_index == 0 ? (qs[l] & 0x0F) : (qs[l] >> 4);
+                if (five && (qh[l] >> (2 * run + half_index) & 1)) q += 16;
+                *out++ = dl * float(q) - ml;
+            }
+        }
+        qs += 32;
+    }
+}
+
+// Q6_K: 256 weights in 2 runs of 128. Within a run, weight 32k + l (k = 0..3) takes the low nibble (k < 2)
+// or high nibble (k >= 2) of ql[l + 32 (k % 2)] and bits 2k..2k+1 of qh[l]; scale index 8 run + 2k + l / 16.
+void q6_k_block(const unsigned char* b, float* out) {
+    const unsigned char* ql = b;
+    const unsigned char* qh = b + 128;
+    const auto* sc = reinterpret_cast<const signed char*>(b + 192);
+    const float d = half(b + 208);
+    for (int run = 0; run < 2; ++run) {
+        for (int k = 0; k < 4; ++k)
+            for (int l = 0; l < 32; ++l) {
+                const int nibble = k < 2 ? (ql[l + 32 * (k % 2)] & 0x0F) : (ql[l + 32 * (k % 2)] >> 4);
+                const int q = (nibble | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+                out[32 * k + l] = d * float(sc[2 * k + l / 16]) * float(q);
+            }
+        out += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
+void reference_block(BlockFormat f, const unsigned char* b, float* out) {
+    switch (f) {
+        case BlockFormat::Q4_0: small_block(b, false, false, out); break;
+        case BlockFormat::Q4_1: small_block(b, true, false, out); break;
+        case BlockFormat::Q5_0: small_block(b, false, true, out); break;
+        case BlockFormat::Q5_1: small_block(b, true, true, out); break;
+        case BlockFormat::Q8_0: {
+            const float d = half(b);
+            for (int j = 0; j < 32; ++j) out[j] = float(static_cast<signed char>(b[2 + j])) * d;
+            break;
+        }
+        case BlockFormat::Q4_K: k_block(b, false, out); break;
+        case BlockFormat::Q5_K: k_block(b, true, out); break;
+        case BlockFormat::Q6_K: q6_k_block(b, out); break;
+    }
+}
+
+#if !KVSCOPE_PORTABLE
+// The vectorized blocks take their small integers 16 at a time as bytes (SSE), then widen them to float32
+// with the build's vectors: q · s (exact), or q · dl - ml (fused: q · dl is exact, so one rounding, as the
+// reference's two operations give).
+#if KVSCOPE_AVX512
+inline void put16(float* out, __m128i q, float s) {
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(s)));
+}
+inline void put16(float* out, __m128i q, float dl, float ml) {
+    _mm512_storeu_ps(out, _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(dl), _mm512_set1_ps(ml)));
+}
+#else
+inline void put16(float* out, __m128i q, float s) {
+    const __m256 v = _mm256_set1_ps(s);
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), v));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), v));
+}
+inline void put16(float* out, __m128i q, float dl, float ml) {
+    const __m256 a = _mm256_set1_ps(dl), b = _mm256_set1_ps(ml);
+    _mm256_storeu_ps(out, _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), a, b));
+    _mm256_storeu_ps(out + 8, _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), a, b));
+}
+#endif
+
+inline __m128i bytes16(const unsigned char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
+inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
+
+void q8_0_fast(const unsigned char* b, float* out) {
+    const float d = half(b);
+    put16(out, bytes16(b + 2), d);
+    put16(out + 16, bytes16(b + 18), d);
+}
+
+// Bit j of the 32 high bits, for j in [j0, j0 + 16), as 16 bytes of 0 or 16.
+inline __m128i fifth_bits(const unsigned char* high, int j0) {
+    const __m128i bytes = _mm_shuffle_epi8(_mm_cvtsi32_si128(int(high[j0 / 8] | high[j0 / 8 + 1] << 8)),
+                                           _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, bit), bit), _mm_set1_epi8(16));
+}
+
+void q5_0_fast(const unsigned char* b, float* out) {
+    const float d = half(b);
+    const __m128i qs = bytes16(b + 6), sixteen = _mm_set1_epi8(16);
+    put16(out, _mm_sub_epi8(_mm_or_si128(low_nibbles(qs), fifth_bits(b + 2, 0)), sixteen), d);
+    put16(out + 16, _mm_sub_epi8(_mm_or_si128(high_nibbles(qs), fifth_bits(b + 2, 16)), sixteen), d);
+}
+
+void q4_k_fast(const unsigned char* b, float* out) {
+    const float d = half(b), dmin = half(b + 2);
+    const unsigned char* qs = b + 16;
+    for (int run = 0; run < 4; ++run, qs += 32, out += 64) {
+        for (int h = 0; h < 2; ++h) {
+            int scale = 0, min = 0;
+            scale_min(b + 4, 2 * run + h, scale, min);
+            const float dl = d * float(scale), ml = dmin * float(min);
+            for (int i = 0; i < 2; ++i) {
+                const __m128i bytes = bytes16(qs + 16 * i);
+                put16(out + 32 * h + 16 * i, h == 0 ? low_nibbles(bytes) : high_nibbles(bytes), dl, ml);
+            }
+        }
+    }
+}
+
+void q6_k_fast(const unsigned char* b, float* out) {
+    const float d = half(b + 208);
+    const auto* sc = reinterpret_cast<const signed char*>(b + 192);
+    const __m128i three = _mm_set1_epi8(3), thirty_two = _mm_set1_epi8(32);
+    for (int run = 0; run < 2; ++run, out += 128, sc += 8) {
+        const unsigned char* ql = b + 64 * run;
+        const unsigned char* qh = b + 128 + 32 * run;
+        for (int i = 0; i < 2; ++i) {  // l in [16 i, 16 i + 16)
+            const __m128i l0 = bytes16(ql + 16 * i), l1 = bytes16(ql + 32 + 16 * i), h = bytes16(qh + 16 * i);
+            auto high = [&](int k) { return _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 2 * k), three), 4); };
+            const __m128i q[4] = {_mm_or_si128(low_nibbles(l0), high(0)), _mm_or_si128(low_nibbles(l1), high(1)),
+                                  _mm_or_si128(high_nibbles(l0), high(2)), _mm_or_si128(high_nibbles(l1), high(3))};
+            for (int k = 0; k < 4; ++k) put16(out + 32 * k + 16 * i, _mm_sub_epi8(q[k], thirty_two), d * float(sc[2 * k + i]));
+        }
+    }
+}
+
+template <void (*kBlock)(const unsigned char*, float*)>
+void fast_blocks(const unsigned char* b, int64_t blocks, int64_t block_bytes, int64_t elements, float* out) {
+    for (int64_t i = 0; i < blocks; ++i) kBlock(b + i * block_bytes, out + i * elements);
+}
+#endif
+
+}  // namespace
+
+BlockLayout block_layout(BlockFormat f) { return kLayouts[int(f)]; }
+
+void dequantize_reference(BlockFormat f, const std::byte* src, int64_t n, float* out) {
+    const BlockLayout layout = block_layout(f);
+    const auto* b = reinterpret_cast<const unsigned char*>(src);
+    for (int64_t i = 0; i < n / layout.elements; ++i) reference_block(f, b + i * layout.bytes, out + i * layout.elements);
+}
+
+void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* out) {
+#if !KVSCOPE_PORTABLE
+    const BlockLayout layout = block_layout(f);
+    const auto* b = reinterpret_cast<const unsigned char*>(src);
+    const int64_t blocks = n / layout.elements;
+    switch (f) {
+        case BlockFormat::Q8_0: return fast_blocks<q8_0_fast>(b, blocks, layout.bytes, layout.elements, out);
+        case BlockFormat::Q5_0: return fast_blocks<q5_0_fast>(b, blocks, layout.bytes, layout.elements, out);
+        case BlockFormat::Q4_K: return fast_blocks<q4_k_fast>(b, blocks, layout.bytes, layout.elements, out);
+        case BlockFormat::Q6_K: return fast_blocks<q6_k_fast>(b, blocks, layout.bytes, layout.elements, out);
+        default: break;
+    }
+#endif
+    dequantize_reference(f, src, n, out);
+}
+
+int64_t first_non_finite_block(BlockFormat f, const std::byte* src, int64_t n) {
+    const BlockLayout layout = block_layout(f);
+    const bool two = f == BlockFormat::Q4_1 || f == BlockFormat::Q5_1 || f == BlockFormat::Q4_K || f == BlockFormat::Q5_K;
+    const int64_t at = f == BlockFormat::Q6_K ? 208 : 0;  // the (first) float16 of a block
+    const auto* b = reinterpret_cast<const unsigned char*>(src);
+    auto finite = [](const unsigned char* p) { return (p[1] & 0x7C) != 0x7C; };  // the exponent's bits, high byte
+    for (int64_t i = 0; i < n / layout.elements; ++i) {
+        const unsigned char* block = b + i * layout.bytes + at;
+        if (!finite(block) || (two && !finite(block + 2))) return i * layout.elements;
+    }
+    return -1;
+}
+
+}  // namespace kvscope

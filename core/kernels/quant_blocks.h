@@ -1,0 +1,56 @@
+#pragma once
+// Weights stored as ggml's quantized blocks (the blocks of a GGUF file), computed on where they lie: a row of
+// a matrix (N, K) is K / elements blocks in the file's order, at any even byte offset. Each block holds a
+// float16 scale (and minimum) with small integers; dequantizing it is exact but for at most one rounding,
+// so a kernel given the dequantized values computes the bits it computes on the dequantized float32 matrix.
+//
+//   block_layout(f)                        weights and bytes per block, and ggml's name of the format
+//   dequantize_reference(f, src, n, out)   n weights (whole blocks) -> float32 with the float operations of
+//                                          ggml's reference dequantizers, in their order, one at a time
+//   dequantize_blocks(f, src, n, out)      the same bits, vectorized where this build has a kernel for f
+//                                          (Q8_0, Q5_0, Q4_K, Q6_K; AVX-512 and AVX2), else the reference
+//   first_non_finite_block(f, src, n)      the first weight of the first block whose scale or minimum is not
+//                                          finite (every weight of it is not), or -1; finite scales give
+//                                          finite weights (|w| < 2^30)
+//
+// Layouts (bytes in order; d, m, dmin float16; a weight w from its small integer q):
+//   Q4_0  d, 16 x (two 4-bit q)                w = (q - 8) · d          low nibbles: weights 0-15, high: 16-31
+//   Q4_1  d, m, 16 x (two 4-bit q)             w = q · d + m
+//   Q5_0  d, 32 high bits, 16 x nibbles        w = ((q | high << 4) - 16) · d
+//   Q5_1  d, m, 32 high bits, 16 x nibbles     w = (q | high << 4) · d + m
+//   Q8_0  d, 32 x int8                         w = q · d
+//   Q4_K  d, dmin, 12 bytes of eight 6-bit (scale, min) pairs, 128 x nibbles: 256 weights in 4 runs of 64,
+//         each run's 32 bytes giving their low nibbles to its first 32 weights and high nibbles to the next;
+//         per 32 weights j: w = (d · scale_j) · q - dmin · min_j
+//   Q5_K  as Q4_K with 32 bytes of fifth bits before the nibbles (bit 2r and 2r+1 for run r's halves)
+//   Q6_K  128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales (one per 16 weights), d:
+//         w = (d · scale) · (q - 32)
+// Every product above is exact in float32 (an 11-bit float16 significand times at most 12 bits of integers);
+// only Q4_1, Q5_1, Q4_K and Q5_K round once, at the addition, which a fused multiply-add rounds alike.
+#include <cstddef>
+#include <cstdint>
+
+namespace kvscope {
+
+enum class BlockFormat : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
+constexpr int kBlockFormats = 8;
+
+struct BlockLayout {
+    const char* name;  // ggml's spelling: "Q4_K"
+    int64_t elements;  // weights per block: 32, or 256 for the K formats
+    int64_t bytes;     // bytes per block
+};
+BlockLayout block_layout(BlockFormat f);
+
+// A matrix (N, K) of blocks: N rows of K / elements blocks each.
+struct BlockMatrix {
+    BlockFormat format = BlockFormat::Q8_0;
+    const std::byte* data = nullptr;
+};
+
+// n: a multiple of the format's elements.
+void dequantize_reference(BlockFormat f, const std::byte* src, int64_t n, float* out);
+void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* out);
+int64_t first_non_finite_block(BlockFormat f, const std::byte* src, int64_t n);
+
+}  // namespace kvscope
