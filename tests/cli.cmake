@@ -33,6 +33,14 @@ foreach(dtype f32 bf16)
   set_tests_properties(cli.bench_matmul_quick_${dtype} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE
                        PASS_REGULAR_EXPRESSION "\"memory_us\"")
 endforeach()
+# Quantized blocks (random integers, finite scales): a 32-weight and a 256-weight format, a partial group.
+foreach(dtype q5_0 q4_k)
+  add_test(NAME cli.bench_matmul_quick_${dtype}
+           COMMAND kvscope bench --matmul --quick --json --rows 1 --k 512 --n 10 --dtype ${dtype})
+  set_tests_properties(cli.bench_matmul_quick_${dtype} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE
+                       PASS_REGULAR_EXPRESSION "\"memory_us\"")
+endforeach()
+
 kvscope_bench_test(cli.bench_sharing_quick sharing --chart ${CMAKE_CURRENT_BINARY_DIR}/bench_sharing_quick.png)
 # The same with bfloat16 weights and KV cache (the pool must be made in the cache's dtype).
 kvscope_bench_test(cli.bench_sharing_quick_bf16 sharing --dtype bf16)

@@ -6,9 +6,11 @@
 // are per-round ratios: a VM's bandwidth drifts by a third within a minute, and a ratio of medians taken
 // seconds apart put one matmul at 71 % of the bandwidth in one run and 105 % in the next.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -29,7 +31,13 @@ namespace {
 struct MatmulBench {
     int64_t rows = 8, K = 576, N = 1536;
     bool bf16 = false;
+    std::optional<BlockFormat> blocks;  // ggml's blocks (random integers, finite scales) instead of floats
     int threads = 1;
+    int64_t matrix_bytes() const {
+        if (blocks) return N * (K / block_layout(*blocks).elements) * block_layout(*blocks).bytes;
+        return K * N * (bf16 ? 2 : 4);
+    }
+    std::string dtype_name() const { return blocks ? block_layout(*blocks).name : bf16 ? "bfloat16" : "float32"; }
     int64_t repeat = 5;
     bool quick = false;
 };
@@ -53,8 +61,9 @@ double seconds_per_matmul(const MatmulBench& b, const std::byte* weights, int64_
     do {
         for (int64_t c = 0; c < copies; ++c) {
             const std::byte* w = weights + c * bytes;
-            const WeightRef ref = b.bf16 ? WeightRef(reinterpret_cast<const uint16_t*>(w))
-                                         : WeightRef(reinterpret_cast<const float*>(w));
+            const WeightRef ref = b.blocks ? WeightRef(BlockMatrix{*b.blocks, w})
+                                  : b.bf16 ? WeightRef(reinterpret_cast<const uint16_t*>(w))
+                                           : WeightRef(reinterpret_cast<const float*>(w));
             matmul_nk(y, x, ref, nullptr, b.rows, b.K, b.N);
         }
         calls += copies;
@@ -66,7 +75,7 @@ double seconds_per_matmul(const MatmulBench& b, const std::byte* weights, int64_
 MatmulFigures run_matmul_bench(const MatmulBench& b) {
     MatmulFigures f;
     ThreadPool::global().set_threads(b.threads);
-    f.matrix_bytes = b.K * b.N * (b.bf16 ? 2 : 4);
+    f.matrix_bytes = b.matrix_bytes();
     f.llc_bytes = last_level_cache_bytes();
     // From memory: copies filling 4x the last-level cache and at least 256 MiB, so no pass finds the
     // previous pass's weights in cache.
@@ -79,8 +88,24 @@ MatmulFigures run_matmul_bench(const MatmulBench& b) {
     {  // one random matrix, copied: the values do not change the time, and copying is fast
         std::vector<float> one(size_t(b.K * b.N));
         for (float& v : one) v = u(rng);
+        std::vector<std::byte> blocks(size_t(b.blocks ? f.matrix_bytes : 0));
+        if (b.blocks) {  // random bytes; every float16 field then a finite scale of about 1/64
+            const BlockLayout layout = block_layout(*b.blocks);
+            std::uniform_int_distribution<int> byte(0, 255);
+            for (std::byte& v : blocks) v = std::byte(byte(rng));
+            const int64_t at = *b.blocks == BlockFormat::Q6_K ? 208 : 0;
+            for (int64_t i = 0; i < f.matrix_bytes / layout.bytes; ++i)
+                for (int64_t h = 0; h < (layout.elements == 256 && at == 0 ? 2 : 1); ++h) {
+                    const uint16_t scale = uint16_t(0x2000 + byte(rng));
+                    std::memcpy(blocks.data() + i * layout.bytes + at + 2 * h, &scale, 2);
+                }
+        }
         for (int64_t c = 0; c < f.memory_copies; ++c) {
             std::byte* to = weights.data() + c * f.matrix_bytes;
+            if (b.blocks) {
+                std::memcpy(to, blocks.data(), blocks.size());
+                continue;
+            }
             if (!b.bf16) {
                 std::memcpy(to, one.data(), size_t(f.matrix_bytes));
                 continue;
@@ -129,7 +154,7 @@ void print_matmul_text(const MatmulBench& b, const MatmulFigures& f) {
     std::printf("matmul y(%lld, %lld) = x(%lld, %lld) W(%lld, %lld)^T, %s weights (%.1f MB), %d thread%s, "
                 "last-level cache %lld MiB, %lld round%s\n",
                 (long long)b.rows, (long long)b.N, (long long)b.rows, (long long)b.K, (long long)b.N, (long long)b.K,
-                b.bf16 ? "bfloat16" : "float32", mb, b.threads, b.threads == 1 ? "" : "s",
+                b.dtype_name().c_str(), mb, b.threads, b.threads == 1 ? "" : "s",
                 (long long)(f.llc_bytes >> 20), (long long)b.repeat, b.repeat == 1 ? "" : "s");
     std::printf("machine      FMA peak %s GFLOP/s, read bandwidth %s GB/s (best of the probe's kernels, %lld MiB)\n",
                 stats_text(f.fma_peak_gflop_s).c_str(), stats_text(f.read_gb_s).c_str(),
@@ -160,7 +185,7 @@ void print_matmul_json(const MatmulBench& b, const MatmulFigures& f) {
     j["rows"] = b.rows;
     j["k"] = b.K;
     j["n"] = b.N;
-    j["dtype"] = b.bf16 ? "bf16" : "f32";
+    j["dtype"] = b.blocks ? std::string(block_layout(*b.blocks).name) : b.bf16 ? "bf16" : "f32";
     j["threads"] = b.threads;
     j["matrix_bytes"] = f.matrix_bytes;
     j["llc_bytes"] = f.llc_bytes;
@@ -185,7 +210,8 @@ int cli_bench_matmul(int argc, char** argv) {
         .option("--rows", "T", "rows of x: the batch of a decode step (default 8)")
         .option("--k", "K", "the shared dimension: the width of x (default 576)")
         .option("--n", "N", "weight rows: the outputs (default 1536)")
-        .option("--dtype", "f32|bf16", "how the weights are stored (default f32)")
+        .option("--dtype", "f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k",
+                "how the weights are stored (default f32); a quantized type: random blocks, K a multiple of its block")
         .option("--repeat", "R", "runs per figure, reported as min / median / max (default 5)")
         .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
         .flag("--json", "print one JSON object");
@@ -197,11 +223,20 @@ int cli_bench_matmul(int argc, char** argv) {
     b.K = args.integer("--k", 576, 1, 1 << 16);
     b.N = args.integer("--n", 1536, 1, 1 << 20);
     const std::string dtype = args.text("--dtype").value_or("f32");
-    if (dtype != "f32" && dtype != "bf16") throw UsageError("--dtype must be f32 or bf16, not '" + dtype + "'");
+    for (int f = 0; f < kBlockFormats; ++f) {
+        std::string name = block_layout(BlockFormat(f)).name;
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+        if (name == dtype) b.blocks = BlockFormat(f);
+    }
+    if (dtype != "f32" && dtype != "bf16" && !b.blocks)
+        throw UsageError("--dtype must be f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k, not '" + dtype + "'");
+    if (b.blocks && b.K % block_layout(*b.blocks).elements != 0)
+        throw UsageError("--k " + std::to_string(b.K) + " is not a multiple of a " + block_layout(*b.blocks).name + " block (" +
+                         std::to_string(block_layout(*b.blocks).elements) + " weights)");
     b.bf16 = dtype == "bf16";
     b.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
     b.repeat = args.integer("--repeat", b.quick ? 1 : 5, 1, 1000);
-    if (b.K * b.N * (b.bf16 ? 2 : 4) > (int64_t(1) << 31))
+    if (b.matrix_bytes() > (int64_t(1) << 31))
         throw UsageError("--k x --n is a matrix over 2 GiB: give a smaller shape");
     const MatmulFigures f = run_matmul_bench(b);
     if (args.has("--json"))

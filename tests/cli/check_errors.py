@@ -143,6 +143,7 @@ def main():
         ("bench --matmul --dtype f16", ["bench", "--matmul", "--dtype", "f16"], 2, "'f16'"),
         ("bench --matmul --rows 0", ["bench", "--matmul", "--rows", "0"], 2, "--rows"),
         ("bench --matmul over 2 GiB", ["bench", "--matmul", "--k", "65536", "--n", "1048576"], 2, "2 GiB"),
+        ("bench --matmul K not whole blocks", ["bench", "--matmul", "--k", "200", "--dtype", "q4_k"], 2, "multiple of a Q4_K block"),
         ("bench --work over a model folder kvscope did not write", ["bench", "--shape", "smollm2-135m", "--work", ASSETS_DEFAULT],
          2, "did not write"),
         ("train --out below a missing folder", ["train", "--out", os.path.join(missing, "m")], 2, missing),
