@@ -8,6 +8,12 @@
 #
 #   LLAMA_CPP_DIR=SRC [LLAMA_CPP_BIN=DIR] bash tools/bench_llama.sh [--shape gpt2|smollm2-135m|qwen2.5-0.5b]
 #       [--threads N] [--repeat R] [--kvscope BIN] [--work DIR] [--out FILE] [--quick]
+#   LLAMA_CPP_BIN=DIR bash tools/bench_llama.sh --gguf FILE [--threads N] [--repeat R] [--kvscope BIN] [--out FILE] [--quick]
+#
+# --gguf          instead of a shape: one GGUF file as both programs read it (e.g. Q8_0 or Q4_K_M made by
+#                 llama-quantize; kvscope computes on its blocks in place): kvscope bench --model FILE,
+#                 llama-bench and llama-batched-bench -m FILE. Rows: decode, prefill, batch 8 in the file's types.
+#                 The results go next to the file (FILE without .gguf, then -llama/); LLAMA_CPP_DIR is not needed
 #
 # LLAMA_CPP_DIR   a llama.cpp source tree: its gguf-py (pure Python + numpy) writes the GGUF files
 # LLAMA_CPP_BIN   the folder with its llama-bench and llama-batched-bench (default $LLAMA_CPP_DIR/build/bin);
@@ -25,12 +31,13 @@
 # ratios (both programs ran seconds apart), not a ratio of medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=$(nproc); repeat=3; kvscope=build/app/kvscope; shape=gpt2; work=""; out=""
+threads=$(nproc); repeat=3; kvscope=build/app/kvscope; shape=gpt2; work=""; out=""; gguf=""
 quick=(); pp=512; tg=128; btg=64
-usage="usage: LLAMA_CPP_DIR=SRC [LLAMA_CPP_BIN=DIR] bash tools/bench_llama.sh [--shape NAME] [--threads N] [--repeat R] [--kvscope BIN] [--work DIR] [--out FILE] [--quick]"
+usage="usage: LLAMA_CPP_DIR=SRC [LLAMA_CPP_BIN=DIR] bash tools/bench_llama.sh [--shape NAME | --gguf FILE] [--threads N] [--repeat R] [--kvscope BIN] [--work DIR] [--out FILE] [--quick]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --shape) shape=$2; shift 2 ;;
+    --gguf) gguf=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --kvscope) kvscope=$2; shift 2 ;;
@@ -45,28 +52,37 @@ case "$shape" in
   smollm2-135m|qwen2.5-0.5b) work=${work:-build/bench-$shape} ;;
   *) echo "bench_llama: --shape must be gpt2, smollm2-135m or qwen2.5-0.5b, got '$shape'" >&2; exit 2 ;;
 esac
+if [ -n "$gguf" ]; then
+  [ -f "$gguf" ] || { echo "bench_llama: --gguf $gguf is not a file" >&2; exit 2; }
+  shape=gguf; work=${gguf%.gguf}
+fi
 out=${out:-$work-llama.txt}
-if [ -z "${LLAMA_CPP_DIR:-}" ] || [ ! -d "$LLAMA_CPP_DIR/gguf-py" ]; then
+if [ -z "$gguf" ] && { [ -z "${LLAMA_CPP_DIR:-}" ] || [ ! -d "$LLAMA_CPP_DIR/gguf-py" ]; }; then
   echo "bench_llama: set LLAMA_CPP_DIR to a llama.cpp source tree (it needs \$LLAMA_CPP_DIR/gguf-py)" >&2; exit 2
 fi
-bin=${LLAMA_CPP_BIN:-$LLAMA_CPP_DIR/build/bin}
+bin=${LLAMA_CPP_BIN:-${LLAMA_CPP_DIR:-}/build/bin}
 for tool in llama-bench llama-batched-bench; do
   [ -x "$bin/$tool" ] || { echo "bench_llama: no $bin/$tool; set LLAMA_CPP_BIN to the folder of a llama.cpp CPU build" >&2; exit 2; }
 done
 [ -x "$kvscope" ] || { echo "bench_llama: no kvscope binary at $kvscope (build it, or pass --kvscope)" >&2; exit 2; }
 
-if [ ! -f "$work/model.safetensors" ]; then
-  "$kvscope" bench --shape "$shape" --work "$work" --quick --json --threads "$threads" > /dev/null
-fi
 res=$work-llama
-mkdir -p "$res"
-for t in f32 f16; do
-  if [ ! "$res/$shape-$t.gguf" -nt "$work/model.safetensors" ]; then
-    /usr/bin/python3 tools/gguf_from_folder.py "$work" "$res/$shape-$t.gguf" --type "$t" --placeholder-vocab --verify
+if [ -n "$gguf" ]; then
+  mkdir -p "$res"
+  cat "$gguf" > /dev/null  # both programs start with the file in the page cache
+else
+  if [ ! -f "$work/model.safetensors" ]; then
+    "$kvscope" bench --shape "$shape" --work "$work" --quick --json --threads "$threads" > /dev/null
   fi
-done
-# Every program starts with its weights in the page cache.
-cat "$work/model.safetensors" "$res/$shape"-f32.gguf "$res/$shape"-f16.gguf > /dev/null
+  mkdir -p "$res"
+  for t in f32 f16; do
+    if [ ! "$res/$shape-$t.gguf" -nt "$work/model.safetensors" ]; then
+      /usr/bin/python3 tools/gguf_from_folder.py "$work" "$res/$shape-$t.gguf" --type "$t" --placeholder-vocab --verify
+    fi
+  done
+  # Every program starts with its weights in the page cache.
+  cat "$work/model.safetensors" "$res/$shape"-f32.gguf "$res/$shape"-f16.gguf > /dev/null
+fi
 
 # Runs a program, then appends to cpu.txt: round, label, wall seconds, its own CPU seconds, the CPU
 # seconds the rest of the machine used meanwhile, and the seconds the hypervisor stole.
@@ -94,21 +110,26 @@ PY
 # Rounds, each one run of every program back to back, so a change in the machine's load hits both sides.
 rm -f "$res"/kvscope.*.json "$res"/llama-bench.*.json
 : > "$res/cpu.txt"; : > "$res/batched.jsonl"
+if [ -n "$gguf" ]; then
+  kvscope_model=(--model "$gguf"); llama_models=$gguf; batched_model=$gguf
+else
+  kvscope_model=(--shape "$shape" --work "$work"); llama_models=$res/$shape-f32.gguf,$res/$shape-f16.gguf; batched_model=$res/$shape-f32.gguf
+fi
 for round in $(seq "$repeat"); do
-  measured "$round" kvscope "$kvscope" bench --shape "$shape" --work "$work" --threads "$threads" --repeat 1 ${quick[@]+"${quick[@]}"} \
+  measured "$round" kvscope "$kvscope" bench "${kvscope_model[@]}" --threads "$threads" --repeat 1 ${quick[@]+"${quick[@]}"} \
     --json > "$res/kvscope.$round.json"
-  measured "$round" llama-bench "$bin/llama-bench" -m "$res/$shape-f32.gguf,$res/$shape-f16.gguf" -p "$pp" -n "$tg" -t "$threads" \
+  measured "$round" llama-bench "$bin/llama-bench" -m "$llama_models" -p "$pp" -n "$tg" -t "$threads" \
     -r 1 -o json > "$res/llama-bench.$round.json" 2> "$res/llama-bench.err"
   # The shape of kvscope's batch figures: 4-token prompts, 64 new tokens per sequence.
-  measured "$round" llama-batched-bench "$bin/llama-batched-bench" -m "$res/$shape-f32.gguf" -c 1024 -npp 4 -ntg "$btg" -npl 1,8 -t "$threads" \
+  measured "$round" llama-batched-bench "$bin/llama-batched-bench" -m "$batched_model" -c 1024 -npp 4 -ntg "$btg" -npl 1,8 -t "$threads" \
     --output-format jsonl 2> "$res/batched.err" | grep '^{' | sed "s/^{/{\"round\": $round, /" >> "$res/batched.jsonl"
 done
 
-/usr/bin/python3 - "$res" "$threads" "$repeat" "$pp" "$tg" "$btg" "$shape" <<'PY' | tee "$out"
+/usr/bin/python3 - "$res" "$threads" "$repeat" "$pp" "$tg" "$btg" "$shape" "$gguf" <<'PY' | tee "$out"
 import datetime, json, os, statistics, subprocess, sys
 res, threads, repeat, pp, tg, btg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(int, sys.argv[4:7])
-shape = sys.argv[7]
-shape_name = {"gpt2": "GPT-2 124M", "smollm2-135m": "SmolLM2-135M", "qwen2.5-0.5b": "Qwen2.5-0.5B"}[shape]
+shape, gguf = sys.argv[7], sys.argv[8]
+shape_name = {"gpt2": "GPT-2 124M", "smollm2-135m": "SmolLM2-135M", "qwen2.5-0.5b": "Qwen2.5-0.5B"}.get(shape)
 ks = [json.load(open(f"{res}/kvscope.{r}.json")) for r in range(1, repeat + 1)]
 rounds = [json.load(open(f"{res}/llama-bench.{r}.json")) for r in range(1, repeat + 1)]
 runs = [x for rr in rounds for x in rr]
@@ -167,7 +188,17 @@ def batched_in(pl):
         return statistics.median(xs)
     return get
 
-rows = [  # (key, what, kvscope in round i, llama.cpp in round i, what llama.cpp ran)
+if gguf:  # one file, as both read it: its types name the rows
+    base = os.path.basename(gguf)
+    rows = [
+        ("decode", "decode, batch 1", kv_in("decode_tokens_per_s", "batch1"), llama_in(base, 0, tg), f"llama-bench tg{tg}"),
+        ("prefill", f"prefill {pp} tokens", kv_in("prefill_tokens_per_s"), llama_in(base, pp, 0), f"llama-bench pp{pp}"),
+        ("decode_batched", "decode, batch 1 (batched-bench)", kv_in("decode_tokens_per_s", "batch1"), batched_in(1),
+         "llama-batched-bench pl 1"),
+        ("batch8", "decode, batch 8 total", kv_in("decode_tokens_per_s", "batch8"), batched_in(8), "llama-batched-bench pl 8"),
+    ]
+else:
+  rows = [  # (key, what, kvscope in round i, llama.cpp in round i, what llama.cpp ran)
     ("decode", "decode, batch 1, fp32 weights", kv_in("decode_tokens_per_s", "batch1"), llama_in("f32.gguf", 0, tg),
      f"llama-bench F32 tg{tg}"),
     ("prefill", f"prefill {pp} tokens, fp32 weights", kv_in("prefill_tokens_per_s"), llama_in("f32.gguf", pp, 0),
@@ -183,7 +214,8 @@ rows = [  # (key, what, kvscope in round i, llama.cpp in round i, what llama.cpp
 ]
 print(f"kvscope vs llama.cpp — {datetime.date.today()}, {cpu}"
       f"{f', {llc / 2**20:.0f} MiB last-level cache' if llc else ''}, {threads} threads, {repeat} rounds, "
-      f"{shape_name} shape (random weights, the same bytes in both)")
+      + (f"{os.path.basename(gguf)} (the same file in both)" if gguf else
+         f"{shape_name} shape (random weights, the same bytes in both)"))
 commit = os.environ.get("LLAMA_CPP_COMMIT") or f"{r0.get('build_commit', '?')} (build {r0.get('build_number', '?')})"
 print(f"llama.cpp {commit}, {r0.get('cpu_info', '')}, "
       f"backend {r0.get('backends', '?')}, KV cache {r0.get('type_k', '?')}/{r0.get('type_v', '?')}, "
@@ -219,13 +251,15 @@ print("ratio = median of the per-round ratios (both programs ran seconds apart);
 # kvscope matrix, the tied embedding read once as the output layer).
 print()
 print("decode read rate, GB/s = tokens/s x bytes per token, medians (share of kvscope bench's probe in the same round, and the ratio at that probe: medians of the per-round figures):")
-for label, key, kf, lf, probe_key, bytes_key in (
+for label, key, kf, lf, probe_key, bytes_key in ((
+        ("file's types, llama-bench", "decode", kv_in("decode_tokens_per_s", "batch1"), llama_in(os.path.basename(gguf), 0, tg),
+         "read_bandwidth_gb_s", "weight_bytes_per_token"),) if gguf else (
         ("fp32, llama-bench", "decode", kv_in("decode_tokens_per_s", "batch1"), llama_in("f32.gguf", 0, tg),
          "read_bandwidth_gb_s", "weight_bytes_per_token"),
         ("fp32, batched-bench", "decode_batched", kv_in("decode_tokens_per_s", "batch1"), batched_in(1),
          "read_bandwidth_gb_s", "weight_bytes_per_token"),
         ("16-bit", "decode16", kv_in("decode_tokens_per_s", "bf16_batch1"), llama_in("f16.gguf", 0, tg),
-         "read_bandwidth_bf16_set_gb_s", "weight_bytes_per_token_bf16")):
+         "read_bandwidth_bf16_set_gb_s", "weight_bytes_per_token_bf16"))):
     per = []
     for i in range(repeat):
         step = ks[i]["bounds"][bytes_key] / 1e9
@@ -245,6 +279,8 @@ def verdict(name, targets):
 if shared:
     print("no verdict: other processes used more than 5 % of the cores during " + ", ".join(shared) +
           "; rerun on a quiet machine")
+elif gguf:  # issue 48: at least llama.cpp's speed on its own file
+    verdict("quantized files target", [("decode", "decode", 1.0), ("prefill", f"prefill {pp}", 1.0)])
 else:
     need_p = 0.8 if shape == "gpt2" else 1.0  # issue 5 asked 0.8 on GPT-2; issue 14 asks 1.0 on the Llama shapes
     verdict("modern decoders target", [("decode", "fp32 decode", 1.0), ("decode16", "16-bit decode", 1.0),

@@ -41,6 +41,8 @@ SHAPES = {
                          rope_theta=100000.0, tied=True, std=0.02),
     "qwen2.5-0.5b": dict(model_type="qwen2", vocab=151936, hidden=896, inner=4864, layers=24, heads=14, kv_heads=2,
                          positions=32768, rope_theta=1000000.0, tied=True, eps=1e-6, std=0.02),
+    "llama-3.2-1b": dict(vocab=128256, hidden=2048, inner=8192, layers=16, heads=32, kv_heads=8, positions=8192,
+                         rope_theta=500000.0, tied=True, std=0.02),
     "llama-tiny-gqa": dict(vocab=512, hidden=64, inner=128, layers=2, heads=4, kv_heads=2, positions=256),
     "gemma-3-270m": dict(model_type="gemma3_text", vocab=262144, hidden=640, inner=2048, layers=18, heads=4,
                          kv_heads=1, head_dim=256, positions=32768, rope_theta=1000000.0, tied=True, eps=1e-6,
