@@ -85,6 +85,7 @@ struct Q4_KBlock {
         const __m256 mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 2))));
         _mm256_store_ps(dl, _mm256_mul_ps(_mm256_set1_ps(half(block)), scales));
         _mm256_store_ps(ml, _mm256_mul_ps(_mm256_set1_ps(half(block + 2)), mins));
+        asm("" : "+m"(dl), "+m"(ml));  // read back from memory (broadcast loads), see Q6_KBlock
     }
     // Run v / 4, low (v / 2 even) or high nibbles of its bytes 16 (v % 2)..; q · dl is exact, so the fused
     // q · dl - ml rounds once, as the reference's two operations do. Looking w up in a table of each 32
@@ -124,6 +125,9 @@ struct Q6_KBlock {
             _mm512_store_si512(q + 128 * run, _mm512_sub_epi8(low, thirty_two));
             _mm512_store_si512(q + 128 * run + 64, _mm512_sub_epi8(high, thirty_two));
         }
+        // Read back from memory: kept in registers, GCC fetches each scale with a permute and each 16 bytes
+        // with an extract, and the shuffle unit, not the arithmetic, bounds the loop.
+        asm("" : "+m"(q), "+m"(s));
     }
     __m512 weights(int v) const {
         const __m512i qv = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * v)));
@@ -149,6 +153,59 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
         }
     }
     for (int c = 0; c < n_count; ++c) y[n0 + c] = reduce_add(acc[c]) + (bias ? bias[n0 + c] : 0.0f);
+}
+
+// R rows of x (y and x: rows K and N apart) by the group's weight rows, two at a time: each vector of weights
+// is dequantized once for all R rows (R x 2 chains in registers), so a batch pays the dequantizing once per
+// weight, as decode does. Each output's chain is decode's: the same bits.
+template <class Block, int R>
+void tile_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t N,
+                       int64_t n0, int64_t n_count) {
+    const int64_t KB = K / Block::kElements;
+    const GroupRows g(w, KB * Block::kBytes, n0, n_count);
+    for (int c0 = 0; c0 < n_count; c0 += 2) {
+        __m512 acc[R][2];
+        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < KB; ++b) {
+            if (c0 == 0) g.ask_ahead(b * Block::kBytes, Block::kBytes);
+            Block block[2];
+            for (int c = 0; c < 2; ++c) block[c].load(g.r[c0 + c] + b * Block::kBytes);
+            const float* xb = x + b * Block::kElements;
+#pragma GCC unroll 16
+            for (int v = 0; v < Block::kElements / 16; ++v) {
+                const __m512 w0 = block[0].weights(v), w1 = block[1].weights(v);
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) {
+                    const __m512 xv = _mm512_loadu_ps(xb + r * K + 16 * v);
+                    acc[r][0] = _mm512_fmadd_ps(xv, w0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(xv, w1, acc[r][1]);
+                }
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < 2 && c0 + c < n_count; ++c)
+                y[r * N + n0 + c0 + c] = reduce_add(acc[r][c]) + (bias ? bias[n0 + c0 + c] : 0.0f);
+    }
+}
+
+// All T rows, 8 at a time (the tail as one call of its size).
+template <class Block>
+void tile_rows(float* y, const float* x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N,
+               int64_t n0, int64_t n_count) {
+    for (int64_t t = 0; t < T; t += 8) {
+        float* yt = y + t * N;
+        const float* xt = x + t * K;
+        switch (std::min<int64_t>(8, T - t)) {
+            case 1: tile_in_registers<Block, 1>(yt, xt, w, bias, K, N, n0, n_count); break;
+            case 2: tile_in_registers<Block, 2>(yt, xt, w, bias, K, N, n0, n_count); break;
+            case 3: tile_in_registers<Block, 3>(yt, xt, w, bias, K, N, n0, n_count); break;
+            case 4: tile_in_registers<Block, 4>(yt, xt, w, bias, K, N, n0, n_count); break;
+            case 5: tile_in_registers<Block, 5>(yt, xt, w, bias, K, N, n0, n_count); break;
+            case 6: tile_in_registers<Block, 6>(yt, xt, w, bias, K, N, n0, n_count); break;
+            case 7: tile_in_registers<Block, 7>(yt, xt, w, bias, K, N, n0, n_count); break;
+            default: tile_in_registers<Block, 8>(yt, xt, w, bias, K, N, n0, n_count); break;
+        }
+    }
 }
 #endif
 
@@ -211,6 +268,22 @@ void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int6
     }
 #endif
     rows_through_l1(y, x, w, bias, K, n0, n_count);
+}
+
+bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                int64_t n_count) {
+#if KVSCOPE_AVX512
+    switch (w.format) {
+        case BlockFormat::Q8_0: return tile_rows<Q8_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q5_0: return tile_rows<Q5_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q4_K: return tile_rows<Q4_KBlock>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q6_K: return tile_rows<Q6_KBlock>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        default: break;
+    }
+#else
+    (void)y, (void)x, (void)T, (void)w, (void)bias, (void)K, (void)N, (void)n0, (void)n_count;
+#endif
+    return false;
 }
 
 }  // namespace kvscope

@@ -751,8 +751,10 @@ void tile_groups(const float* xs, int64_t T, int64_t K, std::span<const NkTarget
 }
 
 // Matrices of blocks (quant_blocks.h; K a multiple of each format's elements): prefill packs their exact
-// float copy (pack_w_group), decode dequantizes a group's 4 rows as it goes (block_rows.h), and small batches (and the portable build's decode) run tile_groups' kernels on each
-// group's float copy, laid at n0 = 0 with y, and bias shifted to the group. Each is a float32 kernel's
+// float copy (pack_w_group), decode and small batches dequantize a group's 4 rows as they go (block_rows.h)
+// where the build has a kernel for the format; other small batches (and the portable build's decode) run
+// tile_groups' kernels on each group's float copy, laid at n0 = 0 with y, and bias shifted to the group.
+// Each is a float32 kernel's
 // arithmetic on the dequantized weights: a matrix of blocks gives its float32 copy's bits.
 
 // Every target's groups of 4 rows, numbered one target after the other: each thread streams its own run of
@@ -794,6 +796,7 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTa
 #endif
     block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& target, int64_t n0, int64_t count) {
         const int64_t N = target.N;
+        if (block_tile(target.y, x, T, *target.w, target.bias, K, N, n0, count)) return;
         float* rows = block_group_scratch(K);  // (4, K), then 8 rows of zeros
         dequantize_rows(rows, *target.w, K, n0, count);
         float* y = target.y + n0;
