@@ -140,10 +140,17 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
     const int64_t KB = K / Block::kElements;
     const GroupRows g(w, KB * Block::kBytes, n0, n_count);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    // A super-block's scales (and Q6_K's bytes) are unpacked one block ahead, so their stores have left for
+    // L1 before the loop reads them. One matrix K 2048 x N 16384 from memory, AMD EPYC Zen 5, 1 thread: Q6_K
+    // 53 -> 57 GFLOP/s, Q4_K 65 either way; the 32-weight formats lost (Q8_0 76 -> 51), so they unpack in place.
+    constexpr int kAhead = Block::kElements == 256 ? 1 : 0;
+    Block blocks[2][4];
+    for (int c = 0; c < 4 * kAhead; ++c) blocks[0][c].load(g.r[c]);
     for (int64_t b = 0; b < KB; ++b) {
         g.ask_ahead(b * Block::kBytes, Block::kBytes);
-        Block block[4];
-        for (int c = 0; c < 4; ++c) block[c].load(g.r[c] + b * Block::kBytes);
+        Block* block = blocks[b % 2 * kAhead];
+        if (b + kAhead < KB)
+            for (int c = 0; c < 4; ++c) blocks[(b + kAhead) % 2 * kAhead][c].load(g.r[c] + (b + kAhead) * Block::kBytes);
         const float* xb = x + b * Block::kElements;
 #pragma GCC unroll 16
         for (int v = 0; v < Block::kElements / 16; ++v) {
