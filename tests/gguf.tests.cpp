@@ -282,6 +282,12 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
             }
             const kvtest::Run got = kvtest::run_to_end(from_file, options, prompt);
             kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));
+            if (arch == "llama" && (t == "Q4_K" || t == "Q5_0")) {  // --dtype bf16: the blocks dequantized, then rounded
+                const auto bf16_file = Model::load(gguf.string(), WeightFormat::BF16);
+                CHECK(bf16_file->weights().blocks_total() == 0);
+                kvtest::require_identical(kvtest::run_to_end(bf16_file, options, prompt),
+                                          kvtest::run_to_end(Model::load(dequantized.string(), WeightFormat::BF16), options, prompt));
+            }
             if (std::string(type) == "F32") kvtest::require_identical(got, original);
         }
     }

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -96,9 +97,17 @@ public:
         } else if (bf16) {
             refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
             auto* to = reinterpret_cast<uint16_t*>(out);
-            std::vector<float> wide(size_t(block_format(t->dtype) ? n : 0));  // (n) a matrix of blocks, dequantized
-            if (!wide.empty()) widen(*t, wide.data());
-            for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(wide.empty() ? element(*t, i) : wide[size_t(i)]);  // round to nearest even
+            if (const std::optional<BlockFormat> f = block_format(t->dtype)) {  // dequantized a slice at a time
+                const BlockLayout layout = block_layout(*f);
+                std::vector<float> slice(size_t(std::min<int64_t>(n, 1 << 16)));  // whole blocks of every format
+                for (int64_t i0 = 0; i0 < n; i0 += int64_t(slice.size())) {
+                    const int64_t m = std::min<int64_t>(int64_t(slice.size()), n - i0);
+                    dequantize_reference(*f, t->data + i0 / layout.elements * layout.bytes, m, slice.data());
+                    for (int64_t i = 0; i < m; ++i) to[i0 + i] = f32_to_bf16(slice[size_t(i)]);  // round to nearest even
+                }
+            } else {
+                for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(element(*t, i));
+            }
             if (const int64_t i = first_non_finite(out, Dtype::BF16, n); i >= 0)
                 throw LoadError(w_.checkpoint->file_of(*t),
                                 "tensor " + t->name + " element " + std::to_string(i) + " (" + show_float(element(*t, i)) +
