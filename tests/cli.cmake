@@ -26,21 +26,18 @@ endif()
 kvscope_bench_test(cli.bench_quick bench --chart ${CMAKE_CURRENT_BINARY_DIR}/bench_quick.png)
 # Matrices used from the file's mapping instead of 2 MiB pages (weights.h).
 kvscope_bench_test(cli.bench_quick_mapped bench --map-weights)
-# bench --matmul on a ragged shape (K % 16 != 0, a partial group of weight rows), both weight formats.
-foreach(dtype f32 bf16)
+# bench --matmul on a ragged shape (K % 16 != 0, a partial group of weight rows) in both float formats, and on
+# quantized blocks (random integers, finite scales; K whole blocks) of a 32- and a 256-weight format.
+foreach(dtype f32 bf16 q5_0 q4_k)
+  set(k 200)
+  if(dtype MATCHES "^q")
+    set(k 512)
+  endif()
   add_test(NAME cli.bench_matmul_quick_${dtype}
-           COMMAND kvscope bench --matmul --quick --json --rows 3 --k 200 --n 10 --dtype ${dtype})
+           COMMAND kvscope bench --matmul --quick --json --rows 3 --k ${k} --n 10 --dtype ${dtype})
   set_tests_properties(cli.bench_matmul_quick_${dtype} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE
                        PASS_REGULAR_EXPRESSION "\"memory_us\"")
 endforeach()
-# Quantized blocks (random integers, finite scales): a 32-weight and a 256-weight format, a partial group.
-foreach(dtype q5_0 q4_k)
-  add_test(NAME cli.bench_matmul_quick_${dtype}
-           COMMAND kvscope bench --matmul --quick --json --rows 1 --k 512 --n 10 --dtype ${dtype})
-  set_tests_properties(cli.bench_matmul_quick_${dtype} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE
-                       PASS_REGULAR_EXPRESSION "\"memory_us\"")
-endforeach()
-
 kvscope_bench_test(cli.bench_sharing_quick sharing --chart ${CMAKE_CURRENT_BINARY_DIR}/bench_sharing_quick.png)
 # The same with bfloat16 weights and KV cache (the pool must be made in the cache's dtype).
 kvscope_bench_test(cli.bench_sharing_quick_bf16 sharing --dtype bf16)
