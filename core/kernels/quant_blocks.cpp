@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/block_vectors.h"
 #include "kernels/lanes.h"
 #include "kernels/simd.h"
 
@@ -16,8 +17,6 @@ constexpr BlockLayout kLayouts[] = {
     {"Q4_0", 32, 18}, {"Q4_1", 32, 20}, {"Q5_0", 32, 22}, {"Q5_1", 32, 24},
     {"Q8_0", 32, 34}, {"Q4_K", 256, 144}, {"Q5_K", 256, 176}, {"Q6_K", 256, 210},
 };
-
-float half(const unsigned char* p) { return half_to_f32(uint16_t(p[0] | p[1] << 8)); }
 
 // Q4_0 and Q4_1 (with_min), Q5_0 and Q5_1 (with_high): 32 weights; low nibbles are the first 16.
 void small_block(const unsigned char* b, bool with_min, bool with_high, float* out) {
@@ -118,18 +117,21 @@ void reference_block(BlockFormat f, const unsigned char* b, float* out) {
     }
 }
 
-#if !KVSCOPE_PORTABLE
-// The vectorized blocks take their small integers 16 at a time as bytes (SSE), then widen them to float32
-// with the build's vectors: q · s (exact), or q · dl - ml (fused: q · dl is exact, so one rounding, as the
-// reference's two operations give).
 #if KVSCOPE_AVX512
-inline void put16(float* out, __m128i q, float s) {
-    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(s)));
+// The AVX-512 build's blocks are block_vectors.h's, stored 16 weights at a time.
+template <class Block>
+void fast_blocks(const unsigned char* b, int64_t blocks, float* out) {
+    for (int64_t i = 0; i < blocks; ++i) {
+        Block block;
+        block.load(b + i * Block::kBytes);
+        for (int v = 0; v < Block::kElements / 16; ++v) _mm512_storeu_ps(out + i * Block::kElements + 16 * v, block.weights(v));
+    }
 }
-inline void put16(float* out, __m128i q, float dl, float ml) {
-    _mm512_storeu_ps(out, _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(dl), _mm512_set1_ps(ml)));
-}
-#else
+
+#elif KVSCOPE_AVX2
+// The AVX2 build's blocks take their small integers 16 at a time as bytes (SSE), then widen them to float32
+// 8 at a time: q · s (exact), or q · dl - ml (fused: q · dl is exact, so one rounding, as the reference's
+// two operations give).
 inline void put16(float* out, __m128i q, float s) {
     const __m256 v = _mm256_set1_ps(s);
     _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), v));
@@ -140,13 +142,12 @@ inline void put16(float* out, __m128i q, float dl, float ml) {
     _mm256_storeu_ps(out, _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), a, b));
     _mm256_storeu_ps(out + 8, _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), a, b));
 }
-#endif
 
 inline __m128i bytes16(const unsigned char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
 inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
 
-void q8_0_fast(const unsigned char* b, float* out) {
+void q8_0_block(const unsigned char* b, float* out) {
     const float d = half(b);
     put16(out, bytes16(b + 2), d);
     put16(out + 16, bytes16(b + 18), d);
@@ -160,14 +161,14 @@ inline __m128i fifth_bits(const unsigned char* high, int j0) {
     return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, bit), bit), _mm_set1_epi8(16));
 }
 
-void q5_0_fast(const unsigned char* b, float* out) {
+void q5_0_block(const unsigned char* b, float* out) {
     const float d = half(b);
     const __m128i qs = bytes16(b + 6), sixteen = _mm_set1_epi8(16);
     put16(out, _mm_sub_epi8(_mm_or_si128(low_nibbles(qs), fifth_bits(b + 2, 0)), sixteen), d);
     put16(out + 16, _mm_sub_epi8(_mm_or_si128(high_nibbles(qs), fifth_bits(b + 2, 16)), sixteen), d);
 }
 
-void q4_k_fast(const unsigned char* b, float* out) {
+void q4_k_block(const unsigned char* b, float* out) {
     const float d = half(b), dmin = half(b + 2);
     const unsigned char* qs = b + 16;
     for (int run = 0; run < 4; ++run, qs += 32, out += 64) {
@@ -183,7 +184,7 @@ void q4_k_fast(const unsigned char* b, float* out) {
     }
 }
 
-void q6_k_fast(const unsigned char* b, float* out) {
+void q6_k_block_avx2(const unsigned char* b, float* out) {
     const float d = half(b + 208);
     const auto* sc = reinterpret_cast<const signed char*>(b + 192);
     const __m128i three = _mm_set1_epi8(3), thirty_two = _mm_set1_epi8(32);
@@ -200,9 +201,19 @@ void q6_k_fast(const unsigned char* b, float* out) {
     }
 }
 
-template <void (*kBlock)(const unsigned char*, float*)>
-void fast_blocks(const unsigned char* b, int64_t blocks, int64_t block_bytes, int64_t elements, float* out) {
-    for (int64_t i = 0; i < blocks; ++i) kBlock(b + i * block_bytes, out + i * elements);
+// The AVX2 blocks above, named as the AVX-512 build's (one dispatch for both).
+template <int kE, int kB, void (*kPut)(const unsigned char*, float*)>
+struct Avx2Block {
+    static constexpr int kElements = kE, kBytes = kB;
+    static void put(const unsigned char* b, float* out) { kPut(b, out); }
+};
+using Q8_0Block = Avx2Block<32, 34, q8_0_block>;
+using Q5_0Block = Avx2Block<32, 22, q5_0_block>;
+using Q4_KBlock = Avx2Block<256, 144, q4_k_block>;
+using Q6_KBlock = Avx2Block<256, 210, q6_k_block_avx2>;
+template <class Block>
+void fast_blocks(const unsigned char* b, int64_t blocks, float* out) {
+    for (int64_t i = 0; i < blocks; ++i) Block::put(b + i * Block::kBytes, out + i * Block::kElements);
 }
 #endif
 
@@ -218,14 +229,13 @@ void dequantize_reference(BlockFormat f, const std::byte* src, int64_t n, float*
 
 void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* out) {
 #if !KVSCOPE_PORTABLE
-    const BlockLayout layout = block_layout(f);
     const auto* b = reinterpret_cast<const unsigned char*>(src);
-    const int64_t blocks = n / layout.elements;
+    const int64_t blocks = n / block_layout(f).elements;
     switch (f) {
-        case BlockFormat::Q8_0: return fast_blocks<q8_0_fast>(b, blocks, layout.bytes, layout.elements, out);
-        case BlockFormat::Q5_0: return fast_blocks<q5_0_fast>(b, blocks, layout.bytes, layout.elements, out);
-        case BlockFormat::Q4_K: return fast_blocks<q4_k_fast>(b, blocks, layout.bytes, layout.elements, out);
-        case BlockFormat::Q6_K: return fast_blocks<q6_k_fast>(b, blocks, layout.bytes, layout.elements, out);
+        case BlockFormat::Q8_0: return fast_blocks<Q8_0Block>(b, blocks, out);
+        case BlockFormat::Q5_0: return fast_blocks<Q5_0Block>(b, blocks, out);
+        case BlockFormat::Q4_K: return fast_blocks<Q4_KBlock>(b, blocks, out);
+        case BlockFormat::Q6_K: return fast_blocks<Q6_KBlock>(b, blocks, out);
         default: break;
     }
 #endif
