@@ -752,8 +752,8 @@ void tile_groups(const float* xs, int64_t T, int64_t K, std::span<const NkTarget
 
 // Matrices of blocks (quant_blocks.h; K a multiple of each format's elements): prefill packs their exact
 // float copy (pack_w_group), decode and small batches dequantize a group's 4 rows as they go (block_rows.h)
-// where the build has a kernel for the format; other small batches (and the portable build's decode) run
-// tile_groups' kernels on each group's float copy, laid at n0 = 0 with y, and bias shifted to the group.
+// where the build has a kernel for the format (the portable build's decode through L1, one lane at a time);
+// other small batches run tile_groups' kernels on each group's float copy, laid at n0 = 0 with y, and bias shifted to the group.
 // Each is a float32 kernel's
 // arithmetic on the dequantized weights: a matrix of blocks gives its float32 copy's bits.
 
@@ -787,13 +787,13 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTa
         for (const NkTarget<BlockMatrix>& t : targets) matmul_nk_packed(t.y, x, *t.w, t.bias, T, K, t.N);
         return;
     }
+#endif
     if (T == 1) {
         block_groups(K, targets, int64_t(32) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
             block_rows(t.y, x, *t.w, t.bias, K, n0, count);
         });
         return;
     }
-#endif
     block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& target, int64_t n0, int64_t count) {
         const int64_t N = target.N;
         if (block_tile(target.y, x, T, *target.w, target.bias, K, N, n0, count)) return;
