@@ -315,6 +315,84 @@ std::vector<std::byte> random_blocks(BlockFormat f, int64_t n_blocks, std::mt199
     return out;
 }
 
+bool dotted_in_integers(BlockFormat f) { return f == BlockFormat::Q4_K || f == BlockFormat::Q5_K || f == BlockFormat::Q6_K; }
+
+float half_value(const std::byte* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+    return float(h & 0x8000 ? -v : v);  // finite scales only (random_blocks)
+}
+
+// x's 256 values as the Q8_K integers block_rows.h states, written from that statement: q and d, the sums
+// left to the callers.
+struct Q8K {
+    int q[256];
+    float d;
+};
+Q8K quantized(const float* x) {
+    Q8K out{};
+    float amax = 0.0f;
+    for (int k = 0; k < 256; ++k) amax = std::max(amax, std::fabs(x[k]));
+    if (amax < 0x1p-120f) return out;
+    out.d = amax / 127.0f;
+    const float scale = 127.0f / amax;
+    for (int k = 0; k < 256; ++k) out.q[k] = int(std::nearbyint(x[k] * scale));
+    return out;
+}
+
+// One K-format super-block's small integers, weight by weight from ggml's layout: q_k, the scale (and min)
+// of weight k's sub-block.
+void super_block_weight(BlockFormat f, const unsigned char* b, int k, int& q, int& scale, int& min) {
+    if (f == BlockFormat::Q6_K) {
+        const int n = k / 128, s = k % 128 / 32, l = k % 32;
+        const int ql = b[64 * n + 32 * (s % 2) + l] >> (4 * (s / 2)) & 15, qh = b[128 + 32 * n + l] >> (2 * s) & 3;
+        q = (ql | qh << 4) - 32;
+        scale = static_cast<signed char>(b[192 + k / 16]);
+        min = 0;
+        return;
+    }
+    const unsigned char* sm = b + 4;
+    const int j = k / 32, l = k % 32;
+    const unsigned char* qs = b + (f == BlockFormat::Q5_K ? 48 : 16);
+    q = qs[32 * (j / 2) + l] >> (4 * (j % 2)) & 15;
+    if (f == BlockFormat::Q5_K) q |= (b[16 + l] >> j & 1) << 4;
+    scale = j < 4 ? sm[j] & 63 : (sm[j + 4] & 15) | (sm[j - 4] >> 6) << 4;
+    min = j < 4 ? sm[j + 4] & 63 : (sm[j + 4] >> 4) | (sm[j] >> 6) << 4;
+}
+
+// y (T, N) = x · wᵀ + bias for a K-format matrix as block_rows.h states it: exact integers per super-block
+// (int64 here), then acc = fma(d · dx, i, acc) and, with mins, acc = fma(-(dmin · dx), m, acc).
+std::vector<float> integer_product(BlockFormat f, const std::byte* blocks, const float* x, const float* bias, int64_t T,
+                                   int64_t K, int64_t N) {
+    const int64_t bytes = block_layout(f).bytes, KB = K / 256;
+    std::vector<float> y(size_t(T * N));
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<Q8K> xq;
+        for (int64_t s = 0; s < KB; ++s) xq.push_back(quantized(x + t * K + 256 * s));
+        for (int64_t n = 0; n < N; ++n) {
+            float acc = 0.0f;
+            for (int64_t s = 0; s < KB; ++s) {
+                const auto* b = reinterpret_cast<const unsigned char*>(blocks) + (n * KB + s) * bytes;
+                int64_t i = 0, m = 0;
+                for (int k = 0; k < 256; ++k) {
+                    int q = 0, scale = 0, min = 0;
+                    super_block_weight(f, b, k, q, scale, min);
+                    i += int64_t(scale) * q * xq[size_t(s)].q[k];
+                    m += int64_t(min) * xq[size_t(s)].q[k];
+                }
+                const auto* p = reinterpret_cast<const std::byte*>(b);
+                const float d = half_value(p + (f == BlockFormat::Q6_K ? 208 : 0)), dx = xq[size_t(s)].d;
+                acc = std::fma(d * dx, float(i), acc);
+                if (f != BlockFormat::Q6_K) acc = std::fma(-(half_value(p + 2) * dx), float(m), acc);
+            }
+            y[size_t(t * N + n)] = acc + (bias ? bias[n] : 0.0f);
+        }
+    }
+    return y;
+}
+
 constexpr BlockFormat kAllFormats[] = {BlockFormat::Q4_0, BlockFormat::Q4_1, BlockFormat::Q5_0, BlockFormat::Q5_1,
                                        BlockFormat::Q8_0, BlockFormat::Q4_K, BlockFormat::Q5_K, BlockFormat::Q6_K};
 
@@ -337,11 +415,12 @@ TEST_CASE("the vectorized block dequantizers give the reference's bits, block fo
     }
 }
 
-TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, whatever the rows, threads and targets") {
+TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, or of the integer dots, whatever the rows, threads and targets") {
     // The kernels dequantize into L1 (decode), into a group's float copy (small batches) or into the packed
     // panels (prefill); each must equal matmul_nk on the float32 matrix the reference dequantizer makes of the
-    // same blocks. Scales include float16 subnormals, the largest float16 and both zeros; the longest K runs
-    // two prefill spans.
+    // same blocks. The K formats are dotted in integers against x as Q8_K: integer_product's bits, for every
+    // T (a decode row is a prefill row). Scales include float16 subnormals, the largest float16 and both
+    // zeros; the longest K runs two prefill spans.
     std::mt19937 rng(48);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const int threads_before = ThreadPool::global().n_threads();
@@ -362,7 +441,8 @@ TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, w
                         ThreadPool::global().set_threads(threads);
                         std::vector<float> want(size_t(T * N)), got(size_t(T * N), -1.0f);
                         const float* b = with_bias ? bias.data() : nullptr;
-                        matmul_nk(want.data(), x.data(), WeightRef(w.data()), b, T, K, N);
+                        if (dotted_in_integers(f)) want = integer_product(f, blocks.data(), x.data(), b, T, K, N);
+                        else matmul_nk(want.data(), x.data(), WeightRef(w.data()), b, T, K, N);
                         matmul_nk(got.data(), x.data(), WeightRef(BlockMatrix{f, blocks.data()}), b, T, K, N);
                         INFO(layout.name << " K " << K << " threads " << threads << " T " << T << " bias " << with_bias);
                         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
@@ -394,6 +474,89 @@ TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, w
         }
     }
     ThreadPool::global().set_threads(threads_before);
+}
+
+TEST_CASE("quantize_q8k gives the stated integers, scale and sums; zero, tiny and non-finite runs of x too") {
+    std::mt19937 rng(50);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> x(256 * 8);
+    for (float& v : x) v = d(rng) * 3.0f;
+    for (int k = 256; k < 512; ++k) x[size_t(k)] = 0.0f;                  // run 1: zeros
+    for (int k = 512; k < 768; ++k) x[size_t(k)] = 0x1p-126f * float(k % 7);  // run 2: below 2^-120
+    x[800] = -x[800] * 1e30f;                                              // run 3: one huge value
+    x[5] = 127.0f, x[6] = -127.0f;                                          // run 0: its own amax
+    std::vector<float> with_nan = x, with_inf = x;
+    with_nan[1100] = NAN, with_inf[1600] = -INFINITY;  // runs 4 and 6
+    for (const std::vector<float>* input : {&x, &with_nan, &with_inf}) {
+        std::vector<Q8KBlock> got(8);
+        quantize_q8k(got.data(), input->data(), 2048);
+        for (int s = 0; s < 8; ++s) {
+            INFO("run " << s);
+            const float* xs = input->data() + 256 * s;
+            if (!std::all_of(xs, xs + 256, [](float v) { return std::isfinite(v); })) {
+                CHECK(std::isnan(got[size_t(s)].d));
+                CHECK(std::all_of(got[size_t(s)].q, got[size_t(s)].q + 256, [](int8_t q) { return q == 0; }));
+                continue;
+            }
+            const Q8K want = quantized(xs);
+            CHECK(std::memcmp(&got[size_t(s)].d, &want.d, sizeof(float)) == 0);
+            bool same = true;
+            for (int k = 0; k < 256; ++k) same = same && got[size_t(s)].q[k] == want.q[k] && std::abs(want.q[k]) <= 127;
+            CHECK(same);
+            for (int g = 0; g < 16; ++g) {
+                int sum = 0;
+                for (int k = 16 * g; k < 16 * g + 16; ++k) sum += want.q[k];
+                CHECK(got[size_t(s)].sums[g] == sum);
+            }
+        }
+    }
+    std::vector<Q8KBlock> run(8);
+    quantize_q8k(run.data(), x.data(), 2048);
+    CHECK(run[1].d == 0.0f);
+    CHECK(run[2].d == 0.0f);
+    CHECK(run[0].q[5] == 127);
+    CHECK(run[0].q[6] == -127);
+}
+
+TEST_CASE("the integer dots are the float product but for x's rounding to 8 bits; x not finite gives NaN") {
+    // |y - Σ_k w_k x_k| <= Σ_k |w_k| · dx / 2 (each x_k is off by at most half its run's step dx), with w the
+    // reference dequantizer's weights and the sum in double; plus float rounding, a few units in the last
+    // place of the largest partial sums.
+    std::mt19937 rng(51);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t K = 1024, N = 40, T = 3;
+    for (BlockFormat f : {BlockFormat::Q4_K, BlockFormat::Q5_K, BlockFormat::Q6_K}) {
+        std::vector<std::byte> blocks = random_blocks(f, N * K / 256, rng);
+        std::vector<float> w(size_t(N * K)), x(size_t(T * K)), y(size_t(T * N));
+        dequantize_reference(f, blocks.data(), N * K, w.data());
+        for (float& v : x) v = d(rng);
+        matmul_nk(y.data(), x.data(), WeightRef(BlockMatrix{f, blocks.data()}), nullptr, T, K, N);
+        double worst = 0.0;
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < N; ++n) {
+                double exact = 0.0, bound = 0.0, size = 0.0;
+                for (int64_t s = 0; s < K / 256; ++s) {
+                    const Q8K q = quantized(x.data() + t * K + 256 * s);
+                    for (int64_t k = 256 * s; k < 256 * s + 256; ++k) {
+                        const double wk = w[size_t(n * K + k)];
+                        exact += wk * x[size_t(t * K + k)];
+                        bound += std::fabs(wk) * q.d / 2;
+                        size += std::fabs(wk * x[size_t(t * K + k)]);
+                    }
+                }
+                const double error = std::fabs(y[size_t(t * N + n)] - exact);
+                INFO(block_layout(f).name << " t " << t << " n " << n << " error " << error << " bound " << bound);
+                CHECK(error <= bound + 1e-5 * size);
+                worst = std::max(worst, error / (bound + 1e-30));
+            }
+        CHECK(worst > 0.01);  // the bound is not vacuous: some output comes near it
+        x[size_t(K + 300)] = NAN;  // row 1, run 1
+        matmul_nk(y.data(), x.data(), WeightRef(BlockMatrix{f, blocks.data()}), nullptr, T, K, N);
+        for (int64_t n = 0; n < N; ++n) {
+            CHECK(std::isfinite(y[size_t(n)]));
+            CHECK(std::isnan(y[size_t(N + n)]));
+        }
+    }
 }
 
 TEST_CASE("matmul_nk's outputs are dot products: 16 lane chains reduced as a tree, bit for bit") {

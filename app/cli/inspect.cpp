@@ -117,8 +117,7 @@ int cli_inspect(int argc, char** argv) {
             {"file_bits_per_weight", model->gguf_tensors().empty() ? JsonOut()
                                                                    : JsonOut(summarize_types(model->gguf_tensors()).bits_per_weight)},
             {"matrix_dtype", w.bf16 ? "bf16" : "f32"},
-            // matrices kept as a GGUF file's blocks (the rest in matrix_dtype): read in place, computed
-            // exactly as their float32 copy
+            // matrices kept as a GGUF file's blocks (the rest in matrix_dtype): read in place (matmul.h)
             {"block_matrices", w.blocks_total()},
             {"matrix_bytes", w.matrix_bytes},
             {"matrix_placement", w.mapped ? "mapped" : "huge_pages"},

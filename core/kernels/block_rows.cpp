@@ -15,24 +15,6 @@
 namespace kvscope {
 namespace {
 
-// The group's rows (a missing row reads row n0 again; its sum is never stored).
-struct GroupRows {
-    const unsigned char* r[4];
-    const char* ahead;  // 16 KiB past the group's first byte
-    GroupRows(const std::byte* w, int64_t row_bytes, int64_t n0, int64_t n_count) {
-        for (int c = 0; c < 4; ++c) r[c] = reinterpret_cast<const unsigned char*>(w) + (n0 + (c < n_count ? c : 0)) * row_bytes;
-        ahead = reinterpret_cast<const char*>(w + n0 * row_bytes) + (16 << 10);
-    }
-    // The group's bytes [4 at, 4 (at + bytes)) ahead, as the rows' [at, at + bytes) are read.
-    void ask_ahead(int64_t at, int64_t bytes) const {
-#if !KVSCOPE_PORTABLE
-        for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(ahead + 4 * at + p, _MM_HINT_T1);
-#else
-        (void)at, (void)bytes;
-#endif
-    }
-};
-
 #if KVSCOPE_AVX512
 template <class Block>
 void rows_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {

@@ -7,10 +7,26 @@
 //                                               weight dequantized once for all T; false (nothing done)
 //                                               where this build has no register kernel for the format
 //
-// Each sum is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16), fma in k order, then
-// lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
+//   integer_format(f)                         f is dotted in integers against x as Q8_K: Q4_K, Q5_K, Q6_K
+//   integer_rows(y, xq, T, w, bias, K, N, n0, n_count)
+//                                             y (T, N) rows [n0, n0 + n_count) for the T rows of x quantized
+//                                             as Q8_K (xq: T x K / 256 blocks), w of an integer format
+//
+// Each sum of the other formats is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
+// fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
 // so the bits are those of the dequantized float32 matrix. AVX-512 builds dequantize Q8_0, Q5_0, Q4_K and
 // Q6_K in registers, 16 weights at a time; other formats, and AVX2 builds, 256 weights at a time into L1.
+//
+// The K formats are dotted as llama.cpp dots them, in integers against x quantized to 8 bits (Q8KBlock,
+// quant_blocks.h), each super-block s of a row an exact int32 (the weights' small integers q, sub-block
+// scales sc and mins m; x's integers qx, scale dx and sums):
+//   Q4_K, Q5_K   i = Σ_j sc_j · Σ_(k in j) q_k · qx_k,   m = Σ_j m_j · Σ_(k in j) qx_k   (32 weights j)
+//                acc = fma(d · dx, float(i), acc),  then acc = fma(-(dmin · dx), float(m), acc)
+//   Q6_K         i = Σ_g sc_g · Σ_(k in g) (q_k - 32) · qx_k                           (16 weights g)
+//                acc = fma(d · dx, float(i), acc)
+// from acc = 0 over the super-blocks in order, then y = acc + bias. Every build gives these bits, for any
+// T: a row computed in decode is the row computed in prefill. Against the float32 product on the
+// dequantized weights the difference is x's rounding to 8 bits (docs/models.md states it per type).
 #include <cstdint>
 
 #include "kernels/quant_blocks.h"
@@ -18,6 +34,9 @@
 namespace kvscope {
 
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count);
+bool integer_format(BlockFormat f);
+void integer_rows(float* y, const Q8KBlock* xq, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                  int64_t n_count);
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                 int64_t n_count);
 

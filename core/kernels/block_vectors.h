@@ -1,8 +1,10 @@
 #pragma once
-// One block of a quantized format as 16-weight vectors, exactly the reference dequantizer's values
-// (quant_blocks.h): Block::load(bytes), then weights(v) = weights 16v .. 16v + 15. The AVX-512 build's decode
-// and batch kernels (block_rows.cpp) and its dequantize_blocks (quant_blocks.cpp) both use them. Private to
-// core/kernels; in an anonymous namespace, as lanes.h.
+// What the block kernels share. One block of a quantized format as 16-weight vectors, exactly the reference
+// dequantizer's values (quant_blocks.h): Block::load(bytes), then weights(v) = weights 16v .. 16v + 15; the
+// AVX-512 build's decode and batch kernels (block_rows.cpp) and its dequantize_blocks (quant_blocks.cpp)
+// use them. GroupRows: a group of 4 weight rows, the bytes ahead of it asked into L2 (block_rows.cpp says
+// why), for block_rows.cpp and block_rows_integer.cpp. scale_min: a K super-block's j-th (scale, min) pair. Private to core/kernels; in an anonymous namespace,
+// as lanes.h.
 #include <cstdint>
 #include <cstring>
 
@@ -11,6 +13,37 @@
 
 namespace kvscope {
 namespace {
+
+// The group's rows (a missing row reads row n0 again; its sum is never stored).
+struct GroupRows {
+    const unsigned char* r[4];
+    const char* ahead;  // 16 KiB past the group's first byte
+    GroupRows(const std::byte* w, int64_t row_bytes, int64_t n0, int64_t n_count) {
+        for (int c = 0; c < 4; ++c) r[c] = reinterpret_cast<const unsigned char*>(w) + (n0 + (c < n_count ? c : 0)) * row_bytes;
+        ahead = reinterpret_cast<const char*>(w + n0 * row_bytes) + (16 << 10);
+    }
+    // The group's bytes [4 at, 4 (at + bytes)) ahead, as the rows' [at, at + bytes) are read.
+    void ask_ahead(int64_t at, int64_t bytes) const {
+#if !KVSCOPE_PORTABLE
+        for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(ahead + 4 * at + p, _MM_HINT_T1);
+#else
+        (void)at, (void)bytes;
+#endif
+    }
+};
+
+// The j-th (scale, min) pair of a Q4_K / Q5_K super-block: eight 6-bit pairs in 12 bytes. Pairs 0-3 sit in
+// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 take their low 4 bits from bytes 8-11 and
+// their top 2 bits from the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
+inline void scale_min(const unsigned char* s, int j, int& scale, int& min) {
+    if (j < 4) {
+        scale = s[j] & 63;
+        min = s[j + 4] & 63;
+    } else {
+        scale = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        min = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
 
 // The float16 at p (little-endian, any alignment) as float32, exactly.
 inline float half(const unsigned char* p) { return half_to_f32(uint16_t(p[0] | p[1] << 8)); }

@@ -26,6 +26,7 @@ namespace kvscope {
 namespace {
 
 constexpr size_t kMaxSharedTargets = 4;
+constexpr int64_t kPrefillRows = 24;  // from this many rows of x on, prefill: packed panels of 6 rows of x
 
 template <class Wt>
 struct NkTarget {
@@ -55,6 +56,7 @@ float* block_group_scratch(int64_t K) {
 // Packed operands for prefill tiles (tile_nk_packed_span): 6 rows of x by 4 weight rows, 16 lanes per slice.
 constexpr int kPackRows = 6;
 constexpr int kTileAccumulators = kPackRows * 4;
+static_assert(kPrefillRows == 4 * kPackRows);
 
 // Float buffers aligned to 64 bytes that grow once per thread and are then reused.
 inline float* aligned_scratch(std::vector<float>& storage, int64_t n) {
@@ -750,12 +752,12 @@ void tile_groups(const float* xs, int64_t T, int64_t K, std::span<const NkTarget
     ThreadPool::global().parallel_ranges(n_groups, piece_groups, run_groups);
 }
 
-// Matrices of blocks (quant_blocks.h; K a multiple of each format's elements): prefill packs their exact
-// float copy (pack_w_group), decode and small batches dequantize a group's 4 rows as they go (block_rows.h)
-// where the build has a kernel for the format (the portable build's decode through L1, one lane at a time);
-// other small batches run tile_groups' kernels on each group's float copy, laid at n0 = 0 with y, and bias shifted to the group.
-// Each is a float32 kernel's
-// arithmetic on the dequantized weights: a matrix of blocks gives its float32 copy's bits.
+// Matrices of blocks (quant_blocks.h; K a multiple of each format's elements). The K formats are dotted in
+// integers against x quantized once per fork (integer_rows, block_rows.h), the same kernel for every T. The
+// others: prefill packs their exact float copy (pack_w_group), decode and small batches dequantize a group's
+// 4 rows as they go (block_rows.h) where the build has a kernel for the format, else small batches run
+// tile_groups' kernels on each group's float copy (block_batch). Each is a float32 kernel's arithmetic on the
+// dequantized weights: a matrix of those formats gives its float32 copy's bits.
 
 // Every target's groups of 4 rows, numbered one target after the other: each thread streams its own run of
 // groups, then takes pieces of about piece_bytes from the end of the other's (parallel_ranges), as
@@ -781,9 +783,70 @@ void block_groups(int64_t K, std::span<const NkTarget<BlockMatrix>> targets, int
     });
 }
 
+// A small batch (T rows of x) by one group of a float-dotted matrix of blocks: the build's register kernel,
+// else the group's float copy through tile_groups' kernels, laid at n0 = 0 with y and the bias shifted to it.
+void block_batch(const float* x, int64_t T, int64_t K, const NkTarget<BlockMatrix>& target, int64_t n0, int64_t count) {
+    const int64_t N = target.N;
+    if (block_tile(target.y, x, T, *target.w, target.bias, K, N, n0, count)) return;
+    float* rows = block_group_scratch(K);  // (4, K), then 8 rows of zeros
+    dequantize_rows(rows, *target.w, K, n0, count);
+    float* y = target.y + n0;
+    const float* bias = target.bias ? target.bias + n0 : nullptr;
+    int64_t t = batched_group_rows<float, false>(y, x, T, rows, bias, K, N, 0, count);
+    for (; t + 4 <= T; t += 4) tile_nk<4, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
+    for (; t < T; ++t) tile_nk<1, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
+}
+
+void matmul_nk_blocks_float(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets);
+constexpr int64_t kIntegerTokens = 64;
+
+// x (T, K) as Q8_K for the targets of an integer format (block_rows.h), once for the fork; null if none is.
+const Q8KBlock* quantized_x(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
+    if (std::none_of(targets.begin(), targets.end(), [](const NkTarget<BlockMatrix>& t) { return integer_format(t.w->format); }))
+        return nullptr;
+    thread_local std::vector<Q8KBlock> storage;
+    const int64_t KB = K / 256;
+    if (int64_t(storage.size()) < T * KB) storage.resize(size_t(T * KB));
+    Q8KBlock* xq = storage.data();
+    if (T == 1) quantize_q8k(xq, x, K);
+    else ThreadPool::global().parallel_for(T, [&](int64_t t) { quantize_q8k(xq + t * KB, x + t * K, K); });
+    return xq;
+}
+
 void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
+    const Q8KBlock* xq = quantized_x(x, T, K, targets);
+    if (!xq) return matmul_nk_blocks_float(x, T, K, targets);
+    const bool all_integer = std::all_of(targets.begin(), targets.end(), [](const NkTarget<BlockMatrix>& t) { return integer_format(t.w->format); });
+    if (T <= kIntegerTokens && (all_integer || T < kPrefillRows)) {  // decode, small batches: one fork
+        block_groups(K, targets, int64_t(T == 1 ? 32 : 128) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
+            if (integer_format(t.w->format)) integer_rows(t.y, xq, T, *t.w, t.bias, K, t.N, n0, count);
+            else if (T == 1) block_rows(t.y, x, *t.w, t.bias, K, n0, count);
+            else block_batch(x, T, K, t, n0, count);
+        });
+        return;
+    }
+    // Prefill: the float formats packed, the integer ones kIntegerTokens rows of x at a time (their Q8_K rows
+    // stay in L2 while every group of weight rows passes over them).
+    std::array<NkTarget<BlockMatrix>, kMaxSharedTargets> of_integers;
+    size_t n = 0;
+    for (const NkTarget<BlockMatrix>& t : targets) {
+        if (integer_format(t.w->format)) of_integers[n++] = t;
+        else matmul_nk_blocks_float(x, T, K, {&t, 1});
+    }
+    const int64_t KB = K / 256;
+    for (int64_t t0 = 0; t0 < T; t0 += kIntegerTokens) {
+        const int64_t rows = std::min(kIntegerTokens, T - t0);
+        block_groups(K, std::span<const NkTarget<BlockMatrix>>(of_integers.data(), n), int64_t(32) << 10,
+                     [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
+            integer_rows(t.y + t0 * t.N, xq + t0 * KB, rows, *t.w, t.bias, K, t.N, n0, count);
+        });
+    }
+}
+
+// The formats dotted in float32 (all but the integer ones).
+void matmul_nk_blocks_float(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
 #if !KVSCOPE_PORTABLE
-    if (T >= 4 * kPackRows) {  // prefill
+    if (T >= kPrefillRows) {  // prefill
         for (const NkTarget<BlockMatrix>& t : targets) matmul_nk_packed(t.y, x, *t.w, t.bias, T, K, t.N);
         return;
     }
@@ -794,16 +857,8 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTa
         });
         return;
     }
-    block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& target, int64_t n0, int64_t count) {
-        const int64_t N = target.N;
-        if (block_tile(target.y, x, T, *target.w, target.bias, K, N, n0, count)) return;
-        float* rows = block_group_scratch(K);  // (4, K), then 8 rows of zeros
-        dequantize_rows(rows, *target.w, K, n0, count);
-        float* y = target.y + n0;
-        const float* bias = target.bias ? target.bias + n0 : nullptr;
-        int64_t t = batched_group_rows<float, false>(y, x, T, rows, bias, K, N, 0, count);
-        for (; t + 4 <= T; t += 4) tile_nk<4, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
-        for (; t < T; ++t) tile_nk<1, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
+    block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
+        block_batch(x, T, K, t, n0, count);
     });
 }
 

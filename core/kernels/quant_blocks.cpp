@@ -3,6 +3,8 @@
 // where the reference rounds twice (the vectorized kernels fuse only where the product is exact).
 #include "kernels/quant_blocks.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/block_vectors.h"
@@ -42,19 +44,6 @@ void small_block(const unsigned char* b, bool with_min, bool with_high, float* o
             out[j] = float(lo - offset) * d;
             out[j + 16] = float(hi - offset) * d;
         }
-    }
-}
-
-// The j-th (scale, min) pair of a Q4_K / Q5_K super-block: eight 6-bit pairs in 12 bytes. Pairs 0-3 sit in
-// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 take their low 4 bits from bytes 8-11 and
-// their top 2 bits from the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
-void scale_min(const unsigned char* s, int j, int& scale, int& min) {
-    if (j < 4) {
-        scale = s[j] & 63;
-        min = s[j + 4] & 63;
-    } else {
-        scale = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
-        min = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
     }
 }
 
@@ -240,6 +229,51 @@ void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* ou
     }
 #endif
     dequantize_reference(f, src, n, out);
+}
+
+void quantize_q8k(Q8KBlock* out, const float* x, int64_t K) {
+    for (int64_t i = 0; i < K / 256; ++i, x += 256) {
+        Q8KBlock& block = out[i];
+#if KVSCOPE_AVX512
+        __m512 amax = _mm512_setzero_ps(), zero = _mm512_setzero_ps();
+        __mmask16 finite = 0xFFFF;
+        for (int v = 0; v < 16; ++v) {
+            const __m512 xv = _mm512_loadu_ps(x + 16 * v);
+            finite &= _mm512_cmp_ps_mask(_mm512_sub_ps(xv, xv), zero, _CMP_EQ_OQ);  // inf - inf, NaN: not 0
+            amax = _mm512_max_ps(amax, _mm512_abs_ps(xv));
+        }
+        const float m = finite == 0xFFFF ? _mm512_reduce_max_ps(amax) : NAN;
+#else
+        float m = 0.0f;
+        for (int k = 0; k < 256; ++k) m = std::isfinite(x[k]) && std::isfinite(m) ? std::max(m, std::fabs(x[k])) : NAN;
+#endif
+        if (!(m >= 0x1p-120f)) {  // zero or too small for 127 / m, or not finite (NaN)
+            std::memset(block.q, 0, sizeof block.q);
+            std::memset(block.sums, 0, sizeof block.sums);
+            block.d = std::isnan(m) ? NAN : 0.0f;
+            continue;
+        }
+        const float scale = 127.0f / m;
+        block.d = m / 127.0f;
+#if KVSCOPE_AVX512
+        const __m512 s = _mm512_set1_ps(scale);
+        for (int v = 0; v < 16; ++v) {  // the default rounding, to nearest even, as std::nearbyint
+            const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * v), s));
+            _mm_store_si128(reinterpret_cast<__m128i*>(block.q + 16 * v), _mm512_cvtsepi32_epi8(q));
+            block.sums[v] = int16_t(_mm512_reduce_add_epi32(q));
+        }
+#else
+        for (int v = 0; v < 16; ++v) {
+            int sum = 0;
+            for (int k = 16 * v; k < 16 * v + 16; ++k) {
+                const int q = int(std::nearbyint(x[k] * scale));
+                block.q[k] = int8_t(std::clamp(q, -127, 127));
+                sum += block.q[k];
+            }
+            block.sums[v] = int16_t(sum);
+        }
+#endif
+    }
 }
 
 int64_t first_non_finite_block(BlockFormat f, const std::byte* src, int64_t n) {

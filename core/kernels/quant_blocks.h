@@ -9,6 +9,8 @@
 //                                          ggml's reference dequantizers, in their order, one at a time
 //   dequantize_blocks(f, src, n, out)      the same bits, vectorized where this build has a kernel for f
 //                                          (Q8_0, Q5_0, Q4_K, Q6_K; AVX-512 and AVX2), else the reference
+//   quantize_q8k(out, x, K)                x (K, a multiple of 256) as K / 256 Q8KBlocks: x quantized for
+//                                          the integer dot products of the K formats (block_rows.h)
 //   first_non_finite_block(f, src, n)      the first weight of the first block whose scale or minimum is not
 //                                          finite (every weight of it is not), or -1; finite scales give
 //                                          finite weights (|w| < 2^30)
@@ -48,9 +50,20 @@ struct BlockMatrix {
     const std::byte* data = nullptr;
 };
 
+// 256 values of x as 8-bit integers, ggml's Q8_K: amax = max |x|, q = round-half-even(x · (127 / amax))
+// (|q| <= 127), d = amax / 127, and the sum of each 16 q. amax below 2^-120 (0, or too small for 127 / amax)
+// gives d = 0 and every q 0; a value that is not finite gives d = NaN and every q 0, so each output it
+// reaches is NaN (an error, never a token).
+struct Q8KBlock {
+    alignas(64) int8_t q[256];
+    int16_t sums[16];
+    float d;
+};
+
 // n: a multiple of the format's elements.
 void dequantize_reference(BlockFormat f, const std::byte* src, int64_t n, float* out);
 void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* out);
+void quantize_q8k(Q8KBlock* out, const float* x, int64_t K);
 int64_t first_non_finite_block(BlockFormat f, const std::byte* src, int64_t n);
 
 }  // namespace kvscope

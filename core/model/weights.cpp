@@ -60,8 +60,8 @@ public:
         const int64_t n = t->n_elements();
         const bool bf16 = format_ == WeightFormat::BF16;
         w_.matrix_elements += n;
-        // A GGUF file's quantized matrix stays in the file's blocks (no copy): matmul_nk computes on them
-        // exactly what it computes on their float32 copy, in 4.5-8.5 bits a weight. bfloat16 asks for a conversion.
+        // A GGUF file's quantized matrix stays in the file's blocks (no copy), 4.5-8.5 bits a weight, which
+        // matmul_nk reads in place (matmul.h). bfloat16 asks for a conversion.
         if (const std::optional<BlockFormat> f = block_format(t->dtype); f && !bf16) {
             refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
             const BlockLayout layout = block_layout(*f);

@@ -99,7 +99,7 @@ struct Weights {
     std::vector<std::vector<float>> owned;      // converted vectors (biases, norms) and the sinusoidal table
     bool bf16 = false;                          // matrices stored as bfloat16
     std::array<int64_t, kBlockFormats> block_matrices{};    // per BlockFormat: matrices kept as a GGUF file's blocks, in
-                                                // the mapping (computed exactly as their float32 copy: matmul.h)
+                                                // the mapping (how they are computed: matmul.h)
     int64_t blocks_total() const;               // all of them
     std::string blocks_text() const;            // "7 Q4_K, 2 Q6_K", or "" 
     std::shared_ptr<HugePageArena> matrices;    // the matrices copied or converted at load

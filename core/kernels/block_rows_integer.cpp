@@ -1,0 +1,365 @@
+// The K formats against x as Q8_K (block_rows.h, integer_rows): each super-block's sum of weight integer ×
+// x integer is exact in 32 bits, so the order the integers are added in does not matter, and every build adds
+// them its own way; the float arithmetic is the few operations per super-block stated in block_rows.h,
+// four rows at a time in SSE lanes (one lane per row: the same operations as the portable build's scalars).
+//
+// Per 64 weights the AVX-512 build forms the weight bytes in one register, multiplies them by x's bytes in
+// pairs (vpmaddubsw: u8 × s8 -> s16, no saturation: |q| <= 63, |qx| <= 127) and adds the pairs times their
+// sub-block's scale into 16 int32 lanes (vpdpwssd where the CPU has VNNI); AVX2 does the same 32 at a time.
+#include "kernels/block_rows.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/block_vectors.h"
+#include "kernels/simd.h"
+
+namespace kvscope {
+namespace {
+
+// Where a format keeps its float16 scales, and whether it has mins.
+template <BlockFormat F>
+struct KFormat {
+    static constexpr bool kMins = F != BlockFormat::Q6_K;
+    static constexpr bool kFifth = F == BlockFormat::Q5_K;
+    static constexpr int kBytes = F == BlockFormat::Q4_K ? 144 : F == BlockFormat::Q5_K ? 176 : 210;
+    static constexpr int kD = F == BlockFormat::Q6_K ? 208 : 0;  // d; dmin follows it in Q4_K and Q5_K
+};
+
+#if !KVSCOPE_PORTABLE
+// The eight 6-bit (scale, min) pairs of a Q4_K / Q5_K super-block, as bytes: scales 0-7, then mins 0-7
+// (quant_blocks.cpp's scale_min), made in a register: a copy through the stack stalls a store-to-load
+// forward per super-block (Q4_K, one matrix K 2048 x N 16384, AMD EPYC Zen 5, 1 thread: 95 -> 121 GFLOP/s).
+// The 32-bit words u0, u1, u2 of the 12 bytes become {u0 & 3F.., (u2 & 0F..) | (u0 >> 6 & 03..) << 4,
+// u1 & 3F.., (u2 >> 4 & 0F..) | (u1 >> 6 & 03..) << 4}. Reads 4 bytes past the 12 (the block goes on).
+inline __m128i scales_and_mins(const unsigned char* s) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+    const __m128i high = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_setr_epi32(0, 0x03030303, 0, 0x03030303)), 4);
+    return _mm_or_si128(low, high);
+}
+
+// The float arithmetic of one super-block for 4 rows, one per lane: acc = fma(d · dx, i, acc), then for the
+// formats with mins acc = fma(-(dmin · dx), m, acc) (fnmadd: -(a · b) + c, rounded once, as std::fma(-a, b, c)).
+template <BlockFormat F>
+struct GroupScales {
+    __m128 d, dmin;
+    explicit GroupScales(const unsigned char* const (&b)[4]) {
+        constexpr int at = KFormat<F>::kD;
+        d = _mm_setr_ps(half(b[0] + at), half(b[1] + at), half(b[2] + at), half(b[3] + at));
+        if constexpr (KFormat<F>::kMins) dmin = _mm_setr_ps(half(b[0] + 2), half(b[1] + 2), half(b[2] + 2), half(b[3] + 2));
+    }
+    __m128 add(__m128 acc, float dx, __m128i dots, __m128i mins) const {
+        const __m128 x_scale = _mm_set1_ps(dx);
+        acc = _mm_fmadd_ps(_mm_mul_ps(d, x_scale), _mm_cvtepi32_ps(dots), acc);
+        if constexpr (KFormat<F>::kMins) acc = _mm_fnmadd_ps(_mm_mul_ps(dmin, x_scale), _mm_cvtepi32_ps(mins), acc);
+        return acc;
+    }
+};
+
+// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32.
+inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
+    return _mm_hadd_epi32(_mm_hadd_epi32(a0, a1), _mm_hadd_epi32(a2, a3));
+}
+inline __m128i x_sums32(const Q8KBlock& x) {
+    const __m128i* s = reinterpret_cast<const __m128i*>(x.sums);
+    return _mm_hadd_epi16(_mm_loadu_si128(s), _mm_loadu_si128(s + 1));  // sums of 16, added in pairs
+}
+#endif
+
+#if KVSCOPE_AVX512 && defined(__AVX512BW__)
+// acc + Σ over pairs of (w · x) · scale, per int32 lane: w unsigned bytes, x signed bytes, scales int16.
+inline __m512i add_pairs(__m512i acc, __m512i w, __m512i x, __m512i scales) {
+    const __m512i pairs = _mm512_maddubs_epi16(w, x);
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(acc, pairs, scales);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, scales));
+#endif
+}
+inline __m512i lo_hi_shifts(int lo, int hi) { return _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi); }
+inline __m512i bytes32_twice(const unsigned char* p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// The 16 int32 lanes of each of 4 vectors summed, as {row 0, .., row 3}.
+inline __m128i sum16x4(const __m512i (&a)[4]) {
+    __m128i q[4];
+    for (int c = 0; c < 4; ++c) {
+        const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(a[c]), _mm512_extracti64x4_epi64(a[c], 1));
+        q[c] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    }
+    return sum4(q[0], q[1], q[2], q[3]);
+}
+
+// One row's super-block unpacked into registers: w[i] the weight bytes that pair with x's bytes 64i..64i+63,
+// scales[i] each pair's int16 scale, side what x's sums meet (Q4_K, Q5_K: the 8 mins; Q6_K: the 16 scales).
+//   Q4_K, Q5_K   run r (weights 64r..) is the low nibbles of its 32 bytes, then their high nibbles; its pairs
+//                take scale 2r (int16 lanes 0-15) and 2r + 1 (16-31)
+//   Q6_K         per run n of 128 weights, the low nibbles of its 64 ql bytes with bits (0, 1 | 2, 3) of its
+//                32 qh bytes are weights 0-63, the high nibbles with bits (4, 5 | 6, 7) weights 64-127; int16
+//                lane l of w[2n + h] is weights 128n + 64h + 2l, + 1, of scale 8n + 4h + l / 8
+template <BlockFormat F>
+struct RowBlock {
+    __m512i w[4], scales[4];
+    __m128i mins;     // Q4_K, Q5_K
+    __m256i scales16;  // Q6_K
+
+    void load(const unsigned char* b) {
+        const __m512i nibble = _mm512_set1_epi8(15);
+        if constexpr (F == BlockFormat::Q6_K) {
+            scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+            const __m512i all = _mm512_zextsi256_si512(scales16), three = _mm512_set1_epi8(3);
+            for (int n = 0; n < 2; ++n) {
+                const __m512i ql = _mm512_loadu_si512(b + 64 * n), qh = bytes32_twice(b + 128 + 32 * n);
+                auto top = [&](int k) {  // bits 2k, 2k + 1 (weights 0-31), 2k + 2, 2k + 3 (32-63), moved to bits 4 and 5
+                    return _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, lo_hi_shifts(2 * k, 2 * k + 2)), three), 4);
+                };
+                w[2 * n] = _mm512_or_si512(_mm512_and_si512(ql, nibble), top(0));
+                w[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), top(2));
+                for (int h = 0; h < 2; ++h) {
+                    const int64_t g = 8 * n + 4 * h, one = 0x0001000100010001LL;
+                    const __m512i which = _mm512_setr_epi64(one * g, one * g, one * (g + 1), one * (g + 1), one * (g + 2),
+                                                            one * (g + 2), one * (g + 3), one * (g + 3));
+                    scales[2 * n + h] = _mm512_permutexvar_epi16(which, all);
+                }
+            }
+        } else {
+            const __m128i scales_mins = scales_and_mins(b + 4);
+            const __m512i all = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(scales_mins));  // int16 lanes 0-7 the scales
+            mins = _mm_cvtepu8_epi16(_mm_srli_si128(scales_mins, 8));
+            const unsigned char* qs = b + (KFormat<F>::kFifth ? 48 : 16);
+            for (int r = 0; r < 4; ++r) {
+                w[r] = _mm512_and_si512(_mm512_srlv_epi64(bytes32_twice(qs + 32 * r), lo_hi_shifts(0, 4)), nibble);
+                if constexpr (KFormat<F>::kFifth) {
+                    const __m512i shifted = _mm512_srlv_epi64(bytes32_twice(b + 16), lo_hi_shifts(2 * r, 2 * r + 1));
+                    const __m512i fifth = _mm512_and_si512(shifted, _mm512_set1_epi8(1));
+                    w[r] = _mm512_or_si512(w[r], _mm512_slli_epi16(fifth, 4));
+                }
+                const __m512i which = _mm512_inserti64x4(_mm512_set1_epi16(short(2 * r)), _mm256_set1_epi16(short(2 * r + 1)), 1);
+                scales[r] = _mm512_permutexvar_epi16(which, all);
+            }
+        }
+    }
+    // The super-block's integer against x's block, in 16 lanes to be summed (Q6_K: q - 32 as q, less 32 ·
+    // each 16 values' sum of x · their scale).
+    __m512i dots(const Q8KBlock& x) const {
+        __m512i acc = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) acc = add_pairs(acc, w[i], _mm512_load_si512(x.q + 64 * i), scales[i]);
+        if constexpr (F == BlockFormat::Q6_K) {
+            const __m256i offsets = _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sums)));
+            acc = _mm512_sub_epi32(acc, _mm512_zextsi256_si512(_mm256_slli_epi32(offsets, 5)));
+        }
+        return acc;
+    }
+};
+
+// R rows of x (y: rows N apart; x: rows KB blocks apart) by the group's 4 weight rows: each row's super-block
+// is unpacked once for the R rows of x (a prefill pays the unpacking once per R tokens).
+template <BlockFormat F, int R>
+void rows_for_tokens(float* y, int64_t N, const Q8KBlock* x, int64_t KB, const GroupRows& g, int64_t n0, int64_t n_count,
+                     const float* bias, bool ask) {
+    using Fmt = KFormat<F>;
+    __m128 acc[R];
+    for (int t = 0; t < R; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t s = 0; s < KB; ++s) {
+        if (ask) g.ask_ahead(s * Fmt::kBytes, Fmt::kBytes);
+        const unsigned char* const b[4] = {g.r[0] + s * Fmt::kBytes, g.r[1] + s * Fmt::kBytes, g.r[2] + s * Fmt::kBytes,
+                                           g.r[3] + s * Fmt::kBytes};
+        __m512i dots[R][4];
+        __m128i mins[4];
+        for (int c = 0; c < 4; ++c) {
+            RowBlock<F> row;
+            row.load(b[c]);
+            for (int t = 0; t < R; ++t) dots[t][c] = row.dots(x[t * KB + s]);
+            if constexpr (Fmt::kMins) mins[c] = row.mins;
+        }
+        const GroupScales<F> scales(b);
+        for (int t = 0; t < R; ++t) {
+            const Q8KBlock& xt = x[t * KB + s];
+            __m128i min_dots = _mm_setzero_si128();
+            if constexpr (Fmt::kMins) {
+                const __m128i sums32 = x_sums32(xt);
+                min_dots = sum4(_mm_madd_epi16(mins[0], sums32), _mm_madd_epi16(mins[1], sums32), _mm_madd_epi16(mins[2], sums32),
+                                _mm_madd_epi16(mins[3], sums32));
+            }
+            acc[t] = scales.add(acc[t], xt.d, sum16x4(dots[t]), min_dots);
+        }
+    }
+    for (int t = 0; t < R; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+
+template <BlockFormat F>
+void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias,
+                    bool ask) {
+    rows_for_tokens<F, 1>(y, 0, x, KB, g, n0, n_count, bias, ask);
+}
+
+#elif !KVSCOPE_PORTABLE
+// AVX2 (and AVX-512 without its byte instructions): 32 weights per register, one or two scales.
+inline __m256i add_pairs(__m256i acc, __m256i w, const int8_t* x, __m256i scales) {
+    const __m256i pairs = _mm256_maddubs_epi16(w, _mm256_load_si256(reinterpret_cast<const __m256i*>(x)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
+}
+inline __m256i bytes32(const unsigned char* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m128i sum8(__m256i a) { return _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)); }
+// A Q4_K / Q5_K super-block's mins against x's sums of 32 values: 4 int32 lanes to be summed.
+inline __m128i min_products(__m128i scales_mins, __m128i x_sums32) {
+    return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scales_mins, 8)), x_sums32);
+}
+
+template <BlockFormat F>
+__m256i k_dots(const unsigned char* b, const Q8KBlock& x, __m128i scales_mins) {
+    alignas(16) int16_t scales[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(scales), _mm_cvtepu8_epi16(scales_mins));
+    const unsigned char* qs = b + (KFormat<F>::kFifth ? 48 : 16);
+    const __m256i nibble = _mm256_set1_epi8(15);
+    __m256i acc = _mm256_setzero_si256();
+    for (int r = 0; r < 4; ++r) {
+        const __m256i v = bytes32(qs + 32 * r);
+        __m256i w[2] = {_mm256_and_si256(v, nibble), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)};
+        for (int h = 0; h < 2; ++h) {
+            if constexpr (KFormat<F>::kFifth)
+                w[h] = _mm256_or_si256(w[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bytes32(b + 16), 2 * r + h),
+                                                                                 _mm256_set1_epi8(1)), 4));
+            acc = add_pairs(acc, w[h], x.q + 64 * r + 32 * h, _mm256_set1_epi16(scales[2 * r + h]));
+        }
+    }
+    return acc;
+}
+
+__m256i q6_k_dots(const unsigned char* b, const Q8KBlock& x) {
+    const auto* sc = reinterpret_cast<const signed char*>(b + 192);
+    const __m256i nibble = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+        const __m256i qh = bytes32(b + 128 + 32 * n);
+        for (int a = 0; a < 2; ++a) {  // ql bytes 32a..: weights 128n + 32a + l (low nibble), 128n + 64 + 32a + l (high)
+            const __m256i ql = bytes32(b + 64 * n + 32 * a);
+            for (int h = 0; h < 2; ++h) {
+                const int k = a + 2 * h, first = 128 * n + 32 * k;
+                const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
+                const __m256i w = _mm256_or_si256(_mm256_and_si256(h == 0 ? ql : _mm256_srli_epi16(ql, 4), nibble), top);
+                const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[first / 16])),
+                                                               _mm_set1_epi16(sc[first / 16 + 1]), 1);
+                acc = add_pairs(acc, w, x.q + first, scales);
+            }
+        }
+    }
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i offsets = _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sums)));
+    return _mm256_sub_epi32(acc, _mm256_slli_epi32(offsets, 5));
+}
+
+template <BlockFormat F>
+void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias,
+                    bool ask) {
+    using Fmt = KFormat<F>;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t s = 0; s < KB; ++s) {
+        if (ask) g.ask_ahead(s * Fmt::kBytes, Fmt::kBytes);
+        const unsigned char* const b[4] = {g.r[0] + s * Fmt::kBytes, g.r[1] + s * Fmt::kBytes, g.r[2] + s * Fmt::kBytes,
+                                           g.r[3] + s * Fmt::kBytes};
+        __m128i dots[4], mins[4];
+        for (int c = 0; c < 4; ++c) {
+            if constexpr (Fmt::kMins) {
+                const __m128i scales_mins = scales_and_mins(b[c] + 4);
+                dots[c] = sum8(k_dots<F>(b[c], x[s], scales_mins));
+                mins[c] = min_products(scales_mins, x_sums32(x[s]));
+            } else {
+                dots[c] = sum8(q6_k_dots(b[c], x[s])), mins[c] = _mm_setzero_si128();
+            }
+        }
+        acc = GroupScales<F>(b).add(acc, x[s].d, sum4(dots[0], dots[1], dots[2], dots[3]),
+                                    sum4(mins[0], mins[1], mins[2], mins[3]));
+    }
+    alignas(16) float out[4];
+    _mm_store_ps(out, acc);
+    for (int c = 0; c < n_count; ++c) y[n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
+}
+
+#else
+// Portable: the integers one at a time (the reference for the others), then the same float operations.
+template <BlockFormat F>
+void super_block_integers(const unsigned char* b, const Q8KBlock& x, int32_t& dots, int32_t& mins) {
+    dots = mins = 0;
+    if constexpr (F == BlockFormat::Q6_K) {
+        const auto* sc = reinterpret_cast<const signed char*>(b + 192);
+        for (int n = 0; n < 2; ++n)
+            for (int k = 0; k < 4; ++k)
+                for (int l = 0; l < 32; ++l) {
+                    const unsigned char ql = b[64 * n + 32 * (k % 2) + l], qh = b[128 + 32 * n + l];
+                    const int q = ((k < 2 ? ql & 15 : ql >> 4) | ((qh >> (2 * k)) & 3) << 4) - 32;
+                    const int i = 128 * n + 32 * k + l;
+                    dots += sc[i / 16] * q * x.q[i];
+                }
+    } else {
+        const unsigned char* qs = b + (KFormat<F>::kFifth ? 48 : 16);
+        for (int j = 0; j < 8; ++j) {  // weights 32j + l: run j / 2, low nibbles (j even) or high
+            int scale = 0, min = 0;
+            scale_min(b + 4, j, scale, min);
+            int32_t sum = 0;
+            for (int l = 0; l < 32; ++l) {
+                int q = j % 2 == 0 ? qs[32 * (j / 2) + l] & 15 : qs[32 * (j / 2) + l] >> 4;
+                if (KFormat<F>::kFifth && (b[16 + l] >> j & 1)) q += 16;
+                sum += q * x.q[32 * j + l];
+            }
+            dots += scale * sum;
+            mins += min * (x.sums[2 * j] + x.sums[2 * j + 1]);
+        }
+    }
+}
+
+template <BlockFormat F>
+void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias,
+                    bool) {
+    using Fmt = KFormat<F>;
+    for (int c = 0; c < n_count; ++c) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < KB; ++s) {
+            const unsigned char* b = g.r[c] + s * Fmt::kBytes;
+            int32_t dots = 0, mins = 0;
+            super_block_integers<F>(b, x[s], dots, mins);
+            acc = std::fma(half(b + Fmt::kD) * x[s].d, float(dots), acc);
+            if constexpr (Fmt::kMins) acc = std::fma(-(half(b + 2) * x[s].d), float(mins), acc);
+        }
+        y[n0 + c] = acc + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+#endif
+
+constexpr int kTokens = 4;  // rows of x per unpacking of a super-block (AVX-512)
+
+template <BlockFormat F>
+void integer_rows_of(float* y, const Q8KBlock* x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N,
+                     int64_t n0, int64_t n_count) {
+    const int64_t KB = K / 256;
+    const GroupRows g(w, KB * KFormat<F>::kBytes, n0, n_count);
+    int64_t t = 0;
+#if KVSCOPE_AVX512 && defined(__AVX512BW__)
+    for (; t + kTokens <= T; t += kTokens)
+        rows_for_tokens<F, kTokens>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+#endif
+    for (; t < T; ++t) rows_for_token<F>(y + t * N, x + t * KB, g, KB, n0, n_count, bias, t == 0);
+}
+
+}  // namespace
+
+bool integer_format(BlockFormat f) { return f == BlockFormat::Q4_K || f == BlockFormat::Q5_K || f == BlockFormat::Q6_K; }
+
+void integer_rows(float* y, const Q8KBlock* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                  int64_t n_count) {
+    switch (w.format) {
+        case BlockFormat::Q4_K: return integer_rows_of<BlockFormat::Q4_K>(y, x, T, w.data, bias, K, N, n0, n_count);
+        case BlockFormat::Q5_K: return integer_rows_of<BlockFormat::Q5_K>(y, x, T, w.data, bias, K, N, n0, n_count);
+        case BlockFormat::Q6_K: return integer_rows_of<BlockFormat::Q6_K>(y, x, T, w.data, bias, K, N, n0, n_count);
+        default: break;
+    }
+}
+
+}  // namespace kvscope
