@@ -237,7 +237,7 @@ double max_logit_difference(const kvtest::Run& a, const kvtest::Run& b) {
 
 }  // namespace
 
-TEST_CASE("a model converted by the independent writer runs exactly as its numpy-dequantized folder", "[gguf]") {
+TEST_CASE("a model converted by the independent writer runs as its numpy-dequantized folder: exactly, or to x's rounding for the K types", "[gguf]") {
     if (!have_numpy()) {
         WARN("skipped: /usr/bin/python3 with numpy not found (apt install python3-numpy)");
         return;
@@ -287,7 +287,8 @@ TEST_CASE("a model converted by the independent writer runs exactly as its numpy
             CHECK(from_file->config().layer_window == from_folder->config().layer_window);
             CHECK(from_file->config().attention_scale() == from_folder->config().attention_scale());
             // Quantized matrices stay as the file's blocks (GPT-2's transposed ones are dequantized): the run must
-            // still be the dequantized folder's, bit for bit (chunks of 3, then decode: two kernel paths).
+            // still be the dequantized folder's, bit for bit (chunks of 3, then decode: two kernel paths), but
+            // for the K types, dotted in integers (below).
             const std::string t = type;
             if (t != "F32" && t != "F16" && t != "BF16") {
                 const int64_t L = from_file->config().n_layer;

@@ -37,8 +37,13 @@ std::string bytes_text(double b) {
 
 // How the matrices are stored and where, and what a decode token reads of them.
 std::string matrices_line(const Weights& w) {
-    const std::string stored = w.blocks_total() > 0 ? w.blocks_text() + " as the file's blocks "
-                                                      "(computed exactly as float32), the rest float32"
+    int64_t in_integers = 0;
+    for (int f = 0; f < kBlockFormats; ++f) in_integers += integer_format(BlockFormat(f)) ? w.block_matrices[size_t(f)] : 0;
+    const char* how = in_integers == 0                 ? "(computed exactly as float32)"
+                      : in_integers == w.blocks_total() ? "(dotted in integers with x rounded to 8 bits, as llama.cpp)"
+                                                        : "(the K types dotted in integers with x rounded to 8 bits, as "
+                                                          "llama.cpp; the others exactly as float32)";
+    const std::string stored = w.blocks_total() > 0 ? w.blocks_text() + " as the file's blocks " + how + ", the rest float32"
                                : w.bf16 ? "bfloat16" : "float32";
     const char* where = w.blocks_total() > 0 ? "the blocks read in place from the file's mapping"
                         : w.mapped          ? "used from the file's mapping where no conversion is needed (--map-weights)"

@@ -7,10 +7,10 @@
 //                                               weight dequantized once for all T; false (nothing done)
 //                                               where this build has no register kernel for the format
 //
-//   integer_format(f)                         f is dotted in integers against x as Q8_K: Q4_K, Q5_K, Q6_K
 //   integer_rows(y, xq, T, w, bias, K, N, n0, n_count)
 //                                             y (T, N) rows [n0, n0 + n_count) for the T rows of x quantized
-//                                             as Q8_K (xq: T x K / 256 blocks), w of an integer format
+//                                             as Q8_K (xq: T x K / 256 blocks), w of an integer_format
+//                                             (quant_blocks.h)
 //
 // Each sum of the other formats is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
@@ -34,7 +34,6 @@
 namespace kvscope {
 
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count);
-bool integer_format(BlockFormat f);
 void integer_rows(float* y, const Q8KBlock* xq, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                   int64_t n_count);
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,

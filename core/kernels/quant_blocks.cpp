@@ -231,6 +231,8 @@ void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* ou
     dequantize_reference(f, src, n, out);
 }
 
+bool integer_format(BlockFormat f) { return f == BlockFormat::Q4_K || f == BlockFormat::Q5_K || f == BlockFormat::Q6_K; }
+
 void quantize_q8k(Q8KBlock* out, const float* x, int64_t K) {
     for (int64_t i = 0; i < K / 256; ++i, x += 256) {
         Q8KBlock& block = out[i];

@@ -9,6 +9,9 @@
 //                                          ggml's reference dequantizers, in their order, one at a time
 //   dequantize_blocks(f, src, n, out)      the same bits, vectorized where this build has a kernel for f
 //                                          (Q8_0, Q5_0, Q4_K, Q6_K; AVX-512 and AVX2), else the reference
+//   integer_format(f)                      f is dotted in integers against x quantized to 8 bits (block_rows.h),
+//                                          as llama.cpp does: Q4_K, Q5_K, Q6_K; the others are computed in
+//                                          float32 on their exactly dequantized weights
 //   quantize_q8k(out, x, K)                x (K, a multiple of 256) as K / 256 Q8KBlocks: x quantized for
 //                                          the integer dot products of the K formats (block_rows.h)
 //   first_non_finite_block(f, src, n)      the first weight of the first block whose scale or minimum is not
@@ -63,6 +66,7 @@ struct Q8KBlock {
 // n: a multiple of the format's elements.
 void dequantize_reference(BlockFormat f, const std::byte* src, int64_t n, float* out);
 void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* out);
+bool integer_format(BlockFormat f);
 void quantize_q8k(Q8KBlock* out, const float* x, int64_t K);
 int64_t first_non_finite_block(BlockFormat f, const std::byte* src, int64_t n);
 

@@ -236,8 +236,8 @@ void key_table(const std::vector<ArchLine>& lines) {
 }
 
 // A GGUF file: the types its tensors are stored in (a quantized file mixes several), the bits per weight
-// they cost, and every tensor's type on request; Q8_0 matrices stay in the file's blocks, the rest is
-// dequantized at load.
+// they cost, and every tensor's type on request; quantized matrices stay in the file's blocks (matmul.h),
+// the rest is dequantized at load.
 void gguf_types(const Model& model) {
     auto fixed = [](double v, int digits) {
         char buf[32];
@@ -257,8 +257,10 @@ void gguf_types(const Model& model) {
                              "Q6_K: 6.56; Q8_0: 8.5). ") +
                  (model.weights().blocks_total() > 0
                       ? "Matrices read in place from the file: " + model.weights().blocks_text() +
-                            "; each weight is dequantized exactly, as it is used, into float32. Vectors, and GPT-2's "
-                            "transposed matrices, are dequantized once at load. "
+                            ". Q8_0 and the other 32-weight types: each weight dequantized exactly into float32 as it "
+                            "is used. The K types (Q4_K, Q5_K, Q6_K): multiplied in integers, as llama.cpp does, against "
+                            "the activations rounded to 8 bits per 256 values (fewer instructions; the logits move by "
+                            "that rounding). Vectors, and GPT-2's transposed matrices, are dequantized once at load. "
                       : std::string("kvscope dequantizes them once at load. ")) +
                  "It computes in " + (model.weights().bf16 ? "bfloat16" : "float32") +
                  ", so the cache and the maps are those of the file's weights.")
