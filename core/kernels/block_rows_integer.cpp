@@ -41,6 +41,15 @@ inline __m128i scales_and_mins(const unsigned char* s) {
     return _mm_or_si128(low, high);
 }
 
+// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32.
+inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
+    return _mm_hadd_epi32(_mm_hadd_epi32(a0, a1), _mm_hadd_epi32(a2, a3));
+}
+inline __m128i x_sums32(const Q8KBlock& x) {
+    const __m128i* s = reinterpret_cast<const __m128i*>(x.sums);
+    return _mm_hadd_epi16(_mm_loadu_si128(s), _mm_loadu_si128(s + 1));  // sums of 16, added in pairs
+}
+
 // The float arithmetic of one super-block for 4 rows, one per lane: acc = fma(d · dx, i, acc), then for the
 // formats with mins acc = fma(-(dmin · dx), m, acc) (fnmadd: -(a · b) + c, rounded once, as std::fma(-a, b, c)).
 template <BlockFormat F>
@@ -51,21 +60,28 @@ struct GroupScales {
         d = _mm_setr_ps(half(b[0] + at), half(b[1] + at), half(b[2] + at), half(b[3] + at));
         if constexpr (KFormat<F>::kMins) dmin = _mm_setr_ps(half(b[0] + 2), half(b[1] + 2), half(b[2] + 2), half(b[3] + 2));
     }
-    __m128 add(__m128 acc, float dx, __m128i dots, __m128i mins) const {
-        const __m128 x_scale = _mm_set1_ps(dx);
+    // dots: the 4 rows' i; mins: each row's 8 mins as int16 (Q4_K, Q5_K), met here with x's sums of 32.
+    __m128 add(__m128 acc, const Q8KBlock& x, __m128i dots, const __m128i (&mins)[4]) const {
+        const __m128 x_scale = _mm_set1_ps(x.d);
         acc = _mm_fmadd_ps(_mm_mul_ps(d, x_scale), _mm_cvtepi32_ps(dots), acc);
-        if constexpr (KFormat<F>::kMins) acc = _mm_fnmadd_ps(_mm_mul_ps(dmin, x_scale), _mm_cvtepi32_ps(mins), acc);
+        if constexpr (KFormat<F>::kMins) {
+            const __m128i sums32 = x_sums32(x);
+            const __m128i m = sum4(_mm_madd_epi16(mins[0], sums32), _mm_madd_epi16(mins[1], sums32),
+                                   _mm_madd_epi16(mins[2], sums32), _mm_madd_epi16(mins[3], sums32));
+            acc = _mm_fnmadd_ps(_mm_mul_ps(dmin, x_scale), _mm_cvtepi32_ps(m), acc);
+        }
         return acc;
     }
 };
 
-// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32.
-inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
-    return _mm_hadd_epi32(_mm_hadd_epi32(a0, a1), _mm_hadd_epi32(a2, a3));
-}
-inline __m128i x_sums32(const Q8KBlock& x) {
-    const __m128i* s = reinterpret_cast<const __m128i*>(x.sums);
-    return _mm_hadd_epi16(_mm_loadu_si128(s), _mm_loadu_si128(s + 1));  // sums of 16, added in pairs
+// y[t * N + n0 + c] = the sums of R rows of x (4 lanes each) and the bias, for the group's n_count rows.
+template <int R>
+void store_rows(float* y, int64_t N, const __m128 (&acc)[R], int64_t n0, int64_t n_count, const float* bias) {
+    for (int t = 0; t < R; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
+    }
 }
 #endif
 
@@ -155,49 +171,19 @@ struct RowBlock {
     }
 };
 
-// R rows of x (y: rows N apart; x: rows KB blocks apart) by the group's 4 weight rows: each row's super-block
-// is unpacked once for the R rows of x (a prefill pays the unpacking once per R tokens).
+// Super-block s of the group's 4 rows against R rows of x (KB blocks apart): dots[t] the 4 rows' integers
+// against x's row t, mins the rows' mins (Q4_K, Q5_K). Each row's super-block is unpacked once for the R rows
+// of x (a prefill pays the unpacking once per R tokens).
 template <BlockFormat F, int R>
-void rows_for_tokens(float* y, int64_t N, const Q8KBlock* x, int64_t KB, const GroupRows& g, int64_t n0, int64_t n_count,
-                     const float* bias, bool ask) {
-    using Fmt = KFormat<F>;
-    __m128 acc[R];
-    for (int t = 0; t < R; ++t) acc[t] = _mm_setzero_ps();
-    for (int64_t s = 0; s < KB; ++s) {
-        if (ask) g.ask_ahead(s * Fmt::kBytes, Fmt::kBytes);
-        const unsigned char* const b[4] = {g.r[0] + s * Fmt::kBytes, g.r[1] + s * Fmt::kBytes, g.r[2] + s * Fmt::kBytes,
-                                           g.r[3] + s * Fmt::kBytes};
-        __m512i dots[R][4];
-        __m128i mins[4];
-        for (int c = 0; c < 4; ++c) {
-            RowBlock<F> row;
-            row.load(b[c]);
-            for (int t = 0; t < R; ++t) dots[t][c] = row.dots(x[t * KB + s]);
-            if constexpr (Fmt::kMins) mins[c] = row.mins;
-        }
-        const GroupScales<F> scales(b);
-        for (int t = 0; t < R; ++t) {
-            const Q8KBlock& xt = x[t * KB + s];
-            __m128i min_dots = _mm_setzero_si128();
-            if constexpr (Fmt::kMins) {
-                const __m128i sums32 = x_sums32(xt);
-                min_dots = sum4(_mm_madd_epi16(mins[0], sums32), _mm_madd_epi16(mins[1], sums32), _mm_madd_epi16(mins[2], sums32),
-                                _mm_madd_epi16(mins[3], sums32));
-            }
-            acc[t] = scales.add(acc[t], xt.d, sum16x4(dots[t]), min_dots);
-        }
+void super_block_dots(const unsigned char* const (&b)[4], const Q8KBlock* x, int64_t KB, __m128i (&dots)[R], __m128i (&mins)[4]) {
+    __m512i lanes[R][4];
+    for (int c = 0; c < 4; ++c) {
+        RowBlock<F> row;
+        row.load(b[c]);
+        for (int t = 0; t < R; ++t) lanes[t][c] = row.dots(x[t * KB]);
+        if constexpr (KFormat<F>::kMins) mins[c] = row.mins;
     }
-    for (int t = 0; t < R; ++t) {
-        alignas(16) float out[4];
-        _mm_store_ps(out, acc[t]);
-        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
-    }
-}
-
-template <BlockFormat F>
-void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias,
-                    bool ask) {
-    rows_for_tokens<F, 1>(y, 0, x, KB, g, n0, n_count, bias, ask);
+    for (int t = 0; t < R; ++t) dots[t] = sum16x4(lanes[t]);
 }
 
 #elif !KVSCOPE_PORTABLE
@@ -243,67 +229,60 @@ void unpack_half(const unsigned char* b, int h, const int16_t* k_scales, __m256i
     }
 }
 
+// super_block_dots as the AVX-512 build's, 32 weights at a time.
+template <BlockFormat F, int R>
+void super_block_dots(const unsigned char* const (&b)[4], const Q8KBlock* x, int64_t KB, __m128i (&dots)[R], __m128i (&mins)[4]) {
+    __m128i lanes[R][4];
+    for (int c = 0; c < 4; ++c) {
+        alignas(16) int16_t k_scales[8] = {};
+        if constexpr (KFormat<F>::kMins) {
+            const __m128i scales_mins = scales_and_mins(b[c] + 4);
+            _mm_store_si128(reinterpret_cast<__m128i*>(k_scales), _mm_cvtepu8_epi16(scales_mins));
+            mins[c] = _mm_cvtepu8_epi16(_mm_srli_si128(scales_mins, 8));
+        }
+        __m256i sum[R];
+        for (int t = 0; t < R; ++t) sum[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            __m256i w[4], scales[4];
+            unpack_half<F>(b[c], h, k_scales, w, scales);
+            for (int t = 0; t < R; ++t)
+                for (int i = 0; i < 4; ++i) {
+                    const int8_t* xq = x[t * KB].q + 128 * h + 32 * i;
+                    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq));
+                    sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w[i], xv), scales[i]));
+                }
+        }
+        for (int t = 0; t < R; ++t) {
+            if constexpr (F == BlockFormat::Q6_K) {  // q - 32: less 32 · each 16 values' sum of x · their scale
+                const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[c] + 192)));
+                const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t * KB].sums));
+                sum[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(_mm256_madd_epi16(scales16, sums), 5));
+            }
+            lanes[t][c] = sum8(sum[t]);
+        }
+    }
+    for (int t = 0; t < R; ++t) dots[t] = sum4(lanes[t][0], lanes[t][1], lanes[t][2], lanes[t][3]);
+}
+
+#endif
+
+#if !KVSCOPE_PORTABLE
+// R rows of x (y: rows N apart; x: rows KB blocks apart) by the group's 4 weight rows.
 template <BlockFormat F, int R>
 void rows_for_tokens(float* y, int64_t N, const Q8KBlock* x, int64_t KB, const GroupRows& g, int64_t n0, int64_t n_count,
                      const float* bias, bool ask) {
-    using Fmt = KFormat<F>;
+    constexpr int64_t bytes = KFormat<F>::kBytes;
     __m128 acc[R];
     for (int t = 0; t < R; ++t) acc[t] = _mm_setzero_ps();
     for (int64_t s = 0; s < KB; ++s) {
-        if (ask) g.ask_ahead(s * Fmt::kBytes, Fmt::kBytes);
-        const unsigned char* const b[4] = {g.r[0] + s * Fmt::kBytes, g.r[1] + s * Fmt::kBytes, g.r[2] + s * Fmt::kBytes,
-                                           g.r[3] + s * Fmt::kBytes};
-        __m128i dots[R][4], mins[4];
-        for (int c = 0; c < 4; ++c) {
-            alignas(16) int16_t k_scales[8] = {};
-            if constexpr (Fmt::kMins) {
-                const __m128i scales_mins = scales_and_mins(b[c] + 4);
-                _mm_store_si128(reinterpret_cast<__m128i*>(k_scales), _mm_cvtepu8_epi16(scales_mins));
-                mins[c] = _mm_cvtepu8_epi16(_mm_srli_si128(scales_mins, 8));
-            }
-            __m256i sum[R];
-            for (int t = 0; t < R; ++t) sum[t] = _mm256_setzero_si256();
-            for (int h = 0; h < 2; ++h) {
-                __m256i w[4], scales[4];
-                unpack_half<F>(b[c], h, k_scales, w, scales);
-                for (int t = 0; t < R; ++t)
-                    for (int i = 0; i < 4; ++i) {
-                        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x[t * KB + s].q + 128 * h + 32 * i));
-                        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w[i], xv), scales[i]));
-                    }
-            }
-            for (int t = 0; t < R; ++t) {
-                if constexpr (F == BlockFormat::Q6_K) {  // q - 32: less 32 · each 16 values' sum of x · their scale
-                    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[c] + 192)));
-                    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t * KB + s].sums));
-                    sum[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(_mm256_madd_epi16(scales16, sums), 5));
-                }
-                dots[t][c] = sum8(sum[t]);
-            }
-        }
+        if (ask) g.ask_ahead(s * bytes, bytes);
+        const unsigned char* const b[4] = {g.r[0] + s * bytes, g.r[1] + s * bytes, g.r[2] + s * bytes, g.r[3] + s * bytes};
+        __m128i dots[R], mins[4] = {};
+        super_block_dots<F, R>(b, x + s, KB, dots, mins);
         const GroupScales<F> scales(b);
-        for (int t = 0; t < R; ++t) {
-            const Q8KBlock& xt = x[t * KB + s];
-            __m128i min_dots = _mm_setzero_si128();
-            if constexpr (Fmt::kMins) {
-                const __m128i sums32 = x_sums32(xt);
-                min_dots = sum4(_mm_madd_epi16(mins[0], sums32), _mm_madd_epi16(mins[1], sums32), _mm_madd_epi16(mins[2], sums32),
-                                _mm_madd_epi16(mins[3], sums32));
-            }
-            acc[t] = scales.add(acc[t], xt.d, sum4(dots[t][0], dots[t][1], dots[t][2], dots[t][3]), min_dots);
-        }
+        for (int t = 0; t < R; ++t) acc[t] = scales.add(acc[t], x[t * KB + s], dots[t], mins);
     }
-    for (int t = 0; t < R; ++t) {
-        alignas(16) float out[4];
-        _mm_store_ps(out, acc[t]);
-        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
-    }
-}
-
-template <BlockFormat F>
-void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias,
-                    bool ask) {
-    rows_for_tokens<F, 1>(y, 0, x, KB, g, n0, n_count, bias, ask);
+    store_rows<R>(y, N, acc, n0, n_count, bias);
 }
 
 #else
@@ -339,8 +318,7 @@ void super_block_integers(const unsigned char* b, const Q8KBlock& x, int32_t& do
 }
 
 template <BlockFormat F>
-void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias,
-                    bool) {
+void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias) {
     using Fmt = KFormat<F>;
     for (int c = 0; c < n_count; ++c) {
         float acc = 0.0f;
@@ -367,8 +345,10 @@ void integer_rows_of(float* y, const Q8KBlock* x, int64_t T, const std::byte* w,
 #if !KVSCOPE_PORTABLE
     for (; t + kTokens <= T; t += kTokens)
         rows_for_tokens<F, kTokens>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+    for (; t < T; ++t) rows_for_tokens<F, 1>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+#else
+    for (; t < T; ++t) rows_for_token<F>(y + t * N, x + t * KB, g, KB, n0, n_count, bias);
 #endif
-    for (; t < T; ++t) rows_for_token<F>(y + t * N, x + t * KB, g, KB, n0, n_count, bias, t == 0);
 }
 
 }  // namespace
