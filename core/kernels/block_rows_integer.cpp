@@ -110,7 +110,8 @@ inline __m128i sum16x4(const __m512i (&a)[4]) {
 }
 
 // One row's super-block unpacked into registers: w[i] the weight bytes that pair with x's bytes 64i..64i+63,
-// scales[i] each pair's int16 scale, side what x's sums meet (Q4_K, Q5_K: the 8 mins; Q6_K: the 16 scales).
+// scales[i] each pair's int16 scale, and what x's sums meet: mins (Q4_K, Q5_K: the 8 mins as int16) or
+// scales16 (Q6_K: the 16 scales, for the offset of 32).
 //   Q4_K, Q5_K   run r (weights 64r..) is the low nibbles of its 32 bytes, then their high nibbles; its pairs
 //                take scale 2r (int16 lanes 0-15) and 2r + 1 (16-31)
 //   Q6_K         per run n of 128 weights, the low nibbles of its 64 ql bytes with bits (0, 1 | 2, 3) of its
