@@ -7,10 +7,15 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 #include <atomic>
+#include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 #include "run/session.h"
 #include "test_models.h"
 
@@ -35,6 +40,18 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// Over-aligned types (alignas(64) buffers) come through the aligned forms.
+void* operator new(std::size_t n, std::align_val_t a) {
+    if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t align = static_cast<std::size_t>(a);
+    if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 #endif
 
 using namespace kvscope;
@@ -86,4 +103,30 @@ TEST_CASE("a cached decode step allocates nothing (history off, recording off)",
     g_counting = false;
     CHECK(g_allocations.load() > 0);
     CHECK(with_history.parts().generated == std::vector<TokenId>(session.parts().generated.begin(), session.parts().generated.begin() + 2));
+}
+
+TEST_CASE("decode on K-quant blocks allocates nothing once x's Q8_K buffer exists", "[allocation]") {
+    // The K formats quantize x into a per-thread buffer (matmul_nk.cpp's quantized_x) that grows once: a
+    // decode after the first allocates nothing, with a Q8_0 matrix in the same fork.
+    if (!KVSCOPE_COUNT_ALLOCATIONS) {
+        WARN("allocations are not counted under AddressSanitizer");
+        return;
+    }
+    const int threads = GENERATE(1, 2);
+    ThreadPool::global().set_threads(threads);
+    const int64_t K = 512, N = 64;
+    std::vector<std::byte> q4_k(size_t(N * K / 256 * block_layout(BlockFormat::Q4_K).bytes), std::byte{0x11});
+    std::vector<std::byte> q8_0(size_t(N * K / 32 * block_layout(BlockFormat::Q8_0).bytes), std::byte{0x01});
+    std::vector<float> x(static_cast<size_t>(K), 0.5f), y0(static_cast<size_t>(N)), y1(static_cast<size_t>(N));
+    const MatmulTarget targets[2] = {{y0.data(), WeightRef(BlockMatrix{BlockFormat::Q4_K, q4_k.data()}), nullptr, N},
+                                     {y1.data(), WeightRef(BlockMatrix{BlockFormat::Q8_0, q8_0.data()}), nullptr, N}};
+    matmul_nk_shared(x.data(), 1, K, targets);  // warm-up
+    g_allocations = 0;
+    g_counting = true;
+    for (int i = 0; i < 5; ++i) matmul_nk_shared(x.data(), 1, K, targets);
+    g_counting = false;
+    INFO("threads " << threads);
+    CHECK(g_allocations.load() == 0);
+    CHECK(std::isfinite(y0[0]));
+    CHECK(y0[0] != 0.0f);  // 0x11 bytes: d = dmin = float16 0x1111, scales and nibbles nonzero
 }
