@@ -21,17 +21,10 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
     const int64_t KB = K / Block::kElements;
     const GroupRows g(w, KB * Block::kBytes, n0, n_count);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    // A super-block's scales (and Q6_K's bytes) are unpacked one block ahead, so their stores have left for
-    // L1 before the loop reads them. One matrix K 2048 x N 16384 from memory, AMD EPYC Zen 5, 1 thread: Q6_K
-    // 53 -> 57 GFLOP/s, Q4_K 65 either way; the 32-weight formats lost (Q8_0 76 -> 51), so they unpack in place.
-    constexpr int kAhead = Block::kElements == 256 ? 1 : 0;
-    Block blocks[2][4];
-    for (int c = 0; c < 4 * kAhead; ++c) blocks[0][c].load(g.r[c]);
     for (int64_t b = 0; b < KB; ++b) {
         g.ask_ahead(b * Block::kBytes, Block::kBytes);
-        Block* block = blocks[b % 2 * kAhead];
-        if (b + kAhead < KB)
-            for (int c = 0; c < 4; ++c) blocks[(b + kAhead) % 2 * kAhead][c].load(g.r[c] + (b + kAhead) * Block::kBytes);
+        Block block[4];
+        for (int c = 0; c < 4; ++c) block[c].load(g.r[c] + b * Block::kBytes);
         const float* xb = x + b * Block::kElements;
 #pragma GCC unroll 16
         for (int v = 0; v < Block::kElements / 16; ++v) {
@@ -150,8 +143,6 @@ void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int6
     switch (w.format) {
         case BlockFormat::Q8_0: return rows_in_registers<Q8_0Block>(y, x, w.data, bias, K, n0, n_count);
         case BlockFormat::Q5_0: return rows_in_registers<Q5_0Block>(y, x, w.data, bias, K, n0, n_count);
-        case BlockFormat::Q4_K: return rows_in_registers<Q4_KBlock>(y, x, w.data, bias, K, n0, n_count);
-        case BlockFormat::Q6_K: return rows_in_registers<Q6_KBlock>(y, x, w.data, bias, K, n0, n_count);
         default: break;
     }
 #endif
@@ -164,8 +155,6 @@ bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float*
     switch (w.format) {
         case BlockFormat::Q8_0: return tile_rows<Q8_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         case BlockFormat::Q5_0: return tile_rows<Q5_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
-        case BlockFormat::Q4_K: return tile_rows<Q4_KBlock>(y, x, T, w.data, bias, K, N, n0, n_count), true;
-        case BlockFormat::Q6_K: return tile_rows<Q6_KBlock>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         default: break;
     }
 #else

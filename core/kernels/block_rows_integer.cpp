@@ -27,20 +27,6 @@ struct KFormat {
 };
 
 #if !KVSCOPE_PORTABLE
-// The eight 6-bit (scale, min) pairs of a Q4_K / Q5_K super-block, as bytes: scales 0-7, then mins 0-7
-// (quant_blocks.cpp's scale_min), made in a register: a copy through the stack stalls a store-to-load
-// forward per super-block (Q4_K, one matrix K 2048 x N 16384, AMD EPYC Zen 5, 1 thread: 95 -> 121 GFLOP/s).
-// The 32-bit words u0, u1, u2 of the 12 bytes become {u0 & 3F.., (u2 & 0F..) | (u0 >> 6 & 03..) << 4,
-// u1 & 3F.., (u2 >> 4 & 0F..) | (u1 >> 6 & 03..) << 4}. Reads 4 bytes past the 12 (the block goes on).
-inline __m128i scales_and_mins(const unsigned char* s) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                                      _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
-    const __m128i high = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_setr_epi32(0, 0x03030303, 0, 0x03030303)), 4);
-    return _mm_or_si128(low, high);
-}
-
 // {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32.
 inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
     return _mm_hadd_epi32(_mm_hadd_epi32(a0, a1), _mm_hadd_epi32(a2, a3));
