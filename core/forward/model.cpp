@@ -307,33 +307,53 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
                 else attend.template operator()<true>();
             }
         };
-        if (cache.format().quantized()) {
-            // Packed rows: every key the task's rows see, dequantized once into float32 rows: the sinks,
-            // then the window span from the first row's lowest key to the last row's own position.
-            if (part >= ch.n_tokens) return;
-            thread_local std::vector<float> k_rows, v_rows;  // (sinks + span, D) each; grow once per thread
+        // The keys this task's rows see: the sinks, then the window span from the first row's lowest key
+        // to the last row's own position. index(pp) numbers them in that order.
+        auto task_keys = [&] {
             const int64_t first_pos = cache.next_position() + part;
             const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
             const KeyRange first = within_window(cache.visibility().visible_keys(first_pos), first_pos, layer_window);
             const KeyRange final = within_window(cache.visibility().visible_keys(last_pos), last_pos, layer_window);
-            const int64_t n_sink = final.n_sink, lo = first.lo;  // every row's sinks and window lie in these
-            const size_t n = size_t((n_sink + final.hi - lo + 1) * D);
+            return KeyRange{final.n_sink, std::max(final.n_sink, first.lo), final.hi};
+        };
+        auto index = [](const KeyRange& span, int64_t pp) { return pp < span.n_sink ? pp : span.n_sink + pp - span.lo; };
+        if (cache.format().quantized()) {
+            // Packed rows: every key the task's rows see, dequantized once into float32 rows.
+            if (part >= ch.n_tokens) return;
+            const KeyRange span = task_keys();
+            thread_local std::vector<float> k_rows, v_rows;  // (span.count(), D) each; grow once per thread
+            const size_t n = size_t(span.count() * D);
             // Sized for the workspace's keys at once, so decoding does not grow them a row at a time.
             if (k_rows.size() < n) k_rows.resize(std::max(n, size_t(p.max_keys * D))), v_rows.resize(k_rows.size());
-            auto at = [&](int64_t pp) { return size_t((pp < n_sink ? pp : n_sink + pp - lo) * D); };
-            auto load = [&](int64_t pp) {
-                kv_rows.copy_key(pp, k_rows.data() + at(pp));
-                kv_rows.copy_value(pp, v_rows.data() + at(pp));
-            };
-            for (int64_t pp = 0; pp < n_sink; ++pp) load(pp);
-            for (int64_t pp = std::max(n_sink, lo); pp <= final.hi; ++pp) load(pp);
-            rows([&](int64_t pp) -> const float* { return k_rows.data() + at(pp); },
-                 [&](int64_t pp) -> const float* { return v_rows.data() + at(pp); });
-        } else if (cache.format().bf16())
-            rows([&](int64_t pp) { return kv_rows.key<uint16_t>(pp); },
-                 [&](int64_t pp) { return kv_rows.value<uint16_t>(pp); });
-        else
-            rows([&](int64_t pp) { return kv_rows.key<float>(pp); }, [&](int64_t pp) { return kv_rows.value<float>(pp); });
+            for (int64_t j = 0; j < span.count(); ++j) {
+                const int64_t pp = span.position(j);
+                kv_rows.copy_key(pp, k_rows.data() + j * D);
+                kv_rows.copy_value(pp, v_rows.data() + j * D);
+            }
+            rows([&](int64_t pp) -> const float* { return k_rows.data() + index(span, pp) * D; },
+                 [&](int64_t pp) -> const float* { return v_rows.data() + index(span, pp) * D; });
+            return;
+        }
+        auto stored_rows = [&]<class T>() {
+            if (!prefill_grouped) {
+                rows([&](int64_t pp) { return kv_rows.key<T>(pp); }, [&](int64_t pp) { return kv_rows.value<T>(pp); });
+                return;
+            }
+            // A prefill task's rows share most of their keys: each row's place in the cache is looked up
+            // once per task, not once per query (SmolLM2 shape, 512-token prefill: the lookups were 3 % of it).
+            if (part >= ch.n_tokens) return;
+            const KeyRange span = task_keys();
+            thread_local std::vector<const T*> key_rows, value_rows;  // (span.count()) each
+            key_rows.resize(size_t(span.count())), value_rows.resize(size_t(span.count()));
+            for (int64_t j = 0; j < span.count(); ++j) {
+                key_rows[size_t(j)] = kv_rows.key<T>(span.position(j));
+                value_rows[size_t(j)] = kv_rows.value<T>(span.position(j));
+            }
+            rows([&](int64_t pp) { return key_rows[size_t(index(span, pp))]; },
+                 [&](int64_t pp) { return value_rows[size_t(index(span, pp))]; });
+        };
+        if (cache.format().bf16()) stored_rows.template operator()<uint16_t>();
+        else stored_rows.template operator()<float>();
     });
 }
 
