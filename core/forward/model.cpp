@@ -308,7 +308,7 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
             }
         };
         // The keys this task's rows see: the sinks, then the window span from the first row's lowest key
-        // to the last row's own position. index(pp) numbers them in that order.
+        // to the last row's own position, numbered in that order (RowTable::index).
         auto task_keys = [&] {
             const int64_t first_pos = cache.next_position() + part;
             const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
@@ -316,7 +316,6 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
             const KeyRange final = within_window(cache.visibility().visible_keys(last_pos), last_pos, layer_window);
             return KeyRange{final.n_sink, std::max(final.n_sink, first.lo), final.hi};
         };
-        auto index = [](const KeyRange& span, int64_t pp) { return pp < span.n_sink ? pp : span.n_sink + pp - span.lo; };
         if (cache.format().quantized()) {
             // Packed rows: every key the task's rows see, dequantized once into float32 rows.
             if (part >= ch.n_tokens) return;
@@ -330,8 +329,9 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
                 kv_rows.copy_key(pp, k_rows.data() + j * D);
                 kv_rows.copy_value(pp, v_rows.data() + j * D);
             }
-            rows([&](int64_t pp) -> const float* { return k_rows.data() + index(span, pp) * D; },
-                 [&](int64_t pp) -> const float* { return v_rows.data() + index(span, pp) * D; });
+            const RowTable<const float*> table{nullptr, span};  // its index() alone: rows are D apart
+            rows([&](int64_t pp) -> const float* { return k_rows.data() + table.index(pp) * D; },
+                 [&](int64_t pp) -> const float* { return v_rows.data() + table.index(pp) * D; });
             return;
         }
         auto stored_rows = [&]<class T>() {
@@ -349,8 +349,7 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
                 key_rows[size_t(j)] = kv_rows.key<T>(span.position(j));
                 value_rows[size_t(j)] = kv_rows.value<T>(span.position(j));
             }
-            rows([&](int64_t pp) { return key_rows[size_t(index(span, pp))]; },
-                 [&](int64_t pp) { return value_rows[size_t(index(span, pp))]; });
+            rows(RowTable<const T*>{key_rows.data(), span}, RowTable<const T*>{value_rows.data(), span});
         };
         if (cache.format().bf16()) stored_rows.template operator()<uint16_t>();
         else stored_rows.template operator()<float>();

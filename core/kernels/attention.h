@@ -17,6 +17,8 @@
 //       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group;
 //       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift);
 //       evicted(p), when given, masks keys out: score -inf, weight exactly 0 (kv_cache.h eviction)
+//   RowTable<Row>{rows, span}       key_at / value_at from rows looked up once per task (a prefill's):
+//                                   attend_group passes consecutive entries to the kernels in place
 //   NoEviction                      the default `evicted`: every key stays (the unmasked code path)
 //   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
 #include <algorithm>
@@ -65,6 +67,20 @@ inline KeyRange within_window(KeyRange k, int64_t q, int64_t W) {
     return k;
 }
 
+// Row pointers looked up once for many queries (a prefill task's rows): rows[j] is the row of
+// span.position(j). attend_group hands a batch of consecutive entries to the kernels in place.
+template <class Row>
+struct RowTable {
+    const Row* rows;  // (span.count())
+    KeyRange span;
+    int64_t index(int64_t p) const { return p < span.n_sink ? p : span.n_sink + p - span.lo; }
+    Row operator()(int64_t p) const { return rows[index(p)]; }
+};
+template <class T>
+constexpr bool is_row_table = false;
+template <class Row>
+constexpr bool is_row_table<RowTable<Row>> = true;
+
 struct NoEviction {
     bool operator()(int64_t) const { return false; }
 };
@@ -106,6 +122,21 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     // Calls compute(j0, m, rows) for the rows j0 .. j0 + m - 1 of [from, to), kBatch at a time in order.
     auto stream_rows = [&](auto&& row_at, int64_t from, int64_t to, auto&& compute) {
         using Row = decltype(row_at(int64_t(0)));
+        if constexpr (is_row_table<std::decay_t<decltype(row_at)>> && !masked && !kAskAhead) {
+            // A batch whose positions are consecutive entries of the table (index grows with position,
+            // so its ends tell) is passed in place; one that crosses from the sinks to the window is copied.
+            for (int64_t j0 = from; j0 < to; j0 += kBatch) {
+                const int64_t m = std::min(kBatch, to - j0), first = row_at.index(keys.position(j0));
+                if (row_at.index(keys.position(j0 + m - 1)) - first == m - 1) {
+                    compute(j0, m, row_at.rows + first);
+                    continue;
+                }
+                Row rows[kBatch];
+                for (int64_t j = j0; j < j0 + m; ++j) rows[j - j0] = row_at(keys.position(j));
+                compute(j0, m, static_cast<const Row*>(rows));
+            }
+            return;
+        }
         Row ring[(kAhead + 1) * kBatch];  // batch i's row pointers in slot i % (kAhead + 1)
         auto look_up = [&](int64_t i) {
             const int64_t j0 = from + i * kBatch;
