@@ -27,9 +27,12 @@ struct KFormat {
 };
 
 #if !KVSCOPE_PORTABLE
-// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32.
+// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32 (exact: any order), by unpacking in pairs:
+// phaddd is 3 operations on Zen and this is 6 for all three of its.
 inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
-    return _mm_hadd_epi32(_mm_hadd_epi32(a0, a1), _mm_hadd_epi32(a2, a3));
+    const __m128i a01 = _mm_add_epi32(_mm_unpacklo_epi32(a0, a1), _mm_unpackhi_epi32(a0, a1));
+    const __m128i a23 = _mm_add_epi32(_mm_unpacklo_epi32(a2, a3), _mm_unpackhi_epi32(a2, a3));
+    return _mm_add_epi32(_mm_unpacklo_epi64(a01, a23), _mm_unpackhi_epi64(a01, a23));
 }
 inline __m128i x_sums32(const Q8KBlock& x) {
     const __m128i* s = reinterpret_cast<const __m128i*>(x.sums);
@@ -42,9 +45,20 @@ template <BlockFormat F>
 struct GroupScales {
     __m128 d, dmin;
     explicit GroupScales(const unsigned char* const (&b)[4]) {
-        constexpr int at = KFormat<F>::kD;
-        d = _mm_setr_ps(half(b[0] + at), half(b[1] + at), half(b[2] + at), half(b[3] + at));
-        if constexpr (KFormat<F>::kMins) dmin = _mm_setr_ps(half(b[0] + 2), half(b[1] + 2), half(b[2] + 2), half(b[3] + 2));
+        if constexpr (KFormat<F>::kMins) {  // d and dmin side by side: one 32-bit word per row, widened at once (exact)
+            auto word = [](const unsigned char* p) {
+                int32_t v;
+                std::memcpy(&v, p, sizeof v);
+                return v;
+            };
+            const __m256 both = _mm256_cvtph_ps(_mm_setr_epi32(word(b[0]), word(b[1]), word(b[2]), word(b[3])));
+            const __m128 lo = _mm256_castps256_ps128(both), hi = _mm256_extractf128_ps(both, 1);
+            d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+            dmin = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        } else {
+            constexpr int at = KFormat<F>::kD;
+            d = _mm_setr_ps(half(b[0] + at), half(b[1] + at), half(b[2] + at), half(b[3] + at));
+        }
     }
     // dots: the 4 rows' i; mins: each row's 8 mins as int16 (Q4_K, Q5_K), met here with x's sums of 32.
     __m128 add(__m128 acc, const Q8KBlock& x, __m128i dots, const __m128i (&mins)[4]) const {
@@ -85,14 +99,14 @@ inline __m512i lo_hi_shifts(int lo, int hi) { return _mm512_setr_epi64(lo, lo, l
 inline __m512i bytes32_twice(const unsigned char* p) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-// The 16 int32 lanes of each of 4 vectors summed, as {row 0, .., row 3}.
+// The 16 int32 lanes of each of 4 vectors summed, as {row 0, .., row 3} (exact integers: any order). Pairs of
+// lanes are interleaved and added twice, so each 128 bits hold a partial sum of every row, then the 4 quarters.
 inline __m128i sum16x4(const __m512i (&a)[4]) {
-    __m128i q[4];
-    for (int c = 0; c < 4; ++c) {
-        const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(a[c]), _mm512_extracti64x4_epi64(a[c], 1));
-        q[c] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    }
-    return sum4(q[0], q[1], q[2], q[3]);
+    const __m512i a01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    const __m512i a23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(q), _mm512_extracti64x4_epi64(q, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 // One row's super-block unpacked into registers: w[i] the weight bytes that pair with x's bytes 64i..64i+63,
