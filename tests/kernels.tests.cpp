@@ -109,6 +109,27 @@ TEST_CASE("silu matches the double-precision x / (1 + e^-x) across its range, an
     }
 }
 
+TEST_CASE("silu_multiply is silu, rounded, times up; add is y + x; bit for bit over several threads' spans") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> d(0.0f, 4.0f);
+    const int64_t n = 3 * 16384 + 7;  // three spans and a tail
+    std::vector<float> gate(static_cast<size_t>(n)), up(gate.size());
+    for (float& v : gate) v = d(rng);
+    for (float& v : up) v = d(rng);
+    gate[5] = -100.0f, gate[6] = 100.0f, up[7] = 0.0f;
+    std::vector<float> want = gate, fused = gate;
+    silu(want.data(), n);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = want[i] * up[i];
+    silu_multiply(fused.data(), up.data(), n);
+    CHECK(std::memcmp(fused.data(), want.data(), want.size() * sizeof(float)) == 0);
+
+    std::vector<float> sum = gate;
+    add(sum.data(), up.data(), n);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < sum.size(); ++i) wrong += std::memcmp(&sum[i], &(want[i] = gate[i] + up[i]), sizeof(float)) != 0;
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("layer_norm rows are independent of how many rows are normalised together") {
     std::mt19937 rng(5);
     std::normal_distribution<float> d(0.0f, 3.0f);

@@ -29,8 +29,7 @@ const float* sublayer_input(const ModelConfig& cfg, const float* x, float* xn, c
 }
 
 void sublayer_output(const ModelConfig& cfg, float* x, const float* y, const float* gain, const float* bias, int64_t T) {
-    const int64_t n = T * cfg.n_embd;
-    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+    add(x, y, T * cfg.n_embd);
     if (cfg.norm_position == NormPosition::Post) normalize(cfg, x, x, gain, bias, T);
 }
 
@@ -43,9 +42,12 @@ void mlp_sublayer(const ModelConfig& cfg, const LayerWeights& lw, float* x, floa
         float* up = hidden + T * F;    // (T, F)
         const MatmulTarget gate_up[] = {{gate, lw.gate_weight, lw.gate_bias, F}, {up, lw.fc_weight, lw.fc_bias, F}};
         matmul_nk_shared(in, T, C, gate_up);
-        if (cfg.activation == Activation::Silu) silu(gate, T * F);
-        else gelu_tanh(gate, T * F);
-        multiply(gate, up, T * F);
+        if (cfg.activation == Activation::Silu) {
+            silu_multiply(gate, up, T * F);
+        } else {
+            gelu_tanh(gate, T * F);
+            multiply(gate, up, T * F);
+        }
         matmul_nk(proj, gate, lw.fc_proj_weight, lw.fc_proj_bias, T, F, C);  // (T, C)
         if (lw.mlp_out_norm_weight) normalize(cfg, proj, proj, lw.mlp_out_norm_weight, nullptr, T);  // Gemma 3
         sublayer_output(cfg, x, proj, lw.ln_2_weight, lw.ln_2_bias, T);

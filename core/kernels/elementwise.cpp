@@ -215,31 +215,52 @@ void rms_norm(float* y, const float* x, const float* gain, int64_t T, int64_t C,
     });
 }
 
-// v · sigmoid(v) = v / (1 + e^(-v)).
-void silu(float* x, int64_t n) {
-    for_spans(n, [&](int64_t i0, int64_t i1) {
+namespace {
+// v · sigmoid(v) = v / (1 + e^(-v)); then, with `times`, that value rounded to float times times[i].
+void silu_span(float* x, const float* times, int64_t i0, int64_t i1) {
 #if KVSCOPE_AVX512
-        // x / (1 + e^-x) with exp16: e^-x overflows to infinity below x = -88.7 (x / inf = -0, as the
-        // function tends to) and is 0 above x = 104 (x / 1 = x).
-        for (int64_t i = i0; i < i1; i += 16) {
-            const __mmask16 m = tail_mask(i1 - i);
-            const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-            const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
-            _mm512_mask_storeu_ps(x + i, m, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
-        }
+    // x / (1 + e^-x) with exp16: e^-x overflows to infinity below x = -88.7 (x / inf = -0, as the
+    // function tends to) and is 0 above x = 104 (x / 1 = x).
+    for (int64_t i = i0; i < i1; i += 16) {
+        const __mmask16 m = tail_mask(i1 - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+        __m512 out = _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        if (times) out = _mm512_mul_ps(out, _mm512_maskz_loadu_ps(m, times + i));
+        _mm512_mask_storeu_ps(x + i, m, out);
+    }
 #elif KVSCOPE_AVX2
-        map8(x, i0, i1, [](__m256 v) {
-            return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
-        });
-#else
-        for (int64_t i = i0; i < i1; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
-#endif
+    map8(x, i0, i1, [](__m256 v) {
+        return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
     });
+    if (times)
+        for (int64_t i = i0; i < i1; ++i) x[i] *= times[i];
+#else
+    for (int64_t i = i0; i < i1; ++i) {
+        x[i] = x[i] / (1.0f + std::exp(-x[i]));
+        if (times) x[i] *= times[i];
+    }
+#endif
+}
+}  // namespace
+
+void silu(float* x, int64_t n) {
+    for_spans(n, [&](int64_t i0, int64_t i1) { silu_span(x, nullptr, i0, i1); });
+}
+
+void silu_multiply(float* gate, const float* up, int64_t n) {
+    for_spans(n, [&](int64_t i0, int64_t i1) { silu_span(gate, up, i0, i1); });
 }
 
 void multiply(float* y, const float* x, int64_t n) {
     for_spans(n, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) y[i] *= x[i];
+    });
+}
+
+void add(float* y, const float* x, int64_t n) {
+    for_spans(n, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) y[i] += x[i];
     });
 }
 

@@ -8,7 +8,9 @@
 //   rms_norm(y, x, g, T, C, eps)        per row y = g · (x · 1/sqrt(mean(x²) + eps)): the weight after the
 //                                       normalisation (HF LlamaRMSNorm); y may alias x
 //   gelu_tanh / gelu_erf / relu / silu(x, n)   in place
+//   silu_multiply(gate, up, n)          gate[i] = silu(gate[i]) · up[i]: silu then multiply, in one pass
 //   multiply(y, x, n)                   y[i] *= x[i] (the gate of a gated MLP)
+//   add(y, x, n)                        y[i] += x[i] (a residual connection)
 #include <cstdint>
 
 namespace kvscope {
@@ -22,6 +24,8 @@ void gelu_erf(float* x, int64_t n);
 void relu(float* x, int64_t n);
 void rms_norm(float* y, const float* x, const float* gain, int64_t T, int64_t C, float eps);
 void silu(float* x, int64_t n);
+void silu_multiply(float* gate, const float* up, int64_t n);
 void multiply(float* y, const float* x, int64_t n);
+void add(float* y, const float* x, int64_t n);
 
 }  // namespace kvscope
