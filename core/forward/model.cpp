@@ -308,7 +308,7 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
             }
         };
         // The keys this task's rows see: the sinks, then the window span from the first row's lowest key
-        // to the last row's own position, numbered in that order (RowTable::index).
+        // to the last row's own position, numbered in that order (KeyRange::index).
         auto task_keys = [&] {
             const int64_t first_pos = cache.next_position() + part;
             const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
@@ -329,9 +329,8 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
                 kv_rows.copy_key(pp, k_rows.data() + j * D);
                 kv_rows.copy_value(pp, v_rows.data() + j * D);
             }
-            const RowTable<const float*> table{nullptr, span};  // its index() alone: rows are D apart
-            rows([&](int64_t pp) -> const float* { return k_rows.data() + table.index(pp) * D; },
-                 [&](int64_t pp) -> const float* { return v_rows.data() + table.index(pp) * D; });
+            rows([&](int64_t pp) -> const float* { return k_rows.data() + span.index(pp) * D; },
+                 [&](int64_t pp) -> const float* { return v_rows.data() + span.index(pp) * D; });
             return;
         }
         auto stored_rows = [&]<class T>() {

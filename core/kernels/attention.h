@@ -45,6 +45,7 @@ struct KeyRange {
     int64_t sink_shift = 0;
     int64_t count() const { return n_sink + hi - lo + 1; }
     int64_t position(int64_t j) const { return j < n_sink ? j : lo + (j - n_sink); }
+    int64_t index(int64_t p) const { return p < n_sink ? p : n_sink + (p - lo); }  // position's inverse
     bool contains(int64_t p) const { return (p >= lo && p <= hi) || (p >= 0 && p < n_sink); }
 };
 
@@ -73,8 +74,8 @@ template <class Row>
 struct RowTable {
     const Row* rows;  // (span.count())
     KeyRange span;
-    int64_t index(int64_t p) const { return p < span.n_sink ? p : span.n_sink + p - span.lo; }
-    Row operator()(int64_t p) const { return rows[index(p)]; }
+    int64_t index(int64_t p) const { return span.index(p); }
+    Row operator()(int64_t p) const { return rows[span.index(p)]; }
 };
 template <class T>
 constexpr bool is_row_table = false;
