@@ -16,24 +16,85 @@ namespace kvscope {
 namespace {
 
 #if KVSCOPE_AVX512
-template <class Block>
-void rows_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    const int64_t KB = K / Block::kElements;
-    const GroupRows g(w, KB * Block::kBytes, n0, n_count);
+// The group's 4 float16 scales at byte `at` of their blocks, each widened and broadcast to 16 lanes: one
+// conversion for the 4, then one shuffle each, where each row's own took three. Widening the weights' bytes
+// keeps the shuffle unit busy, so what else uses it counts: one matrix K 2048 x N 8192 in cache, AMD EPYC
+// Zen 5, 1 thread: Q8_0 77 -> 83 GFLOP/s. (Embedded broadcasts from a copy on the stack stall on the store: 60.)
+inline void group_scales(const GroupRows& g, int64_t at, __m512 (&d)[4]) {
+    uint64_t halves = 0;
+    for (int c = 0; c < 4; ++c) {
+        uint16_t h;
+        std::memcpy(&h, g.r[c] + at, sizeof h);
+        halves |= uint64_t(h) << (16 * c);
+    }
+    const __m512 four = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(halves))));
+    d[0] = _mm512_broadcastss_ps(_mm512_castps512_ps128(four));
+    for (int c = 1; c < 4; ++c) d[c] = _mm512_permutexvar_ps(_mm512_set1_epi32(c), four);
+}
+
+// y[n0 + c] = reduce_add(acc[c]) + bias, c < n_count (reduce_add4 has reduce_add's bits; indexing acc with
+// n_count instead would keep the sums in memory through the loop).
+inline void store_sums(float* y, const __m512 (&acc)[4], const float* bias, int64_t n0, int64_t n_count) {
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, reduce_add4(acc[0], acc[1], acc[2], acc[3]));
+    for (int c = 0; c < n_count; ++c) y[n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
+}
+
+// y[n0 + c] = x · row c, each weight float(q) · d as the reference makes it (exact), 16 lanes per row.
+void q8_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    constexpr int64_t bytes = 34;
+    const int64_t KB = K / 32;
+    const GroupRows g(w, KB * bytes, n0, n_count);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 d[4];
     for (int64_t b = 0; b < KB; ++b) {
-        g.ask_ahead(b * Block::kBytes, Block::kBytes);
-        Block block[4];
-        for (int c = 0; c < 4; ++c) block[c].load(g.r[c] + b * Block::kBytes);
-        const float* xb = x + b * Block::kElements;
-#pragma GCC unroll 16
-        for (int v = 0; v < Block::kElements / 16; ++v) {
-            const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) acc[c] = _mm512_fmadd_ps(xv, block[c].weights(v), acc[c]);
+        const int64_t at = b * bytes;
+        g.ask_ahead(at, bytes);
+        group_scales(g, at, d);
+        for (int v = 0; v < 2; ++v) {
+            const __m512 xv = _mm512_loadu_ps(x + 32 * b + 16 * v);
+            for (int c = 0; c < 4; ++c) {
+                const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 2 + 16 * v));
+                const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d[c]);
+                acc[c] = _mm512_fmadd_ps(xv, wv, acc[c]);
+            }
         }
     }
-    for (int c = 0; c < n_count; ++c) y[n0 + c] = reduce_add(acc[c]) + (bias ? bias[n0 + c] : 0.0f);
+    store_sums(y, acc, bias, n0, n_count);
+}
+
+// Q5_0 as q8_0_rows: a row's 16 bytes widened once for its 32 weights (low nibbles, then high), less 16 where
+// the fifth bit is clear ((q | fifth << 4) - 16 in one masked subtraction), exactly the reference's integers.
+// Against widening the bytes for each 16 weights, with the subtraction apart: 48 -> 58 GFLOP/s (as above).
+void q5_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    constexpr int64_t bytes = 22;
+    const int64_t KB = K / 32;
+    const GroupRows g(w, KB * bytes, n0, n_count);
+    const __m512i nibble = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 d[4];
+    for (int64_t b = 0; b < KB; ++b) {
+        const int64_t at = b * bytes;
+        g.ask_ahead(at, bytes);
+        group_scales(g, at, d);
+        __m512i packed[4];
+        uint32_t clear[4];  // the fifth bits, inverted
+        for (int c = 0; c < 4; ++c) {
+            packed[c] = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 6)));
+            std::memcpy(&clear[c], g.r[c] + at + 2, sizeof clear[c]);
+            clear[c] = ~clear[c];
+        }
+        for (int v = 0; v < 2; ++v) {
+            const __m512 xv = _mm512_loadu_ps(x + 32 * b + 16 * v);
+            for (int c = 0; c < 4; ++c) {
+                const __m512i nibbles = v == 0 ? _mm512_and_si512(packed[c], nibble) : _mm512_srli_epi32(packed[c], 4);
+                const __m512i q = _mm512_mask_sub_epi32(nibbles, __mmask16(clear[c] >> (16 * v)), nibbles, sixteen);
+                const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d[c]);
+                acc[c] = _mm512_fmadd_ps(xv, wv, acc[c]);
+            }
+        }
+    }
+    store_sums(y, acc, bias, n0, n_count);
 }
 
 // R rows of x (y and x: rows K and N apart) by the group's weight rows, two at a time: each vector of weights
@@ -141,8 +202,8 @@ void rows_through_l1(float* y, const float* x, BlockMatrix w, const float* bias,
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
 #if KVSCOPE_AVX512
     switch (w.format) {
-        case BlockFormat::Q8_0: return rows_in_registers<Q8_0Block>(y, x, w.data, bias, K, n0, n_count);
-        case BlockFormat::Q5_0: return rows_in_registers<Q5_0Block>(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q8_0: return q8_0_rows(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q5_0: return q5_0_rows(y, x, w.data, bias, K, n0, n_count);
         default: break;
     }
 #endif

@@ -1,10 +1,12 @@
 #pragma once
-// What the block kernels share. One block of a quantized format as 16-weight vectors, exactly the reference
-// dequantizer's values (quant_blocks.h): Block::load(bytes), then weights(v) = weights 16v .. 16v + 15; the
-// AVX-512 build's dequantize_blocks (quant_blocks.cpp) uses them all, its float decode and batch kernels
-// (block_rows.cpp) Q8_0's and Q5_0's (the K formats are dotted in integers, block_rows_integer.cpp). GroupRows: a group of 4 weight rows, the bytes ahead of it asked into L2 (block_rows.cpp says
-// why), for block_rows.cpp and block_rows_integer.cpp. scale_min: a K super-block's j-th (scale, min) pair. Private to core/kernels; in an anonymous namespace,
-// as lanes.h.
+// What the block kernels share, private to core/kernels (in an anonymous namespace, as lanes.h):
+//   Q8_0Block .. Q6_KBlock   one block of a format as 16-weight vectors, exactly the reference dequantizer's
+//                            values (quant_blocks.h): load(bytes), then weights(v) = weights 16v .. 16v + 15;
+//                            the AVX-512 build's dequantize_blocks (quant_blocks.cpp) uses them all, its float
+//                            batch kernels (block_rows.cpp) Q8_0's and Q5_0's; decode makes a group's 4 rows
+//                            of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
+//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L2 (block_rows.cpp says why)
+//   scale_min                a K super-block's j-th (scale, min) pair
 #include <cstdint>
 #include <cstring>
 
