@@ -118,7 +118,8 @@ void tile_in_registers(float* y, const float* x, const std::byte* w, const float
                 const __m512 w0 = block[0].weights(v), w1 = block[1].weights(v);
 #pragma GCC unroll 8
                 for (int r = 0; r < R; ++r) {
-                    const __m512 xv = _mm512_loadu_ps(xb + r * K + 16 * v);
+                    __m512 xv = _mm512_loadu_ps(xb + r * K + 16 * v);
+                    asm("" : "+v"(xv));  // one load for both rows: GCC folds it into each fma, and loads bound the loop
                     acc[r][0] = _mm512_fmadd_ps(xv, w0, acc[r][0]);
                     acc[r][1] = _mm512_fmadd_ps(xv, w1, acc[r][1]);
                 }

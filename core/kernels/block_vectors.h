@@ -81,21 +81,23 @@ struct Q8_0Block {
     }
 };
 
-// (q | fifth bit << 4) - 16, times d; the fifth bits of weights 16v.. are bits 16v.. of the 32 after d.
+// (q | fifth bit << 4) - 16, times d: the nibble, less 16 where its fifth bit is clear (one masked subtraction);
+// the fifth bits of weights 16v.. are bits 16v.. of the 32 after d.
 struct Q5_0Block {
     static constexpr int kElements = 32, kBytes = 22;
     const unsigned char* b;
     __m512 d;
-    uint32_t high;
+    uint32_t clear;  // the fifth bits, inverted
     void load(const unsigned char* block) {
         b = block, d = _mm512_set1_ps(half(block));
-        std::memcpy(&high, block + 2, 4);
+        std::memcpy(&clear, block + 2, 4);
+        clear = ~clear;
     }
     __m512 weights(int v) const {
         const __m512i bytes = bytes_as_int32(b + 6);
         const __m512i nibbles = v == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi32(15)) : _mm512_srli_epi32(bytes, 4);
-        const __m512i q = _mm512_mask_or_epi32(nibbles, __mmask16(high >> (16 * v)), nibbles, _mm512_set1_epi32(16));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(16))), d);
+        const __m512i q = _mm512_mask_sub_epi32(nibbles, __mmask16(clear >> (16 * v)), nibbles, _mm512_set1_epi32(16));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
     }
 };
 
