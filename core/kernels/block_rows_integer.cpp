@@ -177,14 +177,29 @@ struct RowBlock {
 // of x (a prefill pays the unpacking once per R tokens).
 template <BlockFormat F, int R>
 void super_block_dots(const unsigned char* const (&b)[4], const Q8KBlock* x, int64_t KB, __m128i (&dots)[R], __m128i (&mins)[4]) {
-    __m512i lanes[R][4];
-    for (int c = 0; c < 4; ++c) {
-        RowBlock<F> row;
-        row.load(b[c]);
-        for (int t = 0; t < R; ++t) lanes[t][c] = row.dots(x[t * KB]);
-        if constexpr (KFormat<F>::kMins) mins[c] = row.mins;
+    if constexpr (R <= 4) {
+        __m512i lanes[R][4];
+        for (int c = 0; c < 4; ++c) {
+            RowBlock<F> row;
+            row.load(b[c]);
+            for (int t = 0; t < R; ++t) lanes[t][c] = row.dots(x[t * KB]);
+            if constexpr (KFormat<F>::kMins) mins[c] = row.mins;
+        }
+        for (int t = 0; t < R; ++t) dots[t] = sum16x4(lanes[t]);
+    } else {  // the 4 rows unpacked once, then met with x's rows 4 at a time (16 sums in registers)
+        static_assert(R % 4 == 0);
+        RowBlock<F> rows[4];
+        for (int c = 0; c < 4; ++c) {
+            rows[c].load(b[c]);
+            if constexpr (KFormat<F>::kMins) mins[c] = rows[c].mins;
+        }
+        for (int t0 = 0; t0 < R; t0 += 4) {
+            __m512i lanes[4][4];
+            for (int c = 0; c < 4; ++c)
+                for (int t = 0; t < 4; ++t) lanes[t][c] = rows[c].dots(x[(t0 + t) * KB]);
+            for (int t = 0; t < 4; ++t) dots[t0 + t] = sum16x4(lanes[t]);
+        }
     }
-    for (int t = 0; t < R; ++t) dots[t] = sum16x4(lanes[t]);
 }
 
 #elif !KVSCOPE_PORTABLE
@@ -335,7 +350,13 @@ void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB,
 }
 #endif
 
-constexpr int kTokens = 4;  // rows of x per unpacking of a super-block
+// Rows of x per unpacking of a super-block: AVX-512 keeps 4 unpacked rows for 8 (on the stack: 4 rows'
+// registers are half of them), AVX2 unpacks in halves for 4.
+#if KVSCOPE_AVX512 && defined(__AVX512BW__)
+constexpr int kTokens = 8;
+#else
+constexpr int kTokens = 4;
+#endif
 
 template <BlockFormat F>
 void integer_rows_of(float* y, const Q8KBlock* x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N,
@@ -346,6 +367,8 @@ void integer_rows_of(float* y, const Q8KBlock* x, int64_t T, const std::byte* w,
 #if !KVSCOPE_PORTABLE
     for (; t + kTokens <= T; t += kTokens)
         rows_for_tokens<F, kTokens>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+    if constexpr (kTokens > 4)
+        for (; t + 4 <= T; t += 4) rows_for_tokens<F, 4>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
     for (; t < T; ++t) rows_for_tokens<F, 1>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
 #else
     for (; t < T; ++t) rows_for_token<F>(y + t * N, x + t * KB, g, KB, n0, n_count, bias);
