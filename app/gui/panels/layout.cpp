@@ -72,7 +72,7 @@ std::vector<Slot> layout_slots(ImVec2 d, float bar, Workspace w, bool lesson) {
     // for its box, format row, buttons and one line of result (about 10 font heights).
     const float model_left = std::round(std::min(left + (d.x - left) * 0.74f, d.x - font * 19));
     // An open lesson takes Export's place and more (its text, the check and its buttons), Export a tab behind it.
-    const float export_top = std::round(d.y - (lesson ? std::max(font * 17, d.y * 0.42f) : std::max(font * 11, d.y * 0.13f)));
+    const float export_top = std::round(d.y - (lesson ? std::max(font * 21, d.y * 0.42f) : std::max(font * 11, d.y * 0.13f)));
     std::vector<Slot> s;
     s.push_back(slot({0, bar}, {left, export_top}, {Panel::Controls}));
     s.push_back(slot({0, export_top}, {left, d.y}, lesson ? std::vector<Panel>{Panel::Lesson, Panel::Export}
