@@ -37,12 +37,15 @@ void series_chart(const char* title, const std::vector<std::vector<double>>& ys,
     }
     if (hi <= lo) hi = lo + 1;
     const float line = ImGui::GetTextLineHeight();
-    const ImVec2 a = {p.x + 4, p.y + line + 4}, b = {p.x + size.x - 4, p.y + size.y - 4};
-    dl->AddRectFilled(p, {p.x + size.x, p.y + size.y}, IM_COL32(28, 28, 34, 255), 3);
-    dl->AddText({p.x + 4, p.y}, IM_COL32(200, 200, 210, 255), title);
     char top[32];
     std::snprintf(top, sizeof top, fmt, hi);
-    dl->AddText({b.x - ImGui::CalcTextSize(top).x, p.y}, IM_COL32(150, 150, 160, 255), top);
+    // The highest value right of the title, or under it where a narrow chart (1280x720) has no room beside it.
+    const float top_width = ImGui::CalcTextSize(top).x;
+    const bool beside = ImGui::CalcTextSize(title).x + 12 + top_width <= size.x - 8;
+    const ImVec2 a = {p.x + 4, p.y + (beside ? 1 : 2) * line + 4}, b = {p.x + size.x - 4, p.y + size.y - 4};
+    dl->AddRectFilled(p, {p.x + size.x, p.y + size.y}, IM_COL32(28, 28, 34, 255), 3);
+    dl->AddText({p.x + 4, p.y}, IM_COL32(200, 200, 210, 255), title);
+    dl->AddText({b.x - top_width, beside ? p.y : p.y + line}, IM_COL32(150, 150, 160, 255), top);
     auto pt = [&](size_t i, double v) {
         const float fx = n > 1 ? float(i) / float(n - 1) : 0.5f;
         return ImVec2{a.x + fx * (b.x - a.x), b.y - float((v - lo) / (hi - lo)) * (b.y - a.y)};
@@ -156,7 +159,13 @@ void draw_lab(PanelContext& c) {
                                i == lab->reference ? " (reference)" : "");
             dump_item(("lab row " + std::to_string(i)).c_str());
             ImGui::TableNextColumn();
-            ImGui::Text("%.1f", t.bytes_per_token);
+            // int4's bytes hold float32 rows of the newest positions (KIVI's residual): marked and said apart, since
+            // on a text shorter than the residual nothing is packed and int4 costs what full does.
+            ImGui::Text("%.1f%s", t.bytes_per_token, t.bytes_residual > 0 ? " *" : "");
+            if (t.bytes_residual > 0 && ImGui::IsItemHovered())
+                ImGui::SetTooltip("%lld cache bytes = %lld packed int4 + %lld float32 residual (the newest %s, not yet packed)",
+                                  (long long)t.bytes_total, (long long)(t.bytes_total - t.bytes_residual),
+                                  (long long)t.bytes_residual, count_of(t.residual_positions, "position", "positions").c_str());
             ImGui::TableNextColumn();
             ImGui::Text("%.4f", t.loss_mean);
             ImGui::TableNextColumn();
