@@ -150,6 +150,60 @@ void tile_rows(float* y, const float* x, int64_t T, const std::byte* w, const fl
         }
     }
 }
+
+#elif KVSCOPE_AVX2
+// Decode as rows_through_l1 computes it (chains lo: lanes 0-7 of every 16 weights, hi: 8-15; fma in k order,
+// then lane_tree_sum), on the weights made in registers instead of stored to L1 and loaded back: 8 at a time
+// from their bytes, times the block's d (exact, as the reference makes them). Row by row within a block, so
+// 8 chains and one row's values fit AVX2's 16 registers.
+inline __m256 widen8(__m128i q, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d); }
+
+// y[n0 + c] = lane_tree_sum of row c's chains + bias, c < n_count.
+void store_chain_sums(float* y, const __m256 (&lo)[4], const __m256 (&hi)[4], const float* bias, int64_t n0, int64_t n_count) {
+    alignas(32) float lanes[16];
+    for (int c = 0; c < n_count; ++c) {
+        _mm256_store_ps(lanes, lo[c]);
+        _mm256_store_ps(lanes + 8, hi[c]);
+        y[n0 + c] = lane_tree_sum(lanes) + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+
+// Q8_0 and Q5_0: `bytes(block, q)` gives a block's 32 small integers as bytes (q[0] weights 0-15, q[1] 16-31).
+template <int kBytes, class Bytes>
+void rows_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count,
+                       const Bytes& bytes) {
+    const int64_t KB = K / 32;
+    const GroupRows g(w, KB * kBytes, n0, n_count);
+    __m256 lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < KB; ++b) {
+        const int64_t at = b * kBytes;
+        g.ask_ahead(at, kBytes);
+        const float* xb = x + 32 * b;
+        for (int c = 0; c < 4; ++c) {
+            const unsigned char* block = g.r[c] + at;
+            const __m256 d = _mm256_set1_ps(half(block));
+            __m128i q[2];
+            bytes(block, q);
+            for (int v = 0; v < 2; ++v) {
+                lo[c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16 * v), widen8(q[v], d), lo[c]);
+                hi[c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16 * v + 8), widen8(_mm_srli_si128(q[v], 8), d), hi[c]);
+            }
+        }
+    }
+    store_chain_sums(y, lo, hi, bias, n0, n_count);
+}
+
+void q8_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    rows_in_registers<34>(y, x, w, bias, K, n0, n_count, [](const unsigned char* b, __m128i (&q)[2]) {
+        q[0] = bytes16(b + 2);
+        q[1] = bytes16(b + 18);
+    });
+}
+
+void q5_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    rows_in_registers<22>(y, x, w, bias, K, n0, n_count, q5_0_bytes);
+}
 #endif
 
 // Any format, any build: 256 weights of each row at a time dequantized into L1 (dequantize_blocks), then
@@ -201,7 +255,7 @@ void rows_through_l1(float* y, const float* x, BlockMatrix w, const float* bias,
 }  // namespace
 
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-#if KVSCOPE_AVX512
+#if !KVSCOPE_PORTABLE
     switch (w.format) {
         case BlockFormat::Q8_0: return q8_0_rows(y, x, w.data, bias, K, n0, n_count);
         case BlockFormat::Q5_0: return q5_0_rows(y, x, w.data, bias, K, n0, n_count);

@@ -6,6 +6,7 @@
 //                            batch kernels (block_rows.cpp) Q8_0's and Q5_0's; decode makes a group's 4 rows
 //                            of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
 //   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L2 (block_rows.cpp says why)
+//   AVX2: bytes16, low_nibbles, high_nibbles, q5_0_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
 #include <cstdint>
 #include <cstring>
@@ -163,6 +164,29 @@ struct Q6_KBlock {
         return _mm512_mul_ps(_mm512_cvtepi32_ps(qv), _mm512_set1_ps(s[v]));
     }
 };
+
+#elif KVSCOPE_AVX2
+inline __m128i bytes16(const unsigned char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
+inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
+
+// A Q5_0 block's (q | fifth bit << 4) - 16 as bytes: q[0] weights 0-15, q[1] weights 16-31. The 32 fifth bits
+// become bytes of 0 or 16 in one register: byte j takes byte j / 8 of the bits (vpshufb within each half) and
+// tests its bit j % 8.
+inline void q5_0_bytes(const unsigned char* b, __m128i (&q)[2]) {
+    int32_t high;
+    std::memcpy(&high, b + 2, sizeof high);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(high), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1,
+                                         2, 4, 8, 16, 32, 64, -128);
+    const __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+    const __m128i qs = bytes16(b + 6);
+    const __m256i nibbles = _mm256_inserti128_si256(_mm256_castsi128_si256(low_nibbles(qs)), high_nibbles(qs), 1);
+    const __m256i v = _mm256_sub_epi8(_mm256_or_si256(nibbles, fifth), _mm256_set1_epi8(16));
+    q[0] = _mm256_castsi256_si128(v);
+    q[1] = _mm256_extracti128_si256(v, 1);
+}
 #endif
 
 }  // namespace

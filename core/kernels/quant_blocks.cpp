@@ -132,9 +132,6 @@ inline void put16(float* out, __m128i q, float dl, float ml) {
     _mm256_storeu_ps(out + 8, _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), a, b));
 }
 
-inline __m128i bytes16(const unsigned char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
-inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
 
 void q8_0_block(const unsigned char* b, float* out) {
     const float d = half(b);
@@ -142,19 +139,12 @@ void q8_0_block(const unsigned char* b, float* out) {
     put16(out + 16, bytes16(b + 18), d);
 }
 
-// Bit j of the 32 high bits, for j in [j0, j0 + 16), as 16 bytes of 0 or 16.
-inline __m128i fifth_bits(const unsigned char* high, int j0) {
-    const __m128i bytes = _mm_shuffle_epi8(_mm_cvtsi32_si128(int(high[j0 / 8] | high[j0 / 8 + 1] << 8)),
-                                           _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-    const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-    return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, bit), bit), _mm_set1_epi8(16));
-}
-
 void q5_0_block(const unsigned char* b, float* out) {
     const float d = half(b);
-    const __m128i qs = bytes16(b + 6), sixteen = _mm_set1_epi8(16);
-    put16(out, _mm_sub_epi8(_mm_or_si128(low_nibbles(qs), fifth_bits(b + 2, 0)), sixteen), d);
-    put16(out + 16, _mm_sub_epi8(_mm_or_si128(high_nibbles(qs), fifth_bits(b + 2, 16)), sixteen), d);
+    __m128i q[2];
+    q5_0_bytes(b, q);
+    put16(out, q[0], d);
+    put16(out + 16, q[1], d);
 }
 
 void q4_k_block(const unsigned char* b, float* out) {
