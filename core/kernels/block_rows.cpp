@@ -40,61 +40,63 @@ inline void store_sums(float* y, const __m512 (&acc)[4], const float* bias, int6
     for (int c = 0; c < n_count; ++c) y[n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
 }
 
-// y[n0 + c] = x · row c, each weight float(q) · d as the reference makes it (exact), 16 lanes per row.
-void q8_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    constexpr int64_t bytes = 34;
+// y[n0 + c] = x · row c, each weight float(q) · d as the reference makes it (exact), 16 lanes per row. Group:
+// a format's 4 blocks at byte `at` of the group's rows (kBytes each), q(c, v) row c's integers of weights
+// 16v .. 16v + 15 as int32.
+template <class Group>
+void rows_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
     const int64_t KB = K / 32;
-    const GroupRows g(w, KB * bytes, n0, n_count);
+    const GroupRows g(w, KB * Group::kBytes, n0, n_count);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     __m512 d[4];
     for (int64_t b = 0; b < KB; ++b) {
-        const int64_t at = b * bytes;
-        g.ask_ahead(at, bytes);
+        const int64_t at = b * Group::kBytes;
+        g.ask_ahead(at, Group::kBytes);
         group_scales(g, at, d);
+        const Group blocks(g, at);
         for (int v = 0; v < 2; ++v) {
             const __m512 xv = _mm512_loadu_ps(x + 32 * b + 16 * v);
-            for (int c = 0; c < 4; ++c) {
-                const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 2 + 16 * v));
-                const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d[c]);
-                acc[c] = _mm512_fmadd_ps(xv, wv, acc[c]);
-            }
+            for (int c = 0; c < 4; ++c) acc[c] = _mm512_fmadd_ps(xv, _mm512_mul_ps(_mm512_cvtepi32_ps(blocks.q(c, v)), d[c]), acc[c]);
         }
     }
     store_sums(y, acc, bias, n0, n_count);
 }
 
-// Q5_0 as q8_0_rows: a row's 16 bytes widened once for its 32 weights (low nibbles, then high), less 16 where
-// the fifth bit is clear ((q | fifth << 4) - 16 in one masked subtraction), exactly the reference's integers.
-// Against widening the bytes for each 16 weights, with the subtraction apart: 48 -> 58 GFLOP/s (as above).
-void q5_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    constexpr int64_t bytes = 22;
-    const int64_t KB = K / 32;
-    const GroupRows g(w, KB * bytes, n0, n_count);
-    const __m512i nibble = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 d[4];
-    for (int64_t b = 0; b < KB; ++b) {
-        const int64_t at = b * bytes;
-        g.ask_ahead(at, bytes);
-        group_scales(g, at, d);
-        __m512i packed[4];
-        uint32_t clear[4];  // the fifth bits, inverted
+struct Q8_0Group {
+    static constexpr int64_t kBytes = 34;
+    const GroupRows& g;
+    int64_t at;
+    Q8_0Group(const GroupRows& rows, int64_t at_byte) : g(rows), at(at_byte) {}
+    __m512i q(int c, int v) const {
+        return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 2 + 16 * v)));
+    }
+};
+
+// A row's 16 bytes widened once for its 32 weights (low nibbles, then high), less 16 where the fifth bit is
+// clear ((q | fifth << 4) - 16 in one masked subtraction). Against widening the bytes for each 16 weights,
+// with the subtraction apart: 48 -> 58 GFLOP/s (as above).
+struct Q5_0Group {
+    static constexpr int64_t kBytes = 22;
+    __m512i packed[4];
+    uint32_t clear[4];  // the fifth bits, inverted
+    Q5_0Group(const GroupRows& g, int64_t at) {
         for (int c = 0; c < 4; ++c) {
             packed[c] = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 6)));
             std::memcpy(&clear[c], g.r[c] + at + 2, sizeof clear[c]);
             clear[c] = ~clear[c];
         }
-        for (int v = 0; v < 2; ++v) {
-            const __m512 xv = _mm512_loadu_ps(x + 32 * b + 16 * v);
-            for (int c = 0; c < 4; ++c) {
-                const __m512i nibbles = v == 0 ? _mm512_and_si512(packed[c], nibble) : _mm512_srli_epi32(packed[c], 4);
-                const __m512i q = _mm512_mask_sub_epi32(nibbles, __mmask16(clear[c] >> (16 * v)), nibbles, sixteen);
-                const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d[c]);
-                acc[c] = _mm512_fmadd_ps(xv, wv, acc[c]);
-            }
-        }
     }
-    store_sums(y, acc, bias, n0, n_count);
+    __m512i q(int c, int v) const {
+        const __m512i nibbles = v == 0 ? _mm512_and_si512(packed[c], _mm512_set1_epi32(15)) : _mm512_srli_epi32(packed[c], 4);
+        return _mm512_mask_sub_epi32(nibbles, __mmask16(clear[c] >> (16 * v)), nibbles, _mm512_set1_epi32(16));
+    }
+};
+
+void q8_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    rows_in_registers<Q8_0Group>(y, x, w, bias, K, n0, n_count);
+}
+void q5_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    rows_in_registers<Q5_0Group>(y, x, w, bias, K, n0, n_count);
 }
 
 // R rows of x (y and x: rows K and N apart) by the group's weight rows, two at a time: each vector of weights
