@@ -71,10 +71,8 @@ void print_table(const LabReport& r, const Model& model, const LabText& text) {
     // int4's cache bytes hold float32 rows of the newest positions beside the packed ones (KIVI's residual):
     // said apart, since they can make int4 cost more per token than int8 on a short text.
     for (const LabRun& run : r.runs)
-        if (const LabTotals& t = run.totals; t.bytes_residual > 0)
-            std::printf("%s: %lld cache bytes = %lld packed int4 + %lld float32 residual (the newest %s)\n",
-                        run.config.name.c_str(), (long long)t.bytes_total, (long long)(t.bytes_total - t.bytes_residual),
-                        (long long)t.bytes_residual, count_of(t.residual_positions, "position", "positions").c_str());
+        if (const std::string split = residual_split(run.totals); !split.empty())
+            std::printf("%s: %s\n", run.config.name.c_str(), split.c_str());
     std::printf("reference: %s%s. loss = mean -ln p(next text token), nats; dloss = loss - reference's; KL = mean "
                 "KL(reference || config), nats; top-1 = same most likely token as the reference; bytes as the cache "
                 "holds them after the last position (cache bytes / positions held = bytes/token); ms/step = wall time "

@@ -368,4 +368,11 @@ LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const Toke
     return report;
 }
 
+std::string residual_split(const LabTotals& t) {
+    if (t.bytes_residual <= 0) return "";
+    return std::to_string(t.bytes_total) + " cache bytes = " + std::to_string(t.bytes_total - t.bytes_residual) + " packed int4 + " +
+           std::to_string(t.bytes_residual) + " float32 residual (the newest " + std::to_string(t.residual_positions) +
+           (t.residual_positions == 1 ? " position)" : " positions)");
+}
+
 }  // namespace kvscope

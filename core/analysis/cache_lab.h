@@ -15,6 +15,9 @@
 //                              the script's `lab` line list specs separated by ';' (empty parts dropped)
 //   lab_config_grammar()       the grammar as help text
 //   lab_default_specs(cfg)     the configurations run when none are given
+//   residual_split(totals)     int4's cache bytes said apart, "26624 cache bytes = 12288 packed int4 + 14336
+//                              float32 residual (the newest 7 positions)"; "" without a residual. The CLI
+//                              prints it under its table, the window's lab panel on hover
 //   lab_builtin_text()         an English text the default model models well: grammar sentences of its
 //                              training corpus (core/text/corpus.cpp), with a paragraph repeated so copying
 //                              (induction) pays off; ~230 tokens with the default tokenizer
@@ -110,5 +113,7 @@ using LabProgress = std::function<void(int64_t done, int64_t total)>;  // steps 
 
 LabReport run_cache_lab(std::shared_ptr<const Model> model, std::span<const TokenId> tokens,
                         std::vector<LabConfig> configs, const LabProgress& progress = {});
+
+std::string residual_split(const LabTotals& totals);
 
 }  // namespace kvscope

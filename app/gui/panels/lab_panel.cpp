@@ -162,10 +162,7 @@ void draw_lab(PanelContext& c) {
             // int4's bytes hold float32 rows of the newest positions (KIVI's residual): marked and said apart, since
             // on a text shorter than the residual nothing is packed and int4 costs what full does.
             ImGui::Text("%.1f%s", t.bytes_per_token, t.bytes_residual > 0 ? " *" : "");
-            if (t.bytes_residual > 0 && ImGui::IsItemHovered())
-                ImGui::SetTooltip("%lld cache bytes = %lld packed int4 + %lld float32 residual (the newest %s, not yet packed)",
-                                  (long long)t.bytes_total, (long long)(t.bytes_total - t.bytes_residual),
-                                  (long long)t.bytes_residual, count_of(t.residual_positions, "position", "positions").c_str());
+            if (t.bytes_residual > 0 && ImGui::IsItemHovered()) ImGui::SetTooltip("%s (not yet packed)", residual_split(t).c_str());
             ImGui::TableNextColumn();
             ImGui::Text("%.4f", t.loss_mean);
             ImGui::TableNextColumn();
