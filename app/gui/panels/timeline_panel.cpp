@@ -428,7 +428,9 @@ void draw_strip(const Strip& t) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float line = ImGui::GetTextLineHeight();
     const float chip_h = line + 6;
+    constexpr float kPointerHalf = 6;  // the pointer's half width: the chips start after it, so at position 0 it shows whole
     ImVec2 origin = ImGui::GetCursorScreenPos();
+    origin.x += kPointerHalf;
     float x = origin.x;
     TurnMarks turn_marks(s);  // a chat's turns and roles, in a band above the chips
     const float y = origin.y + 2 + turn_marks.height();
@@ -454,12 +456,13 @@ void draw_strip(const Strip& t) {
     turn_marks.draw(dl, origin.y);
     // Position pointer: where the next token goes.
     const float py = y + chip_h + line + 4;
-    dl->AddTriangleFilled({pointer_x, py - 6}, {pointer_x - 6, py + 4}, {pointer_x + 6, py + 4}, IM_COL32(250, 200, 60, 255));
-    dl->AddText({pointer_x + 8, py - 4}, IM_COL32(250, 200, 60, 255), "next position");
+    dl->AddTriangleFilled({pointer_x, py - 6}, {pointer_x - kPointerHalf, py + 4}, {pointer_x + kPointerHalf, py + 4},
+                          IM_COL32(250, 200, 60, 255));
+    dl->AddText({pointer_x + kPointerHalf + 2, py - 4}, IM_COL32(250, 200, 60, 255), "next position");
     // Cache fill bar under the strip.
     const float bar_y = py + line + 4;
     if (r) fill_bar(t, dl, bar_y, line);
-    ImGui::Dummy({x - origin.x + ImGui::CalcTextSize("next position").x + 24, bar_y + line + 2 - origin.y});
+    ImGui::Dummy({x - origin.x + kPointerHalf + ImGui::CalcTextSize("next position").x + 24, bar_y + line + 2 - origin.y});
     follow_pointer(next_pos, pointer_x, origin);
     ImGui::EndChild();
 }
