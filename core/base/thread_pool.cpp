@@ -97,7 +97,11 @@ void ThreadPool::worker_loop(uint32_t seen) {
             cpu_relax();
         if (now == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return generation_.load() != seen; });
+            // Counted before the generation is checked again (both sequentially consistent): a fork
+            // either sees this sleeper and wakes it, or bumped the generation before the check sees it.
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            wake_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
             now = generation_.load(std::memory_order_acquire);
         }
         seen = now;
@@ -183,12 +187,13 @@ void ThreadPool::fork(int64_t n_tasks, TaskRef fn, const CallRef<>* before_fork)
     done_.store(0, std::memory_order_relaxed);
     fork_ = (fork_ + 1) & 0xFFFF;
     cursor_.store((uint64_t(fork_) << 48) | (uint64_t(n_tasks) << 24), std::memory_order_release);
-    {
-        // Under the mutex, so a worker between its last spin check and its wait cannot miss the fork.
-        std::lock_guard<std::mutex> lock(mutex_);
-        generation_.fetch_add(1, std::memory_order_release);
+    // The caller is the only writer while it holds in_use_. Spinning workers see the new generation; a
+    // sleeping one is woken under the mutex, so one between its count and its wait cannot miss the fork.
+    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard<std::mutex> lock(mutex_); }
+        wake_.notify_all();
     }
-    wake_.notify_all();
     // The caller works too, and waits only for tasks, not for workers: a worker the OS has not
     // scheduled yet simply finds nothing left to claim.
     run_tasks();

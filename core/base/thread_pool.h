@@ -84,18 +84,23 @@ private:
     void claim(const char* who);         // take in_use_, or throw the rule `who` broke
     void release() { in_use_.store(false, std::memory_order_release); }
 
+    // Which cache line a field sits on is part of the design: a worker spins reading generation_, and
+    // the caller's own writes (in_use_, the mutex) on that line made it bounce between the cores at every
+    // fork. The caller's fields come first; then one line the caller publishes per fork and the workers
+    // read, then the claimed cursor and the done count, each on its own line.
     int n_threads_ = 1;
     std::atomic<bool> in_use_{false};    // a parallel_for or set_threads is running (the one-caller rule)
     std::vector<std::thread> workers_;
-    std::atomic<uint32_t> generation_{0};  // bumped (under mutex_) once per fork
     std::mutex mutex_;
     std::condition_variable wake_;
-    std::atomic<uint64_t> cursor_{0};       // fork id | n_tasks | next task (thread_pool.cpp)
-    std::atomic<int64_t> done_{0};          // tasks finished in the current fork
-    std::atomic<bool> quit_{false};
+    std::atomic<int> sleepers_{0};       // workers waiting on wake_, or about to (the fork wakes them only then)
     uint32_t fork_ = 0;
+    alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per fork, by the caller (or stop)
+    std::atomic<bool> quit_{false};
     const TaskRef* fn_ = nullptr;
     std::unique_ptr<Range[]> ranges_;     // parallel_ranges' state, one per thread
+    alignas(64) std::atomic<uint64_t> cursor_{0};  // fork id | n_tasks | next task (thread_pool.cpp)
+    alignas(64) std::atomic<int64_t> done_{0};     // tasks finished in the current fork
 };
 
 int default_thread_count();  // hardware threads, at least 1
