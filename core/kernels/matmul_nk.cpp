@@ -195,6 +195,10 @@ void rows_nk(float* y, const float* x, const Wt* w, const float* bias, int64_t K
         const Wt* ahead = w + std::min(n + ahead_rows, N - 1) * K;
         __m512 acc = _mm512_setzero_ps();
         int64_t k = 0;
+        if constexpr (!kAsk)  // four steps of the chain a turn: a loop of one fma ran 6 % slower where it crossed 64 bytes
+            for (; k + 64 <= K; k += 64)
+#pragma GCC unroll 4
+                for (int64_t i = k; i < k + 64; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), load16(row + i), acc);
         for (; k + 16 <= K; k += 16) {
             if constexpr (kAsk) _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T1);
             acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load16(row + k), acc);
