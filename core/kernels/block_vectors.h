@@ -5,7 +5,7 @@
 //                            the AVX-512 build's dequantize_blocks (quant_blocks.cpp) uses them all, its float
 //                            batch kernels (block_rows.cpp) Q8_0's and Q5_0's; decode makes a group's 4 rows
 //                            of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
-//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L2 (block_rows.cpp says why)
+//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 (block_rows.cpp says why)
 //   AVX2: bytes16, low_nibbles, high_nibbles, q5_0_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
 #include <cstdint>
@@ -28,7 +28,7 @@ struct GroupRows {
     // The group's bytes [4 at, 4 (at + bytes)) ahead, as the rows' [at, at + bytes) are read.
     void ask_ahead(int64_t at, int64_t bytes) const {
 #if !KVSCOPE_PORTABLE
-        for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(ahead + 4 * at + p, _MM_HINT_T1);
+        for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(ahead + 4 * at + p, _MM_HINT_T0);
 #else
         (void)at, (void)bytes;
 #endif
