@@ -15,12 +15,15 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <unistd.h>
 
 #include "base/errors.h"
 #include "forward/model.h"
+#include "io/mapped_file.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "run/session.h"
+#include "scratch_dir.h"
 #include "session_runs.h"
 #include "test_models.h"
 
@@ -288,4 +291,30 @@ TEST_CASE("the prompt-cache fingerprint's config covers every key the Llama forw
     llama8["head_dim"] = qwen8["head_dim"] = "8";
     qwen8["model_type"] = R"("qwen3")";
     CHECK(fingerprint_config(llama8) != fingerprint_config(qwen8));
+}
+
+// release() drops pages of a file's mapping, which the next read maps again from the file, and never bytes
+// kvscope made (a GGUF file's un-permuted rows): those would come back as zeros.
+TEST_CASE("release drops a file mapping's pages only: the views keep their bytes either way", "[checkpoint]") {
+    const auto dir = test::fresh_dir("checkpoint", "release");
+    const size_t n = 4 * size_t(::sysconf(_SC_PAGESIZE));
+    std::string pattern(n, '\0');
+    for (size_t i = 0; i < n; ++i) pattern[i] = char(1 + (i * 7919) % 251);  // no zero byte
+    test::write_bytes(dir / "bytes.bin", pattern);
+    auto file = std::make_shared<MappedFile>((dir / "bytes.bin").string(), ReadLimit{uint64_t(n), "a test file"});
+    auto made = std::make_shared<std::vector<std::byte>>(n);
+    std::memcpy(made->data(), pattern.data(), n);
+    TensorView in_file, in_memory;
+    in_file.name = "in_file", in_file.dtype = Dtype::F32, in_file.shape = {int64_t(n / 4)}, in_file.data = file->data(), in_file.n_bytes = n;
+    in_memory = in_file;
+    in_memory.name = "in_memory", in_memory.data = made->data();
+    const auto owner = std::make_shared<std::pair<std::shared_ptr<MappedFile>, std::shared_ptr<std::vector<std::byte>>>>(file, made);
+    const auto c = Checkpoint::of_tensors("bytes.bin", {in_file, in_memory}, owner, {file->data(), file->size()});
+    CHECK(c->in_mapping(in_file.data, n));
+    CHECK(!c->in_mapping(in_memory.data, n));
+    CHECK(!c->in_mapping(in_file.data + n / 2, n));  // runs past the mapping's end
+    c->release(in_memory.data, n);
+    c->release(in_file.data, n);
+    CHECK(std::memcmp(in_memory.data, pattern.data(), n) == 0);
+    CHECK(std::memcmp(in_file.data, pattern.data(), n) == 0);
 }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/errors.h"
@@ -321,6 +322,42 @@ TEST_CASE("a model converted by the independent writer runs as its numpy-dequant
                 kvtest::require_identical(kvtest::run_to_end(from_file, uncached, prompt), got);
             } else {
                 kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));
+            }
+            if (arch == "llama" && (t == "Q4_K" || t == "Q5_0")) {
+                // Where the blocks are: copied as they are into 2 MiB pages (the file's bytes), Q and K from their
+                // rows put back in order at load and not copied again; in the mapping with WeightPlacement::Mapped.
+                // The runs are one computation either way.
+                const auto mapped = Model::load(gguf.string(), WeightFormat::F32, WeightPlacement::Mapped);
+                const Weights& copied = from_file->weights();
+                const Checkpoint& file = *copied.checkpoint;
+                int64_t copied_bytes = 0;
+                for (int64_t l = 0; l < from_file->config().n_layer; ++l) {
+                    const std::string a = "model.layers." + std::to_string(l) + ".";
+                    const LayerWeights& in_pages = copied.layers[size_t(l)];
+                    const LayerWeights& in_file = mapped->weights().layers[size_t(l)];
+                    for (const auto& [name, w, w_mapped] : {std::tuple{"self_attn.q_proj.weight", in_pages.q_weight, in_file.q_weight},
+                                                            {"self_attn.k_proj.weight", in_pages.k_weight, in_file.k_weight},
+                                                            {"self_attn.v_proj.weight", in_pages.v_weight, in_file.v_weight},
+                                                            {"mlp.down_proj.weight", in_pages.fc_proj_weight, in_file.fc_proj_weight}}) {
+                        INFO(a << name);
+                        const TensorView* view = file.find(a + name);
+                        REQUIRE(view != nullptr);
+                        REQUIRE(w.blocks.data != nullptr);
+                        CHECK(w_mapped.blocks.data == mapped->weights().checkpoint->find(a + name)->data);
+                        const bool permuted = std::string(name).starts_with("self_attn.q") || std::string(name).starts_with("self_attn.k");
+                        CHECK(file.in_mapping(view->data, view->n_bytes) == !permuted);
+                        if (permuted) {
+                            CHECK(w.blocks.data == view->data);
+                        } else {
+                            CHECK(w.blocks.data != view->data);
+                            CHECK(std::memcmp(w.blocks.data, view->data, view->n_bytes) == 0);
+                            copied_bytes += int64_t(view->n_bytes);
+                        }
+                    }
+                }
+                CHECK(copied.matrices->used() >= copied_bytes);
+                CHECK(mapped->weights().matrices->used() == 0);
+                kvtest::require_identical(kvtest::run_to_end(mapped, options, prompt), got);
             }
             if (arch == "llama" && (t == "Q4_K" || t == "Q5_0")) {  // --dtype bf16: the blocks dequantized, then rounded
                 const auto bf16_file = Model::load(gguf.string(), WeightFormat::BF16);

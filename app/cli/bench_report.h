@@ -64,7 +64,7 @@ struct BenchReport {
     std::vector<BenchStep> steps;
     BenchRecording recording;
     double peak_rss_mb = 0;                              // before the machine probe's buffers
-    int64_t block_matrices = 0;                          // matrices kept as a GGUF file's blocks (in place)
+    int64_t block_matrices = 0;                          // matrices kept as a GGUF file's blocks
     bool weights_mapped = false;                         // --map-weights: matrices read from the file's
                                                          // mapping, not copied into 2 MiB pages
     double prefill_attention_flops_per_token = 0;        // self-attention's, averaged over the prefill's prompt

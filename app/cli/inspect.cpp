@@ -45,9 +45,9 @@ std::string matrices_line(const Weights& w) {
                                                           "llama.cpp; the others exactly as float32)";
     const std::string stored = w.blocks_total() > 0 ? w.blocks_text() + " as the file's blocks " + how + ", the rest float32"
                                : w.bf16 ? "bfloat16" : "float32";
-    const char* where = w.blocks_total() > 0 ? "the blocks read in place from the file's mapping"
-                        : w.mapped          ? "used from the file's mapping where no conversion is needed (--map-weights)"
-                                            : "copied into 2 MiB pages at load";
+    const char* where = w.mapped ? (w.blocks_total() > 0 ? "used from the file's mapping (--map-weights)"
+                                                         : "used from the file's mapping where no conversion is needed (--map-weights)")
+                                 : "copied into 2 MiB pages at load";
     return stored + ", " + bytes_text(double(w.matrix_bytes)) + " read per decode token (--dtype f32|bf16), " + where;
 }
 

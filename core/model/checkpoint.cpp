@@ -113,11 +113,13 @@ std::shared_ptr<const Checkpoint> Checkpoint::open_folder(const std::string& dir
 }
 
 std::shared_ptr<const Checkpoint> Checkpoint::of_tensors(const std::string& path, std::vector<TensorView> views,
-                                                         std::shared_ptr<const void> owner) {
+                                                         std::shared_ptr<const void> owner,
+                                                         std::span<const std::byte> mapped) {
     auto c = std::make_shared<Checkpoint>();
     c->path_ = path;
     c->own_views_ = std::move(views);
     c->owner_ = std::move(owner);
+    c->mapped_ = mapped;
     for (const TensorView& t : c->own_views_) {
         c->tensors_.push_back(&t);
         c->by_name_.emplace(t.name, std::make_pair(&t, size_t(0)));
@@ -148,8 +150,14 @@ const std::string& Checkpoint::file_of(const TensorView& t) const {
     return path_;
 }
 
+bool Checkpoint::in_mapping(const std::byte* data, size_t n_bytes) const {
+    if (!owner_) return true;  // every tensor is a view into its file's mapping
+    const std::less<const std::byte*> before;  // a total order across allocations
+    return !before(data, mapped_.data()) && !before(mapped_.data() + mapped_.size(), data + n_bytes);
+}
+
 void Checkpoint::release(const std::byte* data, size_t n_bytes) const {
-    if (owner_) return;  // bytes in memory kvscope made (not a file's mapping): dropping them would lose them
+    if (!in_mapping(data, n_bytes)) return;  // memory kvscope made: dropping it would lose it
     // The mappings are read-only and private, so dropping a page loses nothing: the next read refaults it
     // from the file. Only pages wholly inside the bytes, so their neighbours stay mapped.
     const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));

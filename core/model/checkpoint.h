@@ -7,12 +7,15 @@
 //                                  the index too: modeling_utils _get_resolved_checkpoint_files), else
 //                                  the index and its shards; throws LoadError
 //   Checkpoint::open_file(path)    one .safetensors file
-//   Checkpoint::of_tensors(path, views, owner)   tensors made elsewhere (a GGUF file's, under Hugging Face's
-//                                  names: gguf_model.h); `owner` keeps their bytes alive; release() is a no-op
+//   Checkpoint::of_tensors(path, views, owner, mapped)   tensors made elsewhere (a GGUF file's, under Hugging
+//                                  Face's names: gguf_model.h); `owner` keeps their bytes alive; `mapped`, the
+//                                  bytes of a read-only private file mapping among them: release() drops pages
+//                                  there only (the others are memory kvscope made, and would be lost)
 //   c.find(name)                   one tensor or nullptr
 //   c.file_of(t)                   the file holding a tensor found here, for messages
 //   c.tensors()                    every tensor: files in name order, each in offset order
 //   c.path()                       model.safetensors or the index: what "the checkpoint" is in messages
+//   c.in_mapping(data, n)          whether bytes [data, data + n) lie in a file's mapping (not in memory kvscope made)
 //   c.release(data, n)             the whole pages inside bytes [data, data + n) of tensors found here leave
 //                                  this process's memory (for bytes copied or hashed and not needed again);
 //                                  a later read maps them again from the page cache, so views stay valid
@@ -25,6 +28,7 @@
 // not hold are errors). The index's "metadata" (total_size) is not needed and not checked.
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,7 +42,8 @@ public:
     static std::shared_ptr<const Checkpoint> open_folder(const std::string& dir);
     static std::shared_ptr<const Checkpoint> open_file(const std::string& path);
     static std::shared_ptr<const Checkpoint> of_tensors(const std::string& path, std::vector<TensorView> views,
-                                                        std::shared_ptr<const void> owner);
+                                                        std::shared_ptr<const void> owner,
+                                                        std::span<const std::byte> mapped = {});
 
     const std::string& path() const { return path_; }
     bool sharded() const { return sharded_; }
@@ -47,6 +52,7 @@ public:
     const TensorView* find(const std::string& name) const;
     const std::string& file_of(const TensorView& t) const;
     size_t n_bytes() const;  // all files together
+    bool in_mapping(const std::byte* data, size_t n_bytes) const;
     void release(const std::byte* data, size_t n_bytes) const;
 
 private:
@@ -59,6 +65,7 @@ private:
     std::unordered_map<std::string, std::pair<const TensorView*, size_t>> by_name_;  // -> (tensor, file index)
     std::vector<TensorView> own_views_;        // of_tensors: the views, their bytes held by owner_
     std::shared_ptr<const void> owner_;
+    std::span<const std::byte> mapped_;         // of_tensors: the part of owner_'s bytes release() may drop
 };
 
 }  // namespace kvscope

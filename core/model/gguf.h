@@ -12,6 +12,7 @@
 //                               key or tensor at fault
 //   f.metadata()                every key, in file order; find(key) one value or null
 //   f.tensors() / f.tensor(name)   every tensor in file order / one or null
+//   f.mapped()                  the whole mapping (read-only, private: a dropped page is read again from the file)
 //
 // Validation, before anything is allocated from a count: every count and length fits in what is left of the
 // file; keys and tensor names are unique; at most 4 dimensions, none zero, a quantized tensor's innermost
@@ -20,6 +21,7 @@
 // them); whoever reads the weights refuses them by name (GgmlTypeInfo::readable).
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,7 @@ public:
     uint32_t version() const { return version_; }
     uint64_t alignment() const { return alignment_; }
     size_t file_size() const { return file_.size(); }
+    std::span<const std::byte> mapped() const { return {file_.data(), file_.size()}; }  // read-only, private
     size_t data_offset() const { return data_offset_; }
     const std::vector<GgufEntry>& metadata() const { return metadata_; }
     const GgufValue* find(const std::string& key) const;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "base/huge_pages.h"
 #include "model/gguf.h"
 
 namespace kvscope {
@@ -324,7 +325,8 @@ bool gpt2_output_is_embedding(const GgufFile& f) {
 
 struct Owned {
     std::shared_ptr<const GgufFile> file;
-    std::vector<std::vector<std::byte>> buffers;  // dequantized or un-permuted tensors
+    std::vector<std::vector<std::byte>> buffers;         // dequantized or un-permuted tensors
+    HugePageArena block_rows;  // matrices of blocks with rows put back in order, read where they are (weights.cpp)
 };
 
 }  // namespace
@@ -381,12 +383,11 @@ GgufModel open_gguf_model(const std::string& path) {
                 v.data = t.data;
                 v.n_bytes = t.n_bytes;
             } else {
-                std::vector<std::byte> moved(t.n_bytes);
+                std::byte* moved = owned->block_rows.allocate(int64_t(t.n_bytes));
                 // a row: dims[0] / elements blocks (the reader checked dims[0] against the block size)
-                unpermute_rows(t.data, moved.data(), heads, t.dims[1], size_t(t.dims[0] / info.block_elements * info.block_bytes));
-                v.data = moved.data();
-                v.n_bytes = moved.size();
-                owned->buffers.push_back(std::move(moved));
+                unpermute_rows(t.data, moved, heads, t.dims[1], size_t(t.dims[0] / info.block_elements * info.block_bytes));
+                v.data = moved;
+                v.n_bytes = t.n_bytes;
             }
             views.push_back(std::move(v));
             continue;
@@ -415,7 +416,7 @@ GgufModel open_gguf_model(const std::string& path) {
         }
         views.push_back(std::move(v));
     }
-    out.checkpoint = Checkpoint::of_tensors(path, std::move(views), owned);
+    out.checkpoint = Checkpoint::of_tensors(path, std::move(views), owned, file->mapped());
     return out;
 }
 

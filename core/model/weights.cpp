@@ -60,14 +60,23 @@ public:
         const int64_t n = t->n_elements();
         const bool bf16 = format_ == WeightFormat::BF16;
         w_.matrix_elements += n;
-        // A GGUF file's quantized matrix stays in the file's blocks (no copy), 4.5-8.5 bits a weight, which
-        // matmul_nk reads in place (matmul.h). bfloat16 asks for a conversion.
+        // A GGUF file's quantized matrix stays in the file's blocks, 4.5-8.5 bits a weight, which matmul_nk
+        // reads as they are (matmul.h): copied unchanged into 2 MiB pages, as the float matrices are, or used in
+        // the mapping under WeightPlacement::Mapped. Llama 3.2 1B Q4_K_M, 2 threads, AMD EPYC Zen 5 VM: decode
+        // 43.0 -> 48.4 tokens/s from the pages (1 thread 33.2 -> 39.4). bfloat16 asks for a conversion.
         if (const std::optional<BlockFormat> f = block_format(t->dtype); f && !bf16) {
             refuse_non_finite(*t, first_non_finite(t->data, t->dtype, n));
             const BlockLayout layout = block_layout(*f);
-            w_.matrix_bytes += n / layout.elements * layout.bytes;
+            const int64_t bytes = n / layout.elements * layout.bytes;
+            w_.matrix_bytes += bytes;
             ++w_.block_matrices[int(*f)];
-            return BlockMatrix{*f, t->data};
+            // Blocks kvscope made at load (a llama file's Q and K, rows put back in order) are in 2 MiB pages already.
+            if (placement_ == WeightPlacement::Mapped || !w_.checkpoint->in_mapping(t->data, t->n_bytes))
+                return BlockMatrix{*f, t->data};
+            std::byte* out = w_.matrices->allocate(bytes);
+            copy_in_parallel(out, t->data, bytes);
+            w_.checkpoint->release(t->data, t->n_bytes);  // or the process would hold the matrix twice
+            return BlockMatrix{*f, out};
         }
         w_.matrix_bytes += n * (bf16 ? 2 : 4);
         const Dtype stored = bf16 ? Dtype::BF16 : Dtype::F32;

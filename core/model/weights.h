@@ -11,7 +11,9 @@
 // from the memory-mapped file. Kernels widen bfloat16 exactly and compute in float32.
 // Placement: WeightPlacement::HugePages (the default) puts every matrix in 2 MiB pages (huge_pages.h), where
 // decode reads it faster; the price is one copy at load (Qwen2.5-0.5B fp32, 2 GB: ~0.9 s on the Zen 4 VM).
-// WeightPlacement::Mapped uses matrices that need no conversion in place from the mapping, as before.
+// A GGUF file's quantized matrices are copied as they are (their blocks), and the mapping's pages released,
+// so the process holds each matrix once. WeightPlacement::Mapped uses matrices that need no conversion in
+// place from the mapping, as before.
 //
 //   load_weights(config, checkpoint, format, placement)   map names (GPT-2's optionally "transformer."-prefixed),
 //                                check every shape; throws LoadError naming tensor, shapes and a hint.
@@ -98,13 +100,13 @@ struct Weights {
     std::shared_ptr<const Checkpoint> checkpoint;  // keeps the mappings alive
     std::vector<std::vector<float>> owned;      // converted vectors (biases, norms) and the sinusoidal table
     bool bf16 = false;                          // matrices stored as bfloat16
-    std::array<int64_t, kBlockFormats> block_matrices{};    // per BlockFormat: matrices kept as a GGUF file's blocks, in
-                                                // the mapping (how they are computed: matmul.h)
+    std::array<int64_t, kBlockFormats> block_matrices{};    // per BlockFormat: matrices kept as a GGUF file's blocks,
+                                                // copied as they are or in the mapping (how they are computed: matmul.h)
     int64_t blocks_total() const;               // all of them
     std::string blocks_text() const;            // "7 Q4_K, 2 Q6_K", or "" 
     std::shared_ptr<HugePageArena> matrices;    // the matrices copied or converted at load
     bool mapped = false;                        // WeightPlacement::Mapped: matrices that need no conversion
-                                                // point into the file's mapping
+                                                // (a GGUF file's blocks too) point into the file's mapping
 };
 
 enum class WeightFormat { F32, BF16 };

@@ -256,7 +256,7 @@ void gguf_types(const Model& model) {
                              "small integers with a float16 scale per block (Q4_K: 256 weights in 144 bytes = 4.5 bits; "
                              "Q6_K: 6.56; Q8_0: 8.5). ") +
                  (model.weights().blocks_total() > 0
-                      ? "Matrices read in place from the file: " + model.weights().blocks_text() +
+                      ? "Matrices kept as the file's blocks: " + model.weights().blocks_text() +
                             ". Q8_0 and the other 32-weight types: each weight dequantized exactly into float32 as it "
                             "is used. The K types (Q4_K, Q5_K, Q6_K): multiplied in integers, as llama.cpp does, against "
                             "the activations rounded to 8 bits per 256 values (fewer instructions; the logits move by "
