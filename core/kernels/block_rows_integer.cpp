@@ -45,20 +45,13 @@ template <BlockFormat F>
 struct GroupScales {
     __m128 d, dmin;
     GroupScales(__m128 d_rows, __m128 dmin_rows) : d(d_rows), dmin(dmin_rows) {}
+    // Q6_K's d of each row (the formats with mins take theirs from GroupHeads, which reads them with the pairs)
     explicit GroupScales(const unsigned char* const (&b)[4]) {
-        if constexpr (KFormat<F>::kMins) {  // d and dmin side by side: one 32-bit word per row, widened at once (exact)
-            auto word = [](const unsigned char* p) {
-                int32_t v;
-                std::memcpy(&v, p, sizeof v);
-                return v;
-            };
-            widen(_mm_setr_epi32(word(b[0]), word(b[1]), word(b[2]), word(b[3])));
-        } else {
-            constexpr int at = KFormat<F>::kD;
-            d = _mm_setr_ps(half(b[0] + at), half(b[1] + at), half(b[2] + at), half(b[3] + at));
-        }
+        static_assert(!KFormat<F>::kMins);
+        constexpr int at = KFormat<F>::kD;
+        d = _mm_setr_ps(half(b[0] + at), half(b[1] + at), half(b[2] + at), half(b[3] + at));
     }
-    // words: each row's (d, dmin) as float16s
+    // words: each row's (d, dmin) as float16s, widened at once (exact)
     void widen(__m128i words) {
         const __m256 both = _mm256_cvtph_ps(words);
         const __m128 lo = _mm256_castps256_ps128(both), hi = _mm256_extractf128_ps(both, 1);

@@ -51,7 +51,7 @@ inline void scale_min(const unsigned char* s, int j, int& scale, int& min) {
 // The float16 at p (little-endian, any alignment) as float32, exactly.
 inline float half(const unsigned char* p) { return half_to_f32(uint16_t(p[0] | p[1] << 8)); }
 
-#if !KVSCOPE_PORTABLE
+#if KVSCOPE_AVX512
 // The eight 6-bit (scale, min) pairs of a Q4_K / Q5_K super-block, as bytes: scales 0-7, then mins 0-7
 // (scale_min's values), made in a register: a copy through the stack stalls a store-to-load
 // forward per super-block (Q4_K, one matrix K 2048 x N 16384, AMD EPYC Zen 5, 1 thread: 95 -> 121 GFLOP/s).
@@ -65,9 +65,7 @@ inline __m128i scales_and_mins(const unsigned char* s) {
     const __m128i high = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_setr_epi32(0, 0x03030303, 0, 0x03030303)), 4);
     return _mm_or_si128(low, high);
 }
-#endif
 
-#if KVSCOPE_AVX512
 inline __m512i bytes_as_int32(const unsigned char* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 // One block of a row as 16-weight vectors, exactly the reference's values: weights(v) = weights 16v..16v+15.
