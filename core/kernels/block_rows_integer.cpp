@@ -88,6 +88,14 @@ inline __m512i add_pairs(__m512i acc, __m512i w, __m512i x, __m512i scales) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, scales));
 #endif
 }
+// acc + Σ over pairs of a · b per int32 lane, a and b int16.
+inline __m512i add_words(__m512i acc, __m512i a, __m512i b) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(acc, a, b);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
 inline __m512i lo_hi_shifts(int lo, int hi) { return _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi); }
 inline __m512i bytes32_twice(const unsigned char* p) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -101,6 +109,40 @@ inline __m128i sum16x4(const __m512i (&a)[4]) {
     const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(q), _mm512_extracti64x4_epi64(q, 1));
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
+// a[t][c]'s 16 lanes summed into lane 4t + c (exact integers: any order): each t's rows interleaved and added
+// as in sum16x4, so quarter L of q[t] holds a partial sum of every row, then the 4 x 4 quarters transposed
+// and added.
+inline __m512i sum16x16(const __m512i (&a)[4][4]) {
+    __m512i q[4];
+    for (int t = 0; t < 4; ++t) {
+        const __m512i a01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[t][0], a[t][1]), _mm512_unpackhi_epi32(a[t][0], a[t][1]));
+        const __m512i a23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[t][2], a[t][3]), _mm512_unpackhi_epi32(a[t][2], a[t][3]));
+        q[t] = _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
+    }
+    // s01: quarters (q0: 0 + 2, 1 + 3, q1: 0 + 2, 1 + 3); s23 the same for q2, q3
+    const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(q[0], q[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm512_shuffle_i32x4(q[0], q[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(q[2], q[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm512_shuffle_i32x4(q[2], q[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// GroupScales::add for 4 rows of x at once, lane 4t + c row c against x's row t: the same operations, lane by lane.
+template <BlockFormat F>
+struct QuadScales {
+    __m512 d, dmin;
+    QuadScales(__m128 d_rows, __m128 dmin_rows) : d(_mm512_broadcast_f32x4(d_rows)), dmin(_mm512_broadcast_f32x4(dmin_rows)) {}
+    // x: x's row 0's block, the others KB blocks apart; m: the rows' m (Q4_K, Q5_K)
+    __m512 add(__m512 acc, const Q8KBlock* x, int64_t KB, __m512i dots, __m512i m) const {
+        __m512 x_scale = _mm512_set1_ps(x[0].d);
+        x_scale = _mm512_mask_broadcastss_ps(x_scale, 0x00F0, _mm_load_ss(&x[KB].d));
+        x_scale = _mm512_mask_broadcastss_ps(x_scale, 0x0F00, _mm_load_ss(&x[2 * KB].d));
+        x_scale = _mm512_mask_broadcastss_ps(x_scale, 0xF000, _mm_load_ss(&x[3 * KB].d));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, x_scale), _mm512_cvtepi32_ps(dots), acc);
+        if constexpr (KFormat<F>::kMins) acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, x_scale), _mm512_cvtepi32_ps(m), acc);
+        return acc;
+    }
+};
 
 // The heads of a Q4_K / Q5_K super-block in the group's 4 rows, unpacked together: each row's first 16 bytes
 // (d and dmin, then the 12 bytes of (scale, min) pairs) in a 128-bit lane, scales_and_mins' operations done
@@ -140,6 +182,21 @@ struct GroupHeads {
         rows = _mm512_add_epi32(rows, _mm512_shuffle_epi32(rows, _MM_PERM_ENUM(_MM_SHUFFLE(1, 0, 3, 2))));
         rows = _mm512_add_epi32(rows, _mm512_shuffle_epi32(rows, _MM_PERM_ENUM(_MM_SHUFFLE(2, 3, 0, 1))));
         return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), rows));
+    }
+    // mins_dot for 4 rows of x (KB blocks apart) at once, lane 4t + c: row c's m against x's row t. Each of
+    // the 4 steps meets a pair of mins (row c's 32-bit word 4 + k of its half) with x's sums there.
+    __m512i mins_dot4(const Q8KBlock* x, int64_t KB) const {
+        __m512i sums = _mm512_castsi128_si512(x_sums32(x[0]));  // quarter t: x's row t's 8 sums of 32
+        sums = _mm512_inserti32x4(sums, x_sums32(x[KB]), 1);
+        sums = _mm512_inserti32x4(sums, x_sums32(x[2 * KB]), 2);
+        sums = _mm512_inserti32x4(sums, x_sums32(x[3 * KB]), 3);
+        auto step = [&]<int k>(__m512i m) {
+            const __m512i at = _mm512_setr_epi32(4 + k, 12 + k, 20 + k, 28 + k, 4 + k, 12 + k, 20 + k, 28 + k, 4 + k, 12 + k,
+                                                 20 + k, 28 + k, 4 + k, 12 + k, 20 + k, 28 + k);
+            return add_words(m, _mm512_permutex2var_epi32(words[0], at, words[1]), _mm512_shuffle_epi32(sums, _MM_PERM_ENUM(k * 0x55)));
+        };
+        const __m512i m = step.template operator()<0>(_mm512_setzero_si512());
+        return step.template operator()<3>(step.template operator()<2>(step.template operator()<1>(m)));
     }
 };
 
@@ -206,30 +263,44 @@ struct RowBlock {
     }
 };
 
-// Super-block s of the group's 4 rows against R rows of x (KB blocks apart): dots[t] the 4 rows' integers
-// against x's row t; heads the group's (Q4_K, Q5_K), else null. Each row's super-block is unpacked once for
-// the R rows of x (a prefill pays the unpacking once per R tokens).
+// Super-block s of the group's 4 rows against one row of x (R = 1; quads_for_tokens takes more): dots[0] the
+// 4 rows' integers; heads the group's (Q4_K, Q5_K), else null.
 template <BlockFormat F, int R>
-[[gnu::always_inline]] inline void super_block_dots(const unsigned char* const (&b)[4], const GroupHeads<F>* heads, const Q8KBlock* x, int64_t KB,
-                      __m128i (&dots)[R]) {
-    if constexpr (R <= 4) {
-        __m512i lanes[R][4];
+[[gnu::always_inline]] inline void super_block_dots(const unsigned char* const (&b)[4], const GroupHeads<F>* heads, const Q8KBlock* x, int64_t,
+                                                    __m128i (&dots)[R]) {
+    static_assert(R == 1);
+    __m512i lanes[4];
+    for (int c = 0; c < 4; ++c) {
+        RowBlock<F> row;
+        row.load(b[c], heads, c);
+        lanes[c] = row.dots(*x);
+    }
+    dots[0] = sum16x4(lanes);
+}
+
+// The same against R rows of x (KB blocks apart), 4 at a time: quads[t / 4]'s lane 4 (t % 4) + c is row c
+// against x's row t. Each row's super-block is unpacked once for the R rows of x (a prefill pays the
+// unpacking once per R tokens): at R = 4 a row at a time, in registers; at R = 8 the 4 rows at once.
+template <BlockFormat F, int R>
+[[gnu::always_inline]] inline void super_block_quads(const unsigned char* const (&b)[4], const GroupHeads<F>* heads, const Q8KBlock* x,
+                                                     int64_t KB, __m512i (&quads)[R / 4]) {
+    static_assert(R == 4 || R == 8);
+    __m512i lanes[4][4];
+    if constexpr (R == 4) {
         for (int c = 0; c < 4; ++c) {
             RowBlock<F> row;
             row.load(b[c], heads, c);
-            for (int t = 0; t < R; ++t) lanes[t][c] = row.dots(x[t * KB]);
+            for (int t = 0; t < 4; ++t) lanes[t][c] = row.dots(x[t * KB]);
         }
-        for (int t = 0; t < R; ++t) dots[t] = sum16x4(lanes[t]);
-    } else {  // the 4 rows unpacked once, then met with x's rows 4 at a time (16 sums in registers)
-        static_assert(R % 4 == 0);
+        quads[0] = sum16x16(lanes);
+    } else {
         RowBlock<F> rows[4];
         for (int c = 0; c < 4; ++c) rows[c].load(b[c], heads, c);
         for (int t0 = 0; t0 < R; t0 += 4) {
-            __m512i lanes[4][4];
             if constexpr (F == BlockFormat::Q6_K) {
                 // Q6_K walks the runs outermost, each x vector met with the 4 rows' run from the stack: one
                 // matrix K 2048 x N 1024, 8 rows of x, in cache, AMD EPYC Zen 5, 1 thread: 157 -> 142 us
-                // (Q4_K and Q5_K run 3 % and 2 % slower that way, so they keep a row's runs together).
+                // (Q4_K and Q5_K run 6 % and 5 % slower that way, so they keep a row's runs together).
                 for (int t = 0; t < 4; ++t)
                     for (int c = 0; c < 4; ++c) lanes[t][c] = _mm512_setzero_si512();
                 for (int i = 0; i < 4; ++i)
@@ -243,8 +314,40 @@ template <BlockFormat F, int R>
                 for (int c = 0; c < 4; ++c)
                     for (int t = 0; t < 4; ++t) lanes[t][c] = rows[c].dots(x[(t0 + t) * KB]);
             }
-            for (int t = 0; t < 4; ++t) dots[t0 + t] = sum16x4(lanes[t]);
+            quads[t0 / 4] = sum16x16(lanes);
         }
+    }
+}
+
+// R rows of x (4 or 8; y: rows N apart; x: rows KB blocks apart) by the group's 4 weight rows, the float
+// arithmetic of 4 rows of x in one register.
+template <BlockFormat F, int R>
+void quads_for_tokens(float* y, int64_t N, const Q8KBlock* x, int64_t KB, const GroupRows& g, int64_t n0, int64_t n_count,
+                      const float* bias, bool ask) {
+    constexpr int64_t bytes = KFormat<F>::kBytes;
+    constexpr int Q = R / 4;
+    __m512 acc[Q];
+    for (int q = 0; q < Q; ++q) acc[q] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < KB; ++s) {
+        if (ask) g.ask_ahead(s * bytes, bytes);
+        const unsigned char* const b[4] = {g.r[0] + s * bytes, g.r[1] + s * bytes, g.r[2] + s * bytes, g.r[3] + s * bytes};
+        __m512i quads[Q];
+        if constexpr (KFormat<F>::kMins) {
+            const GroupHeads<F> heads(b);
+            super_block_quads<F, R>(b, &heads, x + s, KB, quads);
+            const QuadScales<F> scales(heads.floats.d, heads.floats.dmin);
+            for (int q = 0; q < Q; ++q) acc[q] = scales.add(acc[q], x + 4 * q * KB + s, KB, quads[q], heads.mins_dot4(x + 4 * q * KB + s, KB));
+        } else {
+            super_block_quads<F, R>(b, nullptr, x + s, KB, quads);
+            const QuadScales<F> scales(GroupScales<F>(b).d, _mm_setzero_ps());
+            for (int q = 0; q < Q; ++q) acc[q] = scales.add(acc[q], x + 4 * q * KB + s, KB, quads[q], __m512i{});
+        }
+    }
+    for (int q = 0; q < Q; ++q) {
+        alignas(64) float out[16];
+        _mm512_store_ps(out, acc[q]);
+        for (int t = 0; t < 4; ++t)
+            for (int c = 0; c < n_count; ++c) y[(4 * q + t) * N + n0 + c] = out[4 * t + c] + (bias ? bias[n0 + c] : 0.0f);
     }
 }
 
@@ -440,25 +543,20 @@ void rows_for_token(float* y, const Q8KBlock* x, const GroupRows& g, int64_t KB,
 }
 #endif
 
-// Rows of x per unpacking of a super-block: AVX-512 keeps 4 unpacked rows for 8 (on the stack: 4 rows'
-// registers are half of them), AVX2 unpacks in halves for 4.
-#if KVSCOPE_AVX512 && defined(__AVX512BW__)
-constexpr int kTokens = 8;
-#else
-constexpr int kTokens = 4;
-#endif
-
 template <BlockFormat F>
 void integer_rows_of(float* y, const Q8KBlock* x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N,
                      int64_t n0, int64_t n_count) {
     const int64_t KB = K / 256;
     const GroupRows g(w, KB * KFormat<F>::kBytes, n0, n_count);
     int64_t t = 0;
-#if !KVSCOPE_PORTABLE
-    for (; t + kTokens <= T; t += kTokens)
-        rows_for_tokens<F, kTokens>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
-    if constexpr (kTokens > 4)
-        for (; t + 4 <= T; t += 4) rows_for_tokens<F, 4>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+#if KVSCOPE_AVX512 && defined(__AVX512BW__)
+    // Rows of x per unpacking of a super-block: 8 (4 unpacked rows on the stack: their registers are half of them)
+    for (; t + 8 <= T; t += 8) quads_for_tokens<F, 8>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+    for (; t + 4 <= T; t += 4) quads_for_tokens<F, 4>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+    for (; t < T; ++t) rows_for_tokens<F, 1>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
+#elif !KVSCOPE_PORTABLE
+    // AVX2 unpacks a super-block in halves for 4 rows of x
+    for (; t + 4 <= T; t += 4) rows_for_tokens<F, 4>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
     for (; t < T; ++t) rows_for_tokens<F, 1>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
 #else
     for (; t < T; ++t) rows_for_token<F>(y + t * N, x + t * KB, g, KB, n0, n_count, bias);
