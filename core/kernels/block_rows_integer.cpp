@@ -287,7 +287,8 @@ template <BlockFormat F, int R>
     static_assert(R == 4 || R == 8);
     __m512i lanes[4][4];
     if constexpr (R == 4) {
-        for (int c = 0; c < 4; ++c) {
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {  // unrolled, so each row's scale permutes are constants
             RowBlock<F> row;
             row.load(b[c], heads, c);
             for (int t = 0; t < 4; ++t) lanes[t][c] = row.dots(x[t * KB]);
