@@ -270,21 +270,6 @@ void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int6
     rows_through_l1(y, x, w, bias, K, n0, n_count);
 }
 
-// 40 KiB of x's rows against L1's 48 KiB (Zen 5; 32 on Zen 4), the rest for the weights. Q8_0, one matrix N 1024
-// in cache, AMD EPYC Zen 5, 1 thread, us for 8 rows of x in one fork / as 4 + 4: K 1536 187 / 167, K 2048 254 /
-// 232 (N 4096, 2 threads: 448 / 418); at K 1024 8 rows' floats fit, at K 4096 neither do and 8 at once reads x
-// half as often. The builds without the register kernel dequantize a group's rows per fork: all T at once.
-int64_t block_tile_rows(int64_t T, int64_t K, BlockFormat format) {
-#if KVSCOPE_AVX512
-    constexpr int64_t kL1Floats = (40 << 10) / sizeof(float);
-    const bool registers = format == BlockFormat::Q8_0 || format == BlockFormat::Q5_0;
-    return registers && T > 4 && std::min<int64_t>(T, 8) * K > kL1Floats && 4 * K <= kL1Floats ? 4 : T;
-#else
-    (void)K, (void)format;
-    return T;
-#endif
-}
-
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                 int64_t n_count) {
 #if KVSCOPE_AVX512

@@ -6,9 +6,6 @@
 //   block_tile(y, x, T, w, bias, K, N, n0, n_count)   the same for T rows of x (T, K) into y (T, N), each
 //                                               weight dequantized once for all T; false (nothing done)
 //                                               where this build has no register kernel for the format
-//   block_tile_rows(T, K, format)             rows of x per fork for block_tile: T, or 4 where its register
-//                                               kernel reads the rows again for every group of weight rows and
-//                                               4 rows' K floats stay in L1 while T rows' would not
 //
 //   integer_rows(y, xq, T, w, bias, K, N, n0, n_count)
 //                                             y (T, N) rows [n0, n0 + n_count) for the T rows of x quantized
@@ -41,6 +38,5 @@ void integer_rows(float* y, const Q8KBlock* xq, int64_t T, BlockMatrix w, const 
                   int64_t n_count);
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                 int64_t n_count);
-int64_t block_tile_rows(int64_t T, int64_t K, BlockFormat format);
 
 }  // namespace kvscope

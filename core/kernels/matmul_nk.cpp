@@ -884,11 +884,14 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTa
         if (integer_format(t.w->format)) of_integers[n++] = t;
         else matmul_nk_blocks_float(x, T, K, {&t, 1});
     }
-    for (int64_t t0 = 0; t0 < T; t0 += kIntegerTokens)
+    const int64_t KB = K / 256;
+    for (int64_t t0 = 0; t0 < T; t0 += kIntegerTokens) {
+        const int64_t rows = std::min(kIntegerTokens, T - t0);
         block_groups(K, std::span<const NkTarget<BlockMatrix>>(of_integers.data(), n), int64_t(32) << 10,
                      [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
-            integer_rows(t.y + t0 * t.N, xq + t0 * (K / 256), std::min(kIntegerTokens, T - t0), *t.w, t.bias, K, t.N, n0, count);
+            integer_rows(t.y + t0 * t.N, xq + t0 * KB, rows, *t.w, t.bias, K, t.N, n0, count);
         });
+    }
 }
 
 // The formats dotted in float32 (all but the integer ones).
@@ -905,12 +908,9 @@ void matmul_nk_blocks_float(const float* x, int64_t T, int64_t K, std::span<cons
         });
         return;
     }
-    int64_t step = T;  // rows of x per fork, the least the targets ask
-    for (const NkTarget<BlockMatrix>& t : targets) step = std::min(step, block_tile_rows(T, K, t.w->format));
-    for (int64_t t0 = 0; t0 < T; t0 += step)
-        block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
-            block_batch(x + t0 * K, std::min(step, T - t0), K, {t.y + t0 * t.N, t.w, t.bias, t.N}, n0, count);
-        });
+    block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
+        block_batch(x, T, K, t, n0, count);
+    });
 }
 
 // matmul_nk of up to kMaxSharedTargets matrices with the same storage: which kernel runs, per instruction set.
