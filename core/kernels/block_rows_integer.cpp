@@ -3,9 +3,11 @@
 // them its own way; the float arithmetic is the few operations per super-block stated in block_rows.h,
 // four rows at a time in SSE lanes (one lane per row: the same operations as the portable build's scalars).
 //
-// Per 64 weights the AVX-512 build forms the weight bytes in one register, multiplies them by x's bytes in
-// pairs (vpmaddubsw: u8 × s8 -> s16, no saturation: |q| <= 63, |qx| <= 127) and adds the pairs times their
-// sub-block's scale into 16 int32 lanes (vpdpwssd where the CPU has VNNI); AVX2 does the same 32 at a time.
+// Per 64 weights the AVX-512 build forms the weight bytes in one register and sums their products with x's
+// bytes in fours (vpdpbusd: u8 × s8, each int32 lane within int16: |4 · 63 · 127| < 2^15); two such registers
+// are packed to int16 and added times their sub-blocks' scales (vpdpwssd): 3 multiplies per 128 weights where
+// a vpmaddubsw and a vpdpwssd per 64 took 4. AVX2 multiplies in pairs (vpmaddubsw: u8 × s8 -> s16, no
+// saturation: |q| <= 63, |qx| <= 127), then by the scale (vpmaddwd), 32 at a time.
 #include "kernels/block_rows.h"
 
 #include <cmath>
@@ -79,15 +81,6 @@ void store_rows(float* y, int64_t N, const __m128 (&acc)[R], int64_t n0, int64_t
 #endif
 
 #if KVSCOPE_AVX512 && defined(__AVX512BW__)
-// acc + Σ over pairs of (w · x) · scale, per int32 lane: w unsigned bytes, x signed bytes, scales int16.
-inline __m512i add_pairs(__m512i acc, __m512i w, __m512i x, __m512i scales) {
-    const __m512i pairs = _mm512_maddubs_epi16(w, x);
-#if defined(__AVX512VNNI__)
-    return _mm512_dpwssd_epi32(acc, pairs, scales);
-#else
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, scales));
-#endif
-}
 // acc + Σ over pairs of a · b per int32 lane, a and b int16.
 inline __m512i add_words(__m512i acc, __m512i a, __m512i b) {
 #if defined(__AVX512VNNI__)
@@ -95,6 +88,27 @@ inline __m512i add_words(__m512i acc, __m512i a, __m512i b) {
 #else
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 #endif
+}
+// Σ over each 4 bytes of w · x per int32 lane: w unsigned, x signed (without VNNI: in pairs, then the pairs).
+inline __m512i fours(__m512i w, __m512i x) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), _mm512_set1_epi16(1));
+#endif
+}
+// acc + two registers' fours (w0 · x0, w1 · x1) times their scales: the fours packed to int16 (exact: within
+// int16), 128-bit lane L holding w0's int32 lanes 4L.. in words 0-3 and w1's in words 4-7, each word pair
+// met with its scale pair.
+inline __m512i add_runs(__m512i acc, __m512i w0, __m512i x0, __m512i w1, __m512i x1, __m512i scales) {
+    return add_words(acc, _mm512_packs_epi32(fours(w0, x0), fours(w1, x1)), scales);
+}
+// The scales for add_runs as vpermw indices: 128-bit lane L's words 0-3 take word first[L], words 4-7 second[L].
+inline __m512i run_scale_index(const int (&first)[4], const int (&second)[4]) {
+    auto two = [](int word) { return word * 0x10001; };
+    return _mm512_setr_epi32(two(first[0]), two(first[0]), two(second[0]), two(second[0]), two(first[1]), two(first[1]),
+                             two(second[1]), two(second[1]), two(first[2]), two(first[2]), two(second[2]), two(second[2]),
+                             two(first[3]), two(first[3]), two(second[3]), two(second[3]));
 }
 inline __m512i lo_hi_shifts(int lo, int hi) { return _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi); }
 inline __m512i bytes32_twice(const unsigned char* p) {
@@ -169,10 +183,11 @@ struct GroupHeads {
         words[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(pairs, 1));
         floats.widen(_mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h)));
     }
-    // Row c's scales for its run r: int16 lanes 0-15 scale 2r, 16-31 scale 2r + 1.
-    __m512i scales(int c, int r) const {
-        const short at = short(16 * (c % 2) + 2 * r);
-        return _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_set1_epi16(at), _mm256_set1_epi16(short(at + 1)), 1), words[c / 2]);
+    // Row c's scales for its runs 2p and 2p + 1 as add_runs meets them: a run's int32 lanes 0-7 are its low
+    // nibbles (scale 2r), 8-15 its high (2r + 1).
+    __m512i scales(int c, int p) const {
+        const int at = 16 * (c % 2) + 4 * p;
+        return _mm512_permutexvar_epi16(run_scale_index({at, at, at + 1, at + 1}, {at + 2, at + 2, at + 3, at + 3}), words[c / 2]);
     }
     // The 4 rows' m against x's block: each row's mins (its lane's words 8-15) met with x's sums of 32 there.
     __m128i mins_dot(const Q8KBlock& x) const {
@@ -200,17 +215,17 @@ struct GroupHeads {
     }
 };
 
-// One row's super-block unpacked into registers: w[i] the weight bytes that pair with x's bytes 64i..64i+63,
-// scales[i] each pair's int16 scale, and what x's sums meet: mins (Q4_K, Q5_K: the 8 mins as int16) or
-// scales16 (Q6_K: the 16 scales, for the offset of 32).
-//   Q4_K, Q5_K   run r (weights 64r..) is the low nibbles of its 32 bytes, then their high nibbles; its pairs
-//                take scale 2r (int16 lanes 0-15) and 2r + 1 (16-31)
+// One row's super-block unpacked into registers: w[i] the weight bytes that meet x's bytes 64i..64i+63,
+// scales[p] the int16 scales add_runs meets w[2p] and w[2p + 1] with, and what x's sums meet: mins (Q4_K,
+// Q5_K: the 8 mins as int16) or scales16 (Q6_K: the 16 scales, for the offset of 32).
+//   Q4_K, Q5_K   run r (weights 64r..) is the low nibbles of its 32 bytes, then their high nibbles: scale 2r
+//                for its int32 lanes 0-7, 2r + 1 for 8-15
 //   Q6_K         per run n of 128 weights, the low nibbles of its 64 ql bytes with bits (0, 1 | 2, 3) of its
-//                32 qh bytes are weights 0-63, the high nibbles with bits (4, 5 | 6, 7) weights 64-127; int16
-//                lane l of w[2n + h] is weights 128n + 64h + 2l, + 1, of scale 8n + 4h + l / 8
+//                32 qh bytes are weights 0-63, the high nibbles with bits (4, 5 | 6, 7) weights 64-127; int32
+//                lane j of w[2n + h] is weights 128n + 64h + 4j.., of scale 8n + 4h + j / 4
 template <BlockFormat F>
 struct RowBlock {
-    __m512i w[4], scales[4];
+    __m512i w[4], scales[2];
     __m256i scales16;  // Q6_K
 
     // heads: the group's (Q4_K, Q5_K), c: the row's place in it
@@ -226,12 +241,8 @@ struct RowBlock {
                 };
                 w[2 * n] = _mm512_or_si512(_mm512_and_si512(ql, nibble), top(0));
                 w[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), top(2));
-                for (int h = 0; h < 2; ++h) {
-                    const int64_t g = 8 * n + 4 * h, one = 0x0001000100010001LL;
-                    const __m512i which = _mm512_setr_epi64(one * g, one * g, one * (g + 1), one * (g + 1), one * (g + 2),
-                                                            one * (g + 2), one * (g + 3), one * (g + 3));
-                    scales[2 * n + h] = _mm512_permutexvar_epi16(which, all);
-                }
+                const int g = 8 * n;
+                scales[n] = _mm512_permutexvar_epi16(run_scale_index({g, g + 1, g + 2, g + 3}, {g + 4, g + 5, g + 6, g + 7}), all);
             }
         } else {
             const unsigned char* qs = b + (KFormat<F>::kFifth ? 48 : 16);
@@ -242,15 +253,16 @@ struct RowBlock {
                     const __m512i fifth = _mm512_and_si512(shifted, _mm512_set1_epi8(1));
                     w[r] = _mm512_or_si512(w[r], _mm512_slli_epi16(fifth, 4));
                 }
-                scales[r] = heads->scales(c, r);
             }
+            for (int p = 0; p < 2; ++p) scales[p] = heads->scales(c, p);
         }
     }
     // The super-block's integer against x's block, in 16 lanes to be summed (Q6_K: q - 32 as q, less 32 ·
     // each 16 values' sum of x · their scale).
     __m512i dots(const Q8KBlock& x) const {
         __m512i acc = _mm512_setzero_si512();
-        for (int i = 0; i < 4; ++i) acc = add_pairs(acc, w[i], _mm512_load_si512(x.q + 64 * i), scales[i]);
+        for (int p = 0; p < 2; ++p)
+            acc = add_runs(acc, w[2 * p], _mm512_load_si512(x.q + 128 * p), w[2 * p + 1], _mm512_load_si512(x.q + 128 * p + 64), scales[p]);
         return less_offsets(acc, x);
     }
     // Q6_K: acc less 32 · each 16 values' sum of x · their scale (the others: acc).
@@ -304,10 +316,12 @@ template <BlockFormat F, int R>
                 // (Q4_K and Q5_K run 6 % and 5 % slower that way, so they keep a row's runs together).
                 for (int t = 0; t < 4; ++t)
                     for (int c = 0; c < 4; ++c) lanes[t][c] = _mm512_setzero_si512();
-                for (int i = 0; i < 4; ++i)
+                for (int p = 0; p < 2; ++p)
                     for (int t = 0; t < 4; ++t) {
-                        const __m512i xv = _mm512_load_si512(x[(t0 + t) * KB].q + 64 * i);
-                        for (int c = 0; c < 4; ++c) lanes[t][c] = add_pairs(lanes[t][c], rows[c].w[i], xv, rows[c].scales[i]);
+                        const int8_t* xq = x[(t0 + t) * KB].q + 128 * p;
+                        const __m512i x0 = _mm512_load_si512(xq), x1 = _mm512_load_si512(xq + 64);
+                        for (int c = 0; c < 4; ++c)
+                            lanes[t][c] = add_runs(lanes[t][c], rows[c].w[2 * p], x0, rows[c].w[2 * p + 1], x1, rows[c].scales[p]);
                     }
                 for (int t = 0; t < 4; ++t)
                     for (int c = 0; c < 4; ++c) lanes[t][c] = rows[c].less_offsets(lanes[t][c], x[(t0 + t) * KB]);
