@@ -292,11 +292,11 @@ template <BlockFormat F, int R>
 
 // The same against R rows of x (KB blocks apart), 4 at a time: quads[t / 4]'s lane 4 (t % 4) + c is row c
 // against x's row t. Each row's super-block is unpacked once for the R rows of x (a prefill pays the
-// unpacking once per R tokens): at R = 4 a row at a time, in registers; at R = 8 the 4 rows at once.
+// unpacking once per R tokens): at R = 4 a row at a time, in registers; at R = 8 and 16 the 4 rows at once.
 template <BlockFormat F, int R>
 [[gnu::always_inline]] inline void super_block_quads(const unsigned char* const (&b)[4], const GroupHeads<F>* heads, const Q8KBlock* x,
                                                      int64_t KB, __m512i (&quads)[R / 4]) {
-    static_assert(R == 4 || R == 8);
+    static_assert(R == 4 || R == 8 || R == 16);
     __m512i lanes[4][4];
     if constexpr (R == 4) {
 #pragma GCC unroll 4
@@ -334,7 +334,7 @@ template <BlockFormat F, int R>
     }
 }
 
-// R rows of x (4 or 8; y: rows N apart; x: rows KB blocks apart) by the group's 4 weight rows, the float
+// R rows of x (4, 8 or 16; y: rows N apart; x: rows KB blocks apart) by the group's 4 weight rows, the float
 // arithmetic of 4 rows of x in one register.
 template <BlockFormat F, int R>
 void quads_for_tokens(float* y, int64_t N, const Q8KBlock* x, int64_t KB, const GroupRows& g, int64_t n0, int64_t n_count,
@@ -565,7 +565,10 @@ void integer_rows_of(float* y, const Q8KBlock* x, int64_t T, const std::byte* w,
     const GroupRows g(w, KB * KFormat<F>::kBytes, n0, n_count);
     int64_t t = 0;
 #if KVSCOPE_AVX512 && defined(__AVX512BW__)
-    // Rows of x per unpacking of a super-block: 8 (4 unpacked rows on the stack: their registers are half of them)
+    // Rows of x per unpacking of a super-block: up to 16 (the 4 unpacked rows on the stack, met by 4 rows of x
+    // at a time). One matrix K 2048 x N 1024 in cache, AMD EPYC Zen 5, 1 thread, 16 rows of x as one 16 instead
+    // of two 8s: Q4_K 200 -> 187 us, Q5_K 222 -> 198, Q6_K 238 -> 216.
+    for (; t + 16 <= T; t += 16) quads_for_tokens<F, 16>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
     for (; t + 8 <= T; t += 8) quads_for_tokens<F, 8>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
     for (; t + 4 <= T; t += 4) quads_for_tokens<F, 4>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
     for (; t < T; ++t) rows_for_tokens<F, 1>(y + t * N, N, x + t * KB, KB, g, n0, n_count, bias, t == 0);
