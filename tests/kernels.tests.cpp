@@ -529,6 +529,11 @@ TEST_CASE("quantize_q8k gives the stated integers, scale and sums; zero, tiny an
                 for (int k = 16 * g; k < 16 * g + 16; ++k) sum += want.q[k];
                 CHECK(got[size_t(s)].sums[g] == sum);
             }
+            for (int j = 0; j < 8; ++j) {
+                int sum = 0;
+                for (int k = 32 * j; k < 32 * j + 32; ++k) sum += want.q[k];
+                CHECK(got[size_t(s)].sums32[j] == sum);
+            }
         }
     }
     std::vector<Q8KBlock> run(8);

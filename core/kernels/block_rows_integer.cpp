@@ -36,10 +36,7 @@ inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
     const __m128i a23 = _mm_add_epi32(_mm_unpacklo_epi32(a2, a3), _mm_unpackhi_epi32(a2, a3));
     return _mm_add_epi32(_mm_unpacklo_epi64(a01, a23), _mm_unpackhi_epi64(a01, a23));
 }
-inline __m128i x_sums32(const Q8KBlock& x) {
-    const __m128i* s = reinterpret_cast<const __m128i*>(x.sums);
-    return _mm_hadd_epi16(_mm_loadu_si128(s), _mm_loadu_si128(s + 1));  // sums of 16, added in pairs
-}
+inline __m128i x_sums32(const Q8KBlock& x) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.sums32)); }
 
 // The float arithmetic of one super-block for 4 rows, one per lane: acc = fma(d · dx, i, acc), then for the
 // formats with mins acc = fma(-(dmin · dx), m, acc) (fnmadd: -(a · b) + c, rounded once, as std::fma(-a, b, c)).

@@ -242,6 +242,7 @@ void quantize_q8k(Q8KBlock* out, const float* x, int64_t K) {
         if (!(m >= 0x1p-120f)) {  // zero or too small for 127 / m, or not finite (NaN)
             std::memset(block.q, 0, sizeof block.q);
             std::memset(block.sums, 0, sizeof block.sums);
+            std::memset(block.sums32, 0, sizeof block.sums32);
             block.d = std::isnan(m) ? NAN : 0.0f;
             continue;
         }
@@ -265,6 +266,7 @@ void quantize_q8k(Q8KBlock* out, const float* x, int64_t K) {
             block.sums[v] = int16_t(sum);
         }
 #endif
+        for (int j = 0; j < 8; ++j) block.sums32[j] = int16_t(block.sums[2 * j] + block.sums[2 * j + 1]);
     }
 }
 

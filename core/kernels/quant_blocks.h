@@ -54,13 +54,14 @@ struct BlockMatrix {
 };
 
 // 256 values of x as 8-bit integers, ggml's Q8_K: amax = max |x|, q = round-half-even(x · (127 / amax))
-// (|q| <= 127), d = amax / 127, and the sum of each 16 q. amax below 2^-120 (0, or too small for 127 / amax)
+// (|q| <= 127), d = amax / 127, and the sums of each 16 and each 32 q. amax below 2^-120 (0, or too small for 127 / amax)
 // gives d = 0 and every q 0; a value that is not finite gives d = NaN and every q 0, so each output it
 // reaches is NaN (an error, never a token).
 struct Q8KBlock {
     alignas(64) int8_t q[256];
     int16_t sums[16];
     float d;
+    int16_t sums32[8];  // the sum of each 32 q (sums in pairs): what the Q4_K and Q5_K mins meet
 };
 
 // n: a multiple of the format's elements.
