@@ -213,8 +213,8 @@ struct GroupHeads {
 };
 
 // One row's super-block unpacked into registers: w[i] the weight bytes that meet x's bytes 64i..64i+63,
-// scales[p] the int16 scales add_runs meets w[2p] and w[2p + 1] with, and what x's sums meet: mins (Q4_K,
-// Q5_K: the 8 mins as int16) or scales16 (Q6_K: the 16 scales, for the offset of 32).
+// scales[p] the int16 scales add_runs meets w[2p] and w[2p + 1] with, and for Q6_K offset_scales, what x's
+// sums of 16 meet for the offset of 32 (Q4_K and Q5_K meet them with the group's mins).
 //   Q4_K, Q5_K   run r (weights 64r..) is the low nibbles of its 32 bytes, then their high nibbles: scale 2r
 //                for its int32 lanes 0-7, 2r + 1 for 8-15
 //   Q6_K         per run n of 128 weights, the low nibbles of its 64 ql bytes with bits (0, 1 | 2, 3) of its
@@ -223,13 +223,14 @@ struct GroupHeads {
 template <BlockFormat F>
 struct RowBlock {
     __m512i w[4], scales[2];
-    __m256i scales16;  // Q6_K
+    __m512i offset_scales;  // Q6_K: -32 · each of the 16 scales as int16 (|32 · 128| < 2^15), words 16-31 zero
 
     // heads: the group's (Q4_K, Q5_K), c: the row's place in it
     void load(const unsigned char* b, const GroupHeads<F>* heads, int c) {
         const __m512i nibble = _mm512_set1_epi8(15);
         if constexpr (F == BlockFormat::Q6_K) {
-            scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+            const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+            offset_scales = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scales16, 5)));
             const __m512i all = _mm512_zextsi256_si512(scales16), three = _mm512_set1_epi8(3);
             for (int n = 0; n < 2; ++n) {
                 const __m512i ql = _mm512_loadu_si512(b + 64 * n), qh = bytes32_twice(b + 128 + 32 * n);
@@ -262,12 +263,10 @@ struct RowBlock {
             acc = add_runs(acc, w[2 * p], _mm512_load_si512(x.q + 128 * p), w[2 * p + 1], _mm512_load_si512(x.q + 128 * p + 64), scales[p]);
         return less_offsets(acc, x);
     }
-    // Q6_K: acc less 32 · each 16 values' sum of x · their scale (the others: acc).
+    // Q6_K: acc less 32 · each 16 values' sum of x · their scale, in one multiply (the others: acc).
     __m512i less_offsets(__m512i acc, const Q8KBlock& x) const {
-        if constexpr (F == BlockFormat::Q6_K) {
-            const __m256i offsets = _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sums)));
-            acc = _mm512_sub_epi32(acc, _mm512_zextsi256_si512(_mm256_slli_epi32(offsets, 5)));
-        }
+        if constexpr (F == BlockFormat::Q6_K)
+            acc = add_words(acc, offset_scales, _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sums))));
         return acc;
     }
 };
