@@ -180,6 +180,11 @@ struct GroupHeads {
         words[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(pairs, 1));
         floats.widen(_mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h)));
     }
+    // Row c's scales for its run r, one per pair of weights: int16 lanes 0-15 scale 2r, 16-31 scale 2r + 1.
+    __m512i run_scales(int c, int r) const {
+        const short at = short(16 * (c % 2) + 2 * r);
+        return _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_set1_epi16(at), _mm256_set1_epi16(short(at + 1)), 1), words[c / 2]);
+    }
     // Row c's scales for its runs 2p and 2p + 1 as add_runs meets them: a run's int32 lanes 0-7 are its low
     // nibbles (scale 2r), 8-15 its high (2r + 1).
     __m512i scales(int c, int p) const {
@@ -263,6 +268,16 @@ struct RowBlock {
             acc = add_runs(acc, w[2 * p], _mm512_load_si512(x.q + 128 * p), w[2 * p + 1], _mm512_load_si512(x.q + 128 * p + 64), scales[p]);
         return less_offsets(acc, x);
     }
+    // dots for one row of x, Q4_K and Q5_K: a vpmaddubsw and a vpdpwssd per run, each run's scales permuted
+    // apart (no saturation: |q| <= 31, |qx| <= 127). add_runs' fewer multiplies run faster in cache but read
+    // memory slower: one matrix K 2048 x N 8192, AMD EPYC Zen 5, 1 thread, 280 us from memory against 268 here
+    // (in cache 26.8 against 28.6 us for N 1024); 1B Q4_K_M decode 1.03x this way on 2 threads.
+    __m512i dots_by_run(const Q8KBlock& x, const GroupHeads<F>& heads, int c) const {
+        __m512i acc = _mm512_setzero_si512();
+        for (int r = 0; r < 4; ++r)
+            acc = add_words(acc, _mm512_maddubs_epi16(w[r], _mm512_load_si512(x.q + 64 * r)), heads.run_scales(c, r));
+        return acc;
+    }
     // Q6_K: acc less 32 · each 16 values' sum of x · their scale, in one multiply (the others: acc).
     __m512i less_offsets(__m512i acc, const Q8KBlock& x) const {
         if constexpr (F == BlockFormat::Q6_K)
@@ -281,7 +296,8 @@ template <BlockFormat F, int R>
     for (int c = 0; c < 4; ++c) {
         RowBlock<F> row;
         row.load(b[c], heads, c);
-        lanes[c] = row.dots(*x);
+        if constexpr (KFormat<F>::kMins) lanes[c] = row.dots_by_run(*x, *heads, c);
+        else lanes[c] = row.dots(*x);
     }
     dots[0] = sum16x4(lanes);
 }
