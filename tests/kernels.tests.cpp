@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "model/finite.h"
@@ -721,6 +722,136 @@ TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
             CHECK(std::memcmp(grouped16.data() + g * stride, alone16.data(), size_t(n) * sizeof(float)) == 0);
             CHECK(grouped[size_t(g * stride + n)] == -7.0f);  // nothing written past the n scores
         }
+    }
+}
+
+namespace {
+// values as bfloat16 (the top half of each float32: what a bfloat16 cache holds)
+std::vector<uint16_t> bf16_halves(const std::vector<float>& values) {
+    std::vector<uint16_t> out(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &values[i], 4);
+        out[i] = uint16_t(bits >> 16);
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("dot_rows_block and axpy_rows_block give each query row exactly dot_rows_heads's and axpy_rows_heads's bits") {
+    // A prefill block's rows share each key and value load; every row must keep the bits its own calls
+    // would give, or a prompt's attention would depend on how its rows were blocked.
+    std::mt19937 rng(21);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (int64_t D : {64, 96, 80})
+    for (int64_t G : {1, 3, 4, 7})
+    for (int64_t R : {1, 2, 4, 5})
+    for (int64_t n : {0, 1, 6, 17, 40}) {
+        INFO("D " << D << " G " << G << " R " << R << " n " << n);
+        std::vector<float> q(size_t(R * G * D)), store(size_t(n * D));
+        for (float& v : q) v = d(rng);
+        for (float& v : store) v = d(rng);
+        const std::vector<uint16_t> store16 = bf16_halves(store);
+        std::vector<const float*> rows;
+        std::vector<const uint16_t*> rows16;
+        for (int64_t j = n - 1; j >= 0; --j) {  // rows in any order
+            rows.push_back(store.data() + j * D);
+            rows16.push_back(store16.data() + j * D);
+        }
+        const int64_t stride = n + 3;
+        // scores: row r's at (r, G, stride) from offset r (the rows' offsets differ in attend_rows)
+        std::vector<float> blocked(size_t(R * G * stride + R), -7.0f), blocked16(blocked), alone(blocked), alone16(blocked);
+        std::vector<float*> out, out16;
+        std::vector<const float*> qs;
+        for (int64_t r = 0; r < R; ++r) {
+            out.push_back(blocked.data() + r * G * stride + r);
+            out16.push_back(blocked16.data() + r * G * stride + r);
+            qs.push_back(q.data() + r * G * D);
+            dot_rows_heads(alone.data() + r * G * stride + r, stride, qs.back(), G, rows.data(), n, D, 0.125f);
+            dot_rows_heads(alone16.data() + r * G * stride + r, stride, qs.back(), G, rows16.data(), n, D, 0.125f);
+        }
+        dot_rows_block(out.data(), stride, qs.data(), R, G, rows.data(), n, D, 0.125f);
+        dot_rows_block(out16.data(), stride, qs.data(), R, G, rows16.data(), n, D, 0.125f);
+        CHECK(std::memcmp(blocked.data(), alone.data(), blocked.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(blocked16.data(), alone16.data(), blocked16.size() * sizeof(float)) == 0);
+        // values: the scores as weights, y starting from values of its own
+        std::vector<float> y0(size_t(R * G * D));
+        for (float& v : y0) v = d(rng);
+        std::vector<float> y = y0, y16 = y0, want = y0, want16 = y0;
+        std::vector<float*> ys, ys16;
+        std::vector<const float*> as;
+        for (int64_t r = 0; r < R; ++r) {
+            ys.push_back(y.data() + r * G * D);
+            ys16.push_back(y16.data() + r * G * D);
+            as.push_back(out[size_t(r)]);
+            for (int64_t g0 = 0; g0 < G; g0 += 4) {
+                const int64_t heads = std::min<int64_t>(4, G - g0);
+                axpy_rows_heads(want.data() + (r * G + g0) * D, as.back() + g0 * stride, stride, heads, rows.data(), n, D);
+                axpy_rows_heads(want16.data() + (r * G + g0) * D, as.back() + g0 * stride, stride, heads, rows16.data(), n, D);
+            }
+        }
+        axpy_rows_block(ys.data(), as.data(), stride, R, G, rows.data(), n, D);
+        axpy_rows_block(ys16.data(), as.data(), stride, R, G, rows16.data(), n, D);
+        CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(y16.data(), want16.data(), y16.size() * sizeof(float)) == 0);
+        // and the same sums as plain double arithmetic, within float rounding
+        if (n > 0) {
+            double score = 0.0, sum = y0[0];
+            for (int64_t k = 0; k < D; ++k) score += double(q[size_t(k)]) * store[size_t((n - 1) * D + k)];
+            CHECK(std::abs(blocked[0] - score * 0.125) <= 1e-5 * (1.0 + std::abs(score)));
+            for (int64_t j = 0; j < n; ++j) sum += double(blocked[size_t(j)]) * store[size_t((n - 1 - j) * D)];
+            CHECK(std::abs(y[0] - sum) <= 1e-4 * (1.0 + std::abs(sum)));
+        }
+    }
+}
+
+TEST_CASE("attend_rows gives each query row attend_group's weights and output, bit for bit") {
+    // A prefill block's rows see ranges that differ at both ends (causal rows, sliding windows): the keys
+    // before and after the shared ones go row by row, in position order around the block's kernels.
+    std::mt19937 rng(5);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t D = 64, n_pos = 90;
+    std::vector<float> k(size_t(n_pos * D)), v(k.size());
+    for (float& x : k) x = d(rng);
+    for (float& x : v) x = d(rng);
+    const std::vector<uint16_t> k16 = bf16_halves(k), v16 = bf16_halves(v);
+    for (int64_t G : {1, 3, 4, 5})
+    for (int64_t R : {2, 3, 4})
+    for (int64_t window : {0, 30, 70})
+    for (int64_t first : {20, 61, 86}) {
+        if (first + R > n_pos) continue;
+        INFO("G " << G << " R " << R << " window " << window << " first row " << first);
+        std::vector<KeyRange> keys;
+        for (int64_t r = 0; r < R; ++r) keys.push_back(visible_keys(first + r, window, 0));
+        const KeyRange span{0, keys[0].lo, keys[size_t(R - 1)].hi};  // a task's table: its rows' keys
+        std::vector<const float*> key_rows, value_rows;
+        std::vector<const uint16_t*> key_rows16, value_rows16;
+        for (int64_t j = 0; j < span.count(); ++j) {
+            key_rows.push_back(k.data() + span.position(j) * D), value_rows.push_back(v.data() + span.position(j) * D);
+            key_rows16.push_back(k16.data() + span.position(j) * D), value_rows16.push_back(v16.data() + span.position(j) * D);
+        }
+        std::vector<float> q(size_t(R * G * D));
+        for (float& x : q) x = d(rng);
+        const int64_t stride = n_pos + 1;
+        auto check_rows = [&](auto key_table, auto value_table) {
+            std::vector<float> out(size_t(R * G * D), 9.0f), weights(size_t(R * G * stride), 9.0f);
+            std::vector<float*> outs;
+            std::vector<const float*> qs;
+            for (int64_t r = 0; r < R; ++r) outs.push_back(out.data() + r * G * D), qs.push_back(q.data() + r * G * D);
+            attend_rows(outs.data(), weights.data(), stride, qs.data(), R, G, key_table, value_table, keys.data(), D, 0.125f);
+            for (int64_t r = 0; r < R; ++r) {
+                INFO("row " << r);
+                std::vector<float> want_out(size_t(G * D)), want_w(size_t(G * stride), 9.0f);
+                attend_group<false>(want_out.data(), want_w.data(), stride, qs[size_t(r)], G, key_table, value_table,
+                                    keys[size_t(r)], D, 0.125f);
+                CHECK(std::memcmp(outs[size_t(r)], want_out.data(), want_out.size() * sizeof(float)) == 0);
+                for (int64_t g = 0; g < G; ++g)
+                    CHECK(std::memcmp(weights.data() + (r * G + g) * stride, want_w.data() + g * stride,
+                                      size_t(keys[size_t(r)].count()) * sizeof(float)) == 0);
+            }
+        };
+        check_rows(RowTable<const float*>{key_rows.data(), span}, RowTable<const float*>{value_rows.data(), span});
+        check_rows(RowTable<const uint16_t*>{key_rows16.data(), span}, RowTable<const uint16_t*>{value_rows16.data(), span});
     }
 }
 

@@ -227,6 +227,53 @@ TEST_CASE("forward equals the reference on wider models, in one chunk and token 
     ThreadPool::global().set_threads(threads_before);
 }
 
+TEST_CASE("a grouped-query prefill's logits keep their bits whatever the chunks, windows and sinks", "[model]") {
+    // Heads of size 64 sharing K/V heads, a prompt long enough that a prefill's rows are attended in blocks
+    // (attend_rows): each position's logits must be those the same cache gives token by token.
+    ModelConfig c = *bench_shape_config("smollm2-135m");
+    c.n_vocab = 64, c.n_ctx = 128, c.n_embd = 384, c.n_inner = 128, c.n_layer = 2, c.n_head = 6, c.n_kv_head = 2;
+    REQUIRE(c.head_dim() == 64);
+    struct Case {
+        const char* name;
+        int64_t window, sinks;
+        std::vector<int64_t> layer_window;
+    };
+    const Case cases[] = {{"causal", 0, 0, {}}, {"cache window 24", 24, 0, {}}, {"window 24, 4 sinks", 24, 4, {}},
+                          {"layer windows 20, 0", 0, 0, {20, 0}}};
+    const std::vector<int32_t> tokens = random_tokens(17, 75, c.n_vocab);
+    const int threads_before = ThreadPool::global().n_threads();
+    for (const Case& k : cases) {
+        ModelConfig ck = c;
+        ck.layer_window = k.layer_window;
+        const std::string dir = process_dir("model", std::string("gqa-") + std::to_string(&k - cases)).string();
+        write_random_model(dir, ck, 3);
+        const auto model = Model::load(dir);
+        std::map<int64_t, std::vector<float>> seen;
+        for (int threads : {1, 2})
+            for (int64_t chunk : {int64_t(75), int64_t(40), int64_t(1)}) {
+                INFO(k.name << ", threads " << threads << ", chunk " << chunk);
+                ThreadPool::global().set_threads(threads);
+                const int64_t T = int64_t(tokens.size()), capacity = k.window > 0 ? k.window + chunk - 1 + k.sinks : T;
+                KvCache cache = model->make_cache(capacity, k.window, k.sinks);
+                Workspace ws(model->config(), chunk, 1, capacity);
+                for (int64_t p = 0; p < T; p += chunk) {
+                    const int64_t n = std::min(chunk, T - p);
+                    std::vector<float> logits(size_t(c.n_vocab));
+                    Chunk ch;
+                    ch.cache = &cache;
+                    ch.tokens = tokens.data() + p;
+                    ch.n_tokens = n;
+                    ch.logits = logits.data();
+                    forward(*model, std::span<Chunk>(&ch, 1), ws);
+                    REQUIRE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+                    auto [it, fresh] = seen.emplace(p + n - 1, logits);
+                    if (!fresh) CHECK(first_mismatch(logits, it->second) == "");
+                }
+            }
+    }
+    ThreadPool::global().set_threads(threads_before);
+}
+
 TEST_CASE("forward refuses chunks that cannot run, before touching the cache", "[model]") {
     const FixtureModel fm = write_fixture(work_dir("model") / "plain", FixtureSpec{});
     const auto model = Model::load(fm.dir.string());

@@ -248,13 +248,17 @@ void store_keys(Pass& p, int64_t il) {
 }
 
 // Step 3c: each query row attends to its visible keys in the cache, a K/V head's query heads together
-// (attend_group: each key and value row loaded once for them). A prefill runs one task per (chunk,
-// K/V head, every P-th row). Decode steps (fewer than 16 rows per chunk) run one task per (chunk,
-// K/V head), or per slice of its query heads when there are fewer K/V heads than threads (a
-// single-K/V-head model). Loading K and V once per K/V head rather than once per query head, even
-// on 3 tasks for 2 threads: SmolLM2 shape, 2 threads, Zen 4 VM, decode at position 2000 1.13x
-// (0.96-1.27 in 5 interleaved rounds; two slices of 1 and 2 heads: 1.09x), at 500 1.03x, at 5
-// 1.02x. Every head gets attend_row's numbers either way.
+// (attend_group: each key and value row loaded once for them). A prefill runs one task per (chunk, K/V head, every
+// P-th block of 4 consecutive rows), a block's rows together where each sees at least 16 of the same keys
+// (attend_rows: each key and value row loaded once for the 4 rows' query heads; SmolLM2 shape, 2 threads, AMD EPYC
+// Zen 5 VM: a 2048-token prefill 1.03x, 512 tokens 1.01x; with about 8 tasks per thread rather than 4, 1.04x and
+// 1.01x more). Decode steps (fewer than 16 rows per chunk) run one task per (chunk, K/V head), or per slice of its
+// query heads when there are fewer K/V heads than threads (a single-K/V-head model). Loading K and V once per K/V
+// head rather than once per query head, even on 3 tasks for 2 threads: SmolLM2 shape, 2 threads, Zen 4 VM, decode
+// at position 2000 1.13x (0.96-1.27 in 5 interleaved rounds; two slices of 1 and 2 heads: 1.09x), at 500 1.03x, at
+// 5 1.02x. Every head gets attend_row's numbers either way.
+constexpr int64_t kAttendBlockRows = 4, kAttendBlockMinKeys = 16;
+
 void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* layer_inv_freq) {
     const int64_t H = p.H, D = p.D, K = p.K, Q = p.Q;
     std::span<Chunk> chunks = p.chunks;
@@ -265,7 +269,8 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
     const bool prefill_grouped = G > 1 && max_rows >= 16;
     const int64_t slices = prefill_grouped ? 1 : std::clamp((n_threads + n_chunks * K - 1) / (n_chunks * K), int64_t(1), G);
     const int64_t units = n_chunks * K * slices;
-    const int64_t parts = prefill_grouped ? std::min(max_rows, (4 * n_threads + units - 1) / units) : 1;
+    const int64_t block_rows = prefill_grouped ? kAttendBlockRows : 1;
+    const int64_t parts = prefill_grouped ? std::min((max_rows + block_rows - 1) / block_rows, (8 * n_threads + units - 1) / units) : 1;
     ThreadPool::global().parallel_for(units * parts, [&](int64_t task) {
         const int64_t unit = task / parts, part = task % parts;
         const int64_t c = unit / (K * slices), kv = unit / slices % K, slice = unit % slices;
@@ -273,52 +278,87 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
         const Chunk& ch = chunks[size_t(c)];
         const KvCache& cache = *ch.cache;
         const KvRows kv_rows = cache.rows(il, kv);
-        // (heads, max_keys): a decode task's heads' own rows of the scratch; a prefill's grows once per thread
+        // (heads, max_keys): a decode task's heads' own rows of the scratch; a prefill's (block_rows, G, max_keys)
+        // grows once per thread
         thread_local std::vector<float> group_weights;
         float* weights = p.scratch + (c * H + first_head) * p.max_keys;
         if (prefill_grouped) {
-            if (int64_t(group_weights.size()) < G * p.max_keys) group_weights.resize(size_t(G * p.max_keys));
+            if (int64_t(group_weights.size()) < block_rows * G * p.max_keys) group_weights.resize(size_t(block_rows * G * p.max_keys));
             weights = group_weights.data();
         }
         thread_local std::vector<float> sink_q;  // (G, D) queries turned back for sinks numbered in the cache
-        auto rows = [&](auto key_at, auto value_at) {
-            for (int64_t r = part; r < ch.n_tokens; r += parts) {
-                const int64_t pos = cache.next_position() + r;
-                const KeyRange keys = within_window(cache.visibility().visible_keys(pos), pos, layer_window);
-                const float* q = p.q_row(p.row0[c] + r) + first_head * D;
-                const float* turned = nullptr;
-                if (keys.sink_shift > 0 && keys.n_sink > 0) {
-                    sink_q.resize(size_t(heads * D));
-                    turn_back(sink_q.data(), q, heads, D, layer_inv_freq, keys.sink_shift);
-                    turned = sink_q.data();
+        const int64_t n_blocks = (ch.n_tokens + block_rows - 1) / block_rows;
+        auto keys_of = [&](int64_t r) {
+            const int64_t pos = cache.next_position() + r;
+            return within_window(cache.visibility().visible_keys(pos), pos, layer_window);
+        };
+        auto attend_one = [&](int64_t r, auto key_at, auto value_at) {
+            const KeyRange keys = keys_of(r);
+            const float* q = p.q_row(p.row0[c] + r) + first_head * D;
+            const float* turned = nullptr;
+            if (keys.sink_shift > 0 && keys.n_sink > 0) {
+                sink_q.resize(size_t(heads * D));
+                turn_back(sink_q.data(), q, heads, D, layer_inv_freq, keys.sink_shift);
+                turned = sink_q.data();
+            }
+            float* out = p.attn + (p.row0[c] + r) * Q + first_head * D;
+            auto attend = [&]<bool kAskAhead>() {
+                if (cache.eviction().any())
+                    attend_group<kAskAhead>(out, weights, p.max_keys, q, heads, key_at, value_at, keys, D,
+                                            p.scale, turned, kv_rows.evicted_keys());
+                else
+                    attend_group<kAskAhead>(out, weights, p.max_keys, q, heads, key_at, value_at, keys, D,
+                                            p.scale, turned);
+            };
+            // A prefill's keys were just written and are still in cache: asking for them only costs
+            // loads (SmolLM2 shape: 2 % of a 512-token prefill).
+            if (prefill_grouped) attend.template operator()<false>();
+            else attend.template operator()<true>();
+        };
+        // Rows r0 .. r1 - 1 through attend_rows, where it applies: rows from a prefill task's table, no
+        // eviction or sinks, and enough keys seen by every row of the block. False: not attended.
+        auto attend_block = [&](int64_t r0, int64_t r1, auto key_at, auto value_at) {
+            if constexpr (!is_row_table<decltype(key_at)>) return false;
+            else {
+                if (r1 - r0 < 2 || cache.eviction().any()) return false;
+                KeyRange keys[kAttendBlockRows];
+                int64_t lo = 0, hi = INT64_MAX;
+                for (int64_t r = r0; r < r1; ++r) {
+                    keys[r - r0] = keys_of(r);
+                    if (keys[r - r0].n_sink > 0) return false;
+                    lo = std::max(lo, keys[r - r0].lo), hi = std::min(hi, keys[r - r0].hi);
                 }
-                float* out = p.attn + (p.row0[c] + r) * Q + first_head * D;
-                auto attend = [&]<bool kAskAhead>() {
-                    if (cache.eviction().any())
-                        attend_group<kAskAhead>(out, weights, p.max_keys, q, heads, key_at, value_at, keys, D,
-                                                p.scale, turned, kv_rows.evicted_keys());
-                    else
-                        attend_group<kAskAhead>(out, weights, p.max_keys, q, heads, key_at, value_at, keys, D,
-                                                p.scale, turned);
-                };
-                // A prefill's keys were just written and are still in cache: asking for them only costs
-                // loads (SmolLM2 shape: 2 % of a 512-token prefill).
-                if (prefill_grouped) attend.template operator()<false>();
-                else attend.template operator()<true>();
+                if (hi - lo + 1 < kAttendBlockMinKeys) return false;
+                float* out[kAttendBlockRows];
+                const float* q[kAttendBlockRows];
+                for (int64_t r = r0; r < r1; ++r) {
+                    out[r - r0] = p.attn + (p.row0[c] + r) * Q + first_head * D;
+                    q[r - r0] = p.q_row(p.row0[c] + r) + first_head * D;
+                }
+                attend_rows(out, weights, p.max_keys, q, r1 - r0, heads, key_at, value_at, keys, D, p.scale);
+                return true;
+            }
+        };
+        auto rows = [&](auto key_at, auto value_at) {
+            for (int64_t b = part; b < n_blocks; b += parts) {
+                const int64_t r0 = b * block_rows, r1 = std::min(ch.n_tokens, r0 + block_rows);
+                if (attend_block(r0, r1, key_at, value_at)) continue;
+                for (int64_t r = r0; r < r1; ++r) attend_one(r, key_at, value_at);
             }
         };
         // The keys this task's rows see: the sinks, then the window span from the first row's lowest key
         // to the last row's own position, numbered in that order (KeyRange::index).
         auto task_keys = [&] {
-            const int64_t first_pos = cache.next_position() + part;
-            const int64_t last_pos = cache.next_position() + part + (ch.n_tokens - 1 - part) / parts * parts;
+            const int64_t last_block = part + (n_blocks - 1 - part) / parts * parts;
+            const int64_t first_pos = cache.next_position() + part * block_rows;
+            const int64_t last_pos = cache.next_position() + std::min(ch.n_tokens, (last_block + 1) * block_rows) - 1;
             const KeyRange first = within_window(cache.visibility().visible_keys(first_pos), first_pos, layer_window);
             const KeyRange final = within_window(cache.visibility().visible_keys(last_pos), last_pos, layer_window);
             return KeyRange{final.n_sink, std::max(final.n_sink, first.lo), final.hi};
         };
         if (cache.format().quantized()) {
             // Packed rows: every key the task's rows see, dequantized once into float32 rows.
-            if (part >= ch.n_tokens) return;
+            if (part >= n_blocks) return;
             const KeyRange span = task_keys();
             thread_local std::vector<float> k_rows, v_rows;  // (span.count(), D) each; grow once per thread
             const size_t n = size_t(span.count() * D);
@@ -340,7 +380,7 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
             }
             // A prefill task's rows share most of their keys: each row's place in the cache is looked up
             // once per task, not once per query (SmolLM2 shape, 512-token prefill: the lookups were 3 % of it).
-            if (part >= ch.n_tokens) return;
+            if (part >= n_blocks) return;
             const KeyRange span = task_keys();
             thread_local std::vector<const T*> key_rows, value_rows;  // (span.count()) each
             key_rows.resize(size_t(span.count())), value_rows.resize(size_t(span.count()));

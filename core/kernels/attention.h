@@ -17,12 +17,16 @@
 //       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group;
 //       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift);
 //       evicted(p), when given, masks keys out: score -inf, weight exactly 0 (kv_cache.h eviction)
+//   attend_rows(out, weights, stride, q, R, G, key_table, value_table, keys, D, scale)
+//       attend_group for R query rows of a prefill task at once (row r: out[r], q[r], keys[r], no sinks),
+//       each row's numbers attend_group's bit for bit; the keys all rows see loaded once for them
 //   RowTable<Row>{rows, span}       key_at / value_at from rows looked up once per task (a prefill's):
 //                                   attend_group passes consecutive entries to the kernels in place
 //   NoEviction                      the default `evicted`: every key stays (the unmasked code path)
 //   scaled_score(q, k, D, scale)    the score of one (query, key) pair, as attend_row computes it
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -89,6 +93,48 @@ struct NoEviction {
 template <class K>  // k: float32 or bfloat16 (uint16_t) row
 inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
     return dot(q, k, D) * scale;
+}
+
+// attend_group's pass 2 for G heads of n scores each (head g's at weights + g·weights_stride): softmax, the
+// maximum subtracted first so nothing overflows, each head's sum in position order, up to 4 heads' serial
+// sums side by side. evicted(j): key j's weight is exactly 0 (its score was -inf).
+template <class EvictedAt>
+void softmax_heads(float* weights, int64_t weights_stride, int64_t G, int64_t n, const EvictedAt& evicted_at) {
+    constexpr int64_t kMaxHeads = 4;
+    auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
+    for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
+        const int64_t heads = std::min(kMaxHeads, G - g0);
+        float sums[kMaxHeads] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t g = g0; g < g0 + heads; ++g) {
+            float* w = head_weights(g);
+            const float max_score = max_of(w, n);
+            for (int64_t j = 0; j < n; ++j) w[j] -= max_score;
+            exp_in_place(w, n);
+            if constexpr (!std::is_same_v<EvictedAt, std::nullptr_t>)  // exactly 0, whatever exp makes of -inf
+                for (int64_t j = 0; j < n; ++j)
+                    if (evicted_at(j)) w[j] = 0.0f;
+        }
+        // Named sums in registers: GCC keeps an array indexed by a run-time head count in memory, and each
+        // add then waits for a store.
+        {
+            const float* w0 = head_weights(g0);
+            const float* w1 = heads > 1 ? head_weights(g0 + 1) : w0;
+            const float* w2 = heads > 2 ? head_weights(g0 + 2) : w0;
+            const float* w3 = heads > 3 ? head_weights(g0 + 3) : w0;
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;  // extra heads add w0's terms, never read
+            for (int64_t j = 0; j < n; ++j) {
+                s0 += w0[j];
+                s1 += w1[j];
+                s2 += w2[j];
+                s3 += w3[j];
+            }
+            sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
+        }
+        for (int64_t g = 0; g < heads; ++g) {
+            float* w = head_weights(g0 + g);
+            for (int64_t j = 0; j < n; ++j) w[j] /= sums[g];
+        }
+    }
 }
 
 // attend_row for G query heads that read the same keys (the heads of one K/V group at one position):
@@ -170,40 +216,9 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
         for (int64_t j = 0; j < n; ++j)
             if (evicted(keys.position(j)))
                 for (int64_t g = 0; g < G; ++g) head_weights(g)[j] = -INFINITY;
-    // pass 2: softmax, the maximum subtracted first so nothing overflows; each head's sum in position order
-    for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
-        const int64_t heads = std::min(kMaxHeads, G - g0);
-        float sums[kMaxHeads] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int64_t g = g0; g < g0 + heads; ++g) {
-            float* w = head_weights(g);
-            const float max_score = max_of(w, n);
-            for (int64_t j = 0; j < n; ++j) w[j] -= max_score;
-            exp_in_place(w, n);
-            if constexpr (masked)  // exactly 0, whatever the exp kernel makes of -inf
-                for (int64_t j = 0; j < n; ++j)
-                    if (evicted(keys.position(j))) w[j] = 0.0f;
-        }
-        // Named sums in registers: GCC keeps an array indexed by a run-time head count in memory, and each
-        // add then waits for a store.
-        {
-            const float* w0 = head_weights(g0);
-            const float* w1 = heads > 1 ? head_weights(g0 + 1) : w0;
-            const float* w2 = heads > 2 ? head_weights(g0 + 2) : w0;
-            const float* w3 = heads > 3 ? head_weights(g0 + 3) : w0;
-            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;  // extra heads add w0's terms, never read
-            for (int64_t j = 0; j < n; ++j) {
-                s0 += w0[j];
-                s1 += w1[j];
-                s2 += w2[j];
-                s3 += w3[j];
-            }
-            sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
-        }
-        for (int64_t g = 0; g < heads; ++g) {
-            float* w = head_weights(g0 + g);
-            for (int64_t j = 0; j < n; ++j) w[j] /= sums[g];
-        }
-    }
+    // pass 2: softmax
+    if constexpr (masked) softmax_heads(weights, weights_stride, G, n, [&](int64_t j) { return evicted(keys.position(j)); });
+    else softmax_heads(weights, weights_stride, G, n, nullptr);
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(G * D) * sizeof(float));
     stream_rows(value_at, 0, n, [&](int64_t j0, int64_t m, const ValueRow* rows) {
@@ -211,6 +226,53 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
             axpy_rows_heads(out + g0 * D, weights + g0 * weights_stride + j0, weights_stride, std::min(kMaxHeads, G - g0),
                             rows, m, D);
     });
+}
+
+// attend_group for R query rows of one K/V group (a prefill task's rows), each row's numbers bit for bit
+// attend_group's: out[r] and q[r] (G, D), row r's weights (G, weights_stride) at weights + r·G·weights_stride,
+// keys[r] its keys (no sinks), every row's keys consecutive entries of the tables. The keys all R rows see
+// are scored and summed by dot_rows_block and axpy_rows_block, which load each key and value row once for
+// the R · G heads; the keys only some rows see (before the latest first key, after the earliest last key)
+// row by row, in position order around them.
+template <class KeyRow, class ValueRow>
+void attend_rows(float* const* out, float* weights, int64_t weights_stride, const float* const* q, int64_t R, int64_t G,
+                 const RowTable<KeyRow>& key_at, const RowTable<ValueRow>& value_at, const KeyRange* keys, int64_t D,
+                 float scale) {
+    constexpr int64_t kMaxRows = 8;
+    int64_t lo = keys[0].lo, hi = keys[0].hi;  // the keys every row sees
+    for (int64_t r = 1; r < R; ++r) lo = std::max(lo, keys[r].lo), hi = std::min(hi, keys[r].hi);
+    float* row_weights[kMaxRows];  // row r's weights, then at the shared keys
+    float* shared_weights[kMaxRows];
+    for (int64_t r = 0; r < R; ++r) {
+        row_weights[r] = weights + r * G * weights_stride;
+        shared_weights[r] = row_weights[r] + (lo - keys[r].lo);
+    }
+    auto key_rows = [&](int64_t p) { return key_at.rows + key_at.index(p); };
+    auto value_rows = [&](int64_t p) { return value_at.rows + value_at.index(p); };
+    // scores: each row's keys before the shared ones, the shared ones, each row's after them
+    for (int64_t r = 0; r < R; ++r) dot_rows_heads(row_weights[r], weights_stride, q[r], G, key_rows(keys[r].lo), lo - keys[r].lo, D, scale);
+    dot_rows_block(shared_weights, weights_stride, q, R, G, key_rows(lo), hi - lo + 1, D, scale);
+    for (int64_t r = 0; r < R; ++r)
+        dot_rows_heads(shared_weights[r] + (hi - lo + 1), weights_stride, q[r], G, key_rows(hi + 1), keys[r].hi - hi, D, scale);
+    for (int64_t r = 0; r < R; ++r) softmax_heads(row_weights[r], weights_stride, G, keys[r].count(), nullptr);
+    // out = Σ_j w_j · v_j in position order: the keys before the shared ones, the shared ones, the keys after
+    const int64_t heads = std::min<int64_t>(4, G);
+    auto each_head_group = [&](auto&& f) {
+        for (int64_t g0 = 0; g0 < G; g0 += heads) f(g0, std::min(heads, G - g0));
+    };
+    for (int64_t r = 0; r < R; ++r) {
+        std::memset(out[r], 0, size_t(G * D) * sizeof(float));
+        each_head_group([&](int64_t g0, int64_t n_heads) {
+            axpy_rows_heads(out[r] + g0 * D, row_weights[r] + g0 * weights_stride, weights_stride, n_heads,
+                            value_rows(keys[r].lo), lo - keys[r].lo, D);
+        });
+    }
+    axpy_rows_block(out, shared_weights, weights_stride, R, G, value_rows(lo), hi - lo + 1, D);
+    for (int64_t r = 0; r < R; ++r)
+        each_head_group([&](int64_t g0, int64_t n_heads) {
+            axpy_rows_heads(out[r] + g0 * D, shared_weights[r] + g0 * weights_stride + (hi - lo + 1), weights_stride, n_heads,
+                            value_rows(hi + 1), keys[r].hi - hi, D);
+        });
 }
 
 template <class KeyAt, class ValueAt, class Evicted = NoEviction>

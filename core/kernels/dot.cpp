@@ -366,6 +366,111 @@ void axpy_rows_heads_dispatch(float* y, const float* a, int64_t a_stride, int64_
         default: axpy_rows_heads_impl<4>(y, a, a_stride, rows, n, D); break;
     }
 }
+
+// dot_rows_heads for R query rows (row r: q[r] (G, D), its head g's scores at out[r] + g·out_stride) that score
+// the same keys. With AVX-512 and D = 64, 4 keys (16 vectors) are held in registers for the R × G query heads,
+// whose vectors come from L1: a prefill's keys come from L2 once per R rows instead of once per row. Every
+// score is dot_rows_heads64's: the same 16 lane chains, then reduce_add4 (reduce_add for the last n % 4).
+template <class B>
+void dot_rows_block_impl(float* const* out, int64_t out_stride, const float* const* q, int64_t R, int64_t G,
+                         const B* const* rows, int64_t n, int64_t D, float scale) {
+#if KVSCOPE_AVX512
+    if (D == 64) {
+        const __m128 scale4 = _mm_set1_ps(scale);
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            __m512 k[4][4];  // (key, 16 of its 64 values)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c)
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; ++i) k[c][i] = load16(rows[j + c] + i * 16);
+            for (int64_t r = 0; r < R; ++r)
+                for (int64_t g = 0; g < G; ++g) {
+                    const float* qh = q[r] + g * 64;
+                    __m512 acc[4];
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; ++i) {
+                        __m512 qv = _mm512_loadu_ps(qh + i * 16);
+                        asm("" : "+v"(qv));  // one load for the 4 keys, not a memory operand of each fma
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; ++c) acc[c] = _mm512_fmadd_ps(qv, k[c][i], i == 0 ? _mm512_setzero_ps() : acc[c]);
+                    }
+                    _mm_storeu_ps(out[r] + g * out_stride + j, _mm_mul_ps(reduce_add4(acc[0], acc[1], acc[2], acc[3]), scale4));
+                }
+        }
+        if (j < n)
+            for (int64_t r = 0; r < R; ++r) dot_rows_heads_impl(out[r] + j, out_stride, q[r], G, rows + j, n - j, D, scale);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < R; ++r) dot_rows_heads_impl(out[r], out_stride, q[r], G, rows, n, D, scale);
+}
+
+#if KVSCOPE_AVX512
+// NV (row, head) pairs' outputs, 32 columns from d, against the same value rows: 2 · NV accumulators
+// over the rows, each value vector loaded once for them; every element's chain is axpy's, row after row.
+template <int NV, class X>
+void axpy_rows_columns32(float* const* y, const float* const* a, const X* const* rows, int64_t n, int64_t d) {
+    __m512 acc[NV][2];
+#pragma GCC unroll 12
+    for (int v = 0; v < NV; ++v)
+        for (int c = 0; c < 2; ++c) acc[v][c] = _mm512_loadu_ps(y[v] + d + c * 16);
+    for (int64_t j = 0; j < n; ++j) {
+        __m512 x0 = load16(rows[j] + d), x1 = load16(rows[j] + d + 16);
+        asm("" : "+v"(x0), "+v"(x1));  // one load for the NV pairs
+#pragma GCC unroll 12
+        for (int v = 0; v < NV; ++v) {
+            const __m512 av = _mm512_set1_ps(a[v][j]);
+            acc[v][0] = _mm512_fmadd_ps(av, x0, acc[v][0]);
+            acc[v][1] = _mm512_fmadd_ps(av, x1, acc[v][1]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int v = 0; v < NV; ++v)
+        for (int c = 0; c < 2; ++c) _mm512_storeu_ps(y[v] + d + c * 16, acc[v][c]);
+}
+#endif
+
+// axpy_rows_heads for R rows of G heads (row r: y[r] (G, D), head g's weights at a[r] + g·a_stride) over the
+// same value rows. With AVX-512 and D % 32 == 0 the (row, head) pairs go 12 at a time, 32 columns a pass:
+// each value vector is loaded once for 12 pairs (a prefill's values come from L2 once per R rows), and every
+// element's chain is axpy's, row after row, as axpy_rows_heads computes it.
+template <class X>
+void axpy_rows_block_impl(float* const* y, const float* const* a, int64_t a_stride, int64_t R, int64_t G,
+                          const X* const* rows, int64_t n, int64_t D) {
+#if KVSCOPE_AVX512
+    if (D % 32 == 0 && R * G <= 64) {
+        float* ys[64];
+        const float* as[64];
+        int64_t nv = 0;
+        for (int64_t r = 0; r < R; ++r)
+            for (int64_t g = 0; g < G; ++g, ++nv) ys[nv] = y[r] + g * D, as[nv] = a[r] + g * a_stride;
+        for (int64_t v0 = 0; v0 < nv; v0 += 12)
+            for (int64_t d = 0; d < D; d += 32) {
+                float* const* yv = ys + v0;
+                const float* const* av = as + v0;
+                switch (std::min<int64_t>(12, nv - v0)) {
+                    case 1: axpy_rows_columns32<1>(yv, av, rows, n, d); break;
+                    case 2: axpy_rows_columns32<2>(yv, av, rows, n, d); break;
+                    case 3: axpy_rows_columns32<3>(yv, av, rows, n, d); break;
+                    case 4: axpy_rows_columns32<4>(yv, av, rows, n, d); break;
+                    case 5: axpy_rows_columns32<5>(yv, av, rows, n, d); break;
+                    case 6: axpy_rows_columns32<6>(yv, av, rows, n, d); break;
+                    case 7: axpy_rows_columns32<7>(yv, av, rows, n, d); break;
+                    case 8: axpy_rows_columns32<8>(yv, av, rows, n, d); break;
+                    case 9: axpy_rows_columns32<9>(yv, av, rows, n, d); break;
+                    case 10: axpy_rows_columns32<10>(yv, av, rows, n, d); break;
+                    case 11: axpy_rows_columns32<11>(yv, av, rows, n, d); break;
+                    default: axpy_rows_columns32<12>(yv, av, rows, n, d); break;
+                }
+            }
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t g0 = 0; g0 < G; g0 += 4)
+            axpy_rows_heads_dispatch(y[r] + g0 * D, a[r] + g0 * a_stride, a_stride, std::min<int64_t>(4, G - g0), rows, n, D);
+}
 }  // namespace
 
 float dot(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
@@ -396,6 +501,23 @@ void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, cons
 void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const uint16_t* const* rows, int64_t n,
                      int64_t D) {
     axpy_rows_heads_dispatch(y, a, a_stride, G, rows, n, D);
+}
+
+void dot_rows_block(float* const* out, int64_t out_stride, const float* const* q, int64_t R, int64_t G, const float* const* rows,
+                    int64_t n, int64_t D, float scale) {
+    dot_rows_block_impl(out, out_stride, q, R, G, rows, n, D, scale);
+}
+void dot_rows_block(float* const* out, int64_t out_stride, const float* const* q, int64_t R, int64_t G,
+                    const uint16_t* const* rows, int64_t n, int64_t D, float scale) {
+    dot_rows_block_impl(out, out_stride, q, R, G, rows, n, D, scale);
+}
+void axpy_rows_block(float* const* y, const float* const* a, int64_t a_stride, int64_t R, int64_t G, const float* const* rows,
+                     int64_t n, int64_t D) {
+    axpy_rows_block_impl(y, a, a_stride, R, G, rows, n, D);
+}
+void axpy_rows_block(float* const* y, const float* const* a, int64_t a_stride, int64_t R, int64_t G,
+                     const uint16_t* const* rows, int64_t n, int64_t D) {
+    axpy_rows_block_impl(y, a, a_stride, R, G, rows, n, D);
 }
 
 }  // namespace kvscope

@@ -15,6 +15,12 @@
 //   axpy_rows_heads(y, a, a_stride, G, rows, n, D)
 //                                       axpy_rows for G <= 4 heads at once: y (G, D), head g's weights at
 //                                       a + g·a_stride; each row loaded once, every y element's chain as axpy_rows
+//   dot_rows_block(out, out_stride, q, R, G, rows, n, D, scale)
+//                                       dot_rows_heads for R query rows (q[r] (G, D), scores at out[r]) over
+//                                       the same rows, each row loaded once for the R · G heads (D = 64)
+//   axpy_rows_block(y, a, a_stride, R, G, rows, n, D)
+//                                       axpy_rows_heads for R rows (y[r] (G, D), weights at a[r]), each row
+//                                       loaded once for up to 12 (row, head) pairs (D % 32 == 0)
 #include <cstdint>
 
 namespace kvscope {
@@ -34,5 +40,13 @@ void axpy_rows(float* y, const float* a, const uint16_t* const* rows_bf16, int64
 void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const float* const* rows, int64_t n, int64_t D);
 void axpy_rows_heads(float* y, const float* a, int64_t a_stride, int64_t G, const uint16_t* const* rows_bf16, int64_t n,
                      int64_t D);
+void dot_rows_block(float* const* out, int64_t out_stride, const float* const* q, int64_t R, int64_t G, const float* const* rows,
+                    int64_t n, int64_t D, float scale);
+void dot_rows_block(float* const* out, int64_t out_stride, const float* const* q, int64_t R, int64_t G,
+                    const uint16_t* const* rows_bf16, int64_t n, int64_t D, float scale);
+void axpy_rows_block(float* const* y, const float* const* a, int64_t a_stride, int64_t R, int64_t G, const float* const* rows,
+                     int64_t n, int64_t D);
+void axpy_rows_block(float* const* y, const float* const* a, int64_t a_stride, int64_t R, int64_t G,
+                     const uint16_t* const* rows_bf16, int64_t n, int64_t D);
 
 }  // namespace kvscope
