@@ -95,45 +95,60 @@ inline float scaled_score(const float* q, const K* k, int64_t D, float scale) {
     return dot(q, k, D) * scale;
 }
 
-// attend_group's pass 2 for G heads of n scores each (head g's at weights + g·weights_stride): softmax, the
-// maximum subtracted first so nothing overflows, each head's sum in position order, up to 4 heads' serial
-// sums side by side. evicted(j): key j's weight is exactly 0 (its score was -inf).
-template <class EvictedAt>
-void softmax_heads(float* weights, int64_t weights_stride, int64_t G, int64_t n, const EvictedAt& evicted_at) {
-    constexpr int64_t kMaxHeads = 4;
-    auto head_weights = [&](int64_t g) { return weights + g * weights_stride; };
-    for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
-        const int64_t heads = std::min(kMaxHeads, G - g0);
-        float sums[kMaxHeads] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int64_t g = g0; g < g0 + heads; ++g) {
-            float* w = head_weights(g);
-            const float max_score = max_of(w, n);
-            for (int64_t j = 0; j < n; ++j) w[j] -= max_score;
-            exp_in_place(w, n);
-            if constexpr (!std::is_same_v<EvictedAt, std::nullptr_t>)  // exactly 0, whatever exp makes of -inf
-                for (int64_t j = 0; j < n; ++j)
-                    if (evicted_at(j)) w[j] = 0.0f;
-        }
-        // Named sums in registers: GCC keeps an array indexed by a run-time head count in memory, and each
-        // add then waits for a store.
-        {
-            const float* w0 = head_weights(g0);
-            const float* w1 = heads > 1 ? head_weights(g0 + 1) : w0;
-            const float* w2 = heads > 2 ? head_weights(g0 + 2) : w0;
-            const float* w3 = heads > 3 ? head_weights(g0 + 3) : w0;
-            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;  // extra heads add w0's terms, never read
-            for (int64_t j = 0; j < n; ++j) {
-                s0 += w0[j];
-                s1 += w1[j];
-                s2 += w2[j];
-                s3 += w3[j];
+// Sums of W rows of scores (row i: w[i], n[i] of them; rows past `rows` repeat row 0 and are not read), each in
+// position order from 0, W serial chains side by side over the length all rows have, then each row's rest.
+// Named sums in registers: GCC keeps an array indexed by a run-time count in memory, and each add then waits
+// for a store.
+template <int W>
+void sums_in_order(float* sums, const float* const* w, const int64_t* n, int64_t rows) {
+    static_assert(W == 4 || W == 8);
+    const float* r[8];
+    int64_t common = n[0];
+    for (int k = 0; k < 8; ++k) r[k] = k < rows ? w[k] : w[0];
+    for (int64_t k = 1; k < rows; ++k) common = std::min(common, n[k]);
+    float s[8] = {};
+    {
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
+        for (int64_t j = 0; j < common; ++j) {
+            s0 += r[0][j];
+            s1 += r[1][j];
+            s2 += r[2][j];
+            s3 += r[3][j];
+            if constexpr (W == 8) {
+                s4 += r[4][j];
+                s5 += r[5][j];
+                s6 += r[6][j];
+                s7 += r[7][j];
             }
-            sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
         }
-        for (int64_t g = 0; g < heads; ++g) {
-            float* w = head_weights(g0 + g);
-            for (int64_t j = 0; j < n; ++j) w[j] /= sums[g];
+        s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+    }
+    for (int64_t k = 0; k < rows; ++k) {
+        for (int64_t j = common; j < n[k]; ++j) s[k] += w[k][j];
+        sums[k] = s[k];
+    }
+}
+
+// attend_group's pass 2 for `count` rows of scores (row i: w[i], n[i] of them): softmax in place, the maximum
+// subtracted first so nothing overflows, each row's sum in position order, up to 8 rows' serial sums side by
+// side. evicted(j): key j's weight is exactly 0 (its score was -inf).
+template <class EvictedAt>
+void softmax_rows(float* const* w, const int64_t* n, int64_t count, const EvictedAt& evicted_at) {
+    for (int64_t i0 = 0; i0 < count; i0 += 8) {
+        const int64_t rows = std::min<int64_t>(8, count - i0);
+        for (int64_t i = i0; i < i0 + rows; ++i) {
+            const float max_score = max_of(w[i], n[i]);
+            for (int64_t j = 0; j < n[i]; ++j) w[i][j] -= max_score;
+            exp_in_place(w[i], n[i]);
+            if constexpr (!std::is_same_v<EvictedAt, std::nullptr_t>)  // exactly 0, whatever exp makes of -inf
+                for (int64_t j = 0; j < n[i]; ++j)
+                    if (evicted_at(j)) w[i][j] = 0.0f;
         }
+        float sums[8];
+        if (rows <= 4) sums_in_order<4>(sums, w + i0, n + i0, rows);
+        else sums_in_order<8>(sums, w + i0, n + i0, rows);
+        for (int64_t i = i0; i < i0 + rows; ++i)
+            for (int64_t j = 0; j < n[i]; ++j) w[i][j] /= sums[i - i0];
     }
 }
 
@@ -216,9 +231,15 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
         for (int64_t j = 0; j < n; ++j)
             if (evicted(keys.position(j)))
                 for (int64_t g = 0; g < G; ++g) head_weights(g)[j] = -INFINITY;
-    // pass 2: softmax
-    if constexpr (masked) softmax_heads(weights, weights_stride, G, n, [&](int64_t j) { return evicted(keys.position(j)); });
-    else softmax_heads(weights, weights_stride, G, n, nullptr);
+    // pass 2: softmax, each head's sum in position order
+    for (int64_t g0 = 0; g0 < G; g0 += kMaxHeads) {
+        const int64_t heads = std::min(kMaxHeads, G - g0);
+        float* rows[kMaxHeads];
+        const int64_t counts[kMaxHeads] = {n, n, n, n};
+        for (int64_t g = 0; g < heads; ++g) rows[g] = head_weights(g0 + g);
+        if constexpr (masked) softmax_rows(rows, counts, heads, [&](int64_t j) { return evicted(keys.position(j)); });
+        else softmax_rows(rows, counts, heads, nullptr);
+    }
     // pass 3: out = Σ_j w_j · v_j, in position order
     std::memset(out, 0, size_t(G * D) * sizeof(float));
     stream_rows(value_at, 0, n, [&](int64_t j0, int64_t m, const ValueRow* rows) {
@@ -254,7 +275,16 @@ void attend_rows(float* const* out, float* weights, int64_t weights_stride, cons
     dot_rows_block(shared_weights, weights_stride, q, R, G, key_rows(lo), hi - lo + 1, D, scale);
     for (int64_t r = 0; r < R; ++r)
         dot_rows_heads(shared_weights[r] + (hi - lo + 1), weights_stride, q[r], G, key_rows(hi + 1), keys[r].hi - hi, D, scale);
-    for (int64_t r = 0; r < R; ++r) softmax_heads(row_weights[r], weights_stride, G, keys[r].count(), nullptr);
+    for (int64_t i0 = 0; i0 < R * G; i0 += 8) {  // the rows' heads' sums 8 side by side
+        float* rows[8];
+        int64_t counts[8];
+        const int64_t m = std::min<int64_t>(8, R * G - i0);
+        for (int64_t i = 0; i < m; ++i) {
+            rows[i] = row_weights[(i0 + i) / G] + (i0 + i) % G * weights_stride;
+            counts[i] = keys[(i0 + i) / G].count();
+        }
+        softmax_rows(rows, counts, m, nullptr);
+    }
     // out = Σ_j w_j · v_j in position order: the keys before the shared ones, the shared ones, the keys after
     const int64_t heads = std::min<int64_t>(4, G);
     auto each_head_group = [&](auto&& f) {
