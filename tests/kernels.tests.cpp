@@ -745,7 +745,7 @@ TEST_CASE("dot_rows_block and axpy_rows_block give each query row exactly dot_ro
     std::normal_distribution<float> d(0.0f, 1.0f);
     for (int64_t D : {64, 96, 80})
     for (int64_t G : {1, 3, 4, 7})
-    for (int64_t R : {1, 2, 4, 5})
+    for (int64_t R : {1, 2, 4, 5, 8})
     for (int64_t n : {0, 1, 6, 17, 40}) {
         INFO("D " << D << " G " << G << " R " << R << " n " << n);
         std::vector<float> q(size_t(R * G * D)), store(size_t(n * D));
@@ -816,7 +816,7 @@ TEST_CASE("attend_rows gives each query row attend_group's weights and output, b
     for (float& x : v) x = d(rng);
     const std::vector<uint16_t> k16 = bf16_halves(k), v16 = bf16_halves(v);
     for (int64_t G : {1, 3, 4, 5})
-    for (int64_t R : {2, 3, 4})
+    for (int64_t R : {2, 3, 4, 8})
     for (int64_t window : {0, 30, 70})
     for (int64_t first : {20, 61, 86}) {
         if (first + R > n_pos) continue;

@@ -249,15 +249,16 @@ void store_keys(Pass& p, int64_t il) {
 
 // Step 3c: each query row attends to its visible keys in the cache, a K/V head's query heads together
 // (attend_group: each key and value row loaded once for them). A prefill runs one task per (chunk, K/V head, every
-// P-th block of 4 consecutive rows), a block's rows together where each sees at least 16 of the same keys
-// (attend_rows: each key and value row loaded once for the 4 rows' query heads; SmolLM2 shape, 2 threads, AMD EPYC
-// Zen 5 VM: a 2048-token prefill 1.03x, 512 tokens 1.01x; with about 8 tasks per thread rather than 4, 1.04x and
-// 1.01x more). Decode steps (fewer than 16 rows per chunk) run one task per (chunk, K/V head), or per slice of its
-// query heads when there are fewer K/V heads than threads (a single-K/V-head model). Loading K and V once per K/V
-// head rather than once per query head, even on 3 tasks for 2 threads: SmolLM2 shape, 2 threads, Zen 4 VM, decode
-// at position 2000 1.13x (0.96-1.27 in 5 interleaved rounds; two slices of 1 and 2 heads: 1.09x), at 500 1.03x, at
-// 5 1.02x. Every head gets attend_row's numbers either way.
-constexpr int64_t kAttendBlockRows = 4, kAttendBlockMinKeys = 16;
+// P-th block of 8 consecutive rows), a block's rows together where each sees at least 16 of the same keys
+// (attend_rows: each key and value row loaded once for the rows' query heads; SmolLM2 shape, 2 threads, AMD EPYC
+// Zen 5 VM, blocks of 4 against single rows: a 2048-token prefill 1.03x, 512 tokens 1.01x; with about 8 tasks per
+// thread rather than 4, 1.04x and 1.01x more; blocks of 8 rather than 4, 1.02x and 1.006x). Decode steps (fewer
+// than 16 rows per chunk) run one task per (chunk, K/V head), or per slice of its query heads when there are fewer
+// K/V heads than threads (a single-K/V-head model). Loading K and V once per K/V head rather than once per query
+// head, even on 3 tasks for 2 threads: SmolLM2 shape, 2 threads, Zen 4 VM, decode at position 2000 1.13x (0.96-1.27
+// in 5 interleaved rounds; two slices of 1 and 2 heads: 1.09x), at 500 1.03x, at 5 1.02x. Every head gets
+// attend_row's numbers either way.
+constexpr int64_t kAttendBlockRows = 8, kAttendBlockMinKeys = 16;
 
 void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* layer_inv_freq) {
     const int64_t H = p.H, D = p.D, K = p.K, Q = p.Q;
