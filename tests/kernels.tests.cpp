@@ -685,6 +685,19 @@ TEST_CASE("axpy_rows_heads gives each head exactly axpy_rows's result") {
         }
 }
 
+namespace {
+// values as bfloat16 (the top half of each float32: what a bfloat16 cache holds)
+std::vector<uint16_t> bf16_halves(const std::vector<float>& values) {
+    std::vector<uint16_t> out(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &values[i], 4);
+        out[i] = uint16_t(bits >> 16);
+    }
+    return out;
+}
+}  // namespace
+
 TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
     // Up to 3 heads share each key load: of size 64 on AVX-512, of sizes that are multiples of 16 on AVX2
     // (8 keys at a time); other sizes and builds run dot_rows per head. Every head's scores must keep
@@ -697,12 +710,7 @@ TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
         std::vector<float> q(size_t(G * D)), store(size_t(n * D));
         for (float& v : q) v = d(rng);
         for (float& v : store) v = d(rng);
-        std::vector<uint16_t> store16(store.size());
-        for (size_t i = 0; i < store.size(); ++i) {
-            uint32_t bits;
-            std::memcpy(&bits, &store[i], 4);
-            store16[i] = uint16_t(bits >> 16);
-        }
+        const std::vector<uint16_t> store16 = bf16_halves(store);
         std::vector<const float*> rows;
         std::vector<const uint16_t*> rows16;
         for (int64_t j = n - 1; j >= 0; --j) {  // rows in any order
@@ -724,19 +732,6 @@ TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
         }
     }
 }
-
-namespace {
-// values as bfloat16 (the top half of each float32: what a bfloat16 cache holds)
-std::vector<uint16_t> bf16_halves(const std::vector<float>& values) {
-    std::vector<uint16_t> out(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, &values[i], 4);
-        out[i] = uint16_t(bits >> 16);
-    }
-    return out;
-}
-}  // namespace
 
 TEST_CASE("dot_rows_block and axpy_rows_block give each query row exactly dot_rows_heads's and axpy_rows_heads's bits") {
     // A prefill block's rows share each key and value load; every row must keep the bits its own calls

@@ -73,12 +73,12 @@ Variant variant(int index) {
 // Logits the engine gives after each chunk of `sizes` (cycled), fed through forward() with its own cache.
 // Returns (position of the chunk's last row, logits) pairs.
 std::vector<std::pair<int64_t, std::vector<float>>> engine_logits(const Model& model, const std::vector<int32_t>& tokens,
-                                                                  int64_t window, int64_t chunk_size) {
+                                                                  int64_t window, int64_t chunk_size, int64_t sinks = 0) {
     const ModelConfig& c = model.config();
     const int64_t T = int64_t(tokens.size());
     // The smallest ring that the window allows, so slots are reused as early as possible.
-    const int64_t capacity = window > 0 ? std::min(T, window + chunk_size - 1) : T;
-    KvCache cache = model.make_cache(capacity, window);
+    const int64_t capacity = window > 0 ? std::min(T, window + chunk_size - 1 + sinks) : T;
+    KvCache cache = model.make_cache(capacity, window, sinks);
     Workspace ws(c, chunk_size, 1, capacity);
     std::vector<std::pair<int64_t, std::vector<float>>> out;
     for (int64_t p = 0; p < T; p += chunk_size) {
@@ -253,20 +253,9 @@ TEST_CASE("a grouped-query prefill's logits keep their bits whatever the chunks,
             for (int64_t chunk : {int64_t(75), int64_t(40), int64_t(1)}) {
                 INFO(k.name << ", threads " << threads << ", chunk " << chunk);
                 ThreadPool::global().set_threads(threads);
-                const int64_t T = int64_t(tokens.size()), capacity = k.window > 0 ? k.window + chunk - 1 + k.sinks : T;
-                KvCache cache = model->make_cache(capacity, k.window, k.sinks);
-                Workspace ws(model->config(), chunk, 1, capacity);
-                for (int64_t p = 0; p < T; p += chunk) {
-                    const int64_t n = std::min(chunk, T - p);
-                    std::vector<float> logits(size_t(c.n_vocab));
-                    Chunk ch;
-                    ch.cache = &cache;
-                    ch.tokens = tokens.data() + p;
-                    ch.n_tokens = n;
-                    ch.logits = logits.data();
-                    forward(*model, std::span<Chunk>(&ch, 1), ws);
+                for (const auto& [pos, logits] : engine_logits(*model, tokens, k.window, chunk, k.sinks)) {
                     REQUIRE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
-                    auto [it, fresh] = seen.emplace(p + n - 1, logits);
+                    auto [it, fresh] = seen.emplace(pos, logits);
                     if (!fresh) CHECK(first_mismatch(logits, it->second) == "");
                 }
             }
