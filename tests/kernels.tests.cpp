@@ -696,6 +696,16 @@ std::vector<uint16_t> bf16_halves(const std::vector<float>& values) {
     }
     return out;
 }
+
+// n rows of size D from store, last first (a kernel must take rows in any order), as float32 and bfloat16 rows
+struct ReversedRows {
+    std::vector<uint16_t> halves;  // store as bfloat16
+    std::vector<const float*> f32;
+    std::vector<const uint16_t*> bf16;
+    ReversedRows(const std::vector<float>& store, int64_t n, int64_t D) : halves(bf16_halves(store)) {
+        for (int64_t j = n - 1; j >= 0; --j) f32.push_back(store.data() + j * D), bf16.push_back(halves.data() + j * D);
+    }
+};
 }  // namespace
 
 TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
@@ -710,13 +720,9 @@ TEST_CASE("dot_rows_heads gives each head exactly dot_rows's scores") {
         std::vector<float> q(size_t(G * D)), store(size_t(n * D));
         for (float& v : q) v = d(rng);
         for (float& v : store) v = d(rng);
-        const std::vector<uint16_t> store16 = bf16_halves(store);
-        std::vector<const float*> rows;
-        std::vector<const uint16_t*> rows16;
-        for (int64_t j = n - 1; j >= 0; --j) {  // rows in any order
-            rows.push_back(store.data() + j * D);
-            rows16.push_back(store16.data() + j * D);
-        }
+        const ReversedRows reversed(store, n, D);
+        const std::vector<const float*>& rows = reversed.f32;
+        const std::vector<const uint16_t*>& rows16 = reversed.bf16;
         const int64_t stride = n + 5;
         std::vector<float> grouped(size_t(G * stride), -7.0f), grouped16(grouped.size(), -7.0f);
         dot_rows_heads(grouped.data(), stride, q.data(), G, rows.data(), n, D, 0.125f);
@@ -746,13 +752,9 @@ TEST_CASE("dot_rows_block and axpy_rows_block give each query row exactly dot_ro
         std::vector<float> q(size_t(R * G * D)), store(size_t(n * D));
         for (float& v : q) v = d(rng);
         for (float& v : store) v = d(rng);
-        const std::vector<uint16_t> store16 = bf16_halves(store);
-        std::vector<const float*> rows;
-        std::vector<const uint16_t*> rows16;
-        for (int64_t j = n - 1; j >= 0; --j) {  // rows in any order
-            rows.push_back(store.data() + j * D);
-            rows16.push_back(store16.data() + j * D);
-        }
+        const ReversedRows reversed(store, n, D);
+        const std::vector<const float*>& rows = reversed.f32;
+        const std::vector<const uint16_t*>& rows16 = reversed.bf16;
         const int64_t stride = n + 3;
         // scores: row r's at (r, G, stride) from offset r (the rows' offsets differ in attend_rows)
         std::vector<float> blocked(size_t(R * G * stride + R), -7.0f), blocked16(blocked), alone(blocked), alone16(blocked);
