@@ -323,13 +323,11 @@ void self_attention(Pass& p, int64_t il, int64_t layer_window, const float* laye
             else {
                 if (r1 - r0 < 2 || cache.eviction().any()) return false;
                 KeyRange keys[kAttendBlockRows];
-                int64_t lo = 0, hi = INT64_MAX;
                 for (int64_t r = r0; r < r1; ++r) {
                     keys[r - r0] = keys_of(r);
                     if (keys[r - r0].n_sink > 0) return false;
-                    lo = std::max(lo, keys[r - r0].lo), hi = std::min(hi, keys[r - r0].hi);
                 }
-                if (hi - lo + 1 < kAttendBlockMinKeys) return false;
+                if (shared_keys(keys, r1 - r0).count() < kAttendBlockMinKeys) return false;
                 float* out[kAttendBlockRows];
                 const float* q[kAttendBlockRows];
                 for (int64_t r = r0; r < r1; ++r) {

@@ -17,6 +17,7 @@
 //       attend_row for G heads reading the same keys, bit for bit, each key loaded once for the group;
 //       sink_q (G, D), when given, scores the sinks instead of q (q turned back by keys.sink_shift);
 //       evicted(p), when given, masks keys out: score -inf, weight exactly 0 (kv_cache.h eviction)
+//   shared_keys(keys, R)            the window keys all R ranges hold (attend_rows takes those together)
 //   attend_rows(out, weights, stride, q, R, G, key_table, value_table, keys, D, scale)
 //       attend_group for R query rows of a prefill task at once (row r: out[r], q[r], keys[r], no sinks),
 //       each row's numbers attend_group's bit for bit; the keys all rows see loaded once for them
@@ -249,6 +250,14 @@ void attend_group(float* out, float* weights, int64_t weights_stride, const floa
     });
 }
 
+// The window keys every one of R ranges holds: the latest first key to the earliest last one (empty when
+// hi < lo). Sinks are not counted.
+inline KeyRange shared_keys(const KeyRange* keys, int64_t R) {
+    KeyRange k{0, keys[0].lo, keys[0].hi};
+    for (int64_t r = 1; r < R; ++r) k.lo = std::max(k.lo, keys[r].lo), k.hi = std::min(k.hi, keys[r].hi);
+    return k;
+}
+
 // attend_group for R query rows of one K/V group (a prefill task's rows), each row's numbers bit for bit
 // attend_group's: out[r] and q[r] (G, D), row r's weights (G, weights_stride) at weights + r·G·weights_stride,
 // keys[r] its keys (no sinks), every row's keys consecutive entries of the tables. The keys all R rows see
@@ -260,8 +269,8 @@ void attend_rows(float* const* out, float* weights, int64_t weights_stride, cons
                  const RowTable<KeyRow>& key_at, const RowTable<ValueRow>& value_at, const KeyRange* keys, int64_t D,
                  float scale) {
     constexpr int64_t kMaxRows = 8;
-    int64_t lo = keys[0].lo, hi = keys[0].hi;  // the keys every row sees
-    for (int64_t r = 1; r < R; ++r) lo = std::max(lo, keys[r].lo), hi = std::min(hi, keys[r].hi);
+    const KeyRange shared = shared_keys(keys, R);
+    const int64_t lo = shared.lo, hi = shared.hi;
     float* row_weights[kMaxRows];  // row r's weights, then at the shared keys
     float* shared_weights[kMaxRows];
     for (int64_t r = 0; r < R; ++r) {
