@@ -7,9 +7,12 @@
 #include <random>
 #include <vector>
 
+#include <unistd.h>
+
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
+#include "kernels/machine_probe.h"
 #include "kernels/quant_blocks.h"
 #include "model/finite.h"
 
@@ -882,4 +885,12 @@ TEST_CASE("max_of is the largest value, with a zero maximum's sign and NaN skipp
             CHECK(std::memcmp(&got, &scan, sizeof got) == 0);
 #endif
         }
+}
+
+TEST_CASE("level1_data_cache_bytes is the level-1 data cache the C library reads off the CPU") {
+    // glibc's sysconf asks the CPU itself (cpuid), not sysfs: an independent reading where it has one.
+    const long from_cpu = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    const int64_t l1 = level1_data_cache_bytes();
+    if (from_cpu > 0) CHECK(l1 == from_cpu);
+    if (l1 > 0) CHECK(l1 < last_level_cache_bytes());
 }

@@ -5,22 +5,31 @@
 //                            the AVX-512 build's dequantize_blocks (quant_blocks.cpp) uses them all, its float
 //                            batch kernels (block_rows.cpp) Q8_0's and Q5_0's; decode makes a group's 4 rows
 //                            of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
-//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 (block_rows.cpp says why)
+//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
 //   AVX2: bytes16, low_nibbles, high_nibbles, q5_0_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/lanes.h"
+#include "kernels/machine_probe.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
 namespace {
 
+// Whether the block kernels ask for the bytes ahead into L1 (where it holds 48 KiB or more) or into L2
+// (block_rows.cpp has the measurements): decided once, from the level-1 data cache sysfs lists.
+inline bool ask_ahead_into_l1() {
+    static const bool into_l1 = level1_data_cache_bytes() >= (48 << 10);
+    return into_l1;
+}
+
 // The group's rows (a missing row reads row n0 again; its sum is never stored).
 struct GroupRows {
     const unsigned char* r[4];
     const char* ahead;  // 16 KiB past the group's first byte
+    bool into_l1 = ask_ahead_into_l1();
     GroupRows(const std::byte* w, int64_t row_bytes, int64_t n0, int64_t n_count) {
         for (int c = 0; c < 4; ++c) r[c] = reinterpret_cast<const unsigned char*>(w) + (n0 + (c < n_count ? c : 0)) * row_bytes;
         ahead = reinterpret_cast<const char*>(w + n0 * row_bytes) + (16 << 10);
@@ -28,7 +37,11 @@ struct GroupRows {
     // The group's bytes [4 at, 4 (at + bytes)) ahead, as the rows' [at, at + bytes) are read.
     void ask_ahead(int64_t at, int64_t bytes) const {
 #if !KVSCOPE_PORTABLE
-        for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(ahead + 4 * at + p, _MM_HINT_T0);
+        const char* from = ahead + 4 * at;
+        if (into_l1)
+            for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(from + p, _MM_HINT_T0);
+        else
+            for (int64_t p = 0; p < 4 * bytes; p += 64) _mm_prefetch(from + p, _MM_HINT_T1);
 #else
         (void)at, (void)bytes;
 #endif

@@ -92,23 +92,43 @@ float gemv_rows(const float* w, const float* x, int64_t K, int64_t r0, int64_t r
     return checksum;
 }
 
+// Each cache sysfs lists for cpu0, as (level, type, bytes).
+struct CacheEntry {
+    int level = 0;
+    std::string type;  // "Data", "Instruction" or "Unified"
+    int64_t bytes = 0;
+};
+std::vector<CacheEntry> cpu0_caches() {
+    std::vector<CacheEntry> caches;
+    std::error_code ec;
+    const std::filesystem::path dir = "/sys/devices/system/cpu/cpu0/cache";
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        CacheEntry cache;
+        std::ifstream size(entry.path() / "size"), level(entry.path() / "level"), type(entry.path() / "type");
+        std::string unit;
+        if (!(size >> cache.bytes)) continue;
+        size >> unit;  // "K" or "M" (sysfs writes e.g. 32768K)
+        if (!unit.empty() && unit[0] == 'K') cache.bytes <<= 10;
+        else if (!unit.empty() && unit[0] == 'M') cache.bytes <<= 20;
+        level >> cache.level;
+        type >> cache.type;
+        caches.push_back(cache);
+    }
+    return caches;
+}
+
 }  // namespace
 
 int64_t last_level_cache_bytes() {
     int64_t largest = 0;
-    std::error_code ec;
-    const std::filesystem::path dir = "/sys/devices/system/cpu/cpu0/cache";
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-        std::ifstream in(entry.path() / "size");
-        int64_t value = 0;
-        std::string unit;
-        if (!(in >> value)) continue;
-        in >> unit;  // "K" or "M" (sysfs writes e.g. 32768K)
-        if (!unit.empty() && unit[0] == 'K') value <<= 10;
-        else if (!unit.empty() && unit[0] == 'M') value <<= 20;
-        largest = std::max(largest, value);
-    }
+    for (const CacheEntry& cache : cpu0_caches()) largest = std::max(largest, cache.bytes);
     return largest;
+}
+
+int64_t level1_data_cache_bytes() {
+    for (const CacheEntry& cache : cpu0_caches())
+        if (cache.level == 1 && cache.type == "Data") return cache.bytes;
+    return 0;
 }
 
 double measure_read_bandwidth(int64_t bytes, int threads, ReadKernel kernel) {

@@ -3,6 +3,7 @@
 //
 //   last_level_cache_bytes()                  the largest cache sysfs lists for cpu0 (0: not known). A
 //                                             model that fits in it is partly served from there
+//   level1_data_cache_bytes()                 cpu0's level-1 data cache as sysfs lists it (0: not known)
 //   measure_read_bandwidth(bytes, threads, k) GB/s reading a fresh buffer of `bytes` with all threads (best
 //                                             of several passes; a buffer smaller than the last-level cache
 //                                             is partly served from there, as a model of that size would be)
@@ -28,6 +29,7 @@ struct ReadProbe {
 };
 
 int64_t last_level_cache_bytes();
+int64_t level1_data_cache_bytes();
 double measure_read_bandwidth(int64_t bytes, int threads, ReadKernel kernel = ReadKernel::Sequential);
 ReadProbe probe_read_bandwidth(int64_t bytes, int threads);
 double measure_fma_peak(int threads);
