@@ -424,7 +424,7 @@ constexpr BlockFormat kAllFormats[] = {BlockFormat::Q4_0, BlockFormat::Q4_1, Blo
 }  // namespace
 
 TEST_CASE("the vectorized block dequantizers give the reference's bits, block for block") {
-    // dequantize_blocks runs this build's AVX-512 or AVX2 kernel where there is one (Q8_0, Q5_0, Q4_K, Q6_K);
+    // dequantize_blocks runs this build's AVX-512 or AVX2 kernel where there is one (all formats but Q5_K);
     // dequantize_reference is ggml's reference order, checked against numpy in gguf.tests.cpp.
     std::mt19937 rng(49);
     for (BlockFormat f : kAllFormats) {

@@ -45,23 +45,28 @@ inline void store_sums(float* y, const __m512 (&acc)[4], const float* bias, int6
     for (int c = 0; c < n_count; ++c) y[n0 + c] = sums[c] + (bias ? bias[n0 + c] : 0.0f);
 }
 
-// y[n0 + c] = x · row c, each weight float(q) · d as the reference makes it (exact), 16 lanes per row. Group:
-// a format's 4 blocks at byte `at` of the group's rows (kBytes each), q(c, v) row c's integers of weights
-// 16v .. 16v + 15 as int32.
+// y[n0 + c] = x · row c, each weight float(q) · d, or fma(float(q), d, m) with a minimum, as the reference
+// makes it, 16 lanes per row. Group: a format's 4 blocks at byte `at` of the group's rows (kBytes each), q(c, v)
+// row c's integers of weights 16v .. 16v + 15 as floats, kMin whether a float16 minimum follows d.
 template <class Group>
 void rows_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
     const int64_t KB = K / 32;
     const GroupRows g(w, KB * Group::kBytes, n0, n_count);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 d[4];
+    __m512 d[4], m[4];
     for (int64_t b = 0; b < KB; ++b) {
         const int64_t at = b * Group::kBytes;
         g.ask_ahead(at, Group::kBytes);
         group_scales(g, at, d);
+        if constexpr (Group::kMin) group_scales(g, at + 2, m);
         const Group blocks(g, at);
         for (int v = 0; v < 2; ++v) {
             const __m512 xv = _mm512_loadu_ps(x + 32 * b + 16 * v);
-            for (int c = 0; c < 4; ++c) acc[c] = _mm512_fmadd_ps(xv, _mm512_mul_ps(_mm512_cvtepi32_ps(blocks.q(c, v)), d[c]), acc[c]);
+            for (int c = 0; c < 4; ++c) {
+                const __m512 q = blocks.q(c, v);
+                const __m512 weights = Group::kMin ? _mm512_fmadd_ps(q, d[c], m[c]) : _mm512_mul_ps(q, d[c]);
+                acc[c] = _mm512_fmadd_ps(xv, weights, acc[c]);
+            }
         }
     }
     store_sums(y, acc, bias, n0, n_count);
@@ -69,39 +74,53 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
 
 struct Q8_0Group {
     static constexpr int64_t kBytes = 34;
+    static constexpr bool kMin = false;
     const GroupRows& g;
     int64_t at;
     Q8_0Group(const GroupRows& rows, int64_t at_byte) : g(rows), at(at_byte) {}
-    __m512i q(int c, int v) const {
-        return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 2 + 16 * v)));
+    __m512 q(int c, int v) const {
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 2 + 16 * v))));
     }
 };
 
-// A row's 16 bytes widened once for its 32 weights (low nibbles, then high), less 16 where the fifth bit is
-// clear ((q | fifth << 4) - 16 in one masked subtraction). Against widening the bytes for each 16 weights,
-// with the subtraction apart: 48 -> 58 GFLOP/s (as above).
-struct Q5_0Group {
-    static constexpr int64_t kBytes = 22;
+// float(q) of nibble_integers, exactly. Q4_0's low nibbles become 2^23 + n in one operation (the nibble ORed
+// into 2^23's bits), less 2^23 + 8 in a float subtraction (exact), where cvtdq2ps needs the integer subtraction
+// before it. One matrix K 2048 x N 16384 from memory, AMD EPYC Zen 4, 1 thread: Q4_0 2096 -> 1949 us (the batch
+// tiles, which make each weight once for 8 rows of x, ran 2-4 % slower this way and keep cvtdq2ps).
+template <BlockFormat F>
+inline __m512 nibble_floats(__m512i bytes, uint32_t high, int v) {
+    if constexpr (F == BlockFormat::Q4_0) {
+        const __m512i two23 = _mm512_set1_epi32(0x4B000000);
+        const __m512i biased = v == 0 ? _mm512_ternarylogic_epi32(bytes, _mm512_set1_epi32(15), two23, 0xEA)  // (a & b) | c
+                                      : _mm512_or_si512(_mm512_srli_epi32(bytes, 4), two23);
+        return _mm512_sub_ps(_mm512_castsi512_ps(biased), _mm512_set1_ps(8388616.0f));
+    } else {
+        return _mm512_cvtepi32_ps(nibble_integers<F>(bytes, high, v));
+    }
+}
+// Q4_0, Q4_1, Q5_0, Q5_1: a row's 16 bytes widened once for its 32 weights (low nibbles, then high), Q5_0's
+// fifth bits met in one masked subtraction (nibble_integers). Against widening the bytes for each 16 weights,
+// with the subtraction apart: Q5_0 48 -> 58 GFLOP/s (as above).
+template <BlockFormat F>
+struct NibbleGroup {
+    static constexpr int64_t kBytes = NibbleLayout<F>::kBytes;
+    static constexpr bool kMin = NibbleLayout<F>::kMin;
     __m512i packed[4];
-    uint32_t clear[4];  // the fifth bits, inverted
-    Q5_0Group(const GroupRows& g, int64_t at) {
+    uint32_t high[4];
+    NibbleGroup(const GroupRows& g, int64_t at) {
         for (int c = 0; c < 4; ++c) {
-            packed[c] = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 6)));
-            std::memcpy(&clear[c], g.r[c] + at + 2, sizeof clear[c]);
-            clear[c] = ~clear[c];
+            packed[c] = bytes_as_int32(g.r[c] + at + NibbleLayout<F>::kQsAt);
+            high[c] = nibble_high<F>(g.r[c] + at);
         }
     }
-    __m512i q(int c, int v) const {
-        const __m512i nibbles = v == 0 ? _mm512_and_si512(packed[c], _mm512_set1_epi32(15)) : _mm512_srli_epi32(packed[c], 4);
-        return _mm512_mask_sub_epi32(nibbles, __mmask16(clear[c] >> (16 * v)), nibbles, _mm512_set1_epi32(16));
-    }
+    __m512 q(int c, int v) const { return nibble_floats<F>(packed[c], high[c], v); }
 };
 
-void q8_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    rows_in_registers<Q8_0Group>(y, x, w, bias, K, n0, n_count);
-}
-void q5_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    rows_in_registers<Q5_0Group>(y, x, w, bias, K, n0, n_count);
+// Decode on the 32-weight formats, a group's 4 rows in registers.
+template <BlockFormat F>
+void rows32(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    if constexpr (F == BlockFormat::Q8_0) rows_in_registers<Q8_0Group>(y, x, w, bias, K, n0, n_count);
+    else rows_in_registers<NibbleGroup<F>>(y, x, w, bias, K, n0, n_count);
 }
 
 // R rows of x (y and x: rows K and N apart) by the group's weight rows, two at a time: each vector of weights
@@ -161,9 +180,8 @@ void tile_rows(float* y, const float* x, int64_t T, const std::byte* w, const fl
 #elif KVSCOPE_AVX2
 // Decode as rows_through_l1 computes it (chains lo: lanes 0-7 of every 16 weights, hi: 8-15; fma in k order,
 // then lane_tree_sum), on the weights made in registers instead of stored to L1 and loaded back: 8 at a time
-// from their bytes, times the block's d (exact, as the reference makes them). Row by row within a block, so
-// 8 chains and one row's values fit AVX2's 16 registers.
-inline __m256 widen8(__m128i q, __m256 d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d); }
+// from their bytes, as the reference makes them. Row by row within a block, so 8 chains and one row's values
+// fit AVX2's 16 registers.
 
 // y[n0 + c] = lane_tree_sum of row c's chains + bias, c < n_count.
 void store_chain_sums(float* y, const __m256 (&lo)[4], const __m256 (&hi)[4], const float* bias, int64_t n0, int64_t n_count) {
@@ -175,8 +193,9 @@ void store_chain_sums(float* y, const __m256 (&lo)[4], const __m256 (&hi)[4], co
     }
 }
 
-// Q8_0 and Q5_0: `bytes(block, q)` gives a block's 32 small integers as bytes (q[0] weights 0-15, q[1] 16-31).
-template <int kBytes, class Bytes>
+// The 32-weight formats: `bytes(block, q)` gives a block's 32 small integers as bytes (q[0] weights 0-15,
+// q[1] 16-31), each weight q · d, or with a minimum (kMin, a float16 after d) fma(q, d, m).
+template <int kBytes, bool kMin, class Bytes>
 void rows_in_registers(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count,
                        const Bytes& bytes) {
     const int64_t KB = K / 32;
@@ -189,27 +208,30 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
         const float* xb = x + 32 * b;
         for (int c = 0; c < 4; ++c) {
             const unsigned char* block = g.r[c] + at;
-            const __m256 d = _mm256_set1_ps(half(block));
+            const __m256 d = _mm256_set1_ps(half(block)), m = kMin ? _mm256_set1_ps(half(block + 2)) : _mm256_setzero_ps();
+            auto widen = [&](__m128i q) {
+                const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+                return kMin ? _mm256_fmadd_ps(qf, d, m) : _mm256_mul_ps(qf, d);
+            };
             __m128i q[2];
             bytes(block, q);
             for (int v = 0; v < 2; ++v) {
-                lo[c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16 * v), widen8(q[v], d), lo[c]);
-                hi[c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16 * v + 8), widen8(_mm_srli_si128(q[v], 8), d), hi[c]);
+                lo[c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16 * v), widen(q[v]), lo[c]);
+                hi[c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16 * v + 8), widen(_mm_srli_si128(q[v], 8)), hi[c]);
             }
         }
     }
     store_chain_sums(y, lo, hi, bias, n0, n_count);
 }
 
-void q8_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    rows_in_registers<34>(y, x, w, bias, K, n0, n_count, [](const unsigned char* b, __m128i (&q)[2]) {
-        q[0] = bytes16(b + 2);
-        q[1] = bytes16(b + 18);
-    });
-}
-
-void q5_0_rows(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    rows_in_registers<22>(y, x, w, bias, K, n0, n_count, q5_0_bytes);
+template <BlockFormat F>
+void rows32(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
+    if constexpr (F == BlockFormat::Q8_0)
+        rows_in_registers<34, false>(y, x, w, bias, K, n0, n_count, [](const unsigned char* b, __m128i (&q)[2]) {
+            q[0] = bytes16(b + 2);
+            q[1] = bytes16(b + 18);
+        });
+    else rows_in_registers<NibbleLayout<F>::kBytes, NibbleLayout<F>::kMin>(y, x, w, bias, K, n0, n_count, nibble_bytes<F>);
 }
 #endif
 
@@ -264,8 +286,11 @@ void rows_through_l1(float* y, const float* x, BlockMatrix w, const float* bias,
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
 #if !KVSCOPE_PORTABLE
     switch (w.format) {
-        case BlockFormat::Q8_0: return q8_0_rows(y, x, w.data, bias, K, n0, n_count);
-        case BlockFormat::Q5_0: return q5_0_rows(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q4_0: return rows32<BlockFormat::Q4_0>(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q4_1: return rows32<BlockFormat::Q4_1>(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q5_0: return rows32<BlockFormat::Q5_0>(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q5_1: return rows32<BlockFormat::Q5_1>(y, x, w.data, bias, K, n0, n_count);
+        case BlockFormat::Q8_0: return rows32<BlockFormat::Q8_0>(y, x, w.data, bias, K, n0, n_count);
         default: break;
     }
 #endif
@@ -276,8 +301,11 @@ bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float*
                 int64_t n_count) {
 #if KVSCOPE_AVX512
     switch (w.format) {
-        case BlockFormat::Q8_0: return tile_rows<Q8_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q4_0: return tile_rows<Q4_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q4_1: return tile_rows<Q4_1Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         case BlockFormat::Q5_0: return tile_rows<Q5_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q5_1: return tile_rows<Q5_1Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
+        case BlockFormat::Q8_0: return tile_rows<Q8_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         default: break;
     }
 #else

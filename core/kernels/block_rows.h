@@ -14,8 +14,9 @@
 //
 // Each sum of the other formats is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
-// so the bits are those of the dequantized float32 matrix. AVX-512 builds dequantize Q8_0 and Q5_0 in
-// registers, 16 weights at a time; other formats, and AVX2 builds, 256 weights at a time into L1.
+// so the bits are those of the dequantized float32 matrix. The 32-weight formats (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0) are dequantized in registers, 16 weights at a time (AVX-512; AVX2 decode 8 at a time, its batches
+// through a group's float copy); the portable build dequantizes 256 weights at a time into L1.
 //
 // The K formats are dotted as llama.cpp dots them, in integers against x quantized to 8 bits (Q8KBlock,
 // quant_blocks.h), each super-block s of a row an exact int32 (the weights' small integers q, sub-block

@@ -3,16 +3,18 @@
 //   Q8_0Block .. Q6_KBlock   one block of a format as 16-weight vectors, exactly the reference dequantizer's
 //                            values (quant_blocks.h): load(bytes), then weights(v) = weights 16v .. 16v + 15;
 //                            the AVX-512 build's dequantize_blocks (quant_blocks.cpp) uses them all, its float
-//                            batch kernels (block_rows.cpp) Q8_0's and Q5_0's; decode makes a group's 4 rows
-//                            of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
+//                            batch kernels (block_rows.cpp) the 32-weight formats'; decode makes a group's 4
+//                            rows of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
+//   NibbleLayout<F>          where Q4_0, Q4_1, Q5_0 and Q5_1 keep their minimum, fifth bits and nibbles
 //   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
-//   AVX2: bytes16, low_nibbles, high_nibbles, q5_0_bytes   a block's small integers as bytes
+//   AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/lanes.h"
 #include "kernels/machine_probe.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
@@ -64,6 +66,15 @@ inline void scale_min(const unsigned char* s, int j, int& scale, int& min) {
 // The float16 at p (little-endian, any alignment) as float32, exactly.
 inline float half(const unsigned char* p) { return half_to_f32(uint16_t(p[0] | p[1] << 8)); }
 
+// The 32-weight nibble formats' layout (quant_blocks.h): a minimum after d (Q4_1, Q5_1), 32 fifth bits after
+// the scales (Q5_0, Q5_1), then 16 bytes of nibbles, the low ones weights 0-15.
+template <BlockFormat F>
+struct NibbleLayout {
+    static constexpr bool kMin = F == BlockFormat::Q4_1 || F == BlockFormat::Q5_1;
+    static constexpr bool kHigh = F == BlockFormat::Q5_0 || F == BlockFormat::Q5_1;
+    static constexpr int kHighAt = kMin ? 4 : 2, kQsAt = kHighAt + (kHigh ? 4 : 0), kBytes = kQsAt + 16;
+};
+
 #if KVSCOPE_AVX512
 // The eight 6-bit (scale, min) pairs of a Q4_K / Q5_K super-block, as bytes: scales 0-7, then mins 0-7
 // (scale_min's values), made in a register: a copy through the stack stalls a store-to-load
@@ -93,25 +104,51 @@ struct Q8_0Block {
     }
 };
 
-// (q | fifth bit << 4) - 16, times d: the nibble, less 16 where its fifth bit is clear (one masked subtraction);
-// the fifth bits of weights 16v.. are bits 16v.. of the 32 after d.
-struct Q5_0Block {
-    static constexpr int kElements = 32, kBytes = 22;
-    const unsigned char* b;
-    __m512 d;
-    uint32_t clear;  // the fifth bits, inverted
+// A nibble block's small integers q(v) of weights 16v.. as int32, from its bytes widened once (bytes) and its
+// fifth bits (high): Q4_0 the nibble - 8; Q5_0 (nibble | fifth << 4) - 16 as the nibble less 16 where the bit
+// is clear (one masked subtraction: high holds the bits inverted); Q5_1 the nibble plus 16 where it is set.
+template <BlockFormat F>
+inline __m512i nibble_integers(__m512i bytes, uint32_t high, int v) {
+    __m512i q = v == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi32(15)) : _mm512_srli_epi32(bytes, 4);
+    const __mmask16 bits = __mmask16(high >> (16 * v));
+    if constexpr (F == BlockFormat::Q4_0) q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
+    if constexpr (F == BlockFormat::Q5_0) q = _mm512_mask_sub_epi32(q, bits, q, _mm512_set1_epi32(16));
+    if constexpr (F == BlockFormat::Q5_1) q = _mm512_mask_add_epi32(q, bits, q, _mm512_set1_epi32(16));
+    return q;
+}
+// The fifth bits as nibble_integers takes them (0 without them).
+template <BlockFormat F>
+inline uint32_t nibble_high(const unsigned char* block) {
+    uint32_t high = 0;
+    if constexpr (NibbleLayout<F>::kHigh) std::memcpy(&high, block + NibbleLayout<F>::kHighAt, sizeof high);
+    return F == BlockFormat::Q5_0 ? ~high : high;
+}
+
+// Q4_0, Q4_1, Q5_0, Q5_1: q · d (exact), or with a minimum fma(q, d, m) (q · d is exact, so one rounding, as
+// the reference's two operations); the bytes widened once for the block's 32 weights.
+template <BlockFormat F>
+struct NibbleBlock {
+    using Layout = NibbleLayout<F>;
+    static constexpr int kElements = 32, kBytes = Layout::kBytes;
+    __m512i bytes;
+    __m512 d, m;
+    uint32_t high;
     void load(const unsigned char* block) {
-        b = block, d = _mm512_set1_ps(half(block));
-        std::memcpy(&clear, block + 2, 4);
-        clear = ~clear;
+        bytes = bytes_as_int32(block + Layout::kQsAt);
+        d = _mm512_set1_ps(half(block));
+        if constexpr (Layout::kMin) m = _mm512_set1_ps(half(block + 2));
+        high = nibble_high<F>(block);
     }
     __m512 weights(int v) const {
-        const __m512i bytes = bytes_as_int32(b + 6);
-        const __m512i nibbles = v == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi32(15)) : _mm512_srli_epi32(bytes, 4);
-        const __m512i q = _mm512_mask_sub_epi32(nibbles, __mmask16(clear >> (16 * v)), nibbles, _mm512_set1_epi32(16));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+        const __m512 q = _mm512_cvtepi32_ps(nibble_integers<F>(bytes, high, v));
+        if constexpr (Layout::kMin) return _mm512_fmadd_ps(q, d, m);
+        else return _mm512_mul_ps(q, d);
     }
 };
+using Q4_0Block = NibbleBlock<BlockFormat::Q4_0>;
+using Q4_1Block = NibbleBlock<BlockFormat::Q4_1>;
+using Q5_0Block = NibbleBlock<BlockFormat::Q5_0>;
+using Q5_1Block = NibbleBlock<BlockFormat::Q5_1>;
 
 // q · (d · scale_j) - dmin · min_j per 32 weights j; the eight 6-bit pairs unpacked in a register
 // (scales_and_mins), the products exact, so computed 8 at a time.
@@ -181,20 +218,24 @@ inline __m128i bytes16(const unsigned char* p) { return _mm_loadu_si128(reinterp
 inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
 inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
 
-// A Q5_0 block's (q | fifth bit << 4) - 16 as bytes: q[0] weights 0-15, q[1] weights 16-31. The 32 fifth bits
-// become bytes of 0 or 16 in one register: byte j takes byte j / 8 of the bits (vpshufb within each half) and
-// tests its bit j % 8.
-inline void q5_0_bytes(const unsigned char* b, __m128i (&q)[2]) {
-    int32_t high;
-    std::memcpy(&high, b + 2, sizeof high);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(high), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1,
-                                         2, 4, 8, 16, 32, 64, -128);
-    const __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
-    const __m128i qs = bytes16(b + 6);
-    const __m256i nibbles = _mm256_inserti128_si256(_mm256_castsi128_si256(low_nibbles(qs)), high_nibbles(qs), 1);
-    const __m256i v = _mm256_sub_epi8(_mm256_or_si256(nibbles, fifth), _mm256_set1_epi8(16));
+// A nibble block's small integers as bytes, q[0] weights 0-15, q[1] 16-31: Q4_0 q - 8, Q4_1 q, Q5_0
+// (q | fifth << 4) - 16, Q5_1 q | fifth << 4. The 32 fifth bits become bytes of 0 or 16 in one register: byte j
+// takes byte j / 8 of the bits (vpshufb within each half) and tests its bit j % 8.
+template <BlockFormat F>
+inline void nibble_bytes(const unsigned char* b, __m128i (&q)[2]) {
+    using Layout = NibbleLayout<F>;
+    const __m128i qs = bytes16(b + Layout::kQsAt);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(low_nibbles(qs)), high_nibbles(qs), 1);
+    if constexpr (Layout::kHigh) {
+        int32_t high;
+        std::memcpy(&high, b + Layout::kHighAt, sizeof high);
+        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(high), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+        const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1,
+                                             2, 4, 8, 16, 32, 64, -128);
+        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16)));
+    }
+    if constexpr (!Layout::kMin) v = _mm256_sub_epi8(v, _mm256_set1_epi8(Layout::kHigh ? 16 : 8));
     q[0] = _mm256_castsi256_si128(v);
     q[1] = _mm256_extracti128_si256(v, 1);
 }

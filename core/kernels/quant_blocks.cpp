@@ -139,12 +139,20 @@ void q8_0_block(const unsigned char* b, float* out) {
     put16(out + 16, bytes16(b + 18), d);
 }
 
-void q5_0_block(const unsigned char* b, float* out) {
+// Q4_0, Q4_1, Q5_0, Q5_1 (q · d + m: put16 with -m, so q · d - (-m), one rounding as the reference's addition).
+template <BlockFormat F>
+void nibble_block(const unsigned char* b, float* out) {
     const float d = half(b);
     __m128i q[2];
-    q5_0_bytes(b, q);
-    put16(out, q[0], d);
-    put16(out + 16, q[1], d);
+    nibble_bytes<F>(b, q);
+    if constexpr (NibbleLayout<F>::kMin) {
+        const float m = half(b + 2);
+        put16(out, q[0], d, -m);
+        put16(out + 16, q[1], d, -m);
+    } else {
+        put16(out, q[0], d);
+        put16(out + 16, q[1], d);
+    }
 }
 
 void q4_k_block(const unsigned char* b, float* out) {
@@ -187,7 +195,12 @@ struct Avx2Block {
     static void put(const unsigned char* b, float* out) { kPut(b, out); }
 };
 using Q8_0Block = Avx2Block<32, 34, q8_0_block>;
-using Q5_0Block = Avx2Block<32, 22, q5_0_block>;
+template <BlockFormat F>
+using NibbleBlock = Avx2Block<32, NibbleLayout<F>::kBytes, nibble_block<F>>;
+using Q4_0Block = NibbleBlock<BlockFormat::Q4_0>;
+using Q4_1Block = NibbleBlock<BlockFormat::Q4_1>;
+using Q5_0Block = NibbleBlock<BlockFormat::Q5_0>;
+using Q5_1Block = NibbleBlock<BlockFormat::Q5_1>;
 using Q4_KBlock = Avx2Block<256, 144, q4_k_block>;
 using Q6_KBlock = Avx2Block<256, 210, q6_k_block_avx2>;
 template <class Block>
@@ -211,8 +224,11 @@ void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* ou
     const auto* b = reinterpret_cast<const unsigned char*>(src);
     const int64_t blocks = n / block_layout(f).elements;
     switch (f) {
-        case BlockFormat::Q8_0: return fast_blocks<Q8_0Block>(b, blocks, out);
+        case BlockFormat::Q4_0: return fast_blocks<Q4_0Block>(b, blocks, out);
+        case BlockFormat::Q4_1: return fast_blocks<Q4_1Block>(b, blocks, out);
         case BlockFormat::Q5_0: return fast_blocks<Q5_0Block>(b, blocks, out);
+        case BlockFormat::Q5_1: return fast_blocks<Q5_1Block>(b, blocks, out);
+        case BlockFormat::Q8_0: return fast_blocks<Q8_0Block>(b, blocks, out);
         case BlockFormat::Q4_K: return fast_blocks<Q4_KBlock>(b, blocks, out);
         case BlockFormat::Q6_K: return fast_blocks<Q6_KBlock>(b, blocks, out);
         default: break;

@@ -8,7 +8,7 @@
 //   dequantize_reference(f, src, n, out)   n weights (whole blocks) -> float32 with the float operations of
 //                                          ggml's reference dequantizers, in their order, one at a time
 //   dequantize_blocks(f, src, n, out)      the same bits, vectorized where this build has a kernel for f
-//                                          (Q8_0, Q5_0, Q4_K, Q6_K; AVX-512 and AVX2), else the reference
+//                                          (all but Q5_K; AVX-512 and AVX2), else the reference
 //   integer_format(f)                      f is dotted in integers against x quantized to 8 bits (block_rows.h),
 //                                          as llama.cpp does: Q4_K, Q5_K, Q6_K; the others are computed in
 //                                          float32 on their exactly dequantized weights
