@@ -340,7 +340,7 @@ std::vector<std::byte> random_blocks(BlockFormat f, int64_t n_blocks, std::mt199
     return out;
 }
 
-bool dotted_in_integers(BlockFormat f) { return f == BlockFormat::Q4_K || f == BlockFormat::Q5_K || f == BlockFormat::Q6_K; }
+bool dotted_in_integers(BlockFormat f) { return f != BlockFormat::Q4_1 && f != BlockFormat::Q5_1; }
 
 float half_value(const std::byte* p) {
     uint16_t h;
@@ -356,15 +356,23 @@ struct Q8K {
     int q[256];
     float d;
 };
-Q8K quantized(const float* x) {
+Q8K quantized(const float* x, int n = 256) {
     Q8K out{};
     float amax = 0.0f;
-    for (int k = 0; k < 256; ++k) amax = std::max(amax, std::fabs(x[k]));
+    for (int k = 0; k < n; ++k) amax = std::max(amax, std::fabs(x[k]));
     if (amax < 0x1p-120f) return out;
     out.d = amax / 127.0f;
     const float scale = 127.0f / amax;
-    for (int k = 0; k < 256; ++k) out.q[k] = int(std::nearbyint(x[k] * scale));
+    for (int k = 0; k < n; ++k) out.q[k] = int(std::nearbyint(x[k] * scale));
     return out;
+}
+
+// Weight k's small integer in a Q4_0, Q5_0 or Q8_0 block, from ggml's layout (quant_blocks.h).
+int block32_weight(BlockFormat f, const unsigned char* b, int k) {
+    if (f == BlockFormat::Q8_0) return static_cast<signed char>(b[2 + k]);
+    if (f == BlockFormat::Q4_0) return (b[2 + k % 16] >> (4 * (k / 16)) & 15) - 8;
+    const uint32_t high = uint32_t(b[2]) | uint32_t(b[3]) << 8 | uint32_t(b[4]) << 16 | uint32_t(b[5]) << 24;
+    return ((b[6 + k % 16] >> (4 * (k / 16)) & 15) | int(high >> k & 1) << 4) - 16;
 }
 
 // One K-format super-block's small integers, weight by weight from ggml's layout: q_k, the scale (and min)
@@ -387,12 +395,29 @@ void super_block_weight(BlockFormat f, const unsigned char* b, int k, int& q, in
     min = j < 4 ? sm[j + 4] & 63 : (sm[j + 4] >> 4) | (sm[j] >> 6) << 4;
 }
 
-// y (T, N) = x · wᵀ + bias for a K-format matrix as block_rows.h states it: exact integers per super-block
-// (int64 here), then acc = fma(d · dx, i, acc) and, with mins, acc = fma(-(dmin · dx), m, acc).
+// y (T, N) = x · wᵀ + bias for an integer-dotted matrix as block_rows.h states it: exact integers per block or
+// super-block (int64 here), then acc = fma(d · dx, i, acc) and, with mins, acc = fma(-(dmin · dx), m, acc).
 std::vector<float> integer_product(BlockFormat f, const std::byte* blocks, const float* x, const float* bias, int64_t T,
                                    int64_t K, int64_t N) {
-    const int64_t bytes = block_layout(f).bytes, KB = K / 256;
+    const int64_t bytes = block_layout(f).bytes;
     std::vector<float> y(size_t(T * N));
+    if (block_layout(f).elements == 32) {  // per block: an exact integer against x quantized per 32, then one fma
+        const int64_t KB = K / 32;
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < N; ++n) {
+                float acc = 0.0f;
+                for (int64_t s = 0; s < KB; ++s) {
+                    const Q8K xq = quantized(x + t * K + 32 * s, 32);
+                    const auto* b = reinterpret_cast<const unsigned char*>(blocks) + (n * KB + s) * bytes;
+                    int64_t i = 0;
+                    for (int k = 0; k < 32; ++k) i += int64_t(block32_weight(f, b, k)) * xq.q[k];
+                    acc = std::fma(half_value(reinterpret_cast<const std::byte*>(b)) * xq.d, float(i), acc);
+                }
+                y[size_t(t * N + n)] = acc + (bias ? bias[n] : 0.0f);
+            }
+        return y;
+    }
+    const int64_t KB = K / 256;
     for (int64_t t = 0; t < T; ++t) {
         std::vector<Q8K> xq;
         for (int64_t s = 0; s < KB; ++s) xq.push_back(quantized(x + t * K + 256 * s));
@@ -548,6 +573,50 @@ TEST_CASE("quantize_q8k gives the stated integers, scale and sums; zero, tiny an
     CHECK(run[0].q[6] == -127);
 }
 
+TEST_CASE("quantize_x8 gives each 32 values the stated integers, scale and sum; zero, tiny and non-finite blocks too") {
+    std::mt19937 rng(52);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t K = 512, T = 3, KB = K / 32;
+    std::vector<float> x(size_t(T * K));
+    for (float& v : x) v = d(rng) * 3.0f;
+    for (int k = 32; k < 64; ++k) x[size_t(k)] = 0.0f;                        // row 0, block 1: zeros
+    for (int k = 64; k < 96; ++k) x[size_t(k)] = 0x1p-126f * float(k % 7);      // block 2: below 2^-120
+    x[100] = -x[100] * 1e30f;                                                  // block 3: one huge value
+    x[5] = 127.0f, x[6] = -127.0f;                                              // block 0: its own amax
+    x[size_t(K + 200)] = NAN, x[size_t(2 * K + 511)] = INFINITY;               // row 1 block 6, row 2 block 15
+    std::vector<int8_t> q(size_t(T * K), 99);
+    std::vector<float> scales(size_t(T * KB), -1.0f);
+    std::vector<int32_t> sums(size_t(T * KB), -1);
+    const X8Rows rows{q.data(), scales.data(), sums.data(), K};
+    for (int64_t t = 0; t < T; ++t) quantize_x8(rows, t, x.data() + t * K, K);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t b = 0; b < KB; ++b) {
+            INFO("row " << t << " block " << b);
+            const float* xs = x.data() + t * K + 32 * b;
+            const int8_t* got = q.data() + t * K + 32 * b;
+            const size_t at = size_t(t * KB + b);
+            if (!std::all_of(xs, xs + 32, [](float v) { return std::isfinite(v); })) {
+                CHECK(std::isnan(scales[at]));
+                CHECK(std::all_of(got, got + 32, [](int8_t v) { return v == 0; }));
+                CHECK(sums[at] == 0);
+                continue;
+            }
+            const Q8K want = quantized(xs, 32);
+            CHECK(std::memcmp(&scales[at], &want.d, sizeof(float)) == 0);
+            int sum = 0;
+            bool same = true;
+            for (int k = 0; k < 32; ++k) same = same && got[k] == want.q[k] && std::abs(want.q[k]) <= 127, sum += want.q[k];
+            CHECK(same);
+            CHECK(sums[at] == sum);
+        }
+    CHECK(scales[1] == 0.0f);
+    CHECK(scales[2] == 0.0f);
+    CHECK(q[5] == 127);
+    CHECK(q[6] == -127);
+    CHECK(std::isnan(scales[size_t(KB + 6)]));
+    CHECK(std::isnan(scales[size_t(2 * KB + 15)]));
+}
+
 TEST_CASE("the integer dots are the float product but for x's rounding to 8 bits; x not finite gives NaN") {
     // |y - Σ_k w_k x_k| <= Σ_k |w_k| · dx / 2 (each x_k is off by at most half its run's step dx), with w the
     // reference dequantizer's weights and the sum in double; plus float rounding, a few units in the last
@@ -555,8 +624,9 @@ TEST_CASE("the integer dots are the float product but for x's rounding to 8 bits
     std::mt19937 rng(51);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const int64_t K = 1024, N = 40, T = 3;
-    for (BlockFormat f : {BlockFormat::Q4_K, BlockFormat::Q5_K, BlockFormat::Q6_K}) {
-        std::vector<std::byte> blocks = random_blocks(f, N * K / 256, rng);
+    for (BlockFormat f : {BlockFormat::Q4_0, BlockFormat::Q5_0, BlockFormat::Q8_0, BlockFormat::Q4_K, BlockFormat::Q5_K, BlockFormat::Q6_K}) {
+        const int run = int(block_layout(f).elements);  // x is quantized per 32 values for Q4_0 .. Q8_0, per 256 for the K formats
+        std::vector<std::byte> blocks = random_blocks(f, N * K / run, rng);
         std::vector<float> w(size_t(N * K)), x(size_t(T * K)), y(size_t(T * N));
         dequantize_reference(f, blocks.data(), N * K, w.data());
         for (float& v : x) v = d(rng);
@@ -565,9 +635,9 @@ TEST_CASE("the integer dots are the float product but for x's rounding to 8 bits
         for (int64_t t = 0; t < T; ++t)
             for (int64_t n = 0; n < N; ++n) {
                 double exact = 0.0, bound = 0.0, size = 0.0;
-                for (int64_t s = 0; s < K / 256; ++s) {
-                    const Q8K q = quantized(x.data() + t * K + 256 * s);
-                    for (int64_t k = 256 * s; k < 256 * s + 256; ++k) {
+                for (int64_t s = 0; s < K / run; ++s) {
+                    const Q8K q = quantized(x.data() + t * K + run * s, run);
+                    for (int64_t k = run * s; k < run * s + run; ++k) {
                         const double wk = w[size_t(n * K + k)];
                         exact += wk * x[size_t(t * K + k)];
                         bound += std::fabs(wk) * q.d / 2;

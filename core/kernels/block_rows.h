@@ -9,14 +9,25 @@
 //
 //   integer_rows(y, xq, T, w, bias, K, N, n0, n_count)
 //                                             y (T, N) rows [n0, n0 + n_count) for the T rows of x quantized
-//                                             as Q8_K (xq: T x K / 256 blocks), w of an integer_format
-//                                             (quant_blocks.h)
+//                                             as Q8_K (xq: T x K / 256 blocks), w of a K format
+//   integer_rows32(y, x8, T, w, bias, K, N, n0, n_count)
+//                                             the same for Q4_0, Q5_0 and Q8_0 against x quantized per 32
+//                                             (X8Rows, quant_blocks.h), a group of up to 4 rows
+//   integer_panels(y, x8, T, w, bias, K, N, n0, n_count)
+//                                             integer_rows32's bits for a panel of up to kPanelRows rows, packed
+//                                             once for all T rows of x (prefill); false (nothing done) where
+//                                             the build has no panel kernel (integer_panels_built: AVX-512 VNNI)
 //
 // Each sum of the other formats is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
 // so the bits are those of the dequantized float32 matrix. The 32-weight formats (Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0) are dequantized in registers, 16 weights at a time (AVX-512; AVX2 decode 8 at a time, its batches
 // through a group's float copy); the portable build dequantizes 256 weights at a time into L1.
+//
+// Q4_0, Q5_0 and Q8_0 are dotted in integers too, against x quantized per 32 values (X8Rows: integers qx,
+// scale dx and the sum of the qx per block), each block b of a row an exact int32 (|i| <= 32 · 128 · 127):
+//   i = Σ_(k in b) q_k · qx_k,   acc = fma(d · dx, float(i), acc)
+// from acc = 0 over the blocks in order, then y = acc + bias.
 //
 // The K formats are dotted as llama.cpp dots them, in integers against x quantized to 8 bits (Q8KBlock,
 // quant_blocks.h), each super-block s of a row an exact int32 (the weights' small integers q, sub-block
@@ -37,6 +48,12 @@ namespace kvscope {
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count);
 void integer_rows(float* y, const Q8KBlock* xq, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                   int64_t n_count);
+void integer_rows32(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                    int64_t n_count);
+constexpr int64_t kPanelRows = 32;
+bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                    int64_t n_count);
+bool integer_panels_built();
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                 int64_t n_count);
 

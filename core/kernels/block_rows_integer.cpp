@@ -29,13 +29,6 @@ struct KFormat {
 };
 
 #if !KVSCOPE_PORTABLE
-// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32 (exact: any order), by unpacking in pairs:
-// phaddd is 3 operations on Zen and this is 6 for all three of its.
-inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
-    const __m128i a01 = _mm_add_epi32(_mm_unpacklo_epi32(a0, a1), _mm_unpackhi_epi32(a0, a1));
-    const __m128i a23 = _mm_add_epi32(_mm_unpacklo_epi32(a2, a3), _mm_unpackhi_epi32(a2, a3));
-    return _mm_add_epi32(_mm_unpacklo_epi64(a01, a23), _mm_unpackhi_epi64(a01, a23));
-}
 inline __m128i x_sums32(const Q8KBlock& x) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.sums32)); }
 
 // The float arithmetic of one super-block for 4 rows, one per lane: acc = fma(d · dx, i, acc), then for the
@@ -66,15 +59,6 @@ struct GroupScales {
     }
 };
 
-// y[t * N + n0 + c] = the sums of R rows of x (4 lanes each) and the bias, for the group's n_count rows.
-template <int R>
-void store_rows(float* y, int64_t N, const __m128 (&acc)[R], int64_t n0, int64_t n_count, const float* bias) {
-    for (int t = 0; t < R; ++t) {
-        alignas(16) float out[4];
-        _mm_store_ps(out, acc[t]);
-        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
-    }
-}
 #endif
 
 #if KVSCOPE_AVX512 && defined(__AVX512BW__)

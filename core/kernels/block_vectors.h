@@ -7,8 +7,9 @@
 //                            rows of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
 //   NibbleLayout<F>          where Q4_0, Q4_1, Q5_0 and Q5_1 keep their minimum, fifth bits and nibbles
 //   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
-//   AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
+//   nibble_unsigned; AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
+//   sum4, store_rows         4 rows' int32 lanes summed; R rows of x's 4-row sums stored with the bias
 #include <cstdint>
 #include <cstring>
 
@@ -74,6 +75,46 @@ struct NibbleLayout {
     static constexpr bool kHigh = F == BlockFormat::Q5_0 || F == BlockFormat::Q5_1;
     static constexpr int kHighAt = kMin ? 4 : 2, kQsAt = kHighAt + (kHigh ? 4 : 0), kBytes = kQsAt + 16;
 };
+
+#if !KVSCOPE_PORTABLE
+// {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32 (exact: any order), by unpacking in pairs:
+// phaddd is 3 operations on Zen and this is 6 for all three of its.
+inline __m128i sum4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
+    const __m128i a01 = _mm_add_epi32(_mm_unpacklo_epi32(a0, a1), _mm_unpackhi_epi32(a0, a1));
+    const __m128i a23 = _mm_add_epi32(_mm_unpacklo_epi32(a2, a3), _mm_unpackhi_epi32(a2, a3));
+    return _mm_add_epi32(_mm_unpacklo_epi64(a01, a23), _mm_unpackhi_epi64(a01, a23));
+}
+// y[t * N + n0 + c] = the sums of R rows of x (4 lanes each) and the bias, for the group's n_count rows.
+template <int R>
+void store_rows(float* y, int64_t N, const __m128 (&acc)[R], int64_t n0, int64_t n_count, const float* bias) {
+    for (int t = 0; t < R; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+// A nibble block's small integers as unsigned bytes, weights 0-31 in order: the nibble, or with fifth bits
+// nibble | fifth << 4 (Q4_0 and Q5_0 less 8 and 16 make the weight's integer). The 32 fifth bits become bytes
+// of 0 or 16 in one register: byte j takes byte j / 8 of the bits (vpshufb within each half) and tests its
+// bit j % 8.
+template <BlockFormat F>
+inline __m256i nibble_unsigned(const unsigned char* b) {
+    using Layout = NibbleLayout<F>;
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + Layout::kQsAt));
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, _mm_set1_epi8(0x0F))),
+                                        _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(0x0F)), 1);
+    if constexpr (Layout::kHigh) {
+        int32_t high;
+        std::memcpy(&high, b + Layout::kHighAt, sizeof high);
+        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(high), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+        const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1,
+                                             2, 4, 8, 16, 32, 64, -128);
+        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16)));
+    }
+    return v;
+}
+#endif
 
 #if KVSCOPE_AVX512
 // The eight 6-bit (scale, min) pairs of a Q4_K / Q5_K super-block, as bytes: scales 0-7, then mins 0-7
@@ -219,23 +260,11 @@ inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x
 inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
 
 // A nibble block's small integers as bytes, q[0] weights 0-15, q[1] 16-31: Q4_0 q - 8, Q4_1 q, Q5_0
-// (q | fifth << 4) - 16, Q5_1 q | fifth << 4. The 32 fifth bits become bytes of 0 or 16 in one register: byte j
-// takes byte j / 8 of the bits (vpshufb within each half) and tests its bit j % 8.
+// (q | fifth << 4) - 16, Q5_1 q | fifth << 4.
 template <BlockFormat F>
 inline void nibble_bytes(const unsigned char* b, __m128i (&q)[2]) {
-    using Layout = NibbleLayout<F>;
-    const __m128i qs = bytes16(b + Layout::kQsAt);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(low_nibbles(qs)), high_nibbles(qs), 1);
-    if constexpr (Layout::kHigh) {
-        int32_t high;
-        std::memcpy(&high, b + Layout::kHighAt, sizeof high);
-        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(high), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-        const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1,
-                                             2, 4, 8, 16, 32, 64, -128);
-        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16)));
-    }
-    if constexpr (!Layout::kMin) v = _mm256_sub_epi8(v, _mm256_set1_epi8(Layout::kHigh ? 16 : 8));
+    __m256i v = nibble_unsigned<F>(b);
+    if constexpr (!NibbleLayout<F>::kMin) v = _mm256_sub_epi8(v, _mm256_set1_epi8(NibbleLayout<F>::kHigh ? 16 : 8));
     q[0] = _mm256_castsi256_si128(v);
     q[1] = _mm256_extracti128_si256(v, 1);
 }

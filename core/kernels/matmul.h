@@ -4,10 +4,10 @@
 // whatever T, the tiling or the threads (kernels.h).
 //
 //   WeightRef                           a weight matrix stored as float32, bfloat16 or ggml's blocks (exactly
-//                                       one set); bfloat16 weights are widened exactly; blocks of the 32-weight
-//                                       formats dequantized as the reference does (quant_blocks.h) and
-//                                       multiplied in float32 (the bits of their dequantized float32 copy),
-//                                       the K formats dotted in integers against x as Q8_K (block_rows.h).
+//                                       one set); bfloat16 weights are widened exactly; blocks of Q4_1 and
+//                                       Q5_1 dequantized as the reference does (quant_blocks.h) and multiplied
+//                                       in float32 (the bits of their dequantized float32 copy), the others
+//                                       dotted in integers against x quantized to 8 bits (block_rows.h).
 //                                       Blocks only in matmul_nk (K a multiple of the format's elements)
 //   matmul_kn(y, x, w, bias, T, K, N)   y(T,N) = x(T,K) · w(K,N) + bias(N)   (HF Conv1D layout); each sum
 //                                       is two fma chains, over k < K/2 and over the rest, then added

@@ -19,14 +19,13 @@
 
 #include "base/thread_pool.h"
 #include "kernels/block_rows.h"
+#include "kernels/matmul_blocks.h"
 #include "kernels/lanes.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
 namespace {
 
-constexpr size_t kMaxSharedTargets = 4;
-constexpr int64_t kPrefillRows = 24;  // from this many rows of x on, prefill: packed panels of 6 rows of x
 
 template <class Wt>
 struct NkTarget {
@@ -803,44 +802,16 @@ void tile_groups(const float* xs, int64_t T, int64_t K, std::span<const NkTarget
     ThreadPool::global().parallel_ranges(n_groups, piece_groups, run_groups);
 }
 
-// Matrices of blocks (quant_blocks.h; K a multiple of each format's elements). The K formats are dotted in
-// integers against x quantized once per fork (integer_rows, block_rows.h), the same kernel for every T. The
-// others: prefill packs their exact float copy (pack_w_group), decode and small batches dequantize a group's
-// 4 rows as they go (block_rows.h) where the build has a kernel for the format, else small batches run
-// tile_groups' kernels on each group's float copy (block_batch). Each is a float32 kernel's arithmetic on the
-// dequantized weights: a matrix of those formats gives its float32 copy's bits.
-
-// Every target's groups of 4 rows, numbered one target after the other: each thread streams its own run of
-// groups, then takes pieces of about piece_bytes from the end of the other's (parallel_ranges), as
-// decode_groups and tile_groups do; group(target, n0, count) for each.
-template <class Group>
-void block_groups(int64_t K, std::span<const NkTarget<BlockMatrix>> targets, int64_t piece_bytes, const Group& group) {
-    constexpr int CT = 4;
-    std::array<int64_t, kMaxSharedTargets + 1> first_group{};  // target j's groups: [first_group[j], first_group[j + 1])
-    int64_t group_bytes = 1;  // the largest of the targets' groups
-    for (size_t j = 0; j < targets.size(); ++j) {
-        first_group[j + 1] = first_group[j] + (targets[j].N + CT - 1) / CT;
-        const BlockLayout layout = block_layout(targets[j].w->format);
-        group_bytes = std::max(group_bytes, CT * (K / layout.elements) * layout.bytes);
-    }
-    ThreadPool::global().parallel_ranges(first_group[targets.size()], std::max<int64_t>(1, piece_bytes / group_bytes),
-                                         [&](int64_t begin, int64_t end) {
-        size_t j = 0;
-        for (int64_t g = begin; g < end; ++g) {
-            while (g >= first_group[j + 1]) ++j;
-            const int64_t n0 = (g - first_group[j]) * CT;
-            group(targets[j], n0, std::min<int64_t>(CT, targets[j].N - n0));
-        }
-    });
-}
+}  // namespace
 
 // A small batch (T rows of x) by one group of a float-dotted matrix of blocks: the build's register kernel,
 // else the group's float copy through tile_groups' kernels, laid at n0 = 0 with y and the bias shifted to it.
-void block_batch(const float* x, int64_t T, int64_t K, const NkTarget<BlockMatrix>& target, int64_t n0, int64_t count) {
+void block_batch_group(const float* x, int64_t T, int64_t K, const MatmulTarget& target, int64_t n0, int64_t count) {
     const int64_t N = target.N;
-    if (block_tile(target.y, x, T, *target.w, target.bias, K, N, n0, count)) return;
+    const BlockMatrix& w = target.w.blocks;
+    if (block_tile(target.y, x, T, w, target.bias, K, N, n0, count)) return;
     float* rows = block_group_scratch(K);  // (4, K), then 8 rows of zeros
-    dequantize_rows(rows, *target.w, K, n0, count);
+    dequantize_rows(rows, w, K, n0, count);
     float* y = target.y + n0;
     const float* bias = target.bias ? target.bias + n0 : nullptr;
     int64_t t = batched_group_rows<float, false>(y, x, T, rows, bias, K, N, 0, count);
@@ -848,70 +819,18 @@ void block_batch(const float* x, int64_t T, int64_t K, const NkTarget<BlockMatri
     for (; t < T; ++t) tile_nk<1, float>(y + t * N, x + t * K, rows, bias, K, N, 0, count, t == 0);
 }
 
-void matmul_nk_blocks_float(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets);
-constexpr int64_t kIntegerTokens = 64;
-
-// x (T, K) as Q8_K for the targets of an integer format (block_rows.h), once for the fork; null if none is.
-const Q8KBlock* quantized_x(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
-    if (std::none_of(targets.begin(), targets.end(), [](const NkTarget<BlockMatrix>& t) { return integer_format(t.w->format); }))
-        return nullptr;
-    thread_local std::vector<Q8KBlock> storage;
-    const int64_t KB = K / 256;
-    if (int64_t(storage.size()) < T * KB) storage.resize(size_t(T * KB));
-    Q8KBlock* xq = storage.data();
-    if (T == 1) quantize_q8k(xq, x, K);
-    else ThreadPool::global().parallel_for(T, [&](int64_t t) { quantize_q8k(xq + t * KB, x + t * K, K); });
-    return xq;
-}
-
-void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
-    const Q8KBlock* xq = quantized_x(x, T, K, targets);
-    if (!xq) return matmul_nk_blocks_float(x, T, K, targets);
-    const bool all_integer = std::all_of(targets.begin(), targets.end(), [](const NkTarget<BlockMatrix>& t) { return integer_format(t.w->format); });
-    if (T <= kIntegerTokens && (all_integer || T < kPrefillRows)) {  // decode, small batches: one fork
-        block_groups(K, targets, int64_t(T == 1 ? 32 : 128) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
-            if (integer_format(t.w->format)) integer_rows(t.y, xq, T, *t.w, t.bias, K, t.N, n0, count);
-            else if (T == 1) block_rows(t.y, x, *t.w, t.bias, K, n0, count);
-            else block_batch(x, T, K, t, n0, count);
-        });
-        return;
-    }
-    // Prefill: the float formats packed, the integer ones kIntegerTokens rows of x at a time (their Q8_K rows
-    // stay in L2 while every group of weight rows passes over them).
-    std::array<NkTarget<BlockMatrix>, kMaxSharedTargets> of_integers;
-    size_t n = 0;
-    for (const NkTarget<BlockMatrix>& t : targets) {
-        if (integer_format(t.w->format)) of_integers[n++] = t;
-        else matmul_nk_blocks_float(x, T, K, {&t, 1});
-    }
-    const int64_t KB = K / 256;
-    for (int64_t t0 = 0; t0 < T; t0 += kIntegerTokens) {
-        const int64_t rows = std::min(kIntegerTokens, T - t0);
-        block_groups(K, std::span<const NkTarget<BlockMatrix>>(of_integers.data(), n), int64_t(32) << 10,
-                     [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
-            integer_rows(t.y + t0 * t.N, xq + t0 * KB, rows, *t.w, t.bias, K, t.N, n0, count);
-        });
-    }
-}
-
-// The formats dotted in float32 (all but the integer ones).
-void matmul_nk_blocks_float(const float* x, int64_t T, int64_t K, std::span<const NkTarget<BlockMatrix>> targets) {
+// Prefill on float-dotted matrices of blocks: their exact float copy in the packed panels.
+void block_prefill(const float* x, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
 #if !KVSCOPE_PORTABLE
-    if (T >= kPrefillRows) {  // prefill
-        matmul_nk_packed(x, T, K, targets);
-        return;
-    }
+    std::array<NkTarget<BlockMatrix>, kMaxSharedTargets> typed;
+    for (size_t j = 0; j < targets.size(); ++j) typed[j] = {targets[j].y, &targets[j].w.blocks, targets[j].bias, targets[j].N};
+    matmul_nk_packed(x, T, K, std::span<const NkTarget<BlockMatrix>>(typed.data(), targets.size()));
+#else
+    (void)x, (void)T, (void)K, (void)targets;
 #endif
-    if (T == 1) {
-        block_groups(K, targets, int64_t(32) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
-            block_rows(t.y, x, *t.w, t.bias, K, n0, count);
-        });
-        return;
-    }
-    block_groups(K, targets, int64_t(128) << 10, [&](const NkTarget<BlockMatrix>& t, int64_t n0, int64_t count) {
-        block_batch(x, T, K, t, n0, count);
-    });
 }
+
+namespace {
 
 // matmul_nk of up to kMaxSharedTargets matrices with the same storage: which kernel runs, per instruction set.
 #if KVSCOPE_AVX512
@@ -976,12 +895,8 @@ void matmul_nk_shared(const float* x, int64_t T, int64_t K, std::span<const Matm
     const bool all_bf16 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.bf16; });
     const bool all_blocks = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.blocks.data; });
     if (all_blocks) {  // of one format or several (Q4_K_M files mix Q4_K and Q6_K): one fork
-        std::array<NkTarget<BlockMatrix>, kMaxSharedTargets> typed;
-        for (size_t j = 0; j < targets.size(); ++j) {
-            assert(K % block_layout(targets[j].w.blocks.format).elements == 0 && "a row is whole blocks");
-            typed[j] = {targets[j].y, &targets[j].w.blocks, targets[j].bias, targets[j].N};
-        }
-        matmul_nk_blocks(x, T, K, std::span<const NkTarget<BlockMatrix>>(typed.data(), targets.size()));
+        for (const MatmulTarget& t : targets) assert(K % block_layout(t.w.blocks.format).elements == 0 && "a row is whole blocks");
+        matmul_nk_blocks(x, T, K, targets);
         return;
     }
     if (!all_f32 && !all_bf16) {  // mixed storage: one fork per matrix

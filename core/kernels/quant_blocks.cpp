@@ -237,7 +237,7 @@ void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* ou
     dequantize_reference(f, src, n, out);
 }
 
-bool integer_format(BlockFormat f) { return f == BlockFormat::Q4_K || f == BlockFormat::Q5_K || f == BlockFormat::Q6_K; }
+bool integer_format(BlockFormat f) { return f != BlockFormat::Q4_1 && f != BlockFormat::Q5_1; }
 
 void quantize_q8k(Q8KBlock* out, const float* x, int64_t K) {
     for (int64_t i = 0; i < K / 256; ++i, x += 256) {
@@ -283,6 +283,46 @@ void quantize_q8k(Q8KBlock* out, const float* x, int64_t K) {
         }
 #endif
         for (int j = 0; j < 8; ++j) block.sums32[j] = int16_t(block.sums[2 * j] + block.sums[2 * j + 1]);
+    }
+}
+
+void quantize_x8(const X8Rows& out, int64_t t, const float* x, int64_t K) {
+    const int64_t KB = K / 32;
+    int8_t* q = out.q + t * K;
+    float* d = out.d + t * KB;
+    int32_t* sums = out.sums + t * KB;
+    for (int64_t b = 0; b < KB; ++b, x += 32, q += 32) {
+#if KVSCOPE_AVX512
+        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16), zero = _mm512_setzero_ps();
+        const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_sub_ps(x0, x0), zero, _CMP_EQ_OQ) &  // inf - inf, NaN: not 0
+                                 _mm512_cmp_ps_mask(_mm512_sub_ps(x1, x1), zero, _CMP_EQ_OQ);
+        const float m = finite == 0xFFFF ? _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1))) : NAN;
+#else
+        float m = 0.0f;
+        for (int k = 0; k < 32; ++k) m = std::isfinite(x[k]) && std::isfinite(m) ? std::max(m, std::fabs(x[k])) : NAN;
+#endif
+        if (!(m >= 0x1p-120f)) {  // zero or too small for 127 / m, or not finite (NaN)
+            std::memset(q, 0, 32);
+            sums[b] = 0;
+            d[b] = std::isnan(m) ? NAN : 0.0f;
+            continue;
+        }
+        const float scale = 127.0f / m;
+        d[b] = m / 127.0f;
+#if KVSCOPE_AVX512
+        const __m512 s = _mm512_set1_ps(scale);  // the default rounding, to nearest even, as std::nearbyint
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, s)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, s));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q1));
+        sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+#else
+        int32_t sum = 0;
+        for (int k = 0; k < 32; ++k) {
+            q[k] = int8_t(std::clamp(int(std::nearbyint(x[k] * scale)), -127, 127));
+            sum += q[k];
+        }
+        sums[b] = sum;
+#endif
     }
 }
 

@@ -10,10 +10,12 @@
 //   dequantize_blocks(f, src, n, out)      the same bits, vectorized where this build has a kernel for f
 //                                          (all but Q5_K; AVX-512 and AVX2), else the reference
 //   integer_format(f)                      f is dotted in integers against x quantized to 8 bits (block_rows.h),
-//                                          as llama.cpp does: Q4_K, Q5_K, Q6_K; the others are computed in
-//                                          float32 on their exactly dequantized weights
+//                                          as llama.cpp does: Q4_0, Q5_0, Q8_0 and the K formats; Q4_1 and
+//                                          Q5_1 are computed in float32 on their exactly dequantized weights
 //   quantize_q8k(out, x, K)                x (K, a multiple of 256) as K / 256 Q8KBlocks: x quantized for
 //                                          the integer dot products of the K formats (block_rows.h)
+//   quantize_x8(out, t, x, K)              x's row t (K, a multiple of 32) into out: quantized per 32 values
+//                                          for Q4_0, Q5_0 and Q8_0 (X8Rows)
 //   first_non_finite_block(f, src, n)      the first weight of the first block whose scale or minimum is not
 //                                          finite (every weight of it is not), or -1; finite scales give
 //                                          finite weights (|w| < 2^30)
@@ -64,11 +66,23 @@ struct Q8KBlock {
     int16_t sums32[8];  // the sum of each 32 q (sums in pairs): what the Q4_K and Q5_K mins meet
 };
 
+// Rows of x (T, K) quantized per 32 values for the 32-weight integer formats, each 32 as a Q8KBlock's 256 (the
+// same integers, scale and special cases, from the 32's own amax): ggml's Q8_0 with a float32 scale. Row t's
+// block b is q[t K + 32 b ..] (32 int8), d[t K / 32 + b] and sums[t K / 32 + b] (the sum of its q): the
+// integers apart from the scales, so a kernel loads 64 or 4 of them at once.
+struct X8Rows {
+    int8_t* q;       // (T, K)
+    float* d;        // (T, K / 32)
+    int32_t* sums;   // (T, K / 32)
+    int64_t K;
+};
+
 // n: a multiple of the format's elements.
 void dequantize_reference(BlockFormat f, const std::byte* src, int64_t n, float* out);
 void dequantize_blocks(BlockFormat f, const std::byte* src, int64_t n, float* out);
 bool integer_format(BlockFormat f);
 void quantize_q8k(Q8KBlock* out, const float* x, int64_t K);
+void quantize_x8(const X8Rows& out, int64_t t, const float* x, int64_t K);
 int64_t first_non_finite_block(BlockFormat f, const std::byte* src, int64_t n);
 
 }  // namespace kvscope

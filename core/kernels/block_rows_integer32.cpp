@@ -1,0 +1,157 @@
+// The 32-weight integer formats (Q4_0, Q5_0, Q8_0) against x quantized per 32 (X8Rows, quant_blocks.h), a
+// group of 4 weight rows at a time: decode, small batches, and prefill where the build has no integer panels
+// (block_panels.cpp). Each block's integer is exact, so every build sums its 32 products its own way; the
+// float arithmetic is block_rows.h's, four rows at a time in SSE lanes (one lane per row, the portable
+// build's scalars).
+//
+// The weights meet x as unsigned bytes u = q + offset (Q4_0 the nibble, offset 8; Q5_0 nibble | fifth << 4,
+// 16; Q8_0 q + 128 where VNNI multiplies bytes in fours), and i = Σ u · qx - offset · Σ qx, x's sum kept
+// beside it. Without VNNI the bytes multiply in pairs (vpmaddubsw, saturating past 2^15): Q8_0 then meets x
+// with its signs moved onto x (|q| · ±qx, at most 2 · 128 · 127), offset 0.
+#include "kernels/block_rows.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/block_vectors.h"
+#include "kernels/simd.h"
+
+namespace kvscope {
+namespace {
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+
+template <BlockFormat F>
+struct Block32 {
+    static_assert(F == BlockFormat::Q4_0 || F == BlockFormat::Q5_0 || F == BlockFormat::Q8_0);
+    static constexpr int64_t kBytes = F == BlockFormat::Q8_0 ? 34 : F == BlockFormat::Q5_0 ? 22 : 18;
+    static constexpr bool kSigned = F == BlockFormat::Q8_0 && !kVnni;  // the SIMD builds' Q8_0 bytes without VNNI
+    static constexpr int32_t kOffset = F == BlockFormat::Q8_0 ? (kSigned ? 0 : 128) : F == BlockFormat::Q5_0 ? 16 : 8;
+};
+
+#if !KVSCOPE_PORTABLE
+// A block's 32 weights as the bytes that meet x (u, or Q8_0's signed q without VNNI).
+template <BlockFormat F>
+inline __m256i weight_bytes(const unsigned char* b) {
+    if constexpr (F == BlockFormat::Q8_0) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+        return Block32<F>::kSigned ? q : _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
+    } else {
+        return nibble_unsigned<F>(b);
+    }
+}
+
+// Σ over each 4 bytes of w · x as 8 int32 lanes (exact).
+template <BlockFormat F>
+inline __m256i dot32(__m256i w, __m256i x) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+#else
+    const __m256i pairs = Block32<F>::kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w))
+                                              : _mm256_maddubs_epi16(w, x);
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+#endif
+}
+
+inline __m128i sum8(__m256i a) { return _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)); }
+
+// The group's 4 float16 scales (each block's first 2 bytes), widened.
+inline __m128 group_d(const unsigned char* const (&b)[4]) {
+    uint64_t halves = 0;
+    for (int c = 0; c < 4; ++c) {
+        uint16_t h;
+        std::memcpy(&h, b[c], sizeof h);
+        halves |= uint64_t(h) << (16 * c);
+    }
+    return _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(halves)));
+}
+
+// R rows of x (from row t0) by the group's 4 weight rows.
+template <BlockFormat F, int R>
+void rows_for_tokens(float* y, int64_t N, const X8Rows& x, int64_t t0, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count,
+                     const float* bias, bool ask) {
+    constexpr int64_t bytes = Block32<F>::kBytes;
+    __m128 acc[R];
+    for (int t = 0; t < R; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t s = 0; s < KB; ++s) {
+        if (ask) g.ask_ahead(s * bytes, bytes);
+        const unsigned char* const b[4] = {g.r[0] + s * bytes, g.r[1] + s * bytes, g.r[2] + s * bytes, g.r[3] + s * bytes};
+        __m256i w[4];
+        for (int c = 0; c < 4; ++c) w[c] = weight_bytes<F>(b[c]);
+        const __m128 d = group_d(b);
+        for (int t = 0; t < R; ++t) {
+            const int64_t at = (t0 + t) * KB + s;
+            const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 32 * at));
+            __m128i dots = sum4(sum8(dot32<F>(w[0], xv)), sum8(dot32<F>(w[1], xv)), sum8(dot32<F>(w[2], xv)), sum8(dot32<F>(w[3], xv)));
+            if constexpr (Block32<F>::kOffset != 0) dots = _mm_sub_epi32(dots, _mm_set1_epi32(Block32<F>::kOffset * x.sums[at]));
+            acc[t] = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(x.d[at])), _mm_cvtepi32_ps(dots), acc[t]);
+        }
+    }
+    store_rows<R>(y + t0 * N, N, acc, n0, n_count, bias);
+}
+
+#else
+// Portable: the integers one at a time (the reference for the others), weight by weight from the layout.
+template <BlockFormat F>
+int32_t block_integer(const unsigned char* b, const int8_t* xq) {
+    int32_t sum = 0;
+    for (int k = 0; k < 32; ++k) {
+        int q = 0;
+        if constexpr (F == BlockFormat::Q8_0) {
+            q = static_cast<signed char>(b[2 + k]);
+        } else {
+            const unsigned char* qs = b + (F == BlockFormat::Q5_0 ? 6 : 2);
+            q = k < 16 ? qs[k] & 15 : qs[k - 16] >> 4;
+            if constexpr (F == BlockFormat::Q5_0) q = (q | (b[2 + k / 8] >> (k % 8) & 1) << 4) - 16;
+            else q -= 8;
+        }
+        sum += q * xq[k];
+    }
+    return sum;
+}
+
+template <BlockFormat F>
+void rows_for_token(float* y, const X8Rows& x, int64_t t, const GroupRows& g, int64_t KB, int64_t n0, int64_t n_count, const float* bias) {
+    for (int c = 0; c < n_count; ++c) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < KB; ++s) {
+            const unsigned char* b = g.r[c] + s * Block32<F>::kBytes;
+            const int64_t at = t * KB + s;
+            acc = std::fma(half(b) * x.d[at], float(block_integer<F>(b, x.q + 32 * at)), acc);
+        }
+        y[n0 + c] = acc + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+#endif
+
+template <BlockFormat F>
+void integer_rows32_of(float* y, const X8Rows& x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                       int64_t n_count) {
+    const int64_t KB = K / 32;
+    const GroupRows g(w, KB * Block32<F>::kBytes, n0, n_count);
+    int64_t t = 0;
+#if !KVSCOPE_PORTABLE
+    for (; t + 4 <= T; t += 4) rows_for_tokens<F, 4>(y, N, x, t, g, KB, n0, n_count, bias, t == 0);
+    for (; t < T; ++t) rows_for_tokens<F, 1>(y, N, x, t, g, KB, n0, n_count, bias, t == 0);
+#else
+    for (; t < T; ++t) rows_for_token<F>(y + t * N, x, t, g, KB, n0, n_count, bias);
+#endif
+}
+
+}  // namespace
+
+void integer_rows32(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                    int64_t n_count) {
+    switch (w.format) {
+        case BlockFormat::Q4_0: return integer_rows32_of<BlockFormat::Q4_0>(y, x, T, w.data, bias, K, N, n0, n_count);
+        case BlockFormat::Q5_0: return integer_rows32_of<BlockFormat::Q5_0>(y, x, T, w.data, bias, K, N, n0, n_count);
+        case BlockFormat::Q8_0: return integer_rows32_of<BlockFormat::Q8_0>(y, x, T, w.data, bias, K, N, n0, n_count);
+        default: break;
+    }
+}
+
+}  // namespace kvscope
