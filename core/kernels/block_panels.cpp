@@ -1,11 +1,12 @@
-// Prefill on the 32-weight integer formats (Q4_0, Q5_0, Q8_0): a panel of 32 weight rows packed once, its rows
-// in the lanes of two registers, then every row of x against it, 6 at a time. Block by block each (x row, weight
-// row) pair sums its 32 products exactly in an int32 lane (vpdpbusd: 4 bytes of u per lane against 4 of x's
-// broadcast), then takes block_rows.h's float step, acc = fma(d · dx, float(i), acc): the bits of
-// integer_rows32 (block_rows_integer32.cpp, whose offsets this file shares: i = Σ u · qx - offset · Σ qx).
-// Against the packed float32 kernel on the dequantized weights (matmul_nk.cpp), 4 multiplies per instruction
-// instead of 1 and no per-block horizontal sums: one matrix K 2048 x N 2048, 512 rows of x, AMD EPYC Zen 4,
-// 1 thread, Q8_0 42.6 -> 13.8 ms (100 -> 312 GFLOP/s), Q4_0 and Q5_0 alike.
+// Prefill and batches on the 32-weight integer formats (Q4_0, Q5_0, Q8_0): a panel of weight rows packed once,
+// its rows in the lanes of two registers, then every row of x against it, a tile of rows at a time. Block by
+// block each (x row, weight row) pair sums its 32 products exactly in an int32 lane (4 bytes of u per lane
+// against 4 of x's, broadcast), then takes block_rows.h's float step, acc = fma(d · dx, float(i), acc): the
+// bits of integer_rows32 (block_rows_integer32.cpp, whose offsets this file shares: i = Σ u · qx - offset ·
+// Σ qx). Against the packed float32 kernel on the dequantized weights (matmul_nk.cpp): more multiplies per
+// instruction and no per-block horizontal sums. One matrix K 2048 x N 1024 in cache, 512 rows of x, AMD
+// EPYC Zen 4, 1 thread, ms: AVX-512 VNNI (32 rows, vpdpbusd) Q8_0 23.0 -> 7.3; the AVX2 build (16 rows,
+// vpmaddubsw then vpmaddwd) Q8_0 26.0 -> 20.7, Q4_0 33.4 -> 17.7, Q5_0 28.1 -> 16.4.
 #include "kernels/block_rows.h"
 
 #include <cstring>
@@ -105,6 +106,123 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
     }
 }
 
+constexpr int64_t kRows = 32;
+constexpr int kTileRows = 6;
+
+}  // namespace
+
+#elif !KVSCOPE_PORTABLE
+// AVX2 (and AVX-512 without VNNI): 16 weight rows in two registers of 8 lanes, 3 rows of x at a time; the bytes
+// multiply in pairs (vpmaddubsw), then the pairs (vpmaddwd). Q8_0 keeps its signed q in the panel and moves
+// its signs onto x's broadcast bytes (|q| · ±qx: no saturation), offset 0.
+namespace {
+
+template <BlockFormat F>
+struct PanelFormat {
+    static constexpr int64_t kBytes = F == BlockFormat::Q8_0 ? 34 : F == BlockFormat::Q5_0 ? 22 : 18;
+    static constexpr int32_t kOffset = F == BlockFormat::Q8_0 ? 0 : F == BlockFormat::Q5_0 ? 16 : 8;
+};
+
+constexpr int64_t kRows = 16;
+// A panel's block: 8 runs of 4 weights, each two registers of 8 rows' 4 bytes, then the 16 rows' d.
+constexpr int64_t kPanelBlockBytes = 8 * 2 * 32 + kRows * 4;
+
+template <BlockFormat F>
+void pack_panel(unsigned char* panel, const std::byte* w, int64_t K, int64_t n0, int64_t n_count) {
+    const int64_t KB = K / 32, row_bytes = KB * PanelFormat<F>::kBytes;
+    const auto* base = reinterpret_cast<const unsigned char*>(w);
+    alignas(32) uint32_t rows[kRows][8];
+    for (int64_t s = 0; s < KB; ++s) {
+        unsigned char* out = panel + s * kPanelBlockBytes;
+        float* d = reinterpret_cast<float*>(out + 512);
+        for (int r = 0; r < kRows; ++r) {
+            if (r >= n_count) {
+                std::memset(rows[r], 0, sizeof rows[r]);
+                d[r] = 0.0f;
+                continue;
+            }
+            const unsigned char* b = base + (n0 + r) * row_bytes + s * PanelFormat<F>::kBytes;
+            const __m256i u = F == BlockFormat::Q8_0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)) : nibble_unsigned<F>(b);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(rows[r]), u);
+            d[r] = half(b);
+        }
+        auto* runs = reinterpret_cast<uint32_t*>(out);  // run g: rows 0-15 in order
+        for (int g = 0; g < 8; ++g)
+            for (int r = 0; r < kRows; ++r) runs[16 * g + r] = rows[r][g];
+    }
+}
+
+template <BlockFormat F, int TR>
+void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned char* panel, int64_t K, const float* bias, int64_t n0,
+                int64_t n_count) {
+    const int64_t KB = K / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[TR][2];
+#pragma GCC unroll 8
+    for (int t = 0; t < TR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    const int8_t* xq = x.q + t0 * K;
+    for (int64_t s = 0; s < KB; ++s) {
+        const unsigned char* block = panel + s * kPanelBlockBytes;
+        __m256i dots[TR][2];
+#pragma GCC unroll 8
+        for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm256_set1_epi32(-PanelFormat<F>::kOffset * x.sums[(t0 + t) * KB + s]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 64));
+            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 64 + 32));
+#pragma GCC unroll 8
+            for (int t = 0; t < TR; ++t) {
+                int32_t four;
+                std::memcpy(&four, xq + t * K + 32 * s + 4 * g, sizeof four);
+                const __m256i xb = _mm256_set1_epi32(four);
+                __m256i p0, p1;
+                if constexpr (F == BlockFormat::Q8_0) {
+                    p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(w0), _mm256_sign_epi8(xb, w0));
+                    p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(w1), _mm256_sign_epi8(xb, w1));
+                } else {
+                    p0 = _mm256_maddubs_epi16(w0, xb);
+                    p1 = _mm256_maddubs_epi16(w1, xb);
+                }
+                dots[t][0] = _mm256_add_epi32(dots[t][0], _mm256_madd_epi16(p0, ones));
+                dots[t][1] = _mm256_add_epi32(dots[t][1], _mm256_madd_epi16(p1, ones));
+            }
+        }
+        const __m256 d0 = _mm256_load_ps(reinterpret_cast<const float*>(block + 512));
+        const __m256 d1 = _mm256_load_ps(reinterpret_cast<const float*>(block + 512 + 32));
+#pragma GCC unroll 8
+        for (int t = 0; t < TR; ++t) {
+            const __m256 dx = _mm256_set1_ps(x.d[(t0 + t) * KB + s]);
+            acc[t][0] = _mm256_fmadd_ps(_mm256_mul_ps(d0, dx), _mm256_cvtepi32_ps(dots[t][0]), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(_mm256_mul_ps(d1, dx), _mm256_cvtepi32_ps(dots[t][1]), acc[t][1]);
+        }
+    }
+    for (int t = 0; t < TR; ++t) {
+        alignas(32) float out[kRows];
+        _mm256_store_ps(out, acc[t][0]);
+        _mm256_store_ps(out + 8, acc[t][1]);
+        float* row = y + (t0 + t) * N + n0;
+        for (int c = 0; c < n_count; ++c) row[c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
+    }
+}
+
+constexpr int kTileRows = 3;
+
+}  // namespace
+#endif
+
+#if !KVSCOPE_PORTABLE
+namespace {
+
+// The last rows of x (fewer than R) as one tile.
+template <BlockFormat F, int R>
+void tail_tiles(float* y, int64_t N, const X8Rows& x, int64_t t0, int64_t rows, const unsigned char* panel, int64_t K, const float* bias,
+                int64_t n0, int64_t n_count) {
+    if constexpr (R > 1) {
+        if (rows == R - 1) return panel_tile<F, R - 1>(y, N, x, t0, panel, K, bias, n0, n_count);
+        tail_tiles<F, R - 1>(y, N, x, t0, rows, panel, K, bias, n0, n_count);
+    }
+}
+
 template <BlockFormat F>
 void panels_of(float* y, const X8Rows& x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N, int64_t n0,
                int64_t n_count) {
@@ -114,15 +232,8 @@ void panels_of(float* y, const X8Rows& x, int64_t T, const std::byte* w, const f
     auto* panel = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
     pack_panel<F>(panel, w, K, n0, n_count);
     int64_t t = 0;
-    for (; t + 6 <= T; t += 6) panel_tile<F, 6>(y, N, x, t, panel, K, bias, n0, n_count);
-    switch (T - t) {
-        case 5: return panel_tile<F, 5>(y, N, x, t, panel, K, bias, n0, n_count);
-        case 4: return panel_tile<F, 4>(y, N, x, t, panel, K, bias, n0, n_count);
-        case 3: return panel_tile<F, 3>(y, N, x, t, panel, K, bias, n0, n_count);
-        case 2: return panel_tile<F, 2>(y, N, x, t, panel, K, bias, n0, n_count);
-        case 1: return panel_tile<F, 1>(y, N, x, t, panel, K, bias, n0, n_count);
-        default: return;
-    }
+    for (; t + kTileRows <= T; t += kTileRows) panel_tile<F, kTileRows>(y, N, x, t, panel, K, bias, n0, n_count);
+    if (t < T) tail_tiles<F, kTileRows>(y, N, x, t, T - t, panel, K, bias, n0, n_count);
 }
 
 }  // namespace
@@ -136,11 +247,11 @@ bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const f
         default: return false;
     }
 }
-bool integer_panels_built() { return true; }
+int64_t integer_panel_rows() { return kRows; }
 
 #else
 bool integer_panels(float*, const X8Rows&, int64_t, BlockMatrix, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
-bool integer_panels_built() { return false; }
+int64_t integer_panel_rows() { return 0; }
 #endif
 
 }  // namespace kvscope

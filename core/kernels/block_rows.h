@@ -14,9 +14,9 @@
 //                                             the same for Q4_0, Q5_0 and Q8_0 against x quantized per 32
 //                                             (X8Rows, quant_blocks.h), a group of up to 4 rows
 //   integer_panels(y, x8, T, w, bias, K, N, n0, n_count)
-//                                             integer_rows32's bits for a panel of up to kPanelRows rows, packed
-//                                             once for all T rows of x (prefill); false (nothing done) where
-//                                             the build has no panel kernel (integer_panels_built: AVX-512 VNNI)
+//                                             integer_rows32's bits for a panel of up to integer_panel_rows()
+//                                             weight rows (32 with AVX-512 VNNI, else 16; 0: the portable build
+//                                             has none, and returns false), packed once for all T rows of x
 //
 // Each sum of the other formats is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
@@ -50,10 +50,9 @@ void integer_rows(float* y, const Q8KBlock* xq, int64_t T, BlockMatrix w, const 
                   int64_t n_count);
 void integer_rows32(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                     int64_t n_count);
-constexpr int64_t kPanelRows = 32;
 bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                     int64_t n_count);
-bool integer_panels_built();
+int64_t integer_panel_rows();
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                 int64_t n_count);
 

@@ -100,18 +100,19 @@ void integer_group(const QuantizedX& xq, int64_t T, int64_t K, const MatmulTarge
     else integer_rows32(t.y, *xq.x8, T, t.w.blocks, t.bias, K, t.N, n0, count);
 }
 
-// The panels of kPanelRows weight rows of every target, numbered one target after the other, split between
+// The panels of integer_panel_rows() weight rows of every target, numbered one target after the other, split between
 // the threads (parallel_ranges): each packs a panel once and runs all T rows of x against it.
 void panel_targets(const X8Rows& x8, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
+    const int64_t rows = integer_panel_rows();
     std::array<int64_t, kMaxSharedTargets + 1> first_panel{};
-    for (size_t j = 0; j < targets.size(); ++j) first_panel[j + 1] = first_panel[j] + (targets[j].N + kPanelRows - 1) / kPanelRows;
+    for (size_t j = 0; j < targets.size(); ++j) first_panel[j + 1] = first_panel[j] + (targets[j].N + rows - 1) / rows;
     ThreadPool::global().parallel_ranges(first_panel[targets.size()], 1, [&](int64_t begin, int64_t end) {
         size_t j = 0;
         for (int64_t p = begin; p < end; ++p) {
             while (p >= first_panel[j + 1]) ++j;
             const MatmulTarget& t = targets[j];
-            const int64_t n0 = (p - first_panel[j]) * kPanelRows;
-            integer_panels(t.y, x8, T, t.w.blocks, t.bias, K, t.N, n0, std::min(kPanelRows, t.N - n0));
+            const int64_t n0 = (p - first_panel[j]) * rows;
+            integer_panels(t.y, x8, T, t.w.blocks, t.bias, K, t.N, n0, std::min(rows, t.N - n0));
         }
     });
 }
@@ -138,7 +139,7 @@ void matmul_nk_blocks_float(const float* x, int64_t T, int64_t K, std::span<cons
 void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
     const QuantizedX xq = quantized_x(x, T, K, targets);
     if (!xq.q8k && !xq.x8) return matmul_nk_blocks_float(x, T, K, targets);
-    const bool panels = integer_panels_built() && T >= kPanelTokens;
+    const bool panels = integer_panel_rows() > 0 && T >= kPanelTokens;
     auto by_rows = [&](const MatmulTarget& t) {
         return integer_format(t.w.blocks.format) && (super_blocks(t.w.blocks.format) || !panels);
     };
