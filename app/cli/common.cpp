@@ -35,7 +35,7 @@ void add_model_option(CliArgs& args, const std::string& model_help) {
     args.option("--dtype", "f32|bf16", "how weight matrices are kept: float32 (default) or bfloat16, which "
                                        "halves what a decode step reads (widened exactly; the arithmetic is float32). "
                                        "Under f32 a GGUF file's quantized matrices stay in its blocks, read as they are, "
-                                       "the K types dotted in integers (docs/models.md)");
+                                       "all but Q4_1 and Q5_1 dotted in integers (docs/models.md)");
     args.flag("--map-weights", "use weight matrices in place from the file's mapping instead of copying them "
                                "into 2 MiB pages at load (faster load, slower decode)");
 }

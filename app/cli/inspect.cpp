@@ -41,8 +41,8 @@ std::string matrices_line(const Weights& w) {
     for (int f = 0; f < kBlockFormats; ++f) in_integers += integer_format(BlockFormat(f)) ? w.block_matrices[size_t(f)] : 0;
     const char* how = in_integers == 0                 ? "(computed exactly as float32)"
                       : in_integers == w.blocks_total() ? "(dotted in integers with x rounded to 8 bits, as llama.cpp)"
-                                                        : "(the K types dotted in integers with x rounded to 8 bits, as "
-                                                          "llama.cpp; the others exactly as float32)";
+                                                        : "(Q4_0, Q5_0, Q8_0 and the K types dotted in integers with x "
+                                                          "rounded to 8 bits, as llama.cpp; Q4_1 and Q5_1 exactly as float32)";
     const std::string stored = w.blocks_total() > 0 ? w.blocks_text() + " as the file's blocks " + how + ", the rest float32"
                                : w.bf16 ? "bfloat16" : "float32";
     const char* where = w.mapped ? (w.blocks_total() > 0 ? "used from the file's mapping (--map-weights)"

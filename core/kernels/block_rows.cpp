@@ -72,35 +72,9 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
     store_sums(y, acc, bias, n0, n_count);
 }
 
-struct Q8_0Group {
-    static constexpr int64_t kBytes = 34;
-    static constexpr bool kMin = false;
-    const GroupRows& g;
-    int64_t at;
-    Q8_0Group(const GroupRows& rows, int64_t at_byte) : g(rows), at(at_byte) {}
-    __m512 q(int c, int v) const {
-        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.r[c] + at + 2 + 16 * v))));
-    }
-};
-
-// float(q) of nibble_integers, exactly. Q4_0's low nibbles become 2^23 + n in one operation (the nibble ORed
-// into 2^23's bits), less 2^23 + 8 in a float subtraction (exact), where cvtdq2ps needs the integer subtraction
-// before it. One matrix K 2048 x N 16384 from memory, AMD EPYC Zen 4, 1 thread: Q4_0 2096 -> 1949 us (the batch
-// tiles, which make each weight once for 8 rows of x, ran 2-4 % slower this way and keep cvtdq2ps).
-template <BlockFormat F>
-inline __m512 nibble_floats(__m512i bytes, uint32_t high, int v) {
-    if constexpr (F == BlockFormat::Q4_0) {
-        const __m512i two23 = _mm512_set1_epi32(0x4B000000);
-        const __m512i biased = v == 0 ? _mm512_ternarylogic_epi32(bytes, _mm512_set1_epi32(15), two23, 0xEA)  // (a & b) | c
-                                      : _mm512_or_si512(_mm512_srli_epi32(bytes, 4), two23);
-        return _mm512_sub_ps(_mm512_castsi512_ps(biased), _mm512_set1_ps(8388616.0f));
-    } else {
-        return _mm512_cvtepi32_ps(nibble_integers<F>(bytes, high, v));
-    }
-}
-// Q4_0, Q4_1, Q5_0, Q5_1: a row's 16 bytes widened once for its 32 weights (low nibbles, then high), Q5_0's
-// fifth bits met in one masked subtraction (nibble_integers). Against widening the bytes for each 16 weights,
-// with the subtraction apart: Q5_0 48 -> 58 GFLOP/s (as above).
+// Q4_1, Q5_1: a row's 16 bytes widened once for its 32 weights (low nibbles, then high), Q5_1's fifth bits met
+// in one masked addition (nibble_integers). Against widening the bytes for each 16 weights, with the fifth bits
+// apart (Q5_0's, when it ran in float32): 48 -> 58 GFLOP/s (as above).
 template <BlockFormat F>
 struct NibbleGroup {
     static constexpr int64_t kBytes = NibbleLayout<F>::kBytes;
@@ -113,14 +87,13 @@ struct NibbleGroup {
             high[c] = nibble_high<F>(g.r[c] + at);
         }
     }
-    __m512 q(int c, int v) const { return nibble_floats<F>(packed[c], high[c], v); }
+    __m512 q(int c, int v) const { return _mm512_cvtepi32_ps(nibble_integers<F>(packed[c], high[c], v)); }
 };
 
-// Decode on the 32-weight formats, a group's 4 rows in registers.
+// Decode on Q4_1 and Q5_1, a group's 4 rows in registers.
 template <BlockFormat F>
 void rows32(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    if constexpr (F == BlockFormat::Q8_0) rows_in_registers<Q8_0Group>(y, x, w, bias, K, n0, n_count);
-    else rows_in_registers<NibbleGroup<F>>(y, x, w, bias, K, n0, n_count);
+    rows_in_registers<NibbleGroup<F>>(y, x, w, bias, K, n0, n_count);
 }
 
 // R rows of x (y and x: rows K and N apart) by the group's weight rows, two at a time: each vector of weights
@@ -226,12 +199,7 @@ void rows_in_registers(float* y, const float* x, const std::byte* w, const float
 
 template <BlockFormat F>
 void rows32(float* y, const float* x, const std::byte* w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
-    if constexpr (F == BlockFormat::Q8_0)
-        rows_in_registers<34, false>(y, x, w, bias, K, n0, n_count, [](const unsigned char* b, __m128i (&q)[2]) {
-            q[0] = bytes16(b + 2);
-            q[1] = bytes16(b + 18);
-        });
-    else rows_in_registers<NibbleLayout<F>::kBytes, NibbleLayout<F>::kMin>(y, x, w, bias, K, n0, n_count, nibble_bytes<F>);
+    rows_in_registers<NibbleLayout<F>::kBytes, NibbleLayout<F>::kMin>(y, x, w, bias, K, n0, n_count, nibble_bytes<F>);
 }
 #endif
 
@@ -286,11 +254,8 @@ void rows_through_l1(float* y, const float* x, BlockMatrix w, const float* bias,
 void block_rows(float* y, const float* x, BlockMatrix w, const float* bias, int64_t K, int64_t n0, int64_t n_count) {
 #if !KVSCOPE_PORTABLE
     switch (w.format) {
-        case BlockFormat::Q4_0: return rows32<BlockFormat::Q4_0>(y, x, w.data, bias, K, n0, n_count);
         case BlockFormat::Q4_1: return rows32<BlockFormat::Q4_1>(y, x, w.data, bias, K, n0, n_count);
-        case BlockFormat::Q5_0: return rows32<BlockFormat::Q5_0>(y, x, w.data, bias, K, n0, n_count);
         case BlockFormat::Q5_1: return rows32<BlockFormat::Q5_1>(y, x, w.data, bias, K, n0, n_count);
-        case BlockFormat::Q8_0: return rows32<BlockFormat::Q8_0>(y, x, w.data, bias, K, n0, n_count);
         default: break;
     }
 #endif
@@ -301,11 +266,8 @@ bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float*
                 int64_t n_count) {
 #if KVSCOPE_AVX512
     switch (w.format) {
-        case BlockFormat::Q4_0: return tile_rows<Q4_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         case BlockFormat::Q4_1: return tile_rows<Q4_1Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
-        case BlockFormat::Q5_0: return tile_rows<Q5_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         case BlockFormat::Q5_1: return tile_rows<Q5_1Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
-        case BlockFormat::Q8_0: return tile_rows<Q8_0Block>(y, x, T, w.data, bias, K, N, n0, n_count), true;
         default: break;
     }
 #else

@@ -1,6 +1,6 @@
 #pragma once
 // Decode and small batches on matrices of blocks: one row of x, or a few, against a group of up to 4
-// weight rows. Private to core/kernels (matmul_nk.cpp).
+// weight rows. Private to core/kernels (matmul_blocks.cpp).
 //
 //   block_rows(y, x, w, bias, K, n0, n_count)   y[n0 + c] = Σ_k x[k] · w[n0 + c][k] + bias[n0 + c], c < n_count
 //   block_tile(y, x, T, w, bias, K, N, n0, n_count)   the same for T rows of x (T, K) into y (T, N), each
@@ -18,11 +18,11 @@
 //                                             weight rows (32 with AVX-512 VNNI, else 16; 0: the portable build
 //                                             has none, and returns false), packed once for all T rows of x
 //
-// Each sum of the other formats is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
+// Each sum of Q4_1 and Q5_1 (block_rows, block_tile) is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
-// so the bits are those of the dequantized float32 matrix. The 32-weight formats (Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0) are dequantized in registers, 16 weights at a time (AVX-512; AVX2 decode 8 at a time, its batches
-// through a group's float copy); the portable build dequantizes 256 weights at a time into L1.
+// so the bits are those of the dequantized float32 matrix. Q4_1 and Q5_1 are dequantized in registers, 16
+// weights at a time (AVX-512; AVX2 decode 8 at a time, its batches through a group's float copy); the portable
+// build dequantizes 256 weights at a time into L1.
 //
 // Q4_0, Q5_0 and Q8_0 are dotted in integers too, against x quantized per 32 values (X8Rows: integers qx,
 // scale dx and the sum of the qx per block), each block b of a row an exact int32 (|i| <= 32 · 128 · 127):

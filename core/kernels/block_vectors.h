@@ -4,7 +4,7 @@
 //                            values (quant_blocks.h): load(bytes), then weights(v) = weights 16v .. 16v + 15;
 //                            the AVX-512 build's dequantize_blocks (quant_blocks.cpp) uses them all, its float
 //                            batch kernels (block_rows.cpp) the 32-weight formats'; decode makes a group's 4
-//                            rows of those at once, and the K formats are dotted in integers (block_rows_integer.cpp)
+//                            rows of those at once; Q4_0, Q5_0, Q8_0 and the K formats are dotted in integers
 //   NibbleLayout<F>          where Q4_0, Q4_1, Q5_0 and Q5_1 keep their minimum, fifth bits and nibbles
 //   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
 //   nibble_unsigned; AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes

@@ -257,10 +257,11 @@ void gguf_types(const Model& model) {
                              "Q6_K: 6.56; Q8_0: 8.5). ") +
                  (model.weights().blocks_total() > 0
                       ? "Matrices kept as the file's blocks: " + model.weights().blocks_text() +
-                            ". Q8_0 and the other 32-weight types: each weight dequantized exactly into float32 as it "
-                            "is used. The K types (Q4_K, Q5_K, Q6_K): multiplied in integers, as llama.cpp does, against "
-                            "the activations rounded to 8 bits per 256 values (fewer instructions; the logits move by "
-                            "that rounding). Vectors, and GPT-2's transposed matrices, are dequantized once at load. "
+                            ". Q4_1 and Q5_1: each weight dequantized exactly into float32 as it is used. The others "
+                            "(Q4_0, Q5_0, Q8_0 and the K types): multiplied in integers, as llama.cpp does, against the "
+                            "activations rounded to 8 bits per 32 values (per 256 for the K types; fewer instructions, "
+                            "and the logits move by that rounding). Vectors, and GPT-2's transposed matrices, are "
+                            "dequantized once at load. "
                       : std::string("kvscope dequantizes them once at load. ")) +
                  "It computes in " + (model.weights().bf16 ? "bfloat16" : "float32") +
                  ", so the cache and the maps are those of the file's weights.")
