@@ -63,34 +63,14 @@ void pack_rows(unsigned char* panel, int64_t K, int64_t n_count, int64_t rows, c
 }  // namespace
 #endif
 
-#if KVSCOPE_AVX512 && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if KVSCOPE_AVX512 && KVSCOPE_VNNI
 namespace {
-
-template <BlockFormat F>
-struct PanelFormat {
-    static constexpr int64_t kBytes = F == BlockFormat::Q8_0 ? 34 : F == BlockFormat::Q5_0 ? 22 : 18;
-    static constexpr int32_t kOffset = F == BlockFormat::Q8_0 ? 128 : F == BlockFormat::Q5_0 ? 16 : 8;
-};
 
 // A panel's block: 8 runs of 4 weights (k = 4g ..), each two registers of 16 rows' 4 bytes (row 16v + j in
 // lane j of register v), then the 32 rows' scales d as floats.
 constexpr int64_t kRows = 32;
 constexpr int kTileRows = 6;
 constexpr int64_t kPanelBlockBytes = 8 * 4 * kRows + 4 * kRows;
-
-// Rows [n0, n0 + n_count) (n_count <= 32; the others zero) of w (N, K) packed as (K / 32) panel blocks.
-template <BlockFormat F>
-void pack_panel(unsigned char* panel, const std::byte* w, int64_t K, int64_t n0, int64_t n_count) {
-    const int64_t row_bytes = K / 32 * PanelFormat<F>::kBytes;
-    const auto* first = reinterpret_cast<const unsigned char*>(w) + n0 * row_bytes;
-    pack_rows(panel, K, n_count, kRows, first, row_bytes, PanelFormat<F>::kBytes, [](const unsigned char* b, __m256i& u, float& d) {
-        if constexpr (F == BlockFormat::Q8_0)
-            u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), _mm256_set1_epi8(char(0x80)));
-        else
-            u = nibble_unsigned<F>(b);
-        d = half(b);
-    });
-}
 
 // Rows t0 .. t0 + TR - 1 of x against the packed panel: y's columns [n0, n0 + n_count).
 template <BlockFormat F, int TR>
@@ -105,7 +85,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
         const unsigned char* block = panel + s * kPanelBlockBytes;
         __m512i dots[TR][2];
 #pragma GCC unroll 8
-        for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm512_set1_epi32(-PanelFormat<F>::kOffset * x.sums[(t0 + t) * KB + s]);
+        for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm512_set1_epi32(-Block32<F>::kOffset * x.sums[(t0 + t) * KB + s]);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const __m512i w0 = _mm512_load_si512(block + g * 128), w1 = _mm512_load_si512(block + g * 128 + 64);
@@ -141,30 +121,14 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
 
 #elif !KVSCOPE_PORTABLE
 // AVX2 (and AVX-512 without VNNI): 16 weight rows in two registers of 8 lanes, 3 rows of x at a time; the bytes
-// multiply in pairs (vpmaddubsw), then the pairs (vpmaddwd). Q8_0 keeps its signed q in the panel and moves
-// its signs onto x's broadcast bytes (|q| · ±qx: no saturation), offset 0.
+// multiply in pairs (vpmaddubsw), then the pairs (vpmaddwd). Q8_0 keeps its signed q in the panel (Block32)
+// and moves its signs onto x's broadcast bytes (|q| · ±qx: no saturation).
 namespace {
-
-template <BlockFormat F>
-struct PanelFormat {
-    static constexpr int64_t kBytes = F == BlockFormat::Q8_0 ? 34 : F == BlockFormat::Q5_0 ? 22 : 18;
-    static constexpr int32_t kOffset = F == BlockFormat::Q8_0 ? 0 : F == BlockFormat::Q5_0 ? 16 : 8;
-};
 
 constexpr int64_t kRows = 16;
 constexpr int kTileRows = 3;
 // A panel's block: 8 runs of 4 weights, each two registers of 8 rows' 4 bytes, then the 16 rows' d.
 constexpr int64_t kPanelBlockBytes = 8 * 4 * kRows + 4 * kRows;
-
-template <BlockFormat F>
-void pack_panel(unsigned char* panel, const std::byte* w, int64_t K, int64_t n0, int64_t n_count) {
-    const int64_t row_bytes = K / 32 * PanelFormat<F>::kBytes;
-    const auto* first = reinterpret_cast<const unsigned char*>(w) + n0 * row_bytes;
-    pack_rows(panel, K, n_count, kRows, first, row_bytes, PanelFormat<F>::kBytes, [](const unsigned char* b, __m256i& u, float& d) {
-        u = F == BlockFormat::Q8_0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)) : nibble_unsigned<F>(b);
-        d = half(b);
-    });
-}
 
 template <BlockFormat F, int TR>
 void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned char* panel, int64_t K, const float* bias, int64_t n0,
@@ -179,7 +143,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
         const unsigned char* block = panel + s * kPanelBlockBytes;
         __m256i dots[TR][2];
 #pragma GCC unroll 8
-        for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm256_set1_epi32(-PanelFormat<F>::kOffset * x.sums[(t0 + t) * KB + s]);
+        for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm256_set1_epi32(-Block32<F>::kOffset * x.sums[(t0 + t) * KB + s]);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 64));
@@ -190,7 +154,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
                 std::memcpy(&four, xq + t * K + 32 * s + 4 * g, sizeof four);
                 const __m256i xb = _mm256_set1_epi32(four);
                 __m256i p0, p1;
-                if constexpr (F == BlockFormat::Q8_0) {
+                if constexpr (Block32<F>::kSigned) {
                     p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(w0), _mm256_sign_epi8(xb, w0));
                     p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(w1), _mm256_sign_epi8(xb, w1));
                 } else {
@@ -224,6 +188,17 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
 
 #if !KVSCOPE_PORTABLE
 namespace {
+
+// Rows [n0, n0 + n_count) (n_count <= kRows; the others zero) of w (N, K) packed as (K / 32) panel blocks.
+template <BlockFormat F>
+void pack_panel(unsigned char* panel, const std::byte* w, int64_t K, int64_t n0, int64_t n_count) {
+    const int64_t row_bytes = K / 32 * Block32<F>::kBytes;
+    const auto* first = reinterpret_cast<const unsigned char*>(w) + n0 * row_bytes;
+    pack_rows(panel, K, n_count, kRows, first, row_bytes, Block32<F>::kBytes, [](const unsigned char* b, __m256i& u, float& d) {
+        u = weight_bytes<F>(b);
+        d = half(b);
+    });
+}
 
 // The last rows of x (fewer than R) as one tile.
 template <BlockFormat F, int R>

@@ -19,36 +19,11 @@
 namespace kvscope {
 namespace {
 
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-constexpr bool kVnni = true;
-#else
-constexpr bool kVnni = false;
-#endif
-
-template <BlockFormat F>
-struct Block32 {
-    static_assert(F == BlockFormat::Q4_0 || F == BlockFormat::Q5_0 || F == BlockFormat::Q8_0);
-    static constexpr int64_t kBytes = F == BlockFormat::Q8_0 ? 34 : F == BlockFormat::Q5_0 ? 22 : 18;
-    static constexpr bool kSigned = F == BlockFormat::Q8_0 && !kVnni;  // the SIMD builds' Q8_0 bytes without VNNI
-    static constexpr int32_t kOffset = F == BlockFormat::Q8_0 ? (kSigned ? 0 : 128) : F == BlockFormat::Q5_0 ? 16 : 8;
-};
-
 #if !KVSCOPE_PORTABLE
-// A block's 32 weights as the bytes that meet x (u, or Q8_0's signed q without VNNI).
-template <BlockFormat F>
-inline __m256i weight_bytes(const unsigned char* b) {
-    if constexpr (F == BlockFormat::Q8_0) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-        return Block32<F>::kSigned ? q : _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
-    } else {
-        return nibble_unsigned<F>(b);
-    }
-}
-
 // Σ over each 4 bytes of w · x as 8 int32 lanes (exact).
 template <BlockFormat F>
 inline __m256i dot32(__m256i w, __m256i x) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if KVSCOPE_VNNI
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
 #else
     const __m256i pairs = Block32<F>::kSigned ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w))

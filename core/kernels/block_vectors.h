@@ -6,6 +6,7 @@
 //                            batch kernels (block_rows.cpp) the 32-weight formats'; decode makes a group's 4
 //                            rows of those at once; Q4_0, Q5_0, Q8_0 and the K formats are dotted in integers
 //   NibbleLayout<F>          where Q4_0, Q4_1, Q5_0 and Q5_1 keep their minimum, fifth bits and nibbles
+//   Block32<F>, weight_bytes  Q4_0, Q5_0 and Q8_0 as the integer kernels meet x (offsets, bytes)
 //   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
 //   nibble_unsigned; AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
@@ -76,6 +77,18 @@ struct NibbleLayout {
     static constexpr int kHighAt = kMin ? 4 : 2, kQsAt = kHighAt + (kHigh ? 4 : 0), kBytes = kQsAt + 16;
 };
 
+// The 32-weight integer formats (block_rows.h) as their kernels meet x: a block's 32 weights as bytes
+// u = q + kOffset (Q4_0 the nibble, offset 8; Q5_0 nibble | fifth << 4, 16; Q8_0 q + 128 where VNNI multiplies
+// bytes in fours), and i = Σ u · qx - kOffset · Σ qx. Without VNNI the bytes multiply in pairs (vpmaddubsw,
+// saturating past 2^15), so Q8_0 keeps its signed q (kSigned, offset 0) for its signs to move onto x.
+template <BlockFormat F>
+struct Block32 {
+    static_assert(F == BlockFormat::Q4_0 || F == BlockFormat::Q5_0 || F == BlockFormat::Q8_0);
+    static constexpr int64_t kBytes = F == BlockFormat::Q8_0 ? 34 : F == BlockFormat::Q5_0 ? 22 : 18;
+    static constexpr bool kSigned = F == BlockFormat::Q8_0 && !KVSCOPE_VNNI;
+    static constexpr int32_t kOffset = F == BlockFormat::Q8_0 ? (kSigned ? 0 : 128) : F == BlockFormat::Q5_0 ? 16 : 8;
+};
+
 #if !KVSCOPE_PORTABLE
 // {Σ lanes of a0, .., Σ lanes of a3} for 4 vectors of 4 int32 (exact: any order), by unpacking in pairs:
 // phaddd is 3 operations on Zen and this is 6 for all three of its.
@@ -113,6 +126,16 @@ inline __m256i nibble_unsigned(const unsigned char* b) {
         v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16)));
     }
     return v;
+}
+// A Q4_0, Q5_0 or Q8_0 block's 32 weights as the bytes that meet x (Block32).
+template <BlockFormat F>
+inline __m256i weight_bytes(const unsigned char* b) {
+    if constexpr (F == BlockFormat::Q8_0) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+        return Block32<F>::kSigned ? q : _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
+    } else {
+        return nibble_unsigned<F>(b);
+    }
 }
 #endif
 
