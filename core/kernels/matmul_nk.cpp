@@ -895,7 +895,7 @@ void matmul_nk_shared(const float* x, int64_t T, int64_t K, std::span<const Matm
     const bool all_bf16 = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.bf16; });
     const bool all_blocks = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w.blocks.data; });
     if (all_blocks) {  // of one format or several (Q4_K_M files mix Q4_K and Q6_K): one fork
-        for (const MatmulTarget& t : targets) assert(K % block_layout(t.w.blocks.format).elements == 0 && "a row is whole blocks");
+        for ([[maybe_unused]] const MatmulTarget& t : targets) assert(K % block_layout(t.w.blocks.format).elements == 0 && "a row is whole blocks");
         matmul_nk_blocks(x, T, K, targets);
         return;
     }
