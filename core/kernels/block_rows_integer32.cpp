@@ -67,8 +67,8 @@ struct RowBytes {
 // the low nibbles (weights 0-15) and the high (16-31) against x's two halves broadcast to every lane, then
 // each lane's 4 int32 summed in place. Unpacking each row's nibbles into 32 bytes and summing its 8 lanes
 // apart (RowBytes) took twice the instructions. One matrix K 2048 x N 512 (in L2), 1 row of x, 1 thread,
-// Intel Xeon family 6 model 167, us: Q4_0 44.5 -> 29.8, Q5_0 57.2 -> 43.4. Q8_0 this way (two registers of 4
-// rows' 16 bytes) was no faster: 36.4 -> 36.2.
+// Intel Xeon family 6 model 167, us: Q4_0 44.1 -> 30.3, Q5_0 56.8 -> 42.9 (4 rows of x: 114.4 -> 80.2, 129.4 ->
+// 87.1). Q8_0 this way (two registers of 4 rows' 16 bytes) was no faster: 36.4 -> 36.2.
 template <BlockFormat F>
 struct NibbleLanes {
     __m512i lo, hi;
@@ -106,8 +106,8 @@ struct NibbleLanes {
 // Q4_0 and Q5_0 with AVX2: NibbleLanes two rows to a register (rows 0 and 1, 2 and 3 in its 128-bit lanes), the
 // bytes multiplied in pairs (vpmaddubsw: at most 2 · 31 · 127 a pair, the low and high nibbles' pairs added
 // below 2^15), then the pairs (vpmaddwd), each lane's 4 int32 summed in place. One matrix K 2048 x N 512 (in
-// L2), 1 row of x, 1 thread, the AVX2 build on Intel Xeon family 6 model 167, us: Q4_0 45.2 -> 32.3, Q5_0 60.2 -> 56.5 (4 rows of x:
-// 132.9 -> 91.0, 147.3 -> 125.4).
+// L2), 1 row of x, 1 thread, the AVX2 build on Intel Xeon family 6 model 167, us: Q4_0 45.2 -> 32.3, Q5_0
+// 60.2 -> 56.5 (4 rows of x: 132.9 -> 91.0, 147.3 -> 125.4).
 template <BlockFormat F>
 struct NibbleLanes {
     __m256i lo[2], hi[2];
