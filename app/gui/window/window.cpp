@@ -213,9 +213,9 @@ struct ScriptRun {
     int64_t pending = -1;          // script line whose intents the worker is applying
     uint64_t pending_errors = 0;   // Snapshot::n_errors before that line
     uint64_t expected_errors = 0;  // Snapshot::n_errors after the last `expect-error` line failed as expected
-    ScriptEffect pending_fx;
+    ScriptEffect pending_fx{};
     int wait_frames = 2, measure_left = 0, measure_total = 0, warmup = 0;
-    std::vector<double> frame_ms, work_ms;
+    std::vector<double> frame_ms{}, work_ms{};
     int exit_code = 0;
 
     bool done() const { return next_line >= o.script.size() && pending < 0 && wait_frames == 0 && measure_left == 0; }
