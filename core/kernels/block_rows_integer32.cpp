@@ -118,21 +118,14 @@ struct NibbleLanes {
             const __m256i qs = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b[2 * h + 1] + Layout::kQsAt),
                                                    reinterpret_cast<const __m128i*>(b[2 * h] + Layout::kQsAt));
             lo[h] = _mm256_and_si256(qs, low4), hi[h] = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
-            if constexpr (Layout::kHigh) {  // fifth bit k of a row: weight k's 16 (nibble_unsigned's spread)
+            if constexpr (Layout::kHigh) {  // fifth bit k of a row: weight k's 16
                 uint32_t h0, h1;
                 std::memcpy(&h0, b[2 * h] + Layout::kHighAt, sizeof h0);
                 std::memcpy(&h1, b[2 * h + 1] + Layout::kHighAt, sizeof h1);
-                lo[h] = _mm256_or_si256(lo[h], fifths((h0 & 0xFFFF) | h1 << 16));
-                hi[h] = _mm256_or_si256(hi[h], fifths(h0 >> 16 | (h1 & 0xFFFF0000)));
+                lo[h] = _mm256_or_si256(lo[h], fifth_sixteens((h0 & 0xFFFF) | h1 << 16));
+                hi[h] = _mm256_or_si256(hi[h], fifth_sixteens(h0 >> 16 | (h1 & 0xFFFF0000)));
             }
         }
-    }
-    // Byte j: 16 where bit j of bits is set, else 0.
-    static __m256i fifths(uint32_t bits) {
-        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-        const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-        return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
     }
     __m128i dots(const int8_t* xq) const {
         const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq)));

@@ -8,7 +8,7 @@
 //   NibbleLayout<F>          where Q4_0, Q4_1, Q5_0 and Q5_1 keep their minimum, fifth bits and nibbles
 //   Block32<F>, weight_bytes  Q4_0, Q5_0 and Q8_0 as the integer kernels meet x (offsets, bytes)
 //   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
-//   nibble_unsigned; AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
+//   fifth_sixteens, nibble_unsigned; AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
 //   sum4, store_rows         4 rows' int32 lanes summed; R rows of x's 4-row sums stored with the bias
 #include <cstdint>
@@ -106,10 +106,16 @@ void store_rows(float* y, int64_t N, const __m128 (&acc)[R], int64_t n0, int64_t
         for (int c = 0; c < n_count; ++c) y[t * N + n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
     }
 }
+// Byte j of 32: 16 where bit j of bits is set, else 0 (a Q5 block's fifth bits as the bytes they add). Byte j
+// takes byte j / 8 of the bits (vpshufb within each half) and tests its bit j % 8.
+inline __m256i fifth_sixteens(uint32_t bits) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
 // A nibble block's small integers as unsigned bytes, weights 0-31 in order: the nibble, or with fifth bits
-// nibble | fifth << 4 (Q4_0 and Q5_0 less 8 and 16 make the weight's integer). The 32 fifth bits become bytes
-// of 0 or 16 in one register: byte j takes byte j / 8 of the bits (vpshufb within each half) and tests its
-// bit j % 8.
+// nibble | fifth << 4 (Q4_0 and Q5_0 less 8 and 16 make the weight's integer).
 template <BlockFormat F>
 inline __m256i nibble_unsigned(const unsigned char* b) {
     using Layout = NibbleLayout<F>;
@@ -117,13 +123,9 @@ inline __m256i nibble_unsigned(const unsigned char* b) {
     __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, _mm_set1_epi8(0x0F))),
                                         _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(0x0F)), 1);
     if constexpr (Layout::kHigh) {
-        int32_t high;
+        uint32_t high;
         std::memcpy(&high, b + Layout::kHighAt, sizeof high);
-        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(high), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-        const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1,
-                                             2, 4, 8, 16, 32, 64, -128);
-        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16)));
+        v = _mm256_or_si256(v, fifth_sixteens(high));
     }
     return v;
 }
