@@ -324,10 +324,12 @@ TEST_CASE("a model converted by the independent writer runs as its numpy-dequant
             } else {
                 kvtest::require_identical(got, kvtest::run_to_end(Model::load(dequantized.string()), options, prompt));
             }
-            if (arch == "llama" && (t == "Q4_K" || t == "Q5_0")) {
+            if (arch == "llama" && (t == "Q4_K" || t == "Q5_0" || t == "Q4_0" || t == "Q8_0")) {
                 // Where the blocks are: copied as they are into 2 MiB pages (the file's bytes), Q and K from their
                 // rows put back in order at load and not copied again; in the mapping with WeightPlacement::Mapped.
-                // The runs are one computation either way.
+                // Q4_0 and Q8_0 are then packed in panels where they are, where the build has them (the same
+                // bytes, in another order). The runs are one computation either way.
+                const bool panels = (t == "Q4_0" || t == "Q8_0") && panel_rows(t == "Q4_0" ? BlockFormat::Q4_0 : BlockFormat::Q8_0) > 0;
                 const auto mapped = Model::load(gguf.string(), WeightFormat::F32, WeightPlacement::Mapped);
                 const Weights& copied = from_file->weights();
                 const Checkpoint& file = *copied.checkpoint;
@@ -347,11 +349,13 @@ TEST_CASE("a model converted by the independent writer runs as its numpy-dequant
                         CHECK(w_mapped.blocks.data == mapped->weights().checkpoint->find(a + name)->data);
                         const bool permuted = std::string(name).starts_with("self_attn.q") || std::string(name).starts_with("self_attn.k");
                         CHECK(file.in_mapping(view->data, view->n_bytes) == !permuted);
+                        CHECK(w.blocks.order == (panels ? BlockOrder::Panels : BlockOrder::Rows));
+                        CHECK(w_mapped.blocks.order == BlockOrder::Rows);
                         if (permuted) {
                             CHECK(w.blocks.data == view->data);
                         } else {
                             CHECK(w.blocks.data != view->data);
-                            CHECK(std::memcmp(w.blocks.data, view->data, view->n_bytes) == 0);
+                            CHECK((std::memcmp(w.blocks.data, view->data, view->n_bytes) == 0) == !panels);
                             copied_bytes += int64_t(view->n_bytes);
                         }
                     }

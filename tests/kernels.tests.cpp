@@ -526,6 +526,62 @@ TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, o
     ThreadPool::global().set_threads(threads_before);
 }
 
+TEST_CASE("matrices packed in panels at load give the integer dots' bits, whatever the rows, threads and targets") {
+    // pack_panels reorders a Q4_0 or Q8_0 matrix in place (quant_blocks.h: BlockOrder::Panels); every T then
+    // runs on the panels, decode too. The results must be integer_product's on the blocks as the file has
+    // them, alone and in a fork beside a matrix in rows and a Q6_K one.
+    std::mt19937 rng(51);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int threads_before = ThreadPool::global().n_threads();
+    for (BlockFormat f : {BlockFormat::Q4_0, BlockFormat::Q8_0}) {
+        const int64_t R = panel_rows(f);
+        if (R == 0) continue;  // the portable build keeps rows
+        const BlockLayout layout = block_layout(f);
+        for (int64_t K : {32, 96, 512, 576, 1088}) {
+            const int64_t N = 5 * R, T_max = 31;
+            const std::vector<std::byte> blocks = random_blocks(f, N * K / 32, rng);
+            std::vector<std::byte> panels = blocks;
+            pack_panels(panels.data(), f, N, K);
+            CHECK(panels != blocks);
+            const BlockMatrix packed{f, panels.data(), BlockOrder::Panels};
+            std::vector<float> x(size_t(T_max * K)), bias(static_cast<size_t>(N));
+            for (float& v : x) v = d(rng);
+            for (float& v : bias) v = d(rng);
+            for (int threads : {1, 2, 3})
+                for (int64_t T : {1, 2, 3, 5, 6, 7, 8, 13, 31})
+                    for (bool with_bias : {false, true}) {
+                        ThreadPool::global().set_threads(threads);
+                        const float* b = with_bias ? bias.data() : nullptr;
+                        const std::vector<float> want = integer_product(f, blocks.data(), x.data(), b, T, K, N);
+                        std::vector<float> got(size_t(T * N), -1.0f);
+                        matmul_nk(got.data(), x.data(), WeightRef(packed), b, T, K, N);
+                        INFO(layout.name << " K " << K << " threads " << threads << " T " << T << " bias " << with_bias);
+                        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+                    }
+            ThreadPool::global().set_threads(2);
+            const std::vector<std::byte> q6 = random_blocks(BlockFormat::Q6_K, 64 * ((K + 255) / 256), rng);
+            for (int64_t T : {1, 4, 9}) {
+                std::vector<float> in_panels(size_t(T * N), -1.0f), in_rows(size_t(T * 3), -1.0f), q6_out(size_t(T * 64), -1.0f);
+                std::vector<MatmulTarget> targets{{in_panels.data(), WeightRef(packed), bias.data(), N},
+                                                  {in_rows.data(), WeightRef(BlockMatrix{f, blocks.data()}), nullptr, 3}};
+                const bool with_q6 = K % 256 == 0;
+                if (with_q6) targets.push_back({q6_out.data(), WeightRef(BlockMatrix{BlockFormat::Q6_K, q6.data()}), nullptr, 64});
+                matmul_nk_shared(x.data(), T, K, targets);
+                INFO(layout.name << " K " << K << " shared T " << T);
+                const std::vector<float> want = integer_product(f, blocks.data(), x.data(), bias.data(), T, K, N);
+                CHECK(std::memcmp(in_panels.data(), want.data(), want.size() * sizeof(float)) == 0);
+                const std::vector<float> want_rows = integer_product(f, blocks.data(), x.data(), nullptr, T, K, 3);
+                CHECK(std::memcmp(in_rows.data(), want_rows.data(), want_rows.size() * sizeof(float)) == 0);
+                if (with_q6) {
+                    const std::vector<float> want_q6 = integer_product(BlockFormat::Q6_K, q6.data(), x.data(), nullptr, T, K, 64);
+                    CHECK(std::memcmp(q6_out.data(), want_q6.data(), want_q6.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+    }
+    ThreadPool::global().set_threads(threads_before);
+}
+
 TEST_CASE("quantize_q8k gives the stated integers, scale and sums; zero, tiny and non-finite runs of x too") {
     std::mt19937 rng(50);
     std::normal_distribution<float> d(0.0f, 1.0f);

@@ -32,12 +32,16 @@ struct MatmulBench {
     int64_t rows = 8, K = 576, N = 1536;
     bool bf16 = false;
     std::optional<BlockFormat> blocks;  // ggml's blocks (random integers, finite scales) instead of floats
+    BlockOrder order = BlockOrder::Rows;  // Panels where a model's load would pack them
     int threads = 1;
     int64_t matrix_bytes() const {
         if (blocks) return N * (K / block_layout(*blocks).elements) * block_layout(*blocks).bytes;
         return K * N * (bf16 ? 2 : 4);
     }
-    std::string dtype_name() const { return blocks ? block_layout(*blocks).name : bf16 ? "bfloat16" : "float32"; }
+    std::string dtype_name() const {
+        if (!blocks) return bf16 ? "bfloat16" : "float32";
+        return std::string(block_layout(*blocks).name) + (order == BlockOrder::Panels ? " in panels" : " in rows");
+    }
     int64_t repeat = 5;
     bool quick = false;
 };
@@ -61,7 +65,7 @@ double seconds_per_matmul(const MatmulBench& b, const std::byte* weights, int64_
     do {
         for (int64_t c = 0; c < copies; ++c) {
             const std::byte* w = weights + c * bytes;
-            const WeightRef ref = b.blocks ? WeightRef(BlockMatrix{*b.blocks, w})
+            const WeightRef ref = b.blocks ? WeightRef(BlockMatrix{*b.blocks, w, b.order})
                                   : b.bf16 ? WeightRef(reinterpret_cast<const uint16_t*>(w))
                                            : WeightRef(reinterpret_cast<const float*>(w));
             matmul_nk(y, x, ref, nullptr, b.rows, b.K, b.N);
@@ -99,6 +103,7 @@ MatmulFigures run_matmul_bench(const MatmulBench& b) {
                     const uint16_t scale = uint16_t(0x2000 + byte(rng));
                     std::memcpy(blocks.data() + i * layout.bytes + at + 2 * h, &scale, 2);
                 }
+            if (b.order == BlockOrder::Panels) pack_panels(blocks.data(), *b.blocks, b.N, b.K);
         }
         for (int64_t c = 0; c < f.memory_copies; ++c) {
             std::byte* to = weights.data() + c * f.matrix_bytes;
@@ -186,6 +191,7 @@ void print_matmul_json(const MatmulBench& b, const MatmulFigures& f) {
     j["k"] = b.K;
     j["n"] = b.N;
     j["dtype"] = b.blocks ? std::string(block_layout(*b.blocks).name) : b.bf16 ? "bf16" : "f32";
+    if (b.blocks) j["order"] = b.order == BlockOrder::Panels ? "panels" : "rows";
     j["threads"] = b.threads;
     j["matrix_bytes"] = f.matrix_bytes;
     j["llc_bytes"] = f.llc_bytes;
@@ -213,6 +219,8 @@ int cli_bench_matmul(int argc, char** argv) {
         .option("--dtype", "f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k",
                 "how the weights are stored (default f32); a quantized type: random blocks, K a multiple of its block")
         .option("--repeat", "R", "runs per figure, reported as min / median / max (default 5)")
+        .flag("--block-rows", "Q4_0 and Q8_0: keep the blocks in rows, as --map-weights leaves a model's (default: in the "
+                              "panels a model's load packs them in, where this build has them and N allows)")
         .flag("--quick", "small counts: checks that everything runs, figures are not meaningful")
         .flag("--json", "print one JSON object");
     add_threads_option(args);
@@ -234,6 +242,8 @@ int cli_bench_matmul(int argc, char** argv) {
         throw UsageError("--k " + std::to_string(b.K) + " is not a multiple of a " + block_layout(*b.blocks).name + " block (" +
                          std::to_string(block_layout(*b.blocks).elements) + " weights)");
     b.bf16 = dtype == "bf16";
+    if (b.blocks && !args.has("--block-rows") && panel_rows(*b.blocks) > 0 && b.N % panel_rows(*b.blocks) == 0)
+        b.order = BlockOrder::Panels;
     b.threads = int(args.integer("--threads", default_thread_count(), 1, 256));
     b.repeat = args.integer("--repeat", b.quick ? 1 : 5, 1, 1000);
     if (b.matrix_bytes() > (int64_t(1) << 31))

@@ -45,9 +45,13 @@ std::string matrices_line(const Weights& w) {
                                                           "rounded to 8 bits, as llama.cpp; Q4_1 and Q5_1 exactly as float32)";
     const std::string stored = w.blocks_total() > 0 ? w.blocks_text() + " as the file's blocks " + how + ", the rest float32"
                                : w.bf16 ? "bfloat16" : "float32";
-    const char* where = w.mapped ? (w.blocks_total() > 0 ? "used from the file's mapping (--map-weights)"
-                                                         : "used from the file's mapping where no conversion is needed (--map-weights)")
-                                 : "copied into 2 MiB pages at load";
+    std::string where = "copied into 2 MiB pages at load";
+    if (w.mapped)
+        where = w.blocks_total() > 0 ? "used from the file's mapping (--map-weights)"
+                                     : "used from the file's mapping where no conversion is needed (--map-weights)";
+    else if (w.panel_matrices > 0)
+        where += ", " + std::to_string(w.panel_matrices) + " of them in panels of " + std::to_string(panel_rows(BlockFormat::Q8_0)) +
+                 " rows (the same bytes)";
     return stored + ", " + bytes_text(double(w.matrix_bytes)) + " read per decode token (--dtype f32|bf16), " + where;
 }
 

@@ -7,12 +7,18 @@
 // instruction and no per-block horizontal sums. One matrix K 2048 x N 1024 in cache, 512 rows of x, AMD
 // EPYC Zen 4, 1 thread, ms: AVX-512 VNNI (32 rows, vpdpbusd) Q8_0 23.0 -> 7.3; the AVX2 build (16 rows,
 // vpmaddubsw then vpmaddwd) Q8_0 26.0 -> 20.7, Q4_0 33.4 -> 17.7, Q5_0 28.1 -> 16.4.
+//
+// A matrix in BlockOrder::Panels (quant_blocks.h) was packed once at load (pack_panels), so every T runs
+// here, decode too, on the panels in place: Q8_0 in byte panels (the bytes packing makes), Q4_0 in nibble
+// panels, each block's 16 bytes of a row in 4 runs of 4 whose low nibbles are weights 4g .. 4g + 3 and high
+// nibbles 16 + 4g .., split in registers. Both keep the scales as float16: the file's bytes, in another order.
 #include "kernels/block_rows.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "kernels/block_vectors.h"
 #include "kernels/simd.h"
 
@@ -42,7 +48,7 @@ inline void transpose8(__m256i (&u)[8]) {
 
 // A panel of `rows` weight rows from `first` (n_count of them real, the others zero; each row row_bytes long,
 // blocks of block_bytes). Block s of the panel: 8 runs of 4 bytes, each `rows` lanes of one run (row r in lane
-// r), then the rows' scales d as floats. block(b, u, d) gives the block at b as its 32 bytes and scale.
+// r), then the rows' scales d as float16. block(b, u, d) gives the block at b as its 32 bytes and scale.
 // Packed 8 blocks at a time, 8 rows at a time within them (a block of each row, its 8 runs transposed in
 // registers and stored as 8 runs of 8 lanes), so the 8 blocks' part of the panel (9 KiB) stays in L1; each
 // row's next 8 blocks are asked into L1 as it goes, and the next panel's bytes into L2, a share per 8 blocks,
@@ -57,7 +63,7 @@ template <class Block>
 void pack_rows(unsigned char* panel, int64_t K, int64_t n_count, int64_t rows, const unsigned char* first, int64_t row_bytes,
                int64_t block_bytes, const Block& block) {
     constexpr int64_t kChunk = 8;
-    const int64_t KB = K / 32, panel_block = 8 * 4 * rows + 4 * rows;
+    const int64_t KB = K / 32, panel_block = 8 * 4 * rows + 2 * rows;
     const int64_t chunks = (KB + kChunk - 1) / kChunk, ahead = (rows * row_bytes + chunks - 1) / chunks;
     const char* next_panel = reinterpret_cast<const char*>(first + rows * row_bytes);
     for (int64_t s0 = 0; s0 < KB; s0 += kChunk) {
@@ -74,9 +80,9 @@ void pack_rows(unsigned char* panel, int64_t K, int64_t n_count, int64_t rows, c
                 __m256i u[8];
                 for (int i = 0; i < 8; ++i) {  // each d stored as it comes: 8 stores read back as one would not forward
                     u[i] = _mm256_setzero_si256();
-                    float d = 0.0f;
+                    uint16_t d = 0;
                     if (i < real) block(first + (r0 + i) * row_bytes + s * block_bytes, u[i], d);
-                    std::memcpy(out + 32 * rows + 4 * (r0 + i), &d, sizeof d);
+                    std::memcpy(out + 32 * rows + 2 * (r0 + i), &d, sizeof d);
                 }
                 transpose8(u);
                 for (int g = 0; g < 8; ++g) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * (rows * g + r0)), u[g]);
@@ -91,44 +97,68 @@ void pack_rows(unsigned char* panel, int64_t K, int64_t n_count, int64_t rows, c
 #if KVSCOPE_AVX512 && KVSCOPE_VNNI
 namespace {
 
-// A panel's block: 8 runs of 4 weights (k = 4g ..), each two registers of 16 rows' 4 bytes (row 16v + j in
-// lane j of register v), then the 32 rows' scales d as floats.
+// A panel's block: runs of 4 weights (8, or 4 of nibbles), each two registers of 16 rows' 4 bytes (row 16v + j
+// in lane j of register v), then the 32 rows' scales d as float16.
 constexpr int64_t kRows = 32;
 constexpr int kTileRows = 6;
-constexpr int64_t kPanelBlockBytes = 8 * 4 * kRows + 4 * kRows;
 
-// Rows t0 .. t0 + TR - 1 of x against the packed panel: y's columns [n0, n0 + n_count).
-template <BlockFormat F, int TR>
+// Rows t0 .. t0 + TR - 1 of x against the packed panel: y's columns [n0, n0 + n_count). With one or two rows
+// of x, each half's int32 sums go in two chains (even and odd runs) added at the block's end: one chain
+// would wait on vpdpbusd's latency in decode.
+template <BlockFormat F, bool Nibbles, int TR>
 void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned char* panel, int64_t K, const float* bias, int64_t n0,
                 int64_t n_count) {
+    constexpr int64_t kRuns = Nibbles ? 4 : 8, kBlockBytes = kRuns * 4 * kRows + 2 * kRows;
+    constexpr int kChains = TR <= 2 ? 2 : 1;
     const int64_t KB = K / 32;
+    const __m512i low = _mm512_set1_epi8(0x0F);
     __m512 acc[TR][2];
 #pragma GCC unroll 8
     for (int t = 0; t < TR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     const int8_t* xq = x.q + t0 * K;
     for (int64_t s = 0; s < KB; ++s) {
-        const unsigned char* block = panel + s * kPanelBlockBytes;
-        __m512i dots[TR][2];
+        const unsigned char* block = panel + s * kBlockBytes;
+        if constexpr (TR <= 2)  // decode: the stream 4 KiB ahead asked into L2 (docs/benchmarks.md: 74-76 -> 79-81 % of the probe)
+            for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + 4096 + at, _MM_HINT_T1);
+        __m512i dots[kChains][TR][2];
 #pragma GCC unroll 8
-        for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm512_set1_epi32(-Block32<F>::kOffset * x.sums[(t0 + t) * KB + s]);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-            const __m512i w0 = _mm512_load_si512(block + g * 128), w1 = _mm512_load_si512(block + g * 128 + 64);
+        for (int t = 0; t < TR; ++t) {
+            dots[0][t][0] = dots[0][t][1] = _mm512_set1_epi32(-Block32<F>::kOffset * x.sums[(t0 + t) * KB + s]);
+            if constexpr (kChains == 2) dots[1][t][0] = dots[1][t][1] = _mm512_setzero_si512();
+        }
+        auto dot = [&](int chain, __m512i w0, __m512i w1, int64_t k) {
 #pragma GCC unroll 8
             for (int t = 0; t < TR; ++t) {
                 int32_t four;
-                std::memcpy(&four, xq + t * K + 32 * s + 4 * g, sizeof four);
+                std::memcpy(&four, xq + t * K + 32 * s + k, sizeof four);
                 const __m512i xb = _mm512_set1_epi32(four);
-                dots[t][0] = _mm512_dpbusd_epi32(dots[t][0], w0, xb);
-                dots[t][1] = _mm512_dpbusd_epi32(dots[t][1], w1, xb);
+                dots[chain][t][0] = _mm512_dpbusd_epi32(dots[chain][t][0], w0, xb);
+                dots[chain][t][1] = _mm512_dpbusd_epi32(dots[chain][t][1], w1, xb);
+            }
+        };
+#pragma GCC unroll 8
+        for (int g = 0; g < kRuns; ++g) {
+            const __m512i w0 = _mm512_loadu_si512(block + g * 128), w1 = _mm512_loadu_si512(block + g * 128 + 64);
+            if constexpr (Nibbles) {
+                dot(g % kChains, _mm512_and_si512(w0, low), _mm512_and_si512(w1, low), 4 * g);
+                dot((g + 1) % kChains, _mm512_and_si512(_mm512_srli_epi16(w0, 4), low), _mm512_and_si512(_mm512_srli_epi16(w1, 4), low), 16 + 4 * g);
+            } else {
+                dot(g % kChains, w0, w1, 4 * g);
             }
         }
-        const __m512 d0 = _mm512_load_ps(block + 1024), d1 = _mm512_load_ps(block + 1024 + 64);
+        if constexpr (kChains == 2) {
+#pragma GCC unroll 8
+            for (int t = 0; t < TR; ++t)
+                for (int h = 0; h < 2; ++h) dots[0][t][h] = _mm512_add_epi32(dots[0][t][h], dots[1][t][h]);
+        }
+        const unsigned char* scales = block + kRuns * 4 * kRows;
+        const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+        const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32)));
 #pragma GCC unroll 8
         for (int t = 0; t < TR; ++t) {
             const __m512 dx = _mm512_set1_ps(x.d[(t0 + t) * KB + s]);
-            acc[t][0] = _mm512_fmadd_ps(_mm512_mul_ps(d0, dx), _mm512_cvtepi32_ps(dots[t][0]), acc[t][0]);
-            acc[t][1] = _mm512_fmadd_ps(_mm512_mul_ps(d1, dx), _mm512_cvtepi32_ps(dots[t][1]), acc[t][1]);
+            acc[t][0] = _mm512_fmadd_ps(_mm512_mul_ps(d0, dx), _mm512_cvtepi32_ps(dots[0][t][0]), acc[t][0]);
+            acc[t][1] = _mm512_fmadd_ps(_mm512_mul_ps(d1, dx), _mm512_cvtepi32_ps(dots[0][t][1]), acc[t][1]);
         }
     }
     const __mmask16 m0 = __mmask16(n_count >= 16 ? 0xFFFF : (1u << n_count) - 1);
@@ -152,31 +182,31 @@ namespace {
 
 constexpr int64_t kRows = 16;
 constexpr int kTileRows = 3;
-// A panel's block: 8 runs of 4 weights, each two registers of 8 rows' 4 bytes, then the 16 rows' d.
-constexpr int64_t kPanelBlockBytes = 8 * 4 * kRows + 4 * kRows;
 
-template <BlockFormat F, int TR>
+// A panel's block: runs of 4 weights (8, or 4 of nibbles), each two registers of 8 rows' 4 bytes, then the 16
+// rows' d as float16.
+template <BlockFormat F, bool Nibbles, int TR>
 void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned char* panel, int64_t K, const float* bias, int64_t n0,
                 int64_t n_count) {
+    constexpr int64_t kRuns = Nibbles ? 4 : 8, kBlockBytes = kRuns * 4 * kRows + 2 * kRows;
     const int64_t KB = K / 32;
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
     __m256 acc[TR][2];
 #pragma GCC unroll 8
     for (int t = 0; t < TR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     const int8_t* xq = x.q + t0 * K;
     for (int64_t s = 0; s < KB; ++s) {
-        const unsigned char* block = panel + s * kPanelBlockBytes;
+        const unsigned char* block = panel + s * kBlockBytes;
+        if constexpr (TR <= 2)  // decode, as the AVX-512 tile
+            for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + 4096 + at, _MM_HINT_T1);
         __m256i dots[TR][2];
 #pragma GCC unroll 8
         for (int t = 0; t < TR; ++t) dots[t][0] = dots[t][1] = _mm256_set1_epi32(-Block32<F>::kOffset * x.sums[(t0 + t) * KB + s]);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 64));
-            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + g * 64 + 32));
+        auto dot = [&](__m256i w0, __m256i w1, int64_t k) {
 #pragma GCC unroll 8
             for (int t = 0; t < TR; ++t) {
                 int32_t four;
-                std::memcpy(&four, xq + t * K + 32 * s + 4 * g, sizeof four);
+                std::memcpy(&four, xq + t * K + 32 * s + k, sizeof four);
                 const __m256i xb = _mm256_set1_epi32(four);
                 __m256i p0, p1;
                 if constexpr (Block32<F>::kSigned) {
@@ -189,9 +219,21 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
                 dots[t][0] = _mm256_add_epi32(dots[t][0], _mm256_madd_epi16(p0, ones));
                 dots[t][1] = _mm256_add_epi32(dots[t][1], _mm256_madd_epi16(p1, ones));
             }
+        };
+#pragma GCC unroll 8
+        for (int g = 0; g < kRuns; ++g) {
+            const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + g * 64));
+            const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + g * 64 + 32));
+            if constexpr (Nibbles) {
+                dot(_mm256_and_si256(w0, low), _mm256_and_si256(w1, low), 4 * g);
+                dot(_mm256_and_si256(_mm256_srli_epi16(w0, 4), low), _mm256_and_si256(_mm256_srli_epi16(w1, 4), low), 16 + 4 * g);
+            } else {
+                dot(w0, w1, 4 * g);
+            }
         }
-        const __m256 d0 = _mm256_load_ps(reinterpret_cast<const float*>(block + 512));
-        const __m256 d1 = _mm256_load_ps(reinterpret_cast<const float*>(block + 512 + 32));
+        const unsigned char* scales = block + kRuns * 4 * kRows;
+        const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16)));
 #pragma GCC unroll 8
         for (int t = 0; t < TR; ++t) {
             const __m256 dx = _mm256_set1_ps(x.d[(t0 + t) * KB + s]);
@@ -214,44 +256,76 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
 #if !KVSCOPE_PORTABLE
 namespace {
 
-// Rows [n0, n0 + n_count) (n_count <= kRows; the others zero) of w (N, K) packed as (K / 32) panel blocks.
+constexpr int64_t panel_block_bytes(bool nibbles) { return (nibbles ? 4 : 8) * 4 * kRows + 2 * kRows; }
+
+// Rows [n0, n0 + n_count) (n_count <= kRows; the others zero) of w (N, K) packed as (K / 32) byte panel blocks.
 template <BlockFormat F>
 void pack_panel(unsigned char* panel, const std::byte* w, int64_t K, int64_t n0, int64_t n_count) {
     const int64_t row_bytes = K / 32 * Block32<F>::kBytes;
     const auto* first = reinterpret_cast<const unsigned char*>(w) + n0 * row_bytes;
-    pack_rows(panel, K, n_count, kRows, first, row_bytes, Block32<F>::kBytes, [](const unsigned char* b, __m256i& u, float& d) {
+    pack_rows(panel, K, n_count, kRows, first, row_bytes, Block32<F>::kBytes, [](const unsigned char* b, __m256i& u, uint16_t& d) {
         u = weight_bytes<F>(b);
-        d = half(b);
+        std::memcpy(&d, b, sizeof d);
     });
 }
 
-// The last rows of x (fewer than R) as one tile.
-template <BlockFormat F, int R>
-void tail_tiles(float* y, int64_t N, const X8Rows& x, int64_t t0, int64_t rows, const unsigned char* panel, int64_t K, const float* bias,
-                int64_t n0, int64_t n_count) {
-    if constexpr (R > 1) {
-        if (rows == R - 1) return panel_tile<F, R - 1>(y, N, x, t0, panel, K, bias, n0, n_count);
-        tail_tiles<F, R - 1>(y, N, x, t0, rows, panel, K, bias, n0, n_count);
+// kRows whole Q4_0 rows from n0 as (K / 32) nibble panel blocks: run g of row r is the row's quant bytes
+// 4g .. 4g + 3, at 4 (g kRows + r); the scales after the 4 runs.
+void pack_nibble_panel(unsigned char* panel, const std::byte* w, int64_t K, int64_t n0) {
+    constexpr int64_t kBlock = 18;
+    const int64_t KB = K / 32, row_bytes = KB * kBlock;
+    for (int64_t r = 0; r < kRows; ++r) {
+        const auto* row = reinterpret_cast<const unsigned char*>(w) + (n0 + r) * row_bytes;
+        for (int64_t s = 0; s < KB; ++s) {
+            unsigned char* out = panel + s * panel_block_bytes(true);
+            const unsigned char* b = row + s * kBlock;
+            for (int64_t g = 0; g < 4; ++g) std::memcpy(out + 4 * (g * kRows + r), b + 2 + 4 * g, 4);
+            std::memcpy(out + 16 * kRows + 2 * r, b, 2);
+        }
     }
 }
 
+// The last rows of x (fewer than R) as one tile.
+template <BlockFormat F, bool Nibbles, int R>
+void tail_tiles(float* y, int64_t N, const X8Rows& x, int64_t t0, int64_t rows, const unsigned char* panel, int64_t K, const float* bias,
+                int64_t n0, int64_t n_count) {
+    if constexpr (R > 1) {
+        if (rows == R - 1) return panel_tile<F, Nibbles, R - 1>(y, N, x, t0, panel, K, bias, n0, n_count);
+        tail_tiles<F, Nibbles, R - 1>(y, N, x, t0, rows, panel, K, bias, n0, n_count);
+    }
+}
+
+template <BlockFormat F, bool Nibbles>
+void tiles_of(float* y, const X8Rows& x, int64_t T, const unsigned char* panel, const float* bias, int64_t K, int64_t N, int64_t n0,
+              int64_t n_count) {
+    int64_t t = 0;
+    for (; t + kTileRows <= T; t += kTileRows) panel_tile<F, Nibbles, kTileRows>(y, N, x, t, panel, K, bias, n0, n_count);
+    if (t < T) tail_tiles<F, Nibbles, kTileRows>(y, N, x, t, T - t, panel, K, bias, n0, n_count);
+}
+
+// A matrix in rows: the panel packed for this call, then every row of x against it.
 template <BlockFormat F>
 void panels_of(float* y, const X8Rows& x, int64_t T, const std::byte* w, const float* bias, int64_t K, int64_t N, int64_t n0,
                int64_t n_count) {
     thread_local std::vector<unsigned char> storage;
-    const size_t bytes = size_t(K / 32 * kPanelBlockBytes + 64);
+    const size_t bytes = size_t(K / 32 * panel_block_bytes(false) + 64);
     if (storage.size() < bytes) storage.resize(bytes);
     auto* panel = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
     pack_panel<F>(panel, w, K, n0, n_count);
-    int64_t t = 0;
-    for (; t + kTileRows <= T; t += kTileRows) panel_tile<F, kTileRows>(y, N, x, t, panel, K, bias, n0, n_count);
-    if (t < T) tail_tiles<F, kTileRows>(y, N, x, t, T - t, panel, K, bias, n0, n_count);
+    tiles_of<F, false>(y, x, T, panel, bias, K, N, n0, n_count);
 }
 
 }  // namespace
 
 bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                     int64_t n_count) {
+    if (w.order == BlockOrder::Panels) {  // packed at load: panel n0 / kRows, kRows whole rows
+        const bool nibbles = w.format == BlockFormat::Q4_0;
+        const auto* panel = reinterpret_cast<const unsigned char*>(w.data) + n0 / kRows * (K / 32) * panel_block_bytes(nibbles);
+        if (nibbles) tiles_of<BlockFormat::Q4_0, true>(y, x, T, panel, bias, K, N, n0, n_count);
+        else tiles_of<BlockFormat::Q8_0, false>(y, x, T, panel, bias, K, N, n0, n_count);
+        return true;
+    }
     switch (w.format) {
         case BlockFormat::Q4_0: panels_of<BlockFormat::Q4_0>(y, x, T, w.data, bias, K, N, n0, n_count); return true;
         case BlockFormat::Q5_0: panels_of<BlockFormat::Q5_0>(y, x, T, w.data, bias, K, N, n0, n_count); return true;
@@ -261,9 +335,25 @@ bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const f
 }
 int64_t integer_panel_rows() { return kRows; }
 
+int64_t panel_rows(BlockFormat f) { return f == BlockFormat::Q4_0 || f == BlockFormat::Q8_0 ? kRows : 0; }
+
+void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K) {
+    const bool nibbles = f == BlockFormat::Q4_0;
+    const int64_t panel_bytes = K / 32 * panel_block_bytes(nibbles);  // kRows rows' bytes
+    ThreadPool::global().parallel_for(N / kRows, [&](int64_t p) {
+        thread_local std::vector<unsigned char> panel;
+        panel.resize(size_t(panel_bytes));
+        if (nibbles) pack_nibble_panel(panel.data(), w, K, p * kRows);
+        else pack_panel<BlockFormat::Q8_0>(panel.data(), w, K, p * kRows, kRows);
+        std::memcpy(w + p * panel_bytes, panel.data(), size_t(panel_bytes));
+    });
+}
+
 #else
 bool integer_panels(float*, const X8Rows&, int64_t, BlockMatrix, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
 int64_t integer_panel_rows() { return 0; }
+int64_t panel_rows(BlockFormat) { return 0; }
+void pack_panels(std::byte*, BlockFormat, int64_t, int64_t) {}
 #endif
 
 }  // namespace kvscope

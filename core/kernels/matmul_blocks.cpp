@@ -2,7 +2,8 @@
 // kernel runs for which format and row count. The integer formats are dotted against x quantized once per
 // fork (block_rows.h): the K formats' group kernel (integer_rows) for every T; Q4_0, Q5_0 and Q8_0 the group
 // kernel (integer_rows32) in decode and the smallest batches, packed panels (integer_panels) from
-// kPanelTokens rows of x where the build has them. Q4_1 and Q5_1 are a float32 kernel's arithmetic on the
+// kPanelTokens rows of x where the build has them, and for every T where the matrix was packed in panels at
+// load (BlockOrder::Panels). Q4_1 and Q5_1 are a float32 kernel's arithmetic on the
 // dequantized weights: prefill packs their exact float copy (block_prefill, matmul_nk.cpp), decode and small
 // batches dequantize a group's 4 rows as they go (block_rows.h), or run on the group's float copy
 // (block_batch_group); a matrix of those formats gives its float32 copy's bits.
@@ -141,7 +142,8 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const Matm
     if (!xq.q8k && !xq.x8) return matmul_nk_blocks_float(x, T, K, targets);
     const bool panels = integer_panel_rows() > 0 && T >= kPanelTokens;
     auto by_rows = [&](const MatmulTarget& t) {
-        return integer_format(t.w.blocks.format) && (super_blocks(t.w.blocks.format) || !panels);
+        return integer_format(t.w.blocks.format) &&
+               (super_blocks(t.w.blocks.format) || (!panels && t.w.blocks.order == BlockOrder::Rows));
     };
     const bool all_rows = std::all_of(targets.begin(), targets.end(), by_rows);
     const bool any_panels = std::any_of(targets.begin(), targets.end(), [&](const MatmulTarget& t) {

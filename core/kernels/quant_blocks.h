@@ -49,11 +49,27 @@ struct BlockLayout {
 };
 BlockLayout block_layout(BlockFormat f);
 
+// How a matrix's blocks lie: row after row as the file has them, or packed at load in panels of
+// panel_rows(f) rows (block_panels.cpp): panel p holds rows [p R, p R + R), its K / 32 blocks in order, each
+// the R rows' weights side by side in runs of 4 and then their R float16 scales. The same bytes in number,
+// so a matrix in panels is resident at its file size; the kernels read the panels with one stream a thread
+// and without the per-call packing of prefill and batches, and compute the same bits (block_rows.h).
+enum class BlockOrder : uint8_t { Rows, Panels };
+
 // A matrix (N, K) of blocks: N rows of K / elements blocks each.
 struct BlockMatrix {
     BlockFormat format = BlockFormat::Q8_0;
     const std::byte* data = nullptr;
+    BlockOrder order = BlockOrder::Rows;
 };
+
+// The rows in a panel when this build packs a matrix of f in panels at load, or 0 where it keeps rows: Q4_0 and
+// Q8_0 with AVX-512 VNNI (32) or AVX2 (16); the portable build keeps rows, as does Q5_0 (its unpacked fifth bits
+// would take 1.6 times the file's bytes).
+int64_t panel_rows(BlockFormat f);
+// w (N, K) in rows becomes the same matrix in panels, in place (N a multiple of panel_rows(f) > 0): a panel
+// takes the bytes its rows had. The threads share the panels.
+void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K);
 
 // 256 values of x as 8-bit integers, ggml's Q8_K: amax = max |x|, q = round-half-even(x · (127 / amax))
 // (|q| <= 127), d = amax / 127, and the sums of each 16 and each 32 q. amax below 2^-120 (0, or too small for 127 / amax)

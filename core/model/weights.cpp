@@ -54,8 +54,10 @@ public:
         return t;
     }
 
-    // A matrix in the storage `format_` asks for, in 2 MiB pages unless it can stay in the mapping.
-    WeightRef matrix(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed = false) {
+    // A matrix in the storage `format_` asks for, in 2 MiB pages unless it can stay in the mapping. A table
+    // (the token embedding) is also read a row at a time, so its blocks stay in rows.
+    enum class Use { Products, Table };
+    WeightRef matrix(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed = false, Use use = Use::Products) {
         const TensorView* t = view(short_name, shape, never_prefixed);
         const int64_t n = t->n_elements();
         const bool bf16 = format_ == WeightFormat::BF16;
@@ -70,13 +72,24 @@ public:
             const int64_t bytes = n / layout.elements * layout.bytes;
             w_.matrix_bytes += bytes;
             ++w_.block_matrices[int(*f)];
-            // Blocks kvscope made at load (a llama file's Q and K, rows put back in order) are in 2 MiB pages already.
-            if (placement_ == WeightPlacement::Mapped || !w_.checkpoint->in_mapping(t->data, t->n_bytes))
-                return BlockMatrix{*f, t->data};
-            std::byte* out = w_.matrices->allocate(bytes);
-            copy_in_parallel(out, t->data, bytes);
-            w_.checkpoint->release(t->data, t->n_bytes);  // or the process would hold the matrix twice
-            return BlockMatrix{*f, out};
+            if (placement_ == WeightPlacement::Mapped) return BlockMatrix{*f, t->data};
+            // Q4_0 and Q8_0 products go in panels (quant_blocks.h): decode reads one stream a thread and batches
+            // skip packing. Llama 3.2 1B Q4_0, 2 threads, Intel Xeon family 6 model 167: see docs/benchmarks.md.
+            const bool panels = use == Use::Products && panel_rows(*f) > 0 && shape[0] % panel_rows(*f) == 0;
+            std::byte* out = nullptr;
+            if (w_.checkpoint->in_mapping(t->data, t->n_bytes)) {
+                out = w_.matrices->allocate(bytes);
+                copy_in_parallel(out, t->data, bytes);
+                w_.checkpoint->release(t->data, t->n_bytes);  // or the process would hold the matrix twice
+            } else {
+                // Blocks kvscope made at load (a llama file's Q and K, rows put back in order) are in 2 MiB pages
+                // already, and only these weights read them: they are packed where they are.
+                out = const_cast<std::byte*>(t->data);
+            }
+            if (!panels) return BlockMatrix{*f, out};
+            pack_panels(out, *f, shape[0], shape[1]);
+            ++w_.panel_matrices;
+            return BlockMatrix{*f, out, BlockOrder::Panels};
         }
         w_.matrix_bytes += n * (bf16 ? 2 : 4);
         const Dtype stored = bf16 ? Dtype::BF16 : Dtype::F32;
@@ -269,7 +282,7 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         for (float& x : plus_one) x = 1.0f + x;
         return plus_one.data();
     };
-    w.token_embedding = m.matrix("model.embed_tokens.weight", {V, C}, kNoPrefix);
+    w.token_embedding = m.matrix("model.embed_tokens.weight", {V, C}, kNoPrefix, NameMap::Use::Table);
     for (int64_t il = 0; il < config.n_layer; ++il) {
         const std::string p = "model.layers." + std::to_string(il) + ".";
         const std::string a = p + "self_attn.", f = p + "mlp.";
@@ -334,7 +347,7 @@ Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint
     }
     const int64_t V = config.n_vocab, C = config.n_embd, F = config.n_inner, P = config.n_ctx;
 
-    w.token_embedding = m.matrix("wte.weight", {V, C});
+    w.token_embedding = m.matrix("wte.weight", {V, C}, false, NameMap::Use::Table);
     if (config.position_embedding == PositionEmbedding::Learned) {
         w.position_embedding = m.get("wpe.weight", {P, C});
     } else {
