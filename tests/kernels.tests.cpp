@@ -543,6 +543,14 @@ TEST_CASE("matrices packed in panels at load give the integer dots' bits, whatev
             std::vector<std::byte> panels = blocks;
             pack_panels(panels.data(), f, N, K);
             CHECK(panels != blocks);
+            const int64_t row_bytes = K / 32 * layout.bytes;
+            std::vector<std::byte> row(static_cast<size_t>(row_bytes));
+            bool rows_back = true;  // an embedding lookup unpacks a row: the file's bytes again
+            for (int64_t n = 0; n < N; ++n) {
+                panel_row_blocks(row.data(), f, panels.data(), K, n);
+                rows_back = rows_back && std::memcmp(row.data(), blocks.data() + n * row_bytes, size_t(row_bytes)) == 0;
+            }
+            CHECK(rows_back);
             const BlockMatrix packed{f, panels.data(), BlockOrder::Panels};
             std::vector<float> x(size_t(T_max * K)), bias(static_cast<size_t>(N));
             for (float& v : x) v = d(rng);

@@ -349,7 +349,22 @@ void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K) {
     });
 }
 
+void panel_row_blocks(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row) {
+    const bool nibbles = f == BlockFormat::Q4_0;
+    const int64_t KB = K / 32, block_bytes = panel_block_bytes(nibbles), runs = nibbles ? 4 : 8, r = row % kRows;
+    const auto* panel = reinterpret_cast<const unsigned char*>(panels) + row / kRows * KB * block_bytes;
+    auto* to = reinterpret_cast<unsigned char*>(out);
+    for (int64_t s = 0; s < KB; ++s, to += nibbles ? 18 : 34) {
+        const unsigned char* b = panel + s * block_bytes;
+        std::memcpy(to, b + runs * 4 * kRows + 2 * r, 2);
+        for (int64_t g = 0; g < runs; ++g) std::memcpy(to + 2 + 4 * g, b + 4 * (g * kRows + r), 4);
+        if (!nibbles && Block32<BlockFormat::Q8_0>::kOffset == 128)
+            for (int j = 0; j < 32; ++j) to[2 + j] ^= 0x80;  // u = q + 128 back to q
+    }
+}
+
 #else
+void panel_row_blocks(std::byte*, BlockFormat, const std::byte*, int64_t, int64_t) {}
 bool integer_panels(float*, const X8Rows&, int64_t, BlockMatrix, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
 int64_t integer_panel_rows() { return 0; }
 int64_t panel_rows(BlockFormat) { return 0; }

@@ -70,6 +70,9 @@ int64_t panel_rows(BlockFormat f);
 // w (N, K) in rows becomes the same matrix in panels, in place (N a multiple of panel_rows(f) > 0): a panel
 // takes the bytes its rows had. The threads share the panels.
 void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K);
+// Row `row` of a matrix in panels (K weights) as the file had its blocks: out gets K / 32 blocks, the bytes
+// the row had before pack_panels (an embedding lookup dequantizes them as any row of blocks).
+void panel_row_blocks(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row);
 
 // 256 values of x as 8-bit integers, ggml's Q8_K: amax = max |x|, q = round-half-even(x · (127 / amax))
 // (|q| <= 127), d = amax / 127, and the sums of each 16 and each 32 q. amax below 2^-120 (0, or too small for 127 / amax)

@@ -54,10 +54,8 @@ public:
         return t;
     }
 
-    // A matrix in the storage `format_` asks for, in 2 MiB pages unless it can stay in the mapping. A table
-    // (the token embedding) is also read a row at a time, so its blocks stay in rows.
-    enum class Use { Products, Table };
-    WeightRef matrix(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed = false, Use use = Use::Products) {
+    // A matrix in the storage `format_` asks for, in 2 MiB pages unless it can stay in the mapping.
+    WeightRef matrix(const std::string& short_name, std::vector<int64_t> shape, bool never_prefixed = false) {
         const TensorView* t = view(short_name, shape, never_prefixed);
         const int64_t n = t->n_elements();
         const bool bf16 = format_ == WeightFormat::BF16;
@@ -73,9 +71,9 @@ public:
             w_.matrix_bytes += bytes;
             ++w_.block_matrices[int(*f)];
             if (placement_ == WeightPlacement::Mapped) return BlockMatrix{*f, t->data};
-            // Q4_0 and Q8_0 products go in panels (quant_blocks.h): decode reads one stream a thread and batches
-            // skip packing. Llama 3.2 1B Q4_0, 2 threads, Intel Xeon family 6 model 167: see docs/benchmarks.md.
-            const bool panels = use == Use::Products && panel_rows(*f) > 0 && shape[0] % panel_rows(*f) == 0;
+            // Q4_0 and Q8_0 go in panels (quant_blocks.h): decode reads one stream a thread and batches skip
+            // packing (docs/benchmarks.md, the Xeon family 6 model 167); an embedding row is unpacked to look it up.
+            const bool panels = panel_rows(*f) > 0 && shape[0] % panel_rows(*f) == 0;
             std::byte* out = nullptr;
             if (w_.checkpoint->in_mapping(t->data, t->n_bytes)) {
                 out = w_.matrices->allocate(bytes);
@@ -251,7 +249,15 @@ std::string Weights::blocks_text() const {
 void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {
     if (const BlockMatrix& b = w.token_embedding.blocks; b.data) {  // the row's blocks, as the reference reads them
         const BlockLayout layout = block_layout(b.format);
-        dequantize_reference(b.format, b.data + id * (C / layout.elements * layout.bytes), C, out);
+        const int64_t row_bytes = C / layout.elements * layout.bytes;
+        if (b.order == BlockOrder::Panels) {
+            thread_local std::vector<std::byte> row;
+            if (int64_t(row.size()) < row_bytes) row.resize(size_t(row_bytes));
+            panel_row_blocks(row.data(), b.format, b.data, C, id);
+            dequantize_reference(b.format, row.data(), C, out);
+        } else {
+            dequantize_reference(b.format, b.data + id * row_bytes, C, out);
+        }
         return;
     }
     if (w.token_embedding.f32) {
@@ -282,7 +288,7 @@ void load_llama(const ModelConfig& config, NameMap& m, Weights& w) {
         for (float& x : plus_one) x = 1.0f + x;
         return plus_one.data();
     };
-    w.token_embedding = m.matrix("model.embed_tokens.weight", {V, C}, kNoPrefix, NameMap::Use::Table);
+    w.token_embedding = m.matrix("model.embed_tokens.weight", {V, C}, kNoPrefix);
     for (int64_t il = 0; il < config.n_layer; ++il) {
         const std::string p = "model.layers." + std::to_string(il) + ".";
         const std::string a = p + "self_attn.", f = p + "mlp.";
@@ -347,7 +353,7 @@ Weights load_weights(const ModelConfig& config, std::shared_ptr<const Checkpoint
     }
     const int64_t V = config.n_vocab, C = config.n_embd, F = config.n_inner, P = config.n_ctx;
 
-    w.token_embedding = m.matrix("wte.weight", {V, C}, false, NameMap::Use::Table);
+    w.token_embedding = m.matrix("wte.weight", {V, C});
     if (config.position_embedding == PositionEmbedding::Learned) {
         w.position_embedding = m.get("wpe.weight", {P, C});
     } else {
