@@ -260,8 +260,13 @@ void gguf_types(const Model& model) {
                             ". Q4_1 and Q5_1: each weight dequantized exactly into float32 as it is used. The others "
                             "(Q4_0, Q5_0, Q8_0 and the K types): multiplied in integers, as llama.cpp does, against the "
                             "activations rounded to 8 bits per 32 values (per 256 for the K types; fewer instructions, "
-                            "and the logits move by that rounding). Vectors, and GPT-2's transposed matrices, are "
-                            "dequantized once at load. "
+                            "and the logits move by that rounding). " +
+                            (model.weights().panel_matrices > 0
+                                 ? std::to_string(model.weights().panel_matrices) + " of them (Q4_0, Q8_0) are reordered at load "
+                                   "into panels of " + std::to_string(panel_rows(BlockFormat::Q8_0)) + " rows side by side: the "
+                                   "same bytes, read as one stream. "
+                                 : std::string()) +
+                            "Vectors, and GPT-2's transposed matrices, are dequantized once at load. "
                       : std::string("kvscope dequantizes them once at load. ")) +
                  "It computes in " + (model.weights().bf16 ? "bfloat16" : "float32") +
                  ", so the cache and the maps are those of the file's weights.")
