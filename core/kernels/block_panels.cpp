@@ -1,12 +1,13 @@
-// Prefill and batches on the 32-weight integer formats (Q4_0, Q5_0, Q8_0): a panel of weight rows packed once,
-// its rows in the lanes of two registers, then every row of x against it, a tile of rows at a time. Block by
-// block each (x row, weight row) pair sums its 32 products exactly in an int32 lane (4 bytes of u per lane
-// against 4 of x's, broadcast), then takes block_rows.h's float step, acc = fma(d · dx, float(i), acc): the
-// bits of integer_rows32 (block_rows_integer32.cpp, whose offsets this file shares: i = Σ u · qx - offset ·
-// Σ qx). Against the packed float32 kernel on the dequantized weights (matmul_nk.cpp): more multiplies per
-// instruction and no per-block horizontal sums. One matrix K 2048 x N 1024 in cache, 512 rows of x, AMD
-// EPYC Zen 4, 1 thread, ms: AVX-512 VNNI (32 rows, vpdpbusd) Q8_0 23.0 -> 7.3; the AVX2 build (16 rows,
-// vpmaddubsw then vpmaddwd) Q8_0 26.0 -> 20.7, Q4_0 33.4 -> 17.7, Q5_0 28.1 -> 16.4.
+// Prefill and batches on the 32-weight integer formats (Q4_0, Q5_0, Q8_0), and every T where the matrix is in
+// panels from load (below): a panel of weight rows packed once, its rows in the lanes of two registers, then
+// every row of x against it, a tile of rows at a time. Block by block each (x row, weight row) pair sums its 32
+// products exactly in an int32 lane (4 bytes of u per lane against 4 of x's, broadcast), then takes
+// block_rows.h's float step, acc = fma(d · dx, float(i), acc): the bits of integer_rows32
+// (block_rows_integer32.cpp, whose offsets this file shares: i = Σ u · qx - offset · Σ qx). Against the packed
+// float32 kernel on the dequantized weights (matmul_nk.cpp): more multiplies per instruction and no per-block
+// horizontal sums. One matrix K 2048 x N 1024 in cache, 512 rows of x, AMD EPYC Zen 4, 1 thread, ms: AVX-512 VNNI
+// (32 rows, vpdpbusd) Q8_0 23.0 -> 7.3; the AVX2 build (16 rows, vpmaddubsw then vpmaddwd) Q8_0 26.0 -> 20.7,
+// Q4_0 33.4 -> 17.7, Q5_0 28.1 -> 16.4.
 //
 // A matrix in BlockOrder::Panels (quant_blocks.h) was packed once at load (pack_panels), so every T runs
 // here, decode too, on the panels in place: Q8_0 in byte panels (the bytes packing makes), Q4_0 in nibble

@@ -16,7 +16,8 @@
 //   integer_panels(y, x8, T, w, bias, K, N, n0, n_count)
 //                                             integer_rows32's bits for a panel of up to integer_panel_rows()
 //                                             weight rows (32 with AVX-512 VNNI, else 16; 0: the portable build
-//                                             has none, and returns false), packed once for all T rows of x
+//                                             has none, and returns false), packed once for all T rows of x, or
+//                                             read in place where w is in BlockOrder::Panels (any T, decode too)
 //
 // Each sum of Q4_1 and Q5_1 (block_rows, block_tile) is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
