@@ -41,7 +41,7 @@ Command step() { return Step{}; }
 Command back(int64_t n = 1) { return Back{n}; }
 Command reset() { return Reset{}; }
 Command cache(bool on) { return SetCache{on}; }
-Command set_options(SessionOptions options, BatchOptions batch) { return SetOptions{std::move(options), std::move(batch)}; }
+Command set_options(SessionOptions options, BatchOptions batch) { return SetOptions{std::move(options), std::move(batch), {}}; }
 Command load_model(std::string dir) { return LoadModel{std::move(dir)}; }
 
 // ---- Fixtures and the independent runs ----

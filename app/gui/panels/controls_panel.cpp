@@ -520,7 +520,7 @@ void draw_session_options(PanelContext& c, const std::string& pending) {
     for (const OptionSpec* spec : controls_options()) option_widget(*spec, o, c.prefs.edit_batch);
     if (apply_button(pending.empty() ? "Apply options (restarts the session)" : "Apply pending options (restarts the session)",
                      !pending.empty()))
-        c.ctl.push(SetOptions{o, c.prefs.edit_batch});
+        c.ctl.push(SetOptions{o, c.prefs.edit_batch, {}});
     dump_item("apply options");
     if (!pending.empty()) {
         ImGui::SameLine();
@@ -562,10 +562,10 @@ void draw_batch_options(PanelContext& c, const std::string& pending) {
                 "was made by this model for a prompt this one starts with, the prefill loads those positions "
                 "(purple in the timeline) instead of computing them; otherwise the prefill writes it.");
     if (o.share_prefix && o.block_size == 0) o.block_size = 4;  // sharing is by blocks
-    if (apply_button("Apply (restarts every sequence)", !pending.empty())) c.ctl.push(SetOptions{o, b});
+    if (apply_button("Apply (restarts every sequence)", !pending.empty())) c.ctl.push(SetOptions{o, b, {}});
     dump_item("apply batch");
     if (c.snap.pool_views.empty() && ImGui::Button("Try it: 3 sequences sharing the prompt, blocks of 4")) {
-        SetOptions cmd{o, b};
+        SetOptions cmd{o, b, {}};
         cmd.options.block_size = 4;
         cmd.options.share_prefix = true;
         cmd.batch.n_seq = std::max<int64_t>(3, b.n_seq);

@@ -170,7 +170,7 @@ void draw_memory(PanelContext& c) {
             BatchOptions b = s.batch;
             b.n_seq = 3;
             b.suffixes = {"", " Why?", " Who sat?"};
-            c.ctl.push(SetOptions{o, b});
+            c.ctl.push(SetOptions{o, b, {}});
             c.ctl.push(Prefill{});
         }
         dump_item("memory page it");

@@ -350,7 +350,7 @@ bool apply_options_line(LineRun& r) {
     const std::string& cmd = r.cmd;
     const ScriptLine& l = r.l;
     if (cmd == "options") {
-        SetOptions c{r.snap.options(), r.snap.batch};
+        SetOptions c{r.snap.options(), r.snap.batch, {}};
         for (size_t i = 1; i < l.words.size(); ++i) {
             set_script_option(c.options, c.batch, l.words[i]);
             c.given.push_back(script_option(l.words[i]).name);
@@ -360,14 +360,14 @@ bool apply_options_line(LineRun& r) {
         sync_option_edits(r.v, r.snap);
         for (size_t i = 1; i < l.words.size(); ++i) set_script_option(r.v.edit_options, r.v.edit_batch, l.words[i]);
     } else if (cmd == "suffix") {
-        SetOptions c{r.snap.options(), r.snap.batch};
+        SetOptions c{r.snap.options(), r.snap.batch, {}};
         const int64_t n = r.n;
         if (c.batch.suffixes.size() <= size_t(n)) c.batch.suffixes.resize(size_t(n) + 1);
         c.batch.suffixes[size_t(n)] = l.words.size() > 2 ? l.words[2] : "";
         if (n >= c.batch.n_seq) c.batch.n_seq = n + 1;
         r.run(c);
     } else if (cmd == "prompt-cache") {
-        SetOptions c{r.snap.options(), r.snap.batch};
+        SetOptions c{r.snap.options(), r.snap.batch, {}};
         c.batch.prompt_cache = r.arg == "off" ? "" : r.arg;
         r.run(c);
     } else {
