@@ -28,6 +28,11 @@ namespace kvscope {
 #if !KVSCOPE_PORTABLE
 namespace {
 
+// Runs of 4 weights in a panel's block: 8, or 4 of nibbles (Q4_0 in panels from load); then `rows` float16
+// scales. The same bytes as the rows' blocks where rows is the ISA's kRows.
+constexpr int64_t panel_runs(bool nibbles) { return nibbles ? 4 : 8; }
+constexpr int64_t panel_block_bytes(bool nibbles, int64_t rows) { return panel_runs(nibbles) * 4 * rows + 2 * rows; }
+
 // u[i] holds 8 int32 of row i; afterwards u[g] holds int32 g of rows 0 .. 7.
 inline void transpose8(__m256i (&u)[8]) {
     __m256i pairs[8], quads[8];
@@ -64,7 +69,7 @@ template <class Block>
 void pack_rows(unsigned char* panel, int64_t K, int64_t n_count, int64_t rows, const unsigned char* first, int64_t row_bytes,
                int64_t block_bytes, const Block& block) {
     constexpr int64_t kChunk = 8;
-    const int64_t KB = K / 32, panel_block = 8 * 4 * rows + 2 * rows;
+    const int64_t KB = K / 32, panel_block = panel_block_bytes(false, rows);
     const int64_t chunks = (KB + kChunk - 1) / kChunk, ahead = (rows * row_bytes + chunks - 1) / chunks;
     const char* next_panel = reinterpret_cast<const char*>(first + rows * row_bytes);
     for (int64_t s0 = 0; s0 < KB; s0 += kChunk) {
@@ -109,7 +114,7 @@ constexpr int kTileRows = 6;
 template <BlockFormat F, bool Nibbles, int TR>
 void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned char* panel, int64_t K, const float* bias, int64_t n0,
                 int64_t n_count) {
-    constexpr int64_t kRuns = Nibbles ? 4 : 8, kBlockBytes = kRuns * 4 * kRows + 2 * kRows;
+    constexpr int64_t kRuns = panel_runs(Nibbles), kBlockBytes = panel_block_bytes(Nibbles, kRows);
     constexpr int kChains = TR <= 2 ? 2 : 1;
     const int64_t KB = K / 32;
     const __m512i low = _mm512_set1_epi8(0x0F);
@@ -189,7 +194,7 @@ constexpr int kTileRows = 3;
 template <BlockFormat F, bool Nibbles, int TR>
 void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned char* panel, int64_t K, const float* bias, int64_t n0,
                 int64_t n_count) {
-    constexpr int64_t kRuns = Nibbles ? 4 : 8, kBlockBytes = kRuns * 4 * kRows + 2 * kRows;
+    constexpr int64_t kRuns = panel_runs(Nibbles), kBlockBytes = panel_block_bytes(Nibbles, kRows);
     const int64_t KB = K / 32;
     const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
     __m256 acc[TR][2];
@@ -257,7 +262,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
 #if !KVSCOPE_PORTABLE
 namespace {
 
-constexpr int64_t panel_block_bytes(bool nibbles) { return (nibbles ? 4 : 8) * 4 * kRows + 2 * kRows; }
+constexpr int64_t panel_block_bytes(bool nibbles) { return panel_block_bytes(nibbles, kRows); }
 
 // Rows [n0, n0 + n_count) (n_count <= kRows; the others zero) of w (N, K) packed as (K / 32) byte panel blocks.
 template <BlockFormat F>
@@ -281,7 +286,7 @@ void pack_nibble_panel(unsigned char* panel, const std::byte* w, int64_t K, int6
             unsigned char* out = panel + s * panel_block_bytes(true);
             const unsigned char* b = row + s * kBlock;
             for (int64_t g = 0; g < 4; ++g) std::memcpy(out + 4 * (g * kRows + r), b + 2 + 4 * g, 4);
-            std::memcpy(out + 16 * kRows + 2 * r, b, 2);
+            std::memcpy(out + panel_runs(true) * 4 * kRows + 2 * r, b, 2);
         }
     }
 }
@@ -352,7 +357,7 @@ void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K) {
 
 void panel_row_blocks(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row) {
     const bool nibbles = f == BlockFormat::Q4_0;
-    const int64_t KB = K / 32, block_bytes = panel_block_bytes(nibbles), runs = nibbles ? 4 : 8, r = row % kRows;
+    const int64_t KB = K / 32, block_bytes = panel_block_bytes(nibbles), runs = panel_runs(nibbles), r = row % kRows;
     const auto* panel = reinterpret_cast<const unsigned char*>(panels) + row / kRows * KB * block_bytes;
     auto* to = reinterpret_cast<unsigned char*>(out);
     for (int64_t s = 0; s < KB; ++s, to += nibbles ? 18 : 34) {
