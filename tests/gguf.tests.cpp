@@ -327,13 +327,12 @@ TEST_CASE("a model converted by the independent writer runs as its numpy-dequant
             if (arch == "llama" && (t == "Q4_K" || t == "Q5_0" || t == "Q4_0" || t == "Q8_0")) {
                 // Where the blocks are: copied as they are into 2 MiB pages (the file's bytes), Q and K from their
                 // rows put back in order at load and not copied again; in the mapping with WeightPlacement::Mapped.
-                // Q4_0 and Q8_0 are then packed in panels where they are, where the build has them (the same
-                // bytes, in another order). The runs are one computation either way.
-                const bool panels = (t == "Q4_0" || t == "Q8_0") && panel_rows(t == "Q4_0" ? BlockFormat::Q4_0 : BlockFormat::Q8_0) > 0;
+                // Q4_0, Q8_0 and Q4_K are then packed in panels where they are, where the build has them and the
+                // rows fill whole panels (the same bytes, in another order). The runs are one computation either way.
                 const auto mapped = Model::load(gguf.string(), WeightFormat::F32, WeightPlacement::Mapped);
                 const Weights& copied = from_file->weights();
                 const Checkpoint& file = *copied.checkpoint;
-                int64_t copied_bytes = 0;
+                int64_t copied_bytes = 0, in_panels = 0;
                 for (int64_t l = 0; l < from_file->config().n_layer; ++l) {
                     const std::string a = "model.layers." + std::to_string(l) + ".";
                     const LayerWeights& in_pages = copied.layers[size_t(l)];
@@ -348,6 +347,10 @@ TEST_CASE("a model converted by the independent writer runs as its numpy-dequant
                         REQUIRE(w.blocks.data != nullptr);
                         CHECK(w_mapped.blocks.data == mapped->weights().checkpoint->find(a + name)->data);
                         const bool permuted = std::string(name).starts_with("self_attn.q") || std::string(name).starts_with("self_attn.k");
+                        const std::optional<BlockFormat> f = block_format(view->dtype);
+                        REQUIRE(f.has_value());
+                        const bool panels = panel_rows(*f) > 0 && view->shape[0] % panel_rows(*f) == 0;
+                        if (panels) ++in_panels;
                         CHECK(file.in_mapping(view->data, view->n_bytes) == !permuted);
                         CHECK(w.blocks.order == (panels ? BlockOrder::Panels : BlockOrder::Rows));
                         CHECK(w_mapped.blocks.order == BlockOrder::Rows);
@@ -362,6 +365,8 @@ TEST_CASE("a model converted by the independent writer runs as its numpy-dequant
                 }
                 CHECK(copied.matrices->used() >= copied_bytes);
                 CHECK(mapped->weights().matrices->used() == 0);
+                const BlockFormat down = *block_format(file.find("model.layers.0.mlp.down_proj.weight")->dtype);
+                if (t != "Q5_0") CHECK((in_panels > 0) == (panel_rows(down) > 0));  // where the build packs the type, some matrix is
                 kvtest::require_identical(kvtest::run_to_end(mapped, options, prompt), got);
             }
             if (arch == "llama" && (t == "Q4_K" || t == "Q5_0")) {  // --dtype bf16: the blocks dequantized, then rounded

@@ -527,23 +527,25 @@ TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, o
 }
 
 TEST_CASE("matrices packed in panels at load give the integer dots' bits, whatever the rows, threads and targets") {
-    // pack_panels reorders a Q4_0 or Q8_0 matrix in place (quant_blocks.h: BlockOrder::Panels); every T then
-    // runs on the panels, decode too. The results must be integer_product's on the blocks as the file has
+    // pack_panels reorders a Q4_0, Q8_0 or Q4_K matrix in place (quant_blocks.h: BlockOrder::Panels); every T
+    // then runs on the panels, decode too. The results must be integer_product's on the blocks as the file has
     // them, alone and in a fork beside a matrix in rows and a Q6_K one.
     std::mt19937 rng(51);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const int threads_before = ThreadPool::global().n_threads();
-    for (BlockFormat f : {BlockFormat::Q4_0, BlockFormat::Q8_0}) {
+    for (BlockFormat f : {BlockFormat::Q4_0, BlockFormat::Q8_0, BlockFormat::Q4_K}) {
         const int64_t R = panel_rows(f);
-        if (R == 0) continue;  // the portable build keeps rows
+        if (R == 0) continue;  // the portable build keeps rows (and AVX2 the K formats)
         const BlockLayout layout = block_layout(f);
-        for (int64_t K : {32, 96, 512, 576, 1088}) {
+        const std::vector<int64_t> widths = layout.elements == 32 ? std::vector<int64_t>{32, 96, 512, 576, 1088}
+                                                                  : std::vector<int64_t>{256, 512, 2304};
+        for (int64_t K : widths) {
             const int64_t N = 5 * R, T_max = 31;
-            const std::vector<std::byte> blocks = random_blocks(f, N * K / 32, rng);
+            const std::vector<std::byte> blocks = random_blocks(f, N * K / layout.elements, rng);
             std::vector<std::byte> panels = blocks;
             pack_panels(panels.data(), f, N, K);
             CHECK(panels != blocks);
-            const int64_t row_bytes = K / 32 * layout.bytes;
+            const int64_t row_bytes = K / layout.elements * layout.bytes;
             std::vector<std::byte> row(static_cast<size_t>(row_bytes));
             bool rows_back = true;  // an embedding lookup unpacks a row: the file's bytes again
             for (int64_t n = 0; n < N; ++n) {

@@ -341,9 +341,13 @@ bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const f
 }
 int64_t integer_panel_rows() { return kRows; }
 
-int64_t panel_rows(BlockFormat f) { return f == BlockFormat::Q4_0 || f == BlockFormat::Q8_0 ? kRows : 0; }
+int64_t panel_rows(BlockFormat f) {
+    if (f == BlockFormat::Q4_0 || f == BlockFormat::Q8_0) return kRows;
+    return super_block_panel_rows(f);
+}
 
 void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K) {
+    if (super_block_panel_rows(f) > 0) return pack_super_block_panels(w, f, N, K);
     const bool nibbles = f == BlockFormat::Q4_0;
     const int64_t panel_bytes = K / 32 * panel_block_bytes(nibbles);  // kRows rows' bytes
     ThreadPool::global().parallel_for(N / kRows, [&](int64_t p) {
@@ -356,6 +360,7 @@ void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K) {
 }
 
 void panel_row_blocks(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row) {
+    if (super_block_panel_rows(f) > 0) return super_block_panel_row(out, f, panels, K, row);
     const bool nibbles = f == BlockFormat::Q4_0;
     const int64_t KB = K / 32, block_bytes = panel_block_bytes(nibbles), runs = panel_runs(nibbles), r = row % kRows;
     const auto* panel = reinterpret_cast<const unsigned char*>(panels) + row / kRows * KB * block_bytes;

@@ -18,6 +18,11 @@
 //                                             weight rows (32 with AVX-512 VNNI, else 16; 0: the portable build
 //                                             has none, and returns false), packed once for all T rows of x, or
 //                                             read in place where w is in BlockOrder::Panels (any T, decode too)
+//   super_block_panels(y, xq, T, w, bias, K, N, n0, n_count)
+//                                             integer_rows' bits for a panel of super_block_panel_rows(f) rows of
+//                                             a K-format matrix in BlockOrder::Panels (Q4_K with AVX-512 VNNI),
+//                                             every T; false (nothing done) for any other matrix
+//   pack_super_block_panels, super_block_panel_row   pack_panels and panel_row_blocks (quant_blocks.h) for those
 //
 // Each sum of Q4_1 and Q5_1 (block_rows, block_tile) is the float32 kernels' (matmul.h): 16 lane chains over k ≡ lane (mod 16),
 // fma in k order, then lane_tree_sum and the bias, on weights dequantized exactly as dequantize_reference does (quant_blocks.h),
@@ -54,6 +59,11 @@ void integer_rows32(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const f
 bool integer_panels(float* y, const X8Rows& x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                     int64_t n_count);
 int64_t integer_panel_rows();
+bool super_block_panels(float* y, const Q8KBlock* xq, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                        int64_t n_count);
+int64_t super_block_panel_rows(BlockFormat f);
+void pack_super_block_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K);
+void super_block_panel_row(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row);
 bool block_tile(float* y, const float* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
                 int64_t n_count);
 

@@ -1,9 +1,9 @@
 // matmul_nk_shared on matrices of blocks (quant_blocks.h; K a multiple of each format's elements): which
 // kernel runs for which format and row count. The integer formats are dotted against x quantized once per
-// fork (block_rows.h): the K formats' group kernel (integer_rows) for every T; Q4_0, Q5_0 and Q8_0 the group
-// kernel (integer_rows32) in decode and the smallest batches, packed panels (integer_panels) from
-// kPanelTokens rows of x where the build has them, and for every T where the matrix was packed in panels at
-// load (BlockOrder::Panels). Q4_1 and Q5_1 are a float32 kernel's arithmetic on the
+// fork (block_rows.h): the K formats' group kernel (integer_rows) for every T, or their panels
+// (super_block_panels) where the matrix was packed at load; Q4_0, Q5_0 and Q8_0 the group kernel
+// (integer_rows32) in decode and the smallest batches, packed panels (integer_panels) from kPanelTokens rows of
+// x where the build has them, and for every T where the matrix was packed in panels at load (BlockOrder::Panels). Q4_1 and Q5_1 are a float32 kernel's arithmetic on the
 // dequantized weights: prefill packs their exact float copy (block_prefill, matmul_nk.cpp), decode and small
 // batches dequantize a group's 4 rows as they go (block_rows.h), or run on the group's float copy
 // (block_batch_group); a matrix of those formats gives its float32 copy's bits.
@@ -101,19 +101,25 @@ void integer_group(const QuantizedX& xq, int64_t T, int64_t K, const MatmulTarge
     else integer_rows32(t.y, *xq.x8, T, t.w.blocks, t.bias, K, t.N, n0, count);
 }
 
-// The panels of integer_panel_rows() weight rows of every target, numbered one target after the other, split between
-// the threads (parallel_ranges): each packs a panel once and runs all T rows of x against it.
-void panel_targets(const X8Rows& x8, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
-    const int64_t rows = integer_panel_rows();
+// The panels of every target, numbered one target after the other, split between the threads
+// (parallel_ranges): each packs a panel once (or finds it packed at load) and runs all T rows of x against it.
+// A K-format matrix in panels has super_block_panel_rows(f) rows a panel, the others integer_panel_rows().
+void panel_targets(const QuantizedX& xq, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
     std::array<int64_t, kMaxSharedTargets + 1> first_panel{};
-    for (size_t j = 0; j < targets.size(); ++j) first_panel[j + 1] = first_panel[j] + (targets[j].N + rows - 1) / rows;
+    std::array<int64_t, kMaxSharedTargets> rows{};
+    for (size_t j = 0; j < targets.size(); ++j) {
+        const BlockFormat f = targets[j].w.blocks.format;
+        rows[j] = super_blocks(f) ? super_block_panel_rows(f) : integer_panel_rows();
+        first_panel[j + 1] = first_panel[j] + (targets[j].N + rows[j] - 1) / rows[j];
+    }
     ThreadPool::global().parallel_ranges(first_panel[targets.size()], 1, [&](int64_t begin, int64_t end) {
         size_t j = 0;
         for (int64_t p = begin; p < end; ++p) {
             while (p >= first_panel[j + 1]) ++j;
             const MatmulTarget& t = targets[j];
-            const int64_t n0 = (p - first_panel[j]) * rows;
-            integer_panels(t.y, x8, T, t.w.blocks, t.bias, K, t.N, n0, std::min(rows, t.N - n0));
+            const int64_t n0 = (p - first_panel[j]) * rows[j];
+            if (super_blocks(t.w.blocks.format)) super_block_panels(t.y, xq.q8k, T, t.w.blocks, t.bias, K, t.N, n0, std::min(rows[j], t.N - n0));
+            else integer_panels(t.y, *xq.x8, T, t.w.blocks, t.bias, K, t.N, n0, std::min(rows[j], t.N - n0));
         }
     });
 }
@@ -142,8 +148,8 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const Matm
     if (!xq.q8k && !xq.x8) return matmul_nk_blocks_float(x, T, K, targets);
     const bool panels = integer_panel_rows() > 0 && T >= kPanelTokens;
     auto by_rows = [&](const MatmulTarget& t) {
-        return integer_format(t.w.blocks.format) &&
-               (super_blocks(t.w.blocks.format) || (!panels && t.w.blocks.order == BlockOrder::Rows));
+        if (!integer_format(t.w.blocks.format) || t.w.blocks.order == BlockOrder::Panels) return false;
+        return super_blocks(t.w.blocks.format) || !panels;
     };
     const bool all_rows = std::all_of(targets.begin(), targets.end(), by_rows);
     const bool any_panels = std::any_of(targets.begin(), targets.end(), [&](const MatmulTarget& t) {
@@ -166,7 +172,7 @@ void matmul_nk_blocks(const float* x, int64_t T, int64_t K, std::span<const Matm
         else if (by_rows(t)) of_rows[n_rows++] = t;
         else of_panels[n_panels++] = t;
     }
-    if (n_panels) panel_targets(*xq.x8, T, K, std::span<const MatmulTarget>(of_panels.data(), n_panels));
+    if (n_panels) panel_targets(xq, T, K, std::span<const MatmulTarget>(of_panels.data(), n_panels));
     if (!n_rows) return;
     for (int64_t t0 = 0; t0 < T; t0 += kIntegerTokens) {
         const int64_t rows = std::min(kIntegerTokens, T - t0);

@@ -71,8 +71,9 @@ public:
             w_.matrix_bytes += bytes;
             ++w_.block_matrices[int(*f)];
             if (placement_ == WeightPlacement::Mapped) return BlockMatrix{*f, t->data};
-            // Q4_0 and Q8_0 go in panels (quant_blocks.h): decode reads one stream a thread and batches skip
-            // packing (docs/benchmarks.md, the Xeon family 6 model 167); an embedding row is unpacked to look it up.
+            // Q4_0, Q8_0 and Q4_K go in panels where the build has them (quant_blocks.h): decode reads one stream
+            // a thread and batches skip packing (docs/benchmarks.md, the Xeon family 6 model 167); an embedding row
+            // is unpacked to look it up.
             const bool panels = panel_rows(*f) > 0 && shape[0] % panel_rows(*f) == 0;
             std::byte* out = nullptr;
             if (w_.checkpoint->in_mapping(t->data, t->n_bytes)) {
@@ -244,6 +245,15 @@ std::string Weights::blocks_text() const {
         if (block_matrices[size_t(f)] > 0)
             out += (out.empty() ? "" : ", ") + std::to_string(block_matrices[size_t(f)]) + " " + block_layout(BlockFormat(f)).name;
     return out;
+}
+
+std::string Weights::panels_text() const {
+    if (panel_matrices == 0) return "";
+    std::string rows;  // "16 rows (Q4_K), 32 (Q8_0)": each packed format's panel
+    for (int f = 0; f < kBlockFormats; ++f)
+        if (const int64_t r = panel_rows(BlockFormat(f)); r > 0 && block_matrices[size_t(f)] > 0)
+            rows += (rows.empty() ? std::to_string(r) + " rows (" : ", " + std::to_string(r) + " (") + block_layout(BlockFormat(f)).name + ")";
+    return std::to_string(panel_matrices) + " of them in panels of " + rows;
 }
 
 void embedding_row(const Weights& w, int64_t C, int64_t id, float* out) {

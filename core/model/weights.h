@@ -106,6 +106,7 @@ struct Weights {
     int64_t panel_matrices = 0;                 // of those, packed in panels at load (quant_blocks.h: BlockOrder)
     int64_t blocks_total() const;               // all of them
     std::string blocks_text() const;            // "7 Q4_K, 2 Q6_K", or "" 
+    std::string panels_text() const;            // "96 of them in panels of 16 rows (Q4_K)", or ""
     std::shared_ptr<HugePageArena> matrices;    // the matrices copied or converted at load
     bool mapped = false;                        // WeightPlacement::Mapped: matrices that need no conversion
                                                 // (a GGUF file's blocks too) point into the file's mapping

@@ -262,9 +262,8 @@ void gguf_types(const Model& model) {
                             "activations rounded to 8 bits per 32 values (per 256 for the K types; fewer instructions, "
                             "and the logits move by that rounding). " +
                             (model.weights().panel_matrices > 0
-                                 ? std::to_string(model.weights().panel_matrices) + " of them (Q4_0, Q8_0) are reordered at load "
-                                   "into panels of " + std::to_string(panel_rows(BlockFormat::Q8_0)) + " rows side by side: the "
-                                   "same bytes, read as one stream. "
+                                 ? "Reordered at load, " + model.weights().panels_text() + " side by side: the same bytes, "
+                                   "read as one stream. "
                                  : std::string()) +
                             "Vectors, and GPT-2's transposed matrices, are dequantized once at load. "
                       : std::string("kvscope dequantizes them once at load. ")) +
