@@ -527,13 +527,13 @@ TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, o
 }
 
 TEST_CASE("matrices packed in panels at load give the integer dots' bits, whatever the rows, threads and targets") {
-    // pack_panels reorders a Q4_0, Q8_0 or Q4_K matrix in place (quant_blocks.h: BlockOrder::Panels); every T
+    // pack_panels reorders a Q4_0, Q8_0, Q4_K or Q6_K matrix in place (quant_blocks.h: BlockOrder::Panels); every T
     // then runs on the panels, decode too. The results must be integer_product's on the blocks as the file has
     // them, alone and in a fork beside a matrix in rows and a Q6_K one.
     std::mt19937 rng(51);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const int threads_before = ThreadPool::global().n_threads();
-    for (BlockFormat f : {BlockFormat::Q4_0, BlockFormat::Q8_0, BlockFormat::Q4_K}) {
+    for (BlockFormat f : {BlockFormat::Q4_0, BlockFormat::Q8_0, BlockFormat::Q4_K, BlockFormat::Q6_K}) {
         const int64_t R = panel_rows(f);
         if (R == 0) continue;  // the portable build keeps rows (and AVX2 the K formats)
         const BlockLayout layout = block_layout(f);

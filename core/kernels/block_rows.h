@@ -20,7 +20,7 @@
 //                                             read in place where w is in BlockOrder::Panels (any T, decode too)
 //   super_block_panels(y, xq, T, w, bias, K, N, n0, n_count)
 //                                             integer_rows' bits for a panel of super_block_panel_rows(f) rows of
-//                                             a K-format matrix in BlockOrder::Panels (Q4_K with AVX-512 VNNI),
+//                                             a K-format matrix in BlockOrder::Panels (Q4_K, Q6_K: AVX-512 VNNI),
 //                                             every T; false (nothing done) for any other matrix
 //   pack_super_block_panels, super_block_panel_row   pack_panels and panel_row_blocks (quant_blocks.h) for those
 //

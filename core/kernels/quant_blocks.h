@@ -50,8 +50,9 @@ struct BlockLayout {
 BlockLayout block_layout(BlockFormat f);
 
 // How a matrix's blocks lie: row after row as the file has them, or packed at load in panels of
-// panel_rows(f) rows (block_panels.cpp): panel p holds rows [p R, p R + R), its K / 32 blocks in order, each
-// the R rows' weights side by side in runs of 4 and then their R float16 scales. The same bytes in number,
+// panel_rows(f) rows: panel p holds rows [p R, p R + R), its blocks in order, each the R rows' weights side by
+// side in runs of 4 and then their R float16 scales (block_panels.cpp; the K formats' heads and scales are
+// laid out in super_block_panels.cpp). The same bytes in number,
 // so a matrix in panels is resident at its file size; the kernels read the panels with one stream a thread
 // and without the per-call packing of prefill and batches, and compute the same bits (block_rows.h).
 enum class BlockOrder : uint8_t { Rows, Panels };
@@ -64,13 +65,13 @@ struct BlockMatrix {
 };
 
 // The rows in a panel when this build packs a matrix of f in panels at load, or 0 where it keeps rows: Q4_0 and
-// Q8_0 with AVX-512 VNNI (32) or AVX2 (16); the portable build keeps rows, as does Q5_0 (its unpacked fifth bits
-// would take 1.6 times the file's bytes).
+// Q8_0 with AVX-512 VNNI (32) or AVX2 (16), Q4_K and Q6_K with AVX-512 VNNI (16); the portable build keeps rows,
+// as do Q5_0 (its unpacked fifth bits would take 1.6 times the file's bytes), Q5_K, Q4_1 and Q5_1.
 int64_t panel_rows(BlockFormat f);
 // w (N, K) in rows becomes the same matrix in panels, in place (N a multiple of panel_rows(f) > 0): a panel
 // takes the bytes its rows had. The threads share the panels.
 void pack_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K);
-// Row `row` of a matrix in panels (K weights) as the file had its blocks: out gets K / 32 blocks, the bytes
+// Row `row` of a matrix in panels (K weights) as the file had its blocks: out gets the row's blocks, the bytes
 // the row had before pack_panels (an embedding lookup dequantizes them as any row of blocks).
 void panel_row_blocks(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row);
 

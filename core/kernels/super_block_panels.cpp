@@ -1,19 +1,26 @@
-// Q4_K matrices in panels from load (quant_blocks.h: BlockOrder::Panels): 16 rows side by side, so one
+// Q4_K and Q6_K matrices in panels from load (quant_blocks.h: BlockOrder::Panels): 16 rows side by side, so one
 // register holds a run of 4 bytes of every row and a vpdpbusd multiplies 16 rows by x's 4 bytes, broadcast.
-// Every T runs on the panels in place, decode too, with block_rows.h's integers and float steps: per
-// super-block of a row, i = Σ_j sc_j · Σ_(k in j) q_k · qx_k and m = Σ_j m_j · (x's sum of sub-block j), exact
-// in int32 (the order they are added in cannot matter), then acc = fma(d · dx, float(i), acc) and
-// acc = fma(-(dmin · dx), float(m), acc). The group kernel (block_rows_integer.cpp) unpacks each row's head
-// and nibbles apart and sums across lanes at each super-block; here the sums stay in the rows' lanes.
+// Every T runs on the panels in place, decode too, with block_rows.h's integers and float steps, exact in int32
+// (the order they are added in cannot matter): per super-block of a row
+//   Q4_K   i = Σ_j sc_j · Σ_(k in j) q_k · qx_k, m = Σ_j m_j · (x's sum of sub-block j), then
+//          acc = fma(d · dx, float(i), acc) and acc = fma(-(dmin · dx), float(m), acc)
+//   Q6_K   i = Σ_g sc_g · (Σ_(k in g) q_k · qx_k - 32 · (x's sum of group g)), then acc = fma(d · dx, float(i), acc)
+// The group kernel (block_rows_integer.cpp) unpacks each row's super-block apart and sums across lanes at each
+// one; here the sums stay in the rows' lanes.
 //
-// A panel's super-block (2304 bytes: the 16 rows' 144, in another order):
+// A panel's Q4_K super-block (2304 bytes: the 16 rows' 144, in another order):
 //   runs      32 x 64 bytes: run 8r + g holds bytes 32r + 4g .. 32r + 4g + 3 of each row's 128 bytes of
 //             nibbles (row c in int32 lane c): the low nibbles are weights 64r + 4g .., of sub-block 2r; the
 //             high ones 64r + 32 + 4g .., of sub-block 2r + 1
 //   heads     3 x 64 bytes: each row's 12 bytes of (scale, min) pairs as 3 int32 words, word w of row c in
 //             lane c of register w
 //   d, dmin   16 float16 each
-// Built where AVX-512 has VNNI; elsewhere Q4_K stays in rows (panel_rows is 0).
+// A panel's Q6_K super-block (3360 bytes: the 16 rows' 210):
+//   runs      16 x 192 bytes: for half n and c < 8, the 4 bytes of each row's low bits at 64n + 4c and at
+//             64n + 32 + 4c, then those of its high bits at 128 + 32n + 4c: weights 128n + 32k + 4c .. (k < 4)
+//   scales    16 x 16 int8: scale g of the 16 rows, then g + 1
+//   d         16 float16
+// Built where AVX-512 has VNNI; elsewhere the K formats stay in rows (panel_rows is 0).
 #include "kernels/block_rows.h"
 
 #include <cstring>
@@ -28,10 +35,16 @@ namespace kvscope {
 namespace {
 
 constexpr int64_t kRows = 16;
-constexpr int64_t kBlockBytes = 144;              // a Q4_K super-block in a row
-constexpr int64_t kHeadsAt = 32 * 64, kScalesAt = kHeadsAt + 3 * 64;
-constexpr int64_t kPanelBlockBytes = kRows * kBlockBytes;
-constexpr int kTileRows = 4;
+
+// A format's super-block in a row and in a panel, and the rows of x a tile runs.
+template <BlockFormat F>
+struct Panel {
+    static constexpr int64_t kBlockBytes = F == BlockFormat::Q4_K ? 144 : 210;
+    static constexpr int64_t kBytes = kRows * kBlockBytes;
+    static constexpr int kTileRows = 4;
+};
+constexpr int64_t kHeadsAt = 32 * 64, kScalesAt = kHeadsAt + 3 * 64;  // Q4_K
+constexpr int64_t kQ6ScalesAt = 16 * 192, kQ6DAt = kQ6ScalesAt + 256;   // Q6_K
 
 // The 16 rows' 6-bit scales and mins of one super-block, one int32 lane per row (block_vectors.h's
 // scale_min, on 16 rows at once): sc[j] for sub-block j, and the mins in pairs, m_2p | m_2p+1 << 16, for
@@ -63,118 +76,204 @@ inline __m512i broadcast4(const int8_t* p) {
     return _mm512_set1_epi32(four);
 }
 
-// Rows t0 .. t0 + TR - 1 of x (Q8_K, KB blocks a row) against the panel: y's columns [n0, n0 + n_count).
-// Each run's two sub-blocks sum in fresh int32 lanes (within 32 · 15 · 127), then meet their scales.
+// One Q4_K super-block of the panel into acc, for TR rows of x (xs: their blocks). Each run's two sub-blocks sum
+// in fresh int32 lanes (within 32 · 15 · 127), then meet their scales; the high nibbles are multiplied where
+// they lie, as 16 q, and their sum shifted back once (exact: a multiple of 16).
 template <int TR>
+void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    const PanelHeads heads(block + kHeadsAt);
+    __m512i dots[TR], dots16[TR], mins[TR];
+    for (int t = 0; t < TR; ++t) {
+        dots[t] = dots16[t] = _mm512_setzero_si512();
+        mins[t] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+            int32_t sums;
+            std::memcpy(&sums, xs[t]->sums32 + 2 * p, sizeof sums);
+            mins[t] = _mm512_dpwssd_epi32(mins[t], heads.min_pairs[p], _mm512_set1_epi32(sums));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+        __m512i lo[TR], hi[TR];
+        for (int t = 0; t < TR; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            const __m512i w = _mm512_loadu_si512(block + 64 * (8 * r + g));
+            const __m512i w_lo = _mm512_and_si512(w, low), w_hi = _mm512_andnot_si512(low, w);  // w_hi: 16 q
+            for (int t = 0; t < TR; ++t) {
+                lo[t] = _mm512_dpbusd_epi32(lo[t], w_lo, broadcast4(xs[t]->q + 64 * r + 4 * g));
+                hi[t] = _mm512_dpbusd_epi32(hi[t], w_hi, broadcast4(xs[t]->q + 64 * r + 32 + 4 * g));
+            }
+        }
+        for (int t = 0; t < TR; ++t) {
+            dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(lo[t], heads.sc[2 * r]));
+            dots16[t] = _mm512_add_epi32(dots16[t], _mm512_mullo_epi32(hi[t], heads.sc[2 * r + 1]));
+        }
+    }
+    for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_srai_epi32(dots16[t], 4));
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt + 32)));
+    for (int t = 0; t < TR; ++t) {
+        const __m512 dx = _mm512_set1_ps(xs[t]->d);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dots[t]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins[t]), acc[t]);
+    }
+}
+
+// One Q6_K super-block of the panel into acc. Each group of 16 weights sums in its own int32 lanes from
+// -32 · x's sum there (the offset of 32, |sum| <= 16 · 63 · 127 + 32 · 16 · 127), then meets its scale.
+template <int TR>
+void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
+    const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+    __m512i dots[TR];
+    for (int t = 0; t < TR; ++t) dots[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {  // groups 8n + 2k + h: weights 128n + 32k + 16h ..
+            __m512i sums[4][TR];
+            for (int k = 0; k < 4; ++k)
+                for (int t = 0; t < TR; ++t) sums[k][t] = _mm512_set1_epi32(-32 * xs[t]->sums[8 * n + 2 * k + h]);
+#pragma GCC unroll 4
+            for (int c = 4 * h; c < 4 * h + 4; ++c) {
+                const unsigned char* run = block + 192 * (8 * n + c);
+                const __m512i ql0 = _mm512_loadu_si512(run), ql1 = _mm512_loadu_si512(run + 64), qh = _mm512_loadu_si512(run + 128);
+                // (a & 15) | b, b's bits outside 4-5 zero
+                auto six = [&](__m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, low, b, 0xEA); };
+                const __m512i w[4] = {six(ql0, _mm512_and_si512(_mm512_slli_epi16(qh, 4), top)),
+                                      six(ql1, _mm512_and_si512(_mm512_slli_epi16(qh, 2), top)),
+                                      six(_mm512_srli_epi16(ql0, 4), _mm512_and_si512(qh, top)),
+                                      six(_mm512_srli_epi16(ql1, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), top))};
+                for (int k = 0; k < 4; ++k)
+                    for (int t = 0; t < TR; ++t)
+                        sums[k][t] = _mm512_dpbusd_epi32(sums[k][t], w[k], broadcast4(xs[t]->q + 128 * n + 32 * k + 4 * c));
+            }
+            for (int k = 0; k < 4; ++k) {
+                const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6ScalesAt + 16 * (8 * n + 2 * k + h))));
+                for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(sums[k][t], scale));
+            }
+        }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ6DAt)));
+    for (int t = 0; t < TR; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[t]->d)), _mm512_cvtepi32_ps(dots[t]), acc[t]);
+}
+
+// Rows t0 .. t0 + TR - 1 of x (Q8_K, KB blocks a row) against the panel: y's columns [n0, n0 + n_count).
+template <BlockFormat F, int TR>
 void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, const unsigned char* panel, const float* bias,
                 int64_t n0, int64_t n_count) {
-    const __m512i low = _mm512_set1_epi8(0x0F);
+    constexpr int64_t kBytes = Panel<F>::kBytes;
     __m512 acc[TR];
     for (int t = 0; t < TR; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < KB; ++s) {
-        const unsigned char* block = panel + s * kPanelBlockBytes;
-        // Decode: the stream 1 KiB ahead asked into L2. One matrix K 2048 x N 16384 from memory, 2 threads, Intel
-        // Xeon family 6 model 167, share of the probe: none 69-71 %, 512 B to 1.5 KiB ahead 70-81 %, 4 KiB 65-67 %.
-        if constexpr (TR <= 2)
-            for (int64_t at = 0; at < kPanelBlockBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + 1024 + at, _MM_HINT_T1);
-        const PanelHeads heads(block + kHeadsAt);
+        const unsigned char* block = panel + s * kBytes;
+        // The first tile's stream 1 KiB ahead asked into L2. One Q4_K matrix K 2048 x N 16384 from memory, 1 row of x,
+        // 2 threads, Intel Xeon family 6 model 167, share of the probe: none 69-71 %, 512 B to 1.5 KiB ahead 70-81 %,
+        // 4 KiB 65-67 %.
+        if (t0 == 0)
+            for (int64_t at = 0; at < kBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + 1024 + at, _MM_HINT_T1);
         const Q8KBlock* xs[TR];
-        __m512i dots[TR], dots16[TR], mins[TR];
-        for (int t = 0; t < TR; ++t) {
-            xs[t] = x + (t0 + t) * KB + s;
-            dots[t] = dots16[t] = _mm512_setzero_si512();
-            mins[t] = _mm512_setzero_si512();
-            for (int p = 0; p < 4; ++p) {
-                int32_t sums;
-                std::memcpy(&sums, xs[t]->sums32 + 2 * p, sizeof sums);
-                mins[t] = _mm512_dpwssd_epi32(mins[t], heads.min_pairs[p], _mm512_set1_epi32(sums));
-            }
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-            __m512i lo[TR], hi[TR];
-            for (int t = 0; t < TR; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; ++g) {
-                const __m512i w = _mm512_loadu_si512(block + 64 * (8 * r + g));
-                const __m512i w_lo = _mm512_and_si512(w, low), w_hi = _mm512_andnot_si512(low, w);  // w_hi: 16 q
-                for (int t = 0; t < TR; ++t) {
-                    lo[t] = _mm512_dpbusd_epi32(lo[t], w_lo, broadcast4(xs[t]->q + 64 * r + 4 * g));
-                    hi[t] = _mm512_dpbusd_epi32(hi[t], w_hi, broadcast4(xs[t]->q + 64 * r + 32 + 4 * g));
-                }
-            }
-            for (int t = 0; t < TR; ++t) {
-                dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(lo[t], heads.sc[2 * r]));
-                dots16[t] = _mm512_add_epi32(dots16[t], _mm512_mullo_epi32(hi[t], heads.sc[2 * r + 1]));
-            }
-        }
-        for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_srai_epi32(dots16[t], 4));
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt)));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt + 32)));
-        for (int t = 0; t < TR; ++t) {
-            const __m512 dx = _mm512_set1_ps(xs[t]->d);
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dots[t]), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins[t]), acc[t]);
-        }
+        for (int t = 0; t < TR; ++t) xs[t] = x + (t0 + t) * KB + s;
+        if constexpr (F == BlockFormat::Q4_K) add_q4k<TR>(block, xs, acc);
+        else add_q6k<TR>(block, xs, acc);
     }
     const __mmask16 m = __mmask16(n_count >= 16 ? 0xFFFF : (1u << n_count) - 1);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias + n0) : _mm512_setzero_ps();
     for (int t = 0; t < TR; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * N + n0, m, _mm512_add_ps(acc[t], b));
 }
 
-// Where row r's bytes of a super-block lie in the panel's: move(panel offset, offset in the row's 144 bytes, bytes)
+// Where row r's bytes of a super-block lie in the panel's: move(panel offset, offset in the row's block, bytes)
 // for each piece.
-template <class Move>
+template <BlockFormat F, class Move>
 void row_pieces(int64_t r, const Move& move) {
-    move(kScalesAt + 2 * r, 0, 2);       // d
-    move(kScalesAt + 32 + 2 * r, 2, 2);  // dmin
-    for (int64_t w = 0; w < 3; ++w) move(kHeadsAt + 64 * w + 4 * r, 4 + 4 * w, 4);
-    for (int64_t run = 0; run < 32; ++run) move(64 * run + 4 * r, 16 + 4 * run, 4);
+    if constexpr (F == BlockFormat::Q4_K) {
+        move(kScalesAt + 2 * r, 0, 2);       // d
+        move(kScalesAt + 32 + 2 * r, 2, 2);  // dmin
+        for (int64_t w = 0; w < 3; ++w) move(kHeadsAt + 64 * w + 4 * r, 4 + 4 * w, 4);
+        for (int64_t run = 0; run < 32; ++run) move(64 * run + 4 * r, 16 + 4 * run, 4);
+    } else {
+        for (int64_t n = 0; n < 2; ++n)
+            for (int64_t c = 0; c < 8; ++c) {
+                const int64_t run = 192 * (8 * n + c) + 4 * r;
+                move(run, 64 * n + 4 * c, 4);
+                move(run + 64, 64 * n + 32 + 4 * c, 4);
+                move(run + 128, 128 + 32 * n + 4 * c, 4);
+            }
+        for (int64_t g = 0; g < 16; ++g) move(kQ6ScalesAt + 16 * g + r, 192 + g, 1);
+        move(kQ6DAt + 2 * r, 208, 2);
+    }
 }
 
-}  // namespace
-
-bool super_block_panels(float* y, const Q8KBlock* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
-                        int64_t n_count) {
-    if (w.format != BlockFormat::Q4_K || w.order != BlockOrder::Panels) return false;
+template <BlockFormat F>
+void tiles(float* y, const Q8KBlock* x, int64_t T, const unsigned char* panel, const float* bias, int64_t K, int64_t N, int64_t n0,
+           int64_t n_count) {
+    constexpr int R = Panel<F>::kTileRows;
     const int64_t KB = K / 256;
-    const auto* panel = reinterpret_cast<const unsigned char*>(w.data) + n0 / kRows * KB * kPanelBlockBytes;
     int64_t t = 0;
-    for (; t + kTileRows <= T; t += kTileRows) panel_tile<kTileRows>(y, N, x, KB, t, panel, bias, n0, n_count);
+    for (; t + R <= T; t += R) panel_tile<F, R>(y, N, x, KB, t, panel, bias, n0, n_count);
     switch (T - t) {
-        case 3: panel_tile<3>(y, N, x, KB, t, panel, bias, n0, n_count); break;
-        case 2: panel_tile<2>(y, N, x, KB, t, panel, bias, n0, n_count); break;
-        case 1: panel_tile<1>(y, N, x, KB, t, panel, bias, n0, n_count); break;
+        case 3: panel_tile<F, 3>(y, N, x, KB, t, panel, bias, n0, n_count); break;
+        case 2: panel_tile<F, 2>(y, N, x, KB, t, panel, bias, n0, n_count); break;
+        case 1: panel_tile<F, 1>(y, N, x, KB, t, panel, bias, n0, n_count); break;
         default: break;
     }
-    return true;
 }
 
-int64_t super_block_panel_rows(BlockFormat f) { return f == BlockFormat::Q4_K ? kRows : 0; }
-
-void pack_super_block_panels(std::byte* w, BlockFormat, int64_t N, int64_t K) {
-    const int64_t KB = K / 256, panel_bytes = KB * kPanelBlockBytes;  // kRows rows' bytes
+template <BlockFormat F>
+void pack(std::byte* w, int64_t N, int64_t K) {
+    const int64_t KB = K / 256, panel_bytes = KB * Panel<F>::kBytes;  // kRows rows' bytes
     ThreadPool::global().parallel_for(N / kRows, [&](int64_t p) {
         thread_local std::vector<unsigned char> panel;
         panel.resize(size_t(panel_bytes));
         auto* rows = reinterpret_cast<unsigned char*>(w + p * panel_bytes);
         for (int64_t r = 0; r < kRows; ++r)
             for (int64_t s = 0; s < KB; ++s)
-                row_pieces(r, [&](int64_t at, int64_t from, int64_t n) {
-                    std::memcpy(panel.data() + s * kPanelBlockBytes + at, rows + (r * KB + s) * kBlockBytes + from, size_t(n));
+                row_pieces<F>(r, [&](int64_t at, int64_t from, int64_t n) {
+                    std::memcpy(panel.data() + s * Panel<F>::kBytes + at, rows + (r * KB + s) * Panel<F>::kBlockBytes + from, size_t(n));
                 });
         std::memcpy(rows, panel.data(), size_t(panel_bytes));
     });
 }
 
-void super_block_panel_row(std::byte* out, BlockFormat, const std::byte* panels, int64_t K, int64_t row) {
+template <BlockFormat F>
+void unpack_row(std::byte* out, const std::byte* panels, int64_t K, int64_t row) {
     const int64_t KB = K / 256;
-    const auto* panel = reinterpret_cast<const unsigned char*>(panels) + row / kRows * KB * kPanelBlockBytes;
+    const auto* panel = reinterpret_cast<const unsigned char*>(panels) + row / kRows * KB * Panel<F>::kBytes;
     auto* to = reinterpret_cast<unsigned char*>(out);
     for (int64_t s = 0; s < KB; ++s)
-        row_pieces(row % kRows, [&](int64_t at, int64_t from, int64_t n) {
-            std::memcpy(to + s * kBlockBytes + from, panel + s * kPanelBlockBytes + at, size_t(n));
+        row_pieces<F>(row % kRows, [&](int64_t at, int64_t from, int64_t n) {
+            std::memcpy(to + s * Panel<F>::kBlockBytes + from, panel + s * Panel<F>::kBytes + at, size_t(n));
         });
+}
+
+}  // namespace
+
+bool super_block_panels(float* y, const Q8KBlock* x, int64_t T, BlockMatrix w, const float* bias, int64_t K, int64_t N, int64_t n0,
+                        int64_t n_count) {
+    if (w.order != BlockOrder::Panels) return false;
+    const auto* data = reinterpret_cast<const unsigned char*>(w.data);
+    switch (w.format) {
+        case BlockFormat::Q4_K:
+            tiles<BlockFormat::Q4_K>(y, x, T, data + n0 / kRows * (K / 256) * Panel<BlockFormat::Q4_K>::kBytes, bias, K, N, n0, n_count);
+            return true;
+        case BlockFormat::Q6_K:
+            tiles<BlockFormat::Q6_K>(y, x, T, data + n0 / kRows * (K / 256) * Panel<BlockFormat::Q6_K>::kBytes, bias, K, N, n0, n_count);
+            return true;
+        default: return false;
+    }
+}
+
+int64_t super_block_panel_rows(BlockFormat f) { return f == BlockFormat::Q4_K || f == BlockFormat::Q6_K ? kRows : 0; }
+
+void pack_super_block_panels(std::byte* w, BlockFormat f, int64_t N, int64_t K) {
+    if (f == BlockFormat::Q4_K) pack<BlockFormat::Q4_K>(w, N, K);
+    else if (f == BlockFormat::Q6_K) pack<BlockFormat::Q6_K>(w, N, K);
+}
+
+void super_block_panel_row(std::byte* out, BlockFormat f, const std::byte* panels, int64_t K, int64_t row) {
+    if (f == BlockFormat::Q4_K) unpack_row<BlockFormat::Q4_K>(out, panels, K, row);
+    else if (f == BlockFormat::Q6_K) unpack_row<BlockFormat::Q6_K>(out, panels, K, row);
 }
 
 #else

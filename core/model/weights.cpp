@@ -71,7 +71,7 @@ public:
             w_.matrix_bytes += bytes;
             ++w_.block_matrices[int(*f)];
             if (placement_ == WeightPlacement::Mapped) return BlockMatrix{*f, t->data};
-            // Q4_0, Q8_0 and Q4_K go in panels where the build has them (quant_blocks.h): decode reads one stream
+            // Q4_0, Q8_0, Q4_K and Q6_K go in panels where the build has them (quant_blocks.h): decode reads one stream
             // a thread and batches skip packing (docs/benchmarks.md, the Xeon family 6 model 167); an embedding row
             // is unpacked to look it up.
             const bool panels = panel_rows(*f) > 0 && shape[0] % panel_rows(*f) == 0;
