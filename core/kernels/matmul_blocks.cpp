@@ -3,8 +3,8 @@
 // fork (block_rows.h): the K formats' group kernel (integer_rows) for every T, or their panels
 // (super_block_panels) where the matrix was packed at load; Q4_0, Q5_0 and Q8_0 the group kernel
 // (integer_rows32) in decode and the smallest batches, packed panels (integer_panels) from kPanelTokens rows of
-// x where the build has them, and for every T where the matrix was packed in panels at load (BlockOrder::Panels). Q4_1 and Q5_1 are a float32 kernel's arithmetic on the
-// dequantized weights: prefill packs their exact float copy (block_prefill, matmul_nk.cpp), decode and small
+// x where the build has them, and for every T where the matrix was packed in panels at load (BlockOrder::Panels).
+// Q4_1 and Q5_1 are a float32 kernel's arithmetic on the dequantized weights: prefill packs their exact float copy (block_prefill, matmul_nk.cpp), decode and small
 // batches dequantize a group's 4 rows as they go (block_rows.h), or run on the group's float copy
 // (block_batch_group); a matrix of those formats gives its float32 copy's bits.
 #include "kernels/matmul_blocks.h"
@@ -103,7 +103,8 @@ void integer_group(const QuantizedX& xq, int64_t T, int64_t K, const MatmulTarge
 
 // The panels of every target, numbered one target after the other, split between the threads
 // (parallel_ranges): each packs a panel once (or finds it packed at load) and runs all T rows of x against it.
-// A K-format matrix in panels has super_block_panel_rows(f) rows a panel, the others integer_panel_rows().
+// A K-format matrix in panels has super_block_panel_rows(f) rows a panel, the others integer_panel_rows() (not
+// panel_rows(f): Q5_0 is packed here, on every call, though never at load).
 void panel_targets(const QuantizedX& xq, int64_t T, int64_t K, std::span<const MatmulTarget> targets) {
     std::array<int64_t, kMaxSharedTargets + 1> first_panel{};
     std::array<int64_t, kMaxSharedTargets> rows{};
@@ -117,9 +118,9 @@ void panel_targets(const QuantizedX& xq, int64_t T, int64_t K, std::span<const M
         for (int64_t p = begin; p < end; ++p) {
             while (p >= first_panel[j + 1]) ++j;
             const MatmulTarget& t = targets[j];
-            const int64_t n0 = (p - first_panel[j]) * rows[j];
-            if (super_blocks(t.w.blocks.format)) super_block_panels(t.y, xq.q8k, T, t.w.blocks, t.bias, K, t.N, n0, std::min(rows[j], t.N - n0));
-            else integer_panels(t.y, *xq.x8, T, t.w.blocks, t.bias, K, t.N, n0, std::min(rows[j], t.N - n0));
+            const int64_t n0 = (p - first_panel[j]) * rows[j], count = std::min(rows[j], t.N - n0);
+            if (super_blocks(t.w.blocks.format)) super_block_panels(t.y, xq.q8k, T, t.w.blocks, t.bias, K, t.N, n0, count);
+            else integer_panels(t.y, *xq.x8, T, t.w.blocks, t.bias, K, t.N, n0, count);
         }
     });
 }
