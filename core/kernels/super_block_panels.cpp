@@ -16,8 +16,11 @@
 //             lane c of register w
 //   d, dmin   16 float16 each
 // A panel's Q6_K super-block (3360 bytes: the 16 rows' 210):
-//   runs      16 x 192 bytes: for half n and c < 8, the 4 bytes of each row's low bits at 64n + 4c and at
-//             64n + 32 + 4c, then those of its high bits at 128 + 32n + 4c: weights 128n + 32k + 4c .. (k < 4)
+//   runs      16 x 192 bytes: for half n and c < 8, registers a, b, c of the 6-bit q of weights
+//             128n + 32k + 4c + j (k < 4, j < 4), row r's byte j at 4r + j of each:
+//               a = q0 | (q3 & 3) << 6,  b = q1 | (q3 >> 2 & 3) << 6,  c = q2 | (q3 >> 4) << 6
+//             so q0, q1 and q2 are one AND apiece; the file's low and high bits of those 4 weights (ql at
+//             64n + 4c + j and 64n + 32 + 4c + j, qh at 128 + 32n + 4c + j) re-encoded at pack time
 //   scales    16 x 16 int8: scale g of the 16 rows, then g + 1
 //   d         16 float16
 // Built where AVX-512 has VNNI; elsewhere the K formats stay in rows (panel_rows is 0).
@@ -125,7 +128,7 @@ void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
 // -32 · x's sum there (the offset of 32, |sum| <= 16 · 63 · 127 + 32 · 16 · 127), then meets its scale.
 template <int TR>
 void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
-    const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+    const __m512i low = _mm512_set1_epi8(0x0F), two_bits = _mm512_set1_epi8(0x03), six_bits = _mm512_set1_epi8(0x3F);
     __m512i dots[TR];
     for (int t = 0; t < TR; ++t) dots[t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -138,13 +141,14 @@ void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
 #pragma GCC unroll 4
             for (int c = 4 * h; c < 4 * h + 4; ++c) {
                 const unsigned char* run = block + 192 * (8 * n + c);
-                const __m512i ql0 = _mm512_loadu_si512(run), ql1 = _mm512_loadu_si512(run + 64), qh = _mm512_loadu_si512(run + 128);
-                // (a & 15) | b, b's bits outside 4-5 zero
-                auto six = [&](__m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, low, b, 0xEA); };
-                const __m512i w[4] = {six(ql0, _mm512_and_si512(_mm512_slli_epi16(qh, 4), top)),
-                                      six(ql1, _mm512_and_si512(_mm512_slli_epi16(qh, 2), top)),
-                                      six(_mm512_srli_epi16(ql0, 4), _mm512_and_si512(qh, top)),
-                                      six(_mm512_srli_epi16(ql1, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), top))};
+                const __m512i a = _mm512_loadu_si512(run), b = _mm512_loadu_si512(run + 64), cc = _mm512_loadu_si512(run + 128);
+                // q3's pieces to bits 0-1, 2-3 and 4-5 of each byte: the 16-bit shifts pull in the next byte's low
+                // bits, which the selects drop (c's, masked before the shift, are zero).
+                const __m512i q3_01 = _mm512_srli_epi16(a, 6), q3_23 = _mm512_srli_epi16(b, 4);
+                const __m512i q3_45 = _mm512_srli_epi16(_mm512_andnot_si512(six_bits, cc), 2);
+                const __m512i q3_03 = _mm512_ternarylogic_epi32(q3_01, q3_23, two_bits, 0xE4);  // two_bits ? q3_01 : q3_23
+                const __m512i w[4] = {_mm512_and_si512(a, six_bits), _mm512_and_si512(b, six_bits), _mm512_and_si512(cc, six_bits),
+                                      _mm512_ternarylogic_epi32(q3_03, q3_45, low, 0xEC)};  // (q3_03 & low) | q3_45
                 for (int k = 0; k < 4; ++k)
                     for (int t = 0; t < TR; ++t)
                         sums[k][t] = _mm512_dpbusd_epi32(sums[k][t], w[k], broadcast4(xs[t]->q + 128 * n + 32 * k + 4 * c));
@@ -172,8 +176,8 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
         // K 2048 x N 16384 from memory, 1 row of x, 2 threads, Intel Xeon family 6 model 167, share of the probe: none
         // 69-71 %, 512 B to 1.5 KiB ahead 70-81 %, 4 KiB 65-67 %; 1 KiB and 128 B into L1: 75-84 % (1 thread
         // 75 -> 85 %), the L2 half as often 57-64 %; the 1B Q4_K_M file's decode did not move (28.4-28.8 tokens/s).
-        // Q6_K's arithmetic is the slower (29 GB/s a thread in L2 against Q4_K's 43): the L1 requests gave it nothing,
-        // and cost both 11 % in L2.
+        // Q6_K (40 GB/s a thread in L2, Q4_K 43): the L1 requests gave it 2-4 % from memory for 9 % in L2; it does not
+        // ask.
         if (t0 == 0) {
             const char* ahead = reinterpret_cast<const char*>(block);
             for (int64_t at = 0; at < kBytes; at += 64) _mm_prefetch(ahead + 1024 + at, _MM_HINT_T1);
@@ -191,7 +195,7 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
 }
 
 // Where row r's bytes of a super-block lie in the panel's: move(panel offset, offset in the row's block, bytes)
-// for each piece.
+// for each piece. Q6_K's runs are then re-encoded in place (recode_q6k_runs).
 template <BlockFormat F, class Move>
 void row_pieces(int64_t r, const Move& move) {
     if constexpr (F == BlockFormat::Q4_K) {
@@ -210,6 +214,29 @@ void row_pieces(int64_t r, const Move& move) {
         for (int64_t g = 0; g < 16; ++g) move(kQ6ScalesAt + 16 * g + r, 192 + g, 1);
         move(kQ6DAt + 2 * r, 208, 2);
     }
+}
+
+// A Q6_K super-block's runs from the file's bits (ql0, ql1, qh at one byte position of a run) to the panel's
+// (a, b, c), or back: the 6-bit q of the position's 4 weights stay as they are.
+void recode_q6k_runs(unsigned char* block, bool to_panel) {
+    for (int64_t run = 0; run < 16; ++run)
+        for (int64_t j = 0; j < 64; ++j) {
+            unsigned char* p = block + 192 * run + j;
+            const unsigned x0 = p[0], x1 = p[64], x2 = p[128];
+            unsigned q[4];
+            if (to_panel) {
+                q[0] = (x0 & 15) | (x2 & 3) << 4, q[1] = (x1 & 15) | (x2 >> 2 & 3) << 4;
+                q[2] = x0 >> 4 | (x2 >> 4 & 3) << 4, q[3] = x1 >> 4 | (x2 >> 6) << 4;
+                p[0] = (unsigned char)(q[0] | (q[3] & 3) << 6);
+                p[64] = (unsigned char)(q[1] | (q[3] >> 2 & 3) << 6);
+                p[128] = (unsigned char)(q[2] | (q[3] >> 4) << 6);
+            } else {
+                q[0] = x0 & 63, q[1] = x1 & 63, q[2] = x2 & 63, q[3] = x0 >> 6 | (x1 >> 6) << 2 | (x2 >> 6) << 4;
+                p[0] = (unsigned char)((q[0] & 15) | (q[2] & 15) << 4);
+                p[64] = (unsigned char)((q[1] & 15) | (q[3] & 15) << 4);
+                p[128] = (unsigned char)(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+            }
+        }
 }
 
 template <BlockFormat F>
@@ -239,6 +266,8 @@ void pack(std::byte* w, int64_t N, int64_t K) {
                 row_pieces<F>(r, [&](int64_t at, int64_t from, int64_t n) {
                     std::memcpy(panel.data() + s * Panel<F>::kBytes + at, rows + (r * KB + s) * Panel<F>::kBlockBytes + from, size_t(n));
                 });
+        if constexpr (F == BlockFormat::Q6_K)
+            for (int64_t s = 0; s < KB; ++s) recode_q6k_runs(panel.data() + s * Panel<F>::kBytes, true);
         std::memcpy(rows, panel.data(), size_t(panel_bytes));
     });
 }
@@ -248,10 +277,18 @@ void unpack_row(std::byte* out, const std::byte* panels, int64_t K, int64_t row)
     const int64_t KB = K / 256;
     const auto* panel = reinterpret_cast<const unsigned char*>(panels) + row / kRows * KB * Panel<F>::kBytes;
     auto* to = reinterpret_cast<unsigned char*>(out);
-    for (int64_t s = 0; s < KB; ++s)
+    unsigned char decoded[Panel<F>::kBytes];
+    for (int64_t s = 0; s < KB; ++s) {
+        const unsigned char* block = panel + s * Panel<F>::kBytes;
+        if constexpr (F == BlockFormat::Q6_K) {
+            std::memcpy(decoded, block, sizeof decoded);
+            recode_q6k_runs(decoded, false);
+            block = decoded;
+        }
         row_pieces<F>(row % kRows, [&](int64_t at, int64_t from, int64_t n) {
-            std::memcpy(to + s * Panel<F>::kBlockBytes + from, panel + s * Panel<F>::kBytes + at, size_t(n));
+            std::memcpy(to + s * Panel<F>::kBlockBytes + from, block + at, size_t(n));
         });
+    }
 }
 
 }  // namespace
