@@ -50,7 +50,7 @@ std::string matrices_line(const Weights& w) {
         where = w.blocks_total() > 0 ? "used from the file's mapping (--map-weights)"
                                      : "used from the file's mapping where no conversion is needed (--map-weights)";
     else if (w.panel_matrices > 0)
-        where += ", " + w.panels_text() + ", the same bytes";
+        where += ", " + w.panels_text() + ", as many bytes as the file's";
     return stored + ", " + bytes_text(double(w.matrix_bytes)) + " read per decode token (--dtype f32|bf16), " + where;
 }
 

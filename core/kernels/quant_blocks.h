@@ -52,7 +52,7 @@ BlockLayout block_layout(BlockFormat f);
 // How a matrix's blocks lie: row after row as the file has them, or packed at load in panels of
 // panel_rows(f) rows: panel p holds rows [p R, p R + R), its blocks in order, each the R rows' weights side by
 // side in runs of 4 and then their R float16 scales (block_panels.cpp; the K formats' heads and scales are
-// laid out in super_block_panels.cpp). The same bytes in number,
+// laid out, and Q6_K's 6-bit weights re-encoded, in super_block_panels.cpp). The same bytes in number,
 // so a matrix in panels is resident at its file size; the kernels read the panels with one stream a thread
 // and without the per-call packing of prefill and batches, and compute the same bits (block_rows.h).
 enum class BlockOrder : uint8_t { Rows, Panels };

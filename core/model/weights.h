@@ -12,8 +12,8 @@
 // Placement: WeightPlacement::HugePages (the default) puts every matrix in 2 MiB pages (huge_pages.h), where
 // decode reads it faster; the price is one copy at load (Qwen2.5-0.5B fp32, 2 GB: ~0.9 s on the Zen 4 VM).
 // A GGUF file's quantized matrices are copied as they are (their blocks), and the mapping's pages released,
-// so the process holds each matrix once; those of Q4_0 and Q8_0 are then packed in panels where the build has
-// them (quant_blocks.h: BlockOrder), the same bytes in another order. WeightPlacement::Mapped uses matrices that need no conversion in
+// so the process holds each matrix once; those of Q4_0, Q8_0, Q4_K and Q6_K are then packed in panels where the
+// build has them (quant_blocks.h: BlockOrder), as many bytes in another order. WeightPlacement::Mapped uses matrices that need no conversion in
 // place from the mapping, as before.
 //
 //   load_weights(config, checkpoint, format, placement)   map names (GPT-2's optionally "transformer."-prefixed),

@@ -262,7 +262,7 @@ void gguf_types(const Model& model) {
                             "activations rounded to 8 bits per 32 values (per 256 for the K types; fewer instructions, "
                             "and the logits move by that rounding). " +
                             (model.weights().panel_matrices > 0
-                                 ? "Reordered at load, " + model.weights().panels_text() + " side by side: the same bytes, "
+                                 ? "Reordered at load, " + model.weights().panels_text() + " side by side: as many bytes as the file's, "
                                    "read as one stream. "
                                  : std::string()) +
                             "Vectors, and GPT-2's transposed matrices, are dequantized once at load. "
