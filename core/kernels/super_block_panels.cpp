@@ -216,26 +216,26 @@ void row_pieces(int64_t r, const Move& move) {
     }
 }
 
-// A Q6_K super-block's runs from the file's bits (ql0, ql1, qh at one byte position of a run) to the panel's
-// (a, b, c), or back: the 6-bit q of the position's 4 weights stay as they are.
-void recode_q6k_runs(unsigned char* block, bool to_panel) {
+// One byte position of a Q6_K run, the file's bits (x0, x1: low nibbles, x2: high bit pairs) to the panel's
+// (a, b, c above), and back: the 6-bit q of the position's 4 weights stay as they are.
+void q6k_to_panel(unsigned char& x0, unsigned char& x1, unsigned char& x2) {
+    const unsigned q0 = (x0 & 15) | (x2 & 3) << 4, q1 = (x1 & 15) | (x2 >> 2 & 3) << 4;
+    const unsigned q2 = x0 >> 4 | (x2 >> 4 & 3) << 4, q3 = x1 >> 4 | (x2 >> 6) << 4;
+    x0 = (unsigned char)(q0 | (q3 & 3) << 6), x1 = (unsigned char)(q1 | (q3 >> 2 & 3) << 6), x2 = (unsigned char)(q2 | (q3 >> 4) << 6);
+}
+void q6k_from_panel(unsigned char& a, unsigned char& b, unsigned char& c) {
+    const unsigned q0 = a & 63, q1 = b & 63, q2 = c & 63, q3 = a >> 6 | (b >> 6) << 2 | (c >> 6) << 4;
+    a = (unsigned char)((q0 & 15) | (q2 & 15) << 4), b = (unsigned char)((q1 & 15) | (q3 & 15) << 4);
+    c = (unsigned char)(q0 >> 4 | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
+}
+
+// Byte positions [j0, j1) of each of a super-block's 16 runs through recode.
+template <class Recode>
+void recode_q6k_runs(unsigned char* block, int64_t j0, int64_t j1, const Recode& recode) {
     for (int64_t run = 0; run < 16; ++run)
-        for (int64_t j = 0; j < 64; ++j) {
+        for (int64_t j = j0; j < j1; ++j) {
             unsigned char* p = block + 192 * run + j;
-            const unsigned x0 = p[0], x1 = p[64], x2 = p[128];
-            unsigned q[4];
-            if (to_panel) {
-                q[0] = (x0 & 15) | (x2 & 3) << 4, q[1] = (x1 & 15) | (x2 >> 2 & 3) << 4;
-                q[2] = x0 >> 4 | (x2 >> 4 & 3) << 4, q[3] = x1 >> 4 | (x2 >> 6) << 4;
-                p[0] = (unsigned char)(q[0] | (q[3] & 3) << 6);
-                p[64] = (unsigned char)(q[1] | (q[3] >> 2 & 3) << 6);
-                p[128] = (unsigned char)(q[2] | (q[3] >> 4) << 6);
-            } else {
-                q[0] = x0 & 63, q[1] = x1 & 63, q[2] = x2 & 63, q[3] = x0 >> 6 | (x1 >> 6) << 2 | (x2 >> 6) << 4;
-                p[0] = (unsigned char)((q[0] & 15) | (q[2] & 15) << 4);
-                p[64] = (unsigned char)((q[1] & 15) | (q[3] & 15) << 4);
-                p[128] = (unsigned char)(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
-            }
+            recode(p[0], p[64], p[128]);
         }
 }
 
@@ -267,7 +267,7 @@ void pack(std::byte* w, int64_t N, int64_t K) {
                     std::memcpy(panel.data() + s * Panel<F>::kBytes + at, rows + (r * KB + s) * Panel<F>::kBlockBytes + from, size_t(n));
                 });
         if constexpr (F == BlockFormat::Q6_K)
-            for (int64_t s = 0; s < KB; ++s) recode_q6k_runs(panel.data() + s * Panel<F>::kBytes, true);
+            for (int64_t s = 0; s < KB; ++s) recode_q6k_runs(panel.data() + s * Panel<F>::kBytes, 0, 64, q6k_to_panel);
         std::memcpy(rows, panel.data(), size_t(panel_bytes));
     });
 }
@@ -282,7 +282,7 @@ void unpack_row(std::byte* out, const std::byte* panels, int64_t K, int64_t row)
         const unsigned char* block = panel + s * Panel<F>::kBytes;
         if constexpr (F == BlockFormat::Q6_K) {
             std::memcpy(decoded, block, sizeof decoded);
-            recode_q6k_runs(decoded, false);
+            recode_q6k_runs(decoded, 4 * (row % kRows), 4 * (row % kRows) + 4, q6k_from_panel);  // this row's bytes only
             block = decoded;
         }
         row_pieces<F>(row % kRows, [&](int64_t at, int64_t from, int64_t n) {
