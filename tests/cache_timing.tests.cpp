@@ -16,6 +16,7 @@
 #include "forward/model.h"
 #include "model/random_model.h"
 #include "logic/workbench.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 using namespace kvscope::gui;
@@ -23,7 +24,7 @@ using namespace kvscope::gui;
 namespace {
 
 std::shared_ptr<const Model> random_model(const std::string& name, ModelConfig config) {
-    const std::filesystem::path dir = std::filesystem::path(KVSCOPE_TEST_WORK) / "cache_timing" / name;
+    const std::filesystem::path dir = kvscope::test::scratch_root() / "cache_timing" / name;
     // Written once and kept: the same seed gives the same bytes, and GPT-2's shape is ~350 MB.
     if (!std::filesystem::exists(dir / "model.safetensors")) write_random_model(dir.string(), config, 13);
     return Model::load(dir.string());

@@ -45,7 +45,7 @@ std::shared_ptr<const Model> chat_model(const std::string& model_type) {
     static std::shared_ptr<const Model> llama, mistral;
     std::shared_ptr<const Model>& m = model_type == "mistral" ? mistral : llama;
     if (!m) {
-        const std::string dir = process_dir("chat", model_type).string();
+        const std::string dir = kvscope::test::fresh_dir("chat", model_type).string();
         write_random_model(dir, small_llama(model_type), 11);
         m = Model::load(dir);
     }

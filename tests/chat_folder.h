@@ -3,11 +3,11 @@
 // renamed to Llama 3's special tokens (<|eot_id|> = 765) and a tokenizer_config.json holding the Llama 3
 // template, as tests/cli/check_chat.py builds it.
 //
-//   llama3_chat_folder(area)   writes the folder under KVSCOPE_TEST_WORK/area/llama3-chat.pidN (this test
-//                              process's own: test_models.h's process_dir); returns its path
+//   llama3_chat_folder(area)   writes the folder under the test process's scratch_root()/area/llama3-chat;
+//                              returns its path
 //   chatml_chat_folder(area, name, template_text)   the same with <|im_start|> = 763, <|im_end|> = 764 (765, 766
 //                              stay plain tokens no merge reaches) and the given template, eos_token <|im_end|>,
-//                              under KVSCOPE_TEST_WORK/area/name.pidN
+//                              under scratch_root()/area/name
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,14 +60,14 @@ inline std::filesystem::path special_tokens_folder(const std::filesystem::path& 
 
 inline std::string chatml_chat_folder(const std::string& area, const std::string& name, const std::string& template_text) {
     const std::filesystem::path dir =
-        special_tokens_folder(process_dir(area, name), {"<|im_start|>", "<|im_end|>", "", ""});
+        special_tokens_folder(kvscope::test::fresh_dir(area, name), {"<|im_start|>", "<|im_end|>", "", ""});
     const kvscope::JsonOut config = {{"chat_template", template_text}, {"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"}};
     write_text(dir / "tokenizer_config.json", kvscope::json_text(config));
     return dir.string();
 }
 
 inline std::string llama3_chat_folder(const std::string& area) {
-    const std::filesystem::path dir = special_tokens_folder(process_dir(area, "llama3-chat"),
+    const std::filesystem::path dir = special_tokens_folder(kvscope::test::fresh_dir(area, "llama3-chat"),
                                                             {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|begin_of_text|>"});
     const kvscope::JsonOut config = {{"chat_template", std::string(kvscope::chat_template_text(kvscope::ChatFamily::Llama3))},
                             {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};

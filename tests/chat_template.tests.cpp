@@ -18,6 +18,7 @@
 #include "io/json.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 
@@ -174,7 +175,7 @@ TEST_CASE("any template the engine parses is accepted, a missing or unparsable o
     CHECK_THROWS_AS(ChatTemplate::from_config_json("{", "m"), LoadError);
 
     // from a folder: no tokenizer_config.json is a LoadError; chat_template.jinja beside it is named
-    const std::filesystem::path dir = std::filesystem::path(KVSCOPE_TEST_WORK) / "chat_template_folder";
+    const std::filesystem::path dir = kvscope::test::scratch_root() / "chat_template_folder";
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     CHECK_THROWS_AS(ChatTemplate::load(dir.string()), LoadError);

@@ -12,6 +12,7 @@
 #include "base/errors.h"
 #include "model/architecture.h"
 #include "model/config.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 
@@ -270,7 +271,7 @@ TEST_CASE("config_to_json round trips every field") {
 
 TEST_CASE("load_config reads a file and names it in errors") {
     namespace fs = std::filesystem;
-    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "config";
+    fs::path dir = kvscope::test::scratch_root() / "config";
     fs::create_directories(dir);
     fs::path good = dir / "config.json";
     std::ofstream(good) << kGpt2Config;

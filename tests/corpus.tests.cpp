@@ -12,6 +12,7 @@
 #include "text/corpus.h"
 #include "text/tokenizer.h"
 #include "train/train.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 
@@ -20,7 +21,7 @@ namespace {
 std::string asset(const std::string& name) { return std::string(KVSCOPE_ASSETS_DIR) + "/" + name; }
 
 std::string test_dir(const std::string& name) {
-    auto p = std::filesystem::path(KVSCOPE_TEST_WORK) / "corpus" / name;
+    auto p = kvscope::test::scratch_root() / "corpus" / name;
     std::filesystem::remove_all(p);
     std::filesystem::create_directories(p);
     return p.string();

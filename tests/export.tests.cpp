@@ -31,6 +31,7 @@
 #include "report/export.h"
 #include "run/session.h"
 #include "text/tokenizer.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;
@@ -41,7 +42,7 @@ using kvtest::read_png;
 namespace {
 
 fs::path work_dir(const std::string& name) {
-    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "export" / name;
+    fs::path dir = kvscope::test::scratch_root() / "export" / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;
@@ -115,9 +116,7 @@ fs::path make_model() {
     c.n_layer = 2;
     c.n_head = 2;
     c.n_inner = 64;
-    // One folder per process: ctest -j runs the cases of this file as parallel processes, and one
-    // rewriting the model while another loads it made the loads fail now and then.
-    const fs::path dir = work_dir("model_" + std::to_string(::getpid()));
+    const fs::path dir = work_dir("model");
     std::ofstream(dir / "config.json") << config_to_json(c);
 
     std::mt19937 rng(1234);
@@ -475,7 +474,7 @@ TEST_CASE("a trace exported over a longer earlier one leaves none of its step fo
     CHECK(fs::exists(dir / "step_0003" / "notes.txt"));
     fs::rename(dir / "step_0003" / "notes.txt", dir / "notes.txt.moved");
     CHECK_THROWS_AS(export_trace(shorter, nullptr, dir.string()), UsageError);  // still inside the folder
-    const fs::path moved = fs::path(KVSCOPE_TEST_WORK) / "export" / "reused_notes.txt";
+    const fs::path moved = kvscope::test::scratch_root() / "export" / "reused_notes.txt";
     fs::rename(dir / "notes.txt.moved", moved);
     CHECK(export_trace(shorter, nullptr, dir.string()) == 2);
     std::vector<std::string> steps;

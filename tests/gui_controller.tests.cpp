@@ -518,7 +518,7 @@ std::shared_ptr<const Model> llama_model(uint64_t seed) {
     const ModelConfig c = parse_config(R"({"model_type": "llama", "vocab_size": 61, "hidden_size": 32,
       "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
       "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0})", "config.json");
-    const std::string dir = process_dir("gui_controller", "llama" + std::to_string(seed)).string();
+    const std::string dir = kvscope::test::fresh_dir("gui_controller", "llama" + std::to_string(seed)).string();
     write_random_model(dir, c, seed);
     return Model::load(dir);
 }

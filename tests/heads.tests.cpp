@@ -22,6 +22,7 @@
 #include "run/session.h"
 #include "text/corpus.h"
 #include "train/train.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 
@@ -50,7 +51,7 @@ TEST_CASE("head scores: all-zero attention weights give uniform attention, score
     std::vector<float> params = init_params(c, 3);
     for (const ParamInfo& p : param_layout(c))
         if (p.name.find("c_attn") != std::string::npos) std::fill(params.begin() + p.offset, params.begin() + p.offset + p.size, 0.0f);
-    const auto dir = std::filesystem::path(KVSCOPE_TEST_WORK) / "heads" / "uniform";
+    const auto dir = kvscope::test::scratch_root() / "heads" / "uniform";
     std::filesystem::create_directories(dir);
     save_model(dir.string(), c, params, default_dir());
 
@@ -78,7 +79,7 @@ TEST_CASE("head scores on given prompts: uniform attention matches the closed fo
     std::vector<float> params = init_params(c, 3);
     for (const ParamInfo& p : param_layout(c))
         if (p.name.find("c_attn") != std::string::npos) std::fill(params.begin() + p.offset, params.begin() + p.offset + p.size, 0.0f);
-    const auto dir = std::filesystem::path(KVSCOPE_TEST_WORK) / "heads" / "uniform_ids";
+    const auto dir = kvscope::test::scratch_root() / "heads" / "uniform_ids";
     std::filesystem::create_directories(dir);
     save_model(dir.string(), c, params, "");
     for (const char* name : {"vocab.json", "merges.txt"}) std::filesystem::remove(dir / name);

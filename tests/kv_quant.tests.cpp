@@ -14,6 +14,7 @@
 
 #include "base/errors.h"
 #include "cache/kv_quant.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;
@@ -136,7 +137,7 @@ TEST_CASE("packed bytes and dequantized values equal the numpy reference bit for
     row(57)[0] = std::numeric_limits<float>::infinity();
     for (int64_t r = 64; r < 80; ++r) row(r)[3] = -0.0f;                    // a key channel of -0 .. values
 
-    const fs::path work = fs::path(KVSCOPE_TEST_WORK) / "kv_quant";
+    const fs::path work = kvscope::test::scratch_root() / "kv_quant";
     fs::create_directories(work);
     {
         std::ofstream out(work / "rows.f32", std::ios::binary);

@@ -299,7 +299,7 @@ TEST_CASE("whole model: loss, logits and every parameter's gradient equal PyTorc
     for (const auto& [model_type, tied, K] : kinds) {
         INFO(model_type << (tied ? ", tied" : ", untied") << ", " << K << " K/V heads");
         const ModelConfig c = tiny_llama(model_type, tied, K);
-        const fs::path work = fs::path(KVSCOPE_TEST_WORK) / "llama_train" / name(model_type, tied, K);
+        const fs::path work = kvscope::test::scratch_root() / "llama_train" / name(model_type, tied, K);
         TrainModel<double> model(c, b.B, b.T);
         model.params = random_params(c, 61);
         const double loss = model.loss(b.tokens.data(), b.targets.data(), b.B, b.T, false);

@@ -31,7 +31,7 @@ std::shared_ptr<const Model> wide_heads_model() {
           "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
           "head_dim": 16, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
           "tie_word_embeddings": true})", "config.json");
-        const std::string dir = kvtest::process_dir("logit_lens", "wide_heads").string();
+        const std::string dir = kvscope::test::fresh_dir("logit_lens", "wide_heads").string();
         write_random_model(dir, c, 17);
         return Model::load(dir);
     }();

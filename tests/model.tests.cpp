@@ -245,7 +245,7 @@ TEST_CASE("a grouped-query prefill's logits keep their bits whatever the chunks,
     for (const Case& k : cases) {
         ModelConfig ck = c;
         ck.layer_window = k.layer_window;
-        const std::string dir = process_dir("model", std::string("gqa-") + std::to_string(&k - cases)).string();
+        const std::string dir = kvscope::test::fresh_dir("model", std::string("gqa-") + std::to_string(&k - cases)).string();
         write_random_model(dir, ck, 3);
         const auto model = Model::load(dir);
         std::map<int64_t, std::vector<float>> seen;
@@ -336,7 +336,7 @@ TEST_CASE("bench shapes are the published models, and their random folders load 
         if (c.family != Family::Llama) continue;
         c.n_vocab = 64;  // the real widths and head layout, fewer rows and layers
         c.n_layer = 2;
-        const std::string dir = kvtest::process_dir("model", "bench-shape-" + name).string();
+        const std::string dir = kvscope::test::fresh_dir("model", "bench-shape-" + name).string();
         write_random_model(dir, c, 5);
         const auto model = Model::load(dir);
         CHECK(model->weights().n_parameters == llama_parameters(c));

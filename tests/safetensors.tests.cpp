@@ -16,6 +16,7 @@
 
 #include "base/errors.h"
 #include "model/safetensors.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path work_dir() {
-    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "safetensors";
+    fs::path dir = kvscope::test::scratch_root() / "safetensors";
     fs::create_directories(dir);
     return dir;
 }

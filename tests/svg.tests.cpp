@@ -23,6 +23,7 @@
 #include "report/plot.h"
 #include "report/plot_layout.h"
 #include "report/svg.h"
+#include "scratch_dir.h"
 
 namespace fs = std::filesystem;
 using namespace kvscope;
@@ -33,7 +34,7 @@ using kvtest::read_png;
 namespace {
 
 fs::path work_dir(const std::string& name) {
-    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "svg" / name;
+    fs::path dir = kvscope::test::scratch_root() / "svg" / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;

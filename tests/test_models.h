@@ -38,6 +38,7 @@
 
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "scratch_dir.h"
 
 namespace kvtest {
 
@@ -45,30 +46,10 @@ using kvscope::Dtype;
 using kvscope::ModelConfig;
 namespace fs = std::filesystem;
 
+// scratch_root()/area, created (this test process's own: see scratch_dir.h)
 inline fs::path work_dir(const std::string& area) {
-    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / area;
+    fs::path dir = kvscope::test::scratch_root() / area;
     fs::create_directories(dir);
-    return dir;
-}
-
-// A folder only this test process writes, removed when it exits. ctest runs the cases of one executable
-// as parallel processes: a folder they all rewrote raced (one replaced model.safetensors while another
-// read it, and kvscope's writer refuses a file another process wrote).
-inline std::vector<fs::path>& process_dirs() {
-    static std::vector<fs::path> dirs;
-    return dirs;
-}
-inline fs::path process_dir(const std::string& area, const std::string& name) {
-    process_dirs();  // constructed before the exit handler is registered, so destroyed after it runs
-    static const bool registered = std::atexit([] {
-        std::error_code ec;
-        for (const fs::path& d : process_dirs()) fs::remove_all(d, ec);
-    }) == 0;
-    (void)registered;
-    const fs::path dir = work_dir(area) / (name + ".pid" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    process_dirs().push_back(dir);
     return dir;
 }
 

@@ -22,6 +22,7 @@
 #include "io/json.h"
 #include "text/tokenizer.h"
 #include "text/unicode_classes.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 namespace fs = std::filesystem;
@@ -71,7 +72,7 @@ std::string show_ids(const std::vector<TokenId>& ids) {
 
 
 fs::path work_dir(const std::string& name) {
-    fs::path dir = fs::path(KVSCOPE_TEST_WORK) / "tokenizer" / name;
+    fs::path dir = kvscope::test::scratch_root() / "tokenizer" / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;

@@ -29,6 +29,7 @@
 #include "train/train_ops.h"
 
 #include "gradient_check.h"
+#include "scratch_dir.h"
 
 using namespace kvscope;
 
@@ -39,7 +40,7 @@ using kvtest::dot;
 using kvtest::randn;
 
 std::string test_dir(const std::string& name) {
-    auto p = std::filesystem::path(KVSCOPE_TEST_WORK) / "train" / name;
+    auto p = kvscope::test::scratch_root() / "train" / name;
     std::filesystem::create_directories(p);
     return p.string();
 }
