@@ -176,6 +176,12 @@ void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[t]->d)), _mm512_cvtepi32_ps(dots[t]), acc[t]);
 }
 
+template <BlockFormat F, int TR, bool Lead>
+void add_block(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
+    if constexpr (F == BlockFormat::Q4_K) add_q4k<TR, Lead>(block, xs, acc);
+    else add_q6k<TR, Lead>(block, xs, acc);
+}
+
 // Rows t0 .. t0 + TR - 1 of x (Q8_K, KB blocks a row) against the panel: y's columns [n0, n0 + n_count).
 template <BlockFormat F, int TR>
 void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, const unsigned char* panel, const float* bias,
@@ -197,11 +203,9 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
         for (int t = 0; t < TR; ++t) xs[t] = x + (t0 + t) * KB + s;
         if (t0 == 0) {
             for (int64_t at = Panel<F>::kRunBytes; at < kBytes; at += 64) ask_ahead<F>(block + at);
-            if constexpr (F == BlockFormat::Q4_K) add_q4k<TR, true>(block, xs, acc);
-            else add_q6k<TR, true>(block, xs, acc);
+            add_block<F, TR, true>(block, xs, acc);
         } else {
-            if constexpr (F == BlockFormat::Q4_K) add_q4k<TR, false>(block, xs, acc);
-            else add_q6k<TR, false>(block, xs, acc);
+            add_block<F, TR, false>(block, xs, acc);
         }
     }
     const __mmask16 m = __mmask16(n_count >= 16 ? 0xFFFF : (1u << n_count) - 1);
