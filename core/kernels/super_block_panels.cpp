@@ -45,7 +45,10 @@ struct Panel {
     static constexpr int64_t kBlockBytes = F == BlockFormat::Q4_K ? 144 : 210;
     static constexpr int64_t kBytes = kRows * kBlockBytes;
     static constexpr int64_t kRunBytes = F == BlockFormat::Q4_K ? 32 * 64 : 16 * 192;  // the runs lead the super-block
-    static constexpr int kTileRows = 4;
+    // Rows of x a tile runs (then 4, 3, 2, 1): the unpacking of a run and the panel's heads serve them all. Intel Xeon
+    // family 6 model 167, K 2048 x N 512 in L2, one thread, 4 -> 8 rows a tile: 8 rows of x Q4_K 57.3 -> 53.3 us,
+    // Q6_K 86.3 -> 82.6; 512 rows Q4_K 7.27 -> 6.81 ms. The broadcasts of x, one a vpdpbusd, bound the rest.
+    static constexpr int kTileRows = 8;
 };
 constexpr int64_t kHeadsAt = 32 * 64, kScalesAt = kHeadsAt + 3 * 64;  // Q4_K
 constexpr int64_t kQ6ScalesAt = 16 * 192, kQ6DAt = kQ6ScalesAt + 256;   // Q6_K
@@ -265,6 +268,10 @@ void tiles(float* y, const Q8KBlock* x, int64_t T, const unsigned char* panel, c
     const int64_t KB = K / 256;
     int64_t t = 0;
     for (; t + R <= T; t += R) panel_tile<F, R>(y, N, x, KB, t, panel, bias, n0, n_count);
+    if (t + 4 <= T) {
+        panel_tile<F, 4>(y, N, x, KB, t, panel, bias, n0, n_count);
+        t += 4;
+    }
     switch (T - t) {
         case 3: panel_tile<F, 3>(y, N, x, KB, t, panel, bias, n0, n_count); break;
         case 2: panel_tile<F, 2>(y, N, x, KB, t, panel, bias, n0, n_count); break;
