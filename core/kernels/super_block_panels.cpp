@@ -137,43 +137,55 @@ void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
     }
 }
 
+// Weights 4c + j, 4c + 32 + j, .. of a Q6_K run (q for group 2k + h of its half, k < 4), 16 rows by 4 bytes:
+// q0, q1 and q2 are one AND apiece; q3's pieces go to bits 0-1, 2-3 and 4-5 of each byte (the 16-bit shifts pull
+// in the next byte's low bits, which the selects drop; c's, masked before the shift, are zero).
+inline __m512i q6k_weights(const unsigned char* run, int k) {
+    const __m512i six_bits = _mm512_set1_epi8(0x3F);
+    if (k < 3) return _mm512_and_si512(_mm512_loadu_si512(run + 64 * k), six_bits);
+    const __m512i a = _mm512_loadu_si512(run), b = _mm512_loadu_si512(run + 64), c = _mm512_loadu_si512(run + 128);
+    const __m512i q3_01 = _mm512_srli_epi16(a, 6), q3_23 = _mm512_srli_epi16(b, 4);
+    const __m512i q3_45 = _mm512_srli_epi16(_mm512_andnot_si512(six_bits, c), 2);
+    const __m512i q3_03 = _mm512_ternarylogic_epi32(q3_01, q3_23, _mm512_set1_epi8(0x03), 0xE4);  // bits 0-1 of q3_01, 2-3 of q3_23
+    return _mm512_ternarylogic_epi32(q3_03, q3_45, _mm512_set1_epi8(0x0F), 0xEC);                // (q3_03 & 15) | q3_45
+}
+
 // One Q6_K super-block of the panel into acc. Each group of 16 weights sums in its own int32 lanes from
 // -32 · x's sum there (the offset of 32, |sum| <= 16 · 63 · 127 + 32 · 16 · 127), then meets its scale. Lead: ask
 // ahead for each run's three lines.
 template <int TR, bool Lead>
 void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
-    const __m512i low = _mm512_set1_epi8(0x0F), two_bits = _mm512_set1_epi8(0x03), six_bits = _mm512_set1_epi8(0x3F);
+    // Groups summed at once: decode all 4 of a run's (one unpacking), several rows of x one (their sums stay in registers).
+    constexpr int G = TR == 1 ? 4 : 1;
     __m512i dots[TR];
     for (int t = 0; t < TR; ++t) dots[t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n)
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {  // groups 8n + 2k + h: weights 128n + 32k + 16h ..
-            __m512i sums[4][TR];
-            for (int k = 0; k < 4; ++k)
-                for (int t = 0; t < TR; ++t) sums[k][t] = _mm512_set1_epi32(-32 * xs[t]->sums[8 * n + 2 * k + h]);
+        for (int h = 0; h < 2; ++h)  // groups 8n + 2k + h: weights 128n + 32k + 16h ..
 #pragma GCC unroll 4
-            for (int c = 4 * h; c < 4 * h + 4; ++c) {
-                const unsigned char* run = block + 192 * (8 * n + c);
-                const __m512i a = _mm512_loadu_si512(run), b = _mm512_loadu_si512(run + 64), cc = _mm512_loadu_si512(run + 128);
-                if constexpr (Lead)
-                    for (int line = 0; line < 3; ++line) ask_ahead<BlockFormat::Q6_K>(run + 64 * line);
-                // q3's pieces to bits 0-1, 2-3 and 4-5 of each byte: the 16-bit shifts pull in the next byte's low
-                // bits, which the selects drop (c's, masked before the shift, are zero).
-                const __m512i q3_01 = _mm512_srli_epi16(a, 6), q3_23 = _mm512_srli_epi16(b, 4);
-                const __m512i q3_45 = _mm512_srli_epi16(_mm512_andnot_si512(six_bits, cc), 2);
-                const __m512i q3_03 = _mm512_ternarylogic_epi32(q3_01, q3_23, two_bits, 0xE4);  // two_bits ? q3_01 : q3_23
-                const __m512i w[4] = {_mm512_and_si512(a, six_bits), _mm512_and_si512(b, six_bits), _mm512_and_si512(cc, six_bits),
-                                      _mm512_ternarylogic_epi32(q3_03, q3_45, low, 0xEC)};  // (q3_03 & low) | q3_45
-                for (int k = 0; k < 4; ++k)
-                    for (int t = 0; t < TR; ++t)
-                        sums[k][t] = _mm512_dpbusd_epi32(sums[k][t], w[k], broadcast4(xs[t]->q + 128 * n + 32 * k + 4 * c));
+            for (int k0 = 0; k0 < 4; k0 += G) {
+                __m512i sums[G][TR];
+                for (int j = 0; j < G; ++j)
+                    for (int t = 0; t < TR; ++t) sums[j][t] = _mm512_set1_epi32(-32 * xs[t]->sums[8 * n + 2 * (k0 + j) + h]);
+#pragma GCC unroll 4
+                for (int c = 4 * h; c < 4 * h + 4; ++c) {
+                    const unsigned char* run = block + 192 * (8 * n + c);
+                    if constexpr (Lead)
+                        if (k0 == 0)
+                            for (int line = 0; line < 3; ++line) ask_ahead<BlockFormat::Q6_K>(run + 64 * line);
+                    for (int j = 0; j < G; ++j) {
+                        const __m512i w = q6k_weights(run, k0 + j);
+                        for (int t = 0; t < TR; ++t)
+                            sums[j][t] = _mm512_dpbusd_epi32(sums[j][t], w, broadcast4(xs[t]->q + 128 * n + 32 * (k0 + j) + 4 * c));
+                    }
+                }
+                for (int j = 0; j < G; ++j) {
+                    const int g = 8 * n + 2 * (k0 + j) + h;
+                    const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6ScalesAt + 16 * g)));
+                    for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(sums[j][t], scale));
+                }
             }
-            for (int k = 0; k < 4; ++k) {
-                const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6ScalesAt + 16 * (8 * n + 2 * k + h))));
-                for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(sums[k][t], scale));
-            }
-        }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ6DAt)));
     for (int t = 0; t < TR; ++t)
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[t]->d)), _mm512_cvtepi32_ps(dots[t]), acc[t]);
