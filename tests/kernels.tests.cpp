@@ -529,7 +529,8 @@ TEST_CASE("matrices of blocks give the bits of their dequantized float32 copy, o
 TEST_CASE("matrices packed in panels at load give the integer dots' bits, whatever the rows, threads and targets") {
     // pack_panels reorders a Q4_0, Q8_0, Q4_K or Q6_K matrix in place (quant_blocks.h: BlockOrder::Panels); every T
     // then runs on the panels, decode too. The results must be integer_product's on the blocks as the file has
-    // them, alone and in a fork beside a matrix in rows and a Q6_K one.
+    // them, alone and in a fork beside a matrix in rows and a Q6_K one. T = 31 runs Q4_K's AMX tile of 16 rows where
+    // the build and the kernel allow it (amx.h), then the vpdpbusd tiles of 8, 4 and 3.
     std::mt19937 rng(51);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const int threads_before = ThreadPool::global().n_threads();

@@ -5,7 +5,8 @@
 //   KVSCOPE_AVX512    AVX-512F (-march=native on Zen 4, Sapphire Rapids, ...)
 //   KVSCOPE_AVX2      AVX2 with FMA, no AVX-512 (Zen 2/3, Haswell on, VMs that hide AVX-512)
 //   KVSCOPE_PORTABLE  plain C++ (KVSCOPE_NATIVE=OFF, or a CPU without AVX2 and FMA)
-// and KVSCOPE_VNNI 1 where AVX-512 multiplies bytes in fours (VNNI, with BW and VL), else 0.
+// and KVSCOPE_VNNI 1 where AVX-512 multiplies bytes in fours (VNNI, with BW and VL), else 0; KVSCOPE_AMX 1 where
+// it also has AMX's int8 tiles (amx.h: the process must still ask for them), else 0.
 #if defined(__AVX512F__)
 #define KVSCOPE_AVX512 1
 #define KVSCOPE_AVX2 0
@@ -23,6 +24,11 @@
 #define KVSCOPE_VNNI 1
 #else
 #define KVSCOPE_VNNI 0
+#endif
+#if KVSCOPE_VNNI && defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define KVSCOPE_AMX 1
+#else
+#define KVSCOPE_AMX 0
 #endif
 
 // GCC 12's _mm512_reduce_add_ps starts from _mm256_undefined_pd() and warns that it is used
