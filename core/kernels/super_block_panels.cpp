@@ -96,20 +96,36 @@ inline __m512i broadcast4(const int8_t* p) {
 // One Q4_K super-block of the panel into acc, for TR rows of x (xs: their blocks). Each run's two sub-blocks sum
 // in fresh int32 lanes (within 32 · 15 · 127), then meet their scales; the high nibbles are multiplied where
 // they lie, as 16 q, and their sum shifted back once (exact: a multiple of 16). Lead: ask ahead for each run.
+// The float steps of a Q4_K super-block for one row of x: its integer sum of q · qx through the scales (dots), and
+// the mins against x's sums of 32.
+inline __m512 q4k_row_step(__m512i dots, const PanelHeads& heads, __m512 d, __m512 dmin, const Q8KBlock& x, __m512 acc) {
+    __m512i mins = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+        int32_t pair;
+        std::memcpy(&pair, x.sums32 + 2 * p, sizeof pair);
+        mins = _mm512_dpwssd_epi32(mins, heads.min_pairs[p], _mm512_set1_epi32(pair));
+    }
+    const __m512 dx = _mm512_set1_ps(x.d);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dots), acc);
+    return _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins), acc);
+}
+
+inline __m512 q4k_d(const unsigned char* block) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt)));
+}
+inline __m512 q4k_dmin(const unsigned char* block) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt + 32)));
+}
+
+// One Q4_K super-block of the panel into acc, for TR rows of x (xs: their blocks). Each run's two sub-blocks sum
+// in fresh int32 lanes (within 32 · 15 · 127), then meet their scales; the high nibbles are multiplied where
+// they lie, as 16 q, and their sum shifted back once (exact: a multiple of 16). Lead: ask ahead for each run.
 template <int TR, bool Lead>
 void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
     const __m512i low = _mm512_set1_epi8(0x0F);
     const PanelHeads heads(block + kHeadsAt);
-    __m512i dots[TR], dots16[TR], mins[TR];
-    for (int t = 0; t < TR; ++t) {
-        dots[t] = dots16[t] = _mm512_setzero_si512();
-        mins[t] = _mm512_setzero_si512();
-        for (int p = 0; p < 4; ++p) {
-            int32_t sums;
-            std::memcpy(&sums, xs[t]->sums32 + 2 * p, sizeof sums);
-            mins[t] = _mm512_dpwssd_epi32(mins[t], heads.min_pairs[p], _mm512_set1_epi32(sums));
-        }
-    }
+    __m512i dots[TR], dots16[TR];
+    for (int t = 0; t < TR; ++t) dots[t] = dots16[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
         __m512i lo[TR], hi[TR];
@@ -129,14 +145,9 @@ void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
             dots16[t] = _mm512_add_epi32(dots16[t], _mm512_mullo_epi32(hi[t], heads.sc[2 * r + 1]));
         }
     }
-    for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_srai_epi32(dots16[t], 4));
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt + 32)));
-    for (int t = 0; t < TR; ++t) {
-        const __m512 dx = _mm512_set1_ps(xs[t]->d);
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dots[t]), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins[t]), acc[t]);
-    }
+    const __m512 d = q4k_d(block), dmin = q4k_dmin(block);
+    for (int t = 0; t < TR; ++t)
+        acc[t] = q4k_row_step(_mm512_add_epi32(dots[t], _mm512_srai_epi32(dots16[t], 4)), heads, d, dmin, *xs[t], acc[t]);
 }
 
 // Weights 4c + j, 4c + 32 + j, .. of a Q6_K run (q for group 2k + h of its half, k < 4), 16 rows by 4 bytes:
@@ -240,21 +251,12 @@ void unpack_q4k(const unsigned char* block, unsigned char (&w)[8][512]) {
 void q4k_tile_steps(const unsigned char* block, const Q8KBlock* x, int64_t x_stride, const int32_t (&sums)[8][kAmxRows][16],
                     __m512 (&acc)[kAmxRows]) {
     const PanelHeads heads(block + kHeadsAt);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt + 32)));
+    const __m512 d = q4k_d(block), dmin = q4k_dmin(block);
     for (int t = 0; t < kAmxRows; ++t) {
-        const auto* xt = reinterpret_cast<const Q8KBlock*>(reinterpret_cast<const unsigned char*>(x) + t * x_stride);
         __m512i dots = _mm512_mullo_epi32(_mm512_load_si512(sums[0][t]), heads.sc[0]);
         for (int j = 1; j < 8; ++j) dots = _mm512_add_epi32(dots, _mm512_mullo_epi32(_mm512_load_si512(sums[j][t]), heads.sc[j]));
-        __m512i mins = _mm512_setzero_si512();
-        for (int p = 0; p < 4; ++p) {
-            int32_t pair;
-            std::memcpy(&pair, xt->sums32 + 2 * p, sizeof pair);
-            mins = _mm512_dpwssd_epi32(mins, heads.min_pairs[p], _mm512_set1_epi32(pair));
-        }
-        const __m512 dx = _mm512_set1_ps(xt->d);
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dots), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins), acc[t]);
+        const auto* xt = reinterpret_cast<const Q8KBlock*>(reinterpret_cast<const unsigned char*>(x) + t * x_stride);
+        acc[t] = q4k_row_step(dots, heads, d, dmin, *xt, acc[t]);
     }
 }
 
