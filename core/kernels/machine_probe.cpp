@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "base/clock.h"
 #include "base/huge_pages.h"
 #include "base/thread_pool.h"
@@ -113,6 +115,16 @@ std::vector<CacheEntry> cpu0_caches() {
         level >> cache.level;
         type >> cache.type;
         caches.push_back(cache);
+    }
+    if (!caches.empty()) return caches;
+    // Some VMs list no caches in sysfs (an EPYC Zen 5 VM, 2026-12-02): then what glibc reads off cpuid. Its
+    // last level may be the whole socket's (508 MiB there), not what one core reaches.
+    const struct { int level; const char* type; int name; } from_cpuid[] = {
+        {1, "Data", _SC_LEVEL1_DCACHE_SIZE}, {2, "Unified", _SC_LEVEL2_CACHE_SIZE},
+        {3, "Unified", _SC_LEVEL3_CACHE_SIZE}, {4, "Unified", _SC_LEVEL4_CACHE_SIZE}};
+    for (const auto& c : from_cpuid) {
+        const long bytes = sysconf(c.name);
+        if (bytes > 0) caches.push_back({c.level, c.type, int64_t(bytes)});
     }
     return caches;
 }
