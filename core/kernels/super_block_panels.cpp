@@ -79,27 +79,33 @@ struct PanelHeads {
     }
 };
 
-// How far ahead of the line it loads the leading tile asks for the stream into L2, decided once per process (a
-// namespace-scope constant: no guard in the loops). Intel: one super-block (panel_tile has the Xeon's figures).
-// AMD: about 9 KiB, whole super-blocks. EPYC Zen 5 (family 26 model 2), K 2048 x N 16384 from memory, 1 row of
-// x, share of the probe, 1 | 2 threads: Q4_K one super-block 48-66 | 63-68 %, two 69-77 | 54-82 %, four 77-90 |
-// 80-88 %; Q6_K one 71 | 76-80 %, three 77 | 83-88 %. The 1B Q4_K_M file's decode, interleaved pairs, four and
-// three against one: 1.12x on 2 threads (6 pairs), 1.17x on one (4); batch 8 and prefill unchanged.
-struct AheadBytes {
-    int64_t q4k, q6k;
+// How far ahead of the line it loads the leading tile asks for the stream, and into which cache, decided once
+// per process (a namespace-scope constant: no guard in the loops). Intel: one super-block into L2 (panel_tile has
+// the Xeon's figures). AMD: about 9 KiB, whole super-blocks; into L1 where the tile is one row of x (decode).
+// EPYC Zen 5 (family 26 model 2), K 2048 x N 16384 from memory, 1 row of x, share of the probe, 1 | 2 threads:
+// into L2, Q4_K one super-block 48-66 | 63-68 %, two 69-77 | 54-82 %, four 67-79 | 75-83 %; Q6_K one 71 |
+// 76-80 %, three 77 | 83-88 %; four Q4_K super-blocks into L1 74-88 | 83 %. The 1B Q4_K_M file, interleaved
+// pairs: decode, four and three into L2 against one, 1.12x on 2 threads (6 pairs), 1.17x on one (4), batch 8
+// and prefill unchanged; then into L1 at one row, decode 1.08x on 2 threads (8 pairs), 1.14x on one (4); into L1
+// at every tile made prefill 0.97x (10 pairs).
+struct Ahead {
+    int64_t q4k_bytes, q6k_bytes;
+    bool one_row_into_l1;
 };
-AheadBytes panel_ahead_bytes() {
+Ahead panel_ahead() {
     __builtin_cpu_init();  // before main, the CPU model is not read yet
     const int64_t q4k = Panel<BlockFormat::Q4_K>::kBytes, q6k = Panel<BlockFormat::Q6_K>::kBytes;
-    return __builtin_cpu_is("amd") ? AheadBytes{4 * q4k, 3 * q6k} : AheadBytes{q4k, q6k};
+    return __builtin_cpu_is("amd") ? Ahead{4 * q4k, 3 * q6k, true} : Ahead{q4k, q6k, false};
 }
-const AheadBytes kAhead = panel_ahead_bytes();
+const Ahead kAhead = panel_ahead();
 
-// The leading tile's requests for the line at p, issued as it loads that line: the line kAhead on into L2 and,
-// for Q4_K, the line 128 bytes on into L1.
-template <BlockFormat F>
+// The leading tile's requests for the line at p, issued as it loads that line: the line kAhead on and, for
+// Q4_K, the line 128 bytes on into L1. TR: the tile's rows of x.
+template <BlockFormat F, int TR>
 inline void ask_ahead(const unsigned char* p) {
-    _mm_prefetch(reinterpret_cast<const char*>(p) + (F == BlockFormat::Q4_K ? kAhead.q4k : kAhead.q6k), _MM_HINT_T1);
+    const char* at = reinterpret_cast<const char*>(p) + (F == BlockFormat::Q4_K ? kAhead.q4k_bytes : kAhead.q6k_bytes);
+    if (TR == 1 && kAhead.one_row_into_l1) _mm_prefetch(at, _MM_HINT_T0);
+    else _mm_prefetch(at, _MM_HINT_T1);
     if constexpr (F == BlockFormat::Q4_K) _mm_prefetch(reinterpret_cast<const char*>(p) + 128, _MM_HINT_T0);
 }
 
@@ -149,7 +155,7 @@ void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const __m512i w = _mm512_loadu_si512(block + 64 * (8 * r + g));
-            if constexpr (Lead) ask_ahead<BlockFormat::Q4_K>(block + 64 * (8 * r + g));
+            if constexpr (Lead) ask_ahead<BlockFormat::Q4_K, TR>(block + 64 * (8 * r + g));
             const __m512i w_lo = _mm512_and_si512(w, low), w_hi = _mm512_andnot_si512(low, w);  // w_hi: 16 q
             for (int t = 0; t < TR; ++t) {
                 lo[t] = _mm512_dpbusd_epi32(lo[t], w_lo, broadcast4(xs[t]->q + 64 * r + 4 * g));
@@ -202,7 +208,7 @@ void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
                     const unsigned char* run = block + 192 * (8 * n + c);
                     if constexpr (Lead)
                         if (k0 == 0)
-                            for (int line = 0; line < 3; ++line) ask_ahead<BlockFormat::Q6_K>(run + 64 * line);
+                            for (int line = 0; line < 3; ++line) ask_ahead<BlockFormat::Q6_K, TR>(run + 64 * line);
                     for (int j = 0; j < G; ++j) {
                         const __m512i w = q6k_weights(run, k0 + j);
                         for (int t = 0; t < TR; ++t)
@@ -256,7 +262,7 @@ void unpack_q4k(const unsigned char* block, unsigned char (&w)[8][512]) {
     for (int r = 0; r < 4; ++r)
         for (int g = 0; g < 8; ++g) {
             const __m512i v = _mm512_loadu_si512(block + 64 * (8 * r + g));
-            if constexpr (Lead) ask_ahead<BlockFormat::Q4_K>(block + 64 * (8 * r + g));
+            if constexpr (Lead) ask_ahead<BlockFormat::Q4_K, kAmxRows>(block + 64 * (8 * r + g));
             _mm512_store_si512(w[2 * r] + 64 * g, _mm512_and_si512(v, low));
             _mm512_store_si512(w[2 * r + 1] + 64 * g, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
         }
@@ -299,7 +305,7 @@ void panel_tile_amx(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t 
     auto unpack = [&](int64_t s) {
         const unsigned char* block = panel + s * kBytes;
         if (t0 == 0) {
-            for (int64_t at = Panel<BlockFormat::Q4_K>::kRunBytes; at < kBytes; at += 64) ask_ahead<BlockFormat::Q4_K>(block + at);
+            for (int64_t at = Panel<BlockFormat::Q4_K>::kRunBytes; at < kBytes; at += 64) ask_ahead<BlockFormat::Q4_K, kAmxRows>(block + at);
             unpack_q4k<true>(block, weights[s % 2]);
         } else {
             unpack_q4k<false>(block, weights[s % 2]);
@@ -338,8 +344,8 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
     for (int t = 0; t < TR; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < KB; ++s) {
         const unsigned char* block = panel + s * kBytes;
-        // The first tile asks for the stream ahead into L2 (kAhead; Q4_K also 128 bytes ahead into L1), a line as
-        // it loads a line, the lines after the runs at the start. Intel Xeon family 6 model 167, K 2048 x
+        // The first tile asks for the stream ahead (kAhead; Q4_K also 128 bytes ahead into L1), a line as it
+        // loads a line, the lines after the runs at the start. Intel Xeon family 6 model 167, K 2048 x
         // N 16384 from memory, 1 row of x, share of the probe, 1 | 2 threads: all of a super-block's requests at
         // its start, 1 KiB ahead, gave Q4_K 83-84 | 73-77 %, Q6_K 78 | 71-73 %; a line at a time 1 KiB ahead the
         // same; 2 KiB 90-91 | 79-89 % and 80 | 73-75 %; 3 KiB 87 | 84 % and 85-86 | 76-79 %; 4 KiB 84 | 79 % and
@@ -349,7 +355,7 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
         const Q8KBlock* xs[TR];
         for (int t = 0; t < TR; ++t) xs[t] = x + (t0 + t) * KB + s;
         if (t0 == 0) {
-            for (int64_t at = Panel<F>::kRunBytes; at < kBytes; at += 64) ask_ahead<F>(block + at);
+            for (int64_t at = Panel<F>::kRunBytes; at < kBytes; at += 64) ask_ahead<F, TR>(block + at);
             add_block<F, TR, true>(block, xs, acc);
         } else {
             add_block<F, TR, false>(block, xs, acc);
