@@ -12,6 +12,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/clock.h"
@@ -156,11 +157,12 @@ double gflop_s(const MatmulBench& b, double us) { return 2.0 * double(b.rows * b
 
 void print_matmul_text(const MatmulBench& b, const MatmulFigures& f) {
     const double mb = double(f.matrix_bytes) / 1e6;
+    const std::string llc = f.llc_bytes > 0 ? std::to_string(f.llc_bytes >> 20) + " MiB" : "not known";
     std::printf("matmul y(%lld, %lld) = x(%lld, %lld) W(%lld, %lld)^T, %s weights (%.1f MB), %d thread%s, "
-                "last-level cache %lld MiB, %lld round%s\n",
+                "last-level cache %s, %lld round%s\n",
                 (long long)b.rows, (long long)b.N, (long long)b.rows, (long long)b.K, (long long)b.N, (long long)b.K,
-                b.dtype_name().c_str(), mb, b.threads, b.threads == 1 ? "" : "s",
-                (long long)(f.llc_bytes >> 20), (long long)b.repeat, b.repeat == 1 ? "" : "s");
+                b.dtype_name().c_str(), mb, b.threads, b.threads == 1 ? "" : "s", llc.c_str(), (long long)b.repeat,
+                b.repeat == 1 ? "" : "s");
     std::printf("machine      FMA peak %s GFLOP/s, read bandwidth %s GB/s (best of the probe's kernels, %lld MiB)\n",
                 stats_text(f.fma_peak_gflop_s).c_str(), stats_text(f.read_gb_s).c_str(),
                 (long long)(std::max(int64_t(256) << 20, 4 * f.llc_bytes) >> 20));

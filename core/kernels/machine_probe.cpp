@@ -116,16 +116,6 @@ std::vector<CacheEntry> cpu0_caches() {
         type >> cache.type;
         caches.push_back(cache);
     }
-    if (!caches.empty()) return caches;
-    // Some VMs list no caches in sysfs (an EPYC Zen 5 VM, 2026-12-02): then what glibc reads off cpuid. Its
-    // last level may be the whole socket's (508 MiB there), not what one core reaches.
-    const struct { int level; const char* type; int name; } from_cpuid[] = {
-        {1, "Data", _SC_LEVEL1_DCACHE_SIZE}, {2, "Unified", _SC_LEVEL2_CACHE_SIZE},
-        {3, "Unified", _SC_LEVEL3_CACHE_SIZE}, {4, "Unified", _SC_LEVEL4_CACHE_SIZE}};
-    for (const auto& c : from_cpuid) {
-        const long bytes = sysconf(c.name);
-        if (bytes > 0) caches.push_back({c.level, c.type, int64_t(bytes)});
-    }
     return caches;
 }
 
@@ -137,10 +127,15 @@ int64_t last_level_cache_bytes() {
     return largest;
 }
 
+// Where sysfs lists no caches (an EPYC Zen 5 VM, 2026-12-02), the level-1 data cache is what glibc reads off
+// cpuid; not the last level: cpuid gave the whole socket's there (508 MiB), where sysfs on another VM of that
+// model listed 32 MiB.
 int64_t level1_data_cache_bytes() {
-    for (const CacheEntry& cache : cpu0_caches())
+    const std::vector<CacheEntry> caches = cpu0_caches();
+    for (const CacheEntry& cache : caches)
         if (cache.level == 1 && cache.type == "Data") return cache.bytes;
-    return 0;
+    const long from_cpuid = caches.empty() ? sysconf(_SC_LEVEL1_DCACHE_SIZE) : 0;
+    return std::max<int64_t>(from_cpuid, 0);
 }
 
 double measure_read_bandwidth(int64_t bytes, int threads, ReadKernel kernel) {

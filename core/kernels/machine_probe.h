@@ -2,10 +2,10 @@
 // What this machine can do, measured, so benchmarks can print bounds instead of guesses; and the caches' sizes, which
 // the block kernels fit their requests for the bytes ahead to (block_vectors.h).
 //
-//   last_level_cache_bytes()                  the largest cache sysfs lists for cpu0, else cpuid's (0: not
-//                                             known). A model that fits in it is partly served from there
-//   level1_data_cache_bytes()                 cpu0's level-1 data cache as sysfs lists it, else cpuid's (0:
-//                                             not known)
+//   last_level_cache_bytes()                  the largest cache sysfs lists for cpu0 (0: not known). A
+//                                             model that fits in it is partly served from there
+//   level1_data_cache_bytes()                 cpu0's level-1 data cache as sysfs lists it; where it lists
+//                                             none, as cpuid gives it (0: not known)
 //   measure_read_bandwidth(bytes, threads, k) GB/s reading a fresh buffer of `bytes` with all threads (best
 //                                             of several passes; a buffer smaller than the last-level cache
 //                                             is partly served from there, as a model of that size would be)
