@@ -23,7 +23,8 @@ namespace kvscope {
 namespace {
 
 // Whether the block kernels ask for the bytes ahead into L1 (where it holds 48 KiB or more) or into L2
-// (block_rows.cpp has the measurements): decided once, from the level-1 data cache sysfs lists.
+// (block_rows.cpp has the measurements): decided once, from the level-1 data cache (machine_probe.h). The
+// Q4_K and Q6_K panels ask by this too, at one row of x on AMD (super_block_panels.cpp).
 inline bool ask_ahead_into_l1() {
     static const bool into_l1 = level1_data_cache_bytes() >= (48 << 10);
     return into_l1;

@@ -32,6 +32,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/amx.h"
+#include "kernels/block_vectors.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
@@ -81,7 +82,8 @@ struct PanelHeads {
 
 // How far ahead of the line it loads the leading tile asks for the stream, and into which cache, decided once
 // per process (a namespace-scope constant: no guard in the loops). Intel: one super-block into L2 (panel_tile has
-// the Xeon's figures). AMD: about 9 KiB, whole super-blocks; into L1 where the tile is one row of x (decode).
+// the Xeon's figures). AMD: about 9 KiB, whole super-blocks; into L1 where the tile is one row of x (decode) and
+// L1 holds 48 KiB, as the block kernels choose (block_vectors.h: on Zen 4's 32 KiB, L1 lost 2.6x).
 // EPYC Zen 5 (family 26 model 2), K 2048 x N 16384 from memory, 1 row of x, share of the probe, 1 | 2 threads:
 // into L2, Q4_K one super-block 48-66 | 63-68 %, two 69-77 | 54-82 %, four 67-79 | 75-83 %; Q6_K one 71 |
 // 76-80 %, three 77 | 83-88 %; four Q4_K super-blocks into L1 74-88 | 83 %. The 1B Q4_K_M file, interleaved
@@ -95,7 +97,7 @@ struct Ahead {
 Ahead panel_ahead() {
     __builtin_cpu_init();  // before main, the CPU model is not read yet
     const int64_t q4k = Panel<BlockFormat::Q4_K>::kBytes, q6k = Panel<BlockFormat::Q6_K>::kBytes;
-    return __builtin_cpu_is("amd") ? Ahead{4 * q4k, 3 * q6k, true} : Ahead{q4k, q6k, false};
+    return __builtin_cpu_is("amd") ? Ahead{4 * q4k, 3 * q6k, ask_ahead_into_l1()} : Ahead{q4k, q6k, false};
 }
 const Ahead kAhead = panel_ahead();
 
