@@ -166,7 +166,7 @@ Setup read_setup(const CliArgs& args) {
     // --dump-logits, --edit and an eviction policy's count. Otherwise one record is reused in place and decode
     // allocates nothing: with a 128 256-token vocabulary the logits are 513 KB a step, 5 GB over 10 000 tokens, and
     // copying them into fresh pages cost 4-7 % of a 1B Q4_K_M decode step (EPYC Zen 5, perf).
-    options.history = args.has("--trace") || args.has("--dump-logits") || args.has("--edit") || options.eviction.active();
+    options.history = options.record || args.has("--dump-logits") || args.has("--edit") || options.eviction.active();
     check_options(setup.run, given);
     setup.edits = planned_edits(args.all("--edit"));
     OutputSet outputs;

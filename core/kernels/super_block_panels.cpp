@@ -131,9 +131,6 @@ inline __m512i dot4(__m512i acc, __m512i w, const int8_t* p) {
 #endif
 }
 
-// One Q4_K super-block of the panel into acc, for TR rows of x (xs: their blocks). Each run's two sub-blocks sum
-// in fresh int32 lanes (within 32 · 15 · 127), then meet their scales; the high nibbles are multiplied where
-// they lie, as 16 q, and their sum shifted back once (exact: a multiple of 16). Lead: ask ahead for each run.
 // The float steps of a Q4_K super-block for one row of x: its integer sum of q · qx through the scales (dots), and
 // the mins against x's sums of 32.
 inline __m512 q4k_row_step(__m512i dots, const PanelHeads& heads, __m512 d, __m512 dmin, const Q8KBlock& x, __m512 acc) {
