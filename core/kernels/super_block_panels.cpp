@@ -120,14 +120,40 @@ inline __m512i broadcast4(const int8_t* p) {
 // acc + the 16 rows' 4 bytes of w (unsigned) times x's 4 bytes at p (signed): one vpdpbusd, x its memory
 // operand broadcast ({1to16}), where GCC emits a vpbroadcastd apiece. EPYC Zen 5 (family 26 model 2): an 8-row
 // Q4_K tile's loop alone, in L1, 120 -> 109 ns a super-block; the 1B Q4_K_M file on 2 threads, interleaved
-// pairs, batch 8 1.18-1.24x, prefill 512 1.07-1.12x, decode 1.00-1.04x. Q6_K's tiles gained nothing (batch 8
-// 0.91-1.02x) and keep the intrinsic.
+// pairs, batch 8 1.18-1.24x, prefill 512 1.07-1.12x, decode 1.00-1.04x. Q6_K's tiles of several rows use it too
+// (with keep below); its one-row tile keeps the intrinsic.
 inline __m512i dot4(__m512i acc, __m512i w, const int8_t* p) {
 #if defined(__GNUC__)
     asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
     return acc;
 #else
     return _mm512_dpbusd_epi32(acc, w, broadcast4(p));
+#endif
+}
+
+// v, as computed here: a fence for GCC, which otherwise sums a Q6_K super-block's 16 groups of several rows of x
+// at its end, keeping all 16 x TR sums alive, and spills them. With it and the offset of 32 met once (add_q6k),
+// EPYC Zen 5 (family 26 model 2), K 2048, 8 rows of x, one thread: N 512 in cache 46-58 -> 40-42 us, from memory
+// 93-94 -> 46-48 us; N 16384 2.7-3.1 -> 1.34-1.43 ms. The fence alone, with x's sums in the groups' first
+// registers as before, left the from-memory figure at 80-114 us. The 1B Q4_K_M file on 2 threads, interleaved
+// pairs: batch 8 1.24-1.30x, prefill 512 1.09-1.14x, decode 1.03-1.06x. Q4_K's tiles, fenced the same way (and
+// holding fewer registers), were no faster.
+inline __m512i keep(__m512i v) {
+#if defined(__GNUC__)
+    asm("" : "+v"(v));
+#endif
+    return v;
+}
+
+// acc + the 16 rows' int16 pairs in pairs times the int16 pair at p: one vpdpwssd, p broadcast.
+inline __m512i dot2(__m512i acc, __m512i pairs, const int16_t* p) {
+#if defined(__GNUC__)
+    asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(pairs), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+#else
+    int32_t pair;
+    std::memcpy(&pair, p, sizeof pair);
+    return _mm512_dpwssd_epi32(acc, pairs, _mm512_set1_epi32(pair));
 #endif
 }
 
@@ -198,13 +224,15 @@ inline __m512i q6k_weights(const unsigned char* run, int k) {
     return _mm512_ternarylogic_epi32(q3_03, q3_45, _mm512_set1_epi8(0x0F), 0xEC);                // (q3_03 & 15) | q3_45
 }
 
-// One Q6_K super-block of the panel into acc. Each group of 16 weights sums in its own int32 lanes from
-// -32 · x's sum there (the offset of 32, |sum| <= 16 · 63 · 127 + 32 · 16 · 127), then meets its scale. Lead: ask
-// ahead for each run's three lines.
+// One Q6_K super-block of the panel into acc. Each group of 16 weights sums in its own int32 lanes
+// (|sum| <= 16 · 63 · 127), then meets its scale; the offset of 32 meets the scales once, against x's sums of
+// 16 in pairs (one vpdpwssd a pair of groups): i = Σ_g sc_g · S_g - 32 · Σ_g sc_g · (x's sum of group g), exact in
+// int32. Lead: ask ahead for each run's three lines.
 template <int TR, bool Lead>
 void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
     // Groups summed at once: decode all 4 of a run's (one unpacking), several rows of x one (their sums stay in registers).
     constexpr int G = TR == 1 ? 4 : 1;
+    const unsigned char* scales = block + kQ6ScalesAt;
     __m512i dots[TR];
     for (int t = 0; t < TR; ++t) dots[t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -215,7 +243,7 @@ void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
             for (int k0 = 0; k0 < 4; k0 += G) {
                 __m512i sums[G][TR];
                 for (int j = 0; j < G; ++j)
-                    for (int t = 0; t < TR; ++t) sums[j][t] = _mm512_set1_epi32(-32 * xs[t]->sums[8 * n + 2 * (k0 + j) + h]);
+                    for (int t = 0; t < TR; ++t) sums[j][t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int c = 4 * h; c < 4 * h + 4; ++c) {
                     const unsigned char* run = block + 192 * (8 * n + c);
@@ -224,19 +252,34 @@ void add_q6k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512
                             for (int line = 0; line < 3; ++line) ask_ahead<BlockFormat::Q6_K, TR>(run + 64 * line);
                     for (int j = 0; j < G; ++j) {
                         const __m512i w = q6k_weights(run, k0 + j);
-                        for (int t = 0; t < TR; ++t)
-                            sums[j][t] = _mm512_dpbusd_epi32(sums[j][t], w, broadcast4(xs[t]->q + 128 * n + 32 * (k0 + j) + 4 * c));
+                        for (int t = 0; t < TR; ++t) {
+                            const int8_t* at = xs[t]->q + 128 * n + 32 * (k0 + j) + 4 * c;
+                            sums[j][t] = TR == 1 ? _mm512_dpbusd_epi32(sums[j][t], w, broadcast4(at)) : dot4(sums[j][t], w, at);
+                        }
                     }
                 }
                 for (int j = 0; j < G; ++j) {
                     const int g = 8 * n + 2 * (k0 + j) + h;
-                    const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6ScalesAt + 16 * g)));
-                    for (int t = 0; t < TR; ++t) dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(sums[j][t], scale));
+                    const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * g)));
+                    for (int t = 0; t < TR; ++t) {
+                        dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(sums[j][t], scale));
+                        if constexpr (TR > 1) dots[t] = keep(dots[t]);
+                    }
                 }
             }
+    __m512i offsets[TR];
+    for (int t = 0; t < TR; ++t) offsets[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {  // scales 2p and 2p + 1 as int16 pairs against x's sums of groups 2p and 2p + 1
+        const __m512i even = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * p)));
+        const __m512i odd = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * p + 16)));
+        const __m512i pair = _mm512_ternarylogic_epi32(_mm512_slli_epi32(odd, 16), even, _mm512_set1_epi32(0xFFFF), 0xF8);
+        for (int t = 0; t < TR; ++t) offsets[t] = dot2(offsets[t], pair, xs[t]->sums + 2 * p);
+    }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ6DAt)));
-    for (int t = 0; t < TR; ++t)
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[t]->d)), _mm512_cvtepi32_ps(dots[t]), acc[t]);
+    for (int t = 0; t < TR; ++t) {
+        const __m512i i = _mm512_sub_epi32(dots[t], _mm512_slli_epi32(offsets[t], 5));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[t]->d)), _mm512_cvtepi32_ps(i), acc[t]);
+    }
 }
 
 template <BlockFormat F, int TR, bool Lead>
