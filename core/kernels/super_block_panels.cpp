@@ -178,33 +178,59 @@ inline __m512 q4k_dmin(const unsigned char* block) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScalesAt + 32)));
 }
 
-// One Q4_K super-block of the panel into acc, for TR rows of x (xs: their blocks). Each run's two sub-blocks sum
-// in fresh int32 lanes (within 32 · 15 · 127), then meet their scales; the high nibbles are multiplied where
-// they lie, as 16 q, and their sum shifted back once (exact: a multiple of 16). Lead: ask ahead for each run.
+// One Q4_K super-block of the panel into acc, for TR rows of x (xs: their blocks). Each run group's two
+// sub-blocks sum in fresh int32 lanes (within 32 · 15 · 127), then meet their scales; the high nibbles are
+// multiplied where they lie, as 16 q, and their sum shifted back once (exact: a multiple of 16). Lead: ask ahead
+// for each run.
 template <int TR, bool Lead>
 void add_q4k(const unsigned char* block, const Q8KBlock* const (&xs)[TR], __m512 (&acc)[TR]) {
     const __m512i low = _mm512_set1_epi8(0x0F);
     const PanelHeads heads(block + kHeadsAt);
     __m512i dots[TR], dots16[TR];
     for (int t = 0; t < TR; ++t) dots[t] = dots16[t] = _mm512_setzero_si512();
+    if constexpr (TR == 1) {  // both nibbles of a line as it is loaded: decode reads each line once
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-        __m512i lo[TR], hi[TR];
-        for (int t = 0; t < TR; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+        for (int r = 0; r < 4; ++r) {
+            __m512i lo[TR], hi[TR];
+            for (int t = 0; t < TR; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-            const __m512i w = _mm512_loadu_si512(block + 64 * (8 * r + g));
-            if constexpr (Lead) ask_ahead<BlockFormat::Q4_K, TR>(block + 64 * (8 * r + g));
-            const __m512i w_lo = _mm512_and_si512(w, low), w_hi = _mm512_andnot_si512(low, w);  // w_hi: 16 q
+            for (int g = 0; g < 8; ++g) {
+                const __m512i w = _mm512_loadu_si512(block + 64 * (8 * r + g));
+                if constexpr (Lead) ask_ahead<BlockFormat::Q4_K, TR>(block + 64 * (8 * r + g));
+                const __m512i w_lo = _mm512_and_si512(w, low), w_hi = _mm512_andnot_si512(low, w);  // w_hi: 16 q
+                for (int t = 0; t < TR; ++t) {
+                    lo[t] = dot4(lo[t], w_lo, xs[t]->q + 64 * r + 4 * g);
+                    hi[t] = dot4(hi[t], w_hi, xs[t]->q + 64 * r + 32 + 4 * g);
+                }
+            }
             for (int t = 0; t < TR; ++t) {
-                lo[t] = dot4(lo[t], w_lo, xs[t]->q + 64 * r + 4 * g);
-                hi[t] = dot4(hi[t], w_hi, xs[t]->q + 64 * r + 32 + 4 * g);
+                dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(lo[t], heads.sc[2 * r]));
+                dots16[t] = _mm512_add_epi32(dots16[t], _mm512_mullo_epi32(hi[t], heads.sc[2 * r + 1]));
             }
         }
-        for (int t = 0; t < TR; ++t) {
-            dots[t] = _mm512_add_epi32(dots[t], _mm512_mullo_epi32(lo[t], heads.sc[2 * r]));
-            dots16[t] = _mm512_add_epi32(dots16[t], _mm512_mullo_epi32(hi[t], heads.sc[2 * r + 1]));
-        }
+    } else {
+        // A sub-block at a time, each line loaded twice: TR sums live, not 2 TR, and the order fenced (keep).
+        // EPYC Zen 5 (family 26 model 2), K 2048 x N 512, 8 rows of x, one thread, in cache: 35-38 -> 32 us (the
+        // loop alone, outside kvscope, 190 -> 178 TSC ticks a super-block, where its vpdpbusd alone take 156).
+        // The 1B Q4_K_M file on 2 threads, interleaved pairs: prefill 512 1.02-1.18x (7 pairs), batch 8
+        // 0.97-1.11x (9, median 1.03). At one row of x it lost 2-6 % of decode: the branch above.
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {  // sub-block 2r + h: the low nibbles of the run group, then the high ones
+                __m512i sums[TR];
+                for (int t = 0; t < TR; ++t) sums[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; ++g) {
+                    const __m512i w = _mm512_loadu_si512(block + 64 * (8 * r + g));
+                    if constexpr (Lead)
+                        if (h == 0) ask_ahead<BlockFormat::Q4_K, TR>(block + 64 * (8 * r + g));
+                    const __m512i q = h == 0 ? _mm512_and_si512(w, low) : _mm512_andnot_si512(low, w);  // high: 16 q
+                    for (int t = 0; t < TR; ++t) sums[t] = dot4(sums[t], q, xs[t]->q + 64 * r + 32 * h + 4 * g);
+                }
+                __m512i (&to)[TR] = h == 0 ? dots : dots16;
+                for (int t = 0; t < TR; ++t) to[t] = keep(_mm512_add_epi32(to[t], _mm512_mullo_epi32(sums[t], heads.sc[2 * r + h])));
+            }
     }
     const __m512 d = q4k_d(block), dmin = q4k_dmin(block);
     for (int t = 0; t < TR; ++t)
