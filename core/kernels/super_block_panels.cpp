@@ -136,8 +136,8 @@ inline __m512i dot4(__m512i acc, __m512i w, const int8_t* p) {
 // EPYC Zen 5 (family 26 model 2), K 2048, 8 rows of x, one thread: N 512 in cache 46-58 -> 40-42 us, from memory
 // 93-94 -> 46-48 us; N 16384 2.7-3.1 -> 1.34-1.43 ms. The fence alone, with x's sums in the groups' first
 // registers as before, left the from-memory figure at 80-114 us. The 1B Q4_K_M file on 2 threads, interleaved
-// pairs: batch 8 1.24-1.30x, prefill 512 1.09-1.14x, decode 1.03-1.06x. Q4_K's tiles, fenced the same way (and
-// holding fewer registers), were no faster.
+// pairs: batch 8 1.24-1.30x, prefill 512 1.09-1.14x, decode 1.03-1.06x. add_q4k's tiles of several rows fence
+// their sums too; the one-row tiles need no fence (it cost Q6_K's 8 % in cache).
 inline __m512i keep(__m512i v) {
 #if defined(__GNUC__)
     asm("" : "+v"(v));
