@@ -93,6 +93,30 @@ TEST_CASE("greedy returns the first index of the largest logit", "[sampler]") {
     CHECK(g.sample(tie.data()) == 1);
 }
 
+TEST_CASE("greedy over a long vocabulary: the first of tied maxima, whatever lane or block holds it", "[sampler]") {
+    // What `if (x[i] > x[best]) best = i` from best = 0 returns: the definition, written out here.
+    auto first_largest = [](const std::vector<float>& x) {
+        size_t best = 0;
+        for (size_t i = 1; i < x.size(); ++i)
+            if (x[i] > x[best]) best = i;
+        return TokenId(best);
+    };
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> level(-6, 6);
+    for (int64_t V : {int64_t(15), int64_t(16), int64_t(17), int64_t(40), int64_t(1000), int64_t(4099)}) {
+        for (int trial = 0; trial < 40; ++trial) {
+            std::vector<float> x(static_cast<size_t>(V));
+            for (float& v : x) v = float(level(rng));  // 13 levels: the maximum ties at many ids
+            if (trial % 4 == 1) x[size_t(rng() % uint64_t(V))] = NAN;  // a NaN never wins
+            if (trial % 4 == 2) std::fill(x.begin(), x.end(), trial % 8 == 2 ? -0.0f : -INFINITY), x[size_t(V / 2)] = 0.0f;
+            if (trial % 4 == 3) x[0] = NAN;  // and at 0 it keeps 0
+            INFO("V " << V << ", trial " << trial);
+            Sampler s({}, V);
+            CHECK(s.sample(x.data()) == first_largest(x));
+        }
+    }
+}
+
 TEST_CASE("top() and entropy() describe softmax(logits / T)", "[sampler]") {
     for (double T : {0.0, 0.5, 2.0}) {
         INFO("T " << T);

@@ -64,11 +64,12 @@ inline __m256d exp4(__m256d z) {
 // e^{z_i}·z_i (z floored as exp_of does, so a -inf logit adds 0, not NaN), and how many z_i are 0 (each
 // adds exactly 1). Apart, the entropy of a sharp distribution keeps its digits (see Sampler::sample).
 // The sums are kept in eight lanes, lane l taking i ≡ l (mod 8) in order, added pairwise at the end, on
-// every build.
+// every build. kDivide false: t is 1, and the division, exact there, is left out (a vdivpd per 8 tokens).
 struct ExpSums {
     double below = 0, weighted = 0;
     int64_t n_max = 0;
 };
+template <bool kDivide>
 ExpSums exp_sums(double* probs, const float* x, int64_t V, float x_max, double t) {
     alignas(64) double below_lanes[8] = {}, weighted_lanes[8] = {};
     ExpSums sums;
@@ -78,7 +79,8 @@ ExpSums exp_sums(double* probs, const float* x, int64_t V, float x_max, double t
     const __m512d vmax = _mm512_set1_pd(double(x_max)), vt = _mm512_set1_pd(t), zero = _mm512_setzero_pd();
     for (; i < V; i += 8) {
         const __mmask8 m = V - i >= 8 ? __mmask8(0xFF) : __mmask8((1u << (V - i)) - 1u);
-        const __m512d z = _mm512_div_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, x + i)), vmax), vt);
+        const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, x + i)), vmax);
+        const __m512d z = kDivide ? _mm512_div_pd(d, vt) : d;
         const __m512d e = exp8(z);
         _mm512_mask_storeu_pd(probs + i, m, e);
         const __mmask8 lt = _mm512_mask_cmp_pd_mask(m, z, zero, _CMP_LT_OQ);
@@ -95,7 +97,8 @@ ExpSums exp_sums(double* probs, const float* x, int64_t V, float x_max, double t
     const __m256d vmax = _mm256_set1_pd(double(x_max)), vt = _mm256_set1_pd(t), zero = _mm256_setzero_pd();
     for (; i + 8 <= V; i += 8)
         for (int h = 0; h < 2; ++h) {
-            const __m256d z = _mm256_div_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * h)), vmax), vt);
+            const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * h)), vmax);
+            const __m256d z = kDivide ? _mm256_div_pd(d, vt) : d;
             const __m256d e = exp4(z);
             _mm256_storeu_pd(probs + i + 4 * h, e);
             const __m256d lt = _mm256_cmp_pd(z, zero, _CMP_LT_OQ);
@@ -109,7 +112,7 @@ ExpSums exp_sums(double* probs, const float* x, int64_t V, float x_max, double t
     }
 #endif
     for (; i < V; ++i) {
-        const double z = (double(x[i]) - double(x_max)) / t, e = exp_of(z);
+        const double d = double(x[i]) - double(x_max), z = kDivide ? d / t : d, e = exp_of(z);
         probs[i] = e;
         sums.n_max += z == 0.0;
         if (z < 0.0) {
@@ -121,6 +124,54 @@ ExpSums exp_sums(double* probs, const float* x, int64_t V, float x_max, double t
     sums.below = fold(below_lanes);
     sums.weighted = fold(weighted_lanes);
     return sums;
+}
+
+// The first index of the largest x_i, as `if (x[i] > x[best]) best = i` from best = 0 finds it (numpy's
+// argmax of finite logits): a NaN never wins, and a NaN at 0 keeps 0. The vector paths take the largest
+// value that is not NaN (max_ps returns its second operand, the running maximum, when the first is NaN),
+// then the first index holding it (-0 and +0 compare equal, as `>` takes them). That scalar loop took
+// about 40 us of a step for a 128,256-token vocabulary.
+TokenId first_argmax(const float* x, int64_t V) {
+    if (std::isnan(x[0])) return 0;
+    float m = x[0];
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    __m512 mv = _mm512_set1_ps(m);
+    for (; i + 16 <= V; i += 16) mv = _mm512_max_ps(_mm512_loadu_ps(x + i), mv);
+    m = _mm512_reduce_max_ps(mv);
+#elif defined(__AVX2__)
+    __m256 mv = _mm256_set1_ps(m);
+    for (; i + 8 <= V; i += 8) mv = _mm256_max_ps(_mm256_loadu_ps(x + i), mv);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mv);
+    for (float l : lanes) m = l > m ? l : m;
+#endif
+    for (; i < V; ++i) m = x[i] > m ? x[i] : m;
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    for (const __m512 want = _mm512_set1_ps(m); j + 16 <= V; j += 16)
+        if (const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j), want, _CMP_EQ_OQ)) return TokenId(j + __builtin_ctz(eq));
+#elif defined(__AVX2__)
+    for (const __m256 want = _mm256_set1_ps(m); j + 8 <= V; j += 8)
+        if (const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), want, _CMP_EQ_OQ))) return TokenId(j + __builtin_ctz(unsigned(eq)));
+#endif
+    for (; j < V; ++j)
+        if (x[j] == m) break;
+    return TokenId(j);  // x[0] is not NaN, so some x[j] holds m
+}
+
+// Whether any of x[0..15] is above `floor`.
+bool any_above(const float* x, float floor) {
+#if defined(__AVX512F__)
+    return _mm512_cmp_ps_mask(_mm512_loadu_ps(x), _mm512_set1_ps(floor), _CMP_GT_OQ) != 0;
+#elif defined(__AVX2__)
+    const __m256 f = _mm256_set1_ps(floor);
+    return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), f, _CMP_GT_OQ), _mm256_cmp_ps(_mm256_loadu_ps(x + 8), f, _CMP_GT_OQ))) != 0;
+#else
+    bool any = false;
+    for (int j = 0; j < 16; ++j) any |= x[j] > floor;
+    return any;
+#endif
 }
 
 }  // namespace
@@ -154,17 +205,19 @@ TokenId Sampler::sample(const float* logits) {
     const bool greedy = options_.temperature == 0.0;
     const double t = greedy ? 1.0 : options_.temperature;
     // Greedy: the first index of the largest logit (what argmax in numpy/torch returns).
-    TokenId best = 0;
-    for (int64_t i = 1; i < V; ++i)
-        if (logits[i] > logits[best]) best = TokenId(i);
+    const TokenId best = first_argmax(logits, V);
     // With S = Σ e^z = c + B (c logits at the maximum, B the rest), p = e^z / S and -Σ p·log p is
     // log S - Σ e^z·z / S = log c + log1p(B / c) + |Σ e^z·z| / S: two positive terms, no logarithm per
     // token, and a sharp distribution's entropy (1e-10 nats) keeps its relative precision.
-    const ExpSums e = exp_sums(probs_.data(), logits, V, logits[best], t);
+    const ExpSums e = t == 1.0 ? exp_sums<false>(probs_.data(), logits, V, logits[best], t)
+                               : exp_sums<true>(probs_.data(), logits, V, logits[best], t);
     const double sum = double(e.n_max) + e.below;
-    for (int64_t i = 0; i < V; ++i) probs_[size_t(i)] /= sum;
     entropy_ = std::log(double(e.n_max)) + std::log1p(e.below / double(e.n_max)) - e.weighted / sum;
+    // A greedy choice needs no probabilities: top() divides the few it reports, to the same bits.
+    norm_ = sum;
     if (greedy) return best;
+    for (int64_t i = 0; i < V; ++i) probs_[size_t(i)] /= sum;
+    norm_ = 1.0;
 
     // Candidates in descending probability (ties: lower id first), cut by top-k, then by top-p.
     std::iota(order_.begin(), order_.end(), TokenId(0));
@@ -204,19 +257,44 @@ std::vector<TokenProbability> Sampler::top(int64_t k) const {
     return out;
 }
 
+// Up to kTopScan tokens are ranked in one pass over the logits: the k best so far in order, and a block of 16
+// logits, none above the k-th best, skipped in one compare (a token's id is above every one kept, so a tie
+// with the k-th never enters). More are ranked by a partial sort of every id. For a 128,256-token vocabulary
+// and k 10 (what a step keeps), the sort took about 90 us a step.
+constexpr int64_t kTopScan = 64;
+
 void Sampler::top(int64_t k, std::vector<TokenProbability>& out) const {
     const int64_t V = int64_t(probs_.size());
     k = std::min(k, V);
+    out.clear();
+    auto report = [&](TokenId id) { out.push_back({id, float(probs_[size_t(id)] / norm_), logits_[size_t(id)]}); };
+    if (k <= 0) return;
+    if (k <= kTopScan) {
+        float value[kTopScan];
+        TokenId id[kTopScan];
+        int64_t n = 0;
+        auto offer = [&](int64_t i) {
+            const float x = logits_[size_t(i)];
+            if (n == k && !(x > value[k - 1])) return;
+            int64_t at = n < k ? n++ : k - 1;  // full: the k-th makes room
+            for (; at > 0 && value[at - 1] < x; --at) value[at] = value[at - 1], id[at] = id[at - 1];
+            value[at] = x, id[at] = TokenId(i);
+        };
+        int64_t i = 0;
+        for (; i < V && n < k; ++i) offer(i);
+        for (; i + 16 <= V; i += 16)
+            if (any_above(logits_.data() + i, value[k - 1]))
+                for (int64_t j = i; j < i + 16; ++j) offer(j);
+        for (; i < V; ++i) offer(i);
+        for (int64_t r = 0; r < k; ++r) report(id[r]);
+        return;
+    }
     ranked_.resize(size_t(V));
     std::iota(ranked_.begin(), ranked_.end(), TokenId(0));
     std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), [&](TokenId a, TokenId b) {
         return logits_[size_t(a)] != logits_[size_t(b)] ? logits_[size_t(a)] > logits_[size_t(b)] : a < b;
     });
-    out.clear();
-    for (int64_t i = 0; i < k; ++i) {
-        const TokenId id = ranked_[size_t(i)];
-        out.push_back({id, float(probs_[size_t(id)]), logits_[size_t(id)]});
-    }
+    for (int64_t r = 0; r < k; ++r) report(ranked_[size_t(r)]);
 }
 
 }  // namespace kvscope

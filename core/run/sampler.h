@@ -46,7 +46,8 @@ private:
     double next_uniform();  // [0, 1)
     SamplerOptions options_;
     uint64_t rng_state_ = 0;
-    std::vector<double> probs_;    // (V) softmax(logits / T), T = 1 when greedy
+    std::vector<double> probs_;    // (V) softmax(logits / T) · norm_, T = 1 when greedy
+    double norm_ = 1.0;            // greedy: Σ e^z, the division left to top(); sampling: 1 (divided in place)
     std::vector<TokenId> order_;   // (V) ids by descending probability (top-k/top-p work area)
     std::vector<float> logits_;    // (V) copy of the last logits
     mutable std::vector<TokenId> ranked_;  // (V) work area of top()
