@@ -234,6 +234,66 @@ TEST_CASE("draws are a function of the seed and the RNG state", "[sampler]") {
     CHECK(first == again);
 }
 
+TEST_CASE("each draw is the id where the running sum, tokens by descending probability and ties by id, passes u", "[sampler]") {
+    // Logits on a coarse grid: equal logits give equal probabilities, so long runs of ties, in id order,
+    // split each level's mass; neighbours a float ulp apart differ in their probabilities' low bits. The walk is done here in long double from the definition, with u from the
+    // documented generator (splitmix64 of the state, 53 bits); a draw that falls in a tie run names the
+    // run's member by id, so a ranking that breaks ties the other way, or drops a token, fails.
+    constexpr int64_t V = 5003;
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> level(-24, 8);
+    std::vector<float> logits(static_cast<size_t>(V));
+    for (float& x : logits) x = 0.25f * float(level(rng));
+    // and one id in 7 a float ulp above its level: probabilities apart in their low bits only
+    for (size_t i = 3; i < logits.size(); i += 7)
+        if (logits[i] != 0.0f) logits[i] = std::nextafter(logits[i], INFINITY);
+    auto uniform_at = [](uint64_t state) {
+        uint64_t z = state + 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        return (long double)(z >> 11) * 0x1.0p-53L;
+    };
+    struct Case {
+        double T;
+        int64_t k;
+        double p;
+    };
+    // T 1e6: a nearly flat distribution whose order lies in the probabilities' lowest bits
+    for (const Case c : {Case{0.7, 0, 1.0}, Case{1.5, 0, 0.9}, Case{1e6, 0, 1.0}, Case{0.7, 40, 1.0}, Case{1.0, 64, 0.8},
+                         Case{2.0, 300, 1.0}}) {
+        INFO("T " << c.T << ", top_k " << c.k << ", top_p " << c.p);
+        const float mx = *std::max_element(logits.begin(), logits.end());
+        std::vector<long double> prob(static_cast<size_t>(V));
+        for (size_t i = 0; i < prob.size(); ++i) prob[i] = std::exp((long double)(logits[i] - mx) / c.T);
+        std::vector<TokenId> order(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), TokenId(0));
+        std::stable_sort(order.begin(), order.end(), [&](TokenId a, TokenId b) { return logits[size_t(a)] > logits[size_t(b)]; });
+        size_t keep = c.k > 0 ? size_t(c.k) : size_t(V);
+        if (c.p < 1.0) {
+            long double total = 0, run = 0;
+            for (size_t i = 0; i < keep; ++i) total += prob[size_t(order[i])];
+            size_t n = 0;
+            while (n < keep && (run += prob[size_t(order[n++])]) < c.p * total) {}
+            keep = n;
+        }
+        long double mass = 0;
+        for (size_t i = 0; i < keep; ++i) mass += prob[size_t(order[i])];
+        Sampler s({c.T, c.k, c.p, 99}, V);
+        int64_t in_ties = 0;
+        for (int draw = 0; draw < 400; ++draw) {
+            long double u = uniform_at(s.rng_state()) * mass;
+            size_t at = 0;
+            while (at + 1 < keep && (u -= prob[size_t(order[at])]) >= 0) ++at;
+            const TokenId want = order[at];
+            in_ties += (at > 0 && logits[size_t(order[at - 1])] == logits[size_t(want)]);
+            INFO("draw " << draw);
+            REQUIRE(s.sample(logits.data()) == want);
+        }
+        CHECK(in_ties > 100);  // most draws land past the first id of a tie run
+    }
+}
+
 TEST_CASE("a 49,152-token softmax: probabilities as std::exp gives them, entropy as -sum p log p", "[sampler]") {
     // Logits spread wide enough that many e^z land in double's subnormal range or underflow to 0, one
     // -inf, and a vocabulary that is not a multiple of the 8 lanes.

@@ -51,6 +51,9 @@ private:
     std::vector<TokenId> order_;   // (V) ids by descending probability (top-k/top-p work area)
     std::vector<float> logits_;    // (V) copy of the last logits
     mutable std::vector<TokenId> ranked_;  // (V) work area of top()
+    std::vector<uint64_t> rank_keys_;      // (2, V) when sampling: the ranking's keys (sampler.cpp rank_all)
+    std::vector<TokenId> rank_order_;      // (V) when sampling: its other buffer of ids
+    std::vector<int64_t> rank_counts_;     // (6, 2048) when sampling: its digit counts
     double entropy_ = 0;
 };
 
