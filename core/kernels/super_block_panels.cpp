@@ -58,25 +58,36 @@ constexpr int64_t kQ6ScalesAt = 16 * 192, kQ6DAt = kQ6ScalesAt + 256;   // Q6_K
 
 // The 16 rows' 6-bit scales and mins of one super-block, one int32 lane per row (block_vectors.h's
 // scale_min, on 16 rows at once): sc[j] for sub-block j, and the mins in pairs, m_2p | m_2p+1 << 16, for
-// vpdpwssd against x's sums of 32 (two int16 side by side in Q8KBlock::sums32).
+// vpdpwssd against x's sums of 32 (two int16 side by side in Q8KBlock::sums32). Each row's 12 bytes are first
+// put together as four bytes of scales 0-3, 4-7 and mins 0-3, 4-7 (a byte each, in the row's lane), then one
+// vpshufb takes byte j of every lane to a lane of its own, or bytes 2p and 2p + 1 to a pair: 21 instructions
+// where shifts and masks per scale took about 70. EPYC Zen 5 (family 26 model 2), K 2048 x N 8192, 8 rows of
+// x, one thread: in cache unchanged (553-579 against 555-572 us), from memory 547-571 against 645-661 us. The
+// 1B Q4_K_M file on 2 threads, interleaved pairs: batch 8 1.13-1.18x (5 pairs), prefill 512 1.05-1.09x (4),
+// decode 0.98-1.16x (6, median 1.03).
 struct PanelHeads {
     __m512i sc[8], min_pairs[4];
     explicit PanelHeads(const unsigned char* heads) {
         const __m512i u0 = _mm512_loadu_si512(heads), u1 = _mm512_loadu_si512(heads + 64), u2 = _mm512_loadu_si512(heads + 128);
-        const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
-        __m512i mins[8];
-        for (int j = 0; j < 4; ++j) {  // pairs 0-3: the low 6 bits of bytes j (scales) and 4 + j (mins)
-            sc[j] = _mm512_and_si512(_mm512_srli_epi32(u0, 8 * j), six);
-            mins[j] = _mm512_and_si512(_mm512_srli_epi32(u1, 8 * j), six);
+        const __m512i six = _mm512_set1_epi8(0x3F), low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+        // bytes 0-3 of u0 and u1 hold scales and mins 0-3 in their low 6 bits, their top 2 bits those of 4-7;
+        // u2's nibbles hold the low 4 bits of scales (low) and mins (high) 4-7
+        const __m512i sc03 = _mm512_and_si512(u0, six), m03 = _mm512_and_si512(u1, six);
+        const __m512i sc47 = _mm512_ternarylogic_epi32(_mm512_and_si512(u2, low), _mm512_srli_epi32(u0, 2), top, 0xF8);  // A | B & C
+        const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low), _mm512_srli_epi32(u1, 2), top, 0xF8);
+        auto byte = [](int j) {  // byte j of each dword to its low byte, the rest zero
+            return _mm512_set4_epi32(int(0x8080800Cu + j), int(0x80808008u + j), int(0x80808004u + j), int(0x80808000u + j));
+        };
+        for (int j = 0; j < 4; ++j) {
+            sc[j] = _mm512_shuffle_epi8(sc03, byte(j));
+            sc[j + 4] = _mm512_shuffle_epi8(sc47, byte(j));
         }
-        for (int j = 4; j < 8; ++j) {  // pairs 4-7: 4 bits from byte 4 + j, the top 2 from bytes j - 4 and j
-            const int b = 8 * (j - 4);
-            sc[j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, b), four),
-                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, b + 6), two), 4));
-            mins[j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, b + 4), four),
-                                      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, b + 6), two), 4));
-        }
-        for (int p = 0; p < 4; ++p) min_pairs[p] = _mm512_or_si512(mins[2 * p], _mm512_slli_epi32(mins[2 * p + 1], 16));
+        const __m512i pair[2] = {_mm512_set4_epi32(int(0x800D800Cu), int(0x80098008u), int(0x80058004u), int(0x80018000u)),  // bytes 0, 1
+                                 _mm512_set4_epi32(int(0x800F800Eu), int(0x800B800Au), int(0x80078006u), int(0x80038002u))}; // 2, 3
+        min_pairs[0] = _mm512_shuffle_epi8(m03, pair[0]);
+        min_pairs[1] = _mm512_shuffle_epi8(m03, pair[1]);
+        min_pairs[2] = _mm512_shuffle_epi8(m47, pair[0]);
+        min_pairs[3] = _mm512_shuffle_epi8(m47, pair[1]);
     }
 };
 
