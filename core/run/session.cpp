@@ -454,7 +454,7 @@ const StepRecord& Session::finish(Pending& p, double flops, int64_t first_comput
     Prediction& pred = rec->prediction;
     if (p.predicts) {
         // The sampler runs either way: top and entropy describe the model's distribution, forced or not.
-        const TokenId sampled = sampler_.sample(parts_.logits.data());
+        const TokenId sampled = p.sampled ? *p.sampled : sampler_.sample(parts_.logits.data());
         pred.forced = parts_.generated.size() < options_.forced_tokens.size();
         const TokenId chosen = pred.forced ? options_.forced_tokens[parts_.generated.size()] : sampled;
         parts_.generated.push_back(chosen);

@@ -185,6 +185,7 @@ private:
         StepCost::Source adopted_from = StepCost::Source::None;
         std::optional<KvCacheCheckpoint> before_adoption;  // to take the adoption back if the step fails
         bool predicts = false;   // the chunk ends the prompt or is a decode: sample a token
+        std::optional<TokenId> sampled;  // the draw, when made before finish() (step_batch: rows side by side)
         bool ran_encoder = false;
         bool forward_ran = false;  // the cache has advanced over the chunk
         double started = 0;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/thread_pool.h"
 
 namespace kvscope {
 
@@ -55,6 +56,13 @@ void step_batch(std::span<Session* const> sessions, Workspace& ws) {
         throw;
     }
     const double batch_seconds = seconds_now() - t0;
+    // The rows' draws side by side: each session's sampler reads its own logits and writes only itself, and
+    // Sampler::sample neither throws nor allocates. One after another on this thread they took 0.11 ms a row
+    // greedy and 1.9 ms sampling (128,256-token vocabulary, EPYC Zen 5) while the other cores waited.
+    ThreadPool::global().parallel_for(int64_t(together.size()), [&](int64_t i) {
+        Session& s = *together[size_t(i)];
+        if (pending[size_t(i)].predicts) pending[size_t(i)].sampled = s.sampler_.sample(s.parts_.logits.data());
+    });
     for (size_t i = 0; i < together.size(); ++i) {
         Session* s = together[i];
         pending[i].compute_seconds += batch_seconds;
