@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <utility>
 
 #include "base/errors.h"
@@ -191,13 +192,21 @@ bool any_above(const double* x, double floor) {
 #endif
 }
 
-// The k best ids by (key descending, id ascending), in that order, into out: what a partial sort of every id
-// gives, in one pass over the keys. The k best so far stay in order; a block of 16 keys none above the k-th
-// is skipped in one compare (an id is above every one kept, so a tie with the k-th never enters). For a
-// 128,256-token vocabulary and k 10 (what a step keeps), the partial sort took about 90 us.
-constexpr int64_t kScanMost = 64;  // k above this: a partial sort
+// The k best ids by (key descending, id ascending), in that order, into out[0, k); out holds V ids. Up to
+// kScanMost in one pass over the keys: the k best so far stay in order, and a block of 16 keys none above the
+// k-th is skipped in one compare (an id is above every one kept, so a tie with the k-th never enters). More by
+// a partial sort of every id. For a 128,256-token vocabulary and k 10 (what a step keeps), the partial sort
+// took about 90 us.
+constexpr int64_t kScanMost = 64;
 template <class Key>
 void best_ids(TokenId* out, const Key* key, int64_t V, int64_t k) {
+    if (k > kScanMost) {
+        std::iota(out, out + V, TokenId(0));
+        std::partial_sort(out, out + k, out + V, [&](TokenId a, TokenId b) {
+            return key[a] != key[b] ? key[a] > key[b] : a < b;
+        });
+        return;
+    }
     Key best[kScanMost];
     int64_t n = 0;
     auto offer = [&](int64_t i) {
@@ -301,15 +310,9 @@ TokenId Sampler::sample(const float* logits) {
 
     // Candidates in descending probability (ties: lower id first), cut by top-k, then by top-p.
     int64_t n_keep = V;
-    if (options_.top_k > 0 && options_.top_k <= kScanMost && options_.top_k < V) {
+    if (options_.top_k > 0 && options_.top_k < V) {
         n_keep = options_.top_k;
         best_ids(order_.data(), probs_.data(), V, n_keep);
-    } else if (options_.top_k > 0 && options_.top_k < V) {
-        n_keep = options_.top_k;
-        std::iota(order_.begin(), order_.end(), TokenId(0));
-        std::partial_sort(order_.begin(), order_.begin() + n_keep, order_.end(), [&](TokenId a, TokenId b) {
-            return probs_[size_t(a)] != probs_[size_t(b)] ? probs_[size_t(a)] > probs_[size_t(b)] : a < b;
-        });
     } else {
         rank_all(order_.data(), probs_.data(), V, rank_keys_.data(), rank_order_.data(), rank_counts_.data());
     }
@@ -343,20 +346,9 @@ void Sampler::top(int64_t k, std::vector<TokenProbability>& out) const {
     const int64_t V = int64_t(probs_.size());
     k = std::min(k, V);
     out.clear();
-    auto report = [&](TokenId id) { out.push_back({id, float(probs_[size_t(id)] / norm_), logits_[size_t(id)]}); };
     if (k <= 0) return;
-    if (k <= kScanMost) {
-        TokenId ids[kScanMost];
-        best_ids(ids, logits_.data(), V, k);
-        for (int64_t r = 0; r < k; ++r) report(ids[r]);
-        return;
-    }
-    ranked_.resize(size_t(V));
-    std::iota(ranked_.begin(), ranked_.end(), TokenId(0));
-    std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), [&](TokenId a, TokenId b) {
-        return logits_[size_t(a)] != logits_[size_t(b)] ? logits_[size_t(a)] > logits_[size_t(b)] : a < b;
-    });
-    for (int64_t r = 0; r < k; ++r) report(ranked_[size_t(r)]);
+    best_ids(ranked_.data(), logits_.data(), V, k);
+    for (const TokenId id : std::span(ranked_.data(), size_t(k))) out.push_back({id, float(probs_[size_t(id)] / norm_), logits_[size_t(id)]});
 }
 
 }  // namespace kvscope

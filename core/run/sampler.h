@@ -5,7 +5,7 @@
 //   SamplerOptions          temperature 0 = greedy; top_k 0 = off; top_p 1 = off
 //   validate(options)       throws UsageError for temperature < 0, top_p outside (0, 1], top_k < 0
 //   Sampler(options, V)     buffers for a vocabulary of V, allocated once
-//   sample(logits)          the chosen id; also fills distribution() for display
+//   sample(logits)          the chosen id; top() and entropy() then describe its distribution
 //   top(k) / entropy()      the k most likely tokens and the entropy (nats) of the distribution used
 //   rng_state()/set_rng_state()   the draw counter position, for snapshots
 #include <cstdint>
