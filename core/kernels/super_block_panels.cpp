@@ -106,6 +106,7 @@ struct PanelHeads {
 // half of one: from memory as above, median of 3 rounds, Q4_K 1158 -> 1025 us on one thread, 743 -> 623 on two;
 // Q6_K 1425 -> 1168 and 873 -> 776. The 1B Q4_K_M file, interleaved: decode 1.07x on 2 threads (18 pairs and
 // rounds), 1.22x on one (5 rounds); into L1 lost (0.93x), and so did the short distance at 8 rows (batch 8 0.90x).
+// Zen 4's one-row choice on that Zen 5: decode 0.70x (7 rounds); 14-18 KiB into L1 0.94-0.96x, within the noise.
 struct Ahead {
     int64_t q4k_bytes, q6k_bytes;                  // tiles of several rows of x
     int64_t q4k_one_row_bytes, q6k_one_row_bytes;  // one row
