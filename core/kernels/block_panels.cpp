@@ -108,6 +108,16 @@ namespace {
 constexpr int64_t kRows = 32;
 constexpr int kTileRows = 6;
 
+// How far ahead decode asks for the stream, into L2. Intel Xeon (family 6 model 207): 4 KiB, 79-81 % of the
+// probe against 74-76 without. AMD EPYC Zen 4 (family 25 model 17), one thread, interleaved pairs of
+// `generate`: the 1B Q8_0 file at 3 KiB 1.03-1.19x 4 KiB (12 pairs; 2 threads even), its Q4_0 file 0.92-0.99x
+// (6), so nibble panels keep 4 KiB (docs/benchmarks.md).
+int64_t byte_panel_ahead_bytes() {
+    __builtin_cpu_init();  // before main, the CPU model is not read yet
+    return __builtin_cpu_is("amd") ? 3072 : 4096;
+}
+const int64_t kBytePanelAhead = byte_panel_ahead_bytes();
+
 // Rows t0 .. t0 + TR - 1 of x against the packed panel: y's columns [n0, n0 + n_count). With one or two rows
 // of x, each half's int32 sums go in two chains (even and odd runs) added at the block's end: one chain
 // would wait on vpdpbusd's latency in decode.
@@ -124,8 +134,10 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
     const int8_t* xq = x.q + t0 * K;
     for (int64_t s = 0; s < KB; ++s) {
         const unsigned char* block = panel + s * kBlockBytes;
-        if constexpr (TR <= 2)  // decode: the stream 4 KiB ahead asked into L2 (docs/benchmarks.md: 74-76 -> 79-81 % of the probe)
-            for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + 4096 + at, _MM_HINT_T1);
+        if constexpr (TR <= 2) {  // decode
+            const char* ahead = reinterpret_cast<const char*>(block) + (Nibbles ? 4096 : kBytePanelAhead);
+            for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(ahead + at, _MM_HINT_T1);
+        }
         __m512i dots[kChains][TR][2];
 #pragma GCC unroll 8
         for (int t = 0; t < TR; ++t) {
@@ -203,7 +215,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
     const int8_t* xq = x.q + t0 * K;
     for (int64_t s = 0; s < KB; ++s) {
         const unsigned char* block = panel + s * kBlockBytes;
-        if constexpr (TR <= 2)  // decode, as the AVX-512 tile
+        if constexpr (TR <= 2)  // decode: the stream 4 KiB ahead into L2, as the AVX-512 tile on Intel
             for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + 4096 + at, _MM_HINT_T1);
         __m256i dots[TR][2];
 #pragma GCC unroll 8
