@@ -108,15 +108,19 @@ namespace {
 constexpr int64_t kRows = 32;
 constexpr int kTileRows = 6;
 
-// How far ahead decode asks for the stream, into L2. Intel Xeon (family 6 model 207): 4 KiB, 79-81 % of the
-// probe against 74-76 without. AMD EPYC Zen 4 (family 25 model 17), one thread, interleaved pairs of
-// `generate`: the 1B Q8_0 file at 3 KiB 1.03-1.19x 4 KiB (12 pairs; 2 threads even), its Q4_0 file 0.92-0.99x
-// (6), so nibble panels keep 4 KiB (docs/benchmarks.md).
-int64_t byte_panel_ahead_bytes() {
+// How far ahead decode asks for the stream, into L2: 4 KiB, tuned on the Intel Xeon (family 6 model 207), 79-81 %
+// of the probe against 74-76 without. AMD EPYC Zen 4 (family 25 model 17), interleaved pairs of `generate` on the
+// 1B files: Q8_0's byte panels at 3 KiB won 21 of 24 on one thread (median 1.05x; 2 threads even), Q4_0's nibble
+// panels at 6 KiB 18 of 18 on one (1.04-1.17x) and 6 of 8 on two (docs/benchmarks.md).
+struct DecodeAhead {
+    int64_t byte_panels, nibble_panels;
+};
+DecodeAhead decode_ahead() {
     __builtin_cpu_init();  // before main, the CPU model is not read yet
-    return __builtin_cpu_is("amd") ? 3072 : 4096;
+    if (__builtin_cpu_is("amd")) return DecodeAhead{3072, 6144};
+    return DecodeAhead{4096, 4096};
 }
-const int64_t kBytePanelAhead = byte_panel_ahead_bytes();
+const DecodeAhead kDecodeAhead = decode_ahead();
 
 // Rows t0 .. t0 + TR - 1 of x against the packed panel: y's columns [n0, n0 + n_count). With one or two rows
 // of x, each half's int32 sums go in two chains (even and odd runs) added at the block's end: one chain
@@ -135,7 +139,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
     for (int64_t s = 0; s < KB; ++s) {
         const unsigned char* block = panel + s * kBlockBytes;
         if constexpr (TR <= 2) {  // decode
-            const char* ahead = reinterpret_cast<const char*>(block) + (Nibbles ? 4096 : kBytePanelAhead);
+            const char* ahead = reinterpret_cast<const char*>(block) + (Nibbles ? kDecodeAhead.nibble_panels : kDecodeAhead.byte_panels);
             for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(ahead + at, _MM_HINT_T1);
         }
         __m512i dots[kChains][TR][2];
