@@ -117,7 +117,7 @@ struct DecodeAhead {
 };
 DecodeAhead decode_ahead() {
     __builtin_cpu_init();  // before main, the CPU model is not read yet
-    if (__builtin_cpu_is("amd")) return DecodeAhead{3072, 6144};
+    if (__builtin_cpu_is("amd") && !ask_ahead_into_l1()) return DecodeAhead{3072, 6144};  // Zen 5 (48 KiB L1) unmeasured
     return DecodeAhead{4096, 4096};
 }
 const DecodeAhead kDecodeAhead = decode_ahead();
