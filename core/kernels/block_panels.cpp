@@ -21,6 +21,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/block_vectors.h"
+#include "kernels/read_ahead.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
@@ -108,19 +109,7 @@ namespace {
 constexpr int64_t kRows = 32;
 constexpr int kTileRows = 6;
 
-// How far ahead decode asks for the stream, into L2: 4 KiB, tuned on the Intel Xeon (family 6 model 207), 79-81 %
-// of the probe against 74-76 without. AMD EPYC Zen 4 (family 25 model 17), interleaved pairs of `generate` on the
-// 1B files: Q8_0's byte panels at 3 KiB won 21 of 24 on one thread (median 1.05x; 2 threads even), Q4_0's nibble
-// panels at 6 KiB 18 of 18 on one (1.04-1.17x) and 6 of 8 on two (docs/benchmarks.md).
-struct DecodeAhead {
-    int64_t byte_panels, nibble_panels;
-};
-DecodeAhead decode_ahead() {
-    __builtin_cpu_init();  // before main, the CPU model is not read yet
-    if (__builtin_cpu_is("amd") && !ask_ahead_into_l1()) return DecodeAhead{3072, 6144};  // Zen 5 (48 KiB L1) unmeasured
-    return DecodeAhead{4096, 4096};
-}
-const DecodeAhead kDecodeAhead = decode_ahead();
+const ReadAhead kAhead = read_ahead();  // decode asks for the stream ahead, into L2 (read_ahead.h)
 
 // Rows t0 .. t0 + TR - 1 of x against the packed panel: y's columns [n0, n0 + n_count). With one or two rows
 // of x, each half's int32 sums go in two chains (even and odd runs) added at the block's end: one chain
@@ -139,7 +128,7 @@ void panel_tile(float* y, int64_t N, const X8Rows& x, int64_t t0, const unsigned
     for (int64_t s = 0; s < KB; ++s) {
         const unsigned char* block = panel + s * kBlockBytes;
         if constexpr (TR <= 2) {  // decode
-            const char* ahead = reinterpret_cast<const char*>(block) + (Nibbles ? kDecodeAhead.nibble_panels : kDecodeAhead.byte_panels);
+            const char* ahead = reinterpret_cast<const char*>(block) + (Nibbles ? kAhead.nibble_panels_one_row : kAhead.byte_panels_one_row);
             for (int64_t at = 0; at < kBlockBytes; at += 64) _mm_prefetch(ahead + at, _MM_HINT_T1);
         }
         __m512i dots[kChains][TR][2];

@@ -2,11 +2,8 @@
 // waits on its fma latency), the bytes 16 KiB past the group asked for as it goes: the blocks stream from
 // the file's mapping in 4 KiB pages, where the hardware prefetcher stops at every page. Q8_0, one matrix
 // K 576 x N 49152 (32 MB) from memory, AMD EPYC Zen 5: 1 thread 7.9 GB/s without the request, 27.4 with it.
-// Into L1 where it holds 48 KiB (unlike float32 rows, whose loads the requests crowd out: tile_nk): the block
-// kernels spend more time per byte, so what arrives stays until it is used. K 2048 x N 16384 from memory, same
-// VM, 1 thread: Q6_K 30.1 -> 34.8 GB/s (73 -> 85 % of the probe), Q4_K 31.4 -> 34.4, Q8_0 36.4 -> 36.8. With
-// 32 KiB (AMD EPYC Zen 4) L1 loses: one row of x, K 2048 x N 16384 from memory, us into L1 -> into L2, 1 thread
-// Q6_K 2554 -> 991, Q4_K 906 -> 867, Q8_0 1850 -> 1800; 2 threads Q6_K 1388 -> 653, Q4_K 622 -> 466.
+// Into L1 where it holds 48 KiB (unlike float32 rows, whose loads the requests crowd out: tile_nk), else into L2
+// (read_ahead.h).
 #include "kernels/block_rows.h"
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 //                            rows of those at once; Q4_0, Q5_0, Q8_0 and the K formats are dotted in integers
 //   NibbleLayout<F>          where Q4_0, Q4_1, Q5_0 and Q5_1 keep their minimum, fifth bits and nibbles
 //   Block32<F>, weight_bytes  Q4_0, Q5_0 and Q8_0 as the integer kernels meet x (offsets, bytes)
-//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (block_rows.cpp says why)
+//   GroupRows                a group of 4 weight rows, the bytes ahead of it asked into L1 or L2 (read_ahead.h)
 //   fifth_sixteens, nibble_unsigned; AVX2: bytes16, low_nibbles, high_nibbles, nibble_bytes   a block's small integers as bytes
 //   scale_min                a K super-block's j-th (scale, min) pair
 //   sum4, store_rows         4 rows' int32 lanes summed; R rows of x's 4-row sums stored with the bias
@@ -15,26 +15,18 @@
 #include <cstring>
 
 #include "kernels/lanes.h"
-#include "kernels/machine_probe.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/read_ahead.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
 namespace {
 
-// Whether the block kernels ask for the bytes ahead into L1 (where it holds 48 KiB or more) or into L2
-// (block_rows.cpp has the measurements): decided once, from the level-1 data cache (machine_probe.h). The
-// Q4_K and Q6_K panels ask by this too, at one row of x on AMD (super_block_panels.cpp).
-inline bool ask_ahead_into_l1() {
-    static const bool into_l1 = level1_data_cache_bytes() >= (48 << 10);
-    return into_l1;
-}
-
 // The group's rows (a missing row reads row n0 again; its sum is never stored).
 struct GroupRows {
     const unsigned char* r[4];
     const char* ahead;  // 16 KiB past the group's first byte
-    bool into_l1 = ask_ahead_into_l1();
+    bool into_l1 = read_ahead().rows_into_l1;
     GroupRows(const std::byte* w, int64_t row_bytes, int64_t n0, int64_t n_count) {
         for (int c = 0; c < 4; ++c) r[c] = reinterpret_cast<const unsigned char*>(w) + (n0 + (c < n_count ? c : 0)) * row_bytes;
         ahead = reinterpret_cast<const char*>(w + n0 * row_bytes) + (16 << 10);

@@ -1,6 +1,6 @@
 #pragma once
 // What this machine can do, measured, so benchmarks can print bounds instead of guesses; and the caches' sizes, which
-// the block kernels fit their requests for the bytes ahead to (block_vectors.h).
+// the block kernels fit their requests for the bytes ahead to (read_ahead.h).
 //
 //   last_level_cache_bytes()                  the largest cache sysfs lists for cpu0 (0: not known). A
 //                                             model that fits in it is partly served from there

@@ -33,6 +33,7 @@
 #include "base/thread_pool.h"
 #include "kernels/amx.h"
 #include "kernels/block_vectors.h"
+#include "kernels/read_ahead.h"
 #include "kernels/simd.h"
 
 namespace kvscope {
@@ -91,44 +92,18 @@ struct PanelHeads {
     }
 };
 
-// How far ahead of the line it loads the leading tile asks for the stream, and into which cache, decided once
-// per process (a namespace-scope constant: no guard in the loops). Intel: one super-block into L2 (panel_tile has
-// the Xeon's figures). AMD: about 9 KiB, whole super-blocks, into L2; where the tile is one row of x (decode),
-// into L1 where it holds 48 KiB, as the block kernels choose (block_vectors.h), and only about 2 KiB ahead where
-// it holds less.
-// EPYC Zen 5 (family 26 model 2), K 2048 x N 16384 from memory, 1 row of x, share of the probe, 1 | 2 threads:
-// into L2, Q4_K one super-block 48-66 | 63-68 %, two 69-77 | 54-82 %, four 67-79 | 75-83 %; Q6_K one 71 |
-// 76-80 %, three 77 | 83-88 %; four Q4_K super-blocks into L1 74-88 | 83 %. The 1B Q4_K_M file, interleaved
-// pairs: decode, four and three into L2 against one, 1.12x on 2 threads (6 pairs), 1.17x on one (4), batch 8
-// and prefill unchanged; then into L1 at one row, decode 1.08x on 2 threads (8 pairs), 1.14x on one (4); into L1
-// at every tile made prefill 0.97x (10 pairs).
-// EPYC Zen 4 (family 25 model 17, 32 KiB L1), one row of x, those 9 KiB into L2 -> Q4_K one super-block and Q6_K
-// half of one: from memory as above, median of 3 rounds, Q4_K 1158 -> 1025 us on one thread, 743 -> 623 on two;
-// Q6_K 1425 -> 1168 and 873 -> 776. The 1B Q4_K_M file, interleaved: decode 1.07x on 2 threads (18 pairs and
-// rounds), 1.22x on one (5 rounds); into L1 lost (0.93x), and so did the short distance at 8 rows (batch 8 0.90x).
-// Zen 4's one-row choice on that Zen 5: decode 0.70x (7 rounds); 14-18 KiB into L1 0.94-0.96x, within the noise.
-struct Ahead {
-    int64_t q4k_bytes, q6k_bytes;                  // tiles of several rows of x
-    int64_t q4k_one_row_bytes, q6k_one_row_bytes;  // one row
-    bool one_row_into_l1;
-};
-Ahead panel_ahead() {
-    __builtin_cpu_init();  // before main, the CPU model is not read yet
-    const int64_t q4k = Panel<BlockFormat::Q4_K>::kBytes, q6k = Panel<BlockFormat::Q6_K>::kBytes;
-    if (!__builtin_cpu_is("amd")) return Ahead{q4k, q6k, q4k, q6k, false};
-    if (ask_ahead_into_l1()) return Ahead{4 * q4k, 3 * q6k, 4 * q4k, 3 * q6k, true};
-    return Ahead{4 * q4k, 3 * q6k, q4k, q6k / 2, false};
-}
-const Ahead kAhead = panel_ahead();
+// How far ahead of the line it loads the leading tile asks for the stream, and into which cache (read_ahead.h):
+// a namespace-scope constant, no guard in the loops.
+const ReadAhead kAhead = read_ahead();
 
 // The leading tile's requests for the line at p, issued as it loads that line: the line kAhead on and, for
 // Q4_K, the line 128 bytes on into L1. TR: the tile's rows of x.
 template <BlockFormat F, int TR>
 inline void ask_ahead(const unsigned char* p) {
-    const int64_t ahead = F == BlockFormat::Q4_K ? (TR == 1 ? kAhead.q4k_one_row_bytes : kAhead.q4k_bytes)
-                                                 : (TR == 1 ? kAhead.q6k_one_row_bytes : kAhead.q6k_bytes);
+    const int64_t ahead = F == BlockFormat::Q4_K ? (TR == 1 ? kAhead.q4k_panels_one_row : kAhead.q4k_panels)
+                                                 : (TR == 1 ? kAhead.q6k_panels_one_row : kAhead.q6k_panels);
     const char* at = reinterpret_cast<const char*>(p) + ahead;
-    if (TR == 1 && kAhead.one_row_into_l1) _mm_prefetch(at, _MM_HINT_T0);
+    if (TR == 1 && kAhead.k_panels_one_row_into_l1) _mm_prefetch(at, _MM_HINT_T0);
     else _mm_prefetch(at, _MM_HINT_T1);
     if constexpr (F == BlockFormat::Q4_K) _mm_prefetch(reinterpret_cast<const char*>(p) + 128, _MM_HINT_T0);
 }
