@@ -22,8 +22,8 @@ constexpr int64_t kQ4KPanelBlock = 16 * 144, kQ6KPanelBlock = 16 * 210;
 // measured with these.
 //
 // Q4_K and Q6_K panels: Intel one super-block into L2 (super_block_panels.cpp's panel_tile has the Xeon's figures).
-// AMD about 9 KiB, whole super-blocks, into L2; at one row of x into L1 where it holds 48 KiB, and only about 2 KiB
-// ahead where it holds less. EPYC Zen 5 (family 26 model 2), K 2048 x N 16384 from memory, 1 row of x, share of
+// AMD about 9 KiB, whole super-blocks, into L2; at one row of x into L1 where it holds 48 KiB, and nothing
+// where it holds less (first about 2 KiB, below). EPYC Zen 5 (family 26 model 2), K 2048 x N 16384 from memory, 1 row of x, share of
 // the probe, 1 | 2 threads: into L2, Q4_K one super-block 48-66 | 63-68 %, two 69-77 | 54-82 %, four 67-79 | 75-83 %;
 // Q6_K one 71 | 76-80 %, three 77 | 83-88 %; four Q4_K super-blocks into L1 74-88 | 83 %. The 1B Q4_K_M file,
 // interleaved pairs: decode, four and three into L2 against one, 1.12x on 2 threads (6 pairs), 1.17x on one (4),
@@ -33,7 +33,11 @@ constexpr int64_t kQ4KPanelBlock = 16 * 144, kQ6KPanelBlock = 16 * 210;
 // 1158 -> 1025 us on one thread, 743 -> 623 on two; Q6_K 1425 -> 1168 and 873 -> 776. The 1B Q4_K_M file,
 // interleaved: decode 1.07x on 2 threads (18 pairs and rounds), 1.22x on one (5 rounds); into L1 lost (0.93x), and
 // so did the short distance at 8 rows (batch 8 0.90x). Zen 4's one-row choice on that Zen 5: decode 0.70x (7
-// rounds); 14-18 KiB into L1 0.94-0.96x, within the noise.
+// rounds); 14-18 KiB into L1 0.94-0.96x, within the noise. Then on Zen 4 no requests at one row of x (the hardware's
+// own read-ahead alone), against those 2304 / 1680 bytes: the 1B Q4_K_M file, interleaved pairs of `generate`, one
+// thread 10 of 10 (1.01-1.39x, median 1.18x: 17.9-21.7 -> 19.9-27.6 tokens/s), two threads 10 of 18 (0.88-1.25x:
+// even); the Q4_0 file (Q6_K `output`) 5 of 6 on one. K 2048 x N 16384 from memory, one thread, Q4_K 14.3-19.5 ->
+// 18.4-25.6 GB/s (5 of 6 rounds); two threads 30.5-33.4 -> 26.3-28.9 (0 of 3), Q6_K even.
 ReadAhead read_ahead_for(Core core) {
     ReadAhead r;
     r.rows_into_l1 = core.l1_data_bytes >= (48 << 10);
@@ -48,8 +52,8 @@ ReadAhead read_ahead_for(Core core) {
     r.q4k_panels = 4 * kQ4KPanelBlock;
     r.q6k_panels = 3 * kQ6KPanelBlock;
     r.k_panels_one_row_into_l1 = r.rows_into_l1;
-    r.q4k_panels_one_row = r.rows_into_l1 ? r.q4k_panels : kQ4KPanelBlock;
-    r.q6k_panels_one_row = r.rows_into_l1 ? r.q6k_panels : kQ6KPanelBlock / 2;
+    r.q4k_panels_one_row = r.rows_into_l1 ? r.q4k_panels : 0;
+    r.q6k_panels_one_row = r.rows_into_l1 ? r.q6k_panels : 0;
     return r;
 }
 

@@ -11,7 +11,7 @@
 //     q4k_panels, q6k_panels         Q4_K / Q6_K panels (super_block_panels.cpp), the leading tile of several rows
 //                                    of x: bytes ahead, into L2
 //     q4k_panels_one_row, q6k_panels_one_row, k_panels_one_row_into_l1
-//                                    the same panels at one row of x: bytes ahead, into L1 or L2
+//                                    the same panels at one row of x: bytes ahead, into L1 or L2; 0: no requests
 //   Core                             what the table depends on: vendor and level-1 data cache
 //   read_ahead_for(core)             the table for a core
 //   read_ahead()                     this machine's (cpu0's) table, decided on first use

@@ -96,13 +96,18 @@ struct PanelHeads {
 // a namespace-scope constant, no guard in the loops.
 const ReadAhead kAhead = read_ahead();
 
-// The leading tile's requests for the line at p, issued as it loads that line: the line kAhead on and, for
+// How far ahead the leading tile of TR rows of x asks for the stream: 0, not at all.
+template <BlockFormat F, int TR>
+inline int64_t ahead_of() {
+    return F == BlockFormat::Q4_K ? (TR == 1 ? kAhead.q4k_panels_one_row : kAhead.q4k_panels)
+                                  : (TR == 1 ? kAhead.q6k_panels_one_row : kAhead.q6k_panels);
+}
+
+// The leading tile's requests for the line at p, issued as it loads that line: the line ahead_of on and, for
 // Q4_K, the line 128 bytes on into L1. TR: the tile's rows of x.
 template <BlockFormat F, int TR>
 inline void ask_ahead(const unsigned char* p) {
-    const int64_t ahead = F == BlockFormat::Q4_K ? (TR == 1 ? kAhead.q4k_panels_one_row : kAhead.q4k_panels)
-                                                 : (TR == 1 ? kAhead.q6k_panels_one_row : kAhead.q6k_panels);
-    const char* at = reinterpret_cast<const char*>(p) + ahead;
+    const char* at = reinterpret_cast<const char*>(p) + ahead_of<F, TR>();
     if (TR == 1 && kAhead.k_panels_one_row_into_l1) _mm_prefetch(at, _MM_HINT_T0);
     else _mm_prefetch(at, _MM_HINT_T1);
     if constexpr (F == BlockFormat::Q4_K) _mm_prefetch(reinterpret_cast<const char*>(p) + 128, _MM_HINT_T0);
@@ -421,9 +426,10 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
     constexpr int64_t kBytes = Panel<F>::kBytes;
     __m512 acc[TR];
     for (int t = 0; t < TR; ++t) acc[t] = _mm512_setzero_ps();
+    const bool lead = t0 == 0 && ahead_of<F, TR>() > 0;
     for (int64_t s = 0; s < KB; ++s) {
         const unsigned char* block = panel + s * kBytes;
-        // The first tile asks for the stream ahead (kAhead; Q4_K also 128 bytes ahead into L1), a line as it
+        // The first tile asks for the stream ahead (ahead_of; Q4_K also 128 bytes ahead into L1), a line as it
         // loads a line, the lines after the runs at the start. Intel Xeon family 6 model 167, K 2048 x
         // N 16384 from memory, 1 row of x, share of the probe, 1 | 2 threads: all of a super-block's requests at
         // its start, 1 KiB ahead, gave Q4_K 83-84 | 73-77 %, Q6_K 78 | 71-73 %; a line at a time 1 KiB ahead the
@@ -433,7 +439,7 @@ void panel_tile(float* y, int64_t N, const Q8KBlock* x, int64_t KB, int64_t t0, 
         // on 2 threads: 30.7-31.3 -> 33.1-33.3 tokens/s.
         const Q8KBlock* xs[TR];
         for (int t = 0; t < TR; ++t) xs[t] = x + (t0 + t) * KB + s;
-        if (t0 == 0) {
+        if (lead) {
             for (int64_t at = Panel<F>::kRunBytes; at < kBytes; at += 64) ask_ahead<F, TR>(block + at);
             add_block<F, TR, true>(block, xs, acc);
         } else {
